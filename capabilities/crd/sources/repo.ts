@@ -1,0 +1,69 @@
+// The Repo: one repository by url, cached bare on every node that needs it (seed 001 ADR-0004,
+// ADR-0051). One source of truth, as for the Sandbox.
+import { z } from "zod";
+import { SecretName, goDuration } from "./common";
+
+export const REPO_NODE_PHASES = ["Cloning", "Present", "Failed"] as const;
+
+export const RepoSpec = z
+  .strictObject({
+    url: z
+      .string()
+      .min(1)
+      .meta({ description: "The repository's url: https, ssh (git@host:path or ssh://) or a file path." }),
+    secretRef: z
+      .strictObject({
+        name: SecretName.meta({ description: "The Secret's name." }),
+      })
+      .optional()
+      .meta({
+        description: "A Secret in the Repo's namespace with fetch credentials: an https token or an ssh key.",
+      }),
+    interval: goDuration("spec.interval")
+      .default("5m")
+      .meta({ description: "How often each node's cache agent fetches. A Go duration." }),
+    bound: z.boolean().optional().meta({
+      description: "True when a Machine's slot binds this Repo: its caches are kept even with no pod mounting them.",
+    }),
+  })
+  .meta({ description: "Which repository, and how to fetch it." });
+
+export const RepoNode = z
+  .strictObject({
+    phase: z.enum(REPO_NODE_PHASES).meta({ description: "Cloning, Present or Failed." }),
+    fetchedAt: z
+      .string()
+      .optional()
+      .meta({ format: "date-time", description: "When the node's last successful fetch ended (RFC 3339)." }),
+    error: z.string().optional().meta({ description: "git's own words for the last failure on this node." }),
+  })
+  .meta({ description: "The state of one node's cache of this Repo, written by that node's cache agent alone." });
+
+export const RepoStatus = z
+  .strictObject({
+    identity: z.string().optional().meta({ description: "Host plus path: every spelling of the url lands here." }),
+    key: z.string().optional().meta({ description: "The stable cache key derived from the identity." }),
+    present: z.number().int().optional().meta({
+      format: "int32",
+      description: "How many nodes hold a present cache (kept by the operator from status.nodes).",
+    }),
+    nodes: z
+      .record(z.string(), RepoNode)
+      .optional()
+      .meta({ description: "Per node name, the state of that node's cache." }),
+  })
+  .meta({ description: "The Repo's identity and its caches, node by node." });
+
+export const Repo = z
+  .strictObject({
+    apiVersion: z.string().optional(),
+    kind: z.string().optional(),
+    metadata: z.record(z.string(), z.unknown()).optional(),
+    spec: RepoSpec,
+    status: RepoStatus.optional(),
+  })
+  .meta({ description: "A Repo: one repository by url, kept as one bare cache per node by the cache agents." });
+
+export type RepoSpec = z.infer<typeof RepoSpec>;
+export type RepoStatus = z.infer<typeof RepoStatus>;
+export type RepoNode = z.infer<typeof RepoNode>;

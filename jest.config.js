@@ -1,0 +1,36 @@
+// Two tiers (docs/decisions/0004-jest.md). Both transform TypeScript with @swc/jest (fast, cached
+// in jest's cache directory) and also transform the ESM-only packages pepr's CJS entry requires,
+// which jest's module loader cannot `require` on Node 20.
+const esm = ["kubernetes-fluent-client", "@kubernetes/client-node", "openid-client", "oauth4webapi", "jose"];
+
+const swc = [
+  "@swc/jest",
+  {
+    jsc: { parser: { syntax: "typescript" }, target: "es2022" },
+    module: { type: "commonjs" },
+    sourceMaps: "inline",
+  },
+];
+
+const base = {
+  transform: { "^.+\\.(t|j|mj)s$": swc },
+  transformIgnorePatterns: [`/node_modules/(?!(${esm.join("|")})/)`],
+  moduleFileExtensions: ["ts", "js", "mjs", "json"],
+  testEnvironment: "node",
+};
+
+/** @type {import('jest').Config} */
+module.exports = {
+  cacheDirectory: "<rootDir>/node_modules/.cache/jest",
+  projects: [
+    { ...base, displayName: "unit", testMatch: ["<rootDir>/test/unit/**/*.test.ts"] },
+    {
+      ...base,
+      displayName: "integration",
+      testMatch: ["<rootDir>/test/integration/**/*.test.ts"],
+      globalSetup: "<rootDir>/test/integration/global-setup.ts",
+      globalTeardown: "<rootDir>/test/integration/global-teardown.ts",
+      testTimeout: 60_000,
+    },
+  ],
+};

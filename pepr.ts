@@ -1,0 +1,17 @@
+// The Pepr module: registers the capabilities, and in the processes that watch (the watcher
+// Deployment, or `pepr dev`) applies the CRDs first, so `npx pepr deploy` alone yields a working
+// operator (docs/decisions/0003).
+import { Capability, Log, PeprModule } from "pepr";
+import cfg from "./package.json";
+import { installCRDs } from "./capabilities/crd/install";
+
+const capabilities: Capability[] = [];
+
+const watches = process.env.PEPR_WATCH_MODE === "true" || process.env.PEPR_MODE === "dev";
+
+(watches ? installCRDs((msg) => Log.info(msg)) : Promise.resolve())
+  .then(() => new PeprModule(cfg, capabilities))
+  .catch((err) => {
+    Log.error({ err: String(err?.message ?? err) }, "jr2-operator could not start");
+    process.exit(1);
+  });

@@ -1,0 +1,30 @@
+// Runs after `pepr build` (npm run build): puts both CRDs into the build output, for those who
+// deploy from the manifest or the Helm chart rather than letting the module apply them.
+import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import cfg from "../package.json";
+import { renderAll } from "./crd-yaml";
+
+const dist = join(__dirname, "..", "dist");
+const uuid = cfg.pepr.uuid;
+const manifest = join(dist, `pepr-module-${uuid}.yaml`);
+const chart = join(dist, `${uuid}-chart`);
+if (!existsSync(manifest)) throw new Error(`${manifest} is missing: run \`npx pepr build\` first`);
+
+const crds = renderAll();
+mkdirSync(join(dist, "crds"), { recursive: true });
+if (existsSync(chart)) mkdirSync(join(chart, "crds"), { recursive: true });
+for (const { file, text } of crds) {
+  const name = file.split("/").pop()!;
+  writeFileSync(join(dist, "crds", name), text);
+  if (existsSync(chart)) copyFileSync(join(dist, "crds", name), join(chart, "crds", name));
+}
+
+// The manifest gets the CRDs first, so `kubectl apply -f` creates them before anything uses them.
+const body = readFileSync(manifest, "utf8");
+if (!body.includes("kind: CustomResourceDefinition")) {
+  writeFileSync(manifest, crds.map((c) => c.text.trimEnd()).join("\n---\n") + "\n---\n" + body);
+}
+console.log(
+  `CRDs added to ${manifest}${existsSync(chart) ? ` and ${chart}/crds` : ""}: ${readdirSync(join(dist, "crds")).join(", ")}`,
+);
