@@ -40,6 +40,10 @@ type OpenAPISchema = {
 
 const INT_OR_STRING = "io.k8s.apimachinery.pkg.util.intstr.IntOrString";
 const QUANTITY = "io.k8s.apimachinery.pkg.api.resource.Quantity";
+/** Embedded ObjectMeta (an ephemeral volume's claim template) keeps what the API server copies from
+ * it, labels and annotations: managedFields and the rest do not belong in a template. */
+const OBJECT_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
+const OBJECT_META_KEPT = ["labels", "annotations"];
 
 function loadSpec(): { doc: { components: { schemas: Record<string, OpenAPISchema> } }; source: string } {
   const file = process.argv[2];
@@ -83,7 +87,7 @@ function closure(schemas: Record<string, OpenAPISchema>): string[] {
       walk(s.items);
       if (typeof s.additionalProperties === "object") walk(s.additionalProperties);
     };
-    walk(def);
+    walk(name === OBJECT_META ? trimmedMeta(def) : def);
     seen.add(name);
     order.push(name);
   };
@@ -92,6 +96,13 @@ function closure(schemas: Record<string, OpenAPISchema>): string[] {
 }
 
 const q = (s: string) => JSON.stringify(s);
+
+function trimmedMeta(def: OpenAPISchema): OpenAPISchema {
+  const properties = Object.fromEntries(
+    Object.entries(def.properties ?? {}).filter(([k]) => OBJECT_META_KEPT.includes(k)),
+  );
+  return { ...def, properties, required: [] };
+}
 
 /** zod source for one schema (a definition's body, or a field's). */
 function zodOf(s: OpenAPISchema): string {
@@ -161,7 +172,7 @@ function main() {
     "",
   ];
   for (const n of names) {
-    const def = schemas[n];
+    const def = n === OBJECT_META ? trimmedMeta(schemas[n]) : schemas[n];
     const body = def.properties ? objectOf(def) : zodOf(def);
     const meta = def.description ? `.meta({ description: ${q(def.description)} })` : "";
     lines.push(`export const ${shortName(n)} = ${body}${meta};`);

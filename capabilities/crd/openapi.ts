@@ -65,7 +65,12 @@ function structural(s: JSONSchemaProps, path: string): JSONSchemaProps {
       case "additionalProperties":
         // `false` is what zod writes for a strict object; a CRD prunes or refuses unknown fields
         // by itself, and forbids additionalProperties beside properties.
-        if (typeof value === "object") out.additionalProperties = structural(value as JSONSchemaProps, `${path}.*`);
+        // `{}` is zod's z.unknown(): a map of anything, which a CRD spells preserve-unknown-fields.
+        if (typeof value === "object" && Object.keys(value as object).length === 0) {
+          out["x-kubernetes-preserve-unknown-fields"] = true;
+        } else if (typeof value === "object") {
+          out.additionalProperties = structural(value as JSONSchemaProps, `${path}.*`);
+        }
         break;
       case "required":
         if ((value as string[]).length) out.required = [...(value as string[])].sort();

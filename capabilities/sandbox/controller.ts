@@ -1,0 +1,272 @@
+// The Sandbox controller: a cache of what the watches delivered (Sandboxes whole; Pods and Services
+// only those the operator labels, seed 000), a work queue, and the level-based reconcile that turns
+// one Sandbox into one Pod, one Service and a status. Running it twice gives the same result.
+import { K8s, kind } from "kubernetes-fluent-client";
+import { Log } from "pepr";
+import { SandboxModel, type SandboxSpec } from "../crd";
+import { API_VERSION } from "../crd/sources/common";
+import { apiError, getOrUndefined, isConflict, isNotFound, recordEvent, write, type ApiError } from "../shared/api";
+import { metrics } from "../shared/metrics";
+import { statusMergePatch } from "../shared/patch";
+import { WorkQueue } from "../shared/queue";
+import { ObjectCache } from "../shared/cache";
+import { SANDBOX_NAME_LABEL } from "../shared/names";
+import { leaseOf } from "./lease";
+import { buildPod, type PodContribution } from "./pod";
+import { buildService } from "./service";
+import { computeStatus, lossOf, statusEvents, type Loss, type Refusal } from "./status";
+
+/** Seed 000: a fixed number of workers; one Sandbox is never reconciled twice at once. */
+export const SANDBOX_WORKERS = 16;
+
+type Sandbox = SandboxModel & {
+  metadata: { name: string; namespace: string; uid: string };
+  spec: SandboxSpec;
+};
+
+/** Raised after a refused pod create is written to status, so the queue retries with backoff. */
+class RetryLater extends Error {}
+
+/** Contributions other capabilities add to a Sandbox's pod (Repo caches, gitCredentials). */
+export type PodContributor = (sandbox: Sandbox) => PodContribution | undefined;
+
+const keyOf = (namespace: string | undefined, name: string | undefined) => `${namespace}/${name}`;
+
+export class SandboxController {
+  readonly sandboxes = new ObjectCache<Sandbox>();
+  readonly pods = new ObjectCache<kind.Pod>();
+  readonly services = new ObjectCache<kind.Service>();
+  readonly #refusals = new Map<string, Refusal>();
+  readonly #warnedKeepalive = new Map<string, string>();
+  readonly #contributors: PodContributor[] = [];
+  readonly queue: WorkQueue;
+
+  constructor() {
+    this.queue = new WorkQueue({
+      name: "sandbox",
+      workers: SANDBOX_WORKERS,
+      reconcile: (key) => this.reconcile(key),
+      baseDelayMs: 200,
+      maxDelayMs: 10_000,
+      onError: (key, err, retryInMs) => {
+        const e = err instanceof RetryLater ? undefined : apiError(err);
+        const [namespace, name] = key.split("/");
+        if (err instanceof RetryLater) Log.info({ namespace, name, retryInMs }, `Sandbox waits: ${err.message}`);
+        else
+          Log.warn(
+            { namespace, name, retryInMs, status: e?.status, reason: e?.reason },
+            `reconcile failed: ${e?.message}`,
+          );
+      },
+      onDone: (_key, result, ms) => {
+        metrics.reconciled("sandbox", result, ms);
+        metrics.queueDepth("sandbox", this.queue.depth);
+      },
+    });
+  }
+
+  /** Lets another capability add volumes, mounts or affinity to every pod built from now on. */
+  contribute(c: PodContributor) {
+    this.#contributors.push(c);
+  }
+
+  // --- watch events: update the cache, then enqueue the Sandbox's key ---
+
+  onSandbox(sbx: SandboxModel, deleted: boolean) {
+    const key = keyOf(sbx.metadata?.namespace, sbx.metadata?.name);
+    if (deleted) {
+      this.#store(key, undefined, sbx as Sandbox);
+      this.#refusals.delete(key);
+      this.#warnedKeepalive.delete(key);
+      return;
+    }
+    if (!this.#store(key, sbx as Sandbox)) return;
+    this.queue.add(key);
+  }
+
+  /** Caches a Sandbox unless the cache holds a newer one; keeps the phase gauge. */
+  #store(key: string, next: Sandbox | undefined, gone?: Sandbox): boolean {
+    const old = this.sandboxes.get(key);
+    if (next && !this.sandboxes.set(key, next)) return false;
+    if (!next) this.sandboxes.delete(key, gone);
+    const phase = (s: Sandbox | undefined) => (s ? (s.status?.phase ?? "Pending") : undefined);
+    metrics.phase(phase(old), phase(this.sandboxes.get(key)));
+    return true;
+  }
+
+  onPod(pod: kind.Pod, deleted: boolean) {
+    const key = keyOf(pod.metadata?.namespace, pod.metadata?.labels?.[SANDBOX_NAME_LABEL]);
+    if (deleted) this.pods.delete(key, pod);
+    else this.pods.set(key, pod);
+    this.queue.add(key);
+  }
+
+  onService(svc: kind.Service, deleted: boolean) {
+    const key = keyOf(svc.metadata?.namespace, svc.metadata?.labels?.[SANDBOX_NAME_LABEL]);
+    if (deleted) this.services.delete(key, svc);
+    else this.services.set(key, svc);
+    this.queue.add(key);
+  }
+
+  // --- the reconcile ---
+
+  async reconcile(key: string): Promise<void | { requeueAfterMs: number }> {
+    const sbx = this.sandboxes.get(key);
+    if (!sbx) return;
+    const now = Date.now();
+
+    const lease = leaseOf(sbx);
+    this.#warnInvalidKeepalive(key, sbx, lease.invalidKeepalive);
+    if (now >= lease.deadline) return this.#reap(sbx);
+
+    if (sbx.metadata.deletionTimestamp) {
+      // Being deleted (a finalizer elsewhere, or foreground deletion): say so, create nothing.
+      const pod = this.pods.get(key);
+      await this.#writeStatus(
+        key,
+        sbx,
+        computeStatus({ sandbox: sbx, pod, service: this.services.get(key), now: new Date(now) }),
+      );
+      return;
+    }
+
+    const { pod, refusal, loss } = await this.#ensurePod(key, sbx);
+    let service = this.services.get(key);
+    if (!service && sbx.status?.phase !== "Lost" && !loss) service = await this.#ensureService(key, sbx);
+
+    const status = computeStatus({ sandbox: sbx, pod, service, refusal, loss, now: new Date(now) });
+    await this.#writeStatus(key, sbx, status);
+    if (refusal) throw new RetryLater(`pod create refused: ${refusal.reason}: ${refusal.message}`);
+    // Look again at the lease's deadline: no periodic scan of every Sandbox.
+    return { requeueAfterMs: lease.deadline - now };
+  }
+
+  /** The Sandbox's one pod: created when it never had one, confirmed by a direct GET before it is called lost. */
+  async #ensurePod(key: string, sbx: Sandbox): Promise<{ pod?: kind.Pod; refusal?: Refusal; loss?: Loss }> {
+    if (sbx.status?.phase === "Lost") return {};
+    const recorded = sbx.status?.podUID;
+    let pod = this.pods.get(key);
+    if (pod && !ownedBy(pod, sbx)) pod = undefined;
+
+    if (!pod && !recorded) return this.#createPod(key, sbx);
+
+    if (!pod || lossOf(pod, recorded, false)) {
+      // The cache may lag: only the API server's own answer makes a Sandbox Lost (seed 001 ADR-0021).
+      const fresh = await getOrUndefined(() =>
+        K8s(kind.Pod).InNamespace(sbx.metadata.namespace).Get(sbx.metadata.name),
+      );
+      if (fresh) this.pods.set(key, fresh);
+      else this.pods.delete(key);
+      const mine = fresh && ownedBy(fresh, sbx) ? fresh : undefined;
+      if (!mine && !recorded) return this.#createPod(key, sbx);
+      const loss = lossOf(mine, recorded, true);
+      return { pod: mine, loss };
+    }
+    return { pod };
+  }
+
+  async #createPod(key: string, sbx: Sandbox): Promise<{ pod?: kind.Pod; refusal?: Refusal }> {
+    const parts = this.#contributors.map((c) => c(sbx)).filter((p): p is PodContribution => !!p);
+    try {
+      const pod = await write("Pod.create", () => K8s(kind.Pod).Create(buildPod(sbx, parts)));
+      this.pods.set(key, pod);
+      this.#refusals.delete(key);
+      return { pod };
+    } catch (err) {
+      if (isConflict(err)) {
+        const existing = await getOrUndefined(() =>
+          K8s(kind.Pod).InNamespace(sbx.metadata.namespace).Get(sbx.metadata.name),
+        );
+        if (existing && ownedBy(existing, sbx)) {
+          this.pods.set(key, existing);
+          return { pod: existing };
+        }
+        // An earlier Sandbox of the same name still has its pod: the collector is taking it.
+        throw new RetryLater(`pod ${sbx.metadata.name} of an earlier Sandbox of this name is still being deleted`);
+      }
+      const refusal = refusalOf(apiError(err));
+      if (!refusal) throw err;
+      this.#refusals.set(key, refusal);
+      return { refusal };
+    }
+  }
+
+  async #ensureService(key: string, sbx: Sandbox): Promise<kind.Service | undefined> {
+    try {
+      const svc = await write("Service.create", () => K8s(kind.Service).Create(buildService(sbx)));
+      this.services.set(key, svc);
+      return svc;
+    } catch (err) {
+      if (!isConflict(err)) throw err;
+      const svc = await getOrUndefined(() =>
+        K8s(kind.Service).InNamespace(sbx.metadata.namespace).Get(sbx.metadata.name),
+      );
+      if (svc) this.services.set(key, svc);
+      return svc;
+    }
+  }
+
+  /** Writes status only when it changed (seed 000: every write wakes every client's watch). */
+  async #writeStatus(key: string, sbx: Sandbox, status: NonNullable<Sandbox["status"]>) {
+    const patch = statusMergePatch(sbx.status, status);
+    if (!patch) return;
+    const updated = await write("Sandbox.status", () =>
+      K8s(SandboxModel).PatchStatus({
+        metadata: { name: sbx.metadata.name, namespace: sbx.metadata.namespace },
+        status: patch as SandboxModel["status"],
+      }),
+    );
+    this.#store(key, updated as Sandbox);
+    for (const e of statusEvents(sbx.status, status)) this.#event(sbx, e.type, e.reason, e.message);
+    Log.debug(
+      { namespace: sbx.metadata.namespace, name: sbx.metadata.name, phase: status.phase },
+      "Sandbox status written",
+    );
+  }
+
+  async #reap(sbx: Sandbox): Promise<void> {
+    const { name, namespace } = sbx.metadata;
+    Log.info({ namespace, name }, `reaping Sandbox: no keepalive within spec.idleTimeout ${sbx.spec.idleTimeout}`);
+    this.#event(sbx, "Normal", "Reaped", `no keepalive for spec.idleTimeout (${sbx.spec.idleTimeout}): deleted`);
+    try {
+      // Background propagation: the garbage collector takes the pod and Service.
+      await write("Sandbox.delete", () => K8s(SandboxModel).InNamespace(namespace).Delete(name));
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+    }
+  }
+
+  #warnInvalidKeepalive(key: string, sbx: Sandbox, value: string | undefined) {
+    if (value === undefined || this.#warnedKeepalive.get(key) === value) return;
+    this.#warnedKeepalive.set(key, value);
+    this.#event(
+      sbx,
+      "Warning",
+      "KeepaliveInvalid",
+      `annotation jr2.dev/keepalive is not an RFC 3339 time (${JSON.stringify(value.slice(0, 64))}): ` +
+        "it counts as absent; write the time, e.g. 2026-01-02T15:04:05Z",
+    );
+  }
+
+  #event(sbx: Sandbox, type: "Normal" | "Warning", reason: string, message: string) {
+    const { name, namespace, uid } = sbx.metadata;
+    void recordEvent({ apiVersion: API_VERSION, kind: "Sandbox", name, namespace, uid }, type, reason, message, (err) =>
+      Log.debug({ namespace, name, err: String(err) }, "event not recorded"),
+    );
+  }
+}
+
+const ownedBy = (obj: { metadata?: { ownerReferences?: { uid: string }[] } }, sbx: Sandbox) =>
+  !!obj.metadata?.ownerReferences?.some((o) => o.uid === sbx.metadata.uid);
+
+/** A pod create the API server refused for a reason worth waiting on, named (pure). */
+export function refusalOf(e: ApiError): Refusal | undefined {
+  if (e.status === 403 && /exceeded quota/i.test(e.message)) return { reason: "QuotaExceeded", message: e.message };
+  if (e.status === 403 && /no PriorityClass with name/i.test(e.message)) {
+    return { reason: "PriorityClassNotFound", message: e.message };
+  }
+  if (e.status === 403 || e.status === 422 || e.status === 400) {
+    return { reason: e.status === 422 ? "PodInvalid" : e.reason || "CreateRefused", message: e.message };
+  }
+  return undefined;
+}

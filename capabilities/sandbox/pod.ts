@@ -1,0 +1,92 @@
+// Sandbox -> its one Pod (pure). Seed 000 ADR-0001: the Harness is the primary container and the
+// sidecars are opaque fragments scheduled without being understood; seed 002 `crFor` is the client.
+import type { kind } from "kubernetes-fluent-client";
+import type { Container, Probe, Volume, VolumeMount } from "../crd/generated/corev1";
+import type { SandboxSpec } from "../crd";
+import { DEFAULT_FS_GROUP, HARNESS, HARNESS_PORT, SHM_VOLUME } from "../shared/names";
+import { hardenSidecar, hardenedContext } from "./hardening";
+import { type SandboxRef, managedLabels, ownerReference } from "./refs";
+
+/**
+ * Seams for the pieces other capabilities own: the Repo cache mounts (issue 5) and the
+ * gitCredentials projection (issue 4) each contribute volumes, mounts and affinity here.
+ */
+export type PodContribution = {
+  volumes?: Volume[];
+  harnessMounts?: VolumeMount[];
+  /** Mounts added to the named sidecar only. */
+  sidecarMounts?: Record<string, VolumeMount[]>;
+  affinity?: kind.Pod["spec"] extends infer S ? (S extends { affinity?: infer A } ? A : never) : never;
+};
+
+export const DEFAULT_READINESS_PROBE = (): Probe => ({
+  httpGet: { path: "/healthz", port: HARNESS_PORT },
+  periodSeconds: 2,
+  failureThreshold: 3,
+});
+
+export function harnessContainer(spec: SandboxSpec, extraMounts: VolumeMount[]): Container {
+  return {
+    name: HARNESS,
+    image: spec.image,
+    ...(spec.command ? { command: spec.command } : {}),
+    ...(spec.args ? { args: spec.args } : {}),
+    ...(spec.env ? { env: spec.env } : {}),
+    ...(spec.envFrom ? { envFrom: spec.envFrom } : {}),
+    ...(spec.resources ? { resources: spec.resources } : {}),
+    ports: [{ name: "http", containerPort: HARNESS_PORT, protocol: "TCP" }],
+    readinessProbe: spec.readinessProbe ?? DEFAULT_READINESS_PROBE(),
+    terminationMessagePolicy: "FallbackToLogsOnError",
+    securityContext: hardenedContext(spec.securityContext),
+    volumeMounts: [...(spec.volumeMounts ?? []), { name: SHM_VOLUME, mountPath: "/dev/shm" }, ...extraMounts],
+  };
+}
+
+/** /dev/shm: memory-backed, sized by spec.shmSize, mounted in the Harness container alone. */
+export function shmVolume(spec: SandboxSpec): Volume {
+  return {
+    name: SHM_VOLUME,
+    emptyDir: { medium: "Memory", ...(spec.shmSize !== undefined ? { sizeLimit: spec.shmSize } : {}) },
+  };
+}
+
+export function buildPod(sandbox: SandboxRef & { spec: SandboxSpec }, parts: PodContribution[] = []): kind.Pod {
+  const spec = sandbox.spec;
+  const volumes = [...(spec.volumes ?? []), shmVolume(spec), ...parts.flatMap((p) => p.volumes ?? [])];
+  const harnessMounts = parts.flatMap((p) => p.harnessMounts ?? []);
+  const sidecars = (spec.sidecars ?? []).map((c) => {
+    const extra = parts.flatMap((p) => p.sidecarMounts?.[c.name] ?? []);
+    const hardened = hardenSidecar(c);
+    return extra.length ? { ...hardened, volumeMounts: [...(hardened.volumeMounts ?? []), ...extra] } : hardened;
+  });
+  const affinity = parts.map((p) => p.affinity).find((a) => a !== undefined);
+  const pod = {
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: {
+      name: sandbox.metadata.name,
+      namespace: sandbox.metadata.namespace,
+      labels: managedLabels(sandbox.metadata.name),
+      ownerReferences: [ownerReference(sandbox)],
+    },
+    spec: {
+      // The Agent runs code in this pod: it gets no Kubernetes credential and no view of other
+      // Services or of its sidecars' processes (seed 000, Known limitations).
+      automountServiceAccountToken: false,
+      enableServiceLinks: false,
+      shareProcessNamespace: false,
+      restartPolicy: "Always",
+      securityContext: { fsGroup: spec.fsGroup ?? DEFAULT_FS_GROUP },
+      ...(spec.podResources ? { resources: spec.podResources } : {}),
+      ...(spec.nodeSelector ? { nodeSelector: spec.nodeSelector } : {}),
+      ...(spec.tolerations ? { tolerations: spec.tolerations } : {}),
+      ...(spec.priorityClassName ? { priorityClassName: spec.priorityClassName } : {}),
+      ...(spec.runtimeClassName ? { runtimeClassName: spec.runtimeClassName } : {}),
+      ...(affinity ? { affinity } : {}),
+      ...(spec.initContainers?.length ? { initContainers: spec.initContainers } : {}),
+      containers: [harnessContainer(spec, harnessMounts), ...sidecars],
+      volumes,
+    },
+  };
+  return pod as unknown as kind.Pod;
+}

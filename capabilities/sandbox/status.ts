@@ -1,0 +1,255 @@
+// (Sandbox, Pod, Service, the last create's answer) -> the Sandbox's status (pure). Clients never
+// read the pod (seed 000 ADR-0001, seed 002's port), so everything they wait on is said here: why
+// a pod is not placed, why it is not Ready, how its Harness last ended, and when it is Lost.
+import type { kind } from "kubernetes-fluent-client";
+import type { Condition, ContainerReport, ContainerWaiting, SandboxStatus } from "../crd";
+import { EFFECTOR, HARNESS } from "../shared/names";
+import { endpointOf } from "./service";
+
+/** Why a pod is gone for good (seed 001 ADR-0021): the Sandbox is Lost and never gets another. */
+export type Loss = { reason: string; message: string };
+
+/** Why the last pod create was refused (a ResourceQuota, a missing PriorityClass, ...). */
+export type Refusal = { reason: string; message: string };
+
+/** A further hold on Ready (issue 5's Repo caches): the first one holding names the wait. */
+export type ReadyGate = { reason: string; message: string };
+
+export type Observed = {
+  sandbox: {
+    metadata: { name: string; namespace: string; generation?: number; deletionTimestamp?: string | Date };
+    status?: SandboxStatus;
+  };
+  pod?: kind.Pod;
+  service?: kind.Service;
+  refusal?: Refusal;
+  loss?: Loss;
+  gates?: ReadyGate[];
+  /** Extra conditions computed elsewhere (ReposFresh), already in condition shape. */
+  extraConditions?: Omit<Condition, "lastTransitionTime">[];
+  now: Date;
+};
+
+/** Waiting reasons every starting container passes through: not worth a client's attention. */
+const ROUTINE_WAITING = new Set(["ContainerCreating", "PodInitializing"]);
+
+export const rfc3339 = (d: Date) => d.toISOString().replace(/\.\d{3}Z$/, "Z");
+
+const condition = (pod: kind.Pod | undefined, type: string) => pod?.status?.conditions?.find((c) => c.type === type);
+
+/** The verdict on a pod that is gone or ended, or undefined while it lives (pure). */
+export function lossOf(
+  pod: kind.Pod | undefined,
+  recordedUID: string | undefined,
+  goneConfirmed: boolean,
+): Loss | undefined {
+  if (!pod) {
+    return recordedUID && goneConfirmed
+      ? { reason: "PodDeleted", message: `its pod (uid ${recordedUID}) was deleted` }
+      : undefined;
+  }
+  const name = pod.metadata?.name;
+  if (recordedUID && pod.metadata?.uid !== recordedUID) {
+    return { reason: "PodDeleted", message: `its pod (uid ${recordedUID}) was deleted; pod ${name} now is another` };
+  }
+  const disruption = condition(pod, "DisruptionTarget");
+  if (pod.status?.phase === "Failed") {
+    if (pod.status.reason === "Evicted" || disruption?.status === "True") {
+      return { reason: "Evicted", message: pod.status.message || disruption?.message || `pod ${name} was evicted` };
+    }
+    return { reason: "PodFailed", message: pod.status.message || endedContainers(pod) || `pod ${name} failed` };
+  }
+  if (pod.status?.phase === "Succeeded") {
+    return { reason: "PodSucceeded", message: pod.status.message || endedContainers(pod) || `pod ${name} exited` };
+  }
+  if (pod.metadata?.deletionTimestamp) {
+    if (disruption?.status === "True") {
+      return {
+        reason: disruption.reason === "PreemptionByScheduler" ? "Preempted" : "Evicted",
+        message: disruption.message ?? "",
+      };
+    }
+    return { reason: "PodDeleted", message: `pod ${name} is being deleted` };
+  }
+  return undefined;
+}
+
+/** "harness: Error (exit 1): boom; effector: Completed (exit 0)" from the containers' last ends. */
+function endedContainers(pod: kind.Pod): string {
+  return (pod.status?.containerStatuses ?? [])
+    .map((s) => ({ name: s.name, t: s.state?.terminated }))
+    .filter((x) => x.t)
+    .map(
+      ({ name, t }) =>
+        `${name}: ${t!.reason ?? "Terminated"} (exit ${t!.exitCode})${t!.message ? `: ${t!.message.trim()}` : ""}`,
+    )
+    .join("; ");
+}
+
+/** A container's restarts and last end, from the pod's container statuses. */
+export function reportOf(pod: kind.Pod | undefined, container: string): ContainerReport | undefined {
+  const s = pod?.status?.containerStatuses?.find((c) => c.name === container);
+  if (!s) return undefined;
+  const t = s.lastState?.terminated ?? s.state?.terminated;
+  return {
+    restartCount: s.restartCount ?? 0,
+    ...(t
+      ? {
+          lastTerminated: {
+            ...(t.reason ? { reason: t.reason } : {}),
+            exitCode: t.exitCode,
+            ...(t.message ? { message: t.message } : {}),
+            ...(t.finishedAt ? { finishedAt: rfc3339(new Date(t.finishedAt)) } : {}),
+          },
+        }
+      : {}),
+  };
+}
+
+/** Every container still waiting for a reason worth naming, init containers first. */
+export function waitingOf(pod: kind.Pod | undefined): ContainerWaiting[] {
+  const statuses = [...(pod?.status?.initContainerStatuses ?? []), ...(pod?.status?.containerStatuses ?? [])];
+  return statuses
+    .filter((s) => s.state?.waiting?.reason && !ROUTINE_WAITING.has(s.state.waiting.reason))
+    .map((s) => ({
+      container: s.name,
+      reason: s.state!.waiting!.reason!,
+      ...(s.state!.waiting!.message ? { message: s.state!.waiting!.message } : {}),
+    }));
+}
+
+type Cond = Omit<Condition, "lastTransitionTime">;
+
+function scheduledCondition(o: Observed): Cond {
+  const { pod, refusal } = o;
+  if (!pod) {
+    if (refusal) return { type: "Scheduled", status: "False", reason: refusal.reason, message: refusal.message };
+    return { type: "Scheduled", status: "Unknown", reason: "PodNotCreated", message: "the pod is not created yet" };
+  }
+  const c = condition(pod, "PodScheduled");
+  if (c?.status === "True" || pod.spec?.nodeName) {
+    return {
+      type: "Scheduled",
+      status: "True",
+      reason: "Scheduled",
+      message: `placed on node ${pod.spec?.nodeName ?? "?"}`,
+    };
+  }
+  if (c?.status === "False") {
+    return { type: "Scheduled", status: "False", reason: c.reason || "Unschedulable", message: c.message ?? "" };
+  }
+  return {
+    type: "Scheduled",
+    status: "Unknown",
+    reason: "SchedulerPending",
+    message: "the scheduler has not placed the pod yet",
+  };
+}
+
+function readyCondition(o: Observed, loss: Loss | undefined): Cond {
+  if (loss) return { type: "Ready", status: "False", reason: "Lost", message: loss.message };
+  const { pod } = o;
+  if (!pod) {
+    const why = o.refusal ? `the pod create was refused: ${o.refusal.message}` : "the pod is not created yet";
+    return { type: "Ready", status: "False", reason: "PodNotCreated", message: why };
+  }
+  const c = condition(pod, "Ready");
+  if (c?.status !== "True") {
+    const message = c?.message || (pod.spec?.nodeName ? "the pod is not Ready" : "the pod is not scheduled yet");
+    return { type: "Ready", status: "False", reason: "PodNotReady", message };
+  }
+  const gate = o.gates?.[0];
+  if (gate) return { type: "Ready", status: "False", reason: gate.reason, message: gate.message };
+  return { type: "Ready", status: "True", reason: "PodReady", message: "the pod is Ready" };
+}
+
+/** Carries lastTransitionTime over when a condition's status did not change. */
+function stamp(next: Cond[], prev: Condition[] | undefined, now: Date): Condition[] {
+  return next.map((c) => {
+    const old = prev?.find((p) => p.type === c.type);
+    const lastTransitionTime = old && old.status === c.status ? old.lastTransitionTime : rfc3339(now);
+    return { ...c, lastTransitionTime };
+  });
+}
+
+export function computeStatus(o: Observed): SandboxStatus {
+  const prev = o.sandbox.status;
+  const { name, namespace } = o.sandbox.metadata;
+  // Lost is terminal: once said, it stays, whatever the pod does next (seed 001 ADR-0021).
+  const loss: Loss | undefined = prev?.phase === "Lost" ? lostOf(prev) : o.loss;
+  const pod = loss ? undefined : o.pod;
+  // A lost pod keeps the Scheduled condition it had: where it ran is history worth keeping.
+  const scheduledBefore = prev?.conditions?.find((c) => c.type === "Scheduled");
+  const scheduled: Cond = loss && scheduledBefore ? scheduledBefore : scheduledCondition(o);
+  const conditions: Cond[] = [scheduled, readyCondition(o, loss)];
+  conditions.push(...(o.extraConditions ?? []));
+  if (loss) conditions.push({ type: "Lost", status: "True", reason: loss.reason, message: loss.message });
+
+  const ready = !loss && conditions[1].status === "True";
+  const phase = o.sandbox.metadata.deletionTimestamp ? "Terminating" : loss ? "Lost" : ready ? "Ready" : "Pending";
+  const harness = loss ? prev?.harness : reportOf(pod, HARNESS);
+  const effector = loss ? prev?.effector : reportOf(pod, EFFECTOR);
+  const waiting = loss ? [] : waitingOf(pod);
+  const podName = pod?.metadata?.name ?? prev?.podName;
+  const podUID = pod?.metadata?.uid ?? prev?.podUID;
+  const nodeName = pod?.spec?.nodeName ?? (loss ? prev?.nodeName : undefined);
+
+  return {
+    phase,
+    ...(o.service
+      ? { endpoint: endpointOf(name, namespace) }
+      : prev?.endpoint && loss
+        ? { endpoint: prev.endpoint }
+        : {}),
+    ...(podName ? { podName } : {}),
+    ...(podUID ? { podUID } : {}),
+    ...(nodeName ? { nodeName } : {}),
+    ...(o.sandbox.metadata.generation !== undefined ? { observedGeneration: o.sandbox.metadata.generation } : {}),
+    conditions: stamp(
+      conditions.map(({ type, status, reason, message, observedGeneration }) => ({
+        type,
+        status,
+        reason,
+        message,
+        ...(observedGeneration !== undefined ? { observedGeneration } : {}),
+      })),
+      prev?.conditions,
+      o.now,
+    ),
+    ...(harness ? { harness } : {}),
+    ...(effector ? { effector } : {}),
+    ...(waiting.length ? { waiting } : {}),
+  };
+}
+
+function lostOf(status: SandboxStatus): Loss {
+  const c = status.conditions?.find((x) => x.type === "Lost");
+  return { reason: c?.reason ?? "Lost", message: c?.message ?? "its pod is gone" };
+}
+
+export type StatusEvent = { type: "Normal" | "Warning"; reason: string; message: string };
+
+/** The Events a status change deserves (pure): one per transition, none for a repeat. */
+export function statusEvents(prev: SandboxStatus | undefined, next: SandboxStatus): StatusEvent[] {
+  const events: StatusEvent[] = [];
+  const was = (t: string) => prev?.conditions?.find((c) => c.type === t);
+  const now = (t: string) => next.conditions?.find((c) => c.type === t);
+  const s0 = was("Scheduled");
+  const s1 = now("Scheduled");
+  if (
+    s1 &&
+    next.phase !== "Lost" &&
+    (s1.status !== s0?.status || s1.reason !== s0?.reason || s1.message !== s0?.message)
+  ) {
+    if (s1.status === "True") events.push({ type: "Normal", reason: "Scheduled", message: s1.message });
+    if (s1.status === "False") events.push({ type: "Warning", reason: s1.reason, message: s1.message });
+  }
+  if (next.phase === "Ready" && prev?.phase !== "Ready") {
+    events.push({ type: "Normal", reason: "Ready", message: `the Harness answers at ${next.endpoint ?? "?"}` });
+  }
+  if (next.phase === "Lost" && prev?.phase !== "Lost") {
+    const l = now("Lost");
+    events.push({ type: "Warning", reason: "Lost", message: `${l?.reason ?? "Lost"}: ${l?.message ?? ""}` });
+  }
+  return events;
+}

@@ -1,0 +1,111 @@
+// The operator's calls to the API server: every write waits for a token of the one write bucket
+// (seed 000: 100 requests/s, burst 200) and is counted by kind; kubernetes-fluent-client's thrown
+// `{ok: false, status, data}` objects become ApiErrors with the server's own words.
+import { K8s, kind } from "kubernetes-fluent-client";
+import { hostname } from "node:os";
+import { TokenBucket } from "./ratelimit";
+import { metrics } from "./metrics";
+
+const envNumber = (name: string, fallback: number) => {
+  const n = Number(process.env[name]);
+  return Number.isFinite(n) && n > 0 ? n : fallback;
+};
+
+/** The operator's writes; events have their own, so a burst of them never delays a pod. */
+export const writes = new TokenBucket(envNumber("JR2_WRITE_QPS", 100), envNumber("JR2_WRITE_BURST", 200));
+const eventWrites = new TokenBucket(envNumber("JR2_EVENT_QPS", 50), envNumber("JR2_EVENT_BURST", 100));
+
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly reason: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** An ApiError from whatever kubernetes-fluent-client threw. */
+export function apiError(err: unknown): ApiError {
+  if (err instanceof ApiError) return err;
+  const e = err as { status?: number; statusText?: string; data?: unknown; message?: string };
+  if (typeof e?.status === "number") {
+    const data = statusOf(e.data);
+    return new ApiError(
+      e.status,
+      data?.reason ?? e.statusText ?? `HTTP${e.status}`,
+      data?.message ?? e.statusText ?? "",
+    );
+  }
+  return new ApiError(0, "TransportError", e?.message ?? String(err));
+}
+
+type Status = { reason?: string; message?: string };
+
+/** The API server's Status object, whether the client parsed it or not. */
+function statusOf(data: unknown): Status | undefined {
+  if (typeof data !== "string") return data as Status | undefined;
+  try {
+    return JSON.parse(data) as Status;
+  } catch {
+    return { message: data };
+  }
+}
+
+export const isNotFound = (err: unknown) => apiError(err).status === 404;
+export const isConflict = (err: unknown) => apiError(err).status === 409;
+
+/** Runs one write under the bucket, counting it by kind and verb. */
+export async function write<T>(what: string, fn: () => Promise<T>): Promise<T> {
+  await writes.take();
+  metrics.apiWrite(what);
+  try {
+    return await fn();
+  } catch (err) {
+    throw apiError(err);
+  }
+}
+
+/** A GET that answers undefined for 404. */
+export async function getOrUndefined<T>(fn: () => Promise<T>): Promise<T | undefined> {
+  try {
+    return await fn();
+  } catch (err) {
+    if (isNotFound(err)) return undefined;
+    throw apiError(err);
+  }
+}
+
+export type EventTarget = { apiVersion: string; kind: string; name: string; namespace: string; uid?: string };
+
+const INSTANCE = hostname();
+
+/** Records a Kubernetes Event on an object; best effort, never fails the caller. */
+export async function recordEvent(
+  target: EventTarget,
+  type: "Normal" | "Warning",
+  reason: string,
+  message: string,
+  log: (err: unknown) => void,
+): Promise<void> {
+  const now = new Date().toISOString();
+  try {
+    await eventWrites.take();
+    metrics.apiWrite("Event.create");
+    await K8s(kind.CoreEvent).Create({
+      metadata: { generateName: `${target.name}.`, namespace: target.namespace },
+      involvedObject: { ...target },
+      type,
+      reason,
+      message: message.slice(0, 1024),
+      source: { component: "jr2-operator" },
+      reportingComponent: "jr2.dev/operator",
+      reportingInstance: INSTANCE,
+      firstTimestamp: now as unknown as Date,
+      lastTimestamp: now as unknown as Date,
+      count: 1,
+    });
+  } catch (err) {
+    log(apiError(err));
+  }
+}

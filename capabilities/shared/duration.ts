@@ -1,0 +1,12 @@
+// Go durations (time.ParseDuration), as spec.idleTimeout and Repo spec.interval are written.
+import { GO_DURATION } from "../crd/sources/common";
+
+const UNIT_MS: Record<string, number> = { ns: 1e-6, us: 1e-3, µs: 1e-3, ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+
+/** Milliseconds, or undefined when the text is not a Go duration. */
+export function parseGoDuration(text: string): number | undefined {
+  if (!GO_DURATION.test(text)) return undefined;
+  let ms = 0;
+  for (const [, n, unit] of text.matchAll(/([0-9]+(?:\.[0-9]+)?)(ns|us|µs|ms|s|m|h)/g)) ms += Number(n) * UNIT_MS[unit];
+  return ms;
+}

@@ -1,0 +1,56 @@
+// The operator's Prometheus metrics, on the module's own /metrics endpoint through Pepr's
+// collector (names get Pepr's `pepr_` prefix). Pepr's counters take no labels, so counts that need
+// one (reconciles by result, writes by kind) are gauges that only ever grow.
+import { metricsCollector } from "pepr";
+
+const RECONCILES = "jr2_reconciles";
+const RECONCILE_SECONDS = "jr2_reconcile_duration";
+const PHASES = "jr2_sandboxes";
+const DEPTH = "jr2_queue_depth";
+const WRITES = "jr2_api_writes";
+
+let registered = false;
+function register() {
+  if (registered) return;
+  registered = true;
+  metricsCollector.addGauge(RECONCILES, "Reconciles by controller and result (a count)", ["controller", "result"]);
+  metricsCollector.addSummary(RECONCILE_SECONDS, "Reconcile duration in milliseconds");
+  metricsCollector.addGauge(PHASES, "Sandboxes by phase", ["phase"]);
+  metricsCollector.addGauge(DEPTH, "Keys waiting in a work queue", ["queue"]);
+  metricsCollector.addGauge(WRITES, "API writes by kind and verb (a count)", ["what"]);
+}
+
+const phaseCounts = new Map<string, number>();
+
+export const metrics = {
+  reconciled(controller: string, result: string, ms: number) {
+    register();
+    metricsCollector.incGauge(RECONCILES, { controller, result });
+    metricsCollector.observeEnd(performance.now() - ms, RECONCILE_SECONDS);
+  },
+  apiWrite(what: string) {
+    register();
+    metricsCollector.incGauge(WRITES, { what });
+  },
+  queueDepth(queue: string, depth: number) {
+    register();
+    // incGauge only adds: add the difference from what was last reported.
+    const last = depths.get(queue) ?? 0;
+    depths.set(queue, depth);
+    if (depth !== last) metricsCollector.incGauge(DEPTH, { queue }, depth - last);
+  },
+  /** A Sandbox moved from one phase (undefined: not counted yet) to another (undefined: gone). */
+  phase(from: string | undefined, to: string | undefined) {
+    register();
+    if (from === to) return;
+    if (from !== undefined) bump(from, -1);
+    if (to !== undefined) bump(to, 1);
+  },
+};
+
+const depths = new Map<string, number>();
+
+function bump(phase: string, by: number) {
+  phaseCounts.set(phase, (phaseCounts.get(phase) ?? 0) + by);
+  metricsCollector.incGauge(PHASES, { phase }, by);
+}

@@ -1,0 +1,22 @@
+// Names on the wire, kept from jr2 so a jr2 Orchestrator's CRs work unchanged (docs/decisions/0001).
+export const MANAGED_BY_LABEL = "app.kubernetes.io/managed-by";
+export const MANAGED_BY = "jr2-operator";
+export const SANDBOX_NAME_LABEL = "sandbox.jr2.dev/name";
+export const KEEPALIVE_ANNOTATION = "jr2.dev/keepalive";
+
+/** Container names the operator and its clients agree on. */
+export const HARNESS = "harness";
+export const CUSTODIAN = "custodian";
+export const USER = "user";
+export const EFFECTOR = "effector";
+
+/** The Harness serves on this port; the Service exposes it as `http`. */
+export const HARNESS_PORT = 8080;
+
+/** The pod's work group when the spec states none (seed 002 DEFAULT_WORK_GROUP). */
+export const DEFAULT_FS_GROUP = 2000;
+export const DEFAULT_IDLE_TIMEOUT = "30m";
+
+/** Volumes the operator adds itself; a spec may not take these names. */
+export const SHM_VOLUME = "dshm";
+export const repoVolumeName = (key: string) => `repo-${key}`;

@@ -1,0 +1,136 @@
+// A work queue in front of an idempotent reconcile function, after controller-runtime's: one key is
+// never reconciled twice at once, repeated adds of a waiting key coalesce into one reconcile, a
+// failure is retried with per-key exponential backoff, and a key can ask to be looked at again at a
+// time of its own (docs/decisions/0006-work-queue.md). Pepr's Reconcile has none of these.
+
+export type ReconcileResult = void | { requeueAfterMs?: number };
+
+export type WorkQueueOptions = {
+  name: string;
+  workers: number;
+  reconcile: (key: string) => Promise<ReconcileResult>;
+  /** First retry delay after a failure; doubles per consecutive failure of the key. */
+  baseDelayMs?: number;
+  maxDelayMs?: number;
+  /** Told of every failure, with the delay before the retry. */
+  onError?: (key: string, err: unknown, retryInMs: number) => void;
+  /** Told after every reconcile, with its outcome and duration. */
+  onDone?: (key: string, result: "success" | "error" | "requeue", ms: number) => void;
+};
+
+export class WorkQueue {
+  readonly #o: Required<Omit<WorkQueueOptions, "onError" | "onDone">> & Pick<WorkQueueOptions, "onError" | "onDone">;
+  /** Keys waiting to run, in order. */
+  readonly #fifo: string[] = [];
+  /** Keys that must run (again): in #fifo, or waiting for their running reconcile to end. */
+  readonly #dirty = new Set<string>();
+  readonly #processing = new Set<string>();
+  readonly #failures = new Map<string, number>();
+  readonly #timers = new Map<string, { at: number; timer: NodeJS.Timeout }>();
+  #active = 0;
+  #stopped = false;
+  #idleWaiters: (() => void)[] = [];
+
+  constructor(opts: WorkQueueOptions) {
+    this.#o = { baseDelayMs: 100, maxDelayMs: 10_000, ...opts };
+  }
+
+  /** Keys waiting to run (not counting those running). */
+  get depth(): number {
+    return this.#fifo.length;
+  }
+
+  get running(): number {
+    return this.#active;
+  }
+
+  add(key: string): void {
+    if (this.#stopped || this.#dirty.has(key)) return;
+    this.#dirty.add(key);
+    // A running key is queued again when its reconcile ends, never run beside itself.
+    if (!this.#processing.has(key)) this.#fifo.push(key);
+    this.#pump();
+  }
+
+  /** Adds the key once `ms` have passed; an earlier pending wake-up wins over a later one. */
+  addAfter(key: string, ms: number): void {
+    if (this.#stopped) return;
+    if (ms <= 0) return this.add(key);
+    const at = Date.now() + ms;
+    const pending = this.#timers.get(key);
+    if (pending && pending.at <= at) return;
+    if (pending) clearTimeout(pending.timer);
+    const timer = setTimeout(() => {
+      this.#timers.delete(key);
+      this.add(key);
+    }, ms);
+    timer.unref?.();
+    this.#timers.set(key, { at, timer });
+  }
+
+  /** Retries the key after its backoff: base * 2^(failures-1), capped. */
+  addRateLimited(key: string): number {
+    const n = (this.#failures.get(key) ?? 0) + 1;
+    this.#failures.set(key, n);
+    const delay = Math.min(this.#o.baseDelayMs * 2 ** (n - 1), this.#o.maxDelayMs);
+    this.addAfter(key, delay);
+    return delay;
+  }
+
+  /** Forgets the key's failures, so its next failure starts from the base delay. */
+  forget(key: string): void {
+    this.#failures.delete(key);
+  }
+
+  failures(key: string): number {
+    return this.#failures.get(key) ?? 0;
+  }
+
+  /** Resolves when nothing is queued or running (timers may still be pending). */
+  idle(): Promise<void> {
+    if (this.#active === 0 && this.#fifo.length === 0) return Promise.resolve();
+    return new Promise((resolve) => this.#idleWaiters.push(resolve));
+  }
+
+  stop(): void {
+    this.#stopped = true;
+    for (const { timer } of this.#timers.values()) clearTimeout(timer);
+    this.#timers.clear();
+    this.#fifo.length = 0;
+    this.#dirty.clear();
+  }
+
+  #pump(): void {
+    while (this.#active < this.#o.workers && this.#fifo.length > 0) {
+      const key = this.#fifo.shift()!;
+      this.#dirty.delete(key);
+      this.#processing.add(key);
+      this.#active++;
+      void this.#run(key);
+    }
+    if (this.#active === 0 && this.#fifo.length === 0) {
+      const waiters = this.#idleWaiters;
+      this.#idleWaiters = [];
+      waiters.forEach((w) => w());
+    }
+  }
+
+  async #run(key: string): Promise<void> {
+    const started = Date.now();
+    try {
+      const result = await this.#o.reconcile(key);
+      this.forget(key);
+      if (result?.requeueAfterMs !== undefined) this.addAfter(key, result.requeueAfterMs);
+      this.#o.onDone?.(key, result?.requeueAfterMs !== undefined ? "requeue" : "success", Date.now() - started);
+    } catch (err) {
+      const delay = this.addRateLimited(key);
+      this.#o.onError?.(key, err, delay);
+      this.#o.onDone?.(key, "error", Date.now() - started);
+    } finally {
+      this.#processing.delete(key);
+      this.#active--;
+      if (this.#dirty.has(key)) this.#fifo.push(key);
+      this.#pump();
+    }
+  }
+}

@@ -1,0 +1,26 @@
+// A token bucket for the operator's writes (seed 000: 100 requests/s, burst 200). Tokens may go
+// negative: each caller reserves its slot and waits for it, so callers are served in order.
+export class TokenBucket {
+  #tokens: number;
+  #last = Date.now();
+
+  constructor(
+    readonly qps: number,
+    readonly burst: number,
+  ) {
+    this.#tokens = burst;
+  }
+
+  /** Milliseconds the caller must wait for its token (0 when one is at hand); reserves it. */
+  reserve(now = Date.now()): number {
+    this.#tokens = Math.min(this.burst, this.#tokens + ((now - this.#last) * this.qps) / 1000);
+    this.#last = now;
+    this.#tokens -= 1;
+    return this.#tokens >= 0 ? 0 : Math.ceil((-this.#tokens * 1000) / this.qps);
+  }
+
+  async take(): Promise<void> {
+    const wait = this.reserve();
+    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+  }
+}

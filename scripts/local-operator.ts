@@ -1,0 +1,239 @@
+// Runs the built Pepr module on this machine against a cluster, admission and watch in one process
+// (Pepr's dev mode), with the webhook configurations pointing at it over TLS. Used by `npm start`
+// and by the integration tier's global setup (docs/decisions/0005-running-the-module-locally.md).
+//
+// Why not `npx pepr dev`: its port is fixed at 3000, its certificate carries DNS names only, it
+// rebuilds on every start, and it cannot be stopped and restarted under a test's control. This
+// keeps everything Pepr decided in the build (webhook rules, failure policy, ignored namespaces)
+// and changes only where the webhooks point.
+import { type ChildProcess, fork } from "node:child_process";
+import { once } from "node:events";
+import { existsSync, mkdirSync, openSync, readFileSync, writeFileSync } from "node:fs";
+import { request } from "node:https";
+import { join } from "node:path";
+import forge from "node-forge";
+import { parseAllDocuments } from "yaml";
+import cfg from "../package.json";
+
+export const ROOT = join(__dirname, "..");
+const uuid = cfg.pepr.uuid;
+export const MODULE_JS = join(ROOT, "dist", `pepr-${uuid}.js`);
+const MANIFEST = join(ROOT, "dist", `pepr-module-${uuid}.yaml`);
+
+type K8sObject = { apiVersion: string; kind: string; metadata: { name: string }; [k: string]: unknown };
+type Webhook = { name: string; clientConfig: { url?: string; caBundle?: string; service?: unknown } };
+
+export type LocalOperatorOptions = {
+  kubeconfig: string;
+  /** Where the certificate, key and log go. */
+  stateDir: string;
+  /** The HTTPS port for admission, metrics and health. */
+  port?: number;
+  /** "inherit" prints the module's logs; otherwise they go to <stateDir>/operator.log. */
+  logs?: "inherit" | "file";
+  logLevel?: string;
+  /** Extra environment for the module process. */
+  env?: Record<string, string>;
+};
+
+export type LocalOperator = {
+  port: number;
+  child: ChildProcess;
+  caPem: string;
+  logFile?: string;
+  /** Removes the webhook configurations, then stops the process. */
+  stop(): Promise<void>;
+};
+
+/** The build's webhook configurations and API path, re-pointed at https://127.0.0.1:<port>. */
+export function localWebhooks(manifestYaml: string, port: number, caPem: string) {
+  const docs = parseAllDocuments(manifestYaml).map((d) => d.toJS() as K8sObject);
+  const secret = docs.find((d) => d.kind === "Secret" && d.metadata.name === `pepr-${uuid}-api-path`) as
+    | (K8sObject & { data: { value: string } })
+    | undefined;
+  if (!secret) throw new Error(`${MANIFEST} has no api-path Secret: rebuild with \`npm run build\``);
+  const apiPath = Buffer.from(secret.data.value, "base64").toString();
+  const caBundle = Buffer.from(caPem).toString("base64");
+  const webhooks = docs
+    .filter((d) => d.kind === "MutatingWebhookConfiguration" || d.kind === "ValidatingWebhookConfiguration")
+    .map((d) => {
+      const kind = d.kind === "MutatingWebhookConfiguration" ? "mutate" : "validate";
+      const hooks = (d.webhooks as Webhook[]).map((w) => ({
+        ...w,
+        clientConfig: { url: `https://127.0.0.1:${port}/${kind}/${apiPath}`, caBundle },
+      }));
+      return { ...d, webhooks: hooks };
+    });
+  return { apiPath, webhooks };
+}
+
+/**
+ * What `npx pepr deploy` applies before the module runs and a local run must apply too: the
+ * pepr-system namespace and the PeprStore CRD, without which the module never serves (its store
+ * is read before the endpoints bind). Same shape as pepr's src/lib/assets/store.ts.
+ */
+export const peprPrerequisites = () => [
+  { apiVersion: "v1", kind: "Namespace", metadata: { name: "pepr-system" } },
+  {
+    apiVersion: "apiextensions.k8s.io/v1",
+    kind: "CustomResourceDefinition",
+    metadata: { name: "peprstores.pepr.dev" },
+    spec: {
+      group: "pepr.dev",
+      scope: "Namespaced",
+      names: { plural: "peprstores", singular: "peprstore", kind: "PeprStore" },
+      versions: [
+        {
+          name: "v1",
+          served: true,
+          storage: true,
+          schema: {
+            openAPIV3Schema: {
+              type: "object",
+              properties: { data: { type: "object", additionalProperties: { type: "string" } } },
+            },
+          },
+        },
+      ],
+    },
+  },
+];
+
+/** A throwaway CA and a serving certificate for 127.0.0.1 and localhost (SANs, not a CN). */
+export function localCertificate(): { caPem: string; certPem: string; keyPem: string } {
+  const pki = forge.pki;
+  const now = new Date();
+  const until = new Date(now.getTime() + 365 * 24 * 3600 * 1000);
+  const caKeys = pki.rsa.generateKeyPair(2048);
+  const ca = pki.createCertificate();
+  ca.publicKey = caKeys.publicKey;
+  ca.serialNumber = "01";
+  ca.validity.notBefore = now;
+  ca.validity.notAfter = until;
+  const caName = [{ name: "commonName", value: "jr2-operator local CA" }];
+  ca.setSubject(caName);
+  ca.setIssuer(caName);
+  ca.setExtensions([
+    { name: "basicConstraints", cA: true },
+    { name: "keyUsage", keyCertSign: true, cRLSign: true },
+  ]);
+  ca.sign(caKeys.privateKey, forge.md.sha256.create());
+
+  const keys = pki.rsa.generateKeyPair(2048);
+  const cert = pki.createCertificate();
+  cert.publicKey = keys.publicKey;
+  cert.serialNumber = "02";
+  cert.validity.notBefore = now;
+  cert.validity.notAfter = until;
+  cert.setSubject([{ name: "commonName", value: "jr2-operator" }]);
+  cert.setIssuer(caName);
+  cert.setExtensions([
+    { name: "basicConstraints", cA: false },
+    { name: "keyUsage", digitalSignature: true, keyEncipherment: true },
+    { name: "extKeyUsage", serverAuth: true },
+    {
+      name: "subjectAltName",
+      altNames: [
+        { type: 7, ip: "127.0.0.1" },
+        { type: 2, value: "localhost" },
+      ],
+    },
+  ]);
+  cert.sign(caKeys.privateKey, forge.md.sha256.create());
+  return {
+    caPem: pki.certificateToPem(ca),
+    certPem: pki.certificateToPem(cert),
+    keyPem: pki.privateKeyToPem(keys.privateKey),
+  };
+}
+
+export async function startLocalOperator(opts: LocalOperatorOptions): Promise<LocalOperator> {
+  if (!existsSync(MODULE_JS) || !existsSync(MANIFEST)) {
+    throw new Error(`${MODULE_JS} is missing: run \`npm run build\` first`);
+  }
+  const port = opts.port ?? 3000;
+  mkdirSync(opts.stateDir, { recursive: true });
+  const tls = localCertificate();
+  const keyPath = join(opts.stateDir, "tls.key");
+  const certPath = join(opts.stateDir, "tls.crt");
+  writeFileSync(keyPath, tls.keyPem, { mode: 0o600 });
+  writeFileSync(certPath, tls.certPem);
+  const { apiPath, webhooks } = localWebhooks(readFileSync(MANIFEST, "utf8"), port, tls.caPem);
+
+  const kubectl = await import("./kubectl");
+  await kubectl.apply(opts.kubeconfig, peprPrerequisites());
+  await kubectl.run(opts.kubeconfig, ["wait", "--for=condition=Established", "crd/peprstores.pepr.dev", "--timeout=60s"]);
+
+  const logFile = opts.logs === "inherit" ? undefined : join(opts.stateDir, "operator.log");
+  const out = logFile ? openSync(logFile, "a") : "inherit";
+  const child = fork(MODULE_JS, [], {
+    cwd: ROOT,
+    env: {
+      ...process.env,
+      KUBECONFIG: opts.kubeconfig,
+      PEPR_MODE: "dev",
+      PEPR_API_PATH: apiPath,
+      SSL_KEY_PATH: keyPath,
+      SSL_CERT_PATH: certPath,
+      JR2_PEPR_PORT: String(port),
+      LOG_LEVEL: opts.logLevel ?? process.env.LOG_LEVEL ?? "info",
+      PEPR_PRETTY_LOGS: opts.logs === "inherit" ? "true" : "false",
+      ...opts.env,
+    },
+    stdio: ["ignore", out, out, "ipc"],
+  });
+  const exited = once(child, "exit");
+  const removeWebhooks = async () => {
+    for (const w of webhooks) {
+      await kubectl.run(opts.kubeconfig, ["delete", w.kind.toLowerCase(), w.metadata.name, "--ignore-not-found"]);
+    }
+  };
+
+  try {
+    await Promise.race([
+      waitHealthy(port, tls.caPem),
+      exited.then(([code]) => {
+        throw new Error(`the module exited with ${code} before it served${logFile ? `; see ${logFile}` : ""}`);
+      }),
+    ]);
+    // Registered only once the module answers, so the webhooks never point at nothing.
+    if (webhooks.length) await kubectl.apply(opts.kubeconfig, webhooks);
+  } catch (err) {
+    child.kill("SIGKILL");
+    throw err;
+  }
+
+  let stopping: Promise<void> | undefined;
+  const stop = () =>
+    (stopping ??= (async () => {
+      await removeWebhooks();
+      if (child.exitCode === null && child.signalCode === null) {
+        child.kill("SIGTERM");
+        await exited;
+      }
+    })());
+  return { port, child, caPem: tls.caPem, logFile, stop };
+}
+
+/** Polls /healthz until the module's HTTPS server answers 200 (it answers only once its store is read). */
+async function waitHealthy(port: number, ca: string, timeoutMs = 120_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const status = await new Promise<number>((resolve) => {
+      const req = request(
+        { host: "127.0.0.1", port, path: "/healthz", ca, servername: "localhost", timeout: 2000 },
+        (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        },
+      );
+      req.on("error", () => resolve(0));
+      req.on("timeout", () => req.destroy());
+      req.end();
+    });
+    if (status === 200) return;
+    if (Date.now() > deadline)
+      throw new Error(`the module did not answer https://127.0.0.1:${port}/healthz in ${timeoutMs / 1000}s`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
