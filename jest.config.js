@@ -22,6 +22,8 @@ const base = {
 /** @type {import('jest').Config} */
 module.exports = {
   cacheDirectory: "<rootDir>/node_modules/.cache/jest",
+  // A global option: per-project values are ignored. Waits inside tests carry their own deadlines.
+  testTimeout: 60_000,
   projects: [
     { ...base, displayName: "unit", testMatch: ["<rootDir>/test/unit/**/*.test.ts"] },
     {
@@ -30,7 +32,6 @@ module.exports = {
       testMatch: ["<rootDir>/test/integration/**/*.test.ts"],
       globalSetup: "<rootDir>/test/integration/global-setup.ts",
       globalTeardown: "<rootDir>/test/integration/global-teardown.ts",
-      testTimeout: 60_000,
     },
   ],
 };

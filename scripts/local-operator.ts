@@ -162,7 +162,12 @@ export async function startLocalOperator(opts: LocalOperatorOptions): Promise<Lo
 
   const kubectl = await import("./kubectl");
   await kubectl.apply(opts.kubeconfig, peprPrerequisites());
-  await kubectl.run(opts.kubeconfig, ["wait", "--for=condition=Established", "crd/peprstores.pepr.dev", "--timeout=60s"]);
+  await kubectl.run(opts.kubeconfig, [
+    "wait",
+    "--for=condition=Established",
+    "crd/peprstores.pepr.dev",
+    "--timeout=60s",
+  ]);
 
   const logFile = opts.logs === "inherit" ? undefined : join(opts.stateDir, "operator.log");
   const out = logFile ? openSync(logFile, "a") : "inherit";

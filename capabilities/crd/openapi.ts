@@ -38,9 +38,14 @@ export function crdSchemaOf(schema: z.ZodType): JSONSchemaProps {
 function structural(s: JSONSchemaProps, path: string): JSONSchemaProps {
   if (s.$ref || s.$defs) throw new Error(`${path || "<root>"}: recursive schemas cannot go into a CRD`);
   if (s["x-kubernetes-int-or-string"]) {
-    return withDescription({ "x-kubernetes-int-or-string": true }, s.description);
+    return {
+      "x-kubernetes-int-or-string": true,
+      ...(s.description ? { description: s.description } : {}),
+      ...(s.default !== undefined ? { default: s.default } : {}),
+    };
   }
-  if (s.anyOf || s.oneOf || s.allOf) throw new Error(`${path}: unions cannot go into a CRD`);
+  // zod writes a union of plain types (or a nullable) as a type array; a CRD takes one type.
+  if (s.anyOf || s.oneOf || s.allOf || Array.isArray(s.type)) throw new Error(`${path}: unions cannot go into a CRD`);
   const out: JSONSchemaProps = {};
   for (const [key, value] of Object.entries(s)) {
     switch (key) {
@@ -83,8 +88,4 @@ function structural(s: JSONSchemaProps, path: string): JSONSchemaProps {
     out["x-kubernetes-preserve-unknown-fields"] = true;
   }
   return out;
-}
-
-function withDescription(s: JSONSchemaProps, description?: string): JSONSchemaProps {
-  return description ? { ...s, description } : s;
 }

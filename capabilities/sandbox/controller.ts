@@ -116,7 +116,6 @@ export class SandboxController {
     const now = Date.now();
 
     const lease = leaseOf(sbx);
-    this.#warnInvalidKeepalive(key, sbx, lease.invalidKeepalive);
     if (now >= lease.deadline) return this.#reap(sbx);
 
     if (sbx.metadata.deletionTimestamp) {
@@ -136,6 +135,8 @@ export class SandboxController {
 
     const status = computeStatus({ sandbox: sbx, pod, service, refusal, loss, now: new Date(now) });
     await this.#writeStatus(key, sbx, status);
+    // Last, so the Warning also tells an observer that this reconcile is done.
+    this.#warnInvalidKeepalive(key, sbx, lease.invalidKeepalive);
     if (refusal) throw new RetryLater(`pod create refused: ${refusal.reason}: ${refusal.message}`);
     // Look again at the lease's deadline: no periodic scan of every Sandbox.
     return { requeueAfterMs: lease.deadline - now };

@@ -69,7 +69,7 @@ export function lossOf(
         message: disruption.message ?? "",
       };
     }
-    return { reason: "PodDeleted", message: `pod ${name} is being deleted` };
+    return { reason: "PodDeleted", message: `its pod ${name} (uid ${pod.metadata.uid}) was deleted` };
   }
   return undefined;
 }

@@ -13,8 +13,10 @@ export class TokenBucket {
 
   /** Milliseconds the caller must wait for its token (0 when one is at hand); reserves it. */
   reserve(now = Date.now()): number {
-    this.#tokens = Math.min(this.burst, this.#tokens + ((now - this.#last) * this.qps) / 1000);
-    this.#last = now;
+    // A clock stepped back (NTP, a resumed VM) adds nothing and takes nothing.
+    const elapsed = Math.max(0, now - this.#last);
+    this.#tokens = Math.min(this.burst, this.#tokens + (elapsed * this.qps) / 1000);
+    this.#last = Math.max(this.#last, now);
     this.#tokens -= 1;
     return this.#tokens >= 0 ? 0 : Math.ceil((-this.#tokens * 1000) / this.qps);
   }

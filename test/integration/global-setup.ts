@@ -1,0 +1,90 @@
+// The integration tier's one-time setup: the real control plane (npm run cluster -- up, unless
+// KUBECONFIG names a cluster), the module built and running here against it (admission + watch),
+// and a small control endpoint through which a test may kill and restart the operator. It never
+// skips: anything that cannot be set up fails the run with the reason.
+import { spawnSync } from "node:child_process";
+import { createServer, type Server } from "node:http";
+import { homedir } from "node:os";
+import { join } from "node:path";
+import { ROOT, startLocalOperator, type LocalOperator } from "../../scripts/local-operator";
+
+const cacheDir = process.env.JR2_CACHE_DIR ?? join(homedir(), ".cache", "jr2");
+
+type Held = { operator?: LocalOperator; control?: Server };
+const held = globalThis as typeof globalThis & { __jr2?: Held };
+
+function step<T>(what: string, fn: () => T): T {
+  const started = Date.now();
+  const out = fn();
+  process.stdout.write(`[integration setup] ${what}: ${((Date.now() - started) / 1000).toFixed(1)}s\n`);
+  return out;
+}
+
+function clusterUp(): string {
+  const r = spawnSync("bash", [join(ROOT, "test", "cluster", "cluster.sh"), "up"], {
+    encoding: "utf8",
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const last = r.stdout.trim().split("\n").pop() ?? "";
+  const m = /^KUBECONFIG=(.+)$/.exec(last);
+  if (r.status !== 0 || !m) {
+    throw new Error(`the local control plane did not come up (exit ${r.status}):\n${r.stdout}\n${r.stderr}`);
+  }
+  return m[1];
+}
+
+export default async function globalSetup() {
+  const kubeconfig = process.env.KUBECONFIG || step("cluster up", clusterUp);
+  process.env.KUBECONFIG = kubeconfig;
+  step("module build", () => {
+    const r = spawnSync("npm", ["run", "build", "--silent"], { cwd: ROOT, encoding: "utf8" });
+    if (r.status !== 0) throw new Error(`npm run build failed:\n${r.stdout}\n${r.stderr}`);
+  });
+
+  const port = Number(process.env.JR2_TEST_OPERATOR_PORT ?? 3443);
+  const start = () =>
+    startLocalOperator({
+      kubeconfig,
+      stateDir: join(cacheDir, "test-operator"),
+      port,
+      logs: "file",
+      logLevel: "debug",
+    });
+  const t0 = Date.now();
+  const state: Held = (held.__jr2 = { operator: await start() });
+  process.stdout.write(
+    `[integration setup] operator up: ${((Date.now() - t0) / 1000).toFixed(1)}s (log ${state.operator!.logFile})\n`,
+  );
+  process.env.JR2_OPERATOR_LOG = state.operator!.logFile;
+  process.env.JR2_OPERATOR_PORT = String(port);
+  process.env.JR2_OPERATOR_CA = state.operator!.caPem;
+
+  // POST /kill: SIGKILL, as a crash (its webhooks stay); POST /start: a fresh operator.
+  state.control = createServer((req, res) => {
+    const answer = (code: number, body: string) => res.writeHead(code).end(body);
+    if (req.method !== "POST") return answer(405, "POST only");
+    if (req.url === "/kill") {
+      const child = state.operator?.child;
+      if (!child || child.exitCode !== null) return answer(409, "not running");
+      child.once("exit", () => answer(200, "killed"));
+      child.kill("SIGKILL");
+      return;
+    }
+    if (req.url === "/start") {
+      start().then(
+        (op) => {
+          state.operator = op;
+          process.env.JR2_OPERATOR_CA = op.caPem;
+          answer(200, "started");
+        },
+        (err) => answer(500, String(err)),
+      );
+      return;
+    }
+    answer(404, "unknown");
+  });
+  await new Promise<void>((r) => state.control!.listen(0, "127.0.0.1", r));
+  const address = state.control.address();
+  if (!address || typeof address === "string") throw new Error("control endpoint has no port");
+  process.env.JR2_TEST_CONTROL = `http://127.0.0.1:${address.port}`;
+}

@@ -1,0 +1,205 @@
+import { WorkQueue, type ReconcileResult, type WorkQueueOptions } from "../../capabilities/shared/queue";
+import { deferred } from "./support";
+
+/** Lets every settled promise's continuations run (real timers only). */
+const flush = () => new Promise((r) => setImmediate(r));
+
+/** A reconcile that blocks on a promise the test releases, counting runs and concurrency per key. */
+function gated() {
+  const runs = new Map<string, number>();
+  const inFlight = new Map<string, number>();
+  const maxInFlight = new Map<string, number>();
+  const gates: { key: string; release: () => void }[] = [];
+  const reconcile = async (key: string) => {
+    runs.set(key, (runs.get(key) ?? 0) + 1);
+    inFlight.set(key, (inFlight.get(key) ?? 0) + 1);
+    maxInFlight.set(key, Math.max(maxInFlight.get(key) ?? 0, inFlight.get(key)!));
+    const gate = deferred();
+    gates.push({ key, release: () => gate.resolve() });
+    await gate.promise;
+    inFlight.set(key, inFlight.get(key)! - 1);
+  };
+  /** Releases the oldest blocked reconcile of the key. */
+  const release = (key: string) => {
+    const i = gates.findIndex((g) => g.key === key);
+    gates.splice(i, 1)[0].release();
+  };
+  return { reconcile, release, runs: (k: string) => runs.get(k) ?? 0, maxInFlight: (k: string) => maxInFlight.get(k) };
+}
+
+const queue = (o: Partial<WorkQueueOptions> & Pick<WorkQueueOptions, "reconcile">) =>
+  new WorkQueue({ name: "test", workers: 4, ...o });
+
+describe("WorkQueue with a reconcile the test releases", () => {
+  it("never runs one key twice at once, and runs it exactly once more after an add during its run", async () => {
+    const g = gated();
+    const q = queue({ reconcile: g.reconcile });
+    q.add("a");
+    q.add("a");
+    q.add("a");
+    await flush();
+    expect(g.runs("a")).toBe(1);
+    g.release("a");
+    await flush();
+    expect(g.runs("a")).toBe(2);
+    g.release("a");
+    await q.idle();
+    expect(g.runs("a")).toBe(2);
+    expect(g.maxInFlight("a")).toBe(1);
+  });
+
+  it("coalesces ten adds of a key waiting behind busy workers into one reconcile", async () => {
+    const g = gated();
+    const q = queue({ workers: 1, reconcile: g.reconcile });
+    q.add("busy");
+    for (let i = 0; i < 10; i++) q.add("a");
+    expect(q.depth).toBe(1);
+    g.release("busy");
+    await flush();
+    g.release("a");
+    await q.idle();
+    expect(g.runs("a")).toBe(1);
+  });
+
+  it("runs different keys in parallel, up to `workers`", async () => {
+    const g = gated();
+    const q = queue({ workers: 2, reconcile: g.reconcile });
+    q.add("a");
+    q.add("b");
+    q.add("c");
+    expect(q.running).toBe(2);
+    expect(q.depth).toBe(1);
+    expect(g.runs("c")).toBe(0);
+    g.release("a");
+    await flush();
+    expect(g.runs("c")).toBe(1);
+    expect(q.running).toBe(2);
+    g.release("b");
+    g.release("c");
+    await q.idle();
+  });
+
+  it("idle() resolves at once when nothing is queued or running", async () => {
+    await expect(queue({ reconcile: async () => undefined }).idle()).resolves.toBeUndefined();
+  });
+
+  it("idle() resolves only once the running reconcile ends", async () => {
+    const g = gated();
+    const q = queue({ reconcile: g.reconcile });
+    q.add("a");
+    let idle = false;
+    void q.idle().then(() => (idle = true));
+    await flush();
+    expect(idle).toBe(false);
+    g.release("a");
+    await flush();
+    expect(idle).toBe(true);
+  });
+
+  it("stop() prevents a key added during its run from running again", async () => {
+    const g = gated();
+    const q = queue({ reconcile: g.reconcile });
+    q.add("a");
+    q.add("a");
+    q.stop();
+    g.release("a");
+    await flush();
+    q.add("a");
+    await flush();
+    expect(g.runs("a")).toBe(1);
+  });
+});
+
+describe("WorkQueue in time (fake timers)", () => {
+  beforeEach(() => jest.useFakeTimers());
+  afterEach(() => jest.useRealTimers());
+
+  /** A reconcile that records when it ran and answers from a script (throws on "fail"). */
+  function scripted(outcomes: ("fail" | "ok" | ReconcileResult)[]) {
+    const ranAt: number[] = [];
+    const reconcile = async (): Promise<ReconcileResult> => {
+      ranAt.push(Date.now());
+      const outcome = outcomes.shift() ?? "ok";
+      if (outcome === "fail") throw new Error("boom");
+      return outcome === "ok" ? undefined : outcome;
+    };
+    return { reconcile, ranAt };
+  }
+
+  it("retries a failure after baseDelayMs * 2^(n-1), capped at maxDelayMs", async () => {
+    const delays: number[] = [];
+    const s = scripted(Array(7).fill("fail"));
+    const q = queue({
+      reconcile: s.reconcile,
+      baseDelayMs: 100,
+      maxDelayMs: 1000,
+      onError: (_k, _e, ms) => delays.push(ms),
+    });
+    const start = Date.now();
+    q.add("a");
+    await jest.advanceTimersByTimeAsync(99);
+    expect(s.ranAt).toHaveLength(1);
+    await jest.advanceTimersByTimeAsync(1);
+    expect(s.ranAt).toHaveLength(2);
+    await jest.advanceTimersByTimeAsync(10_000);
+    expect(delays.slice(0, 6)).toEqual([100, 200, 400, 800, 1000, 1000]);
+    expect(s.ranAt.slice(0, 7).map((t) => t - start)).toEqual([0, 100, 300, 700, 1500, 2500, 3500]);
+    q.stop();
+  });
+
+  it("addRateLimited returns the growing, capped delay and counts failures", () => {
+    const q = queue({ reconcile: async () => undefined, baseDelayMs: 50, maxDelayMs: 300 });
+    expect([1, 2, 3, 4, 5].map(() => q.addRateLimited("a"))).toEqual([50, 100, 200, 300, 300]);
+    expect(q.failures("a")).toBe(5);
+    expect(q.failures("b")).toBe(0);
+    q.stop();
+  });
+
+  it("a success forgets the key's failures, so the next failure retries after the base delay", async () => {
+    const delays: number[] = [];
+    const s = scripted(["fail", "fail", "ok", "fail", "ok"]);
+    const q = queue({ reconcile: s.reconcile, baseDelayMs: 100, onError: (_k, _e, ms) => delays.push(ms) });
+    q.add("a");
+    await jest.advanceTimersByTimeAsync(300);
+    expect(s.ranAt).toHaveLength(3);
+    expect(q.failures("a")).toBe(0);
+    q.add("a");
+    await jest.advanceTimersByTimeAsync(0);
+    expect(delays).toEqual([100, 200, 100]);
+    q.stop();
+  });
+
+  it("runs a key again requeueAfterMs after a reconcile asks for it", async () => {
+    const s = scripted([{ requeueAfterMs: 5000 }, "ok"]);
+    const q = queue({ reconcile: s.reconcile });
+    q.add("a");
+    await jest.advanceTimersByTimeAsync(4999);
+    expect(s.ranAt).toHaveLength(1);
+    await jest.advanceTimersByTimeAsync(1);
+    expect(s.ranAt).toHaveLength(2);
+    await jest.advanceTimersByTimeAsync(60_000);
+    expect(s.ranAt).toHaveLength(2);
+  });
+
+  it("addAfter keeps the earliest pending wake-up of a key", async () => {
+    const s = scripted([]);
+    const q = queue({ reconcile: s.reconcile });
+    const start = Date.now();
+    q.addAfter("a", 5000);
+    q.addAfter("a", 1000);
+    q.addAfter("a", 3000);
+    await jest.advanceTimersByTimeAsync(10_000);
+    expect(s.ranAt.map((t) => t - start)).toEqual([1000]);
+  });
+
+  it("stop() cancels pending wake-ups and ignores later adds", async () => {
+    const s = scripted([]);
+    const q = queue({ reconcile: s.reconcile });
+    q.addAfter("a", 1000);
+    q.stop();
+    q.add("b");
+    q.addAfter("c", 10);
+    await jest.advanceTimersByTimeAsync(5000);
+    expect(s.ranAt).toHaveLength(0);
+  });
+});

@@ -1,0 +1,36 @@
+import { buildService, endpointOf } from "../../capabilities/sandbox/service";
+
+const svc = buildService({ metadata: { name: "sb", namespace: "team-a", uid: "sbx-uid" } });
+
+describe("buildService", () => {
+  it("is a ClusterIP Service named after the Sandbox, in its namespace", () => {
+    expect(svc.spec?.type).toBe("ClusterIP");
+    expect(svc.metadata?.name).toBe("sb");
+    expect(svc.metadata?.namespace).toBe("team-a");
+  });
+
+  it("is owned by the Sandbox as its controller", () => {
+    const [owner] = svc.metadata!.ownerReferences!;
+    expect(svc.metadata?.ownerReferences).toHaveLength(1);
+    expect(owner.kind).toBe("Sandbox");
+    expect(owner.uid).toBe("sbx-uid");
+    expect(owner.controller).toBe(true);
+  });
+
+  it("selects the Sandbox's pod by the sandbox.jr2.dev/name label", () => {
+    expect(svc.spec?.selector).toEqual({ "sandbox.jr2.dev/name": "sb" });
+  });
+
+  it("exposes port 8080 named http", () => {
+    expect(svc.spec?.ports).toHaveLength(1);
+    expect(svc.spec?.ports?.[0].name).toBe("http");
+    expect(svc.spec?.ports?.[0].port).toBe(8080);
+    expect(svc.spec?.ports?.[0].targetPort).toBe(8080);
+  });
+});
+
+describe("endpointOf", () => {
+  it("is http://<name>.<namespace>.svc:8080", () => {
+    expect(endpointOf("sb", "team-a")).toBe("http://sb.team-a.svc:8080");
+  });
+});
