@@ -24,6 +24,7 @@ module.exports = {
   cacheDirectory: "<rootDir>/node_modules/.cache/jest",
   // A global option: per-project values are ignored. Waits inside tests carry their own deadlines.
   testTimeout: 60_000,
+  reporters: ["default", "<rootDir>/test/summary-reporter.js"],
   projects: [
     { ...base, displayName: "unit", testMatch: ["<rootDir>/test/unit/**/*.test.ts"] },
     {

@@ -1,0 +1,151 @@
+// Benchmark: N Sandboxes (default 1000) created at once on the local cluster (3 fake nodes).
+// Measures the time until all are Ready, the operator-added latency from pod Ready to Sandbox
+// Ready (both observed by this process's watches), reconciles and status writes per Sandbox
+// (from the operator's /metrics) and the operator's peak RSS (VmHWM).
+import { randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { request } from "node:https";
+import { homedir } from "node:os";
+import { join } from "node:path";
+import { K8s, kind } from "kubernetes-fluent-client";
+import { SandboxModel } from "../capabilities/crd";
+import { startLocalOperator } from "../scripts/local-operator";
+
+export type Result = { bench: string; metric: string; value: number; unit: string; target?: string };
+
+const percentile = (sorted: number[], p: number) =>
+  sorted.length ? sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] : NaN;
+
+function scrape(port: number, ca: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const req = request({ host: "127.0.0.1", port, path: "/metrics", ca, servername: "localhost" }, (res) => {
+      let body = "";
+      res.on("data", (c) => (body += c));
+      res.on("end", () => resolve(body));
+    });
+    req.on("error", reject);
+    req.end();
+  });
+}
+
+/** Sum of a metric's samples whose labels include every given label. */
+function sumMetric(text: string, name: string, labels: Record<string, string> = {}): number {
+  let total = 0;
+  for (const line of text.split("\n")) {
+    if (!line.startsWith(name + "{") && !line.startsWith(name + " ")) continue;
+    if (!Object.entries(labels).every(([k, v]) => line.includes(`${k}="${v}"`))) continue;
+    total += Number(line.split(" ").pop());
+  }
+  return total;
+}
+
+const isReady = (pod: kind.Pod) => pod.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True");
+
+export async function sandboxBurst(kubeconfig: string, count: number): Promise<Result[]> {
+  const port = 3444;
+  const op = await startLocalOperator({
+    kubeconfig,
+    stateDir: join(process.env.JR2_CACHE_DIR ?? join(homedir(), ".cache", "jr2"), "bench-operator"),
+    port,
+    logs: "file",
+    logLevel: "warn",
+  });
+  const ns = `bench-${randomBytes(3).toString("hex")}`;
+  const podReady = new Map<string, number>();
+  const sbxReady = new Map<string, number>();
+  const watches: { close(): void }[] = [];
+  try {
+    await K8s(kind.Namespace).Apply({ metadata: { name: ns } });
+    const podWatch = K8s(kind.Pod)
+      .InNamespace(ns)
+      .Watch((pod) => {
+        const name = pod.metadata?.labels?.["sandbox.jr2.dev/name"];
+        if (name && isReady(pod) && !podReady.has(name)) podReady.set(name, performance.now());
+      });
+    const sbxWatch = K8s(SandboxModel)
+      .InNamespace(ns)
+      .Watch((s) => {
+        const name = s.metadata!.name!;
+        if (s.status?.phase === "Ready" && !sbxReady.has(name)) sbxReady.set(name, performance.now());
+      });
+    await podWatch.start();
+    await sbxWatch.start();
+    watches.push(podWatch, sbxWatch);
+
+    const before = await scrape(port, op.caPem);
+    const t0 = performance.now();
+    const names = Array.from({ length: count }, (_, i) => `s-${i}`);
+    // At most 100 creates in flight: the benchmark's own client must not be the bottleneck's cause.
+    for (let i = 0; i < names.length; i += 100) {
+      await Promise.all(
+        names.slice(i, i + 100).map((name) =>
+          K8s(SandboxModel).Create({
+            apiVersion: "core.jr2.dev/v1alpha1",
+            kind: "Sandbox",
+            metadata: { name, namespace: ns },
+            spec: { image: "ghcr.io/example/harness:1" },
+          }),
+        ),
+      );
+    }
+    const created = performance.now();
+    const deadline = Date.now() + 15 * 60_000;
+    while (sbxReady.size < count) {
+      if (Date.now() > deadline) throw new Error(`only ${sbxReady.size}/${count} Sandboxes Ready after 15 min`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const allReady = (Math.max(...sbxReady.values()) - t0) / 1000;
+    // Let the last status writes land before the metrics are read.
+    await new Promise((r) => setTimeout(r, 2000));
+    const after = await scrape(port, op.caPem);
+
+    const latencies = names
+      .filter((n) => podReady.has(n))
+      .map((n) => Math.max(0, sbxReady.get(n)! - podReady.get(n)!))
+      .sort((a, b) => a - b);
+    const delta = (name: string, labels?: Record<string, string>) =>
+      sumMetric(after, name, labels) - sumMetric(before, name, labels);
+    const reconciles = delta("pepr_jr2_reconciles", { controller: "sandbox" });
+    const statusWrites = delta("pepr_jr2_api_writes", { what: "Sandbox.status" });
+    const hwm = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${op.child.pid}/status`, "utf8"));
+
+    const b = "sandbox-burst";
+    return [
+      { bench: b, metric: "sandboxes", value: count, unit: "count" },
+      { bench: b, metric: "create_seconds", value: round((created - t0) / 1000), unit: "s" },
+      { bench: b, metric: "all_ready_seconds", value: round(allReady), unit: "s", target: "<= 20" },
+      { bench: b, metric: "pod_ready_to_sandbox_ready_p50_ms", value: round(percentile(latencies, 50)), unit: "ms" },
+      { bench: b, metric: "pod_ready_to_sandbox_ready_p90_ms", value: round(percentile(latencies, 90)), unit: "ms" },
+      {
+        bench: b,
+        metric: "pod_ready_to_sandbox_ready_p99_ms",
+        value: round(percentile(latencies, 99)),
+        unit: "ms",
+        target: "<= 200",
+      },
+      { bench: b, metric: "reconciles_per_sandbox", value: round(reconciles / count), unit: "count", target: "<= 4" },
+      {
+        bench: b,
+        metric: "status_writes_per_sandbox",
+        value: round(statusWrites / count),
+        unit: "count",
+        target: "<= 3",
+      },
+      {
+        bench: b,
+        metric: "operator_peak_rss_mb",
+        value: hwm ? round(Number(hwm[1]) / 1024) : NaN,
+        unit: "MB",
+        target: "<= 300",
+      },
+    ];
+  } finally {
+    watches.forEach((w) => w.close());
+    await K8s(kind.Namespace)
+      .Delete(ns)
+      .catch(() => undefined);
+    await op.stop();
+  }
+}
+
+const round = (n: number) => Math.round(n * 100) / 100;

@@ -1,0 +1,551 @@
+#!/usr/bin/env bash
+# Local Kubernetes control plane for jr2-operator tests, built entirely from Go modules.
+#
+#   npm run cluster -- up            build what is missing, start (or reuse) the cluster;
+#                                    last stdout line: KUBECONFIG=<absolute path>
+#   npm run cluster -- down          stop every process it started and remove its state
+#   npm run cluster -- status        up/down, kubeconfig path, nodes; exit 0 if up, 1 if down
+#   npm run cluster -- env           KUBECONFIG=<path> and KUBECTL=<path> (for scripts)
+#   npm run cluster -- kubectl-path  path of the cached kubectl
+#   npm run cluster -- kubectl ARGS  run the cached kubectl against the cluster
+#
+# Why this shape: no Docker and no downloads besides Go modules. etcd, kube-apiserver,
+# kube-controller-manager, kube-scheduler, kubectl, kwok and kwokctl are compiled from the
+# pinned modules under test/cluster/go/ and kwokctl's "binary" runtime runs them as plain
+# processes on 127.0.0.1. kwok plays the kubelet for fake nodes (Ready nodes, Running pods).
+#
+# Environment:
+#   JR2_CACHE_DIR  binaries and state (default ~/.cache/jr2)
+#   JR2_STATE_DIR  the running cluster's files (default $JR2_CACHE_DIR/state)
+#   JR2_NODES      number of fake nodes (default 3)
+# Progress goes to stderr so stdout stays machine-readable.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
+GO_DIR="$HERE/go"
+CLUSTER_NAME=jr2
+NODE_PREFIX=jr2-node-
+# ImageVolume (KEP-4639) is GA and locked on in 1.36, so it is not passed (setting a locked
+# gate only earns a deprecation warning). PodLevelResources (KEP-2837) is beta, on by default
+# in 1.36; pinning it keeps the tests independent of that default.
+FEATURE_GATES=PodLevelResources=true
+WAIT_SECONDS=120
+
+log() { printf 'cluster: %s\n' "$*" >&2; }
+die() { printf 'cluster: error: %s\n' "$*" >&2; exit 1; }
+
+# abs PATH: absolute form of PATH without requiring it to exist (state may not exist yet).
+abs() { case $1 in /*) printf '%s\n' "$1" ;; *) printf '%s/%s\n' "$PWD" "$1" ;; esac; }
+
+: "${HOME:?HOME must be set (or set JR2_CACHE_DIR)}"
+CACHE_DIR=$(abs "${JR2_CACHE_DIR:-$HOME/.cache/jr2}")
+STATE_DIR=$(abs "${JR2_STATE_DIR:-$CACHE_DIR/state}")
+BIN_DIR="$CACHE_DIR/bin"
+CLUSTER_DIR="$STATE_DIR/clusters/$CLUSTER_NAME"  # kwokctl's layout under KWOK_WORKDIR
+KUBECONFIG_PATH="$CLUSTER_DIR/kubeconfig.yaml"
+KUBECTL_LINK="$BIN_DIR/kubectl"                   # stable path for scripts and humans
+NODES=${JR2_NODES:-3}
+[[ $NODES =~ ^[1-9][0-9]*$ && $NODES -le 250 ]] || die "JR2_NODES must be 1..250, got '$NODES'"
+
+# ---------------------------------------------------------------------------------------
+# Versions and build fingerprints. Read from go.mod text (not `go list`) so the warm path
+# and `env`/`status` work without invoking Go.
+
+# mod_version DIR MODULE: the version MODULE is required at in DIR/go.mod.
+mod_version() {
+  awk -v m="$2" '($1 == m && $2 ~ /^v/) { print $2; exit } ($1 == "require" && $2 == m) { print $3; exit }' "$1/go.mod"
+}
+
+KUBE_VERSION=$(mod_version "$GO_DIR/kube" k8s.io/kubernetes)
+ETCD_VERSION=$(mod_version "$GO_DIR/etcd" go.etcd.io/etcd/server/v3)
+KWOK_VERSION=$(mod_version "$GO_DIR/kwok" sigs.k8s.io/kwok)
+[[ -n $KUBE_VERSION && -n $ETCD_VERSION && -n $KWOK_VERSION ]] ||
+  die "cannot read pinned versions from $GO_DIR/{kube,etcd,kwok}/go.mod"
+
+# Directories are keyed by version so a version bump builds new binaries next to the old.
+KUBE_BIN="$BIN_DIR/kube-$KUBE_VERSION"
+ETCD_BIN="$BIN_DIR/etcd-$ETCD_VERSION"
+KWOK_BIN="$BIN_DIR/kwok-$KWOK_VERSION"
+
+# Without these -X flags the binaries report v0.0.0-master, which kwokctl cannot interpret.
+# buildDate is fixed so that the same sources give the same binary.
+kube_ldflags() {
+  local v=${KUBE_VERSION#v} p flags=""
+  local major=${v%%.*} rest=${v#*.}
+  local minor=${rest%%.*}
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    flags+=" -X $p.gitVersion=$KUBE_VERSION -X $p.gitMajor=$major -X $p.gitMinor=$minor"
+    flags+=" -X $p.gitTreeState=clean -X $p.buildDate=2026-01-01T00:00:00Z"
+  done
+  printf '%s' "$flags"
+}
+KUBE_LDFLAGS=$(kube_ldflags)
+
+# fingerprint FILE... [-- EXTRA]: short hash of the inputs that decide a binary's content;
+# a change (go.sum, replaces, ldflags) rebuilds even when the version string did not move.
+fingerprint() {
+  local extra="" files=()
+  while (($#)); do
+    if [[ $1 == -- ]]; then extra=$2; break; fi
+    files+=("$1"); shift
+  done
+  { cat "${files[@]}"; printf '%s' "$extra"; } | sha256sum | cut -c1-16
+}
+KUBE_FP=$(fingerprint "$GO_DIR/kube/go.mod" "$GO_DIR/kube/go.sum" -- "$KUBE_LDFLAGS")
+ETCD_FP=$(fingerprint "$GO_DIR/etcd/go.mod" "$GO_DIR/etcd/go.sum" "$GO_DIR/etcd/main.go")
+KWOK_FP=$(fingerprint "$GO_DIR/kwok/go.mod" "$GO_DIR/kwok/go.sum")
+
+KUBECTL="$KUBE_BIN/kubectl"
+KWOKCTL="$KWOK_BIN/kwokctl"
+
+# ---------------------------------------------------------------------------------------
+# Building.
+
+GO_CHECKED=""
+require_go() {
+  [[ -n $GO_CHECKED ]] && return 0
+  command -v go >/dev/null 2>&1 ||
+    die "'go' not found on PATH. Install Go 1.26 or newer (the official Go distribution), then rerun."
+  # Asked inside the module so GOTOOLCHAIN switching, if allowed, is reflected.
+  local v
+  v=$(cd "$GO_DIR/kube" && go env GOVERSION) || die "'go env' failed; is Go 1.26+ installed?"
+  local num=${v#go} major minor
+  major=${num%%.*}; minor=${num#*.}; minor=${minor%%[!0-9]*}
+  if ((major < 1 || (major == 1 && minor < 26))); then
+    die "found $v; Go 1.26 or newer is required (the pinned Kubernetes, etcd and kwok modules need it)"
+  fi
+  GO_CHECKED=1
+}
+
+# build NAME VERSION MODULE_DIR PACKAGE OUT_DIR FINGERPRINT [LDFLAGS]
+# Skips when OUT_DIR/NAME exists with the same fingerprint. Builds to a temp file in the
+# same directory and renames it, so an interrupted build never leaves a half-written binary.
+build() {
+  local name=$1 version=$2 moddir=$3 pkg=$4 out=$5 fp=$6 ldflags=${7:-}
+  local stamp="$out/.$name.fingerprint"
+  if [[ -x $out/$name && -f $stamp && $(<"$stamp") == "$fp" ]]; then
+    return 0
+  fi
+  require_go
+  mkdir -p "$out"
+  local tmp="$out/.$name.tmp.$$" start=$SECONDS
+  log "building $name $version ..."
+  # CGO off: static binaries that run anywhere; -trimpath: no local paths in them.
+  # GOWORK=off: a go.work further up must not change what gets built.
+  if ! (cd "$moddir" && CGO_ENABLED=0 GOWORK=off go build -trimpath -ldflags "-s -w $ldflags" -o "$tmp" "$pkg"); then
+    rm -f "$tmp"
+    die "building $name failed (see go output above)"
+  fi
+  mv -f "$tmp" "$out/$name"
+  printf '%s\n' "$fp" >"$stamp.tmp" && mv -f "$stamp.tmp" "$stamp"
+  log "built $name $version in $((SECONDS - start))s"
+}
+
+ensure_binaries() {
+  mkdir -p "$BIN_DIR"
+  build etcd "$ETCD_VERSION" "$GO_DIR/etcd" . "$ETCD_BIN" "$ETCD_FP"
+  local c
+  for c in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+    build "$c" "$KUBE_VERSION" "$GO_DIR/kube" "k8s.io/kubernetes/cmd/$c" "$KUBE_BIN" "$KUBE_FP" "$KUBE_LDFLAGS"
+  done
+  build kwok "$KWOK_VERSION" "$GO_DIR/kwok" sigs.k8s.io/kwok/cmd/kwok "$KWOK_BIN" "$KWOK_FP"
+  build kwokctl "$KWOK_VERSION" "$GO_DIR/kwok" sigs.k8s.io/kwok/cmd/kwokctl "$KWOK_BIN" "$KWOK_FP"
+  link_kubectl
+}
+
+# Keep $CACHE/bin/kubectl pointing at the kubectl of the pinned version (atomic replace).
+link_kubectl() {
+  [[ -x $KUBECTL ]] || return 0
+  [[ $(readlink "$KUBECTL_LINK" 2>/dev/null) == "kube-$KUBE_VERSION/kubectl" ]] && return 0
+  ln -sfn "kube-$KUBE_VERSION/kubectl" "$KUBECTL_LINK.tmp.$$"
+  mv -fT "$KUBECTL_LINK.tmp.$$" "$KUBECTL_LINK"
+}
+
+# ---------------------------------------------------------------------------------------
+# Cluster configuration. kwokctl loads $KWOK_WORKDIR/kwok.yaml by default; keeping the
+# work dir private means ~/.kwok is neither read nor written.
+
+kwokctl_config() {
+  cat <<EOF
+# Written by test/cluster/cluster.sh; regenerated on every 'up'.
+apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokctlConfiguration
+options:
+  runtime: binary
+  # Loopback only: nothing of this cluster is reachable from other hosts.
+  bindAddress: 127.0.0.1
+  kubeVersion: $KUBE_VERSION
+  etcdVersion: ${ETCD_VERSION#v}
+  # Local binaries; with every one set, kwokctl has nothing to download.
+  etcdBinary: $ETCD_BIN/etcd
+  kubeApiserverBinary: $KUBE_BIN/kube-apiserver
+  kubeControllerManagerBinary: $KUBE_BIN/kube-controller-manager
+  kubeSchedulerBinary: $KUBE_BIN/kube-scheduler
+  kubectlBinary: $KUBE_BIN/kubectl
+  kwokControllerBinary: $KWOK_BIN/kwok
+  # Anything kwokctl might still want to cache stays inside our state.
+  cacheDir: $STATE_DIR/cache
+  # RBAC (authorization-mode Node,RBAC) and the default admission plugins, which include
+  # MutatingAdmissionWebhook and ValidatingAdmissionWebhook. These are kwokctl's defaults
+  # with a secure port; stated so a change of default cannot silently drop them.
+  securePort: true
+  kubeAuthorization: true
+  kubeAdmission: true
+  kubeFeatureGates: $FEATURE_GATES
+componentsPatches:
+- name: kube-apiserver
+  extraArgs:
+  # Without a default route kube-apiserver refuses to start unless told what to advertise.
+  - key: advertise-address
+    value: 127.0.0.1
+EOF
+}
+
+# Fingerprint of everything the running cluster was created from; a mismatch means recreate.
+cluster_fingerprint() {
+  { printf '%s %s %s\n' "$KUBE_FP" "$ETCD_FP" "$KWOK_FP"; kwokctl_config; node_manifest 0; } | sha256sum | cut -c1-16
+}
+
+# Run kwokctl with a private work dir and without any KWOK_* settings from the caller's
+# environment (they override the config file and could e.g. select docker).
+kwokctl() {
+  (
+    while IFS= read -r v; do unset "$v"; done < <(compgen -e | grep '^KWOK_' || true)
+    export KWOK_WORKDIR="$STATE_DIR"
+    # kwokctl polls the API with kubectl; keep kubectl's cache out of ~/.kube too.
+    export KUBECACHEDIR="$STATE_DIR/kubectl-cache"
+    # The components kwokctl forks inherit its open fds; without this they would hold the
+    # lock (fd 9) for their whole life and every later up/down would block on it.
+    exec 9>&-
+    exec "$KWOKCTL" "$@"
+  )
+}
+
+# --cache-dir: kubectl's discovery cache defaults to ~/.kube/cache; keep it in our state.
+k() { "$KUBECTL" --kubeconfig "$KUBECONFIG_PATH" --cache-dir "$STATE_DIR/kubectl-cache" "$@"; }
+
+# ---------------------------------------------------------------------------------------
+# Process bookkeeping. kwokctl records one pid file per component. A pid only counts as
+# ours when its command line mentions our cluster dir, so a recycled pid is never touched.
+
+pid_is_ours() {
+  local pid=$1 args
+  [[ $pid =~ ^[0-9]+$ ]] || return 1
+  if [[ -r /proc/$pid/cmdline ]]; then
+    args=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || return 1
+  else
+    args=$(ps -o args= -p "$pid" 2>/dev/null) || return 1
+  fi
+  [[ $args == *"$CLUSTER_DIR"* ]]
+}
+
+# our_pids: pids of live component processes of this cluster, one per line.
+our_pids() {
+  local f pid
+  for f in "$CLUSTER_DIR"/pids/*.pid; do
+    [[ -f $f ]] || continue
+    pid=$(<"$f")
+    if pid_is_ours "$pid"; then printf '%s\n' "$pid"; fi
+  done
+  return 0
+}
+
+# All five components (etcd, apiserver, controller-manager, scheduler, kwok) alive?
+components_alive() {
+  local f n=0
+  for f in "$CLUSTER_DIR"/pids/*.pid; do
+    [[ -f $f ]] || return 1
+    pid_is_ours "$(<"$f")" || return 1
+    n=$((n + 1))
+  done
+  ((n >= 5))
+}
+
+control_plane_healthy() {
+  [[ -f $KUBECONFIG_PATH && -x $KUBECTL && -f $STATE_DIR/fingerprint ]] || return 1
+  [[ $(<"$STATE_DIR/fingerprint") == "$(cluster_fingerprint)" ]] || return 1
+  components_alive || return 1
+  k get --raw /readyz --request-timeout=5s >/dev/null 2>&1
+}
+
+# ---------------------------------------------------------------------------------------
+# Nodes.
+
+node_manifest() {
+  local i=$1
+  cat <<EOF
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: $NODE_PREFIX$i
+  annotations:
+    # kwok manages nodes carrying this annotation: heartbeats, Ready, and their pods.
+    kwok.x-k8s.io/node: fake
+    node.alpha.kubernetes.io/ttl: "0"
+  labels:
+    beta.kubernetes.io/arch: amd64
+    beta.kubernetes.io/os: linux
+    kubernetes.io/arch: amd64
+    kubernetes.io/hostname: $NODE_PREFIX$i
+    kubernetes.io/os: linux
+    kubernetes.io/role: agent
+    node-role.kubernetes.io/agent: ""
+    type: kwok
+spec:
+  # Distinct per node; kwok hands out pod IPs from it.
+  podCIDR: 10.244.$i.0/24
+  podCIDRs:
+  - 10.244.$i.0/24
+# Room for the benchmark's 1000 Sandboxes on three nodes (kwok runs nothing for real).
+status:
+  allocatable: {cpu: "32", memory: 256Gi, pods: "1000"}
+  capacity: {cpu: "32", memory: 256Gi, pods: "1000"}
+  nodeInfo:
+    architecture: amd64
+    operatingSystem: linux
+EOF
+}
+
+# ready_nodes: names of our fake nodes whose Ready condition is True.
+ready_nodes() {
+  k get nodes -o jsonpath='{range .items[*]}{.metadata.name}{" "}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' \
+    2>/dev/null | awk -v p="$NODE_PREFIX" 'index($1, p) == 1 && $2 == "True" { print $1 }'
+}
+
+nodes_as_wanted() {
+  local want i have
+  have=$(ready_nodes | sort) || return 1
+  want=$(for ((i = 0; i < NODES; i++)); do echo "$NODE_PREFIX$i"; done | sort)
+  [[ $have == "$want" ]]
+}
+
+# Create the wanted nodes (idempotent) and delete ones beyond JR2_NODES.
+ensure_nodes() {
+  local i name
+  for ((i = 0; i < NODES; i++)); do node_manifest "$i"; done | k apply -f - >/dev/null
+  for name in $(k get nodes -o name 2>/dev/null | sed -n "s|^node/\(${NODE_PREFIX}[0-9]*\)$|\1|p"); do
+    i=${name#"$NODE_PREFIX"}
+    if ((i >= NODES)); then k delete node "$name" --wait=false >/dev/null; fi
+  done
+  wait_for "$NODES fake nodes Ready" nodes_as_wanted
+}
+
+# ---------------------------------------------------------------------------------------
+# Waiting.
+
+# wait_for DESCRIPTION COMMAND...: poll COMMAND until it succeeds or WAIT_SECONDS pass.
+wait_for() {
+  local what=$1; shift
+  local deadline=$((SECONDS + WAIT_SECONDS))
+  until "$@"; do
+    ((SECONDS < deadline)) || { dump_logs; die "timed out after ${WAIT_SECONDS}s waiting for $what"; }
+    sleep 0.5
+  done
+}
+
+api_ready() { k get --raw /readyz --request-timeout=5s >/dev/null 2>&1; }
+default_sa_exists() { k get serviceaccount default -n default >/dev/null 2>&1; }
+
+dump_logs() {
+  local f
+  if [[ -f $STATE_DIR/kwokctl.log ]]; then
+    log "--- tail of $STATE_DIR/kwokctl.log"
+    tail -n 20 "$STATE_DIR/kwokctl.log" >&2
+  fi
+  for f in "$CLUSTER_DIR"/logs/*.log; do
+    [[ -f $f ]] || continue
+    log "--- tail of $f"
+    tail -n 10 "$f" >&2
+  done
+}
+
+# ---------------------------------------------------------------------------------------
+# Teardown.
+
+# Only ever remove a directory this script created (marker file) or an empty one, so a
+# mistaken JR2_STATE_DIR (say, $HOME) is never deleted.
+remove_state_dir() {
+  [[ -e $STATE_DIR ]] || return 0
+  if [[ -f $STATE_DIR/.jr2-cluster-state ]]; then
+    rm -rf -- "$STATE_DIR"
+  elif ! rmdir -- "$STATE_DIR" 2>/dev/null; then
+    die "$STATE_DIR exists, is not empty and was not created by this script; not removing it"
+  fi
+}
+
+# wait_gone TENTHS PID...: wait up to TENTHS/10 s until none of PID is ours any more.
+wait_gone() {
+  local tenths=$1 pid i left
+  shift
+  for ((i = 0; i < tenths; i++)); do
+    left=""
+    for pid in "$@"; do
+      if pid_is_ours "$pid"; then left+=" $pid"; fi
+    done
+    [[ -z $left ]] && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
+# terminate PID...: SIGTERM those of PID that are ours, SIGKILL them after 10 s.
+terminate() {
+  local pid
+  (($#)) || return 0
+  for pid in "$@"; do
+    if pid_is_ours "$pid"; then kill -TERM "$pid" 2>/dev/null || true; fi
+  done
+  wait_gone 100 "$@" && return 0
+  for pid in "$@"; do
+    if pid_is_ours "$pid"; then
+      log "process $pid did not stop on SIGTERM; sending SIGKILL"
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+  done
+  wait_gone 50 "$@" || die "processes still running after down: $*"
+}
+
+stop_cluster() {
+  local pids=() pid i alive
+  mapfile -t pids < <(our_pids)
+  if [[ -d $CLUSTER_DIR && -x $KWOKCTL ]]; then
+    # kwokctl SIGKILLs the components in order (kwok and controllers before etcd). Its
+    # --kubeconfig names a file to drop our context from; unlike 'create', it rejects "" and
+    # defaults to ~/.kube/config, so point it at a file that does not exist (left untouched).
+    kwokctl delete cluster --name "$CLUSTER_NAME" --kubeconfig "$STATE_DIR/no-such-kubeconfig" \
+      >>"$STATE_DIR/kwokctl.log" 2>&1 ||
+      log "kwokctl delete cluster failed; stopping processes directly"
+  fi
+  # Whatever survived (kwokctl missing or failing): etcd last, since kube-apiserver can hang
+  # in its graceful shutdown once etcd is gone.
+  local etcd_pid=""
+  [[ -f $CLUSTER_DIR/pids/etcd.pid ]] && etcd_pid=$(<"$CLUSTER_DIR/pids/etcd.pid")
+  local others=()
+  for pid in "${pids[@]}"; do
+    if [[ $pid != "$etcd_pid" ]]; then others+=("$pid"); fi
+  done
+  terminate "${others[@]}"
+  if [[ -n $etcd_pid ]]; then terminate "$etcd_pid"; fi
+  remove_state_dir
+  # The components were reparented to init when kwokctl exited; give it a moment to reap
+  # them so no <defunct> entry lingers for a caller that checks with pgrep right after.
+  for ((i = 0; i < 50; i++)); do
+    alive=""
+    for pid in "${pids[@]}"; do
+      if kill -0 "$pid" 2>/dev/null; then alive+=" $pid"; fi
+    done
+    [[ -z $alive ]] && break
+    sleep 0.1
+  done
+  return 0
+}
+
+# ---------------------------------------------------------------------------------------
+# Commands.
+
+# Serialize up/down: two concurrent 'up's would both try to create the cluster.
+take_lock() {
+  mkdir -p "$CACHE_DIR"
+  if command -v flock >/dev/null 2>&1; then
+    exec 9>"$CACHE_DIR/.lock"
+    flock 9
+  fi
+}
+
+create_cluster() {
+  mkdir -p "$STATE_DIR"
+  touch "$STATE_DIR/.jr2-cluster-state"
+  kwokctl_config >"$STATE_DIR/kwok.yaml"
+  log "starting control plane (kube $KUBE_VERSION, etcd $ETCD_VERSION, kwok $KWOK_VERSION) ..."
+  # --kubeconfig "": do not add a context to ~/.kube/config; the cluster has its own file.
+  if ! kwokctl create cluster --name "$CLUSTER_NAME" --runtime binary --kubeconfig "" \
+    --timeout "${WAIT_SECONDS}s" >"$STATE_DIR/kwokctl.log" 2>&1; then
+    dump_logs
+    die "kwokctl create cluster failed"
+  fi
+  [[ -f $KUBECONFIG_PATH ]] || { dump_logs; die "kwokctl did not write $KUBECONFIG_PATH"; }
+}
+
+cmd_up() {
+  local start=$SECONDS
+  take_lock
+  if control_plane_healthy; then
+    nodes_as_wanted || ensure_nodes
+  else
+    ensure_binaries
+    if [[ -e $STATE_DIR ]]; then
+      log "existing cluster state is stale or from other binaries/config; recreating"
+      stop_cluster
+    fi
+    create_cluster
+    wait_for "the API server" api_ready
+    ensure_nodes
+    # The service-account controller creates it; pods in 'default' need it.
+    wait_for "ServiceAccount default/default" default_sa_exists
+    cluster_fingerprint >"$STATE_DIR/fingerprint"
+    log "cluster up in $((SECONDS - start))s"
+  fi
+  link_kubectl
+  echo "KUBECONFIG=$KUBECONFIG_PATH"
+}
+
+cmd_down() {
+  take_lock
+  if [[ ! -e $STATE_DIR ]]; then
+    log "cluster is down (no state at $STATE_DIR)"
+    return 0
+  fi
+  stop_cluster
+  log "cluster is down; removed $STATE_DIR"
+}
+
+cmd_status() {
+  if control_plane_healthy; then
+    echo "status: up"
+    echo "KUBECONFIG=$KUBECONFIG_PATH"
+    k get nodes
+    return 0
+  fi
+  if [[ -e $STATE_DIR ]]; then
+    echo "status: down (stale state in $STATE_DIR; 'up' recreates, 'down' removes it)"
+  else
+    echo "status: down"
+  fi
+  return 1
+}
+
+cmd_env() {
+  echo "KUBECONFIG=$KUBECONFIG_PATH"
+  echo "KUBECTL=$KUBECTL_LINK"
+}
+
+cmd_kubectl_path() {
+  [[ -x $KUBECTL ]] || die "kubectl $KUBE_VERSION is not built yet; run: npm run cluster -- up"
+  link_kubectl
+  echo "$KUBECTL_LINK"
+}
+
+usage() {
+  sed -n '2,10p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+}
+
+main() {
+  local cmd=${1:-}
+  (($#)) && shift
+  case $cmd in
+    up) cmd_up ;;
+    down) cmd_down ;;
+    status) cmd_status ;;
+    env) cmd_env ;;
+    kubectl-path) cmd_kubectl_path ;;
+    kubectl)
+      [[ -x $KUBECTL ]] || die "kubectl is not built yet; run: npm run cluster -- up"
+      exec "$KUBECTL" --kubeconfig "$KUBECONFIG_PATH" --cache-dir "$STATE_DIR/kubectl-cache" "$@"
+      ;;
+    -h | --help | help) usage ;;
+    *) usage; exit 2 ;;
+  esac
+}
+
+main "$@"
