@@ -131,6 +131,8 @@ export async function sandboxBurst(kubeconfig: string, count: number): Promise<R
         unit: "count",
         target: "<= 3",
       },
+      { bench: b, metric: "reconcile_p50_ms", value: round(quantile(after, 0.5)), unit: "ms" },
+      { bench: b, metric: "reconcile_p99_ms", value: round(quantile(after, 0.99)), unit: "ms" },
       {
         bench: b,
         metric: "operator_peak_rss_mb",
@@ -147,5 +149,8 @@ export async function sandboxBurst(kubeconfig: string, count: number): Promise<R
     await op.stop();
   }
 }
+
+/** A quantile of the operator's reconcile duration summary (over its recent window). */
+const quantile = (text: string, q: number) => sumMetric(text, "pepr_jr2_reconcile_duration", { quantile: String(q) });
 
 const round = (n: number) => Math.round(n * 100) / 100;

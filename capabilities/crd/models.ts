@@ -3,17 +3,19 @@
 // so the Orchestrator and the cache agent need not load pepr.
 import { GenericKind, RegisterKind } from "kubernetes-fluent-client";
 import { GROUP, VERSION } from "./sources/common";
-import type { RepoSpec, RepoStatus } from "./sources/repo";
-import type { SandboxSpec, SandboxStatus } from "./sources/sandbox";
+import type { RepoSpecInput, RepoStatus } from "./sources/repo";
+import type { SandboxSpecInput, SandboxStatus } from "./sources/sandbox";
 import { REPO_KIND, SANDBOX_KIND } from "./definitions";
 
+// Specs are typed as written (defaults optional): a client need not state them, and the API
+// server fills them in before anyone reads them back.
 export class SandboxModel extends GenericKind {
-  declare spec?: SandboxSpec;
+  declare spec?: SandboxSpecInput;
   declare status?: SandboxStatus;
 }
 
 export class RepoModel extends GenericKind {
-  declare spec?: RepoSpec;
+  declare spec?: RepoSpecInput;
   declare status?: RepoStatus;
 }
 

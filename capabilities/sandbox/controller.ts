@@ -1,11 +1,12 @@
 // The Sandbox controller: a cache of what the watches delivered (Sandboxes whole; Pods and Services
 // only those the operator labels, seed 000), a work queue, and the level-based reconcile that turns
 // one Sandbox into one Pod, one Service and a status. Running it twice gives the same result.
-import { K8s, kind } from "kubernetes-fluent-client";
+import type { kind } from "kubernetes-fluent-client";
 import { Log } from "pepr";
 import { SandboxModel, type SandboxSpec } from "../crd";
 import { API_VERSION } from "../crd/sources/common";
 import { apiError, getOrUndefined, isConflict, isNotFound, recordEvent, write, type ApiError } from "../shared/api";
+import { kubeRequest, paths } from "../shared/kube";
 import { metrics } from "../shared/metrics";
 import { statusMergePatch } from "../shared/patch";
 import { WorkQueue } from "../shared/queue";
@@ -58,8 +59,9 @@ export class SandboxController {
             `reconcile failed: ${e?.message}`,
           );
       },
-      onDone: (_key, result, ms) => {
-        metrics.reconciled("sandbox", result, ms);
+      onDone: (_key, result, ms, err) => {
+        // A refused create waiting for its retry is not a failure of the operator.
+        metrics.reconciled("sandbox", err instanceof RetryLater ? "waiting" : result, ms);
         metrics.queueDepth("sandbox", this.queue.depth);
       },
     });
@@ -129,15 +131,27 @@ export class SandboxController {
       return;
     }
 
-    const { pod, refusal, loss } = await this.#ensurePod(key, sbx);
-    let service = this.services.get(key);
-    if (!service && sbx.status?.phase !== "Lost" && !loss) service = await this.#ensureService(key, sbx);
+    // The pod and the Service in parallel: one round trip less for a new Sandbox.
+    const cachedService = this.services.get(key);
+    const [podResult, serviceResult] = await Promise.allSettled([
+      this.#ensurePod(key, sbx),
+      cachedService || sbx.status?.phase === "Lost" ? cachedService : this.#ensureService(key, sbx),
+    ]);
+    if (podResult.status === "rejected") throw podResult.reason;
+    const { pod: placed, refusal, loss } = podResult.value;
+    // A Service that could not be made yet holds back the endpoint, not the rest of the status.
+    const service = serviceResult.status === "fulfilled" ? serviceResult.value : undefined;
+    // Events that arrived while this reconcile waited on the API server are in the cache by now
+    // (kwok often reports a pod Ready before its create has answered): use the newest copy.
+    const newest = this.pods.get(key);
+    const pod = placed && newest?.metadata?.uid === placed.metadata?.uid ? newest : placed;
 
     const status = computeStatus({ sandbox: sbx, pod, service, refusal, loss, now: new Date(now) });
     await this.#writeStatus(key, sbx, status);
     // Last, so the Warning also tells an observer that this reconcile is done.
     this.#warnInvalidKeepalive(key, sbx, lease.invalidKeepalive);
     if (refusal) throw new RetryLater(`pod create refused: ${refusal.reason}: ${refusal.message}`);
+    if (serviceResult.status === "rejected") throw serviceResult.reason;
     // Look again at the lease's deadline: no periodic scan of every Sandbox.
     return { requeueAfterMs: lease.deadline - now };
   }
@@ -153,9 +167,7 @@ export class SandboxController {
 
     if (!pod || lossOf(pod, recorded, false)) {
       // The cache may lag: only the API server's own answer makes a Sandbox Lost (seed 001 ADR-0021).
-      const fresh = await getOrUndefined(() =>
-        K8s(kind.Pod).InNamespace(sbx.metadata.namespace).Get(sbx.metadata.name),
-      );
+      const fresh = await this.#getPod(sbx);
       if (fresh) this.pods.set(key, fresh);
       else this.pods.delete(key);
       const mine = fresh && ownedBy(fresh, sbx) ? fresh : undefined;
@@ -169,15 +181,15 @@ export class SandboxController {
   async #createPod(key: string, sbx: Sandbox): Promise<{ pod?: kind.Pod; refusal?: Refusal }> {
     const parts = this.#contributors.map((c) => c(sbx)).filter((p): p is PodContribution => !!p);
     try {
-      const pod = await write("Pod.create", () => K8s(kind.Pod).Create(buildPod(sbx, parts)));
+      const pod = await write("Pod.create", () =>
+        kubeRequest<kind.Pod>("POST", paths.pods(sbx.metadata.namespace), buildPod(sbx, parts)),
+      );
       this.pods.set(key, pod);
       this.#refusals.delete(key);
       return { pod };
     } catch (err) {
       if (isConflict(err)) {
-        const existing = await getOrUndefined(() =>
-          K8s(kind.Pod).InNamespace(sbx.metadata.namespace).Get(sbx.metadata.name),
-        );
+        const existing = await this.#getPod(sbx);
         if (existing && ownedBy(existing, sbx)) {
           this.pods.set(key, existing);
           return { pod: existing };
@@ -194,13 +206,15 @@ export class SandboxController {
 
   async #ensureService(key: string, sbx: Sandbox): Promise<kind.Service | undefined> {
     try {
-      const svc = await write("Service.create", () => K8s(kind.Service).Create(buildService(sbx)));
+      const svc = await write("Service.create", () =>
+        kubeRequest<kind.Service>("POST", paths.services(sbx.metadata.namespace), buildService(sbx)),
+      );
       this.services.set(key, svc);
       return svc;
     } catch (err) {
       if (!isConflict(err)) throw err;
       const svc = await getOrUndefined(() =>
-        K8s(kind.Service).InNamespace(sbx.metadata.namespace).Get(sbx.metadata.name),
+        kubeRequest<kind.Service>("GET", paths.service(sbx.metadata.namespace, sbx.metadata.name)),
       );
       if (svc) this.services.set(key, svc);
       return svc;
@@ -212,10 +226,12 @@ export class SandboxController {
     const patch = statusMergePatch(sbx.status, status);
     if (!patch) return;
     const updated = await write("Sandbox.status", () =>
-      K8s(SandboxModel).PatchStatus({
-        metadata: { name: sbx.metadata.name, namespace: sbx.metadata.namespace },
-        status: patch as SandboxModel["status"],
-      }),
+      kubeRequest<Sandbox>(
+        "PATCH",
+        paths.sandboxStatus(sbx.metadata.namespace, sbx.metadata.name),
+        { status: patch },
+        "application/merge-patch+json",
+      ),
     );
     this.#store(key, updated as Sandbox);
     for (const e of statusEvents(sbx.status, status)) this.#event(sbx, e.type, e.reason, e.message);
@@ -231,10 +247,16 @@ export class SandboxController {
     this.#event(sbx, "Normal", "Reaped", `no keepalive for spec.idleTimeout (${sbx.spec.idleTimeout}): deleted`);
     try {
       // Background propagation: the garbage collector takes the pod and Service.
-      await write("Sandbox.delete", () => K8s(SandboxModel).InNamespace(namespace).Delete(name));
+      await write("Sandbox.delete", () =>
+        kubeRequest("DELETE", paths.sandbox(namespace, name), { propagationPolicy: "Background" }),
+      );
     } catch (err) {
       if (!isNotFound(err)) throw err;
     }
+  }
+
+  #getPod(sbx: Sandbox): Promise<kind.Pod | undefined> {
+    return getOrUndefined(() => kubeRequest<kind.Pod>("GET", paths.pod(sbx.metadata.namespace, sbx.metadata.name)));
   }
 
   #warnInvalidKeepalive(key: string, sbx: Sandbox, value: string | undefined) {

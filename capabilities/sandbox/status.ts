@@ -158,6 +158,11 @@ function readyCondition(o: Observed, loss: Loss | undefined): Cond {
     const message = c?.message || (pod.spec?.nodeName ? "the pod is not Ready" : "the pod is not scheduled yet");
     return { type: "Ready", status: "False", reason: "PodNotReady", message };
   }
+  // Ready means a client can reach the Harness: the endpoint must exist too (seed 002 refuses a
+  // Ready Sandbox with no endpoint).
+  if (!o.service) {
+    return { type: "Ready", status: "False", reason: "ServiceNotCreated", message: "the Service is not created yet" };
+  }
   const gate = o.gates?.[0];
   if (gate) return { type: "Ready", status: "False", reason: gate.reason, message: gate.message };
   return { type: "Ready", status: "True", reason: "PodReady", message: "the pod is Ready" };

@@ -1,8 +1,9 @@
 // The operator's calls to the API server: every write waits for a token of the one write bucket
-// (seed 000: 100 requests/s, burst 200) and is counted by kind; kubernetes-fluent-client's thrown
-// `{ok: false, status, data}` objects become ApiErrors with the server's own words.
-import { K8s, kind } from "kubernetes-fluent-client";
+// (seed 000: 100 requests/s, burst 200) and is counted by kind; whatever a client threw
+// (kubernetes-fluent-client's `{ok: false, status, data}` objects too) becomes an ApiError.
 import { hostname } from "node:os";
+import { ApiError } from "./api-error";
+import { kubeRequest, paths } from "./kube";
 import { TokenBucket } from "./ratelimit";
 import { metrics } from "./metrics";
 
@@ -15,15 +16,7 @@ const envNumber = (name: string, fallback: number) => {
 export const writes = new TokenBucket(envNumber("JR2_WRITE_QPS", 100), envNumber("JR2_WRITE_BURST", 200));
 const eventWrites = new TokenBucket(envNumber("JR2_EVENT_QPS", 50), envNumber("JR2_EVENT_BURST", 100));
 
-export class ApiError extends Error {
-  constructor(
-    readonly status: number,
-    readonly reason: string,
-    message: string,
-  ) {
-    super(message);
-  }
-}
+export { ApiError };
 
 /** An ApiError from whatever kubernetes-fluent-client threw. */
 export function apiError(err: unknown): ApiError {
@@ -92,7 +85,9 @@ export async function recordEvent(
   try {
     await eventWrites.take();
     metrics.apiWrite("Event.create");
-    await K8s(kind.CoreEvent).Create({
+    await kubeRequest("POST", paths.events(target.namespace), {
+      apiVersion: "v1",
+      kind: "Event",
       metadata: { generateName: `${target.name}.`, namespace: target.namespace },
       involvedObject: { ...target },
       type,
@@ -101,8 +96,8 @@ export async function recordEvent(
       source: { component: "jr2-operator" },
       reportingComponent: "jr2.dev/operator",
       reportingInstance: INSTANCE,
-      firstTimestamp: now as unknown as Date,
-      lastTimestamp: now as unknown as Date,
+      firstTimestamp: now,
+      lastTimestamp: now,
       count: 1,
     });
   } catch (err) {

@@ -14,8 +14,8 @@ export type WorkQueueOptions = {
   maxDelayMs?: number;
   /** Told of every failure, with the delay before the retry. */
   onError?: (key: string, err: unknown, retryInMs: number) => void;
-  /** Told after every reconcile, with its outcome and duration. */
-  onDone?: (key: string, result: "success" | "error" | "requeue", ms: number) => void;
+  /** Told after every reconcile, with its outcome, duration and, for a failure, the error. */
+  onDone?: (key: string, result: "success" | "error", ms: number, err?: unknown) => void;
 };
 
 export class WorkQueue {
@@ -121,11 +121,11 @@ export class WorkQueue {
       const result = await this.#o.reconcile(key);
       this.forget(key);
       if (result?.requeueAfterMs !== undefined) this.addAfter(key, result.requeueAfterMs);
-      this.#o.onDone?.(key, result?.requeueAfterMs !== undefined ? "requeue" : "success", Date.now() - started);
+      this.#o.onDone?.(key, "success", Date.now() - started);
     } catch (err) {
       const delay = this.addRateLimited(key);
       this.#o.onError?.(key, err, delay);
-      this.#o.onDone?.(key, "error", Date.now() - started);
+      this.#o.onDone?.(key, "error", Date.now() - started, err);
     } finally {
       this.#processing.delete(key);
       this.#active--;

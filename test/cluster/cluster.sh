@@ -198,6 +198,9 @@ componentsPatches:
   # Without a default route kube-apiserver refuses to start unless told what to advertise.
   - key: advertise-address
     value: 127.0.0.1
+  # The default, 10.0.0.0/24, holds 254 Services: the benchmark's 1000 Sandboxes need a Service each.
+  - key: service-cluster-ip-range
+    value: 10.96.0.0/16
 EOF
 }
 

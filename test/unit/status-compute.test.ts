@@ -159,9 +159,18 @@ describe("computeStatus: Lost", () => {
   });
 });
 
+describe("computeStatus: the endpoint", () => {
+  it("holds Ready back while the Service does not exist, even with the pod Ready", () => {
+    const s = computeStatus({ sandbox: sandboxOf(), pod: readyPod(), now: T1 });
+    expect(s.phase).toBe("Pending");
+    expect(s.endpoint).toBeUndefined();
+    expect(conditionOf(s, "Ready")).toMatchObject({ status: "False", reason: "ServiceNotCreated" });
+  });
+});
+
 describe("computeStatus: lastTransitionTime", () => {
   const before = status({ pod: unreadyPod() });
-  const after = computeStatus({ sandbox: sandboxOf({}, before), pod: readyPod(), now: T1 });
+  const after = computeStatus({ sandbox: sandboxOf({}, before), pod: readyPod(), service: serviceOf(), now: T1 });
 
   it("is carried over when a condition's status is unchanged", () => {
     expect(conditionOf(before, "Scheduled")?.lastTransitionTime).toBe("2026-03-01T12:00:00Z");

@@ -65,5 +65,6 @@ export const Repo = z
   .meta({ description: "A Repo: one repository by url, kept as one bare cache per node by the cache agents." });
 
 export type RepoSpec = z.infer<typeof RepoSpec>;
+export type RepoSpecInput = z.input<typeof RepoSpec>;
 export type RepoStatus = z.infer<typeof RepoStatus>;
 export type RepoNode = z.infer<typeof RepoNode>;

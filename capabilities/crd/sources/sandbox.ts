@@ -168,6 +168,8 @@ export const Sandbox = z
   });
 
 export type SandboxSpec = z.infer<typeof SandboxSpec>;
+/** What a client writes: defaulted fields (idleTimeout) may be left out. */
+export type SandboxSpecInput = z.input<typeof SandboxSpec>;
 export type SandboxStatus = z.infer<typeof SandboxStatus>;
 export type SandboxPhase = (typeof SANDBOX_PHASES)[number];
 export type ContainerReport = z.infer<typeof ContainerReport>;

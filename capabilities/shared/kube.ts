@@ -1,0 +1,91 @@
+// A pooled client for the operator's hot path. kubernetes-fluent-client re-reads the kubeconfig
+// and builds a new HTTPS agent (a new TLS handshake, a socket kept open for ten minutes) on every
+// call: at a burst of Sandboxes that costs seconds of latency and hundreds of MB. Here the config
+// is read once, credentials are refreshed every minute (bound service-account tokens rotate), and
+// one undici Agent keeps connections alive (docs/decisions/0008-pooled-api-client.md).
+// Watches stay on kubernetes-fluent-client, through Pepr.
+import { KubeConfig } from "@kubernetes/client-node";
+import type { RequestOptions } from "node:https";
+import { Agent, request } from "undici";
+import { ApiError } from "./api-error";
+
+const CREDENTIAL_TTL_MS = 60_000;
+
+type Session = { server: string; agent: Agent; headers: Record<string, string>; at: number };
+
+let session: Promise<Session> | undefined;
+
+async function open(previous?: Session): Promise<Session> {
+  const kc = new KubeConfig();
+  kc.loadFromDefault();
+  const cluster = kc.getCurrentCluster();
+  if (!cluster) throw new Error("no current cluster in the kubeconfig (KUBECONFIG, ~/.kube/config or in-cluster)");
+  const opts: RequestOptions = {};
+  await kc.applyToHTTPSOptions(opts);
+  const headers: Record<string, string> = {};
+  for (const [k, v] of Object.entries(opts.headers ?? {})) if (typeof v === "string") headers[k] = v;
+  const agent =
+    previous?.agent ??
+    new Agent({
+      keepAliveTimeout: 30_000,
+      connect: {
+        ca: opts.ca as string | undefined,
+        cert: opts.cert as string | undefined,
+        key: opts.key as string | undefined,
+        rejectUnauthorized: !cluster.skipTLSVerify,
+      },
+    });
+  return { server: cluster.server.replace(/\/$/, ""), agent, headers, at: Date.now() };
+}
+
+async function current(): Promise<Session> {
+  const s = await (session ??= open());
+  if (Date.now() - s.at > CREDENTIAL_TTL_MS) session = open(s);
+  return session;
+}
+
+export type Method = "GET" | "POST" | "PATCH" | "DELETE";
+
+/** One API call; a non-2xx answer is thrown as an ApiError with the server's Status words. */
+export async function kubeRequest<T>(
+  method: Method,
+  path: string,
+  body?: unknown,
+  contentType = "application/json",
+): Promise<T> {
+  const s = await current();
+  const res = await request(s.server + path, {
+    method,
+    dispatcher: s.agent,
+    headers: {
+      ...s.headers,
+      accept: "application/json",
+      "user-agent": "jr2-operator",
+      ...(body !== undefined ? { "content-type": contentType } : {}),
+    },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.body.text();
+  if (res.statusCode >= 200 && res.statusCode < 300) return (text ? JSON.parse(text) : undefined) as T;
+  let status: { reason?: string; message?: string } = {};
+  try {
+    status = JSON.parse(text);
+  } catch {
+    status = { message: text };
+  }
+  throw new ApiError(res.statusCode, status.reason ?? `HTTP${res.statusCode}`, status.message ?? text);
+}
+
+const enc = encodeURIComponent;
+
+/** Paths of the objects the operator writes. */
+export const paths = {
+  pods: (ns: string) => `/api/v1/namespaces/${enc(ns)}/pods`,
+  pod: (ns: string, name: string) => `/api/v1/namespaces/${enc(ns)}/pods/${enc(name)}`,
+  services: (ns: string) => `/api/v1/namespaces/${enc(ns)}/services`,
+  service: (ns: string, name: string) => `/api/v1/namespaces/${enc(ns)}/services/${enc(name)}`,
+  events: (ns: string) => `/api/v1/namespaces/${enc(ns)}/events`,
+  sandbox: (ns: string, name: string) => `/apis/core.jr2.dev/v1alpha1/namespaces/${enc(ns)}/sandboxes/${enc(name)}`,
+  sandboxStatus: (ns: string, name: string) =>
+    `/apis/core.jr2.dev/v1alpha1/namespaces/${enc(ns)}/sandboxes/${enc(name)}/status`,
+};
