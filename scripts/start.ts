@@ -51,7 +51,7 @@ async function main() {
     // a cluster of the user's own: their kubectl
   }
   console.log(`
-jr2-operator is running: admission at https://127.0.0.1:${port}, watching Sandboxes and Repos.
+jr2-operator is running: admission at https://127.0.0.1:${port}, watching Sandboxes.
 Try it:
   export KUBECONFIG=${kubeconfig}
   ${kubectl} apply -f ${join(ROOT, "examples", "sandbox.yaml")}

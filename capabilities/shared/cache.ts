@@ -21,8 +21,11 @@ export class ObjectCache<T extends Obj> {
     return this.#items.values();
   }
 
-  /** Stores the object unless it is older than the copy held or was deleted; says whether it did. */
+  /** Stores the object unless it is older than the copy held or was deleted; says whether it did.
+   * managedFields are dropped: nothing here reads them, and they are a third of a pod's size. */
   set(key: string, obj: T): boolean {
+    const meta = obj.metadata as { managedFields?: unknown } | undefined;
+    if (meta?.managedFields) delete meta.managedFields;
     const uid = obj.metadata?.uid;
     if (uid && this.#deleted.has(uid)) return false;
     const held = this.#items.get(key);

@@ -37,7 +37,8 @@ export const metrics = {
     // incGauge only adds: add the difference from what was last reported.
     const last = depths.get(queue) ?? 0;
     depths.set(queue, depth);
-    if (depth !== last) metricsCollector.incGauge(DEPTH, { queue }, depth - last);
+    // Even a zero difference: it makes the series exist from the first reconcile on.
+    metricsCollector.incGauge(DEPTH, { queue }, depth - last);
   },
   /** A Sandbox moved from one phase (undefined: not counted yet) to another (undefined: gone). */
   phase(from: string | undefined, to: string | undefined) {
