@@ -37,7 +37,6 @@ export class SandboxController {
   readonly sandboxes = new ObjectCache<Sandbox>();
   readonly pods = new ObjectCache<kind.Pod>();
   readonly services = new ObjectCache<kind.Service>();
-  readonly #refusals = new Map<string, Refusal>();
   readonly #warnedKeepalive = new Map<string, string>();
   readonly #contributors: PodContributor[] = [];
   readonly queue: WorkQueue;
@@ -78,7 +77,6 @@ export class SandboxController {
     const key = keyOf(sbx.metadata?.namespace, sbx.metadata?.name);
     if (deleted) {
       this.#store(key, undefined, sbx as Sandbox);
-      this.#refusals.delete(key);
       this.#warnedKeepalive.delete(key);
       return;
     }
@@ -185,7 +183,6 @@ export class SandboxController {
         kubeRequest<kind.Pod>("POST", paths.pods(sbx.metadata.namespace), buildPod(sbx, parts)),
       );
       this.pods.set(key, pod);
-      this.#refusals.delete(key);
       return { pod };
     } catch (err) {
       if (isConflict(err)) {
@@ -199,7 +196,6 @@ export class SandboxController {
       }
       const refusal = refusalOf(apiError(err));
       if (!refusal) throw err;
-      this.#refusals.set(key, refusal);
       return { refusal };
     }
   }
