@@ -5,8 +5,9 @@ import { Capability, Log, PeprModule } from "pepr";
 import cfg from "./package.json";
 import { installCRDs } from "./capabilities/crd/install";
 import { SandboxCapability } from "./capabilities/sandbox";
+import { AdmissionCapability } from "./capabilities/admission";
 
-const capabilities: Capability[] = [SandboxCapability];
+const capabilities: Capability[] = [AdmissionCapability, SandboxCapability];
 
 const watches = process.env.PEPR_WATCH_MODE === "true" || process.env.PEPR_MODE === "dev";
 

@@ -153,11 +153,21 @@ export async function startLocalOperator(opts: LocalOperatorOptions): Promise<Lo
   }
   const port = opts.port ?? 3000;
   mkdirSync(opts.stateDir, { recursive: true });
-  const tls = localCertificate();
   const keyPath = join(opts.stateDir, "tls.key");
   const certPath = join(opts.stateDir, "tls.crt");
+  const caPath = join(opts.stateDir, "ca.crt");
+  // Kept across restarts: the webhooks a killed operator left behind still trust its CA, so a
+  // restarted one serves at once instead of failing its own pod creates until they are re-applied.
+  const tls = [keyPath, certPath, caPath].every((f) => existsSync(f))
+    ? {
+        keyPem: readFileSync(keyPath, "utf8"),
+        certPem: readFileSync(certPath, "utf8"),
+        caPem: readFileSync(caPath, "utf8"),
+      }
+    : localCertificate();
   writeFileSync(keyPath, tls.keyPem, { mode: 0o600 });
   writeFileSync(certPath, tls.certPem);
+  writeFileSync(caPath, tls.caPem);
   const { apiPath, webhooks } = localWebhooks(readFileSync(MANIFEST, "utf8"), port, tls.caPem);
 
   const kubectl = await import("./kubectl");
@@ -202,7 +212,10 @@ export async function startLocalOperator(opts: LocalOperatorOptions): Promise<Lo
       }),
     ]);
     // Registered only once the module answers, so the webhooks never point at nothing.
-    if (webhooks.length) await kubectl.apply(opts.kubeconfig, webhooks);
+    if (webhooks.length) {
+      await kubectl.apply(opts.kubeconfig, webhooks);
+      await waitJudged(opts.kubeconfig);
+    }
   } catch (err) {
     child.kill("SIGKILL");
     throw err;
@@ -218,6 +231,32 @@ export async function startLocalOperator(opts: LocalOperatorOptions): Promise<Lo
       }
     })());
   return { port, child, caPem: tls.caPem, logFile, stop };
+}
+
+/**
+ * The API server learns of webhook configurations through an informer: until a probe is actually
+ * judged, a request may pass unjudged. The probe is a server-side dry run of a Sandbox that the
+ * validating webhook must refuse (a hostPath volume); nothing is stored.
+ */
+async function waitJudged(kubeconfig: string, timeoutMs = 30_000): Promise<void> {
+  const kubectl = await import("./kubectl");
+  const probe = JSON.stringify({
+    apiVersion: "core.jr2.dev/v1alpha1",
+    kind: "Sandbox",
+    metadata: { name: "jr2-webhook-probe", namespace: "default" },
+    spec: { image: "probe", volumes: [{ name: "probe", hostPath: { path: "/" } }] },
+  });
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const answer = await kubectl.run(kubeconfig, ["create", "--dry-run=server", "-f", "-"], probe).then(
+      () => "admitted",
+      (err: Error) => err.message,
+    );
+    if (answer.includes("spec.volumes[0].hostPath")) return;
+    if (Date.now() > deadline)
+      throw new Error(`the webhooks did not judge a probe within ${timeoutMs / 1000}s: ${answer}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
 }
 
 /** Polls /healthz until the module's HTTPS server answers 200 (it answers only once its store is read). */

@@ -4,6 +4,7 @@ import type { kind } from "kubernetes-fluent-client";
 import type { Container, Probe, Volume, VolumeMount } from "../crd/generated/corev1";
 import type { SandboxSpec } from "../crd";
 import { DEFAULT_FS_GROUP, HARNESS, HARNESS_PORT, SHM_VOLUME } from "../shared/names";
+import { gitCredentialsProjection } from "../git-credentials/projection";
 import { hardenSidecar, hardenedContext } from "./hardening";
 import { type SandboxRef, managedLabels, ownerReference } from "./refs";
 
@@ -50,8 +51,11 @@ export function shmVolume(spec: SandboxSpec): Volume {
   };
 }
 
-export function buildPod(sandbox: SandboxRef & { spec: SandboxSpec }, parts: PodContribution[] = []): kind.Pod {
+export function buildPod(sandbox: SandboxRef & { spec: SandboxSpec }, contributions: PodContribution[] = []): kind.Pod {
   const spec = sandbox.spec;
+  // The push credentials go to the effector alone (seed 001 ADR-0051, ADR-0068).
+  const git = gitCredentialsProjection(spec);
+  const parts = git ? [git, ...contributions] : contributions;
   const volumes = [...(spec.volumes ?? []), shmVolume(spec), ...parts.flatMap((p) => p.volumes ?? [])];
   const harnessMounts = parts.flatMap((p) => p.harnessMounts ?? []);
   const sidecars = (spec.sidecars ?? []).map((c) => {

@@ -18,5 +18,7 @@ export const DEFAULT_FS_GROUP = 2000;
 export const DEFAULT_IDLE_TIMEOUT = "30m";
 
 /** Volumes the operator adds itself; a spec may not take these names. */
-export const SHM_VOLUME = "dshm";
+export const SHM_VOLUME = "jr2-shm";
+/** Names a spec may not give its own volumes: the operator's (repo-<key>, jr2-shm, jr2-git-<n>). */
+export const RESERVED_VOLUME = /^(repo-|jr2-)/;
 export const repoVolumeName = (key: string) => `repo-${key}`;

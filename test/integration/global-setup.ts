@@ -42,13 +42,15 @@ export default async function globalSetup() {
   });
 
   const port = Number(process.env.JR2_TEST_OPERATOR_PORT ?? 3443);
-  const start = () =>
+  const start = (extraEnv: Record<string, string> = {}) =>
     startLocalOperator({
       kubeconfig,
       stateDir: join(cacheDir, "test-operator"),
       port,
       logs: "file",
       logLevel: "debug",
+      // The lease tests use idle timeouts of seconds; admission's floor is otherwise 1m.
+      env: { JR2_MIN_IDLE_TIMEOUT: "1s", ...extraEnv },
     });
   const t0 = Date.now();
   const state: Held = (held.__jr2 = { operator: await start() });
@@ -59,7 +61,7 @@ export default async function globalSetup() {
   process.env.JR2_OPERATOR_PORT = String(port);
   process.env.JR2_OPERATOR_CA = state.operator!.caPem;
 
-  // POST /kill: SIGKILL, as a crash (its webhooks stay); POST /start: a fresh operator.
+  // POST /kill: SIGKILL, as a crash (its webhooks stay, failing closed); POST /start: a fresh operator.
   state.control = createServer((req, res) => {
     const answer = (code: number, body: string) => res.writeHead(code).end(body);
     if (req.method !== "POST") return answer(405, "POST only");
@@ -70,8 +72,11 @@ export default async function globalSetup() {
       child.kill("SIGKILL");
       return;
     }
-    if (req.url === "/start") {
-      start().then(
+    // POST /start?qps=N: a slowed operator (N writes/s, no burst), for a crash in mid-burst.
+    const url = new URL(req.url ?? "/", "http://control");
+    if (url.pathname === "/start") {
+      const qps = url.searchParams.get("qps");
+      start(qps ? { JR2_WRITE_QPS: qps, JR2_WRITE_BURST: "1" } : {}).then(
         (op) => {
           state.operator = op;
           process.env.JR2_OPERATOR_CA = op.caPem;

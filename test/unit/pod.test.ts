@@ -85,7 +85,7 @@ describe("the harness container", () => {
   it("mounts the spec's volumeMounts and /dev/shm", () => {
     expect(harness.volumeMounts).toEqual([
       { name: "work", mountPath: "/work" },
-      { name: "dshm", mountPath: "/dev/shm" },
+      { name: "jr2-shm", mountPath: "/dev/shm" },
     ]);
   });
 
@@ -114,14 +114,14 @@ describe("the harness container", () => {
 
   it("appends extra mounts after its own", () => {
     const c = harnessContainer(spec, [{ name: "repo-x", mountPath: "/repos/x", readOnly: true }]);
-    expect(c.volumeMounts?.map((m) => m.name)).toEqual(["work", "dshm", "repo-x"]);
+    expect(c.volumeMounts?.map((m) => m.name)).toEqual(["work", "jr2-shm", "repo-x"]);
   });
 });
 
 describe("/dev/shm", () => {
   it("is a memory-backed emptyDir sized by spec.shmSize", () => {
     const v = shmVolume(fullSpec());
-    expect(v.name).toBe("dshm");
+    expect(v.name).toBe("jr2-shm");
     expect(v.emptyDir?.medium).toBe("Memory");
     expect(v.emptyDir?.sizeLimit).toBe("256Mi");
   });
@@ -131,13 +131,13 @@ describe("/dev/shm", () => {
   });
 
   it("is a pod volume, after the spec's volumes", () => {
-    expect(buildPod(sandbox(fullSpec())).spec?.volumes?.map((v) => v.name)).toEqual(["work", "dshm"]);
+    expect(buildPod(sandbox(fullSpec())).spec?.volumes?.map((v) => v.name)).toEqual(["work", "jr2-shm"]);
   });
 
   it("is mounted in the harness container only, not in sidecars", () => {
     const [, ...sidecars] = containers(buildPod(sandbox(fullSpec())));
     for (const c of sidecars)
-      expect(c.volumeMounts ?? []).not.toContainEqual(expect.objectContaining({ name: "dshm" }));
+      expect(c.volumeMounts ?? []).not.toContainEqual(expect.objectContaining({ name: "jr2-shm" }));
   });
 });
 
@@ -218,7 +218,7 @@ describe("PodContribution", () => {
   const byName = (name: string) => containers(pod).find((c) => c.name === name)!;
 
   it("appends the contributed volumes after the spec's and the shm volume", () => {
-    expect(pod.spec?.volumes?.map((v) => v.name)).toEqual(["work", "dshm", "repo-x", "git-creds"]);
+    expect(pod.spec?.volumes?.map((v) => v.name)).toEqual(["work", "jr2-shm", "repo-x", "git-creds"]);
   });
 
   it("adds harnessMounts to the harness container", () => {

@@ -86,7 +86,8 @@ export async function eventsFor(ns: string, name: string) {
 }
 
 /** Asks the global setup to kill (as a crash) or start the operator. */
-export async function operator(action: "kill" | "start"): Promise<void> {
-  const res = await fetch(`${process.env.JR2_TEST_CONTROL}/${action}`, { method: "POST" });
+export async function operator(action: "kill" | "start", opts: { qps?: number } = {}): Promise<void> {
+  const query = opts.qps ? `?qps=${opts.qps}` : "";
+  const res = await fetch(`${process.env.JR2_TEST_CONTROL}/${action}${query}`, { method: "POST" });
   if (!res.ok) throw new Error(`operator ${action}: ${res.status} ${await res.text()}`);
 }

@@ -1,0 +1,82 @@
+// The admission capability's wiring: defaults written into Sandboxes on create, the hardened
+// context enforced on Sandboxes and on their pods, ephemeral containers kept away from the
+// credential holders. The rules are pure (sandbox.ts, pods.ts, containers.ts); this file only
+// binds them. Every failure is a denial that says what failed (onError: reject, failurePolicy
+// Fail): a thrown error never lets a request through.
+import { Capability, Log, a, type PeprValidateRequest } from "pepr";
+import { SandboxModel } from "../crd";
+import { parseGoDuration } from "../shared/duration";
+import { SANDBOX_NAME_LABEL } from "../shared/names";
+import { operatorIdentity } from "./identity";
+import { ephemeralViolations, podViolations } from "./pods";
+import { DEFAULT_RULES, sandboxViolations, withDefaults, type SandboxRules } from "./sandbox";
+import { describe, type Violation } from "./violations";
+
+export const AdmissionCapability = new Capability({
+  name: "admission",
+  description: "Defaults and enforces the hardened context of Sandboxes and their pods",
+});
+
+const { When } = AdmissionCapability;
+
+/** JR2_MIN_IDLE_TIMEOUT lowers the 1m floor (the lease's integration tests use seconds). */
+const rules: SandboxRules = {
+  minIdleTimeoutMs: parseGoDuration(process.env.JR2_MIN_IDLE_TIMEOUT ?? "") ?? DEFAULT_RULES.minIdleTimeoutMs,
+};
+
+const nameOf = (req: PeprValidateRequest<{ metadata?: { name?: string; namespace?: string } }>, kind: string) =>
+  `${kind} ${req.Request.namespace ?? req.Raw?.metadata?.namespace ?? ""}/${req.Request.name || req.Raw?.metadata?.name || "(generated)"}`;
+
+/** Runs a check; a thrown error becomes a denial naming what failed, never an approval. */
+async function judge<T extends { metadata?: { name?: string; namespace?: string } }>(
+  req: PeprValidateRequest<T>,
+  kind: string,
+  check: () => Violation[] | Promise<Violation[]>,
+) {
+  const what = nameOf(req, kind);
+  try {
+    const found = await check();
+    return found.length ? req.Deny(describe(what, found), 422) : req.Approve();
+  } catch (err) {
+    Log.error({ err: err instanceof Error ? err.message : String(err) }, `admission check of ${what} failed`);
+    return req.Deny(
+      `${what} refused: the jr2 admission check failed (${err instanceof Error ? err.message : "error"}); retry`,
+      500,
+    );
+  }
+}
+
+When(SandboxModel)
+  .IsCreated()
+  .Mutate((req) => {
+    // Written into the stored object, so `kubectl get sbx -o yaml` shows what the pod will get.
+    if (req.Raw.spec && typeof req.Raw.spec === "object") req.Raw.spec = withDefaults(req.Raw.spec);
+  });
+
+When(SandboxModel)
+  .IsCreatedOrUpdated()
+  .Validate((req) =>
+    judge(req, "Sandbox", () =>
+      sandboxViolations(
+        req.Raw.spec,
+        req.Request.operation === "UPDATE" ? ((req.OldResource as SandboxModel | undefined)?.spec ?? {}) : undefined,
+        rules,
+      ),
+    ),
+  );
+
+When(a.Pod)
+  .IsCreated()
+  .WithLabel(SANDBOX_NAME_LABEL)
+  .Validate((req) =>
+    judge(req, "Pod", async () => podViolations(req.Raw, req.Request.userInfo?.username, await operatorIdentity())),
+  );
+
+When(a.Pod)
+  .IsUpdated()
+  .WithLabel(SANDBOX_NAME_LABEL)
+  .Validate((req) =>
+    judge(req, "Pod", () =>
+      req.Request.subResource === "ephemeralcontainers" ? ephemeralViolations(req.Raw, req.OldResource) : [],
+    ),
+  );

@@ -1,0 +1,185 @@
+// The Sandbox admission rules (pure): defaults written into the stored object on create, and every
+// violation of the hardened context reported at once, each with its field path and its fix.
+// Reads hostile input as `unknown` and never throws.
+import { parseGoDuration } from "../shared/duration";
+import { DEFAULT_FS_GROUP, DEFAULT_IDLE_TIMEOUT, EFFECTOR, HARNESS, RESERVED_VOLUME, USER } from "../shared/names";
+import { hardenSpec } from "../sandbox/hardening";
+import type { SandboxSpec } from "../crd";
+import { gitCredentialViolations } from "../git-credentials/validate";
+import { baselineViolations, hostPortViolations, restrictedViolations } from "./containers";
+import { asArray, asObject, isObject, str, violation, type Violation } from "./violations";
+import { deepEqual } from "../shared/patch";
+
+export const MAX_IDLE_TIMEOUT_MS = 7 * 24 * 3_600_000;
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+
+/** The defaults the stored Sandbox shows: the hardened contexts, fsGroup, idleTimeout. Idempotent. */
+export function withDefaults<S extends Partial<SandboxSpec>>(spec: S): S {
+  return {
+    ...hardenSpec(spec),
+    fsGroup: spec.fsGroup ?? DEFAULT_FS_GROUP,
+    idleTimeout: spec.idleTimeout ?? DEFAULT_IDLE_TIMEOUT,
+  };
+}
+
+export type SandboxRules = {
+  /** The shortest idle timeout allowed (1m; tests of the lease lower it). */
+  minIdleTimeoutMs: number;
+};
+
+export const DEFAULT_RULES: SandboxRules = { minIdleTimeoutMs: 60_000 };
+
+type Seat = {
+  path: string;
+  container: Record<string, unknown>;
+  effector: boolean;
+  kind: "primary" | "sidecar" | "init";
+};
+
+function seatsOf(spec: Record<string, unknown>): Seat[] {
+  const primary = {
+    name: HARNESS,
+    securityContext: spec.securityContext,
+    env: spec.env,
+    envFrom: spec.envFrom,
+    volumeMounts: spec.volumeMounts,
+  };
+  return [
+    { path: "spec", container: primary, effector: false, kind: "primary" as const },
+    ...asArray(spec.sidecars).map((c, i) => ({
+      path: `spec.sidecars[${i}]`,
+      container: asObject(c),
+      effector: str(asObject(c).name) === EFFECTOR,
+      kind: "sidecar" as const,
+    })),
+    ...asArray(spec.initContainers).map((c, i) => ({
+      path: `spec.initContainers[${i}]`,
+      container: asObject(c),
+      effector: false,
+      kind: "init" as const,
+    })),
+  ];
+}
+
+export function sandboxViolations(input: unknown, old?: unknown, rules: SandboxRules = DEFAULT_RULES): Violation[] {
+  if (!isObject(input)) return [violation("spec", "is required: a Sandbox needs at least spec.image")];
+  const spec = input;
+  const seats = seatsOf(spec);
+  return [
+    ...imageViolations(spec),
+    ...seats.flatMap(contextViolations),
+    ...nameViolations(seats),
+    ...volumeViolations(spec),
+    ...repoViolations(spec),
+    ...gitCredentialViolations(spec, seats),
+    ...idleTimeoutViolations(spec, rules),
+    ...(old === undefined ? [] : immutabilityViolations(spec, old)),
+  ];
+}
+
+function imageViolations(spec: Record<string, unknown>): Violation[] {
+  const image = str(spec.image);
+  return image && image.trim()
+    ? []
+    : [violation("spec.image", "is required: the Harness image, e.g. ghcr.io/org/harness:1")];
+}
+
+function contextViolations(seat: Seat): Violation[] {
+  const path = seat.kind === "primary" ? "spec.securityContext" : `${seat.path}.securityContext`;
+  const sc = seat.container.securityContext;
+  const isUser = seat.kind === "sidecar" && str(seat.container.name) === USER;
+  const checks = seat.kind === "init" || isUser ? baselineViolations(sc, path) : restrictedViolations(sc, path);
+  return [...checks, ...(seat.kind === "primary" ? [] : hostPortViolations(seat.container, seat.path))];
+}
+
+function nameViolations(seats: Seat[]): Violation[] {
+  const out: Violation[] = [];
+  const seen = new Map<string, string>();
+  for (const seat of seats) {
+    const name = str(seat.container.name);
+    if (seat.kind === "primary") {
+      seen.set(HARNESS, "the primary container");
+      continue;
+    }
+    const path = `${seat.path}.name`;
+    if (!name) out.push(violation(path, "is required"));
+    else if (name === HARNESS) {
+      out.push(violation(path, `"${HARNESS}" is the primary container's name (spec.image); choose another`));
+    } else if (seen.has(name)) {
+      out.push(
+        violation(path, `${JSON.stringify(name)} is already used by ${seen.get(name)}; container names must be unique`),
+      );
+    } else seen.set(name, seat.path);
+  }
+  return out;
+}
+
+function volumeViolations(spec: Record<string, unknown>): Violation[] {
+  const out: Violation[] = [];
+  asArray(spec.volumes).forEach((v, i) => {
+    const vol = asObject(v);
+    const name = str(vol.name);
+    if (vol.hostPath !== undefined) {
+      out.push(
+        violation(`spec.volumes[${i}].hostPath`, "is not allowed: a Sandbox never mounts the node's filesystem"),
+      );
+    }
+    if (name && RESERVED_VOLUME.test(name)) {
+      out.push(
+        violation(
+          `spec.volumes[${i}].name`,
+          `${JSON.stringify(name)} is reserved for the operator's own volumes (repo-*, jr2-*); rename it`,
+        ),
+      );
+    }
+  });
+  return out;
+}
+
+function repoViolations(spec: Record<string, unknown>): Violation[] {
+  const out: Violation[] = [];
+  const keys = new Set<string>();
+  asArray(spec.repos).forEach((r, i) => {
+    const repo = asObject(r);
+    const key = str(repo.key);
+    if (!key || key.length > 58 || !DNS_LABEL.test(key)) {
+      out.push(
+        violation(
+          `spec.repos[${i}].key`,
+          "must be a DNS label of at most 58 characters (it names the repo-<key> volume)",
+        ),
+      );
+    } else if (keys.has(key)) {
+      out.push(violation(`spec.repos[${i}].key`, `${JSON.stringify(key)} is listed twice; list each Repo once`));
+    } else keys.add(key);
+    if (!str(repo.url)?.trim()) out.push(violation(`spec.repos[${i}].url`, "is required: the Repo's url"));
+  });
+  return out;
+}
+
+function idleTimeoutViolations(spec: Record<string, unknown>, rules: SandboxRules): Violation[] {
+  if (spec.idleTimeout === undefined) return [];
+  const text = str(spec.idleTimeout);
+  const ms = text === undefined ? undefined : parseGoDuration(text);
+  const range = `between ${human(rules.minIdleTimeoutMs)} and 168h (7 days)`;
+  if (ms === undefined) return [violation("spec.idleTimeout", `must be a Go duration such as "30m", ${range}`)];
+  if (ms < rules.minIdleTimeoutMs || ms > MAX_IDLE_TIMEOUT_MS)
+    return [violation("spec.idleTimeout", `must be ${range}`)];
+  return [];
+}
+
+const human = (ms: number) => (ms % 60_000 === 0 ? `${ms / 60_000}m` : `${ms / 1000}s`);
+
+/** A pod is created once, so its spec cannot follow a changed Sandbox: any spec change is refused. */
+function immutabilityViolations(spec: Record<string, unknown>, oldInput: unknown): Violation[] {
+  const old = asObject(oldInput);
+  const keys = [...new Set([...Object.keys(old), ...Object.keys(spec)])].sort();
+  const changed = keys.filter((k) => !deepEqual(old[k], spec[k]));
+  if (!changed.length) return [];
+  return [
+    violation(
+      changed.map((k) => `spec.${k}`).join(", "),
+      "the spec is immutable once created (its pod is created once): delete the Sandbox and create a new one",
+    ),
+  ];
+}

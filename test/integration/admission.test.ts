@@ -1,0 +1,110 @@
+// Admission through the real API server and the running module: hostile Sandboxes refused with
+// their field paths, defaults written into the stored object, the spec immutable, hand-made
+// Sandbox pods refused, ephemeral containers kept away from the credential holders.
+import { execFile } from "node:child_process";
+import { K8s } from "kubernetes-fluent-client";
+import { SandboxModel } from "../../capabilities/crd";
+import { kubectlPath } from "../../scripts/kubectl";
+import { createSandbox, getSandbox, useNamespace, waitPhase } from "./support/cluster";
+
+const ns = useNamespace("admission");
+
+/** kubectl with the test's stdin; resolves with {code, out} (stdout and stderr together). */
+function kubectl(args: string[], input?: object): Promise<{ code: number; out: string }> {
+  return new Promise((resolve) => {
+    const child = execFile(kubectlPath(), args, (err, stdout, stderr) =>
+      resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, out: stdout + stderr }),
+    );
+    child.stdin!.end(input ? JSON.stringify(input) : "");
+  });
+}
+
+const sandbox = (name: string, spec: object) => ({
+  apiVersion: "core.jr2.dev/v1alpha1",
+  kind: "Sandbox",
+  metadata: { name, namespace: ns.name },
+  spec: { image: "ghcr.io/example/harness:1", ...spec },
+});
+
+describe("admission of Sandboxes", () => {
+  it("refuses a hostile Sandbox, naming every field path and its fix", async () => {
+    const { code, out } = await kubectl(
+      ["apply", "-f", "-"],
+      sandbox("hostile", {
+        sidecars: [
+          { name: "custodian", image: "c", securityContext: { privileged: true, runAsNonRoot: true } },
+          { name: "helper", image: "h", securityContext: { allowPrivilegeEscalation: true } },
+        ],
+        volumes: [{ name: "root", hostPath: { path: "/" } }],
+        gitCredentials: [{ name: "push-token" }],
+      }),
+    );
+    expect(code).not.toBe(0);
+    expect(out).toContain(`Sandbox ${ns.name}/hostile refused`);
+    expect(out).toContain("spec.sidecars[0].securityContext.privileged: must not be true");
+    expect(out).toContain(
+      'spec.sidecars[1].securityContext.allowPrivilegeEscalation: must be false for a jr2-owned container (only the "user" container may run as root)',
+    );
+    expect(out).toContain("spec.volumes[0].hostPath: is not allowed");
+    expect(out).toContain('spec.gitCredentials: needs a sidecar named "effector"');
+    await expect(getSandbox(ns.name, "hostile")).rejects.toMatchObject({ status: 404 });
+  });
+
+  it("stores a plain Sandbox with the defaults visible", async () => {
+    await createSandbox(ns.name, "plain", {
+      sidecars: [
+        { name: "custodian", image: "c" },
+        { name: "user", image: "u" },
+      ],
+    });
+    const stored = await getSandbox(ns.name, "plain");
+    const hardened = {
+      runAsNonRoot: true,
+      allowPrivilegeEscalation: false,
+      capabilities: { drop: ["ALL"] },
+      seccompProfile: { type: "RuntimeDefault" },
+    };
+    expect(stored.spec?.securityContext).toEqual(hardened);
+    expect(stored.spec?.sidecars?.[0].securityContext).toEqual(hardened);
+    expect(stored.spec?.sidecars?.[1].securityContext).toBeUndefined();
+    expect(stored.spec?.fsGroup).toBe(2000);
+    expect(stored.spec?.idleTimeout).toBe("30m");
+  });
+
+  it("refuses a spec change but lets metadata change", async () => {
+    await createSandbox(ns.name, "fixed");
+    await waitPhase(ns.name, "fixed", "Ready");
+    await expect(
+      K8s(SandboxModel, { name: "fixed", namespace: ns.name }).Patch([
+        { op: "replace", path: "/spec/image", value: "other:2" },
+      ]),
+    ).rejects.toMatchObject({
+      data: { message: expect.stringContaining("spec.image: the spec is immutable once created") },
+    });
+    const renewed = await K8s(SandboxModel, { name: "fixed", namespace: ns.name }).Patch([
+      { op: "add", path: "/metadata/annotations", value: { "jr2.dev/keepalive": new Date().toISOString() } },
+    ]);
+    expect(renewed.metadata?.annotations?.["jr2.dev/keepalive"]).toBeDefined();
+  });
+});
+
+describe("admission of Sandbox pods", () => {
+  it("refuses a hand-made pod carrying the Sandbox label", async () => {
+    const { code, out } = await kubectl(["create", "--as=jr2-test-human", "--as-group=system:masters", "-f", "-"], {
+      apiVersion: "v1",
+      kind: "Pod",
+      metadata: { name: "impostor", namespace: ns.name, labels: { "sandbox.jr2.dev/name": "plain" } },
+      spec: { containers: [{ name: "harness", image: "x" }] },
+    });
+    expect(code).not.toBe(0);
+    expect(out).toContain("only the jr2 operator creates Sandbox pods");
+    expect(out).toContain('"jr2-test-human"');
+  });
+
+  it("refuses an ephemeral container that targets the custodian", async () => {
+    await waitPhase(ns.name, "plain", "Ready");
+    const { code, out } = await kubectl(["debug", "-n", ns.name, "plain", "--image=busybox", "--target=custodian"]);
+    expect(code).not.toBe(0);
+    expect(out).toContain('targetContainerName: may not be "custodian"');
+  });
+});
