@@ -6,15 +6,31 @@ import cfg from "./package.json";
 import { installCRDs } from "./capabilities/crd/install";
 import { SandboxCapability } from "./capabilities/sandbox";
 import { AdmissionCapability } from "./capabilities/admission";
+import { metrics } from "./capabilities/shared/metrics";
 
 const capabilities: Capability[] = [AdmissionCapability, SandboxCapability];
+
+/** Times each admission review from Pepr's before hook to its after hook (jr2_admission_duration):
+ * Pepr's own pepr_mutate/pepr_validate summaries stay empty in 1.1.4. */
+function admissionTiming() {
+  const started = new Map<string, number>();
+  return {
+    beforeHook: (req: { uid: string }) => void started.set(req.uid, performance.now()),
+    afterHook: (res: { uid: string }) => {
+      const t = started.get(res.uid);
+      if (t === undefined) return;
+      started.delete(res.uid);
+      metrics.admitted(performance.now() - t);
+    },
+  };
+}
 
 const watches = process.env.PEPR_WATCH_MODE === "true" || process.env.PEPR_MODE === "dev";
 
 (watches ? installCRDs((msg) => Log.info(msg)) : Promise.resolve())
   .then(() => {
     // deferStart lets a local run pick its port (scripts/local-operator.ts); deployed, it is 3000.
-    const module = new PeprModule(cfg, capabilities, { deferStart: true });
+    const module = new PeprModule(cfg, capabilities, { deferStart: true, ...admissionTiming() });
     if (process.env.PEPR_MODE !== "build") module.start(Number(process.env.JR2_PEPR_PORT ?? 3000));
   })
   .catch((err) => {

@@ -1,9 +1,11 @@
 // `npm run bench`: runs the benchmarks against the local control plane (or KUBECONFIG) and prints
 // one JSON line per figure: {bench, metric, value, unit, target?}. Progress goes to stderr.
-//   BENCH_SANDBOXES=1000 (default)   BENCH_ONLY=sandbox-burst
+//   BENCH_SANDBOXES=1000 (default)   BENCH_ADMISSION_REQUESTS=5000 (default)
+//   BENCH_ONLY=sandbox-burst|admission
 import { spawnSync } from "node:child_process";
 import { join } from "node:path";
 import { ROOT } from "../scripts/local-operator";
+import { admission } from "./admission";
 import { sandboxBurst, type Result } from "./sandbox-burst";
 
 function clusterUp(): string {
@@ -24,6 +26,7 @@ async function main() {
 
   const benches: Record<string, () => Promise<Result[]>> = {
     "sandbox-burst": () => sandboxBurst(kubeconfig, Number(process.env.BENCH_SANDBOXES ?? 1000)),
+    admission: () => admission(kubeconfig),
   };
   for (const [name, run] of Object.entries(benches)) {
     if (process.env.BENCH_ONLY && process.env.BENCH_ONLY !== name) continue;

@@ -16,7 +16,7 @@ export type Result = { bench: string; metric: string; value: number; unit: strin
 const percentile = (sorted: number[], p: number) =>
   sorted.length ? sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] : NaN;
 
-function scrape(port: number, ca: string): Promise<string> {
+export function scrape(port: number, ca: string): Promise<string> {
   return new Promise((resolve, reject) => {
     const req = request({ host: "127.0.0.1", port, path: "/metrics", ca, servername: "localhost" }, (res) => {
       let body = "";
@@ -29,7 +29,7 @@ function scrape(port: number, ca: string): Promise<string> {
 }
 
 /** Sum of a metric's samples whose labels include every given label. */
-function sumMetric(text: string, name: string, labels: Record<string, string> = {}): number {
+export function sumMetric(text: string, name: string, labels: Record<string, string> = {}): number {
   let total = 0;
   for (const line of text.split("\n")) {
     if (!line.startsWith(name + "{") && !line.startsWith(name + " ")) continue;

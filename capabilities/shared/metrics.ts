@@ -8,6 +8,7 @@ const RECONCILE_SECONDS = "jr2_reconcile_duration";
 const PHASES = "jr2_sandboxes";
 const DEPTH = "jr2_queue_depth";
 const WRITES = "jr2_api_writes";
+const ADMISSION = "jr2_admission_duration";
 
 let registered = false;
 function register() {
@@ -18,6 +19,7 @@ function register() {
   metricsCollector.addGauge(PHASES, "Sandboxes by phase", ["phase"]);
   metricsCollector.addGauge(DEPTH, "Keys waiting in a work queue", ["queue"]);
   metricsCollector.addGauge(WRITES, "API writes by kind and verb (a count)", ["what"]);
+  metricsCollector.addSummary(ADMISSION, "Admission review processing in milliseconds, from its arrival to its answer");
 }
 
 const phaseCounts = new Map<string, number>();
@@ -27,6 +29,10 @@ export const metrics = {
     register();
     metricsCollector.incGauge(RECONCILES, { controller, result });
     metricsCollector.observeEnd(performance.now() - ms, RECONCILE_SECONDS);
+  },
+  admitted(ms: number) {
+    register();
+    metricsCollector.observeEnd(performance.now() - ms, ADMISSION);
   },
   apiWrite(what: string) {
     register();
