@@ -42,6 +42,8 @@ export function restrictedViolations(sc: unknown, path: string): Violation[] {
   if (seccomp !== "RuntimeDefault" && seccomp !== "Localhost") {
     out.push(violation(`${path}.seccompProfile.type`, `must be "RuntimeDefault" or "Localhost" ${OWNED}`));
   }
+  // Restricted includes baseline: what is refused even to the user seat.
+  out.push(...hostControlViolations(sc, path));
   return out;
 }
 
@@ -53,7 +55,7 @@ export function baselineViolations(sc: unknown, path: string): Violation[] {
   if (sc.privileged === true)
     out.push(violation(`${path}.privileged`, "must not be true: a privileged container owns the node"));
   asArray(asObject(sc.capabilities).add).forEach((cap, i) => {
-    const name = typeof cap === "string" ? cap.replace(/^CAP_/, "") : String(cap);
+    const name = typeof cap === "string" ? cap.replace(/^CAP_/, "") : `(a ${typeof cap}, not a capability name)`;
     if (!BASELINE_CAPABILITIES.has(name)) {
       out.push(
         violation(`${path}.capabilities.add[${i}]`, `${JSON.stringify(name)} is beyond the baseline set; remove it`),
@@ -63,6 +65,13 @@ export function baselineViolations(sc: unknown, path: string): Violation[] {
   if (str(asObject(sc.seccompProfile).type) === "Unconfined") {
     out.push(violation(`${path}.seccompProfile.type`, 'must not be "Unconfined"; use "RuntimeDefault"'));
   }
+  out.push(...hostControlViolations(sc, path));
+  return out;
+}
+
+/** Baseline controls neither profile's other checks cover: an unmasked /proc, a Windows host process. */
+function hostControlViolations(sc: Record<string, unknown>, path: string): Violation[] {
+  const out: Violation[] = [];
   if (sc.procMount !== undefined && sc.procMount !== "Default") {
     out.push(violation(`${path}.procMount`, 'must be "Default"'));
   }

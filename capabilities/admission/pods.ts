@@ -1,6 +1,6 @@
 // Guarding the Sandbox pods themselves (pure): a pod carrying sandbox.jr2.dev/name is made by the
 // operator alone and keeps the Sandbox rules; an ephemeral container (kubectl debug) may not sit
-// beside the credential holders, mount a Secret, or run privileged.
+// beside the credential holders, mount a Secret or read one into its environment, or run privileged.
 import { CUSTODIAN, EFFECTOR, USER } from "../shared/names";
 import { GIT_CREDENTIAL_VOLUME_PREFIX } from "../git-credentials/projection";
 import { baselineViolations, hostPortViolations, restrictedViolations } from "./containers";
@@ -46,19 +46,21 @@ export function podViolations(pod: unknown, creator: string | undefined, operato
       out.push(violation(`spec.volumes[${i}].hostPath`, "is not allowed in a Sandbox pod"));
     }
   });
-  asArray(spec.containers).forEach((c, i) => {
-    if (str(asObject(c).name) === EFFECTOR) return;
-    asArray(asObject(c).volumeMounts).forEach((m, j) => {
-      if (str(asObject(m).name)?.startsWith(GIT_CREDENTIAL_VOLUME_PREFIX)) {
-        out.push(
-          violation(
-            `spec.containers[${i}].volumeMounts[${j}]`,
-            `only the "${EFFECTOR}" container mounts git credentials`,
-          ),
-        );
-      }
+  for (const list of ["containers", "initContainers"] as const) {
+    asArray(spec[list]).forEach((c, i) => {
+      if (list === "containers" && str(asObject(c).name) === EFFECTOR) return;
+      asArray(asObject(c).volumeMounts).forEach((m, j) => {
+        if (str(asObject(m).name)?.startsWith(GIT_CREDENTIAL_VOLUME_PREFIX)) {
+          out.push(
+            violation(
+              `spec.${list}[${i}].volumeMounts[${j}]`,
+              `only the "${EFFECTOR}" container mounts git credentials`,
+            ),
+          );
+        }
+      });
     });
-  });
+  }
   return out;
 }
 
@@ -96,6 +98,15 @@ export function ephemeralViolations(pod: unknown, oldPod: unknown): Violation[] 
       if (secretVolumes.has(str(asObject(m).name))) {
         out.push(violation(`${path}.volumeMounts[${j}]`, "may not mount a Secret volume"));
       }
+    });
+    asArray(container.env).forEach((e, j) => {
+      if (asObject(asObject(e).valueFrom).secretKeyRef !== undefined) {
+        out.push(violation(`${path}.env[${j}].valueFrom.secretKeyRef`, "may not read a Secret"));
+      }
+    });
+    asArray(container.envFrom).forEach((e, j) => {
+      if (asObject(e).secretRef !== undefined)
+        out.push(violation(`${path}.envFrom[${j}].secretRef`, "may not read a Secret"));
     });
     out.push(...baselineViolations(container.securityContext, `${path}.securityContext`));
   });

@@ -2,6 +2,7 @@
 // sidecar; and no container but the effector may reach those Secrets, by a volume, env.valueFrom
 // or envFrom. Never echoes a Secret's data (it never sees any).
 import { EFFECTOR } from "../shared/names";
+import { GIT_CREDENTIAL_VOLUME_PREFIX } from "./projection";
 import { asArray, asObject, str, violation, type Violation } from "../admission/violations";
 
 const SECRET_NAME = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
@@ -21,6 +22,19 @@ export function gitCredentialViolations(spec: Record<string, unknown>, seats: Se
       out.push(violation(path, `${JSON.stringify(name)} is listed twice; list each Secret once`));
     } else names.add(name);
   });
+  // The operator's own projection volumes (jr2-git-<n>) are the effector's alone, whatever the spec says.
+  for (const seat of seats.filter((s) => !s.effector)) {
+    asArray(seat.container.volumeMounts).forEach((m, i) => {
+      if (str(asObject(m).name)?.startsWith(GIT_CREDENTIAL_VOLUME_PREFIX)) {
+        out.push(
+          violation(
+            `${seat.path}.volumeMounts[${i}]`,
+            `mounts the git credentials: only the "${EFFECTOR}" container may`,
+          ),
+        );
+      }
+    });
+  }
   if (!names.size) return out;
   if (!seats.some((s) => s.effector)) {
     out.push(
