@@ -41,7 +41,7 @@ async function judge<T extends { metadata?: { name?: string; namespace?: string 
     Log.error({ err: err instanceof Error ? err.message : String(err) }, `admission check of ${what} failed`);
     return req.Deny(
       `${what} refused: the jr2 admission check failed (${err instanceof Error ? err.message : "error"}); retry`,
-      500,
+      503,
     );
   }
 }
