@@ -7,6 +7,14 @@ export default [
   { ignores: ["**/node_modules", "**/dist", "capabilities/crd/generated/**"] },
   js.configs.recommended,
   {
+    // jest.config.js and the test reporter are CommonJS run by Node.
+    files: ["**/*.js"],
+    languageOptions: {
+      sourceType: "commonjs",
+      globals: { module: "writable", require: "readonly", process: "readonly", __dirname: "readonly" },
+    },
+  },
+  {
     files: ["**/*.ts"],
     plugins: { "@typescript-eslint": tsPlugin },
     languageOptions: {

@@ -4,13 +4,12 @@
 // nothing). Reports p50/p99 of each, and the module's own server-side timing (pepr_validate).
 import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
-import { homedir } from "node:os";
 import { join } from "node:path";
 import { Agent, request } from "undici";
 import cfg from "../package.json";
 import { kubeRequest } from "../capabilities/shared/kube";
-import { ROOT, localWebhooks, startLocalOperator } from "../scripts/local-operator";
-import { scrape, sumMetric, type Result } from "./sandbox-burst";
+import { ROOT, localWebhooks } from "../scripts/local-operator";
+import { benchOperator, scrape, sumMetric, type Result } from "./sandbox-burst";
 
 const TOTAL = Number(process.env.BENCH_ADMISSION_REQUESTS ?? 5000);
 const CONCURRENCY = 32;
@@ -71,13 +70,7 @@ const review = (kind: "mutate" | "validate", i: number) => ({
 
 export async function admission(kubeconfig: string): Promise<Result[]> {
   const port = 3446;
-  const op = await startLocalOperator({
-    kubeconfig,
-    stateDir: join(process.env.JR2_CACHE_DIR ?? join(homedir(), ".cache", "jr2"), "bench-admission"),
-    port,
-    logs: "file",
-    logLevel: "warn",
-  });
+  const op = await benchOperator(kubeconfig, port, "bench-admission");
   try {
     const manifest = readFileSync(join(ROOT, "dist", `pepr-module-${cfg.pepr.uuid}.yaml`), "utf8");
     const { apiPath } = localWebhooks(manifest, port, op.caPem);

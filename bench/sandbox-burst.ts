@@ -5,11 +5,10 @@
 import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { request } from "node:https";
-import { homedir } from "node:os";
 import { join } from "node:path";
 import { K8s, kind } from "kubernetes-fluent-client";
 import { SandboxModel } from "../capabilities/crd";
-import { startLocalOperator } from "../scripts/local-operator";
+import { CACHE_DIR, startLocalOperator } from "../scripts/local-operator";
 
 export type Result = { bench: string; metric: string; value: number; unit: string; target?: string };
 
@@ -39,17 +38,15 @@ export function sumMetric(text: string, name: string, labels: Record<string, str
   return total;
 }
 
+/** The module run here for one benchmark, quiet (warnings only), its files under the cache. */
+export const benchOperator = (kubeconfig: string, port: number, name: string) =>
+  startLocalOperator({ kubeconfig, stateDir: join(CACHE_DIR, name), port, logs: "file", logLevel: "warn" });
+
 const isReady = (pod: kind.Pod) => pod.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True");
 
 export async function sandboxBurst(kubeconfig: string, count: number): Promise<Result[]> {
   const port = 3444;
-  const op = await startLocalOperator({
-    kubeconfig,
-    stateDir: join(process.env.JR2_CACHE_DIR ?? join(homedir(), ".cache", "jr2"), "bench-operator"),
-    port,
-    logs: "file",
-    logLevel: "warn",
-  });
+  const op = await benchOperator(kubeconfig, port, "bench-operator");
   const ns = `bench-${randomBytes(3).toString("hex")}`;
   const podReady = new Map<string, number>();
   const sbxReady = new Map<string, number>();

@@ -10,12 +10,15 @@ import { type ChildProcess, fork } from "node:child_process";
 import { once } from "node:events";
 import { existsSync, mkdirSync, openSync, readFileSync, writeFileSync } from "node:fs";
 import { request } from "node:https";
+import { homedir } from "node:os";
 import { join } from "node:path";
 import forge from "node-forge";
 import { parseAllDocuments } from "yaml";
 import cfg from "../package.json";
 
 export const ROOT = join(__dirname, "..");
+/** Binaries, cluster state and local operators' files (the control plane uses the same default). */
+export const CACHE_DIR = process.env.JR2_CACHE_DIR ?? join(homedir(), ".cache", "jr2");
 const uuid = cfg.pepr.uuid;
 export const MODULE_JS = join(ROOT, "dist", `pepr-${uuid}.js`);
 const MANIFEST = join(ROOT, "dist", `pepr-module-${uuid}.yaml`);

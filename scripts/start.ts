@@ -3,12 +3,9 @@
 // watch in one process, and on exit removes the webhook configurations it registered, so a stopped
 // operator never blocks the cluster.
 import { spawn, spawnSync } from "node:child_process";
-import { homedir } from "node:os";
 import { join } from "node:path";
 import { kubectlPath } from "./kubectl";
-import { ROOT, startLocalOperator } from "./local-operator";
-
-const cacheDir = process.env.JR2_CACHE_DIR ?? join(homedir(), ".cache", "jr2");
+import { CACHE_DIR, ROOT, startLocalOperator } from "./local-operator";
 
 function clusterUp(): Promise<string> {
   return new Promise((resolve, reject) => {
@@ -39,7 +36,7 @@ async function main() {
   console.log(`==> starting the module on https://127.0.0.1:${port} (admission + watch)`);
   const op = await startLocalOperator({
     kubeconfig,
-    stateDir: join(cacheDir, "operator"),
+    stateDir: join(CACHE_DIR, "operator"),
     port,
     logs: "inherit",
   });

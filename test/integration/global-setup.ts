@@ -4,11 +4,8 @@
 // skips: anything that cannot be set up fails the run with the reason.
 import { spawnSync } from "node:child_process";
 import { createServer, type Server } from "node:http";
-import { homedir } from "node:os";
 import { join } from "node:path";
-import { ROOT, startLocalOperator, type LocalOperator } from "../../scripts/local-operator";
-
-const cacheDir = process.env.JR2_CACHE_DIR ?? join(homedir(), ".cache", "jr2");
+import { CACHE_DIR, ROOT, startLocalOperator, type LocalOperator } from "../../scripts/local-operator";
 
 type Held = { operator?: LocalOperator; control?: Server };
 const held = globalThis as typeof globalThis & { __jr2?: Held };
@@ -45,7 +42,7 @@ export default async function globalSetup() {
   const start = (extraEnv: Record<string, string> = {}) =>
     startLocalOperator({
       kubeconfig,
-      stateDir: join(cacheDir, "test-operator"),
+      stateDir: join(CACHE_DIR, "test-operator"),
       port,
       logs: "file",
       logLevel: "debug",
