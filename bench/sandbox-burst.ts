@@ -40,7 +40,13 @@ export function sumMetric(text: string, name: string, labels: Record<string, str
 
 /** The module run here for one benchmark, quiet (warnings only), its files under the cache. */
 export const benchOperator = (kubeconfig: string, port: number, name: string) =>
-  startLocalOperator({ kubeconfig, stateDir: join(CACHE_DIR, name), port, logs: "file", logLevel: "warn" });
+  startLocalOperator({
+    kubeconfig,
+    stateDir: join(CACHE_DIR, name),
+    port,
+    logs: "file",
+    logLevel: process.env.BENCH_LOG_LEVEL ?? "warn",
+  });
 
 const isReady = (pod: kind.Pod) => pod.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True");
 
@@ -96,6 +102,13 @@ export async function sandboxBurst(kubeconfig: string, count: number): Promise<R
     await new Promise((r) => setTimeout(r, 2000));
     const after = await scrape(port, op.caPem);
 
+    // The slowest few by name, to stderr, for a look at the operator's log.
+    const slow = names
+      .filter((n) => podReady.has(n))
+      .map((n) => [n, Math.round(sbxReady.get(n)! - podReady.get(n)!)] as const)
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, 5);
+    process.stderr.write(`slowest pod Ready -> Sandbox Ready: ${slow.map(([n, ms]) => `${n} ${ms}ms`).join(", ")}\n`);
     const latencies = names
       .filter((n) => podReady.has(n))
       .map((n) => Math.max(0, sbxReady.get(n)! - podReady.get(n)!))

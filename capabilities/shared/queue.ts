@@ -3,6 +3,9 @@
 // failure is retried with per-key exponential backoff, and a key can ask to be looked at again at a
 // time of its own (docs/decisions/0006-work-queue.md). Pepr's Reconcile has none of these.
 
+/** How many times in a row a key changed during its own reconcile may jump the line. */
+const MAX_FRONT_STREAK = 3;
+
 export type ReconcileResult = void | { requeueAfterMs?: number };
 
 export type WorkQueueOptions = {
@@ -27,6 +30,8 @@ export class WorkQueue {
   readonly #processing = new Set<string>();
   readonly #failures = new Map<string, number>();
   readonly #timers = new Map<string, { at: number; timer: NodeJS.Timeout }>();
+  /** How many times in a row a key went to the front after changing during its own reconcile. */
+  readonly #streaks = new Map<string, number>();
   #active = 0;
   #stopped = false;
   #idleWaiters: (() => void)[] = [];
@@ -129,8 +134,25 @@ export class WorkQueue {
     } finally {
       this.#processing.delete(key);
       this.#active--;
-      if (this.#dirty.has(key)) this.#fifo.push(key);
+      if (this.#dirty.has(key)) this.#requeueDirty(key);
+      else this.#streaks.delete(key);
       this.#pump();
+    }
+  }
+
+  /**
+   * A key that changed while it was being reconciled holds the freshest news there is (a pod that
+   * turned Ready while its create was answered): it goes to the front, not behind a burst of
+   * others, but only a few times in a row, so a key that never settles cannot starve the rest.
+   */
+  #requeueDirty(key: string): void {
+    const streak = (this.#streaks.get(key) ?? 0) + 1;
+    if (streak <= MAX_FRONT_STREAK) {
+      this.#streaks.set(key, streak);
+      this.#fifo.unshift(key);
+    } else {
+      this.#streaks.delete(key);
+      this.#fifo.push(key);
     }
   }
 }

@@ -203,3 +203,35 @@ describe("WorkQueue in time (fake timers)", () => {
     expect(s.ranAt).toHaveLength(0);
   });
 });
+
+describe("WorkQueue: a key that changed during its own reconcile", () => {
+  it("runs again before keys that were waiting, a few times in a row at most", async () => {
+    const order: string[] = [];
+    const gates = new Map<string, () => void>();
+    const q = new WorkQueue({
+      name: "test",
+      workers: 1,
+      reconcile: (key) => {
+        order.push(key);
+        return new Promise<void>((resolve) => gates.set(key, resolve));
+      },
+    });
+    const finish = async (key: string) => {
+      gates.get(key)!();
+      await new Promise((r) => setImmediate(r));
+    };
+    q.add("hot");
+    q.add("a");
+    q.add("b");
+    // "hot" changes while it runs, four times over: three jumps to the front, then the back.
+    for (let i = 0; i < 4; i++) {
+      q.add("hot");
+      await finish("hot");
+    }
+    await finish("a");
+    await finish("b");
+    await finish("hot");
+    await q.idle();
+    expect(order).toEqual(["hot", "hot", "hot", "hot", "a", "b", "hot"]);
+  });
+});
