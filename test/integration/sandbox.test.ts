@@ -277,3 +277,30 @@ describe("a Sandbox becomes one hardened Pod and one Service", () => {
     expect(after.metadata.resourceVersion).toBe(patched.metadata.resourceVersion);
   });
 });
+
+describe("a Sandbox being deleted", () => {
+  it("says Terminating while a finalizer holds it, and its pod is not replaced", async () => {
+    await createSandbox(ns.name, "leaving");
+    const ready = await waitPhase(ns.name, "leaving", "Ready");
+    // A finalizer of the test's own keeps the deleted Sandbox visible (the operator sets none).
+    await K8s(SandboxModel, { name: "leaving", namespace: ns.name }).Patch([
+      { op: "add", path: "/metadata/finalizers", value: ["jr2.dev/test-hold"] },
+    ]);
+    await K8s(SandboxModel).InNamespace(ns.name).Delete("leaving");
+    const terminating = await waitPhase(ns.name, "leaving", "Terminating");
+    expect(terminating.metadata.deletionTimestamp).toBeDefined();
+    expect(terminating.status?.podUID).toBe(ready.status?.podUID);
+    await K8s(SandboxModel, { name: "leaving", namespace: ns.name }).Patch([
+      { op: "remove", path: "/metadata/finalizers" },
+    ]);
+    await waitFor(
+      "the Sandbox to go",
+      () =>
+        getSandbox(ns.name, "leaving").then(
+          () => false,
+          (err: { status?: number }) => err.status === 404,
+        ),
+      (gone) => gone,
+    );
+  });
+});
