@@ -1,0 +1,26 @@
+// The bearer check for POST /attach. The pod holds only the token's SHA-256, so a leaked pod spec
+// or environment dump does not leak a usable token.
+import { createHash, timingSafeEqual } from "node:crypto";
+
+const SHA256_HEX = /^[0-9a-f]{64}$/i;
+
+/** The token of `Authorization: Bearer <token>`, or undefined for any other shape. */
+export function bearerOf(header: string | undefined): string | undefined {
+  const m = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(header ?? "");
+  return m?.[1];
+}
+
+/** True when sha256(token) equals the expected hex digest; a malformed digest matches nothing. */
+export function tokenMatches(token: string, expectedSha256Hex: string | undefined): boolean {
+  if (!expectedSha256Hex || !SHA256_HEX.test(expectedSha256Hex)) return false;
+  const got = createHash("sha256").update(token, "utf8").digest();
+  const want = Buffer.from(expectedSha256Hex, "hex");
+  // timingSafeEqual throws on unequal lengths; both are 32 bytes here, checked anyway.
+  return got.length === want.length && timingSafeEqual(got, want);
+}
+
+/** The whole check on a request's Authorization header. */
+export function authorized(header: string | undefined, expectedSha256Hex: string | undefined): boolean {
+  const token = bearerOf(header);
+  return token !== undefined && tokenMatches(token, expectedSha256Hex);
+}

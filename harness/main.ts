@@ -1,0 +1,37 @@
+// The Harness's entry point: reads its settings from the environment, serves until SIGTERM.
+// Logs are JSON lines on stdout, one per request; neither headers nor bodies are ever logged.
+import { HARNESS_PORT } from "../capabilities/shared/names";
+import { startHarness, type LogEntry } from "./server";
+
+const log = (entry: LogEntry) =>
+  process.stdout.write(`${JSON.stringify({ time: new Date().toISOString(), ...entry })}\n`);
+
+function portOf(value: string | undefined): number {
+  if (value === undefined || value === "") return HARNESS_PORT;
+  const port = Number(value);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`PORT is not a port number: ${value}`);
+  return port;
+}
+
+async function main(): Promise<void> {
+  const env = process.env;
+  const tokenSha256 = env.JR2_HARNESS_TOKEN_SHA256;
+  // Still serve /healthz without a digest (the pod must become Ready to be diagnosed), but say why
+  // every attach will be refused.
+  if (!tokenSha256 || !/^[0-9a-f]{64}$/i.test(tokenSha256)) {
+    log({ level: "warn", message: "JR2_HARNESS_TOKEN_SHA256 is unset or not a hex SHA-256: every attach is refused" });
+  }
+  const workRoot = env.JR2_WORK_ROOT || "/work";
+  const reposRoot = env.JR2_REPOS_ROOT || "/repos";
+  const port = portOf(env.PORT);
+  const server = await startHarness({ workRoot, reposRoot, tokenSha256, log }, port);
+  log({ level: "info", message: "listening", port, workRoot, reposRoot });
+  const stop = () => server.close(() => process.exit(0));
+  process.once("SIGTERM", stop);
+  process.once("SIGINT", stop);
+}
+
+main().catch((err: unknown) => {
+  log({ level: "error", message: err instanceof Error ? err.message : String(err) });
+  process.exit(1);
+});

@@ -1,0 +1,88 @@
+// The body of POST /attach. Strict objects, so a misspelt field is an error rather than silently
+// ignored. Names that become directory names are checked here; the branch name is also checked by
+// git itself (attach.ts checkBranchName), which this schema cannot do synchronously.
+import { z } from "zod";
+
+/** The directory the default checkout lives in; a branch of that name would land on top of it. */
+export const DEFAULT_DIR = "default";
+
+/** A slot names /work/<slot>: one path component that cannot climb out of the work root. */
+const SlotName = z
+  .string()
+  .min(1, "must not be empty")
+  .refine((s) => !s.includes("/"), "must not contain '/'")
+  .refine((s) => !s.includes(".."), "must not contain '..'")
+  .refine((s) => s !== ".", "must not be '.'")
+  .refine((s) => !s.includes("\0"), "must not contain NUL");
+
+/** A key names /repos/<key>: a plain directory name, nothing that resolves elsewhere. */
+const CacheKey = z
+  .string()
+  .min(1, "must not be empty")
+  .refine((s) => s !== "." && s !== "..", "must be a plain directory name")
+  .refine((s) => !s.includes("/") && !s.includes("\\") && !s.includes("\0"), "must be a plain directory name");
+
+/** `default/...` would put the worktree inside the default checkout, so it is refused as well. */
+const BranchName = z
+  .string()
+  .min(1, "must not be empty")
+  .refine((s) => s !== DEFAULT_DIR && !s.startsWith(`${DEFAULT_DIR}/`), `must not be '${DEFAULT_DIR}'`);
+
+const Slot = z.strictObject({
+  slot: SlotName,
+  // A leading '-' could be read by git as an option; a url never starts with one.
+  url: z
+    .string()
+    .min(1, "must not be empty")
+    .refine((s) => !s.startsWith("-"), "must not start with '-'"),
+  identity: z.string().min(1, "must not be empty"),
+  key: CacheKey,
+  ref: z
+    .string()
+    .min(1, "must not be empty")
+    .refine((s) => !s.startsWith("-"), "must not start with '-'")
+    .optional(),
+});
+
+export const AttachBody = z
+  .strictObject({
+    slots: z.array(Slot).min(1, "must name at least one slot"),
+    branch: BranchName,
+    // A commit id: hex only, so it can never be read as an option or a revision expression.
+    reviewSha: z
+      .string()
+      .regex(/^[0-9a-f]{4,64}$/i, "must be a hexadecimal commit id")
+      .optional(),
+  })
+  .superRefine((body, ctx) => {
+    // Two entries for one slot would fight over the same directory.
+    const seen = new Set<string>();
+    body.slots.forEach((s, i) => {
+      if (seen.has(s.slot)) ctx.addIssue({ code: "custom", path: ["slots", i, "slot"], message: "duplicate slot" });
+      seen.add(s.slot);
+    });
+  });
+
+export type AttachBody = z.infer<typeof AttachBody>;
+export type SlotSpec = AttachBody["slots"][number];
+
+/** `slots[0].key`: the spelling a client can find in its own body. */
+export function fieldPath(path: readonly PropertyKey[]): string {
+  if (path.length === 0) return "body";
+  return path.map((p, i) => (typeof p === "number" ? `[${p}]` : `${i === 0 ? "" : "."}${String(p)}`)).join("");
+}
+
+// zod 4 says "expected string, received undefined" for a missing field; "Required" is what a
+// client reads faster (and what the issue's examples show).
+const requiredMessage: z.core.$ZodErrorMap = (iss) =>
+  iss.code === "invalid_type" && iss.input === undefined ? "Required" : undefined;
+
+export type Parsed = { ok: true; body: AttachBody } | { ok: false; message: string };
+
+/** Validates a decoded JSON body; on failure, one message naming every bad field's path. */
+export function parseAttachBody(input: unknown): Parsed {
+  const r = AttachBody.safeParse(input, { error: requiredMessage });
+  if (r.success) return { ok: true, body: r.data };
+  const message = r.error.issues.map((iss) => `${fieldPath(iss.path)}: ${iss.message}`).join("; ");
+  return { ok: false, message };
+}
