@@ -102,35 +102,33 @@ export const peprPrerequisites = () => [
   },
 ];
 
+/** A key pair and a certificate for it, valid for a year from now. */
+function newCertificate(serialNumber: string) {
+  const keys = forge.pki.rsa.generateKeyPair(2048);
+  const cert = forge.pki.createCertificate();
+  cert.publicKey = keys.publicKey;
+  cert.serialNumber = serialNumber;
+  cert.validity.notBefore = new Date();
+  cert.validity.notAfter = new Date(Date.now() + 365 * 24 * 3600 * 1000);
+  return { keys, cert };
+}
+
 /** A throwaway CA and a serving certificate for 127.0.0.1 and localhost (SANs, not a CN). */
 export function localCertificate(): { caPem: string; certPem: string; keyPem: string } {
-  const pki = forge.pki;
-  const now = new Date();
-  const until = new Date(now.getTime() + 365 * 24 * 3600 * 1000);
-  const caKeys = pki.rsa.generateKeyPair(2048);
-  const ca = pki.createCertificate();
-  ca.publicKey = caKeys.publicKey;
-  ca.serialNumber = "01";
-  ca.validity.notBefore = now;
-  ca.validity.notAfter = until;
   const caName = [{ name: "commonName", value: "jr2-operator local CA" }];
-  ca.setSubject(caName);
-  ca.setIssuer(caName);
-  ca.setExtensions([
+  const ca = newCertificate("01");
+  ca.cert.setSubject(caName);
+  ca.cert.setIssuer(caName);
+  ca.cert.setExtensions([
     { name: "basicConstraints", cA: true },
     { name: "keyUsage", keyCertSign: true, cRLSign: true },
   ]);
-  ca.sign(caKeys.privateKey, forge.md.sha256.create());
+  ca.cert.sign(ca.keys.privateKey, forge.md.sha256.create());
 
-  const keys = pki.rsa.generateKeyPair(2048);
-  const cert = pki.createCertificate();
-  cert.publicKey = keys.publicKey;
-  cert.serialNumber = "02";
-  cert.validity.notBefore = now;
-  cert.validity.notAfter = until;
-  cert.setSubject([{ name: "commonName", value: "jr2-operator" }]);
-  cert.setIssuer(caName);
-  cert.setExtensions([
+  const leaf = newCertificate("02");
+  leaf.cert.setSubject([{ name: "commonName", value: "jr2-operator" }]);
+  leaf.cert.setIssuer(caName);
+  leaf.cert.setExtensions([
     { name: "basicConstraints", cA: false },
     { name: "keyUsage", digitalSignature: true, keyEncipherment: true },
     { name: "extKeyUsage", serverAuth: true },
@@ -142,11 +140,11 @@ export function localCertificate(): { caPem: string; certPem: string; keyPem: st
       ],
     },
   ]);
-  cert.sign(caKeys.privateKey, forge.md.sha256.create());
+  leaf.cert.sign(ca.keys.privateKey, forge.md.sha256.create());
   return {
-    caPem: pki.certificateToPem(ca),
-    certPem: pki.certificateToPem(cert),
-    keyPem: pki.privateKeyToPem(keys.privateKey),
+    caPem: forge.pki.certificateToPem(ca.cert),
+    certPem: forge.pki.certificateToPem(leaf.cert),
+    keyPem: forge.pki.privateKeyToPem(leaf.keys.privateKey),
   };
 }
 

@@ -1,0 +1,20 @@
+import { X509Certificate } from "node:crypto";
+import { localCertificate } from "../../scripts/local-operator";
+
+describe("the local runner's certificate", () => {
+  const { caPem, certPem } = localCertificate();
+  const ca = new X509Certificate(caPem);
+  const cert = new X509Certificate(certPem);
+
+  it("names 127.0.0.1 and localhost as SANs, which the API server checks (not the CN)", () => {
+    expect(cert.subjectAltName).toContain("IP Address:127.0.0.1");
+    expect(cert.subjectAltName).toContain("DNS:localhost");
+  });
+
+  it("is signed by the CA whose bundle goes into the webhook configurations", () => {
+    expect(cert.checkIssued(ca)).toBe(true);
+    expect(cert.verify(ca.publicKey)).toBe(true);
+    expect(ca.ca).toBe(true);
+    expect(cert.ca).toBe(false);
+  });
+});
