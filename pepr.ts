@@ -6,9 +6,10 @@ import cfg from "./package.json";
 import { installCRDs } from "./capabilities/crd/install";
 import { SandboxCapability } from "./capabilities/sandbox";
 import { AdmissionCapability } from "./capabilities/admission";
+import { RepoCapability } from "./capabilities/repo";
 import { metrics } from "./capabilities/shared/metrics";
 
-const capabilities: Capability[] = [AdmissionCapability, SandboxCapability];
+const capabilities: Capability[] = [AdmissionCapability, SandboxCapability, RepoCapability];
 
 /** Times each admission review from Pepr's before hook to its after hook (jr2_admission_duration):
  * Pepr's own pepr_mutate/pepr_validate summaries stay empty in 1.1.4. */

@@ -15,12 +15,13 @@ import { SANDBOX_NAME_LABEL } from "../shared/names";
 import { leaseOf } from "./lease";
 import { buildPod, type PodContribution } from "./pod";
 import { buildService } from "./service";
-import { computeStatus, lossOf, statusEvents, type Loss, type Refusal } from "./status";
+import { computeStatus, lossOf, statusEvents, type Loss, type ReadyGate, type Refusal } from "./status";
+import type { Condition } from "../crd";
 
 /** Seed 000: a fixed number of workers; one Sandbox is never reconciled twice at once. */
 export const SANDBOX_WORKERS = 16;
 
-type Sandbox = SandboxModel & {
+export type Sandbox = SandboxModel & {
   metadata: { name: string; namespace: string; uid: string };
   spec: SandboxSpec;
 };
@@ -28,8 +29,17 @@ type Sandbox = SandboxModel & {
 /** Raised after a refused pod create is written to status, so the queue retries with backoff. */
 class RetryLater extends Error {}
 
-/** Contributions other capabilities add to a Sandbox's pod (Repo caches, gitCredentials). */
+/** Contributions other capabilities add to a Sandbox's pod (the Repo caches). */
 export type PodContributor = (sandbox: Sandbox) => PodContribution | undefined;
+
+/** What another capability says about a Sandbox's Ready (the Repo caches): holds, and conditions. */
+export type ReadyContributor = (
+  sandbox: Sandbox,
+  pod: kind.Pod | undefined,
+) => { gates?: ReadyGate[]; conditions?: Omit<Condition, "lastTransitionTime">[] };
+
+/** Told of every Sandbox the cache takes in (or, undefined, lets go), by key. */
+export type SandboxListener = (key: string, sandbox: Sandbox | undefined) => void;
 
 const keyOf = (namespace: string | undefined, name: string | undefined) => `${namespace}/${name}`;
 
@@ -39,6 +49,8 @@ export class SandboxController {
   readonly services = new ObjectCache<kind.Service>();
   readonly #warnedKeepalive = new Map<string, string>();
   readonly #contributors: PodContributor[] = [];
+  readonly #readiness: ReadyContributor[] = [];
+  readonly #listeners: SandboxListener[] = [];
   readonly queue: WorkQueue;
 
   constructor() {
@@ -71,6 +83,16 @@ export class SandboxController {
     this.#contributors.push(c);
   }
 
+  /** Lets another capability hold a Sandbox's Ready and add conditions to its status. */
+  gateReady(c: ReadyContributor) {
+    this.#readiness.push(c);
+  }
+
+  /** Lets another capability keep an index of the Sandboxes (the Repo capability's key index). */
+  onSandboxChange(l: SandboxListener) {
+    this.#listeners.push(l);
+  }
+
   // --- watch events: update the cache, then enqueue the Sandbox's key ---
 
   onSandbox(sbx: SandboxModel, deleted: boolean) {
@@ -91,6 +113,7 @@ export class SandboxController {
     if (!next) this.sandboxes.delete(key, gone);
     const phase = (s: Sandbox | undefined) => (s ? (s.status?.phase ?? "Pending") : undefined);
     metrics.phase(phase(old), phase(this.sandboxes.get(key)));
+    for (const l of this.#listeners) l(key, this.sandboxes.get(key));
     return true;
   }
 
@@ -144,7 +167,17 @@ export class SandboxController {
     const newest = this.pods.get(key);
     const pod = placed && newest?.metadata?.uid === placed.metadata?.uid ? newest : placed;
 
-    const status = computeStatus({ sandbox: sbx, pod, service, refusal, loss, now: new Date(now) });
+    const said = this.#readiness.map((r) => r(sbx, pod));
+    const status = computeStatus({
+      sandbox: sbx,
+      pod,
+      service,
+      refusal,
+      loss,
+      gates: said.flatMap((x) => x.gates ?? []),
+      extraConditions: said.flatMap((x) => x.conditions ?? []),
+      now: new Date(now),
+    });
     await this.#writeStatus(key, sbx, status);
     // Last, so the Warning also tells an observer that this reconcile is done.
     this.#warnInvalidKeepalive(key, sbx, lease.invalidKeepalive);

@@ -1,0 +1,143 @@
+// What a Sandbox's Repos mean for its pod and its Ready (pure; seed 001 ADR-0051, seed 000 "a
+// Repo event wakes only the Sandboxes it changes"). A Sandbox reads only its own node's entry of
+// each Repo it names.
+import type { Condition, RepoNode, RepoStatus, SandboxSpec } from "../crd";
+import type { PodContribution } from "../sandbox/pod";
+import type { ReadyGate } from "../sandbox/status";
+import { repoVolumeName } from "../shared/names";
+
+/** Where each node keeps its bare checkouts; the cache agent and the pods agree on it. */
+export const DEFAULT_CACHE_ROOT = "/var/lib/jr2/repos";
+export const REPOS_MOUNT = "/repos";
+
+/** A Repo as the operator sees it: its key (status.key) and its nodes' caches. */
+export type RepoView = { name: string; key?: string; nodes?: RepoStatus["nodes"] };
+
+/** The node caches as read-only hostPath volumes in the Harness container, and a soft
+ * preference for nodes that already hold them (a preference never conflicts with a requirement). */
+export function repoCachesContribution(
+  spec: Pick<SandboxSpec, "repos">,
+  reposByKey: (key: string) => RepoView | undefined,
+  cacheRoot = DEFAULT_CACHE_ROOT,
+): PodContribution | undefined {
+  const repos = spec.repos ?? [];
+  if (!repos.length) return undefined;
+  const preferences = repos
+    .map(({ key }) => presentNodes(reposByKey(key)))
+    .filter((nodes) => nodes.length > 0)
+    .map((nodes) => ({
+      weight: 10,
+      preference: { matchExpressions: [{ key: "kubernetes.io/hostname", operator: "In", values: nodes }] },
+    }));
+  return {
+    volumes: repos.map(({ key }) => ({
+      name: repoVolumeName(key),
+      hostPath: { path: `${cacheRoot}/${key}`, type: "DirectoryOrCreate" },
+    })),
+    harnessMounts: repos.map(({ key }) => ({
+      name: repoVolumeName(key),
+      mountPath: `${REPOS_MOUNT}/${key}`,
+      readOnly: true,
+    })),
+    ...(preferences.length
+      ? { affinity: { nodeAffinity: { preferredDuringSchedulingIgnoredDuringExecution: preferences } } }
+      : {}),
+  };
+}
+
+const presentNodes = (repo: RepoView | undefined) =>
+  Object.entries(repo?.nodes ?? {})
+    .filter(([, n]) => n.phase === "Present")
+    .map(([node]) => node)
+    .sort();
+
+export type RepoVerdict = { gates: ReadyGate[]; fresh?: Omit<Condition, "lastTransitionTime"> };
+
+/**
+ * Ready waits until every Repo's cache is present on the pod's node and fetched since the Sandbox
+ * asked (its creation): RepoMissing (no Repo with that key), RepoPending (not there yet, or not
+ * fetched since the ask), RepoCloneFailed (the node's clone failed; git's words). Present but the
+ * fetch since the ask failed: Ready, with ReposFresh=False saying which cache is stale.
+ */
+export function repoVerdict(
+  spec: Pick<SandboxSpec, "repos">,
+  node: string | undefined,
+  askedAt: Date,
+  reposByKey: (key: string) => RepoView | undefined,
+): RepoVerdict {
+  const repos = spec.repos ?? [];
+  if (!repos.length) return { gates: [] };
+  const gates: ReadyGate[] = [];
+  const stale: string[] = [];
+  for (const { key } of repos) {
+    const repo = reposByKey(key);
+    if (!repo) {
+      gates.push({ reason: "RepoMissing", message: `no Repo has key "${key}": create one for its url` });
+      continue;
+    }
+    if (!node) {
+      gates.push({ reason: "RepoPending", message: `Repo "${key}": waiting for the pod's node` });
+      continue;
+    }
+    const entry: RepoNode | undefined = repo.nodes?.[node];
+    const fetchedSinceAsk = !!entry?.fetchedAt && Date.parse(entry.fetchedAt) >= askedAt.getTime() - 1000;
+    if (entry?.phase === "Failed" && !entry.fetchedAt) {
+      gates.push({
+        reason: "RepoCloneFailed",
+        message: `Repo "${key}" on node ${node}: the clone failed: ${entry.error ?? "no reason given"}`,
+      });
+    } else if (entry?.phase !== "Present" && !(entry?.phase === "Failed" && entry.fetchedAt)) {
+      gates.push({ reason: "RepoPending", message: `Repo "${key}" is not yet present on node ${node}` });
+    } else if (!fetchedSinceAsk && !entry.error) {
+      gates.push({
+        reason: "RepoPending",
+        message: `Repo "${key}" on node ${node} is not yet fetched since this Sandbox asked`,
+      });
+    } else if (!fetchedSinceAsk) {
+      stale.push(`Repo "${key}" on node ${node} is stale: ${entry.error}`);
+    }
+  }
+  // The first hold names the wait; a clone failure outranks a wait.
+  gates.sort((a, b) => rank(a.reason) - rank(b.reason));
+  const fresh = stale.length
+    ? { type: "ReposFresh", status: "False" as const, reason: "FetchFailed", message: stale.join("; ") }
+    : {
+        type: "ReposFresh",
+        status: "True" as const,
+        reason: "Fetched",
+        message: "every Repo cache is fetched since this Sandbox asked",
+      };
+  return { gates, ...(gates.length ? {} : { fresh }) };
+}
+
+const rank = (reason: string) => ["RepoCloneFailed", "RepoMissing", "RepoPending"].indexOf(reason);
+
+/** The nodes whose entry changed between two versions of a Repo's status (pure). */
+export function changedNodes(
+  before: RepoStatus["nodes"] | undefined,
+  after: RepoStatus["nodes"] | undefined,
+): Set<string> {
+  const changed = new Set<string>();
+  const names = new Set([...Object.keys(before ?? {}), ...Object.keys(after ?? {})]);
+  for (const n of names) {
+    if (JSON.stringify(before?.[n] ?? null) !== JSON.stringify(after?.[n] ?? null)) changed.add(n);
+  }
+  return changed;
+}
+
+/**
+ * Which Sandboxes a Repo event wakes (pure): all that name it when anything but its status changed
+ * (or it came or went); after a status change, only those whose pod's node entry changed.
+ */
+export function sandboxesToWake(
+  event: { specChanged: boolean; before?: RepoStatus["nodes"]; after?: RepoStatus["nodes"] },
+  naming: string[],
+  nodeOf: (sandbox: string) => string | undefined,
+): string[] {
+  if (event.specChanged) return naming;
+  const nodes = changedNodes(event.before, event.after);
+  return naming.filter((s) => {
+    const node = nodeOf(s);
+    return node !== undefined && nodes.has(node);
+  });
+}

@@ -1,0 +1,137 @@
+// The Repo side of the operator: an index from Repo key to the Sandboxes that name it, the Repo
+// caches' views for the Sandbox pods and Ready (caches.ts decides), and each Repo's identity and
+// key written to its status. A Repo event wakes only the Sandboxes it changes (seed 000): a status
+// change wakes those whose pod's node entry changed; anything else wakes all that name the Repo.
+import { Log } from "pepr";
+import type { RepoModel } from "../crd";
+import { write } from "../shared/api";
+import { kubeRequest } from "../shared/kube";
+import { metrics } from "../shared/metrics";
+import { statusMergePatch } from "../shared/patch";
+import { WorkQueue } from "../shared/queue";
+import type { SandboxController } from "../sandbox/controller";
+import { DEFAULT_CACHE_ROOT, repoCachesContribution, repoVerdict, sandboxesToWake, type RepoView } from "./caches";
+import { RepoUrlError, repoIdentity, repoKey } from "./identity";
+
+/** Seed 000: the Repo controller runs 4 workers. */
+export const REPO_WORKERS = 4;
+
+type Repo = RepoModel & { metadata: { name: string; namespace: string; generation?: number } };
+
+const keyOfRepoUrl = (url: string | undefined): string | undefined => {
+  try {
+    return url ? repoKey(repoIdentity(url)) : undefined;
+  } catch (err) {
+    if (err instanceof RepoUrlError) return undefined;
+    throw err;
+  }
+};
+
+export class RepoController {
+  /** `<namespace>/<repo key>` -> the Repo (by the key its url derives). */
+  readonly #byKey = new Map<string, Repo>();
+  /** `<namespace>/<repo key>` -> keys of the Sandboxes naming it. */
+  readonly #index = new Map<string, Set<string>>();
+  /** Sandbox key -> the repo keys it names, to take it out of the index again. */
+  readonly #named = new Map<string, string[]>();
+  readonly #byName = new Map<string, Repo>();
+  readonly queue: WorkQueue;
+
+  constructor(
+    private readonly sandboxes: SandboxController,
+    cacheRoot = process.env.JR2_CACHE_ROOT ?? DEFAULT_CACHE_ROOT,
+  ) {
+    this.queue = new WorkQueue({
+      name: "repo",
+      workers: REPO_WORKERS,
+      reconcile: (key) => this.#writeIdentity(key),
+      onError: (key, err, retryInMs) => Log.warn({ repo: key, retryInMs, err: String(err) }, "Repo status not written"),
+      onDone: (_key, result, ms) => metrics.reconciled("repo", result, ms),
+    });
+    const view = (namespace: string) => (key: string) => this.view(namespace, key);
+    sandboxes.contribute((sbx) => repoCachesContribution(sbx.spec, view(sbx.metadata.namespace), cacheRoot));
+    sandboxes.gateReady((sbx, pod) => {
+      const created = new Date(sbx.metadata.creationTimestamp ?? 0);
+      const v = repoVerdict(sbx.spec, pod?.spec?.nodeName, created, view(sbx.metadata.namespace));
+      return { gates: v.gates, conditions: v.fresh ? [v.fresh] : [] };
+    });
+    sandboxes.onSandboxChange((key, sbx) => this.#indexSandbox(key, sbx?.spec.repos?.map((r) => r.key) ?? []));
+  }
+
+  view(namespace: string, key: string): RepoView | undefined {
+    const repo = this.#byKey.get(`${namespace}/${key}`);
+    return repo && { name: repo.metadata.name, key, nodes: repo.status?.nodes };
+  }
+
+  /** Sandboxes (keys) naming a Repo key in a namespace. */
+  naming(namespace: string, key: string): string[] {
+    return [...(this.#index.get(`${namespace}/${key}`) ?? [])];
+  }
+
+  onRepo(repo: RepoModel, deleted: boolean) {
+    const r = repo as Repo;
+    const name = `${r.metadata.namespace}/${r.metadata.name}`;
+    const before = this.#byName.get(name);
+    const key = keyOfRepoUrl(r.spec?.url);
+    const beforeKey = before && keyOfRepoUrl(before.spec?.url);
+    if (beforeKey && beforeKey !== key) this.#byKey.delete(`${r.metadata.namespace}/${beforeKey}`);
+    if (deleted) {
+      this.#byName.delete(name);
+      if (key) this.#byKey.delete(`${r.metadata.namespace}/${key}`);
+    } else {
+      this.#byName.set(name, r);
+      if (key) this.#byKey.set(`${r.metadata.namespace}/${key}`, r);
+      this.queue.add(name);
+    }
+    if (!key) {
+      if (!deleted)
+        Log.warn({ repo: name }, "Repo spec.url is not a url this operator can read; no cache can match it");
+      return;
+    }
+    const specChanged = deleted || !before || before.metadata.generation !== r.metadata.generation || beforeKey !== key;
+    const wake = sandboxesToWake(
+      { specChanged, before: before?.status?.nodes, after: r.status?.nodes },
+      this.naming(r.metadata.namespace, key),
+      (sbx) => this.sandboxes.pods.get(sbx)?.spec?.nodeName,
+    );
+    for (const sbx of wake) this.sandboxes.queue.add(sbx);
+  }
+
+  #indexSandbox(sbxKey: string, repoKeys: string[]) {
+    const namespace = sbxKey.split("/")[0];
+    for (const k of this.#named.get(sbxKey) ?? []) this.#index.get(`${namespace}/${k}`)?.delete(sbxKey);
+    if (repoKeys.length) this.#named.set(sbxKey, repoKeys);
+    else this.#named.delete(sbxKey);
+    for (const k of repoKeys) {
+      const set = this.#index.get(`${namespace}/${k}`) ?? new Set<string>();
+      set.add(sbxKey);
+      this.#index.set(`${namespace}/${k}`, set);
+    }
+  }
+
+  /** The operator writes each Repo's identity, key and count of present caches (one writer). */
+  async #writeIdentity(name: string): Promise<void> {
+    const repo = this.#byName.get(name);
+    if (!repo?.spec?.url) return;
+    let identity: string;
+    try {
+      identity = repoIdentity(repo.spec.url);
+    } catch (err) {
+      if (err instanceof RepoUrlError) return;
+      throw err;
+    }
+    const present = Object.values(repo.status?.nodes ?? {}).filter((n) => n.phase === "Present").length;
+    const want = { ...repo.status, identity, key: repoKey(identity), present };
+    const patch = statusMergePatch(repo.status, want);
+    if (!patch) return;
+    const [namespace, repoName] = name.split("/");
+    await write("Repo.status", () =>
+      kubeRequest(
+        "PATCH",
+        `/apis/core.jr2.dev/v1alpha1/namespaces/${encodeURIComponent(namespace)}/repos/${encodeURIComponent(repoName)}/status`,
+        { status: patch },
+        "application/merge-patch+json",
+      ),
+    );
+  }
+}
