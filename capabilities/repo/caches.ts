@@ -80,7 +80,7 @@ export function repoVerdict(
       continue;
     }
     const entry: RepoNode | undefined = repo.nodes?.[node];
-    const fetchedSinceAsk = !!entry?.fetchedAt && Date.parse(entry.fetchedAt) >= askedAt.getTime() - 1000;
+    const fetchedSinceAsk = !!entry?.fetchedAt && Date.parse(entry.fetchedAt) >= askedAt.getTime();
     if (entry?.phase === "Failed" && !entry.fetchedAt) {
       gates.push({
         reason: "RepoCloneFailed",
