@@ -17,6 +17,7 @@ type Tracked = {
   repo: RepoModel;
   key: string;
   lastFetch: number;
+  interval: number;
   timer?: NodeJS.Timeout;
   /** One sync at a time per Repo: each waits for the one before. */
   chain: Promise<void>;
@@ -37,30 +38,37 @@ export class CacheAgent {
   onRepo(repo: RepoModel, deleted: boolean) {
     const name = `${repo.metadata?.namespace}/${repo.metadata?.name}`;
     const held = this.#repos.get(name);
+    let key: string | undefined;
+    try {
+      key = deleted ? undefined : repoKey(repoIdentity(repo.spec?.url ?? ""));
+    } catch (err) {
+      this.log("warn", "Repo url unreadable; not cached", { repo: name, err: String((err as Error).message) });
+    }
+    const interval = parseGoDuration(repo.spec?.interval ?? "5m") ?? DEFAULT_INTERVAL_MS;
+    if (held && key === held.key && repo.spec?.url === held.repo.spec?.url) {
+      // The same Repo again (most often a status write, this agent's or another node's): keep the
+      // entry, its last fetch and its running timer; re-arm only a changed interval.
+      held.repo = repo;
+      if (interval !== held.interval) this.#arm(name, held, interval);
+      return;
+    }
     if (held?.timer) clearInterval(held.timer);
-    if (deleted) {
+    if (!key) {
       this.#repos.delete(name);
       return;
     }
-    let key: string;
-    try {
-      key = repoKey(repoIdentity(repo.spec?.url ?? ""));
-    } catch (err) {
-      this.log("warn", "Repo url unreadable; not cached", { repo: name, err: String((err as Error).message) });
-      return;
-    }
-    const tracked: Tracked = {
-      repo,
-      key,
-      lastFetch: held?.key === key ? held.lastFetch : 0,
-      chain: held?.chain ?? Promise.resolve(),
-    };
-    const interval = parseGoDuration(repo.spec?.interval ?? "5m") ?? DEFAULT_INTERVAL_MS;
-    tracked.timer = setInterval(() => void this.sync(name), interval);
-    tracked.timer.unref?.();
+    const tracked: Tracked = { repo, key, lastFetch: 0, interval, chain: held?.chain ?? Promise.resolve() };
     this.#repos.set(name, tracked);
-    // A new Repo (or a new url) is cloned at once; an unchanged one waits for its interval.
-    if (!held || held.key !== key || held.repo.spec?.url !== repo.spec?.url) void this.sync(name);
+    this.#arm(name, tracked, interval);
+    // A new Repo (or a new url) is cloned at once.
+    void this.sync(name);
+  }
+
+  #arm(name: string, t: Tracked, interval: number) {
+    if (t.timer) clearInterval(t.timer);
+    t.interval = interval;
+    t.timer = setInterval(() => void this.sync(name), interval);
+    t.timer.unref?.();
   }
 
   /** A Sandbox on this node created after a Repo's last fetch asks for a fetch now. */

@@ -72,6 +72,23 @@ describe("Repo caches kept by the cache agents", () => {
     expect(git(["config", "--get", "maintenance.auto"], cache).trim()).toBe("false");
   });
 
+  it("fetches each cache again on the Repo's interval, with no Sandbox asking", async () => {
+    await K8s(RepoModel).Apply({
+      apiVersion: "core.jr2.dev/v1alpha1",
+      kind: "Repo",
+      metadata: { name: "widgets", namespace: ns.name },
+      spec: { url: remote, interval: "2s" },
+    });
+    const since = new Date().toISOString();
+    // Three agents write their entries every two seconds: each must keep its own schedule.
+    const repo = await waitFor(
+      "every node's entry fetched again",
+      () => K8s(RepoModel).InNamespace(ns.name).Get("widgets"),
+      (r) => NODES.every((n) => (r.status?.nodes?.[n]?.fetchedAt ?? "") > since),
+    );
+    expect(NODES.map((n) => repo.status?.nodes?.[n]?.phase)).toEqual(["Present", "Present", "Present"]);
+  });
+
   it("names a failed clone RepoCloneFailed, with git's own words", async () => {
     const missing = join(tmp, "remote", "no-such.git");
     await K8s(RepoModel).Apply({
