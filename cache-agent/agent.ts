@@ -8,7 +8,7 @@ import { K8s, kind } from "kubernetes-fluent-client";
 import { RepoModel, SandboxModel, type RepoNode } from "../capabilities/crd";
 import { repoIdentity, repoKey } from "../capabilities/repo/identity";
 import { parseGoDuration } from "../capabilities/shared/duration";
-import { kubeRequest } from "../capabilities/shared/kube";
+import { kubeRequest, paths } from "../capabilities/shared/kube";
 import { consolidate, ensureCache, fetchCache, type GitCreds } from "./git";
 
 type Log = (level: "info" | "warn", msg: string, fields?: Record<string, unknown>) => void;
@@ -136,7 +136,7 @@ export class CacheAgent {
   /** This node's entry alone: a merge patch on status.nodes.<node>. */
   async #report(repo: RepoModel, entry: RepoNode) {
     const { namespace, name } = repo.metadata!;
-    const path = `/apis/core.jr2.dev/v1alpha1/namespaces/${namespace}/repos/${name}/status`;
+    const path = paths.repoStatus(namespace!, name!);
     // Replace the entry whole: a field the new entry lacks (an old error) is sent as null.
     const value = { fetchedAt: null, error: null, ...entry };
     const updated = await kubeRequest<RepoModel>(

@@ -15,6 +15,7 @@ import { join } from "node:path";
 import forge from "node-forge";
 import { parseAllDocuments } from "yaml";
 import cfg from "../package.json";
+import * as kubectl from "./kubectl";
 
 export const ROOT = join(__dirname, "..");
 /** Binaries, cluster state and local operators' files (the control plane uses the same default). */
@@ -171,7 +172,6 @@ export async function startLocalOperator(opts: LocalOperatorOptions): Promise<Lo
   writeFileSync(caPath, tls.caPem);
   const { apiPath, webhooks } = localWebhooks(readFileSync(MANIFEST, "utf8"), port, tls.caPem);
 
-  const kubectl = await import("./kubectl");
   await kubectl.apply(opts.kubeconfig, peprPrerequisites());
   await kubectl.run(opts.kubeconfig, [
     "wait",
@@ -240,7 +240,6 @@ export async function startLocalOperator(opts: LocalOperatorOptions): Promise<Lo
  * validating webhook must refuse (a hostPath volume); nothing is stored.
  */
 async function waitJudged(kubeconfig: string, timeoutMs = 30_000): Promise<void> {
-  const kubectl = await import("./kubectl");
   const probe = JSON.stringify({
     apiVersion: "core.jr2.dev/v1alpha1",
     kind: "Sandbox",

@@ -5,7 +5,7 @@
 import { Log } from "pepr";
 import type { RepoModel } from "../crd";
 import { write } from "../shared/api";
-import { kubeRequest } from "../shared/kube";
+import { kubeRequest, paths } from "../shared/kube";
 import { metrics } from "../shared/metrics";
 import { statusMergePatch } from "../shared/patch";
 import { WorkQueue } from "../shared/queue";
@@ -126,12 +126,7 @@ export class RepoController {
     if (!patch) return;
     const [namespace, repoName] = name.split("/");
     await write("Repo.status", () =>
-      kubeRequest(
-        "PATCH",
-        `/apis/core.jr2.dev/v1alpha1/namespaces/${encodeURIComponent(namespace)}/repos/${encodeURIComponent(repoName)}/status`,
-        { status: patch },
-        "application/merge-patch+json",
-      ),
+      kubeRequest("PATCH", paths.repoStatus(namespace, repoName), { status: patch }, "application/merge-patch+json"),
     );
   }
 }

@@ -86,6 +86,8 @@ export const paths = {
   service: (ns: string, name: string) => `/api/v1/namespaces/${enc(ns)}/services/${enc(name)}`,
   events: (ns: string) => `/api/v1/namespaces/${enc(ns)}/events`,
   sandbox: (ns: string, name: string) => `/apis/core.jr2.dev/v1alpha1/namespaces/${enc(ns)}/sandboxes/${enc(name)}`,
+  repoStatus: (ns: string, name: string) =>
+    `/apis/core.jr2.dev/v1alpha1/namespaces/${enc(ns)}/repos/${enc(name)}/status`,
   sandboxStatus: (ns: string, name: string) =>
     `/apis/core.jr2.dev/v1alpha1/namespaces/${enc(ns)}/sandboxes/${enc(name)}/status`,
 };

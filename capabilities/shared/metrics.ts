@@ -22,8 +22,6 @@ function register() {
   metricsCollector.addSummary(ADMISSION, "Admission review processing in milliseconds, from its arrival to its answer");
 }
 
-const phaseCounts = new Map<string, number>();
-
 export const metrics = {
   reconciled(controller: string, result: string, ms: number) {
     register();
@@ -58,6 +56,5 @@ export const metrics = {
 const depths = new Map<string, number>();
 
 function bump(phase: string, by: number) {
-  phaseCounts.set(phase, (phaseCounts.get(phase) ?? 0) + by);
   metricsCollector.incGauge(PHASES, { phase }, by);
 }
