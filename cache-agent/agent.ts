@@ -2,6 +2,8 @@
 // cache root, fetches each on the Repo's interval and at once when a Sandbox on its node asks
 // (created after the last fetch), and writes only its own node's entry of each Repo's
 // status.nodes, so agents on different nodes never overwrite each other (seed 001 ADR-0051).
+// A sweep adopts checkouts found without a Repo (pinned: never fetched, never evicted) and evicts
+// caches no pod here mounts and no bound Repo wants, once unused for a grace period (eviction.ts).
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { K8s, kind } from "kubernetes-fluent-client";
@@ -9,7 +11,19 @@ import { RepoModel, SandboxModel, type RepoNode } from "../capabilities/crd";
 import { repoIdentity, repoKey } from "../capabilities/repo/identity";
 import { parseGoDuration } from "../capabilities/shared/duration";
 import { kubeRequest, paths } from "../capabilities/shared/kube";
-import { consolidate, ensureCache, fetchCache, type GitCreds } from "./git";
+import { MANAGED_BY, MANAGED_BY_LABEL } from "../capabilities/shared/names";
+import { evictable, mountedKeys } from "./eviction";
+import {
+  cacheKeys,
+  consolidate,
+  ensureCache,
+  evictCache,
+  fetchCache,
+  ownedByAgent,
+  pin,
+  type EnsureOptions,
+  type GitCreds,
+} from "./git";
 
 type Log = (level: "info" | "warn", msg: string, fields?: Record<string, unknown>) => void;
 
@@ -19,21 +33,47 @@ type Tracked = {
   lastFetch: number;
   interval: number;
   timer?: NodeJS.Timeout;
+  /** Evicted from this node: interval fetches stop until a Sandbox here asks again. */
+  evicted: boolean;
   /** One sync at a time per Repo: each waits for the one before. */
   chain: Promise<void>;
 };
 
 const DEFAULT_INTERVAL_MS = 5 * 60_000;
 
+export type AgentOptions = {
+  /** How long a cache no pod mounts is kept before eviction. Default 1 hour. */
+  evictAfterMs?: number;
+  /** How often the sweep (adoption, eviction) runs. Default min(evictAfter / 2, 1 minute). */
+  sweepEveryMs?: number;
+  /** Passed to every clone (the 20-minute bound lives there). */
+  git?: EnsureOptions;
+};
+
+export const DEFAULT_EVICT_AFTER_MS = 60 * 60_000;
+
 export class CacheAgent {
   readonly #repos = new Map<string, Tracked>();
+  /** Sandboxes placed on this node, by namespace/name: the cache keys they name. */
+  readonly #placed = new Map<string, string[]>();
+  /** Per cache key: when a Sandbox here last named it, or it was built. */
+  readonly #lastUsed = new Map<string, number>();
+  /** Keys of checkouts adopted without a Repo. */
+  readonly #pinned = new Set<string>();
+  #sweeping: Promise<void> = Promise.resolve();
   #stopped = false;
+  readonly #evictAfterMs: number;
+  readonly #sweepEveryMs: number;
 
   constructor(
     readonly node: string,
     readonly root: string,
     readonly log: Log,
-  ) {}
+    readonly opts: AgentOptions = {},
+  ) {
+    this.#evictAfterMs = opts.evictAfterMs ?? DEFAULT_EVICT_AFTER_MS;
+    this.#sweepEveryMs = opts.sweepEveryMs ?? Math.max(100, Math.min(this.#evictAfterMs / 2, 60_000));
+  }
 
   onRepo(repo: RepoModel, deleted: boolean) {
     const name = `${repo.metadata?.namespace}/${repo.metadata?.name}`;
@@ -57,11 +97,19 @@ export class CacheAgent {
       this.#repos.delete(name);
       return;
     }
-    const tracked: Tracked = { repo, key, lastFetch: 0, interval, chain: held?.chain ?? Promise.resolve() };
+    const tracked: Tracked = {
+      repo,
+      key,
+      lastFetch: 0,
+      interval,
+      evicted: false,
+      chain: held?.chain ?? Promise.resolve(),
+    };
     this.#repos.set(name, tracked);
+    this.#pinned.delete(key); // a Repo now wants it: fetched from here on
     this.#arm(name, tracked, interval);
     // A new Repo (or a new url) is cloned at once.
-    void this.sync(name);
+    void this.sync(name, true);
   }
 
   #arm(name: string, t: Tracked, interval: number) {
@@ -72,22 +120,43 @@ export class CacheAgent {
   }
 
   /** A Sandbox on this node created after a Repo's last fetch asks for a fetch now. */
-  onSandbox(sbx: SandboxModel) {
-    if (sbx.status?.nodeName !== this.node) return;
+  onSandbox(sbx: SandboxModel, deleted = false) {
+    const id = `${sbx.metadata?.namespace}/${sbx.metadata?.name}`;
+    if (deleted || sbx.status?.nodeName !== this.node) {
+      this.#placed.delete(id);
+      return;
+    }
+    const keys = (sbx.spec?.repos ?? []).map((r) => r.key);
+    this.#placed.set(id, keys);
+    const now = Date.now();
+    for (const key of keys) this.#lastUsed.set(key, now);
     const asked = Date.parse(String(sbx.metadata?.creationTimestamp ?? 0));
-    for (const { key } of sbx.spec?.repos ?? []) {
+    for (const key of keys) {
       for (const [name, t] of this.#repos) {
-        if (t.key === key && t.repo.metadata?.namespace === sbx.metadata?.namespace && t.lastFetch < asked)
-          void this.sync(name);
+        if (
+          t.key === key &&
+          t.repo.metadata?.namespace === sbx.metadata?.namespace &&
+          (t.lastFetch < asked || t.evicted)
+        )
+          void this.sync(name, true);
       }
     }
   }
 
-  /** Clones (or adopts) and fetches one Repo's cache, then says so on its status. Serialized per Repo. */
-  sync(name: string): Promise<void> {
+  /**
+   * Clones (or adopts) and fetches one Repo's cache, then says so on its status. Serialized per
+   * Repo. An evicted cache is rebuilt only when `asked` (a Sandbox here, or a new Repo).
+   */
+  sync(name: string, asked = false): Promise<void> {
     const t = this.#repos.get(name);
     if (!t || this.#stopped) return Promise.resolve();
-    t.chain = t.chain.then(() => this.#sync(name, t)).catch(() => undefined);
+    t.chain = t.chain
+      .then(() => {
+        if (t.evicted && !asked) return;
+        t.evicted = false;
+        return this.#sync(name, t);
+      })
+      .catch(() => undefined);
     return t.chain;
   }
 
@@ -100,7 +169,8 @@ export class CacheAgent {
       const creds = await this.#creds(repo);
       // Cloning only when there is no cache yet: a fetch into a present cache never says less.
       if (!existsSync(join(this.root, key))) await this.#report(repo, { phase: "Cloning" });
-      const { dir, created } = await ensureCache(this.root, key, url, creds);
+      const { dir, created } = await ensureCache(this.root, key, url, creds, this.opts.git);
+      if (created) this.#lastUsed.set(key, Date.now());
       const { fetchedAt } = created ? { fetchedAt: new Date() } : await fetchCache(dir, url, creds);
       t.lastFetch = fetchedAt.getTime();
       await this.#report(repo, { phase: "Present", fetchedAt: fetchedAt.toISOString() });
@@ -149,16 +219,107 @@ export class CacheAgent {
     if (t) t.repo = updated;
   }
 
-  /** Watches Repos and Sandboxes until stopped. */
+  /** One sweep at a time: adopt what no Repo wants, then evict what nothing uses. */
+  sweep(): Promise<void> {
+    this.#sweeping = this.#sweeping
+      .then(() => this.#sweep())
+      .catch((err) => this.log("warn", "cache sweep failed", { err: String((err as Error)?.message ?? err) }));
+    return this.#sweeping;
+  }
+
+  async #sweep() {
+    const now = Date.now();
+    const wanted = new Set([...this.#repos.values()].map((t) => t.key));
+    const caches = [];
+    for (const key of await cacheKeys(this.root)) {
+      const dir = join(this.root, key);
+      const owned = !this.#pinned.has(key) && (await ownedByAgent(dir));
+      if (!owned && !wanted.has(key) && !this.#pinned.has(key)) await this.#pin(key, dir);
+      if (!this.#lastUsed.has(key)) this.#lastUsed.set(key, now); // first seen: its grace starts now
+      caches.push({ key, owned, lastUsed: this.#lastUsed.get(key)! });
+    }
+    const mounted = new Set([...this.#placed.values()].flat());
+    const bound = new Set([...this.#repos.values()].filter((t) => t.repo.spec?.bound).map((t) => t.key));
+    let candidates = evictable({ caches, mounted, bound, now, graceMs: this.#evictAfterMs });
+    if (!candidates.length) return;
+    // The Sandboxes' view lags the scheduler: ask the API which pods are bound here right now.
+    for (const key of await this.#podMountedKeys()) {
+      this.#lastUsed.set(key, now);
+      candidates = candidates.filter((k) => k !== key);
+    }
+    for (const key of candidates) await this.#evict(key);
+  }
+
+  async #pin(key: string, dir: string) {
+    try {
+      await pin(dir);
+      this.#pinned.add(key);
+      this.log("info", "checkout without a Repo adopted (pinned: not fetched, not evicted)", { key });
+    } catch (err) {
+      this.log("warn", "checkout without a Repo left alone", { key, err: String((err as Error).message) });
+    }
+  }
+
+  async #podMountedKeys(): Promise<string[]> {
+    const q = new URLSearchParams({
+      fieldSelector: `spec.nodeName=${this.node}`,
+      labelSelector: `${MANAGED_BY_LABEL}=${MANAGED_BY}`,
+    });
+    const list = await kubeRequest<{ items: Array<{ spec?: { volumes?: Array<{ name: string }> } }> }>(
+      "GET",
+      `/api/v1/pods?${q}`,
+    );
+    return list.items.flatMap(mountedKeys);
+  }
+
+  /** Evicts one cache, inside each of its Repos' sync chains, and drops this node's status entries. */
+  async #evict(key: string) {
+    const holders = [...this.#repos.entries()].filter(([, t]) => t.key === key);
+    const run = async () => {
+      if (!existsSync(join(this.root, key))) return;
+      await evictCache(this.root, key);
+      this.#lastUsed.delete(key);
+      this.log("info", "Repo cache evicted: no pod here mounts it and no bound Repo wants it", { key });
+      for (const [name, t] of holders) {
+        t.evicted = true;
+        t.lastFetch = 0;
+        await this.#dropEntry(t.repo).catch((e) =>
+          this.log("warn", "Repo status not written", { repo: name, err: String(e) }),
+        );
+      }
+    };
+    if (!holders.length) return run();
+    // Serialized with the Repo's fetches: never evicted under a running fetch.
+    const [, first] = holders[0];
+    first.chain = first.chain
+      .then(run)
+      .catch((err) => this.log("warn", "Repo cache not evicted", { key, err: String((err as Error)?.message ?? err) }));
+    await first.chain;
+  }
+
+  /** Removes this node's entry from a Repo's status (merge patch null). */
+  async #dropEntry(repo: RepoModel) {
+    const { namespace, name } = repo.metadata!;
+    await kubeRequest(
+      "PATCH",
+      paths.repoStatus(namespace!, name!),
+      { status: { nodes: { [this.node]: null } } },
+      "application/merge-patch+json",
+    );
+  }
+
+  /** Watches Repos and Sandboxes until stopped; sweeps on a timer. */
   async start() {
     const repos = K8s(RepoModel).Watch((r, phase) => this.onRepo(r, phase === "DELETED"));
-    const sandboxes = K8s(SandboxModel).Watch((s, phase) => {
-      if (phase !== "DELETED") this.onSandbox(s);
-    });
+    const sandboxes = K8s(SandboxModel).Watch((s, phase) => this.onSandbox(s, phase === "DELETED"));
     await repos.start();
     await sandboxes.start();
+    await this.sweep();
+    const sweeper = setInterval(() => void this.sweep(), this.#sweepEveryMs);
+    sweeper.unref?.();
     return () => {
       this.#stopped = true;
+      clearInterval(sweeper);
       repos.close();
       sandboxes.close();
       for (const t of this.#repos.values()) if (t.timer) clearInterval(t.timer);

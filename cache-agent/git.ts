@@ -276,7 +276,14 @@ async function setHeadFromRemote(dir: string, url: string, env: NodeJS.ProcessEn
  * before the first object arrives and the stored url never holds credentials. A failure removes
  * the temp dir; losing the rename race to another creator adopts the winner.
  *
+ * Present and empty: the kubelet made it (hostPath `DirectoryOrCreate`) for a pod that got here
+ * first and may already have it mounted, so the cache is built IN it, never renamed over it (a
+ * rename would leave that pod's mount on the old, empty directory). A failure empties it again.
+ *
  * Present (must be a bare repo): adopted; config and remote url (re)set, no fetch.
+ *
+ * Either way a cache this function builds carries `jr2.owner=cache-agent`: the agent evicts only
+ * caches it made itself, never one it adopted (decision 0010).
  */
 export async function ensureCache(
   root: string,
@@ -288,8 +295,16 @@ export async function ensureCache(
   if (!KEY.test(key)) throw new GitError(`cache key ${JSON.stringify(key)} is not a plain directory name`);
   const dir = path.join(root, key);
   const cmdTimeout = opts.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS;
-  const secrets = secretsOf(url, creds);
 
+  if (await isEmptyDir(dir)) {
+    try {
+      await populate(dir, url, creds, opts);
+    } catch (err) {
+      await emptyDir(dir);
+      throw err;
+    }
+    return { dir, created: true };
+  }
   if (await exists(dir)) {
     await adopt(dir, url, cmdTimeout);
     return { dir, created: false };
@@ -297,13 +312,7 @@ export async function ensureCache(
 
   const tmp = await mkdtemp(path.join(root, `.tmp-${key}-`));
   try {
-    await git(["init", "--quiet", "--bare", tmp], { timeoutMs: cmdTimeout });
-    await configure(tmp, url, cmdTimeout);
-    const deadline = Date.now() + (opts.cloneTimeoutMs ?? DEFAULT_CLONE_TIMEOUT_MS);
-    await withCreds(creds, opts, async (env) => {
-      await fetchInto(tmp, url, env, Math.max(1, deadline - Date.now()), secrets);
-      await setHeadFromRemote(tmp, url, env, Math.max(1, deadline - Date.now()), secrets);
-    });
+    await populate(tmp, url, creds, opts);
     try {
       await rename(tmp, dir);
     } catch (err) {
@@ -320,7 +329,41 @@ export async function ensureCache(
   }
 }
 
-async function adopt(dir: string, url: string, timeoutMs: number): Promise<void> {
+/** The config key marking a cache the agent built itself (so it may evict it). */
+export const OWNER_KEY = "jr2.owner";
+const OWNER = "cache-agent";
+
+/** init, configure, mark, first fetch and HEAD: everything a new cache needs, in `target`. */
+async function populate(target: string, url: string, creds: GitCreds | undefined, opts: EnsureOptions) {
+  const cmdTimeout = opts.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS;
+  const secrets = secretsOf(url, creds);
+  await git(["init", "--quiet", "--bare", target], { timeoutMs: cmdTimeout });
+  await configure(target, url, cmdTimeout);
+  await git(["config", OWNER_KEY, OWNER], { cwd: target, timeoutMs: cmdTimeout });
+  const deadline = Date.now() + (opts.cloneTimeoutMs ?? DEFAULT_CLONE_TIMEOUT_MS);
+  await withCreds(creds, opts, async (env) => {
+    await fetchInto(target, url, env, Math.max(1, deadline - Date.now()), secrets);
+    await setHeadFromRemote(target, url, env, Math.max(1, deadline - Date.now()), secrets);
+  });
+}
+
+async function isEmptyDir(p: string): Promise<boolean> {
+  try {
+    return (await readdir(p)).length === 0;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === "ENOENT" || code === "ENOTDIR") return false;
+    throw err;
+  }
+}
+
+/** Removes a directory's contents, keeping the directory itself (a pod may have it mounted). */
+async function emptyDir(dir: string): Promise<void> {
+  for (const name of await readdir(dir).catch(() => [] as string[]))
+    await rm(path.join(dir, name), { recursive: true, force: true });
+}
+
+async function requireBare(dir: string, timeoutMs: number): Promise<void> {
   let bare: string;
   try {
     bare = (await git(["rev-parse", "--is-bare-repository"], { cwd: dir, timeoutMs })).trim();
@@ -328,7 +371,47 @@ async function adopt(dir: string, url: string, timeoutMs: number): Promise<void>
     bare = "";
   }
   if (bare !== "true") throw new GitError(`${dir} exists but is not a bare git repository`);
+}
+
+async function adopt(dir: string, url: string, timeoutMs: number): Promise<void> {
+  await requireBare(dir, timeoutMs);
   await configure(dir, url, timeoutMs);
+}
+
+/**
+ * A checkout found without a Repo: pinned. Its cache config is set (so nothing prunes what a clone
+ * may borrow) but its url is left alone and it is never fetched or evicted.
+ */
+export async function pin(dir: string, timeoutMs = DEFAULT_COMMAND_TIMEOUT_MS): Promise<void> {
+  await requireBare(dir, timeoutMs);
+  for (const [k, v] of CACHE_CONFIG) await git(["config", k, v], { cwd: dir, timeoutMs });
+}
+
+/** Whether the agent built this cache itself (`jr2.owner=cache-agent`). */
+export async function ownedByAgent(dir: string, timeoutMs = DEFAULT_COMMAND_TIMEOUT_MS): Promise<boolean> {
+  try {
+    return (await git(["config", "--get", OWNER_KEY], { cwd: dir, timeoutMs })).trim() === OWNER;
+  } catch {
+    return false;
+  }
+}
+
+/** The cache keys under `root`: plain directory names (temp and eviction dirs start with a dot). */
+export async function cacheKeys(root: string): Promise<string[]> {
+  const entries = await readdir(root, { withFileTypes: true }).catch(() => []);
+  return entries.filter((e) => e.isDirectory() && KEY.test(e.name)).map((e) => e.name);
+}
+
+/**
+ * Removes `<root>/<key>`: first renamed aside (`.evicted-<key>-*`), so the key's path is free at
+ * once and a half-removed cache is never mistaken for one, then deleted.
+ */
+export async function evictCache(root: string, key: string): Promise<void> {
+  if (!KEY.test(key)) throw new GitError(`cache key ${JSON.stringify(key)} is not a plain directory name`);
+  const aside = await mkdtemp(path.join(root, `.evicted-${key}-`));
+  const target = path.join(aside, "cache");
+  await rename(path.join(root, key), target);
+  await rm(aside, { recursive: true, force: true });
 }
 
 /**

@@ -1,26 +1,43 @@
-// `npm run cache-agent`: one node's Repo cache agent. NODE_NAME (the node it serves),
-// JR2_CACHE_ROOT (where the caches live, default /var/lib/jr2/repos), KUBECONFIG (the cluster).
+// `npm run cache-agent`: one node's Repo cache agent. Reads:
+//   NODE_NAME                 the node it serves (required; the downward API's spec.nodeName)
+//   JR2_CACHE_ROOT            where the caches live (default /var/lib/jr2/repos)
+//   JR2_CACHE_EVICT_AFTER     how long a cache no pod mounts is kept (Go duration, default 1h)
+//   JR2_CACHE_CLONE_TIMEOUT   the bound on one clone (Go duration, default 20m)
+//   KUBECONFIG                the cluster (in a pod: its service account)
 import { mkdirSync } from "node:fs";
 import { DEFAULT_CACHE_ROOT } from "../capabilities/repo/caches";
-import { CacheAgent } from "./agent";
+import { parseGoDuration } from "../capabilities/shared/duration";
+import { CacheAgent, DEFAULT_EVICT_AFTER_MS } from "./agent";
+import { DEFAULT_CLONE_TIMEOUT_MS } from "./git";
 
-const node = process.env.NODE_NAME;
-if (!node) {
-  console.error(
-    "cache-agent: NODE_NAME is not set: set it to the node this agent serves (the downward API's spec.nodeName)",
-  );
+function fail(message: string): never {
+  console.error(`cache-agent: ${message}`);
   process.exit(2);
 }
-const root = process.env.JR2_CACHE_ROOT ?? DEFAULT_CACHE_ROOT;
+
+function duration(name: string, fallback: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === "") return fallback;
+  const ms = parseGoDuration(raw);
+  if (ms === undefined || ms <= 0) fail(`${name}=${JSON.stringify(raw)} is not a positive Go duration (say 30m or 1h)`);
+  return ms;
+}
+
+const node =
+  process.env.NODE_NAME ||
+  fail("NODE_NAME is not set: set it to the node this agent serves (the downward API's spec.nodeName)");
+const root = process.env.JR2_CACHE_ROOT || DEFAULT_CACHE_ROOT;
+const evictAfterMs = duration("JR2_CACHE_EVICT_AFTER", DEFAULT_EVICT_AFTER_MS);
+const cloneTimeoutMs = duration("JR2_CACHE_CLONE_TIMEOUT", DEFAULT_CLONE_TIMEOUT_MS);
 mkdirSync(root, { recursive: true });
 
 const log = (level: "info" | "warn", msg: string, fields: Record<string, unknown> = {}) =>
   console.log(JSON.stringify({ level, time: new Date().toISOString(), node, msg, ...fields }));
 
-new CacheAgent(node, root, log)
+new CacheAgent(node, root, log, { evictAfterMs, git: { cloneTimeoutMs } })
   .start()
   .then((stop) => {
-    log("info", "cache agent watching Repos and Sandboxes", { root });
+    log("info", "cache agent watching Repos and Sandboxes", { root, evictAfterMs, cloneTimeoutMs });
     for (const sig of ["SIGINT", "SIGTERM"] as const) process.on(sig, () => (stop(), process.exit(0)));
   })
   .catch((err) => {

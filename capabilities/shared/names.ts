@@ -22,3 +22,5 @@ export const SHM_VOLUME = "jr2-shm";
 /** Names a spec may not give its own volumes: the operator's (repo-<key>, jr2-shm, jr2-git-<n>). */
 export const RESERVED_VOLUME = /^(repo-|jr2-)/;
 export const repoVolumeName = (key: string) => `repo-${key}`;
+/** The cache key a `repo-<key>` volume carries; undefined for any other volume. */
+export const keyOfRepoVolume = (volume: string) => (volume.startsWith("repo-") ? volume.slice(5) : undefined);

@@ -1,21 +1,21 @@
 // The Repo caches end to end on the real control plane: three cache agents (one per kwok node,
 // each its own process and cache root), real git against a bare repository on disk, and the
 // operator holding Ready until the cache on the pod's node is present and fresh.
-import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { existsSync, mkdtempSync, renameSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { K8s } from "kubernetes-fluent-client";
 import { RepoModel } from "../../capabilities/crd";
 import { repoIdentity, repoKey } from "../../capabilities/repo/identity";
-import { ROOT } from "../../scripts/local-operator";
+import { type Agent, startCacheAgent } from "./support/cache-agent";
 import { condition, createSandbox, getSandbox, useNamespace, waitFor } from "./support/cluster";
 
 const ns = useNamespace("caches");
 const tmp = mkdtempSync(join(tmpdir(), "jr2-caches-"));
 const remote = join(tmp, "remote", "widgets.git");
 const NODES = ["jr2-node-0", "jr2-node-1", "jr2-node-2"];
-const agents: ChildProcess[] = [];
+const agents: Agent[] = [];
 
 const git = (args: string[], cwd?: string) =>
   execFileSync("git", args, { cwd, encoding: "utf8", env: { ...process.env, GIT_TERMINAL_PROMPT: "0" } });
@@ -28,21 +28,11 @@ beforeAll(async () => {
     work,
   );
   git(["clone", "--quiet", "--bare", work, remote]);
-  for (const node of NODES) {
-    const child = spawn(join(ROOT, "node_modules", ".bin", "tsx"), [join(ROOT, "cache-agent", "main.ts")], {
-      env: { ...process.env, NODE_NAME: node, JR2_CACHE_ROOT: join(tmp, `cache-${node}`) },
-      stdio: ["ignore", "pipe", "inherit"],
-    });
-    agents.push(child);
-    await new Promise<void>((resolve, reject) => {
-      child.stdout!.on("data", (b: Buffer) => b.toString().includes("cache agent watching") && resolve());
-      child.once("exit", (code) => reject(new Error(`cache agent for ${node} exited ${code}`)));
-    });
-  }
+  for (const node of NODES) agents.push(await startCacheAgent(node, join(tmp, `cache-${node}`)));
 }, 60_000);
 
 afterAll(() => {
-  for (const a of agents) a.kill("SIGTERM");
+  for (const a of agents) a.stop();
   rmSync(tmp, { recursive: true, force: true });
 });
 
