@@ -1,7 +1,12 @@
 // Runs after `pepr build` (npm run build): puts both CRDs into the build output, for those who
-// deploy from the manifest or the Helm chart rather than letting the module apply them.
+// deploy from the manifest or the Helm chart rather than letting the module apply them; bundles
+// the companion workloads (one file each, for the companions image: see Dockerfile) and renders
+// their manifests (dist/jr2-<name>.yaml). JR2_COMPANION_IMAGE names the image they run.
 import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { buildSync } from "esbuild";
+import { stringify } from "yaml";
+import { cacheAgentManifests } from "../cache-agent/deploy";
 import cfg from "../package.json";
 import { renderAll } from "./crd-yaml";
 
@@ -27,4 +32,26 @@ if (!body.includes("kind: CustomResourceDefinition")) {
 }
 console.log(
   `CRDs added to ${manifest}${existsSync(chart) ? ` and ${chart}/crds` : ""}: ${readdirSync(join(dist, "crds")).join(", ")}`,
+);
+
+// The companions: one bundle each, and their manifests.
+const COMPANIONS = { "cache-agent": "cache-agent/main.ts", harness: "harness/main.ts" };
+const root = join(__dirname, "..");
+for (const [name, entry] of Object.entries(COMPANIONS)) {
+  buildSync({
+    entryPoints: [join(root, entry)],
+    outfile: join(dist, "companions", `${name}.js`),
+    bundle: true,
+    platform: "node",
+    target: "node20",
+    format: "cjs",
+    sourcemap: true,
+    logLevel: "warning",
+  });
+}
+const image = process.env.JR2_COMPANION_IMAGE || `jr2/companions:${cfg.version}`;
+const render = (objects: Array<Record<string, unknown>>) => objects.map((o) => stringify(o)).join("---\n");
+writeFileSync(join(dist, "jr2-cache-agent.yaml"), render(cacheAgentManifests({ image })));
+console.log(
+  `companions bundled into ${join(dist, "companions")}; cache agent manifest dist/jr2-cache-agent.yaml (image ${image})`,
 );

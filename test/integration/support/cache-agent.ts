@@ -7,7 +7,8 @@ export type Agent = { process: ChildProcess; lines: string[]; stop(): void };
 
 /** Starts an agent and resolves once it watches (its first sweep done). */
 export async function startCacheAgent(node: string, root: string, env: Record<string, string> = {}): Promise<Agent> {
-  const child = spawn(join(ROOT, "node_modules", ".bin", "tsx"), [join(ROOT, "cache-agent", "main.ts")], {
+  // The bundle `npm run build` put in dist/ (the global setup built it): the build output under test.
+  const child = spawn(process.execPath, [join(ROOT, "dist", "companions", "cache-agent.js")], {
     env: { ...process.env, NODE_NAME: node, JR2_CACHE_ROOT: root, ...env },
     stdio: ["ignore", "pipe", "inherit"],
   });

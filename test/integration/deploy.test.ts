@@ -1,0 +1,77 @@
+// The build output's companion manifests on the real control plane: applied with strict field
+// validation, the cache agent's DaemonSet puts one agent on every node (kwok plays the kubelets),
+// and its service account may do what the agent does and nothing it does not.
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { K8s, kind } from "kubernetes-fluent-client";
+import { CACHE_AGENT, COMPANION_NAMESPACE } from "../../cache-agent/deploy";
+import { GROUP } from "../../capabilities/crd/sources/common";
+import { ROOT } from "../../scripts/local-operator";
+import { run } from "../../scripts/kubectl";
+import { waitFor } from "./support/cluster";
+
+const kubeconfig = () => process.env.KUBECONFIG!;
+const manifest = join(ROOT, "dist", "jr2-cache-agent.yaml");
+
+afterAll(async () => {
+  await run(kubeconfig(), ["delete", "--ignore-not-found", "--wait=false", "-f", manifest]);
+});
+
+/** What the agent's service account may do (a SubjectAccessReview through kubectl auth can-i). */
+async function can(verb: string, resource: string, extra: string[] = []): Promise<boolean> {
+  const as = `system:serviceaccount:${COMPANION_NAMESPACE}:${CACHE_AGENT}`;
+  const out = await run(kubeconfig(), ["auth", "can-i", verb, resource, "--as", as, ...extra]).catch(
+    (err: Error) => err.message,
+  );
+  return /^yes$/m.test(out);
+}
+
+describe("the cache agent's manifest in the build output", () => {
+  it("applies with strict validation and runs one agent per node", async () => {
+    const text = readFileSync(manifest, "utf8");
+    expect(text).toContain("kind: DaemonSet");
+    await run(kubeconfig(), [
+      "apply",
+      "--server-side",
+      "--field-manager=jr2-test",
+      "--validate=strict",
+      "-f",
+      manifest,
+    ]);
+    const nodes = (await K8s(kind.Node).Get()).items.map((n) => n.metadata!.name!).sort();
+    const ds = await waitFor(
+      "the DaemonSet ready on every node",
+      () => K8s(kind.DaemonSet).InNamespace(COMPANION_NAMESPACE).Get(CACHE_AGENT),
+      (d) => d.status?.numberReady === nodes.length && d.status?.desiredNumberScheduled === nodes.length,
+      60_000,
+    );
+    expect(ds.spec?.template.spec?.volumes).toContainEqual({
+      name: "caches",
+      hostPath: { path: "/var/lib/jr2/repos", type: "DirectoryOrCreate" },
+    });
+    const pods = await K8s(kind.Pod)
+      .InNamespace(COMPANION_NAMESPACE)
+      .WithLabel("app.kubernetes.io/name", CACHE_AGENT)
+      .Get();
+    expect(pods.items.map((p) => p.spec!.nodeName).sort()).toEqual(nodes);
+    const env = pods.items[0].spec!.containers[0].env ?? [];
+    expect(env).toContainEqual({
+      name: "NODE_NAME",
+      valueFrom: { fieldRef: { apiVersion: "v1", fieldPath: "spec.nodeName" } },
+    });
+  });
+
+  it("grants the agent exactly what it uses", async () => {
+    expect(await can("list", `repos.${GROUP}`)).toBe(true);
+    expect(await can("watch", `sandboxes.${GROUP}`)).toBe(true);
+    expect(await can("patch", `repos.${GROUP}`, ["--subresource=status"])).toBe(true);
+    expect(await can("get", "secrets", ["-n", "default"])).toBe(true);
+    expect(await can("list", "pods")).toBe(true);
+    // Not its business: writing a Repo's spec, any Sandbox, Pods, listing Secrets.
+    expect(await can("patch", `repos.${GROUP}`)).toBe(false);
+    expect(await can("delete", `sandboxes.${GROUP}`)).toBe(false);
+    expect(await can("patch", `sandboxes.${GROUP}`, ["--subresource=status"])).toBe(false);
+    expect(await can("create", "pods")).toBe(false);
+    expect(await can("list", "secrets")).toBe(false);
+  });
+});
