@@ -37,6 +37,8 @@ type Tracked = {
   evicted: boolean;
   /** One sync at a time per Repo: each waits for the one before. */
   chain: Promise<void>;
+  /** A sync is queued and not yet started: it serves every ask made meanwhile (and `asked` says if one did). */
+  queued?: { asked: boolean };
 };
 
 const DEFAULT_INTERVAL_MS = 5 * 60_000;
@@ -97,19 +99,32 @@ export class CacheAgent {
       this.#repos.delete(name);
       return;
     }
+    // First sight (a restarted agent): its node's entry says when it last fetched, so Sandboxes
+    // created before that do not each ask again.
+    const known = held ? undefined : repo.status?.nodes?.[this.node]?.fetchedAt;
     const tracked: Tracked = {
       repo,
       key,
-      lastFetch: 0,
+      lastFetch: known ? Date.parse(known) || 0 : 0,
       interval,
-      evicted: false,
+      evicted: !held && this.#leftEvicted(repo, key),
       chain: held?.chain ?? Promise.resolve(),
     };
     this.#repos.set(name, tracked);
     this.#pinned.delete(key); // a Repo now wants it: fetched from here on
     this.#arm(name, tracked, interval);
-    // A new Repo (or a new url) is cloned at once.
-    void this.sync(name, true);
+    // A new Repo (or a new url) is cloned at once, unless it was left evicted here.
+    void this.sync(name);
+  }
+
+  /**
+   * Whether a Repo seen for the first time (a restarted agent) was evicted here before: unbound,
+   * no cache here, no entry for this node while other nodes have one. It then waits for an ask, as
+   * it would have had the agent not restarted; a brand-new Repo (no entries yet) is cloned at once.
+   */
+  #leftEvicted(repo: RepoModel, key: string): boolean {
+    const nodes = repo.status?.nodes ?? {};
+    return !repo.spec?.bound && !existsSync(join(this.root, key)) && !nodes[this.node] && Object.keys(nodes).length > 0;
   }
 
   #arm(name: string, t: Tracked, interval: number) {
@@ -150,9 +165,16 @@ export class CacheAgent {
   sync(name: string, asked = false): Promise<void> {
     const t = this.#repos.get(name);
     if (!t || this.#stopped) return Promise.resolve();
+    // Coalesce: a sync that has not started yet will fetch after this ask, so it answers it too.
+    if (t.queued) {
+      t.queued.asked ||= asked;
+      return t.chain;
+    }
+    const queued = (t.queued = { asked });
     t.chain = t.chain
       .then(() => {
-        if (t.evicted && !asked) return;
+        t.queued = undefined;
+        if (t.evicted && !queued.asked) return;
         t.evicted = false;
         return this.#sync(name, t);
       })

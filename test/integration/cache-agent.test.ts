@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { K8s } from "kubernetes-fluent-client";
 import { RepoModel } from "../../capabilities/crd";
 import { repoIdentity, repoKey } from "../../capabilities/repo/identity";
-import { type Agent, startCacheAgent } from "./support/cache-agent";
+import { type Agent, startCacheAgent } from "../../scripts/local-cache-agent";
 import { condition, createSandbox, getSandbox, useNamespace, waitFor } from "./support/cluster";
 
 const ns = useNamespace("caches");
@@ -31,8 +31,8 @@ beforeAll(async () => {
   for (const node of NODES) agents.push(await startCacheAgent(node, join(tmp, `cache-${node}`)));
 }, 60_000);
 
-afterAll(() => {
-  for (const a of agents) a.stop();
+afterAll(async () => {
+  await Promise.all(agents.map((a) => a.stop()));
   rmSync(tmp, { recursive: true, force: true });
 });
 

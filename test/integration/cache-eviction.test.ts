@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { K8s } from "kubernetes-fluent-client";
 import { RepoModel, SandboxModel } from "../../capabilities/crd";
 import { repoIdentity, repoKey } from "../../capabilities/repo/identity";
-import { type Agent, startCacheAgent } from "./support/cache-agent";
+import { type Agent, startCacheAgent } from "../../scripts/local-cache-agent";
 import { condition, createSandbox, getSandbox, useNamespace, waitFor } from "./support/cluster";
 
 const ns = useNamespace("eviction");
@@ -64,8 +64,8 @@ beforeAll(async () => {
   agent = await startCacheAgent(NODE, root, { JR2_CACHE_EVICT_AFTER: "2s" });
 }, 60_000);
 
-afterAll(() => {
-  agent?.stop();
+afterAll(async () => {
+  await agent?.stop();
   rmSync(tmp, { recursive: true, force: true });
 });
 
@@ -138,5 +138,44 @@ describe("a node's cache agent evicting and adopting", () => {
     expect(condition(ready, "ReposFresh")).toMatchObject({ status: "True" });
     expect(await entry("idle")).toMatchObject({ phase: "Present" });
     expect(existsSync(cacheDir("idle"))).toBe(true);
+  });
+
+  it("after a restart fetches each Repo once, not once more per Sandbox already on its node", async () => {
+    const kept = keyOf(url.kept);
+    const names = ["one", "two", "three", "four"];
+    for (const name of names)
+      await createSandbox(ns.name, name, {
+        repos: [{ key: kept, url: url.kept }],
+        nodeSelector: { "kubernetes.io/hostname": NODE },
+      });
+    for (const name of names)
+      await waitFor(
+        `${name} Ready`,
+        () => getSandbox(ns.name, name),
+        (s) => s.status?.phase === "Ready",
+      );
+    const before = (await entry("kept"))!.fetchedAt!;
+    await agent.stop();
+    agent = await startCacheAgent(NODE, root, { JR2_CACHE_EVICT_AFTER: "2s" });
+    const restarted = await waitFor(
+      "the restarted agent's fetch",
+      () => entry("kept"),
+      (e) => (e?.fetchedAt ?? "") > before,
+    );
+    // One more ask, after the restart: the fetch answering it is the second, and only, other one.
+    // An ask is a creationTimestamp in whole seconds: the next second, so it falls after that fetch.
+    const nextSecond = Math.floor(Date.parse(restarted!.fetchedAt!) / 1000) * 1000 + 1000;
+    if (Date.now() < nextSecond) await new Promise((r) => setTimeout(r, nextSecond - Date.now()));
+    await createSandbox(ns.name, "asker", {
+      repos: [{ key: kept, url: url.kept }],
+      nodeSelector: { "kubernetes.io/hostname": NODE },
+    });
+    await waitFor(
+      "asker Ready",
+      () => getSandbox(ns.name, "asker"),
+      (s) => s.status?.phase === "Ready",
+    );
+    const fetches = agent.lines.filter((l) => l.includes('"Repo cache fetched"') && l.includes(kept));
+    expect(fetches).toHaveLength(2);
   });
 });

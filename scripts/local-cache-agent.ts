@@ -1,9 +1,11 @@
-// A cache agent as the process it is in production (`cache-agent/main.ts`), for one kwok node.
+// A cache agent as the process it is in production (the bundle of `cache-agent/main.ts`), for one
+// kwok node: tests and benchmarks run it.
 import { type ChildProcess, spawn } from "node:child_process";
 import { join } from "node:path";
-import { ROOT } from "../../../scripts/local-operator";
+import { ROOT } from "./local-operator";
 
-export type Agent = { process: ChildProcess; lines: string[]; stop(): void };
+/** `stop()` sends SIGTERM and resolves once the process is gone. */
+export type Agent = { process: ChildProcess; lines: string[]; stop(): Promise<void> };
 
 /** Starts an agent and resolves once it watches (its first sweep done). */
 export async function startCacheAgent(node: string, root: string, env: Record<string, string> = {}): Promise<Agent> {
@@ -24,5 +26,13 @@ export async function startCacheAgent(node: string, root: string, env: Record<st
     });
     child.once("exit", (code) => reject(new Error(`cache agent for ${node} exited ${code}`)));
   });
-  return { process: child, lines, stop: () => void child.kill("SIGTERM") };
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  return {
+    process: child,
+    lines,
+    stop: () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
+      return exited;
+    },
+  };
 }
