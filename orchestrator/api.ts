@@ -1,0 +1,290 @@
+// The Orchestrator's HTTP API v1 as zod schemas: every body it reads and every answer it writes.
+// One source of truth (docs/decisions/0003): the TypeScript types are inferred from these, the
+// server validates with them, and `/v1/openapi.json` is generated from them (openapi.ts).
+// Shapes the Orchestrator shares with others come from their owners: the Sandbox's conditions and
+// phases from the CRD sources, the slot and branch rules from the Harness's own schema, so a body
+// this API accepts is one the Harness's `/attach` accepts too.
+import { z } from "zod";
+import { Condition, goDuration } from "../capabilities/crd/sources/common";
+import { SANDBOX_PHASES } from "../capabilities/crd/sources/sandbox";
+import { RepoUrlError, repoIdentity } from "../capabilities/repo/identity";
+import type { AttachAnswer as HarnessAttachAnswer } from "../harness/attach";
+import { AttachBody, fieldPath } from "../harness/schema";
+
+// ---------------------------------------------------------------------------------------------
+// Names and small shapes
+
+/** A workspace is named after its Sandbox, and the Sandbox's Service takes the same name: a
+ * DNS-1035 label (a letter first), at most 63 characters. */
+export const WorkspaceName = z
+  .string()
+  .max(63, "must be at most 63 characters")
+  .regex(/^[a-z]([-a-z0-9]*[a-z0-9])?$/, "must be a DNS label starting with a letter (a-z, 0-9, '-')")
+  .meta({ description: "The workspace's name, which is also its Sandbox's." });
+
+/** A Kubernetes label value: what `jr2.dev/run` and `jr2.dev/workflow` carry. */
+const LabelValue = z
+  .string()
+  .max(63, "must be at most 63 characters")
+  .regex(/^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/, "must be a Kubernetes label value");
+
+/** A Kubernetes quantity in its common spellings (`500m`, `2`, `4Gi`). */
+const Quantity = z
+  .string()
+  .regex(
+    /^(\d+(\.\d+)?|\.\d+)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$/,
+    "must be a Kubernetes quantity such as 500m or 4Gi",
+  );
+
+export const Size = z
+  .strictObject({
+    cpu: Quantity.optional().meta({ description: "CPU for the whole pod (e.g. `2`, `500m`)." }),
+    memory: Quantity.optional().meta({ description: "Memory for the whole pod (e.g. `4Gi`)." }),
+  })
+  .refine((s) => s.cpu !== undefined || s.memory !== undefined, "must name cpu, memory or both")
+  .meta({ description: "The workspace's Size: the pod-level ceiling (seed 002 ADR-0060)." });
+export type Size = z.infer<typeof Size>;
+
+// The Harness's own field rules (harness/schema.ts), taken from its schema rather than restated:
+// a slot name that cannot climb out of /work, a url or ref git cannot read as an option, a branch
+// that is not the default checkout's directory.
+const HarnessSlot = AttachBody.shape.slots.element;
+const HarnessBranch = AttachBody.shape.branch;
+
+/** A repo url the Orchestrator can derive a Repo identity from (the fence and the cache key need one). */
+const RepoUrl = HarnessSlot.shape.url.superRefine((url, ctx) => {
+  if (url === "" || url.startsWith("-")) return; // already refused above, in the Harness's words
+  try {
+    repoIdentity(url);
+  } catch (err) {
+    if (!(err instanceof RepoUrlError)) throw err;
+    ctx.addIssue({ code: "custom", message: err.message });
+  }
+});
+
+export const RepoSlot = z
+  .strictObject({
+    slot: HarnessSlot.shape.slot.meta({ description: "The Repo Slot: the checkout lands at /work/<slot>/." }),
+    url: RepoUrl.meta({ description: "The repository (https, ssh or scp-like `git@host:path`)." }),
+    ref: HarnessSlot.shape.ref.meta({ description: "What `/work/<slot>/default` checks out (default: HEAD)." }),
+  })
+  .meta({ description: "One Repo Slot of the workspace." });
+export type RepoSlot = z.infer<typeof RepoSlot>;
+
+// ---------------------------------------------------------------------------------------------
+// Bodies
+
+export const CreateWorkspaceBody = z
+  .strictObject({
+    image: z
+      .string()
+      .min(1, "must not be empty")
+      .meta({ description: "The Harness image (the Sandbox's spec.image)." }),
+    repos: z
+      .array(RepoSlot)
+      .default([])
+      .meta({ description: "The Repo Slots to attach; none skips the attach. Each url must pass the fence." }),
+    branch: HarnessBranch.meta({ description: "The Machine's branch: a worktree per slot at /work/<slot>/<branch>." }),
+    userImage: z
+      .string()
+      .min(1, "must not be empty")
+      .optional()
+      .meta({ description: "The User Container's image, when the workspace has one." }),
+    size: Size.optional(),
+    idleTimeout: goDuration("idleTimeout")
+      .optional()
+      .meta({ description: "How long the Sandbox may go unrenewed before the operator reaps it (a Go duration)." }),
+    run: LabelValue.optional().meta({ description: "The `jr2.dev/run` label (default: the workspace's name)." }),
+    workflow: LabelValue.optional().meta({ description: "The `jr2.dev/workflow` label (default: `api`)." }),
+  })
+  .superRefine((body, ctx) => {
+    // Two entries for one slot would fight over one directory; the Harness refuses them too.
+    const seen = new Set<string>();
+    body.repos.forEach((r, i) => {
+      if (seen.has(r.slot)) ctx.addIssue({ code: "custom", path: ["repos", i, "slot"], message: "duplicate slot" });
+      seen.add(r.slot);
+    });
+  })
+  .meta({ description: "A request for a workspace: a Sandbox placed, provisioned and attached." });
+export type CreateWorkspaceBody = z.infer<typeof CreateWorkspaceBody>;
+
+// ---------------------------------------------------------------------------------------------
+// What the lifecycle reports (lifecycle.ts emits these; the SSE stream carries them verbatim)
+
+/** The workspace lifecycle's states, in order; the last three are final. */
+export const WORKSPACE_STATES = [
+  "placing",
+  "provisioning",
+  "attaching",
+  "ready",
+  "destroying",
+  "lost",
+  "failed",
+  "destroyed",
+] as const;
+export const FINAL_STATES: readonly WorkspaceState[] = ["lost", "failed", "destroyed"];
+export const WorkspaceState = z.enum(WORKSPACE_STATES).meta({ description: "Where the workspace's lifecycle is." });
+export type WorkspaceState = z.infer<typeof WorkspaceState>;
+
+/** Why a workspace waits, as the operator explained it on the Sandbox's status. */
+export const Wait = z
+  .discriminatedUnion("kind", [
+    z.strictObject({
+      kind: z.literal("node"),
+      message: z.string().meta({ description: "The scheduler's words." }),
+    }),
+    z.strictObject({
+      kind: z.literal("quota"),
+      message: z.string().meta({ description: "The ResourceQuota's refusal of the pod create." }),
+    }),
+    z.strictObject({
+      kind: z.literal("repo"),
+      reason: z.enum(["RepoMissing", "RepoPending"]),
+      message: z.string().meta({ description: "Which Repo, on which node." }),
+    }),
+    z.strictObject({
+      kind: z.literal("container"),
+      container: z.string(),
+      reason: z.string().meta({ description: "The kubelet's waiting reason (e.g. ImagePullBackOff)." }),
+      message: z.string(),
+    }),
+  ])
+  .meta({ description: "What the workspace waits for: a node, a quota, its Repos, or a container." });
+export type Wait = z.infer<typeof Wait>;
+
+export const Failure = z
+  .strictObject({
+    stage: z.enum(["place", "provision", "attach", "destroy"]),
+    reason: z.string().meta({ description: "The failure's name (e.g. HarnessCrashLoop, FenceRefused)." }),
+    message: z.string(),
+    details: z.record(z.string(), z.unknown()).optional(),
+  })
+  .meta({ description: "A named failure: which stage, why, and the words that explain it." });
+export type Failure = z.infer<typeof Failure>;
+
+export const Loss = z
+  .strictObject({
+    reason: z.string().meta({ description: "The operator's Lost reason (PodDeleted, Evicted, ...), or Absent." }),
+    message: z.string(),
+  })
+  .meta({ description: "Why the workspace's Sandbox is gone for good." });
+export type Loss = z.infer<typeof Loss>;
+
+/** The Harness's `/attach` answer (harness/attach.ts AttachAnswer), as a schema for the API. */
+export const AttachAnswer = z
+  .strictObject({
+    repos: z.record(
+      z.string(),
+      z.strictObject({
+        path: z.string().meta({ description: "The worktree on the Machine's branch." }),
+        branch: z.string(),
+        head: z.string().meta({ description: "The commit the worktree is at." }),
+      }),
+    ),
+  })
+  .meta({ description: "What the Harness's attach did, per slot." });
+export type AttachAnswer = z.infer<typeof AttachAnswer>;
+// The Harness owns this shape: a change there must fail the type check here.
+const _sameAnswer: [HarnessAttachAnswer, AttachAnswer] extends [AttachAnswer, HarnessAttachAnswer] ? true : never =
+  true;
+
+export const StaleSlots = z
+  .record(z.string(), z.string())
+  .meta({ description: "Slots attached from a cache whose fetch failed (ReposFresh=False), with the reason." });
+
+const At = z.string().meta({ format: "date-time" });
+
+export const WorkspaceEvent = z
+  .discriminatedUnion("type", [
+    z.strictObject({
+      type: z.literal("transition"),
+      from: WorkspaceState.nullable().meta({ description: "null for the first state (or a restore)." }),
+      to: WorkspaceState,
+      at: At,
+      restored: z.boolean().optional().meta({ description: "Rebuilt from the Sandbox after a restart." }),
+      failure: Failure.optional(),
+      lost: Loss.optional(),
+    }),
+    z.strictObject({ type: z.literal("wait"), wait: Wait, at: At }),
+    z.strictObject({ type: z.literal("renewed"), count: z.number().int(), at: At }),
+    z.strictObject({ type: z.literal("renew_failed"), message: z.string(), at: At }),
+  ])
+  .meta({ description: "One event of a workspace: a transition, a wait, or its lease." });
+export type WorkspaceEvent = z.infer<typeof WorkspaceEvent>;
+
+// ---------------------------------------------------------------------------------------------
+// Answers
+
+export const Created = z.strictObject({ name: WorkspaceName }).meta({ description: "The workspace's name." });
+export type Created = z.infer<typeof Created>;
+
+export const WorkspaceView = z
+  .strictObject({
+    name: WorkspaceName,
+    state: WorkspaceState,
+    phase: z
+      .enum(SANDBOX_PHASES)
+      .optional()
+      .meta({ description: "The Sandbox's status.phase, once the operator wrote one." }),
+    endpoint: z.string().optional().meta({ description: "The Harness's address (status.endpoint)." }),
+    conditions: z.array(Condition).meta({ description: "The Sandbox's conditions." }),
+    wait: Wait.optional(),
+    attach: AttachAnswer.optional(),
+    stale: StaleSlots.optional(),
+    failure: Failure.optional(),
+    lost: Loss.optional(),
+    createdAt: At.optional(),
+    readyAt: At.optional(),
+    renewedAt: At.optional().meta({ format: "date-time", description: "The last keepalive this Orchestrator wrote." }),
+  })
+  .meta({ description: "A workspace: its lifecycle state and what its Sandbox reports." });
+export type WorkspaceView = z.infer<typeof WorkspaceView>;
+
+export const WorkspaceList = z
+  .strictObject({ items: z.array(WorkspaceView) })
+  .meta({ description: "Every workspace." });
+export type WorkspaceList = z.infer<typeof WorkspaceList>;
+
+export const ErrorBody = z
+  .strictObject({
+    error: z.strictObject({
+      code: z.string().meta({ description: "A stable word: invalid, unauthorized, not_found, fence_refused, ..." }),
+      message: z.string(),
+    }),
+  })
+  .meta({ description: "Every error the API answers." });
+export type ErrorBody = z.infer<typeof ErrorBody>;
+
+/** An error the Workspaces service throws to answer with a given status (e.g. 403 for the fence). */
+export class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Validation
+
+// zod 4 says "expected string, received undefined" for a missing field; "Required" reads faster
+// (the Harness says the same).
+const requiredMessage: z.core.$ZodErrorMap = (iss) =>
+  iss.code === "invalid_type" && iss.input === undefined ? "Required" : undefined;
+
+/** `repos[0].slot: must not contain '/'; branch: Required`: every issue with its field path. */
+export function zodIssuesToMessage(issues: readonly z.core.$ZodIssue[]): string {
+  return issues.map((iss) => `${fieldPath(iss.path)}: ${iss.message}`).join("; ");
+}
+
+export type ParsedBody<T> = { ok: true; body: T } | { ok: false; message: string };
+
+/** Validates a decoded JSON value against `schema`; on failure, one message naming every bad field. */
+export function parseBody<S extends z.ZodType>(schema: S, input: unknown): ParsedBody<z.output<S>> {
+  const r = schema.safeParse(input, { error: requiredMessage });
+  return r.success ? { ok: true, body: r.data } : { ok: false, message: zodIssuesToMessage(r.error.issues) };
+}
+
+export const parseCreateBody = (input: unknown) => parseBody(CreateWorkspaceBody, input);

@@ -1,0 +1,130 @@
+// The fence (seed 002 ADR-0051): a per-run repo url is run input, and otherwise a way to spend the
+// cluster's git credential against any host, so it must fall under a configured `git.credentials`
+// entry or the request is refused before anything is written, naming the entries. A url the
+// Machine's own code binds passes without a match: it is code the instance deployed.
+//
+// The entries file (JR2_GIT_CREDENTIALS_FILE) is YAML (so JSON too): a list whose items are an
+// identity prefix, or an object with `match` (seed 002's `git.credentials` shape; other fields,
+// such as the entry's push `secret`, are kept for others and ignored here):
+//
+//   - match: github.com/acme                  # host, then whole path segments
+//     secret: jr2-git-push-acme
+//   - https://gitlab.example.com/team/        # a url prefix, normalised like any Repo url
+//   - git@git.example.com:platform            # scp-like needs its user@
+//
+// A prefix matches a Repo identity (capabilities/repo/identity.ts: host plus path, whatever the
+// url's spelling) that equals it or continues it at a `/`: `github.com/acme` admits
+// `github.com/acme/app` and not `github.com/acme-evil/app`.
+import { parse as parseYaml } from "yaml";
+import { z } from "zod";
+import { RepoUrlError, redact, repoIdentity } from "../capabilities/repo/identity";
+import { zodIssuesToMessage } from "./api";
+import { PlaceFailure } from "./port";
+
+export type CredentialEntry = {
+  /** As written in the file. */
+  match: string;
+  /** The identity prefix it stands for. */
+  prefix: string;
+  /** Anything else the entry carries (e.g. `secret`), untouched. */
+  extra?: Record<string, unknown>;
+};
+
+export class CredentialsFileError extends Error {}
+
+const EntryText = z.string().trim().min(1, "must not be empty");
+const EntrySchema = z.union([EntryText, z.looseObject({ match: EntryText })]);
+const FileSchema = z.array(EntrySchema);
+
+/** `https://`, `ssh://`, `file://`...: a url with a scheme. */
+const SCHEME = /^[a-z][a-z0-9+.-]*:\/\//i;
+/** `user@host:path`: scp-like ssh, which needs its user here (a bare `host:8443/x` is an identity). */
+const SCP_WITH_USER = /^[^@/:]+@[^:/]+:/;
+
+/** The identity prefix an entry's `match` stands for. Throws RepoUrlError for one that names none. */
+export function prefixOf(match: string): string {
+  const text = match.trim();
+  // A url or scp-like address is normalised exactly as a Repo url is, so spellings agree; a bare
+  // identity (`host[:port][/path]`) is read as if https, which lowercases the host and drops a
+  // trailing `/` and `.git` the same way. A host alone has an identity of `host/`: the prefix is `host`.
+  const url = SCHEME.test(text) || SCP_WITH_USER.test(text) || text.startsWith("/") ? text : `https://${text}`;
+  const prefix = repoIdentity(url).replace(/\/+$/, "");
+  if (!prefix) throw new RepoUrlError(`${JSON.stringify(text)} names no host or path`);
+  return prefix;
+}
+
+/** The entries of a credentials file's text (YAML or JSON); empty text is no entries. */
+export function parseCredentials(text: string): CredentialEntry[] {
+  let doc: unknown;
+  try {
+    doc = parseYaml(text);
+  } catch (err) {
+    throw new CredentialsFileError(`the git credentials file is not YAML: ${(err as Error).message}`);
+  }
+  if (doc === null || doc === undefined) return [];
+  const r = FileSchema.safeParse(doc);
+  if (!r.success) throw new CredentialsFileError(`the git credentials file: ${zodIssuesToMessage(r.error.issues)}`);
+  return r.data.map((item, i) => {
+    const { match, ...extra } = typeof item === "string" ? { match: item } : item;
+    let prefix: string;
+    try {
+      prefix = prefixOf(match);
+    } catch (err) {
+      if (!(err instanceof RepoUrlError)) throw err;
+      throw new CredentialsFileError(`the git credentials file: [${i}]: ${err.message}`);
+    }
+    return { match, prefix, ...(Object.keys(extra).length ? { extra } : {}) };
+  });
+}
+
+/** Whether `identity` equals `prefix` or continues it at a path-segment boundary. */
+export const underPrefix = (identity: string, prefix: string) =>
+  identity === prefix || identity.startsWith(`${prefix}/`);
+
+/** The entry a Repo identity falls under: the longest prefix (seed 002 `matchCredential`). */
+export function matchCredential(identity: string, entries: readonly CredentialEntry[]): CredentialEntry | undefined {
+  let best: CredentialEntry | undefined;
+  for (const e of entries) {
+    if (underPrefix(identity, e.prefix) && (!best || e.prefix.length > best.prefix.length)) best = e;
+  }
+  return best;
+}
+
+/** A url to fence: a bare url is per-run; `bound` marks one the Machine's code binds. */
+export type FenceInput = string | { url: string; slot?: string; bound?: boolean };
+
+export type Fenced = { url: string; slot?: string; identity: string; bound: boolean; entry?: CredentialEntry };
+export type FenceResult = { ok: true; repos: Fenced[] } | { ok: false; error: PlaceFailure };
+
+/** Admits every url or refuses the lot, naming each refused url and every entry. Never echoes a
+ * url's user or password. */
+export function fence(urls: readonly FenceInput[], entries: readonly CredentialEntry[]): FenceResult {
+  const repos: Fenced[] = [];
+  const refused: string[] = [];
+  for (const input of urls) {
+    const { url, slot, bound = false } = typeof input === "string" ? { url: input } : input;
+    const where = `${slot !== undefined ? `slot "${slot}" ` : ""}url ${redact(url)}`;
+    let identity: string;
+    try {
+      identity = repoIdentity(url);
+    } catch (err) {
+      if (!(err instanceof RepoUrlError)) throw err;
+      refused.push(`${where}: ${err.message}`);
+      continue;
+    }
+    const entry = matchCredential(identity, entries);
+    if (!entry && !bound) {
+      refused.push(`${where} (identity ${identity})`);
+      continue;
+    }
+    repos.push({ url, ...(slot !== undefined ? { slot } : {}), identity, bound, ...(entry ? { entry } : {}) });
+  }
+  if (!refused.length) return { ok: true, repos };
+  const names = entries.map((e) => e.match);
+  const message =
+    `the fence refuses ${refused.join("; ")}: no git.credentials entry admits ${refused.length === 1 ? "it" : "them"} ` +
+    `(entries: ${names.join(", ") || "none"}). ` +
+    "A per-run url can spend the cluster's git credential against any host, so an entry must admit it by " +
+    "identity prefix (host, then whole path segments).";
+  return { ok: false, error: new PlaceFailure("FenceRefused", message, { refused, entries: names }) };
+}

@@ -1,0 +1,288 @@
+// The Orchestrator's HTTP API v1 on node:http (issue 6, item 5): workspaces for Machines. The
+// server holds no state of its own: it validates, authenticates and routes to an injected
+// Workspaces service, and streams each workspace's events as Server-Sent Events. Every answer is
+// JSON, every error `{error: {code, message}}`; a bad request never crashes it, and no header (so
+// no token) is ever logged.
+import http from "node:http";
+import { bearerOf } from "../harness/auth";
+import {
+  FINAL_STATES,
+  HttpError,
+  WorkspaceName,
+  parseCreateBody,
+  type CreateWorkspaceBody,
+  type WorkspaceEvent,
+  type WorkspaceView,
+} from "./api";
+import { openApiDocument } from "./openapi";
+
+/** What the API serves; the registry of workspace actors implements it. */
+export interface Workspaces {
+  /** Starts a workspace and answers its name. Throws HttpError to refuse (e.g. 403 for the fence). */
+  create(body: CreateWorkspaceBody): Promise<string>;
+  list(): Promise<WorkspaceView[]>;
+  get(name: string): Promise<WorkspaceView | undefined>;
+  /** Starts its destruction; false when no such workspace. */
+  delete(name: string): Promise<boolean>;
+  /** Every event from now on; undefined when no such workspace. Returns the unsubscribe. */
+  subscribe(name: string, listener: (event: WorkspaceEvent) => void): (() => void) | undefined;
+}
+
+export type LogEntry = Record<string, unknown>;
+
+export type ServerOptions = {
+  workspaces: Workspaces;
+  /** True for a valid API token (tokens.ts apiTokenChecker). */
+  checkToken: (token: string) => boolean;
+  /** The Prometheus text for /metrics. */
+  metrics: () => string | Promise<string>;
+  log?: (entry: LogEntry) => void;
+  /** How often an idle event stream gets a keep-alive comment. Default 15 s. */
+  keepAliveMs?: number;
+};
+
+/** Bodies above this are refused with 413 before they are buffered. */
+export const MAX_BODY_BYTES = 1024 * 1024;
+const DEFAULT_KEEPALIVE_MS = 15_000;
+
+type Req = http.IncomingMessage;
+type Res = http.ServerResponse;
+type Ctx = Required<Omit<ServerOptions, "log">> & { log: (entry: LogEntry) => void; openapi: string };
+
+// ---------------------------------------------------------------------------------------------
+// Answers
+
+function sendJson(res: Res, status: number, body: unknown, headers: http.OutgoingHttpHeaders = {}): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, {
+    "content-type": "application/json; charset=utf-8",
+    "content-length": Buffer.byteLength(text),
+    "cache-control": "no-store",
+    ...headers,
+  });
+  res.end(text);
+}
+
+function sendError(res: Res, status: number, code: string, message: string, headers?: http.OutgoingHttpHeaders) {
+  sendJson(res, status, { error: { code, message } }, headers);
+}
+
+const methodNotAllowed = (res: Res, allow: string[]) =>
+  sendError(res, 405, "method_not_allowed", `use ${allow.join(" or ")}`, { allow: allow.join(", ") });
+
+// ---------------------------------------------------------------------------------------------
+// Bodies
+
+/** The body, or undefined once it exceeds `limit` (the rest is discarded, not buffered). */
+function readBody(req: Req, limit: number): Promise<Buffer | undefined> {
+  if (Number(req.headers["content-length"]) > limit) return Promise.resolve(undefined);
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size <= limit) return void chunks.push(chunk);
+      req.off("data", onData);
+      req.resume();
+      resolve(undefined);
+    };
+    req.on("data", onData);
+    req.on("end", () => resolve(Buffer.concat(chunks)));
+    req.on("error", reject);
+  });
+}
+
+/** A JSON body, or an error already answered (undefined). */
+async function jsonBody(req: Req, res: Res): Promise<{ value: unknown } | undefined> {
+  const type = req.headers["content-type"];
+  if (type !== undefined && !/^application\/json\s*(;|$)/i.test(type)) {
+    sendError(res, 415, "unsupported_media_type", "the body must be application/json");
+    return undefined;
+  }
+  const raw = await readBody(req, MAX_BODY_BYTES);
+  if (raw === undefined) {
+    // Close the connection rather than drain an arbitrarily long remainder.
+    sendError(res, 413, "too_large", `the body exceeds ${MAX_BODY_BYTES} bytes`, { connection: "close" });
+    return undefined;
+  }
+  try {
+    return { value: JSON.parse(raw.toString("utf8")) };
+  } catch {
+    sendError(res, 400, "invalid", "body: not valid JSON");
+    return undefined;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Routes
+
+async function createWorkspace(req: Req, res: Res, ctx: Ctx): Promise<void> {
+  const body = await jsonBody(req, res);
+  if (!body) return;
+  const parsed = parseCreateBody(body.value);
+  if (!parsed.ok) return sendError(res, 400, "invalid", parsed.message);
+  const name = await ctx.workspaces.create(parsed.body);
+  sendJson(res, 202, { name }, { location: `/v1/workspaces/${name}` });
+}
+
+async function workspaces(req: Req, res: Res, ctx: Ctx): Promise<void> {
+  if (req.method === "GET") return sendJson(res, 200, { items: await ctx.workspaces.list() });
+  if (req.method === "POST") return createWorkspace(req, res, ctx);
+  methodNotAllowed(res, ["GET", "POST"]);
+}
+
+async function workspace(req: Req, res: Res, ctx: Ctx, name: string): Promise<void> {
+  if (req.method === "GET") {
+    const view = await ctx.workspaces.get(name);
+    return view ? sendJson(res, 200, view) : notFound(res, name);
+  }
+  if (req.method === "DELETE") {
+    return (await ctx.workspaces.delete(name)) ? sendJson(res, 202, { name }) : notFound(res, name);
+  }
+  methodNotAllowed(res, ["GET", "DELETE"]);
+}
+
+const notFound = (res: Res, name: string) => sendError(res, 404, "not_found", `no workspace "${name}"`);
+
+const sseFrame = (id: number, event: WorkspaceEvent | { type: "snapshot" }, data: unknown) =>
+  `id: ${id}\nevent: ${event.type}\ndata: ${JSON.stringify(data)}\n\n`;
+
+const isFinalEvent = (e: WorkspaceEvent) => e.type === "transition" && FINAL_STATES.includes(e.to);
+
+/**
+ * The workspace's events as Server-Sent Events: first a `snapshot` (its view now), then every
+ * transition and wait as it happens, a keep-alive comment while idle, and the end of the stream
+ * after a final state. Subscribed before the snapshot is read, so nothing falls between; events
+ * heard meanwhile are held and sent after it.
+ */
+async function events(req: Req, res: Res, ctx: Ctx, name: string): Promise<void> {
+  if (req.method !== "GET") return methodNotAllowed(res, ["GET"]);
+  let id = 0;
+  let held: WorkspaceEvent[] | undefined = [];
+  let closed = false;
+  const send = (e: WorkspaceEvent) => {
+    if (closed) return;
+    res.write(sseFrame(++id, e, e));
+    if (isFinalEvent(e)) finish();
+  };
+  const unsubscribe = ctx.workspaces.subscribe(name, (e) => (held ? held.push(e) : send(e)));
+  if (!unsubscribe) return notFound(res, name);
+  const timer = setInterval(() => {
+    if (!closed) res.write(": keep-alive\n\n");
+  }, ctx.keepAliveMs);
+  const stop = () => {
+    closed = true;
+    clearInterval(timer);
+    unsubscribe();
+  };
+  const finish = () => {
+    if (closed) return;
+    stop();
+    res.end();
+  };
+  res.on("close", finish);
+  let view: WorkspaceView | undefined;
+  try {
+    view = await ctx.workspaces.get(name);
+  } catch (err) {
+    stop(); // the error handler answers 500: nothing is sent yet
+    throw err;
+  }
+  if (closed) return; // the client left while the snapshot was read
+  res.writeHead(200, {
+    "content-type": "text/event-stream; charset=utf-8",
+    "cache-control": "no-cache, no-transform",
+    connection: "keep-alive",
+    // Proxies that buffer would hold every event until the stream ends.
+    "x-accel-buffering": "no",
+  });
+  if (view) res.write(sseFrame(++id, { type: "snapshot" }, view));
+  const pending = held;
+  held = undefined;
+  for (const e of pending) send(e);
+  if (view && FINAL_STATES.includes(view.state)) finish();
+}
+
+async function route(req: Req, res: Res, ctx: Ctx): Promise<void> {
+  const path = pathOf(req);
+  if (path === "/healthz") {
+    if (req.method === "GET" || req.method === "HEAD") return sendJson(res, 200, { ok: true });
+    return methodNotAllowed(res, ["GET", "HEAD"]);
+  }
+  // Everything else needs a bearer, before anything is read or said about the route.
+  const token = bearerOf(req.headers.authorization);
+  if (token === undefined || !ctx.checkToken(token)) {
+    return sendError(res, 401, "unauthorized", "a valid bearer token is required", { "www-authenticate": "Bearer" });
+  }
+  if (path === "/metrics") {
+    if (req.method !== "GET") return methodNotAllowed(res, ["GET"]);
+    const text = await ctx.metrics();
+    res.writeHead(200, { "content-type": "text/plain; version=0.0.4; charset=utf-8" });
+    return void res.end(text);
+  }
+  if (path === "/v1/openapi.json") {
+    if (req.method !== "GET") return methodNotAllowed(res, ["GET"]);
+    res.writeHead(200, { "content-type": "application/json; charset=utf-8" });
+    return void res.end(ctx.openapi);
+  }
+  if (path === "/v1/workspaces" || path === "/v1/workspaces/") return workspaces(req, res, ctx);
+  const m = /^\/v1\/workspaces\/([^/]+)(\/events)?\/?$/.exec(path);
+  const name = m ? nameOf(m[1]) : undefined;
+  if (!m || name === undefined) return sendError(res, 404, "not_found", `no route for ${req.method} ${path}`);
+  return m[2] ? events(req, res, ctx, name) : workspace(req, res, ctx, name);
+}
+
+/** A path segment as a workspace name, or undefined (no such workspace can exist). */
+function nameOf(segment: string): string | undefined {
+  let text: string;
+  try {
+    text = decodeURIComponent(segment);
+  } catch {
+    return undefined;
+  }
+  return WorkspaceName.safeParse(text).success ? text : undefined;
+}
+
+// The query string is dropped everywhere: nothing reads it, and it is no place to log.
+const pathOf = (req: Req) => (req.url ?? "/").split("?")[0];
+
+/** The API as a request handler. Logs one line per request: method, path, status, duration. */
+export function createOrchestratorServer(opts: ServerOptions): http.Server {
+  const ctx: Ctx = {
+    workspaces: opts.workspaces,
+    checkToken: opts.checkToken,
+    metrics: opts.metrics,
+    log: opts.log ?? (() => undefined),
+    keepAliveMs: opts.keepAliveMs ?? DEFAULT_KEEPALIVE_MS,
+    openapi: JSON.stringify(openApiDocument()),
+  };
+  return http.createServer((req, res) => {
+    const started = process.hrtime.bigint();
+    res.on("close", () => {
+      const ms = Number(process.hrtime.bigint() - started) / 1e6;
+      ctx.log({ method: req.method, path: pathOf(req), status: res.statusCode, ms: Math.round(ms * 10) / 10 });
+    });
+    route(req, res, ctx).catch((err: unknown) => {
+      if (err instanceof HttpError) {
+        if (!res.headersSent) return sendError(res, err.status, err.code, err.message);
+      } else {
+        ctx.log({ level: "error", path: pathOf(req), message: err instanceof Error ? err.message : String(err) });
+        if (!res.headersSent) return sendError(res, 500, "internal", "internal error");
+      }
+      res.destroy();
+    });
+  });
+}
+
+/** Creates the server and listens; resolves once the port is bound. */
+export async function startOrchestratorServer(opts: ServerOptions, port: number, host?: string): Promise<http.Server> {
+  const server = createOrchestratorServer(opts);
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, host, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+  return server;
+}

@@ -1,0 +1,156 @@
+// The Sandbox port: the workspace lifecycle's only contact with the world (seed 002 ADR-0012's
+// SandboxPort). The real one (kube-port.ts) drives Sandbox CRs over one watch and never reads a
+// Pod (ADR-0063); the unit tests drive the lifecycle with a fake. Every operation is idempotent,
+// so a restarted Orchestrator may repeat any of them for the same name.
+import type { AttachBody } from "../harness/schema";
+import type { AttachAnswer, Failure, Loss, RepoSlot, Size, Wait } from "./api";
+
+export type { Wait } from "./api";
+
+/** One Repo Slot to place. `bound`: a url the Machine's own code binds, which passes the fence. */
+export type PlaceRepo = RepoSlot & { bound?: boolean };
+
+/** What `place` writes: the Sandbox CR (with its labels) and its token Secret. */
+export type PlaceRequest = {
+  name: string;
+  image: string;
+  repos: PlaceRepo[];
+  branch: string;
+  userImage?: string;
+  size?: Size;
+  /** spec.idleTimeout, a Go duration (the operator's default when absent). */
+  idleTimeout?: string;
+  /** The `jr2.dev/run` and `jr2.dev/workflow` labels. */
+  labels: { run: string; workflow: string };
+};
+
+export type PlaceHooks = {
+  /** The CR is written: the lease starts now, not once a node is found (seed 002 ADR-0064), since
+   * the wait for a node has no deadline and may outlast the idle timeout. */
+  onWritten(): void;
+  /** Each new wait for a node (`node` with the scheduler's message, or `quota`), said once. */
+  onWait(wait: Wait): void;
+  /** Aborted when the lifecycle no longer needs the answer (a DESTROY while placing). */
+  signal?: AbortSignal;
+};
+
+export type ProvisionHooks = {
+  /** Each new wait while provisioning (`repo` while the operator holds Ready, `container`). */
+  onWait(wait: Wait): void;
+  signal?: AbortSignal;
+};
+
+/** How long a provision may take (seed 002 `readyTimeoutMs`, `repoTimeoutMs`). */
+export type Budgets = {
+  /** From the pod's scheduling until Ready. */
+  podMs: number;
+  /** Instead of `podMs`, once the operator holds the Sandbox on RepoMissing/RepoPending. */
+  repoMs: number;
+};
+export const DEFAULT_BUDGETS: Budgets = { podMs: 120_000, repoMs: 25 * 60_000 };
+
+export type Provisioned = { endpoint: string };
+
+export type Attached = {
+  answer: AttachAnswer;
+  /** Slots attached from a stale cache (ReposFresh=False), with the operator's clause. */
+  stale?: Record<string, string>;
+};
+
+/** The watch's word on a Sandbox: still there, gone, or Lost with the operator's reason. */
+export type Continuity = { kind: "present" } | { kind: "absent" } | ({ kind: "lost" } & Loss);
+
+export interface SandboxPort {
+  /** The fence, then the CR, then its token Secret (owned by the CR's uid), then the wait for a
+   * node, with no deadline. Rejects with a PlaceFailure (FenceRefused before anything is written). */
+  place(req: PlaceRequest, hooks: PlaceHooks): Promise<void>;
+  /** Waits for `phase: Ready` within the budgets. Rejects with a named ProvisionFailure. */
+  provision(name: string, budgets: Budgets, hooks: ProvisionHooks): Promise<Provisioned>;
+  /** The Harness's `POST /attach` with the Sandbox's bearer. Rejects with an AttachFailure. */
+  attach(name: string, body: AttachBody): Promise<Attached>;
+  /** Stamps `jr2.dev/keepalive` with now. */
+  renew(name: string): Promise<void>;
+  /** The watch's current word. `absent` only once the watch has listed: unknown is never loss. */
+  continuity(name: string): Promise<Continuity>;
+  /** Optional: hear continuity as the watch changes, so a loss is reported at once rather than at
+   * the next lease tick. Returns the unsubscribe. */
+  watchContinuity?(name: string, listener: (c: Continuity) => void): () => void;
+  /** Deletes the CR (its Secret goes with it through the garbage collector); absent is fine. */
+  destroy(name: string): Promise<void>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Named failures: what the lifecycle reports as `failed` (or `lost`), by stage and reason.
+
+export type PlaceFailureReason = "FenceRefused" | "Refused" | "Lost";
+
+export type ProvisionFailureReason =
+  | "RepoCloneFailed"
+  | "HarnessCrashLoop"
+  | "TerminalWaiting"
+  | "RunAsNonRoot"
+  | "EffectorEnded"
+  | "Lost"
+  | "PodBudgetExceeded"
+  | "RepoBudgetExceeded";
+
+export type AttachFailureReason = "NoEndpoint" | "Unreachable" | "AttachRefused" | "BadAnswer";
+
+/** A failure with a stage and a name; `details` carries the facts a client may act on. A failure
+ * named `Lost` carries the operator's Loss (`reason`, `message`) as its details, and ends the
+ * workspace `lost` rather than `failed`, whichever observer heard it first. */
+export class WorkspaceFailure extends Error {
+  constructor(
+    readonly stage: Failure["stage"],
+    readonly reason: string,
+    message: string,
+    readonly details?: Record<string, unknown>,
+  ) {
+    super(message);
+  }
+
+  toJSON(): Failure {
+    return {
+      stage: this.stage,
+      reason: this.reason,
+      message: this.message,
+      ...(this.details ? { details: this.details } : {}),
+    };
+  }
+}
+
+export class PlaceFailure extends WorkspaceFailure {
+  constructor(
+    override readonly reason: PlaceFailureReason,
+    message: string,
+    details?: Record<string, unknown>,
+  ) {
+    super("place", reason, message, details);
+  }
+}
+
+export class ProvisionFailure extends WorkspaceFailure {
+  constructor(
+    override readonly reason: ProvisionFailureReason,
+    message: string,
+    details?: Record<string, unknown>,
+  ) {
+    super("provision", reason, message, details);
+  }
+}
+
+export class AttachFailure extends WorkspaceFailure {
+  constructor(
+    override readonly reason: AttachFailureReason,
+    message: string,
+    details?: Record<string, unknown>,
+  ) {
+    super("attach", reason, message, details);
+  }
+}
+
+/** Any rejection as a Failure: a named one as itself, anything else as `Error` with its words. */
+export function failureOf(stage: Failure["stage"], err: unknown): Failure {
+  if (err instanceof WorkspaceFailure) return err.toJSON();
+  return { stage, reason: "Error", message: err instanceof Error ? err.message : String(err) };
+}

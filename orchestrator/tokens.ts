@@ -1,0 +1,73 @@
+// The Orchestrator's secrets: the Harness bearer derived per Sandbox, and the API tokens callers
+// present. The bearer is an HMAC of the Sandbox's name under the signing key (seed 002 tokens.ts,
+// ADR-0058), so a restarted Orchestrator derives the same one and nothing needs storing; the
+// Harness holds only its SHA-256 (harness/auth.ts, JR2_HARNESS_TOKEN_SHA256).
+import { createHash, createHmac, timingSafeEqual } from "node:crypto";
+import { readFile } from "node:fs/promises";
+
+/** Domain separation: one signing key may derive other per-Sandbox secrets later (seed 002 derives
+ * the Sandbox token and the Effector key from the same key), and none may equal another. */
+const HARNESS_PURPOSE = "jr2/harness-bearer/v1";
+
+/** Shorter keys are refused: HMAC-SHA256's strength is its key's. */
+export const MIN_SIGNING_KEY_BYTES = 32;
+
+/** The Harness bearer for one Sandbox: HMAC-SHA256(signingKey, purpose NUL name), base64url. */
+export function harnessToken(signingKey: Buffer, sandboxName: string): string {
+  return createHmac("sha256", signingKey).update(`${HARNESS_PURPOSE}\0${sandboxName}`, "utf8").digest("base64url");
+}
+
+/** What the Harness checks a bearer against: SHA-256 of the token's UTF-8 bytes, hex. */
+export function tokenDigest(token: string): string {
+  return createHash("sha256").update(token, "utf8").digest("hex");
+}
+
+/** The signing key: the file's bytes, one trailing newline dropped (an `echo`ed file has one). */
+export function signingKeyOf(bytes: Buffer): Buffer {
+  let end = bytes.length;
+  if (end > 0 && bytes[end - 1] === 0x0a) end--;
+  if (end > 0 && bytes[end - 1] === 0x0d) end--;
+  const key = bytes.subarray(0, end);
+  if (key.length < MIN_SIGNING_KEY_BYTES) {
+    throw new Error(
+      `the signing key has ${key.length} bytes; it needs at least ${MIN_SIGNING_KEY_BYTES} ` +
+        "(e.g. `head -c 32 /dev/urandom | base64 > signing-key`)",
+    );
+  }
+  return key;
+}
+
+export const readSigningKey = async (path: string) => signingKeyOf(await readFile(path));
+
+/**
+ * API tokens, one a line; blank lines and `#` comments are ignored, surrounding spaces trimmed. A
+ * line with a space inside could never arrive as a bearer, so it is refused, by line number only:
+ * an error message must not carry a token.
+ */
+export function parseApiTokens(text: string): string[] {
+  const tokens: string[] = [];
+  text.split(/\r?\n/).forEach((raw, i) => {
+    const line = raw.trim();
+    if (!line || line.startsWith("#")) return;
+    if (/\s/.test(line)) throw new Error(`the API tokens file, line ${i + 1}: a token cannot contain whitespace`);
+    tokens.push(line);
+  });
+  return tokens;
+}
+
+export const readApiTokens = async (path: string) => parseApiTokens(await readFile(path, "utf8"));
+
+/**
+ * A checker over `tokens`, constant in time per token: each candidate and each token are hashed to
+ * 32 bytes (so lengths never differ and never show), every token is compared, and no comparison
+ * ends the loop early. No tokens: everything is refused.
+ */
+export function apiTokenChecker(tokens: readonly string[]): (candidate: string) => boolean {
+  const digests = tokens.map((t) => createHash("sha256").update(t, "utf8").digest());
+  return (candidate) => {
+    const got = createHash("sha256").update(candidate, "utf8").digest();
+    let ok = false;
+    for (const want of digests) ok = timingSafeEqual(got, want) || ok;
+    return ok;
+  };
+}

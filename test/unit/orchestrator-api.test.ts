@@ -1,0 +1,206 @@
+// The HTTP API's schemas: what a body must be, how a refusal names its fields, and the OpenAPI
+// document generated from the same schemas.
+import { z } from "zod";
+import { parseAttachBody } from "../../harness/schema";
+import {
+  CreateWorkspaceBody,
+  ErrorBody,
+  WorkspaceEvent,
+  WorkspaceView,
+  parseCreateBody,
+  zodIssuesToMessage,
+} from "../../orchestrator/api";
+import { openApiDocument } from "../../orchestrator/openapi";
+
+const GOOD = {
+  image: "ghcr.io/acme/harness:1",
+  repos: [
+    { slot: "app", url: "https://github.com/acme/app.git", ref: "main" },
+    { slot: "lib", url: "git@github.com:acme/lib.git" },
+  ],
+  branch: "feat/login",
+};
+
+function refusal(body: unknown): string {
+  const r = parseCreateBody(body);
+  if (r.ok) throw new Error("expected a refusal");
+  return r.message;
+}
+
+describe("POST /v1/workspaces body", () => {
+  it("accepts a full body", () => {
+    const body = {
+      ...GOOD,
+      userImage: "ghcr.io/acme/dev:1",
+      size: { cpu: "2", memory: "4Gi" },
+      idleTimeout: "1h30m",
+      run: "run-42",
+      workflow: "fix-bug",
+    };
+    expect(parseCreateBody(body)).toEqual({ ok: true, body });
+  });
+
+  it("defaults repos to none", () => {
+    expect(parseCreateBody({ image: "h", branch: "b" })).toEqual({
+      ok: true,
+      body: { image: "h", branch: "b", repos: [] },
+    });
+  });
+
+  it.each([
+    ["a missing branch", { image: "h", repos: [] }, "branch: Required"],
+    ["a missing image", { branch: "b" }, "image: Required"],
+    [
+      "a slot with a slash",
+      { ...GOOD, repos: [{ slot: "a/b", url: "https://x.io/a" }] },
+      "repos[0].slot: must not contain '/'",
+    ],
+    [
+      "a slot with ..",
+      { ...GOOD, repos: [{ slot: "a..b", url: "https://x.io/a" }] },
+      "repos[0].slot: must not contain '..'",
+    ],
+    ["the slot .", { ...GOOD, repos: [{ slot: ".", url: "https://x.io/a" }] }, "repos[0].slot: must not be '.'"],
+    ["an empty slot", { ...GOOD, repos: [{ slot: "", url: "https://x.io/a" }] }, "repos[0].slot: must not be empty"],
+    ["a duplicate slot", { ...GOOD, repos: [GOOD.repos[0], GOOD.repos[0]] }, "repos[1].slot: duplicate slot"],
+    ["the branch default", { ...GOOD, branch: "default" }, "branch: must not be 'default'"],
+    ["a branch under default/", { ...GOOD, branch: "default/x" }, "branch: must not be 'default'"],
+    [
+      "a url like an option",
+      { ...GOOD, repos: [{ slot: "a", url: "--upload-pack=x" }] },
+      "repos[0].url: must not start with '-'",
+    ],
+    ["a url that is no url", { ...GOOD, repos: [{ slot: "a", url: "just words" }] }, "repos[0].url:"],
+    ["a ref like an option", { ...GOOD, repos: [{ slot: "a", url: "https://x.io/a", ref: "-x" }] }, "repos[0].ref:"],
+    ["an unknown field", { ...GOOD, colour: "blue" }, 'body: Unrecognized key: "colour"'],
+    [
+      "an unknown slot field",
+      { ...GOOD, repos: [{ slot: "a", url: "https://x.io/a", key: "k" }] },
+      "repos[0]: Unrecognized key",
+    ],
+    ["a bad size", { ...GOOD, size: { cpu: "lots" } }, "size.cpu: must be a Kubernetes quantity"],
+    ["an empty size", { ...GOOD, size: {} }, "size: must name cpu, memory or both"],
+    ["a bad idle timeout", { ...GOOD, idleTimeout: "30 minutes" }, "idleTimeout: idleTimeout must be a Go duration"],
+    ["a bad run label", { ...GOOD, run: "a b" }, "run: must be a Kubernetes label value"],
+    ["repos not a list", { ...GOOD, repos: "app" }, "repos: Invalid input: expected array"],
+    ["not an object", [GOOD], "body: Invalid input: expected object"],
+  ])("refuses %s, naming the field", (_what, body, message) => {
+    expect(refusal(body)).toContain(message);
+  });
+
+  it("names every bad field at once", () => {
+    const m = refusal({ image: "", repos: [{ slot: "a/b", url: "" }], branch: "default" });
+    expect(m.split("; ").map((part) => part.split(":")[0])).toEqual([
+      "image",
+      "repos[0].slot",
+      "repos[0].url",
+      "branch",
+    ]);
+  });
+
+  it("accepts only what the Harness's /attach accepts, slot for slot", () => {
+    const r = parseCreateBody(GOOD);
+    if (!r.ok) throw new Error(r.message);
+    const attach = parseAttachBody({
+      slots: r.body.repos.map((s, i) => ({ ...s, identity: `id-${i}`, key: `key-${i}` })),
+      branch: r.body.branch,
+    });
+    expect(attach.ok).toBe(true);
+    // ...and the Harness refuses what this refuses.
+    expect(parseAttachBody({ slots: [{ slot: "a/b", url: "u", identity: "i", key: "k" }], branch: "x" }).ok).toBe(
+      false,
+    );
+  });
+});
+
+describe("zodIssuesToMessage", () => {
+  it("joins every issue with its path", () => {
+    const r = z.strictObject({ a: z.array(z.strictObject({ b: z.number() })) }).safeParse({ a: [{ b: "x" }] });
+    expect(r.success).toBe(false);
+    if (r.success) return;
+    expect(zodIssuesToMessage(r.error.issues)).toBe("a[0].b: Invalid input: expected number, received string");
+  });
+});
+
+describe("answers", () => {
+  it("a workspace view", () => {
+    const view = {
+      name: "ws-1",
+      state: "ready",
+      phase: "Ready",
+      endpoint: "http://ws-1.ns.svc:8080",
+      conditions: [
+        { type: "Ready", status: "True", reason: "PodReady", message: "", lastTransitionTime: "2026-03-01T12:00:00Z" },
+      ],
+      attach: { repos: { app: { path: "/work/app/feat", branch: "feat", head: "abc" } } },
+      stale: { app: "stale" },
+      createdAt: "2026-03-01T12:00:00.000Z",
+    };
+    expect(WorkspaceView.parse(view)).toEqual(view);
+    expect(WorkspaceView.safeParse({ ...view, state: "sleeping" }).success).toBe(false);
+  });
+
+  it("every event shape", () => {
+    const at = "2026-03-01T12:00:00.000Z";
+    for (const e of [
+      { type: "transition", from: null, to: "placing", at },
+      { type: "transition", from: "ready", to: "lost", at, lost: { reason: "Evicted", message: "m" } },
+      { type: "wait", wait: { kind: "node", message: "m" }, at },
+      { type: "wait", wait: { kind: "repo", reason: "RepoPending", message: "m" }, at },
+      { type: "renewed", count: 3, at },
+      { type: "renew_failed", message: "m", at },
+    ]) {
+      expect(WorkspaceEvent.parse(e)).toEqual(e);
+    }
+    expect(
+      WorkspaceEvent.safeParse({ type: "wait", wait: { kind: "repo", reason: "Other", message: "m" }, at }).success,
+    ).toBe(false);
+  });
+
+  it("an error", () => {
+    expect(ErrorBody.parse({ error: { code: "invalid", message: "branch: Required" } })).toBeTruthy();
+  });
+});
+
+describe("the OpenAPI document", () => {
+  const doc = openApiDocument() as {
+    openapi: string;
+    paths: Record<string, Record<string, unknown>>;
+    components: {
+      schemas: Record<string, { properties?: Record<string, unknown>; required?: string[]; $schema?: string }>;
+    };
+  };
+
+  it("describes every route", () => {
+    expect(doc.openapi).toBe("3.1.0");
+    expect(Object.keys(doc.paths).sort()).toEqual([
+      "/healthz",
+      "/metrics",
+      "/v1/openapi.json",
+      "/v1/workspaces",
+      "/v1/workspaces/{name}",
+      "/v1/workspaces/{name}/events",
+    ]);
+    expect(Object.keys(doc.paths["/v1/workspaces"]).sort()).toEqual(["get", "post"]);
+    expect(Object.keys(doc.paths["/v1/workspaces/{name}"]).sort()).toEqual(["delete", "get", "parameters"]);
+  });
+
+  it("is generated from the same schemas: the body as a client writes it", () => {
+    const body = doc.components.schemas.CreateWorkspaceBody;
+    expect(body.required).toEqual(["image", "branch"]);
+    expect(Object.keys(body.properties ?? {}).sort()).toEqual(Object.keys(CreateWorkspaceBody.shape).sort());
+    expect(body.$schema).toBeUndefined();
+    expect(Object.keys(doc.components.schemas).sort()).toEqual(
+      ["CreateWorkspaceBody", "Created", "Error", "WorkspaceEvent", "WorkspaceList", "WorkspaceView"].sort(),
+    );
+  });
+
+  it("every $ref resolves", () => {
+    const refs = JSON.stringify(doc).match(/"\$ref":"[^"]+"/g) ?? [];
+    expect(refs.length).toBeGreaterThan(5);
+    for (const r of refs) {
+      const name = r.split("/").pop()!.replace(/"$/, "");
+      expect(doc.components.schemas[name]).toBeDefined();
+    }
+  });
+});

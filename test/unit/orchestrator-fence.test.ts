@@ -1,0 +1,182 @@
+// The fence: per-run repo urls must fall under a git.credentials entry, by Repo identity prefix.
+import {
+  CredentialsFileError,
+  fence,
+  matchCredential,
+  parseCredentials,
+  prefixOf,
+  underPrefix,
+} from "../../orchestrator/fence";
+import { PlaceFailure } from "../../orchestrator/port";
+
+const FILE = `
+# the fence's entries
+- match: github.com/acme
+  secret: jr2-git-push-acme
+- https://GitLab.Example.com/team/
+- git@git.example.com:platform/tools.git
+- match: git.example.com:8443/ops
+`;
+
+const entries = parseCredentials(FILE);
+
+describe("the credentials file", () => {
+  it("reads strings and {match} objects, keeping the other fields", () => {
+    expect(entries.map((e) => e.prefix)).toEqual([
+      "github.com/acme",
+      "gitlab.example.com/team",
+      "git.example.com/platform/tools",
+      "git.example.com:8443/ops",
+    ]);
+    expect(entries[0]).toEqual({
+      match: "github.com/acme",
+      prefix: "github.com/acme",
+      extra: { secret: "jr2-git-push-acme" },
+    });
+    expect(entries[1]).toEqual({ match: "https://GitLab.Example.com/team/", prefix: "gitlab.example.com/team" });
+  });
+
+  it("reads JSON too, and an empty file as no entries", () => {
+    expect(parseCredentials('[{"match": "github.com/x"}, "github.com/y"]').map((e) => e.prefix)).toEqual([
+      "github.com/x",
+      "github.com/y",
+    ]);
+    expect(parseCredentials("")).toEqual([]);
+    expect(parseCredentials("# nothing yet\n")).toEqual([]);
+  });
+
+  it.each([
+    ["not a list", "match: github.com/x", "expected array"],
+    ["an entry without match", "- secret: s", "[0]"],
+    ["an empty match", '- match: "  "', "[0].match: must not be empty"],
+    ["broken YAML", "- [unclosed", "not YAML"],
+    ["a prefix that names no host", "- 'https://'", "[0]"],
+  ])("refuses %s, naming where", (_what, text, where) => {
+    expect(() => parseCredentials(text)).toThrow(CredentialsFileError);
+    expect(() => parseCredentials(text)).toThrow(where);
+  });
+});
+
+describe("prefixes", () => {
+  it("normalise every spelling of one place to one identity prefix", () => {
+    for (const spelling of [
+      "github.com/acme",
+      "github.com/acme/",
+      "GitHub.com/acme",
+      "https://github.com/acme",
+      "https://user:pw@github.com:443/acme/",
+      "ssh://git@github.com/acme",
+      "git@github.com:acme",
+    ]) {
+      expect(prefixOf(spelling)).toBe("github.com/acme");
+    }
+  });
+
+  it("keep a port that is not the default", () => {
+    expect(prefixOf("git.example.com:8443/ops")).toBe("git.example.com:8443/ops");
+    expect(prefixOf("https://git.example.com:8443/ops")).toBe("git.example.com:8443/ops");
+  });
+
+  it("match on a path-segment boundary only", () => {
+    expect(underPrefix("github.com/acme/app", "github.com/acme")).toBe(true);
+    expect(underPrefix("github.com/acme", "github.com/acme")).toBe(true);
+    expect(underPrefix("github.com/acme-evil/app", "github.com/acme")).toBe(false);
+    expect(underPrefix("github.com/acmeapp", "github.com/acme")).toBe(false);
+    expect(underPrefix("github.com.evil.com/acme/app", "github.com")).toBe(false);
+    expect(underPrefix("github.com/x/y", "github.com")).toBe(true);
+  });
+
+  it("pick the longest entry that matches", () => {
+    const two = parseCredentials("- github.com\n- match: github.com/acme\n  secret: acme\n");
+    expect(matchCredential("github.com/acme/app", two)?.match).toBe("github.com/acme");
+    expect(matchCredential("github.com/other/app", two)?.match).toBe("github.com");
+    expect(matchCredential("gitlab.com/acme/app", two)).toBeUndefined();
+  });
+});
+
+describe("fence", () => {
+  it("admits every spelling of a repo under an entry (https, ssh, scp-like, .git, case of the host)", () => {
+    const urls = [
+      "https://github.com/acme/app.git",
+      "https://GITHUB.com/acme/app",
+      "ssh://git@github.com/acme/app.git",
+      "git@github.com:acme/app.git",
+      "https://token@github.com/acme/app/",
+      "https://gitlab.example.com/team/sub/group/repo",
+      "git@git.example.com:platform/tools.git",
+      "https://git.example.com:8443/ops/deploy",
+    ];
+    const r = fence(urls, entries);
+    expect(r.ok).toBe(true);
+    if (!r.ok) return;
+    expect(r.repos.map((x) => x.identity)).toEqual([
+      "github.com/acme/app",
+      "github.com/acme/app",
+      "github.com/acme/app",
+      "github.com/acme/app",
+      "github.com/acme/app",
+      "gitlab.example.com/team/sub/group/repo",
+      "git.example.com/platform/tools",
+      "git.example.com:8443/ops/deploy",
+    ]);
+    expect(r.repos[0].entry?.match).toBe("github.com/acme");
+  });
+
+  it("refuses a neighbour that shares a prefix but not a path segment", () => {
+    const r = fence(["https://github.com/acme-evil/app"], entries);
+    expect(r.ok).toBe(false);
+  });
+
+  it("refuses the same path on another port or host", () => {
+    expect(fence(["https://git.example.com/ops/deploy"], entries).ok).toBe(false);
+    expect(fence(["https://git.example.com:9443/ops/deploy"], entries).ok).toBe(false);
+    expect(fence(["https://github.com.evil.io/acme/app"], entries).ok).toBe(false);
+    expect(fence(["git@git.example.com:platform/tools-evil.git"], entries).ok).toBe(false);
+  });
+
+  it("refuses with a named failure that lists each refused url and every entry, never a password", () => {
+    const r = fence(
+      [
+        { slot: "app", url: "https://github.com/acme/app" },
+        { slot: "evil", url: "https://user:s3cret@evil.example/x/y.git" },
+        { slot: "junk", url: "not a url" },
+      ],
+      entries,
+    );
+    expect(r.ok).toBe(false);
+    if (r.ok) return;
+    expect(r.error).toBeInstanceOf(PlaceFailure);
+    expect(r.error.reason).toBe("FenceRefused");
+    expect(r.error.stage).toBe("place");
+    const m = r.error.message;
+    expect(m).toContain('slot "evil" url https://evil.example/x/y.git (identity evil.example/x/y)');
+    expect(m).toContain('slot "junk" url not a url');
+    expect(m).toContain(
+      "entries: github.com/acme, https://GitLab.Example.com/team/, git@git.example.com:platform/tools.git, git.example.com:8443/ops",
+    );
+    expect(m).not.toContain("s3cret");
+    expect(m).not.toContain('slot "app"');
+    expect(JSON.stringify(r.error.toJSON())).not.toContain("s3cret");
+    expect(r.error.details?.entries).toHaveLength(4);
+  });
+
+  it("with no entries refuses every per-run url and says so", () => {
+    const r = fence(["https://github.com/acme/app"], []);
+    expect(!r.ok && r.error.message).toContain("entries: none");
+  });
+
+  it("passes a Machine's bound url without a match", () => {
+    const r = fence([{ url: "https://elsewhere.example/lib", bound: true }, "https://github.com/acme/app"], entries);
+    expect(r.ok).toBe(true);
+    if (!r.ok) return;
+    expect(r.repos[0]).toEqual({
+      url: "https://elsewhere.example/lib",
+      identity: "elsewhere.example/lib",
+      bound: true,
+    });
+  });
+
+  it("admits nothing for nothing", () => {
+    expect(fence([], [])).toEqual({ ok: true, repos: [] });
+  });
+});

@@ -1,0 +1,381 @@
+// The Orchestrator's HTTP API over real HTTP (port 0), against an in-memory Workspaces service.
+import type { Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import {
+  HttpError,
+  type CreateWorkspaceBody,
+  type WorkspaceEvent,
+  type WorkspaceState,
+  type WorkspaceView,
+} from "../../orchestrator/api";
+import { startOrchestratorServer, type LogEntry, type Workspaces } from "../../orchestrator/http";
+import { apiTokenChecker } from "../../orchestrator/tokens";
+
+const TOKEN = "t0ken-for-the-http-tests-7f3a";
+const AUTH = { authorization: `Bearer ${TOKEN}` };
+const AT = "2026-03-01T12:00:00.000Z";
+
+/** Workspaces in memory: the test moves them along with `emit`. */
+class MemoryWorkspaces implements Workspaces {
+  views = new Map<string, WorkspaceView>();
+  listeners = new Map<string, Set<(e: WorkspaceEvent) => void>>();
+  created: CreateWorkspaceBody[] = [];
+  deleted: string[] = [];
+  broken = false;
+  private next = 1;
+
+  async create(body: CreateWorkspaceBody) {
+    if (this.broken) throw new Error("the registry is broken");
+    const refused = body.repos.find((r) => r.url.includes("evil"));
+    if (refused) throw new HttpError(403, "fence_refused", `the fence refuses url ${refused.url}`);
+    this.created.push(body);
+    const name = `ws-${this.next++}`;
+    this.views.set(name, { name, state: "placing", conditions: [], createdAt: AT });
+    this.listeners.set(name, new Set());
+    return name;
+  }
+  async list() {
+    return [...this.views.values()];
+  }
+  async get(name: string) {
+    return this.views.get(name);
+  }
+  async delete(name: string) {
+    if (!this.views.has(name)) return false;
+    this.deleted.push(name);
+    return true;
+  }
+  subscribe(name: string, listener: (e: WorkspaceEvent) => void) {
+    const set = this.listeners.get(name);
+    if (!set) return undefined;
+    set.add(listener);
+    return () => void set.delete(listener);
+  }
+  emit(name: string, e: WorkspaceEvent) {
+    if (e.type === "transition") this.views.set(name, { ...this.views.get(name)!, state: e.to });
+    for (const l of this.listeners.get(name) ?? []) l(e);
+  }
+  transition(name: string, from: WorkspaceState, to: WorkspaceState) {
+    this.emit(name, { type: "transition", from, to, at: AT });
+  }
+}
+
+let server: Server;
+let base: string;
+let workspaces: MemoryWorkspaces;
+const logs: LogEntry[] = [];
+const bodies: string[] = [];
+
+beforeAll(async () => {
+  workspaces = new MemoryWorkspaces();
+  server = await startOrchestratorServer(
+    {
+      workspaces,
+      checkToken: apiTokenChecker(["another-token", TOKEN]),
+      metrics: () => '# HELP jr2_workspaces Workspaces by state\njr2_workspaces{state="ready"} 1\n',
+      log: (e) => logs.push(e),
+      keepAliveMs: 25,
+    },
+    0,
+    "127.0.0.1",
+  );
+  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+});
+
+afterAll(async () => {
+  server.closeAllConnections();
+  await new Promise((r) => server.close(r));
+  // No token in any log line or answer, ever.
+  expect(JSON.stringify(logs)).not.toContain(TOKEN);
+  expect(bodies.join("\n")).not.toContain(TOKEN);
+});
+
+/** The fields the tests read from an answer; which are present is what each test asserts. */
+type Json = {
+  name: string;
+  error: { code: string; message: string };
+  items: WorkspaceView[];
+  openapi: string;
+  paths: Record<string, Record<string, unknown>>;
+};
+type Answer = { status: number; headers: Headers; json: Json; text: string };
+
+async function call(method: string, path: string, init: { body?: string; headers?: Record<string, string> } = {}) {
+  const res = await fetch(`${base}${path}`, { method, headers: { ...AUTH, ...init.headers }, body: init.body });
+  const text = await res.text();
+  bodies.push(text);
+  let json = {} as Json;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    // not JSON (metrics, an empty HEAD answer)
+  }
+  return { status: res.status, headers: res.headers, json, text } as Answer;
+}
+
+const post = (body: unknown, headers: Record<string, string> = { "content-type": "application/json" }) =>
+  call("POST", "/v1/workspaces", { body: typeof body === "string" ? body : JSON.stringify(body), headers });
+
+const GOOD = { image: "harness:1", repos: [{ slot: "app", url: "https://github.com/acme/app" }], branch: "feat" };
+
+describe("authentication", () => {
+  it("serves /healthz without a token", async () => {
+    const res = await fetch(`${base}/healthz`);
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ ok: true });
+  });
+
+  it.each([
+    ["no header", {}],
+    ["a wrong token", { authorization: "Bearer nope" }],
+    ["another scheme", { authorization: `Basic ${TOKEN}` }],
+    ["an empty bearer", { authorization: "Bearer " }],
+  ])("answers 401 to %s, on every route", async (_what, headers) => {
+    for (const [method, path] of [
+      ["GET", "/v1/workspaces"],
+      ["POST", "/v1/workspaces"],
+      ["GET", "/v1/workspaces/ws-1"],
+      ["DELETE", "/v1/workspaces/ws-1"],
+      ["GET", "/v1/workspaces/ws-1/events"],
+      ["GET", "/metrics"],
+      ["GET", "/v1/openapi.json"],
+      ["GET", "/nowhere"],
+    ]) {
+      const res = await fetch(`${base}${path}`, { method, headers });
+      expect(res.status).toBe(401);
+      expect(res.headers.get("www-authenticate")).toBe("Bearer");
+      expect(((await res.json()) as { error: { code: string } }).error.code).toBe("unauthorized");
+    }
+  });
+
+  it("accepts any configured token", async () => {
+    const res = await fetch(`${base}/v1/workspaces`, { headers: { authorization: "Bearer another-token" } });
+    expect(res.status).toBe(200);
+    await res.text();
+  });
+});
+
+describe("workspaces", () => {
+  it("creates one: 202 with its name and where it lives", async () => {
+    const a = await post(GOOD);
+    expect(a.status).toBe(202);
+    expect(a.json).toEqual({ name: expect.stringMatching(/^ws-\d+$/) });
+    expect(a.headers.get("location")).toBe(`/v1/workspaces/${a.json.name}`);
+    expect(workspaces.created.at(-1)).toEqual(GOOD);
+  });
+
+  it("lists them and shows one", async () => {
+    const { json } = await post(GOOD);
+    const list = await call("GET", "/v1/workspaces");
+    expect(list.status).toBe(200);
+    expect(list.json.items.map((v) => v.name)).toContain(json.name);
+    const one = await call("GET", `/v1/workspaces/${json.name}`);
+    expect(one.json).toEqual({ name: json.name, state: "placing", conditions: [], createdAt: AT });
+  });
+
+  it("deletes one: 202, and 404 for a stranger", async () => {
+    const { json } = await post(GOOD);
+    const del = await call("DELETE", `/v1/workspaces/${json.name}`);
+    expect(del.status).toBe(202);
+    expect(workspaces.deleted).toContain(json.name);
+    expect((await call("DELETE", "/v1/workspaces/ws-404")).status).toBe(404);
+  });
+
+  it("answers 404 for an unknown workspace and for a name no workspace can have", async () => {
+    const a = await call("GET", "/v1/workspaces/ws-404");
+    expect(a.status).toBe(404);
+    expect(a.json).toEqual({ error: { code: "not_found", message: 'no workspace "ws-404"' } });
+    for (const path of [
+      "/v1/workspaces/WS-1",
+      "/v1/workspaces/%E0%A4%A",
+      "/v1/workspaces/a/b",
+      "/v1/workspaces/..%2Fx",
+    ]) {
+      expect((await call("GET", path)).status).toBe(404);
+    }
+  });
+
+  it("answers 405 with Allow for a method a route does not take", async () => {
+    const a = await call("PUT", "/v1/workspaces");
+    expect(a.status).toBe(405);
+    expect(a.headers.get("allow")).toBe("GET, POST");
+    expect(a.json.error.code).toBe("method_not_allowed");
+    expect((await call("POST", "/v1/workspaces/ws-1")).headers.get("allow")).toBe("GET, DELETE");
+    expect((await call("POST", "/healthz")).status).toBe(405);
+    expect((await call("DELETE", "/metrics")).status).toBe(405);
+  });
+
+  it("answers 404 for an unknown route", async () => {
+    const a = await call("GET", "/v2/workspaces");
+    expect(a.status).toBe(404);
+    expect(a.json.error.code).toBe("not_found");
+  });
+});
+
+describe("bad input", () => {
+  it("400 naming the field path", async () => {
+    const a = await post({ ...GOOD, repos: [{ slot: "a/b", url: "https://github.com/acme/app" }] });
+    expect(a.status).toBe(400);
+    expect(a.json).toEqual({ error: { code: "invalid", message: "repos[0].slot: must not contain '/'" } });
+    expect((await post({ image: "h" })).json.error.message).toBe("branch: Required");
+  });
+
+  it("400 for a body that is not JSON, or no body at all", async () => {
+    expect((await post("{not json")).json).toEqual({ error: { code: "invalid", message: "body: not valid JSON" } });
+    expect((await post("")).status).toBe(400);
+  });
+
+  it("415 for a body that says it is not JSON", async () => {
+    expect((await post(JSON.stringify(GOOD), { "content-type": "text/plain" })).status).toBe(415);
+  });
+
+  it("accepts a JSON content type with parameters, or none", async () => {
+    expect((await post(GOOD, { "content-type": "application/json; charset=utf-8" })).status).toBe(202);
+    const res = await fetch(`${base}/v1/workspaces`, {
+      method: "POST",
+      headers: AUTH,
+      body: new Blob([JSON.stringify(GOOD)]),
+    });
+    expect(res.status).toBe(202);
+    await res.text();
+  });
+
+  it("413 for a body over 1 MB", async () => {
+    const a = await post({ ...GOOD, image: "x".repeat(1024 * 1024) });
+    expect(a.status).toBe(413);
+    expect(a.json.error.code).toBe("too_large");
+  });
+
+  it("the service's own refusal, with its status and code (the fence)", async () => {
+    const a = await post({ ...GOOD, repos: [{ slot: "x", url: "https://evil.example/x" }] });
+    expect(a.status).toBe(403);
+    expect(a.json).toEqual({
+      error: { code: "fence_refused", message: "the fence refuses url https://evil.example/x" },
+    });
+  });
+
+  it("500 for a fault of the service, logged, and the server serves on", async () => {
+    workspaces.broken = true;
+    try {
+      const a = await post(GOOD);
+      expect(a.status).toBe(500);
+      expect(a.json).toEqual({ error: { code: "internal", message: "internal error" } });
+    } finally {
+      workspaces.broken = false;
+    }
+    expect(logs.some((l) => l.level === "error" && l.message === "the registry is broken")).toBe(true);
+    expect((await post(GOOD)).status).toBe(202);
+  });
+
+  it("logs one line per request: method, path without query, status", async () => {
+    await call("GET", "/v1/workspaces?token=secret-in-query");
+    const line = logs.filter((l) => l.path === "/v1/workspaces" && l.method === "GET").at(-1);
+    expect(line).toMatchObject({ method: "GET", path: "/v1/workspaces", status: 200 });
+    expect(JSON.stringify(logs)).not.toContain("secret-in-query");
+  });
+});
+
+describe("metrics and the OpenAPI document", () => {
+  it("serves the metrics text", async () => {
+    const a = await call("GET", "/metrics");
+    expect(a.status).toBe(200);
+    expect(a.headers.get("content-type")).toContain("text/plain");
+    expect(a.text).toContain('jr2_workspaces{state="ready"} 1');
+  });
+
+  it("serves the OpenAPI document", async () => {
+    const a = await call("GET", "/v1/openapi.json");
+    expect(a.status).toBe(200);
+    expect(a.json.openapi).toBe("3.1.0");
+    expect(a.json.paths["/v1/workspaces"].post).toBeDefined();
+  });
+});
+
+/** An SSE stream's text as it arrives. */
+async function stream(name: string, signal?: AbortSignal) {
+  const res = await fetch(`${base}/v1/workspaces/${name}/events`, { headers: AUTH, signal });
+  const reader = res.body!.getReader();
+  const decoder = new TextDecoder();
+  let text = "";
+  let done = false;
+  /** Reads until `until(text)` holds or the stream ends. */
+  const read = async (until: (t: string) => boolean) => {
+    while (!done && !until(text)) {
+      const chunk = await reader.read();
+      if (chunk.done) done = true;
+      else text += decoder.decode(chunk.value, { stream: true });
+    }
+    return text;
+  };
+  return { res, read, ended: () => done, cancel: () => reader.cancel() };
+}
+
+const frames = (text: string) =>
+  text
+    .split("\n\n")
+    .filter((f) => f.startsWith("id:"))
+    .map((f) => {
+      const [id, event, data] = f.split("\n");
+      return { id: id.slice(4), event: event.slice(7), data: JSON.parse(data.slice(6)) };
+    });
+
+describe("events (Server-Sent Events)", () => {
+  it("sends the snapshot, then every transition and wait, and ends after a final state", async () => {
+    const { json } = await post(GOOD);
+    const s = await stream(json.name);
+    expect(s.res.status).toBe(200);
+    expect(s.res.headers.get("content-type")).toBe("text/event-stream; charset=utf-8");
+    expect(s.res.headers.get("cache-control")).toContain("no-cache");
+    await s.read((t) => t.includes("event: snapshot"));
+    workspaces.emit(json.name, { type: "wait", wait: { kind: "node", message: "0/3 nodes" }, at: AT });
+    workspaces.transition(json.name, "placing", "provisioning");
+    workspaces.emit(json.name, { type: "renewed", count: 1, at: AT });
+    workspaces.transition(json.name, "provisioning", "failed");
+    const text = await s.read(() => false);
+    expect(s.ended()).toBe(true);
+    expect(frames(text)).toEqual([
+      { id: "1", event: "snapshot", data: { name: json.name, state: "placing", conditions: [], createdAt: AT } },
+      { id: "2", event: "wait", data: { type: "wait", wait: { kind: "node", message: "0/3 nodes" }, at: AT } },
+      { id: "3", event: "transition", data: { type: "transition", from: "placing", to: "provisioning", at: AT } },
+      { id: "4", event: "renewed", data: { type: "renewed", count: 1, at: AT } },
+      { id: "5", event: "transition", data: { type: "transition", from: "provisioning", to: "failed", at: AT } },
+    ]);
+    expect(workspaces.listeners.get(json.name)!.size).toBe(0);
+  });
+
+  it("keeps an idle stream alive with comments", async () => {
+    const { json } = await post(GOOD);
+    const s = await stream(json.name);
+    const text = await s.read((t) => t.includes(": keep-alive\n\n"));
+    expect(text).toContain(": keep-alive\n\n");
+    await s.cancel();
+  });
+
+  it("unsubscribes when the client goes away", async () => {
+    const { json } = await post(GOOD);
+    const abort = new AbortController();
+    const s = await stream(json.name, abort.signal);
+    await s.read((t) => t.includes("event: snapshot"));
+    expect(workspaces.listeners.get(json.name)!.size).toBe(1);
+    abort.abort();
+    for (let i = 0; i < 100 && workspaces.listeners.get(json.name)!.size > 0; i++) {
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    expect(workspaces.listeners.get(json.name)!.size).toBe(0);
+  });
+
+  it("a workspace already ended gets its snapshot and the end", async () => {
+    const { json } = await post(GOOD);
+    workspaces.transition(json.name, "placing", "destroyed");
+    const s = await stream(json.name);
+    const text = await s.read(() => false);
+    expect(frames(text).map((f) => f.event)).toEqual(["snapshot"]);
+    expect(frames(text)[0].data.state).toBe("destroyed");
+  });
+
+  it("404 for an unknown workspace, before any stream", async () => {
+    const res = await fetch(`${base}/v1/workspaces/ws-404/events`, { headers: AUTH });
+    expect(res.status).toBe(404);
+    expect(((await res.json()) as { error: { code: string } }).error.code).toBe("not_found");
+  });
+});

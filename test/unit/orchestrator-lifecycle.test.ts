@@ -1,0 +1,748 @@
+// The workspace lifecycle (xstate v5) against a hand-written fake port, under jest's fake timers:
+// the machine's transitions, waits, failures and lease are pure logic, so time is the test's.
+import type { AttachBody } from "../../harness/schema";
+import { WorkspaceEvent, WorkspaceView } from "../../orchestrator/api";
+import {
+  leaseDelay,
+  startWorkspace,
+  viewOf,
+  type LeaseOptions,
+  type WorkspaceActor,
+  type WorkspaceInput,
+} from "../../orchestrator/lifecycle";
+import {
+  AttachFailure,
+  PlaceFailure,
+  ProvisionFailure,
+  type Attached,
+  type Budgets,
+  type Continuity,
+  type PlaceHooks,
+  type PlaceRequest,
+  type Provisioned,
+  type ProvisionHooks,
+  type SandboxPort,
+} from "../../orchestrator/port";
+import { deferred } from "./support";
+
+const NAME = "ws-1";
+const T0 = Date.parse("2026-03-01T12:00:00.000Z");
+const MIN = 60_000;
+const ENDPOINT = `http://${NAME}.team-a.svc:8080`;
+
+const PLACE: PlaceRequest = {
+  name: NAME,
+  image: "harness:1",
+  repos: [{ slot: "app", url: "https://github.com/acme/app.git" }],
+  branch: "feat",
+  labels: { run: NAME, workflow: "api" },
+};
+const ATTACH: AttachBody = {
+  slots: [{ slot: "app", url: "https://github.com/acme/app.git", identity: "github.com/acme/app", key: "app-1" }],
+  branch: "feat",
+};
+const ATTACHED: Attached = {
+  answer: { repos: { app: { path: "/work/app/feat", branch: "feat", head: "abc123" } } },
+  stale: { app: 'Repo "app-1" on node n is stale: timeout' },
+};
+
+/** A port whose every answer the test gives, recording what was asked. */
+class FakePort implements SandboxPort {
+  calls: string[] = [];
+  placing = deferred<void>();
+  provisioning = deferred<Provisioned>();
+  attaching = deferred<Attached>();
+  destroying = deferred<void>();
+  placeHooks?: PlaceHooks;
+  provisionHooks?: ProvisionHooks;
+  budgets?: Budgets;
+  attachBody?: AttachBody;
+  renewals: number[] = [];
+  renewError?: Error;
+  state: Continuity = { kind: "present" };
+  watchers = new Set<(c: Continuity) => void>();
+
+  place(req: PlaceRequest, hooks: PlaceHooks) {
+    this.calls.push(`place ${req.name}`);
+    this.placeHooks = hooks;
+    return this.placing.promise;
+  }
+  provision(name: string, budgets: Budgets, hooks: ProvisionHooks) {
+    this.calls.push(`provision ${name}`);
+    this.budgets = budgets;
+    this.provisionHooks = hooks;
+    return this.provisioning.promise;
+  }
+  attach(name: string, body: AttachBody) {
+    this.calls.push(`attach ${name}`);
+    this.attachBody = body;
+    return this.attaching.promise;
+  }
+  async renew(name: string) {
+    this.calls.push(`renew ${name}`);
+    if (this.renewError) throw this.renewError;
+    this.renewals.push(Date.now());
+  }
+  async continuity(name: string) {
+    this.calls.push(`continuity ${name}`);
+    return this.state;
+  }
+  destroy(name: string) {
+    this.calls.push(`destroy ${name}`);
+    return this.destroying.promise;
+  }
+  /** Says `c` to every watcher, as the watch would on an event. */
+  say(c: Continuity) {
+    this.state = c;
+    for (const w of this.watchers) w(c);
+  }
+  count = (prefix: string) => this.calls.filter((c) => c.startsWith(prefix)).length;
+}
+
+/** The same port, with a continuity watch. */
+class WatchingPort extends FakePort {
+  watchContinuity(_name: string, listener: (c: Continuity) => void) {
+    this.watchers.add(listener);
+    return () => void this.watchers.delete(listener);
+  }
+}
+
+let actors: WorkspaceActor[] = [];
+let events: WorkspaceEvent[] = [];
+
+function start(port: SandboxPort, input: Partial<WorkspaceInput> = {}, lease: LeaseOptions = {}) {
+  const actor = startWorkspace({
+    name: NAME,
+    port,
+    place: PLACE,
+    attach: ATTACH,
+    lease: { random: () => 0.5, ...lease },
+    onEvent: (e) => events.push(e),
+    ...input,
+  });
+  actors.push(actor);
+  return actor;
+}
+
+/** Lets promises settle without moving the clock. */
+const settle = () => jest.advanceTimersByTimeAsync(0);
+const stateOf = (actor: WorkspaceActor) => actor.getSnapshot().context.state;
+const transitions = () =>
+  events.filter((e) => e.type === "transition").map((e) => (e.type === "transition" ? e.to : ""));
+
+beforeEach(() => {
+  jest.useFakeTimers({ now: T0 });
+  events = [];
+  actors = [];
+});
+
+afterEach(() => {
+  // Everything the lifecycle said and shows is what the API's schemas promise.
+  for (const e of events) expect(WorkspaceEvent.parse(e)).toEqual(e);
+  for (const a of actors.slice(0, 5)) expect(() => WorkspaceView.parse(viewOf(a.getSnapshot().context))).not.toThrow();
+  for (const a of actors) a.stop();
+  jest.useRealTimers();
+});
+
+describe("the happy path", () => {
+  it("places, provisions, attaches and is ready", async () => {
+    const port = new FakePort();
+    const actor = start(port);
+    expect(stateOf(actor)).toBe("placing");
+    expect(port.calls).toEqual([`place ${NAME}`]);
+
+    port.placeHooks!.onWritten();
+    port.placeHooks!.onWait({ kind: "node", message: "0/3 nodes are available" });
+    expect(actor.getSnapshot().context.wait).toEqual({ kind: "node", message: "0/3 nodes are available" });
+    port.placing.resolve();
+    await settle();
+    expect(stateOf(actor)).toBe("provisioning");
+    expect(actor.getSnapshot().context.wait).toBeUndefined();
+    expect(port.budgets).toEqual({ podMs: 120_000, repoMs: 25 * MIN });
+
+    port.provisionHooks!.onWait({ kind: "repo", reason: "RepoPending", message: 'Repo "app-1" pending' });
+    port.provisioning.resolve({ endpoint: ENDPOINT });
+    await settle();
+    expect(stateOf(actor)).toBe("attaching");
+    expect(port.attachBody).toEqual(ATTACH);
+
+    port.attaching.resolve(ATTACHED);
+    await settle();
+    expect(stateOf(actor)).toBe("ready");
+    expect(actor.getSnapshot().status).toBe("active");
+
+    expect(transitions()).toEqual(["placing", "provisioning", "attaching", "ready"]);
+    expect(events.filter((e) => e.type === "wait").map((e) => e.type === "wait" && e.wait.kind)).toEqual([
+      "node",
+      "repo",
+    ]);
+    expect(events[0]).toEqual({ type: "transition", from: null, to: "placing", at: new Date(T0).toISOString() });
+    expect(events.find((e) => e.type === "transition" && e.to === "provisioning")).toMatchObject({ from: "placing" });
+
+    const view = viewOf(actor.getSnapshot().context);
+    expect(view).toEqual({
+      name: NAME,
+      state: "ready",
+      endpoint: ENDPOINT,
+      conditions: [],
+      attach: ATTACHED.answer,
+      stale: ATTACHED.stale,
+      createdAt: new Date(T0).toISOString(),
+      readyAt: new Date(T0).toISOString(),
+    });
+  });
+
+  it("skips the attach for a workspace with no Repo Slot", async () => {
+    const port = new FakePort();
+    const actor = start(port, { attach: undefined });
+    port.placing.resolve();
+    port.provisioning.resolve({ endpoint: ENDPOINT });
+    await settle();
+    expect(stateOf(actor)).toBe("ready");
+    expect(port.count("attach")).toBe(0);
+    expect(transitions()).toEqual(["placing", "provisioning", "ready"]);
+  });
+
+  it("passes its budgets to the provision", async () => {
+    const port = new FakePort();
+    start(port, { budgets: { podMs: 1_000, repoMs: 2_000 } });
+    port.placing.resolve();
+    await settle();
+    expect(port.budgets).toEqual({ podMs: 1_000, repoMs: 2_000 });
+  });
+
+  it("merges what the Sandbox reports into its view", async () => {
+    const port = new FakePort();
+    const actor = start(port);
+    port.placeHooks!.onWait({ kind: "quota", message: "exceeded quota" });
+    const condition = {
+      type: "Scheduled",
+      status: "False" as const,
+      reason: "QuotaExceeded",
+      message: "exceeded quota",
+      lastTransitionTime: "2026-03-01T12:00:00Z",
+    };
+    const view = viewOf(actor.getSnapshot().context, {
+      metadata: { name: NAME },
+      status: { phase: "Pending", conditions: [condition] },
+    });
+    expect(view).toMatchObject({
+      state: "placing",
+      phase: "Pending",
+      conditions: [condition],
+      wait: { kind: "quota", message: "exceeded quota" },
+    });
+  });
+
+  it("refuses to start with neither a place request nor a resume", () => {
+    expect(() => startWorkspace({ name: NAME, port: new FakePort() })).toThrow("give a place request or a resume");
+  });
+
+  it("goes on when an event listener throws", async () => {
+    const port = new FakePort();
+    const actor = start(port, {
+      onEvent: () => {
+        throw new Error("listener bug");
+      },
+    });
+    port.placing.resolve();
+    await settle();
+    expect(stateOf(actor)).toBe("provisioning");
+  });
+});
+
+describe("named failures", () => {
+  it("a fence refusal while placing fails it, named", async () => {
+    const port = new FakePort();
+    const actor = start(port);
+    port.placing.reject(new PlaceFailure("FenceRefused", "the fence refuses url x", { entries: [] }));
+    await settle();
+    expect(stateOf(actor)).toBe("failed");
+    expect(actor.getSnapshot().status).toBe("done");
+    expect(actor.getSnapshot().output).toEqual({
+      state: "failed",
+      failure: { stage: "place", reason: "FenceRefused", message: "the fence refuses url x", details: { entries: [] } },
+    });
+    expect(events.at(-1)).toMatchObject({
+      type: "transition",
+      from: "placing",
+      to: "failed",
+      failure: { reason: "FenceRefused" },
+    });
+    expect(port.count("renew")).toBe(0);
+  });
+
+  it.each([
+    ["RepoCloneFailed", { operatorMessage: "fatal" }],
+    ["HarnessCrashLoop", { restartCount: 2, lastReason: "Error", exitCode: 1, terminationMessage: "boom" }],
+    ["TerminalWaiting", { container: "harness", waitingReason: "InvalidImageName" }],
+    ["RunAsNonRoot", { container: "preflight", kubeletMessage: "runAsNonRoot" }],
+    ["EffectorEnded", { exitCode: 2 }],
+    ["PodBudgetExceeded", { budgetMs: 120_000 }],
+    ["RepoBudgetExceeded", { budgetMs: 1_500_000 }],
+  ] as const)("a provision that fails with %s fails the workspace, named", async (reason, details) => {
+    const port = new FakePort();
+    const actor = start(port);
+    port.placing.resolve();
+    await settle();
+    port.provisioning.reject(new ProvisionFailure(reason, `it failed: ${reason}`, details));
+    await settle();
+    expect(stateOf(actor)).toBe("failed");
+    expect(actor.getSnapshot().context.failure).toEqual({
+      stage: "provision",
+      reason,
+      message: `it failed: ${reason}`,
+      details,
+    });
+    expect(actor.getSnapshot().context.lost).toBeUndefined();
+  });
+
+  it("a Sandbox lost while provisioning ends lost, with the operator's reason and the named failure", async () => {
+    const port = new FakePort();
+    const actor = start(port);
+    port.placing.resolve();
+    await settle();
+    port.provisioning.reject(new ProvisionFailure("Lost", "lost", { reason: "Evicted", message: "node pressure" }));
+    await settle();
+    expect(stateOf(actor)).toBe("lost");
+    expect(actor.getSnapshot().output).toMatchObject({
+      state: "lost",
+      lost: { reason: "Evicted", message: "node pressure" },
+      failure: { stage: "provision", reason: "Lost" },
+    });
+    expect(events.at(-1)).toMatchObject({ to: "lost", lost: { reason: "Evicted" } });
+  });
+
+  it("a Sandbox lost while placing ends lost", async () => {
+    const port = new FakePort();
+    const actor = start(port);
+    port.placing.reject(new PlaceFailure("Lost", "gone", { reason: "Absent", message: "no longer exists" }));
+    await settle();
+    expect(actor.getSnapshot().output).toMatchObject({ state: "lost", lost: { reason: "Absent" } });
+  });
+
+  it("an attach failure fails the workspace, named", async () => {
+    const port = new FakePort();
+    const actor = start(port);
+    port.placing.resolve();
+    port.provisioning.resolve({ endpoint: ENDPOINT });
+    await settle();
+    port.attaching.reject(new AttachFailure("AttachRefused", "the attach failed (500)", { status: 500 }));
+    await settle();
+    expect(actor.getSnapshot().output).toEqual({
+      state: "failed",
+      failure: {
+        stage: "attach",
+        reason: "AttachRefused",
+        message: "the attach failed (500)",
+        details: { status: 500 },
+      },
+    });
+  });
+
+  it("an unnamed error is a failure named Error, with its words", async () => {
+    const port = new FakePort();
+    const actor = start(port);
+    port.placing.reject(new Error("the API server refused the CR: admission denied"));
+    await settle();
+    expect(actor.getSnapshot().context.failure).toEqual({
+      stage: "place",
+      reason: "Error",
+      message: "the API server refused the CR: admission denied",
+    });
+  });
+});
+
+describe("waits", () => {
+  it("reports each wait as an event and keeps the current one in the view", async () => {
+    const port = new FakePort();
+    const actor = start(port);
+    port.placeHooks!.onWait({ kind: "quota", message: "exceeded quota: pods" });
+    port.placeHooks!.onWait({ kind: "node", message: "0/1 nodes: Insufficient cpu" });
+    expect(viewOf(actor.getSnapshot().context).wait).toEqual({ kind: "node", message: "0/1 nodes: Insufficient cpu" });
+    port.placing.resolve();
+    await settle();
+    port.provisionHooks!.onWait({ kind: "container", container: "harness", reason: "ImagePullBackOff", message: "m" });
+    port.provisionHooks!.onWait({ kind: "repo", reason: "RepoMissing", message: 'no Repo has key "k"' });
+    expect(viewOf(actor.getSnapshot().context).wait).toEqual({
+      kind: "repo",
+      reason: "RepoMissing",
+      message: 'no Repo has key "k"',
+    });
+    port.provisioning.resolve({ endpoint: ENDPOINT });
+    await settle();
+    expect(viewOf(actor.getSnapshot().context).wait).toBeUndefined();
+    const waits = events.filter((e) => e.type === "wait");
+    expect(waits.map((e) => e.type === "wait" && e.wait.kind)).toEqual(["quota", "node", "container", "repo"]);
+    expect(waits[0]).toEqual({
+      type: "wait",
+      wait: { kind: "quota", message: "exceeded quota: pods" },
+      at: new Date(T0).toISOString(),
+    });
+  });
+
+  it("ignores a wait from a stage it has left (the port's hook outlived its call)", async () => {
+    const port = new FakePort();
+    const actor = start(port);
+    const hooks = port.placeHooks!;
+    port.placing.resolve();
+    await settle();
+    hooks.onWait({ kind: "node", message: "late" });
+    expect(actor.getSnapshot().context.wait).toBeUndefined();
+    expect(events.some((e) => e.type === "wait")).toBe(false);
+  });
+});
+
+describe("the lease", () => {
+  it("starts when the CR is written, while the node wait goes on", async () => {
+    const port = new FakePort();
+    start(port, {}, { random: () => 0.5 });
+    await jest.advanceTimersByTimeAsync(10 * MIN);
+    expect(port.count("renew")).toBe(0); // not written yet: nothing to renew
+    port.placeHooks!.onWritten();
+    await jest.advanceTimersByTimeAsync(5 * MIN - 1);
+    expect(port.count("renew")).toBe(0);
+    await jest.advanceTimersByTimeAsync(1);
+    expect(port.count("renew")).toBe(1);
+    await jest.advanceTimersByTimeAsync(5 * MIN);
+    expect(port.count("renew")).toBe(2);
+    expect(port.count("place")).toBe(1);
+  });
+
+  it("starts when the place resolves if the port never said it wrote", async () => {
+    const port = new FakePort();
+    start(port);
+    port.placing.resolve();
+    await settle();
+    await jest.advanceTimersByTimeAsync(5 * MIN);
+    expect(port.count("renew")).toBe(1);
+  });
+
+  it("starts once, however often it is told", async () => {
+    const port = new FakePort();
+    start(port);
+    port.placeHooks!.onWritten();
+    port.placeHooks!.onWritten();
+    port.placing.resolve();
+    await settle();
+    await jest.advanceTimersByTimeAsync(5 * MIN);
+    expect(port.count("renew")).toBe(1);
+  });
+
+  it("renews every interval through every stage, counting each renewal", async () => {
+    const port = new FakePort();
+    const actor = start(port, {}, { intervalMs: MIN, random: () => 0.5 });
+    port.placeHooks!.onWritten();
+    await jest.advanceTimersByTimeAsync(MIN);
+    port.placing.resolve();
+    await jest.advanceTimersByTimeAsync(MIN);
+    port.provisioning.resolve({ endpoint: ENDPOINT });
+    await jest.advanceTimersByTimeAsync(MIN);
+    port.attaching.resolve(ATTACHED);
+    await jest.advanceTimersByTimeAsync(MIN);
+    expect(stateOf(actor)).toBe("ready");
+    expect(port.renewals).toEqual([T0 + MIN, T0 + 2 * MIN, T0 + 3 * MIN, T0 + 4 * MIN]);
+    expect(actor.getSnapshot().context.renewals).toBe(4);
+    expect(viewOf(actor.getSnapshot().context).renewedAt).toBe(new Date(T0 + 4 * MIN).toISOString());
+    const renewed = events.filter((e) => e.type === "renewed");
+    expect(renewed.map((e) => e.type === "renewed" && e.count)).toEqual([1, 2, 3, 4]);
+  });
+
+  it("jitters each delay within +/-20% of the interval", async () => {
+    // The lowest and the highest random draws: 0.8 and (almost) 1.2 times the interval.
+    const draws = [0, 0.999999, 0.25, 0.75];
+    let i = 0;
+    const port = new FakePort();
+    start(port, {}, { random: () => draws[i++ % draws.length] });
+    port.placeHooks!.onWritten();
+    await jest.advanceTimersByTimeAsync(60 * MIN);
+    const gaps = port.renewals.map((t, k) => t - (k === 0 ? T0 : port.renewals[k - 1]));
+    expect(gaps.slice(0, 4)).toEqual([
+      4 * MIN,
+      Math.round(5 * MIN * (1 + 0.2 * (2 * 0.999999 - 1))),
+      4.5 * MIN,
+      5.5 * MIN,
+    ]);
+    for (const gap of gaps) {
+      expect(gap).toBeGreaterThanOrEqual(0.8 * 5 * MIN);
+      expect(gap).toBeLessThanOrEqual(1.2 * 5 * MIN);
+    }
+  });
+
+  it("leaseDelay stays within its bounds for any draw", () => {
+    for (let k = 0; k < 1000; k++) {
+      const d = leaseDelay(5 * MIN, 0.2, Math.random);
+      expect(d).toBeGreaterThanOrEqual(4 * MIN);
+      expect(d).toBeLessThanOrEqual(6 * MIN);
+    }
+    expect(leaseDelay(5 * MIN, 0.2, () => 0.5)).toBe(5 * MIN);
+    expect(leaseDelay(5 * MIN, 0, () => 0)).toBe(5 * MIN);
+  });
+
+  it("keeps 1000 workspaces under 1000 / interval renewals a second on average", async () => {
+    const port = new FakePort();
+    for (let k = 0; k < 1000; k++) {
+      const actor = startWorkspace({
+        name: `ws-${k}`,
+        port,
+        resume: { at: "ready", endpoint: ENDPOINT },
+        lease: { random: Math.random },
+      });
+      actors.push(actor);
+    }
+    await settle();
+    const first = port.renewals.length; // each renews once at once on a restore
+    await jest.advanceTimersByTimeAsync(60 * MIN);
+    const perSecond = (port.renewals.length - first) / 3600;
+    expect(first).toBe(1000);
+    expect(perSecond).toBeLessThanOrEqual((1000 / 300) * 1.26); // the mean gap is the interval; jitter averages out
+  });
+
+  it("retries a failed renewal sooner, and reports it", async () => {
+    const port = new FakePort();
+    const actor = start(port, {}, { intervalMs: 5 * MIN, retryMs: 30_000 });
+    port.placeHooks!.onWritten();
+    port.renewError = new Error("etcdserver: request timed out");
+    await jest.advanceTimersByTimeAsync(5 * MIN);
+    expect(events.filter((e) => e.type === "renew_failed")).toEqual([
+      { type: "renew_failed", message: "etcdserver: request timed out", at: new Date(T0 + 5 * MIN).toISOString() },
+    ]);
+    port.renewError = undefined;
+    await jest.advanceTimersByTimeAsync(30_000);
+    expect(port.renewals).toEqual([T0 + 5 * MIN + 30_000]);
+    expect(stateOf(actor)).toBe("placing");
+  });
+
+  it("treats a failed continuity read as unknown, not loss, and renews anyway", async () => {
+    const port = new FakePort();
+    port.continuity = async () => {
+      throw new Error("watch not synced");
+    };
+    const actor = start(port);
+    port.placeHooks!.onWritten();
+    await jest.advanceTimersByTimeAsync(5 * MIN);
+    expect(port.renewals).toHaveLength(1);
+    expect(stateOf(actor)).toBe("placing");
+  });
+});
+
+describe("lost", () => {
+  async function ready(port: FakePort, lease: LeaseOptions = {}) {
+    const actor = start(port, {}, lease);
+    port.placeHooks!.onWritten();
+    port.placing.resolve();
+    port.provisioning.resolve({ endpoint: ENDPOINT });
+    port.attaching.resolve(ATTACHED);
+    await settle();
+    expect(stateOf(actor)).toBe("ready");
+    return actor;
+  }
+
+  it("at the next lease tick when continuity says lost, with the operator's reason", async () => {
+    const port = new FakePort();
+    const actor = await ready(port);
+    port.state = { kind: "lost", reason: "PodDeleted", message: "its pod (uid u) was deleted" };
+    await jest.advanceTimersByTimeAsync(5 * MIN);
+    expect(actor.getSnapshot().output).toEqual({
+      state: "lost",
+      lost: { reason: "PodDeleted", message: "its pod (uid u) was deleted" },
+    });
+    expect(events.at(-1)).toMatchObject({
+      type: "transition",
+      from: "ready",
+      to: "lost",
+      lost: { reason: "PodDeleted" },
+    });
+    expect(port.count("renew")).toBe(0); // a lost Sandbox is not renewed
+    await jest.advanceTimersByTimeAsync(30 * MIN);
+    expect(port.count("continuity")).toBe(1);
+  });
+
+  it("when continuity says absent", async () => {
+    const port = new FakePort();
+    const actor = await ready(port);
+    port.state = { kind: "absent" };
+    await jest.advanceTimersByTimeAsync(5 * MIN);
+    expect(actor.getSnapshot().output).toMatchObject({ state: "lost", lost: { reason: "Absent" } });
+  });
+
+  it("at once through a continuity watch", async () => {
+    const port = new WatchingPort();
+    const actor = await ready(port);
+    port.say({ kind: "present" });
+    port.say({ kind: "lost", reason: "Evicted", message: "The node was low on resource: memory." });
+    expect(actor.getSnapshot().output).toMatchObject({ state: "lost", lost: { reason: "Evicted" } });
+    expect(port.watchers.size).toBe(0); // unsubscribed when the lease stopped
+  });
+
+  it("a watch that says absent before it ever said present is not heard as a loss", async () => {
+    const port = new WatchingPort();
+    const actor = start(port);
+    port.placeHooks!.onWritten();
+    port.watchers.forEach((w) => w({ kind: "absent" }));
+    expect(stateOf(actor)).toBe("placing");
+    port.say({ kind: "present" });
+    port.say({ kind: "absent" });
+    expect(actor.getSnapshot().output).toMatchObject({ state: "lost", lost: { reason: "Absent" } });
+  });
+
+  it("while placing or provisioning too, stopping the wait", async () => {
+    const port = new WatchingPort();
+    const actor = start(port);
+    port.placeHooks!.onWritten();
+    port.say({ kind: "lost", reason: "PodDeleted", message: "deleted" });
+    expect(stateOf(actor)).toBe("lost");
+    expect(port.placeHooks!.signal?.aborted).toBe(true);
+  });
+});
+
+describe("destroy", () => {
+  it("while placing: the place's wait is aborted and the CR deleted", async () => {
+    const port = new FakePort();
+    const actor = start(port);
+    port.placeHooks!.onWritten();
+    actor.send({ type: "DESTROY" });
+    expect(stateOf(actor)).toBe("destroying");
+    expect(port.placeHooks!.signal?.aborted).toBe(true);
+    port.destroying.resolve();
+    await settle();
+    expect(actor.getSnapshot().output).toEqual({ state: "destroyed" });
+    expect(transitions()).toEqual(["placing", "destroying", "destroyed"]);
+    expect(port.calls).toEqual([`place ${NAME}`, `destroy ${NAME}`]);
+  });
+
+  it("while placing, before the CR is written (no lease to stop)", async () => {
+    const port = new FakePort();
+    const actor = start(port);
+    actor.send({ type: "DESTROY" });
+    port.destroying.resolve();
+    await settle();
+    expect(actor.getSnapshot().output).toEqual({ state: "destroyed" });
+    expect(port.count("destroy")).toBe(1);
+  });
+
+  it.each(["provisioning", "attaching", "ready"] as const)("while %s", async (stage) => {
+    const port = new FakePort();
+    const actor = start(port);
+    port.placeHooks!.onWritten();
+    port.placing.resolve();
+    if (stage !== "provisioning") port.provisioning.resolve({ endpoint: ENDPOINT });
+    if (stage === "ready") port.attaching.resolve(ATTACHED);
+    await settle();
+    expect(stateOf(actor)).toBe(stage);
+    actor.send({ type: "DESTROY" });
+    port.destroying.resolve();
+    await settle();
+    expect(actor.getSnapshot().output).toEqual({ state: "destroyed" });
+    expect(port.count("destroy")).toBe(1);
+    expect(events.at(-2)).toMatchObject({ type: "transition", from: stage, to: "destroying" });
+  });
+
+  it("stops the lease before the delete: no renewal after", async () => {
+    const port = new FakePort();
+    const actor = start(port);
+    port.placeHooks!.onWritten();
+    actor.send({ type: "DESTROY" });
+    await jest.advanceTimersByTimeAsync(30 * MIN);
+    expect(port.count("renew")).toBe(0);
+    expect(port.count("continuity")).toBe(0);
+    expect(stateOf(actor)).toBe("destroying");
+  });
+
+  it("a destroy that fails ends failed, named, and the lease stays stopped", async () => {
+    const port = new FakePort();
+    const actor = start(port);
+    port.placeHooks!.onWritten();
+    actor.send({ type: "DESTROY" });
+    port.destroying.reject(new Error("connection refused"));
+    await settle();
+    expect(actor.getSnapshot().output).toEqual({
+      state: "failed",
+      failure: { stage: "destroy", reason: "Error", message: "connection refused" },
+    });
+  });
+
+  it("a late loss while destroying changes nothing", async () => {
+    const port = new WatchingPort();
+    const actor = start(port);
+    port.placeHooks!.onWritten();
+    port.say({ kind: "present" });
+    actor.send({ type: "DESTROY" });
+    port.say({ kind: "absent" });
+    expect(stateOf(actor)).toBe("destroying");
+    port.destroying.resolve();
+    await settle();
+    expect(stateOf(actor)).toBe("destroyed");
+  });
+
+  it("is ignored once the workspace has ended", async () => {
+    const port = new FakePort();
+    const actor = start(port);
+    port.placing.reject(new Error("x"));
+    await settle();
+    actor.send({ type: "DESTROY" });
+    expect(stateOf(actor)).toBe("failed");
+    expect(port.count("destroy")).toBe(0);
+  });
+});
+
+describe("restore", () => {
+  it("into ready: no place, no provision, no attach; renews at once, then every interval", async () => {
+    const port = new FakePort();
+    const actor = start(port, {
+      place: undefined,
+      resume: { at: "ready", endpoint: ENDPOINT, attached: ATTACHED, createdAt: T0 - 60 * MIN },
+    });
+    expect(stateOf(actor)).toBe("ready");
+    await settle();
+    expect(port.renewals).toEqual([T0]);
+    await jest.advanceTimersByTimeAsync(10 * MIN);
+    expect(port.renewals).toEqual([T0, T0 + 5 * MIN, T0 + 10 * MIN]);
+    expect(port.count("place") + port.count("provision") + port.count("attach")).toBe(0);
+    expect(events[0]).toEqual({
+      type: "transition",
+      from: null,
+      to: "ready",
+      restored: true,
+      at: new Date(T0).toISOString(),
+    });
+    expect(viewOf(actor.getSnapshot().context)).toMatchObject({
+      state: "ready",
+      endpoint: ENDPOINT,
+      attach: ATTACHED.answer,
+      createdAt: new Date(T0 - 60 * MIN).toISOString(),
+    });
+  });
+
+  it("into ready, then lost at the next tick", async () => {
+    const port = new FakePort();
+    const actor = start(port, { place: undefined, resume: { at: "ready" } });
+    await settle();
+    port.state = { kind: "lost", reason: "PodDeleted", message: "gone" };
+    await jest.advanceTimersByTimeAsync(5 * MIN);
+    expect(stateOf(actor)).toBe("lost");
+  });
+
+  it("into provisioning: waits for Ready again, never re-places", async () => {
+    const port = new FakePort();
+    const actor = start(port, { place: undefined, resume: { at: "provisioning" } });
+    expect(stateOf(actor)).toBe("provisioning");
+    await settle();
+    expect(port.calls).toEqual([`provision ${NAME}`, `continuity ${NAME}`, `renew ${NAME}`]);
+    port.provisioning.resolve({ endpoint: ENDPOINT });
+    port.attaching.resolve(ATTACHED);
+    await settle();
+    expect(stateOf(actor)).toBe("ready");
+    expect(port.count("place")).toBe(0);
+  });
+
+  it("into attaching: attaches again (the Harness's attach is idempotent)", async () => {
+    const port = new FakePort();
+    const actor = start(port, { place: undefined, resume: { at: "attaching", endpoint: ENDPOINT } });
+    expect(stateOf(actor)).toBe("attaching");
+    port.attaching.resolve(ATTACHED);
+    await settle();
+    expect(stateOf(actor)).toBe("ready");
+    expect(port.count("attach")).toBe(1);
+  });
+});
