@@ -25,7 +25,9 @@ async function main(): Promise<void> {
   const reposRoot = env.JR2_REPOS_ROOT || "/repos";
   const port = portOf(env.PORT);
   const server = await startHarness({ workRoot, reposRoot, tokenSha256, log }, port);
-  log({ level: "info", message: "listening", port, workRoot, reposRoot });
+  // The bound port (PORT=0 picks a free one: the Orchestrator's local mode reads it from here).
+  const bound = (server.address() as import("node:net").AddressInfo).port;
+  log({ level: "info", message: "listening", port: bound, workRoot, reposRoot });
   const stop = () => server.close(() => process.exit(0));
   process.once("SIGTERM", stop);
   process.once("SIGINT", stop);

@@ -7,6 +7,7 @@ import { join } from "node:path";
 import { buildSync } from "esbuild";
 import { stringify } from "yaml";
 import { cacheAgentManifests } from "../cache-agent/deploy";
+import { orchestratorManifests } from "../orchestrator/deploy";
 import cfg from "../package.json";
 import { renderAll } from "./crd-yaml";
 
@@ -35,7 +36,11 @@ console.log(
 );
 
 // The companions: one bundle each, and their manifests.
-const COMPANIONS = { "cache-agent": "cache-agent/main.ts", harness: "harness/main.ts" };
+const COMPANIONS = {
+  "cache-agent": "cache-agent/main.ts",
+  harness: "harness/main.ts",
+  orchestrator: "orchestrator/main.ts",
+};
 const root = join(__dirname, "..");
 for (const [name, entry] of Object.entries(COMPANIONS)) {
   buildSync({
@@ -52,6 +57,7 @@ for (const [name, entry] of Object.entries(COMPANIONS)) {
 const image = process.env.JR2_COMPANION_IMAGE || `jr2/companions:${cfg.version}`;
 const render = (objects: Array<Record<string, unknown>>) => objects.map((o) => stringify(o)).join("---\n");
 writeFileSync(join(dist, "jr2-cache-agent.yaml"), render(cacheAgentManifests({ image })));
+writeFileSync(join(dist, "jr2-orchestrator.yaml"), render(orchestratorManifests({ image })));
 console.log(
-  `companions bundled into ${join(dist, "companions")}; cache agent manifest dist/jr2-cache-agent.yaml (image ${image})`,
+  `companions bundled into ${join(dist, "companions")}; manifests dist/jr2-cache-agent.yaml, dist/jr2-orchestrator.yaml (image ${image})`,
 );

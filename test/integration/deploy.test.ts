@@ -6,27 +6,30 @@ import { join } from "node:path";
 import { K8s, kind } from "kubernetes-fluent-client";
 import { CACHE_AGENT, COMPANION_NAMESPACE } from "../../cache-agent/deploy";
 import { GROUP } from "../../capabilities/crd/sources/common";
+import { ORCHESTRATOR } from "../../orchestrator/deploy";
 import { ROOT } from "../../scripts/local-operator";
 import { run } from "../../scripts/kubectl";
 import { waitFor } from "./support/cluster";
 
 const kubeconfig = () => process.env.KUBECONFIG!;
 const manifest = join(ROOT, "dist", "jr2-cache-agent.yaml");
+const orchestratorManifest = join(ROOT, "dist", "jr2-orchestrator.yaml");
 
 afterAll(async () => {
+  await run(kubeconfig(), ["delete", "--ignore-not-found", "--wait=false", "-f", orchestratorManifest]);
   await run(kubeconfig(), ["delete", "--ignore-not-found", "--wait=false", "-f", manifest]);
 });
 
-/** What the agent's service account may do (a SubjectAccessReview through kubectl auth can-i). */
-async function can(verb: string, resource: string, extra: string[] = []): Promise<boolean> {
-  const as = `system:serviceaccount:${COMPANION_NAMESPACE}:${CACHE_AGENT}`;
+/** What a service account may do (a SubjectAccessReview through kubectl auth can-i). */
+async function can(verb: string, resource: string, extra: string[] = [], account = CACHE_AGENT): Promise<boolean> {
+  const as = `system:serviceaccount:${COMPANION_NAMESPACE}:${account}`;
   const out = await run(kubeconfig(), ["auth", "can-i", verb, resource, "--as", as, ...extra]).catch(
     (err: Error) => err.message,
   );
   return /^yes$/m.test(out);
 }
 
-describe("the cache agent's manifest in the build output", () => {
+describe("the companions' manifests in the build output", () => {
   it("applies with strict validation and runs one agent per node", async () => {
     const text = readFileSync(manifest, "utf8");
     expect(text).toContain("kind: DaemonSet");
@@ -73,5 +76,38 @@ describe("the cache agent's manifest in the build output", () => {
     expect(await can("patch", `sandboxes.${GROUP}`, ["--subresource=status"])).toBe(false);
     expect(await can("create", "pods")).toBe(false);
     expect(await can("list", "secrets")).toBe(false);
+  });
+
+  it("has the Orchestrator's Deployment available, with RBAC scoped to its namespace", async () => {
+    await run(kubeconfig(), [
+      "apply",
+      "--server-side",
+      "--field-manager=jr2-test",
+      "--validate=strict",
+      "-f",
+      orchestratorManifest,
+    ]);
+    await K8s(kind.Secret).Apply({
+      metadata: { name: ORCHESTRATOR, namespace: COMPANION_NAMESPACE },
+      stringData: { "signing-key": "k".repeat(64), "api-tokens": "t".repeat(40) + "\n" },
+    });
+    const dep = await waitFor(
+      "the Orchestrator available",
+      () => K8s(kind.Deployment).InNamespace(COMPANION_NAMESPACE).Get(ORCHESTRATOR),
+      (d) => d.status?.availableReplicas === 1,
+      60_000,
+    );
+    expect(dep.spec?.strategy?.type).toBe("Recreate");
+    const ns = ["-n", COMPANION_NAMESPACE];
+    expect(await can("create", `sandboxes.${GROUP}`, ns, ORCHESTRATOR)).toBe(true);
+    expect(await can("watch", `sandboxes.${GROUP}`, ns, ORCHESTRATOR)).toBe(true);
+    expect(await can("patch", `sandboxes.${GROUP}`, ns, ORCHESTRATOR)).toBe(true);
+    expect(await can("create", "secrets", ns, ORCHESTRATOR)).toBe(true);
+    expect(await can("create", `repos.${GROUP}`, ns, ORCHESTRATOR)).toBe(true);
+    // Nothing outside its namespace, no Pods, no listing Secrets, no rewriting a Repo.
+    expect(await can("create", `sandboxes.${GROUP}`, ["-n", "default"], ORCHESTRATOR)).toBe(false);
+    expect(await can("list", "pods", ns, ORCHESTRATOR)).toBe(false);
+    expect(await can("list", "secrets", ns, ORCHESTRATOR)).toBe(false);
+    expect(await can("patch", `repos.${GROUP}`, ns, ORCHESTRATOR)).toBe(false);
   });
 });

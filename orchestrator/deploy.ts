@@ -1,0 +1,122 @@
+// The Orchestrator as deployed: one replica (one watch, one registry of actors: two would renew and
+// attach twice), its Service, and RBAC scoped to the one namespace its Sandboxes live in. Pure:
+// `npm run build` renders it into dist/jr2-orchestrator.yaml; a test applies it to the control plane.
+// The signing key and the API tokens come from a Secret the operator of the cluster creates
+// (`jr2-orchestrator`, keys `signing-key` and `api-tokens`); the fence from a ConfigMap.
+import { GROUP } from "../capabilities/crd/sources/common";
+
+export const ORCHESTRATOR = "jr2-orchestrator";
+export const ORCHESTRATOR_PORT = 8090;
+
+export type OrchestratorDeployOptions = {
+  image: string;
+  /** Where the Orchestrator runs. */
+  namespace?: string;
+  /** Where its Sandboxes live (its Role is bound there alone). Default: its own namespace. */
+  workspaceNamespace?: string;
+};
+
+const labels = { "app.kubernetes.io/name": ORCHESTRATOR, "app.kubernetes.io/part-of": "jr2" };
+
+export function orchestratorManifests(opts: OrchestratorDeployOptions): Array<Record<string, unknown>> {
+  const namespace = opts.namespace ?? "jr2-system";
+  const workspaces = opts.workspaceNamespace ?? namespace;
+  return [
+    {
+      apiVersion: "v1",
+      kind: "Namespace",
+      metadata: { name: namespace, labels: { "app.kubernetes.io/part-of": "jr2" } },
+    },
+    { apiVersion: "v1", kind: "ServiceAccount", metadata: { name: ORCHESTRATOR, namespace, labels } },
+    {
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "Role",
+      metadata: { name: ORCHESTRATOR, namespace: workspaces, labels },
+      rules: [
+        // Its Sandboxes: written, watched (the one watch), renewed (a patch), deleted.
+        { apiGroups: [GROUP], resources: ["sandboxes"], verbs: ["get", "list", "watch", "create", "patch", "delete"] },
+        // A per-run Repo is created at its first use; an existing one is read, never rewritten.
+        { apiGroups: [GROUP], resources: ["repos"], verbs: ["get", "create"] },
+        // Each Sandbox's token Secret, created owned by the CR (the garbage collector deletes it).
+        { apiGroups: [""], resources: ["secrets"], verbs: ["get", "create"] },
+      ],
+    },
+    {
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "RoleBinding",
+      metadata: { name: ORCHESTRATOR, namespace: workspaces, labels },
+      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: ORCHESTRATOR },
+      subjects: [{ kind: "ServiceAccount", name: ORCHESTRATOR, namespace }],
+    },
+    {
+      apiVersion: "v1",
+      kind: "ConfigMap",
+      metadata: { name: `${ORCHESTRATOR}-fence`, namespace, labels },
+      // The fence's entries: identity prefixes a per-run url must fall under. Empty refuses every url.
+      data: { "git-credentials.yaml": "[]\n" },
+    },
+    {
+      apiVersion: "v1",
+      kind: "Service",
+      metadata: { name: ORCHESTRATOR, namespace, labels },
+      spec: {
+        selector: { "app.kubernetes.io/name": ORCHESTRATOR },
+        ports: [{ name: "http", port: ORCHESTRATOR_PORT, targetPort: "http" }],
+      },
+    },
+    {
+      apiVersion: "apps/v1",
+      kind: "Deployment",
+      metadata: { name: ORCHESTRATOR, namespace, labels },
+      spec: {
+        replicas: 1,
+        // Never two at once: the old one stops before the new one lists and renews.
+        strategy: { type: "Recreate" },
+        selector: { matchLabels: { "app.kubernetes.io/name": ORCHESTRATOR } },
+        template: {
+          metadata: { labels },
+          spec: {
+            serviceAccountName: ORCHESTRATOR,
+            securityContext: {
+              runAsNonRoot: true,
+              runAsUser: 65532,
+              runAsGroup: 65532,
+              seccompProfile: { type: "RuntimeDefault" },
+            },
+            containers: [
+              {
+                name: "orchestrator",
+                image: opts.image,
+                command: ["node", "/app/orchestrator.js"],
+                ports: [{ name: "http", containerPort: ORCHESTRATOR_PORT }],
+                env: [
+                  { name: "PORT", value: String(ORCHESTRATOR_PORT) },
+                  { name: "JR2_NAMESPACE", value: workspaces },
+                  { name: "JR2_SIGNING_KEY_FILE", value: "/etc/jr2/secret/signing-key" },
+                  { name: "JR2_API_TOKENS_FILE", value: "/etc/jr2/secret/api-tokens" },
+                  { name: "JR2_GIT_CREDENTIALS_FILE", value: "/etc/jr2/fence/git-credentials.yaml" },
+                ],
+                readinessProbe: { httpGet: { path: "/healthz", port: "http" }, periodSeconds: 5 },
+                livenessProbe: { httpGet: { path: "/healthz", port: "http" }, periodSeconds: 20 },
+                resources: { requests: { cpu: "100m", memory: "256Mi" }, limits: { memory: "1Gi" } },
+                securityContext: {
+                  allowPrivilegeEscalation: false,
+                  readOnlyRootFilesystem: true,
+                  capabilities: { drop: ["ALL"] },
+                },
+                volumeMounts: [
+                  { name: "secret", mountPath: "/etc/jr2/secret", readOnly: true },
+                  { name: "fence", mountPath: "/etc/jr2/fence", readOnly: true },
+                ],
+              },
+            ],
+            volumes: [
+              { name: "secret", secret: { secretName: ORCHESTRATOR, defaultMode: 0o400 } },
+              { name: "fence", configMap: { name: `${ORCHESTRATOR}-fence` } },
+            ],
+          },
+        },
+      },
+    },
+  ];
+}

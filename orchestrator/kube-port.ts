@@ -1,0 +1,356 @@
+// The real Sandbox port (seed 002 sandbox-kube.ts is the reference for every rule): writes go to
+// the API server through the pooled client, reads come only from the one Sandbox watch, and the
+// Harness is reached over undici at the Sandbox's endpoint (or, outside the cluster, wherever the
+// endpoint resolver says). Every operation is idempotent, so a restarted Orchestrator may repeat
+// any of them for the same name.
+import { request } from "undici";
+import { KEEPALIVE_ANNOTATION } from "../capabilities/shared/names";
+import { ApiError } from "../capabilities/shared/api-error";
+import { kubeRequest } from "../capabilities/shared/kube";
+import type { SandboxModel, SandboxSpecInput } from "../capabilities/crd";
+import { repoIdentity, repoKey } from "../capabilities/repo/identity";
+import type { AttachBody } from "../harness/schema";
+import { AttachAnswer } from "./api";
+import { ATTACH_ANNOTATION, attachBodyOf } from "./attach-body";
+import { fence, type CredentialEntry } from "./fence";
+import { RUN_LABEL, TOKEN_DIGEST_ENV, TOKEN_KEY, WORKFLOW_LABEL, tokenSecretName } from "./labels";
+import {
+  AttachFailure,
+  PlaceFailure,
+  type Attached,
+  type Budgets,
+  type Continuity,
+  type PlaceHooks,
+  type PlaceRequest,
+  type ProvisionHooks,
+  type Provisioned,
+  type SandboxPort,
+} from "./port";
+import { budgetFailure, continuityOf, placingTracker, provisionTracker, staleSlots } from "./provision-rules";
+import type { SandboxWatch } from "./sandbox-watch";
+import { harnessToken, tokenDigest } from "./tokens";
+
+const GROUP_VERSION = "core.jr2.dev/v1alpha1";
+const enc = encodeURIComponent;
+
+/** Maps a Sandbox to the base url its Harness answers on. In the cluster: its status.endpoint. */
+export type EndpointResolver = (sandbox: SandboxModel) => Promise<string>;
+
+export type KubePortOptions = {
+  namespace: string;
+  watch: SandboxWatch;
+  signingKey: Buffer;
+  credentials: readonly CredentialEntry[];
+  /** Outside the cluster only (local mode): the Service name does not resolve there. */
+  resolveEndpoint?: EndpointResolver;
+  /** How long an attach that never reached the Harness is re-sent. Default 90 s. */
+  attachWindowMs?: number;
+  now?: () => number;
+};
+
+export class KubeSandboxPort implements SandboxPort {
+  /** The keys each workspace's slots resolved to, for the stale report after the attach. */
+  readonly #slots = new Map<string, Array<{ slot: string; key: string }>>();
+  /** ReposFresh=False's message when the provision saw Ready. */
+  readonly #stale = new Map<string, string>();
+
+  constructor(readonly opts: KubePortOptions) {}
+
+  get #ns() {
+    return this.opts.namespace;
+  }
+
+  async place(req: PlaceRequest, hooks: PlaceHooks): Promise<void> {
+    // The fence first: a per-run url outside it is refused before anything is written.
+    const fenced = fence(
+      req.repos.map((r) => ({ url: r.url, slot: r.slot, bound: r.bound })),
+      this.opts.credentials,
+    );
+    if (!fenced.ok) throw fenced.error;
+    const repos = fenced.repos.map((f) => ({ ...f, key: repoKey(f.identity) }));
+    this.#slots.set(
+      req.name,
+      repos.map((r) => ({ slot: r.slot ?? r.key, key: r.key })),
+    );
+    // The Repo resources before the CR names them (the operator holds Ready on RepoMissing).
+    for (const r of repos) await this.#ensureRepo(r.key, r.url, r.entry);
+    const sandbox = await this.#createSandbox(req, repos);
+    // After the CR, owned by its uid from birth: no path leaves a token behind.
+    await this.#createTokenSecret(req.name, sandbox);
+    hooks.onWritten();
+    const judge = placingTracker(req.name, hooks.onWait);
+    await this.#waitFor(
+      req.name,
+      (s) => {
+        const v = judge(s);
+        if (v.kind === "failed") throw v.failure;
+        return v.kind === "placed" ? true : undefined;
+      },
+      { signal: hooks.signal },
+    );
+  }
+
+  async provision(name: string, budgets: Budgets, hooks: ProvisionHooks): Promise<Provisioned> {
+    const track = provisionTracker(name, this.#now(), budgets, hooks.onWait);
+    let budget = track(this.opts.watch.get(name)).budget;
+    return this.#waitFor(
+      name,
+      (s) => {
+        const { verdict, budget: b } = track(s);
+        budget = b;
+        if (verdict.kind === "failed") throw verdict.failure;
+        if (verdict.kind !== "ready") return undefined;
+        if (verdict.stale) this.#stale.set(name, verdict.stale);
+        else this.#stale.delete(name);
+        return { endpoint: verdict.endpoint };
+      },
+      {
+        signal: hooks.signal,
+        deadline: () => budget.deadline,
+        expire: (last) => budgetFailure(name, budget, budgets, last),
+      },
+    );
+  }
+
+  async attach(name: string, body: AttachBody): Promise<Attached> {
+    const sandbox = this.opts.watch.get(name);
+    if (!sandbox?.status?.endpoint) {
+      throw new AttachFailure("NoEndpoint", `Sandbox "${name}" has no endpoint to attach through: is it gone?`);
+    }
+    const base = this.opts.resolveEndpoint ? await this.opts.resolveEndpoint(sandbox) : sandbox.status.endpoint;
+    const answer = await this.#postAttach(name, base, body);
+    const slots = this.#slots.get(name) ?? body.slots.map((s) => ({ slot: s.slot, key: s.key }));
+    const stale = staleSlots(slots, this.#stale.get(name) ?? freshMessage(sandbox));
+    return { answer, ...(stale ? { stale } : {}) };
+  }
+
+  async renew(name: string): Promise<void> {
+    const patch = { metadata: { annotations: { [KEEPALIVE_ANNOTATION]: new Date(this.#now()).toISOString() } } };
+    await kubeRequest("PATCH", this.#sandboxPath(name), patch, "application/merge-patch+json");
+  }
+
+  async continuity(name: string): Promise<Continuity> {
+    await this.opts.watch.whenListed();
+    return continuityOf(this.opts.watch.get(name));
+  }
+
+  watchContinuity(name: string, listener: (c: Continuity) => void): () => void {
+    return this.opts.watch.subscribe(name, (s) => listener(continuityOf(s)));
+  }
+
+  async destroy(name: string): Promise<void> {
+    this.#slots.delete(name);
+    this.#stale.delete(name);
+    try {
+      await kubeRequest("DELETE", this.#sandboxPath(name), { propagationPolicy: "Background" });
+    } catch (err) {
+      if (!(err instanceof ApiError && err.status === 404)) throw err;
+    }
+  }
+
+  /** Which slots a restored workspace had: read back from its CR, so a restart can report staleness. */
+  remember(name: string, slots: Array<{ slot: string; key: string }>) {
+    this.#slots.set(name, slots);
+  }
+
+  // -------------------------------------------------------------------------------------------
+
+  #now() {
+    return (this.opts.now ?? Date.now)();
+  }
+
+  #sandboxPath(name: string) {
+    return `/apis/${GROUP_VERSION}/namespaces/${enc(this.#ns)}/sandboxes/${enc(name)}`;
+  }
+
+  /** Create if absent. An existing Repo is left as its owner wrote it (a bound one's spec is the boot's). */
+  async #ensureRepo(key: string, url: string, entry?: CredentialEntry) {
+    const secret = typeof entry?.extra?.secret === "string" ? entry.extra.secret : undefined;
+    const body = {
+      apiVersion: GROUP_VERSION,
+      kind: "Repo",
+      metadata: { name: key, namespace: this.#ns },
+      spec: { url, ...(secret ? { secretRef: { name: secret } } : {}) },
+    };
+    await createOrKeep(`/apis/${GROUP_VERSION}/namespaces/${enc(this.#ns)}/repos`, body).catch((err) => {
+      throw new PlaceFailure("Refused", `the Repo for ${repoIdentity(url)} could not be written: ${messageOf(err)}`);
+    });
+  }
+
+  async #createSandbox(req: PlaceRequest, repos: Array<{ key: string; url: string }>): Promise<SandboxModel> {
+    const digest = tokenDigest(harnessToken(this.opts.signingKey, req.name));
+    const attach = attachBodyOf(req);
+    const spec: SandboxSpecInput = {
+      image: req.image,
+      // Last, so no caller-supplied variable can choose the bearer.
+      env: [{ name: TOKEN_DIGEST_ENV, value: digest }],
+      ...(repos.length ? { repos: repos.map((r) => ({ key: r.key, url: r.url })) } : {}),
+      ...(req.idleTimeout ? { idleTimeout: req.idleTimeout } : {}),
+      ...(req.size ? { podResources: { requests: { ...req.size }, limits: { ...req.size } } } : {}),
+      ...(req.userImage ? { sidecars: [{ name: "user", image: req.userImage }] } : {}),
+    };
+    const body = {
+      apiVersion: GROUP_VERSION,
+      kind: "Sandbox",
+      metadata: {
+        name: req.name,
+        namespace: this.#ns,
+        labels: { [RUN_LABEL]: req.labels.run, [WORKFLOW_LABEL]: req.labels.workflow },
+        annotations: {
+          // The lease starts with the CR (seed 002 ADR-0064).
+          [KEEPALIVE_ANNOTATION]: new Date(this.#now()).toISOString(),
+          ...(attach ? { [ATTACH_ANNOTATION]: JSON.stringify(attach) } : {}),
+        },
+      },
+      spec,
+    };
+    try {
+      return await createOrKeep<SandboxModel>(`/apis/${GROUP_VERSION}/namespaces/${enc(this.#ns)}/sandboxes`, body);
+    } catch (err) {
+      throw new PlaceFailure("Refused", `Sandbox "${req.name}" was refused: ${messageOf(err)}`);
+    }
+  }
+
+  async #createTokenSecret(name: string, sandbox: SandboxModel) {
+    const body = {
+      apiVersion: "v1",
+      kind: "Secret",
+      metadata: {
+        name: tokenSecretName(name),
+        namespace: this.#ns,
+        labels: { [RUN_LABEL]: sandbox.metadata?.labels?.[RUN_LABEL] ?? name },
+        ownerReferences: [
+          {
+            apiVersion: GROUP_VERSION,
+            kind: "Sandbox",
+            name,
+            uid: sandbox.metadata!.uid!,
+            controller: true,
+            blockOwnerDeletion: true,
+          },
+        ],
+      },
+      type: "Opaque",
+      stringData: { [TOKEN_KEY]: harnessToken(this.opts.signingKey, name) },
+    };
+    await createOrKeep(`/api/v1/namespaces/${enc(this.#ns)}/secrets`, body).catch((err) => {
+      throw new PlaceFailure("Refused", `Sandbox "${name}"'s token Secret was refused: ${messageOf(err)}`);
+    });
+  }
+
+  /**
+   * The Harness's POST /attach, re-sent only while it never reached the Harness (a transport
+   * error), for up to the attach window with backoff from 250 ms to 5 s: an HTTP answer is an answer.
+   */
+  async #postAttach(name: string, base: string, body: AttachBody): Promise<Attached["answer"]> {
+    const url = new URL("/attach", base).toString();
+    const headers = {
+      "content-type": "application/json",
+      authorization: `Bearer ${harnessToken(this.opts.signingKey, name)}`,
+    };
+    const until = this.#now() + (this.opts.attachWindowMs ?? 90_000);
+    for (let backoff = 250; ; backoff = Math.min(backoff * 2, 5_000)) {
+      let res: Awaited<ReturnType<typeof request>>;
+      try {
+        res = await request(url, { method: "POST", headers, body: JSON.stringify(body), headersTimeout: 600_000 });
+      } catch (err) {
+        if (this.#now() >= until) {
+          throw new AttachFailure(
+            "Unreachable",
+            `Sandbox "${name}": the attach never reached its Harness at ${base}: ${messageOf(err)}`,
+          );
+        }
+        await new Promise((r) => setTimeout(r, backoff));
+        continue;
+      }
+      const text = await res.body.text();
+      if (res.statusCode >= 200 && res.statusCode < 300) {
+        const parsed = AttachAnswer.safeParse(safeJson(text));
+        if (!parsed.success)
+          throw new AttachFailure("BadAnswer", `Sandbox "${name}": the Harness's answer is not an attach answer`);
+        return parsed.data;
+      }
+      const said = (safeJson(text) as { error?: unknown } | undefined)?.error;
+      throw new AttachFailure(
+        "AttachRefused",
+        `Sandbox "${name}": the attach failed (${res.statusCode}): ${typeof said === "string" ? said : text.slice(0, 2000)}`,
+        { status: res.statusCode },
+      );
+    }
+  }
+
+  /**
+   * Resolves with the first value `judge` returns for the watch's copy of `name`; rejects with what
+   * it throws, with `expire(last)` once `deadline()` passes, or with the signal's reason.
+   */
+  #waitFor<T>(
+    name: string,
+    judge: (s: SandboxModel | undefined) => T | undefined,
+    opts: { signal?: AbortSignal; deadline?: () => number; expire?: (last: SandboxModel | undefined) => Error },
+  ): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      let done = false;
+      let timer: NodeJS.Timeout | undefined;
+      let last: SandboxModel | undefined;
+      let unsubscribe: (() => void) | undefined;
+      const finish = (fn: () => void) => {
+        if (done) return;
+        done = true;
+        if (timer) clearTimeout(timer);
+        unsubscribe?.();
+        opts.signal?.removeEventListener("abort", onAbort);
+        fn();
+      };
+      const onAbort = () => finish(() => reject(opts.signal!.reason ?? new Error("aborted")));
+      const arm = () => {
+        if (!opts.deadline || done) return;
+        if (timer) clearTimeout(timer);
+        const ms = opts.deadline() - this.#now();
+        if (ms <= 0) return finish(() => reject(opts.expire!(last)));
+        timer = setTimeout(arm, Math.min(ms, 2 ** 31 - 1));
+      };
+      const onChange = (s: SandboxModel | undefined) => {
+        if (done) return;
+        last = s ?? last;
+        try {
+          const v = judge(s);
+          if (v !== undefined) return finish(() => resolve(v));
+        } catch (err) {
+          return finish(() => reject(err));
+        }
+        arm();
+      };
+      if (opts.signal?.aborted) return onAbort();
+      opts.signal?.addEventListener("abort", onAbort);
+      unsubscribe = this.opts.watch.subscribe(name, onChange);
+      if (done) unsubscribe();
+      arm();
+    });
+  }
+}
+
+/** POST; an AlreadyExists answer reads back what is there (a repeat is a no-op). */
+async function createOrKeep<T>(collection: string, body: { metadata: { name: string } }): Promise<T> {
+  try {
+    return await kubeRequest<T>("POST", collection, body);
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 409)
+      return kubeRequest<T>("GET", `${collection}/${enc(body.metadata.name)}`);
+    throw err;
+  }
+}
+
+function freshMessage(sandbox: SandboxModel): string | undefined {
+  const c = sandbox.status?.conditions?.find((x) => x.type === "ReposFresh");
+  return c?.status === "False" ? c.message : undefined;
+}
+
+const messageOf = (err: unknown) => (err instanceof Error ? err.message : String(err));
+
+function safeJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,162 @@
+// The registry of workspace actors: what the HTTP API serves (http.ts Workspaces). One xstate
+// actor per workspace, every event kept for its stream; on boot, the Sandboxes this Orchestrator
+// wrote are read back from the one watch and each actor is rebuilt in the state the Sandbox's
+// status says, renewing again at once (restart re-attach, seed 002 ADR-0012).
+import { randomBytes } from "node:crypto";
+import { attachBodyOf, readAttach } from "./attach-body";
+import { FINAL_STATES, HttpError, type CreateWorkspaceBody, type WorkspaceEvent, type WorkspaceView } from "./api";
+import { fence, type CredentialEntry } from "./fence";
+import { RUN_LABEL } from "./labels";
+import {
+  startWorkspace,
+  viewOf,
+  type LeaseOptions,
+  type Resume,
+  type WorkspaceActor,
+  type WorkspaceInput,
+} from "./lifecycle";
+import type { Workspaces } from "./http";
+import type { Budgets, PlaceRequest, SandboxPort } from "./port";
+import type { SandboxWatch } from "./sandbox-watch";
+
+export type RegistryOptions = {
+  port: SandboxPort & { remember?(name: string, slots: Array<{ slot: string; key: string }>): void };
+  watch: SandboxWatch;
+  credentials: readonly CredentialEntry[];
+  budgets?: Budgets;
+  lease?: LeaseOptions;
+  log?: (entry: Record<string, unknown>) => void;
+  /** Called for every event of every workspace (metrics). */
+  onEvent?: (name: string, event: WorkspaceEvent) => void;
+};
+
+type Entry = { actor: WorkspaceActor; events: WorkspaceEvent[]; listeners: Set<(e: WorkspaceEvent) => void> };
+
+const MAX_EVENTS = 200;
+
+export class WorkspaceRegistry implements Workspaces {
+  readonly #entries = new Map<string, Entry>();
+
+  constructor(readonly opts: RegistryOptions) {}
+
+  async create(body: CreateWorkspaceBody): Promise<string> {
+    // The fence answers before anything is written, by name.
+    const fenced = fence(
+      body.repos.map((r) => ({ url: r.url, slot: r.slot })),
+      this.opts.credentials,
+    );
+    if (!fenced.ok) throw new HttpError(403, "fence_refused", fenced.error.message);
+    const name = `ws-${randomBytes(5).toString("hex")}`;
+    const place: PlaceRequest = {
+      name,
+      image: body.image,
+      repos: body.repos,
+      branch: body.branch,
+      ...(body.userImage ? { userImage: body.userImage } : {}),
+      ...(body.size ? { size: body.size } : {}),
+      ...(body.idleTimeout ? { idleTimeout: body.idleTimeout } : {}),
+      labels: { run: body.run ?? name, workflow: body.workflow ?? "api" },
+    };
+    this.#start(name, { place, attach: attachBodyOf(body) });
+    return name;
+  }
+
+  async list(): Promise<WorkspaceView[]> {
+    return [...this.#entries.keys()].map((name) => this.#view(name)!);
+  }
+
+  async get(name: string): Promise<WorkspaceView | undefined> {
+    return this.#view(name);
+  }
+
+  async delete(name: string): Promise<boolean> {
+    const entry = this.#entries.get(name);
+    if (!entry) return false;
+    const state = entry.actor.getSnapshot().context.state;
+    // A lost or failed workspace is final: its CR (if any is left) is deleted here.
+    if (state && FINAL_STATES.includes(state)) await this.opts.port.destroy(name);
+    else entry.actor.send({ type: "DESTROY" });
+    return true;
+  }
+
+  subscribe(name: string, listener: (event: WorkspaceEvent) => void): (() => void) | undefined {
+    const entry = this.#entries.get(name);
+    if (!entry) return undefined;
+    entry.listeners.add(listener);
+    return () => entry.listeners.delete(listener);
+  }
+
+  /** The events so far (newest last), for a view or a test. */
+  events(name: string): WorkspaceEvent[] {
+    return [...(this.#entries.get(name)?.events ?? [])];
+  }
+
+  /**
+   * On boot: every Sandbox this Orchestrator wrote (the run label, in its namespace) becomes an
+   * actor again, in the state its status says. Ready resumes at the attach (idempotent on the
+   * Harness: the same answer again), anything not yet Ready at the provision, Lost or being
+   * deleted is reported lost by the first check. Answers how many were restored.
+   */
+  async restore(): Promise<number> {
+    await this.opts.watch.whenListed();
+    let n = 0;
+    for (const sandbox of this.opts.watch.all()) {
+      const name = sandbox.metadata?.name;
+      if (!name || this.#entries.has(name) || sandbox.metadata?.labels?.[RUN_LABEL] === undefined) continue;
+      const attach = readAttach(sandbox);
+      if (attach)
+        this.opts.port.remember?.(
+          name,
+          attach.slots.map((s) => ({ slot: s.slot, key: s.key })),
+        );
+      const resume: Resume = {
+        at: sandbox.status?.phase === "Ready" ? "attaching" : "provisioning",
+        ...(sandbox.status?.endpoint ? { endpoint: sandbox.status.endpoint } : {}),
+        createdAt: Date.parse(String(sandbox.metadata?.creationTimestamp ?? "")) || undefined,
+      };
+      this.#start(name, { resume, ...(attach ? { attach } : {}) });
+      n++;
+    }
+    this.opts.log?.({ level: "info", message: "workspaces restored from their Sandboxes", count: n });
+    return n;
+  }
+
+  /** Stops every actor (their leases with them); the CRs stay for the next Orchestrator. */
+  stop(): void {
+    for (const { actor } of this.#entries.values()) actor.stop();
+  }
+
+  #start(name: string, input: Pick<WorkspaceInput, "place" | "attach" | "resume">) {
+    const entry: Entry = { actor: undefined as unknown as WorkspaceActor, events: [], listeners: new Set() };
+    this.#entries.set(name, entry);
+    const onEvent = (event: WorkspaceEvent) => {
+      entry.events.push(event);
+      if (entry.events.length > MAX_EVENTS) entry.events.shift();
+      this.opts.onEvent?.(name, event);
+      for (const l of [...entry.listeners]) l(event);
+      if (event.type === "transition") {
+        this.opts.log?.({
+          level: event.to === "failed" || event.to === "lost" ? "warn" : "info",
+          message: `workspace ${event.to}`,
+          workspace: name,
+          ...(event.failure ? { reason: event.failure.reason, detail: event.failure.message } : {}),
+          ...(event.lost ? { reason: event.lost.reason } : {}),
+        });
+      }
+    };
+    entry.actor = startWorkspace({
+      name,
+      port: this.opts.port,
+      ...input,
+      ...(this.opts.budgets ? { budgets: this.opts.budgets } : {}),
+      ...(this.opts.lease ? { lease: this.opts.lease } : {}),
+      onEvent,
+    });
+  }
+
+  #view(name: string): WorkspaceView | undefined {
+    const entry = this.#entries.get(name);
+    if (!entry) return undefined;
+    return viewOf(entry.actor.getSnapshot().context, this.opts.watch.get(name));
+  }
+}

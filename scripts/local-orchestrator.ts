@@ -1,0 +1,94 @@
+// The Orchestrator as the process it is in production (the bundle of `orchestrator/main.ts`, else
+// its source through tsx), outside the cluster: local mode, each Sandbox's Harness run here.
+// Tests, the benchmark and `npm start` use it. Its key and token files live in `dir` and survive
+// a restart, so a restarted Orchestrator derives the same Harness bearers.
+import { type ChildProcess, spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { ROOT } from "./local-operator";
+
+export type LocalOrchestratorOptions = {
+  kubeconfig: string;
+  namespace: string;
+  /** Key, tokens, credentials and Harness work dirs. */
+  dir: string;
+  /** The fence's entries (YAML list of identity prefixes). */
+  credentials: string[];
+  /** `{node}` stands for the node's name: where that node's cache agent keeps its caches. */
+  reposRoot: string;
+  port?: number;
+  harness?: "process" | "inline";
+  env?: Record<string, string>;
+  /** Log lines also go to this process's stdout. */
+  echo?: boolean;
+};
+
+export type LocalOrchestrator = {
+  url: string;
+  token: string;
+  process: ChildProcess;
+  lines: string[];
+  /** SIGTERM by default; SIGKILL to play a crash. Resolves once the process is gone. */
+  stop(signal?: NodeJS.Signals): Promise<void>;
+};
+
+export async function startLocalOrchestrator(o: LocalOrchestratorOptions): Promise<LocalOrchestrator> {
+  mkdirSync(o.dir, { recursive: true });
+  const key = join(o.dir, "signing-key");
+  const tokens = join(o.dir, "api-tokens");
+  if (!existsSync(key)) writeFileSync(key, randomBytes(32).toString("hex"), { mode: 0o600 });
+  if (!existsSync(tokens)) writeFileSync(tokens, `${randomBytes(24).toString("hex")}\n`, { mode: 0o600 });
+  const token = readFileSync(tokens, "utf8").trim().split("\n")[0];
+  const credentials = join(o.dir, "git-credentials.yaml");
+  writeFileSync(credentials, o.credentials.map((c) => `- ${JSON.stringify(c)}`).join("\n") + "\n");
+
+  const bundle = join(ROOT, "dist", "companions", "orchestrator.js");
+  const [cmd, args] = existsSync(bundle)
+    ? [process.execPath, [bundle]]
+    : [join(ROOT, "node_modules", ".bin", "tsx"), [join(ROOT, "orchestrator", "main.ts")]];
+  const child = spawn(cmd, args, {
+    env: {
+      ...process.env,
+      KUBECONFIG: o.kubeconfig,
+      PORT: String(o.port ?? 0),
+      JR2_NAMESPACE: o.namespace,
+      JR2_SIGNING_KEY_FILE: key,
+      JR2_API_TOKENS_FILE: tokens,
+      JR2_GIT_CREDENTIALS_FILE: credentials,
+      JR2_LOCAL_HARNESS: o.harness ?? "process",
+      JR2_LOCAL_REPOS_ROOT: o.reposRoot,
+      JR2_LOCAL_WORK_ROOT: join(o.dir, "work"),
+      ...o.env,
+    },
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  const lines: string[] = [];
+  const exited = new Promise<void>((r) => child.once("exit", () => r()));
+  const port = await new Promise<number>((resolve, reject) => {
+    let partial = "";
+    child.stdout!.on("data", (b: Buffer) => {
+      if (o.echo) process.stdout.write(b);
+      const parts = (partial + b.toString()).split("\n");
+      partial = parts.pop() ?? "";
+      for (const line of parts) {
+        lines.push(line);
+        const m = /"message":"orchestrator listening","port":(\d+)/.exec(line);
+        if (m) resolve(Number(m[1]));
+      }
+    });
+    child.once("exit", (code) =>
+      reject(new Error(`the Orchestrator exited (${code}) before it listened:\n${lines.slice(-5).join("\n")}`)),
+    );
+  });
+  return {
+    url: `http://127.0.0.1:${port}`,
+    token,
+    process: child,
+    lines,
+    stop: (signal = "SIGTERM") => {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      return exited;
+    },
+  };
+}
