@@ -1,12 +1,35 @@
-// `npm run bench`: runs the benchmarks against the local control plane (or KUBECONFIG) and prints
-// one JSON line per figure: {bench, metric, value, unit, target?}. Progress goes to stderr.
-//   BENCH_SANDBOXES=1000 (default)   BENCH_ADMISSION_REQUESTS=5000 (default)
-//   BENCH_ONLY=sandbox-burst|admission
+// `npm run bench`: runs the benchmarks and prints one JSON line per figure:
+// {bench, metric, value, unit, target?}. Progress goes to stderr. Benches against the local control
+// plane (or KUBECONFIG) bring it up and build the module first; the others need neither.
+//   BENCH_SANDBOXES=1000 (default)   BENCH_ADMISSION_REQUESTS=5000 (default)   BENCH_ATTACH_RUNS=5 (default)
+//   BENCH_FANOUT_SANDBOXES=200   BENCH_WORKSPACES=200   BENCH_LIVE_WORKSPACES=1000
+//   BENCH_ONLY=sandbox-burst|admission|attach|repo-fanout|orchestrator
 import { spawnSync } from "node:child_process";
 import { join } from "node:path";
 import { ROOT } from "../scripts/local-operator";
 import { admission } from "./admission";
+import { attach } from "./attach";
+import { orchestratorBench } from "./orchestrator";
+import { repoFanout } from "./repo-fanout";
 import { sandboxBurst, type Result } from "./sandbox-burst";
+
+type Bench = { cluster: boolean; run: (kubeconfig: string) => Promise<Result[]> };
+
+const BENCHES: Record<string, Bench> = {
+  "sandbox-burst": { cluster: true, run: (k) => sandboxBurst(k, Number(process.env.BENCH_SANDBOXES ?? 1000)) },
+  admission: { cluster: true, run: (k) => admission(k) },
+  attach: { cluster: false, run: () => attach() },
+  "repo-fanout": { cluster: true, run: (k) => repoFanout(k, Number(process.env.BENCH_FANOUT_SANDBOXES ?? 200)) },
+  orchestrator: {
+    cluster: true,
+    run: (k) =>
+      orchestratorBench(
+        k,
+        Number(process.env.BENCH_WORKSPACES ?? 200),
+        Number(process.env.BENCH_LIVE_WORKSPACES ?? 1000),
+      ),
+  },
+};
 
 function clusterUp(): string {
   const r = spawnSync("bash", [join(ROOT, "test", "cluster", "cluster.sh"), "up"], {
@@ -18,20 +41,25 @@ function clusterUp(): string {
   return m[1];
 }
 
-async function main() {
+/** The control plane up (unless KUBECONFIG names one) and the module built; returns the kubeconfig. */
+function prepareCluster(): string {
   const kubeconfig = process.env.KUBECONFIG || clusterUp();
   process.env.KUBECONFIG = kubeconfig;
   const build = spawnSync("npm", ["run", "build", "--silent"], { cwd: ROOT, stdio: ["ignore", "ignore", "inherit"] });
   if (build.status !== 0) throw new Error("npm run build failed");
+  return kubeconfig;
+}
 
-  const benches: Record<string, () => Promise<Result[]>> = {
-    "sandbox-burst": () => sandboxBurst(kubeconfig, Number(process.env.BENCH_SANDBOXES ?? 1000)),
-    admission: () => admission(kubeconfig),
-  };
-  for (const [name, run] of Object.entries(benches)) {
-    if (process.env.BENCH_ONLY && process.env.BENCH_ONLY !== name) continue;
+async function main() {
+  const only = process.env.BENCH_ONLY;
+  if (only && !Object.hasOwn(BENCHES, only)) {
+    throw new Error(`BENCH_ONLY=${only} names no bench (known: ${Object.keys(BENCHES).join(", ")})`);
+  }
+  const selected = Object.entries(BENCHES).filter(([name]) => !only || only === name);
+  const kubeconfig = selected.some(([, b]) => b.cluster) ? prepareCluster() : "";
+  for (const [name, bench] of selected) {
     process.stderr.write(`bench ${name} ...\n`);
-    for (const r of await run()) console.log(JSON.stringify(r));
+    for (const r of await bench.run(kubeconfig)) console.log(JSON.stringify(r));
   }
 }
 

@@ -31,6 +31,11 @@ async function main(): Promise<void> {
   const stop = () => server.close(() => process.exit(0));
   process.once("SIGTERM", stop);
   process.once("SIGINT", stop);
+  // Run by a parent that may die without a word (the Orchestrator's local mode, SIGKILLed in a
+  // test): its end of our stdin closing is the one signal that always arrives.
+  if (env.JR2_EXIT_WITH_PARENT === "1") {
+    process.stdin.on("end", stop).on("error", stop).resume();
+  }
 }
 
 main().catch((err: unknown) => {

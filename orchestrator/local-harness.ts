@@ -93,9 +93,11 @@ function child(workRoot: string, reposRoot: string, tokenSha256: string | undefi
       PORT: "0",
       JR2_WORK_ROOT: workRoot,
       JR2_REPOS_ROOT: reposRoot,
+      JR2_EXIT_WITH_PARENT: "1",
       ...(tokenSha256 ? { [TOKEN_DIGEST_ENV]: tokenSha256 } : {}),
     },
-    stdio: ["ignore", "pipe", "inherit"],
+    // stdin a pipe the Harness watches: it ends when this process does, however it ends.
+    stdio: ["pipe", "pipe", "inherit"],
   });
   return new Promise((resolve, reject) => {
     let buffered = "";

@@ -1,11 +1,43 @@
 // `npm start`: the operator on an embedded default. With no KUBECONFIG it brings up the local
 // control plane (test/cluster/cluster.sh); it builds the module, runs it here with admission and
 // watch in one process, and on exit removes the webhook configurations it registered, so a stopped
-// operator never blocks the cluster.
-import { spawn, spawnSync } from "node:child_process";
+// operator never blocks the cluster. Beside it: a cache agent per node and the Orchestrator's API
+// in local mode (a Harness run here per Sandbox), with a demo repository inside its fence.
+import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { join } from "node:path";
+import { existsSync, mkdirSync } from "node:fs";
+import { K8s, kind } from "kubernetes-fluent-client";
 import { kubectlPath } from "./kubectl";
+import { type Agent, startCacheAgent } from "./local-cache-agent";
 import { CACHE_DIR, ROOT, startLocalOperator } from "./local-operator";
+import { type LocalOrchestrator, startLocalOrchestrator } from "./local-orchestrator";
+
+const DEMO = join(ROOT, ".jr2", "demo");
+
+/** A bare repository with one commit for the demo, inside the fence. */
+function demoRepository(): string {
+  const remote = join(DEMO, "remotes", "demo.git");
+  if (existsSync(remote)) return remote;
+  const src = join(DEMO, "src");
+  mkdirSync(src, { recursive: true });
+  const git = (...a: string[]) => execFileSync("git", a, { stdio: "ignore" });
+  git("init", "--quiet", "-b", "main", src);
+  git(
+    "-C",
+    src,
+    "-c",
+    "user.name=jr2",
+    "-c",
+    "user.email=jr2@localhost",
+    "commit",
+    "--quiet",
+    "--allow-empty",
+    "-m",
+    "demo",
+  );
+  git("clone", "--quiet", "--bare", src, remote);
+  return remote;
+}
 
 function clusterUp(): Promise<string> {
   return new Promise((resolve, reject) => {
@@ -28,6 +60,7 @@ function clusterUp(): Promise<string> {
 
 async function main() {
   const kubeconfig = process.env.KUBECONFIG || (await clusterUp());
+  process.env.KUBECONFIG = kubeconfig;
   console.log(`\n==> building the module (npm run build)`);
   const build = spawnSync("npm", ["run", "build", "--silent"], { cwd: ROOT, stdio: ["ignore", "ignore", "inherit"] });
   if (build.status !== 0) throw new Error("npm run build failed; run it alone to see why");
@@ -40,6 +73,31 @@ async function main() {
     port,
     logs: "inherit",
   });
+
+  // The cache agents (one per node) and the Orchestrator, when this is the local control plane.
+  const agents: Agent[] = [];
+  let orch: LocalOrchestrator | undefined;
+  const nodes = (await K8s(kind.Node).Get()).items.filter((n) => n.metadata?.annotations?.["kwok.x-k8s.io/node"]);
+  if (nodes.length) {
+    for (const n of nodes)
+      agents.push(await startCacheAgent(n.metadata!.name!, join(DEMO, "caches", n.metadata!.name!)));
+    const remote = demoRepository();
+    orch = await startLocalOrchestrator({
+      kubeconfig,
+      namespace: "default",
+      dir: join(DEMO, "orchestrator"),
+      credentials: [join(DEMO, "remotes")],
+      reposRoot: join(DEMO, "caches", "{node}"),
+      port: Number(process.env.JR2_ORCHESTRATOR_PORT ?? 8090),
+      echo: true,
+    });
+    console.log(`
+The Orchestrator's API is at ${orch.url} (token in ${join(DEMO, "orchestrator", "api-tokens")}). A workspace:
+  curl -sS -X POST ${orch.url}/v1/workspaces -H "authorization: Bearer ${orch.token}" \\
+    -H 'content-type: application/json' \\
+    -d '{"image":"ghcr.io/example/harness:1","branch":"feature/demo","repos":[{"slot":"app","url":"${remote}"}]}'
+  curl -sS ${orch.url}/v1/workspaces -H "authorization: Bearer ${orch.token}"`);
+  }
 
   let kubectl = "kubectl";
   try {
@@ -61,6 +119,8 @@ Ctrl-C stops it and removes its webhook configurations.
     if (stopping) return;
     stopping = true;
     console.log(`\n==> ${signal}: removing webhook configurations and stopping the module`);
+    await orch?.stop();
+    await Promise.all(agents.map((a) => a.stop()));
     await op.stop();
     process.exit(0);
   };

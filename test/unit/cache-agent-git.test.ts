@@ -13,6 +13,7 @@ import {
   redact,
   urlWithoutCredentials,
 } from "../../cache-agent/git";
+import { startGitHttpServer, type GitHttpServer } from "../support/git-http-server";
 
 const ENV = {
   ...Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("GIT_"))),
@@ -113,6 +114,8 @@ describe("ensureCache", () => {
     await expect(ensureCache(w.root, "../escape", w.remote)).rejects.toThrow(GitError);
     await expect(ensureCache(w.root, "a/b", w.remote)).rejects.toThrow(GitError);
     execFileSync("mkdir", [path.join(w.root, "junk")]);
+    // Not empty: an empty directory is one the kubelet made, and the cache is built inside it.
+    await writeFile(path.join(w.root, "junk", "file"), "x");
     await expect(ensureCache(w.root, "junk", w.remote)).rejects.toThrow(/not a bare git repository/);
   });
 
@@ -292,6 +295,120 @@ describe("credentials", () => {
       expect(seen[0].keyMode).toBe(0o600);
       expect(existsSync(seen[0].dir)).toBe(false);
     }
+  });
+});
+
+describe("over HTTP with basic auth", () => {
+  // The server's password is the token: what a forge does with a token sent as Basic auth.
+  const user = "bot";
+  const token = "tok-http-3c2b1a09";
+  const creds = { kind: "https-token", token, username: user } as const;
+  const secretsOf = (t: string) => [t, Buffer.from(`${user}:${t}`).toString("base64")];
+  const servers: GitHttpServer[] = [];
+  afterEach(async () => {
+    await Promise.all(servers.splice(0).map((s) => s.close()));
+  });
+
+  /** A world whose remote is served at `url` by git http-backend, for `user`/`token` only. */
+  async function served(): Promise<World & { server: GitHttpServer; url: string }> {
+    const w = await world();
+    const server = await startGitHttpServer({ root: w.base, user, password: token });
+    servers.push(server);
+    return { ...w, server, url: server.url("remote.git") };
+  }
+
+  /** Every regular file below `dir`. */
+  async function filesUnder(dir: string): Promise<string[]> {
+    const out: string[] = [];
+    for (const e of await readdir(dir, { withFileTypes: true })) {
+      const p = path.join(dir, e.name);
+      if (e.isDirectory()) out.push(...(await filesUnder(p)));
+      else if (e.isFile()) out.push(p);
+    }
+    return out;
+  }
+
+  const errorOf = (p: Promise<unknown>) =>
+    p.then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+
+  it("clones and fetches with a token sent as Basic auth, and writes the token nowhere", async () => {
+    const w = await served();
+    const { dir, created } = await ensureCache(w.root, "repo-1", w.url, creds);
+    expect(created).toBe(true);
+    expect(sh(dir, "rev-parse", "refs/heads/main")).toBe(sh(w.remote, "rev-parse", "main"));
+    expect(sh(dir, "symbolic-ref", "HEAD")).toBe("refs/heads/main");
+    expect(sh(dir, "config", "--get", "remote.origin.url")).toBe(w.url);
+    // The header goes with every request, so git never needs a 401 to send it.
+    expect(w.server.stats.authorized).toBeGreaterThan(0);
+    expect(w.server.stats.refused).toBe(0);
+
+    // Enough annotated tags that the fetch's want lines pass 1 KiB, which git sends gzipped.
+    const c = commit(w, "c");
+    for (let i = 0; i < 30; i++) sh(w.work, "tag", "-a", "-m", `t${i}`, `v${i}`);
+    sh(w.work, "push", "--quiet", "origin", "main", "--tags");
+    const before = w.server.stats.authorized;
+    await fetchCache(dir, w.url, creds);
+    expect(sh(dir, "rev-parse", "refs/heads/main")).toBe(c);
+    expect(sh(dir, "rev-parse", "refs/tags/v29^{commit}")).toBe(c);
+    expect(w.server.stats.authorized).toBeGreaterThan(before);
+    expect(w.server.stats.gzipped).toBeGreaterThan(0);
+
+    // Consolidation writes packed-refs; then no file of the cache may hold the token or its header.
+    await consolidate(dir, { maxLoose: 0 });
+    const files = await filesUnder(dir);
+    for (const name of ["config", "packed-refs"]) expect(files).toContain(path.join(dir, name));
+    const leaks: string[] = [];
+    for (const f of files) {
+      const text = (await readFile(f)).toString("latin1");
+      if (secretsOf(token).some((s) => text.includes(s)) || /authorization|extraheader/i.test(text)) leaks.push(f);
+    }
+    expect(leaks).toEqual([]);
+  });
+
+  it("a wrong token is refused with git's words, and the error holds no secret", async () => {
+    const w = await served();
+    const wrong = "tok-wrong-77e6d5c4";
+    const err = await errorOf(ensureCache(w.root, "repo-1", w.url, { ...creds, token: wrong }));
+    expect(err).toBeInstanceOf(GitError);
+    const text = `${(err as Error).message}\n${(err as Error).stack}`;
+    // git 2.39 asks for a username once the server refuses a header it did not get from its
+    // credential helpers; a later git or a helper-fed credential says "Authentication failed".
+    expect(text).toMatch(/git fetch failed \(exit 128\): fatal: (could not read Username|Authentication failed)/);
+    expect(text).toContain(`127.0.0.1:${new URL(w.url).port}`);
+    for (const s of [...secretsOf(wrong), ...secretsOf(token)]) expect(text).not.toContain(s);
+    expect(w.server.stats.refused).toBeGreaterThan(0);
+    expect(w.server.stats.authorized).toBe(0);
+    expect(await readdir(w.root)).toEqual([]); // the temp dir went with the failure
+
+    // A good cache, then a fetch with the wrong token: refused, refs untouched.
+    const { dir } = await ensureCache(w.root, "repo-1", w.url, creds);
+    const main = sh(dir, "rev-parse", "refs/heads/main");
+    commit(w, "c");
+    sh(w.work, "push", "--quiet", "origin", "main");
+    const err2 = await errorOf(fetchCache(dir, w.url, { ...creds, token: wrong }));
+    expect((err2 as Error).message).toMatch(/git fetch failed/);
+    for (const s of [...secretsOf(wrong), ...secretsOf(token)]) expect((err2 as Error).message).not.toContain(s);
+    expect(sh(dir, "rev-parse", "refs/heads/main")).toBe(main);
+  });
+
+  it("without credentials the server refuses every request", async () => {
+    const w = await served();
+    await expect(ensureCache(w.root, "repo-1", w.url)).rejects.toThrow(/git fetch failed/);
+    expect(w.server.stats).toMatchObject({ authorized: 0, refused: 1 });
+  });
+
+  it("a token in the url authenticates too, and the stored url drops it", async () => {
+    const w = await served();
+    const withToken = w.url.replace("http://", `http://${user}:${token}@`);
+    const { dir } = await ensureCache(w.root, "repo-1", withToken);
+    expect(sh(dir, "config", "--get", "remote.origin.url")).toBe(w.url);
+    expect(await readFile(path.join(dir, "config"), "utf8")).not.toContain(token);
+    // git sends url credentials only after a 401 asks for them.
+    expect(w.server.stats.refused).toBeGreaterThan(0);
+    expect(w.server.stats.authorized).toBeGreaterThan(0);
   });
 });
 

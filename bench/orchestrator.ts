@@ -1,0 +1,148 @@
+// Benchmark: the Orchestrator's API on the local control plane. N workspaces (default 200), each
+// with one Repo Slot, created at once through POST /v1/workspaces: the API's latency and the time
+// from each create to its workspace attached. Then more without slots until L are live (default
+// 1000), and the keepalive writes per second over a window: at most L / lease interval. The real
+// operator, a cache agent per node, real git; the Harnesses run inline in the Orchestrator
+// (local mode), a process each would measure process start-up rather than the Orchestrator.
+import { execFileSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { K8s, kind } from "kubernetes-fluent-client";
+import type { WorkspaceView } from "../orchestrator/api";
+import { type Agent, startCacheAgent } from "../scripts/local-cache-agent";
+import { startLocalOrchestrator, type LocalOrchestrator } from "../scripts/local-orchestrator";
+import { benchOperator, sumMetric, type Result } from "./sandbox-burst";
+
+const NODES = ["jr2-node-0", "jr2-node-1", "jr2-node-2"];
+const LEASE_S = 30;
+const WINDOW_S = 60;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const percentile = (xs: number[], p: number) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length ? s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)] : NaN;
+};
+const round = (n: number) => Math.round(n * 100) / 100;
+
+async function call(orch: LocalOrchestrator, method: string, path: string, body?: unknown) {
+  const res = await fetch(orch.url + path, {
+    method,
+    headers: { authorization: `Bearer ${orch.token}`, ...(body ? { "content-type": "application/json" } : {}) },
+    body: body ? JSON.stringify(body) : undefined,
+  });
+  const text = await res.text();
+  if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${text}`);
+  return text;
+}
+
+/** Polls the list until `count` of `names` are ready; records when each became ready. */
+async function untilReady(orch: LocalOrchestrator, names: Set<string>, readyAt: Map<string, number>, ms: number) {
+  const deadline = Date.now() + ms;
+  while ([...names].some((n) => !readyAt.has(n))) {
+    if (Date.now() > deadline) throw new Error(`only ${readyAt.size}/${names.size} workspaces ready in time`);
+    const { items } = JSON.parse(await call(orch, "GET", "/v1/workspaces")) as { items: WorkspaceView[] };
+    const now = performance.now();
+    for (const v of items) {
+      if (!names.has(v.name) || readyAt.has(v.name)) continue;
+      if (v.state === "ready") readyAt.set(v.name, now);
+      else if (v.state === "failed" || v.state === "lost")
+        throw new Error(`${v.name} ${v.state}: ${JSON.stringify(v.failure ?? v.lost)}`);
+    }
+    await sleep(100);
+  }
+}
+
+export async function orchestratorBench(kubeconfig: string, count: number, live: number): Promise<Result[]> {
+  const op = await benchOperator(kubeconfig, 3446, "bench-orchestrator-operator");
+  const ns = `orch-bench-${randomBytes(3).toString("hex")}`;
+  const tmp = mkdtempSync(join(tmpdir(), "jr2-orch-bench-"));
+  const agents: Agent[] = [];
+  let orch: LocalOrchestrator | undefined;
+  try {
+    const remotes = join(tmp, "remotes");
+    const remote = join(remotes, "app.git");
+    const work = join(tmp, "src");
+    const git = (...a: string[]) => execFileSync("git", a, { stdio: "ignore" });
+    git("init", "--quiet", "-b", "main", work);
+    git("-C", work, "-c", "user.name=b", "-c", "user.email=b@b", "commit", "--quiet", "--allow-empty", "-m", "one");
+    git("clone", "--quiet", "--bare", work, remote);
+    for (const node of NODES) agents.push(await startCacheAgent(node, join(tmp, `cache-${node}`)));
+    await K8s(kind.Namespace).Apply({ metadata: { name: ns } });
+    orch = await startLocalOrchestrator({
+      kubeconfig,
+      namespace: ns,
+      dir: join(tmp, "orchestrator"),
+      credentials: [remotes],
+      reposRoot: join(tmp, "cache-{node}"),
+      harness: "inline",
+      env: { JR2_LEASE_INTERVAL: `${LEASE_S}s` },
+    });
+    const o = orch;
+
+    // 1. N at once, each with a slot.
+    const latencies: number[] = [];
+    const createdAt = new Map<string, number>();
+    const readyAt = new Map<string, number>();
+    const body = { image: "ghcr.io/example/harness:1", branch: "feature/bench", repos: [{ slot: "app", url: remote }] };
+    const t0 = performance.now();
+    const names = await Promise.all(
+      Array.from({ length: count }, async () => {
+        const started = performance.now();
+        const { name } = JSON.parse(await call(o, "POST", "/v1/workspaces", body)) as { name: string };
+        latencies.push(performance.now() - started);
+        createdAt.set(name, started);
+        return name;
+      }),
+    );
+    await untilReady(o, new Set(names), readyAt, 10 * 60_000);
+    const allAttached = (performance.now() - t0) / 1000;
+    const toAttached = names.map((n) => readyAt.get(n)! - createdAt.get(n)!);
+
+    // 2. Up to L live (no slot: the lease is what is measured), 100 creates in flight.
+    const more: string[] = [];
+    for (let i = count; i < live; i += 100) {
+      const batch = Math.min(100, live - i);
+      more.push(
+        ...(await Promise.all(
+          Array.from({ length: batch }, async () => {
+            const created = JSON.parse(await call(o, "POST", "/v1/workspaces", { image: body.image, branch: "b" }));
+            return created.name as string;
+          }),
+        )),
+      );
+    }
+    await untilReady(o, new Set(more), new Map(), 15 * 60_000);
+    const renewals = async () => sumMetric(await call(o, "GET", "/metrics"), "jr2_orchestrator_renewals_total");
+    const r0 = await renewals();
+    await sleep(WINDOW_S * 1000);
+    const perSecond = ((await renewals()) - r0) / WINDOW_S;
+
+    const b = "orchestrator";
+    return [
+      { bench: b, metric: "workspaces_at_once", value: count, unit: "count" },
+      { bench: b, metric: "create_api_p50_ms", value: round(percentile(latencies, 50)), unit: "ms" },
+      { bench: b, metric: "create_api_p99_ms", value: round(percentile(latencies, 99)), unit: "ms" },
+      { bench: b, metric: "create_to_attached_p50_ms", value: round(percentile(toAttached, 50)), unit: "ms" },
+      { bench: b, metric: "create_to_attached_p99_ms", value: round(percentile(toAttached, 99)), unit: "ms" },
+      { bench: b, metric: "all_attached_seconds", value: round(allAttached), unit: "s" },
+      { bench: b, metric: "live_workspaces", value: live, unit: "count" },
+      { bench: b, metric: "lease_interval_seconds", value: LEASE_S, unit: "s" },
+      {
+        bench: b,
+        metric: "keepalive_writes_per_second",
+        value: round(perSecond),
+        unit: "1/s",
+        target: `<= ${round(live / LEASE_S)}`,
+      },
+    ];
+  } finally {
+    await orch?.stop();
+    await Promise.all(agents.map((a) => a.stop()));
+    await K8s(kind.Namespace)
+      .Delete(ns)
+      .catch(() => undefined);
+    await op.stop();
+    rmSync(tmp, { recursive: true, force: true });
+  }
+}
