@@ -6,7 +6,7 @@
 // caches no pod here mounts and no bound Repo wants, once unused for a grace period (eviction.ts).
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { K8s, kind } from "kubernetes-fluent-client";
+import { K8s } from "kubernetes-fluent-client";
 import { RepoModel, SandboxModel, type RepoNode } from "../capabilities/crd";
 import { repoIdentity, repoKey } from "../capabilities/repo/identity";
 import { parseGoDuration } from "../capabilities/shared/duration";
@@ -199,7 +199,7 @@ export class CacheAgent {
       await consolidate(dir);
       this.log("info", "Repo cache fetched", { repo: name, key });
     } catch (err) {
-      const message = err instanceof Error ? err.message : String(err);
+      const message = explain(err instanceof Error ? err.message : String(err), repo.spec?.secretRef?.name);
       this.log("warn", "Repo cache not fetched", { repo: name, key, err: message });
       // Present with an error: a stale cache still serves; Failed: there is none.
       const entry: RepoNode =
@@ -216,7 +216,10 @@ export class CacheAgent {
   async #creds(repo: RepoModel): Promise<GitCreds | undefined> {
     const ref = repo.spec?.secretRef?.name;
     if (!ref) return undefined;
-    const secret = await K8s(kind.Secret).InNamespace(repo.metadata!.namespace!).Get(ref);
+    const secret = await kubeRequest<{ data?: Record<string, string> }>(
+      "GET",
+      `/api/v1/namespaces/${encodeURIComponent(repo.metadata!.namespace!)}/secrets/${encodeURIComponent(ref)}`,
+    );
     const data = (k: string) => (secret.data?.[k] ? Buffer.from(secret.data[k], "base64").toString() : undefined);
     const token = data("token") ?? data("password");
     if (token) return { kind: "https-token", token, username: data("username") };
@@ -347,4 +350,14 @@ export class CacheAgent {
       for (const t of this.#repos.values()) if (t.timer) clearInterval(t.timer);
     };
   }
+}
+
+/**
+ * git's words, plus what they mean when a Secret was given: credentials sent as a header are not
+ * git's own, so on a 401 git asks for a username it cannot prompt for, and says only that.
+ */
+export function explain(message: string, secret: string | undefined): string {
+  if (secret && /could not read (Username|Password)|terminal prompts disabled|Authentication failed/.test(message))
+    return `${message} (the server refused the credentials in Secret "${secret}": check its token and username)`;
+  return message;
 }

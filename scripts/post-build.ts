@@ -51,6 +51,8 @@ for (const [name, entry] of Object.entries(COMPANIONS)) {
     target: "node20",
     format: "cjs",
     sourcemap: true,
+    // kubernetes-fluent-client finds a kind by its class's name: a renamed class is an unknown kind.
+    keepNames: true,
     logLevel: "warning",
   });
 }

@@ -2,13 +2,14 @@
 // each its own process and cache root), real git against a bare repository on disk, and the
 // operator holding Ready until the cache on the pod's node is present and fresh.
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdtempSync, renameSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, renameSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { K8s } from "kubernetes-fluent-client";
+import { K8s, kind } from "kubernetes-fluent-client";
 import { RepoModel } from "../../capabilities/crd";
 import { repoIdentity, repoKey } from "../../capabilities/repo/identity";
 import { type Agent, startCacheAgent } from "../../scripts/local-cache-agent";
+import { startGitHttpServer } from "../support/git-http-server";
 import { condition, createSandbox, getSandbox, useNamespace, waitFor } from "./support/cluster";
 
 const ns = useNamespace("caches");
@@ -118,5 +119,58 @@ describe("Repo caches kept by the cache agents", () => {
       new RegExp(`Repo "${KEY}" on node ${stale.status?.nodeName} is stale: .+`),
     );
     expect(existsSync(`${remote}.gone`)).toBe(true);
+  });
+
+  it("clones over HTTP with the token from the Repo's secretRef, and names a refused one without showing it", async () => {
+    const served = join(tmp, "served");
+    mkdirSync(served);
+    git(["clone", "--quiet", "--bare", join(tmp, "work"), join(served, "private.git")]);
+    const server = await startGitHttpServer({ root: served, user: "jr2", password: "s3cret-token-value" });
+    try {
+      const url = server.url("private.git");
+      const key = repoKey(repoIdentity(url));
+      await K8s(kind.Secret).Apply({
+        metadata: { name: "git-token", namespace: ns.name },
+        stringData: { username: "jr2", token: "s3cret-token-value" },
+      });
+      await K8s(kind.Secret).Apply({
+        metadata: { name: "wrong-token", namespace: ns.name },
+        stringData: { username: "jr2", token: "not-the-token-9876" },
+      });
+      await K8s(RepoModel).Apply({
+        apiVersion: "core.jr2.dev/v1alpha1",
+        kind: "Repo",
+        metadata: { name: "private", namespace: ns.name },
+        spec: { url, secretRef: { name: "git-token" } },
+      });
+      await createSandbox(ns.name, "private", { repos: [{ key, url }] });
+      await waitFor(
+        "the private Sandbox Ready",
+        () => getSandbox(ns.name, "private"),
+        (s) => s.status?.phase === "Ready",
+      );
+      expect(server.stats.authorized).toBeGreaterThan(0);
+
+      // Another spelling of a different repository path, with the wrong token: refused, named, not shown.
+      git(["clone", "--quiet", "--bare", join(tmp, "work"), join(served, "other.git")]);
+      const other = server.url("other.git");
+      await K8s(RepoModel).Apply({
+        apiVersion: "core.jr2.dev/v1alpha1",
+        kind: "Repo",
+        metadata: { name: "other", namespace: ns.name },
+        spec: { url: other, secretRef: { name: "wrong-token" } },
+      });
+      const repo = await waitFor(
+        "every node's clone refused",
+        () => K8s(RepoModel).InNamespace(ns.name).Get("other"),
+        (r) => NODES.every((n) => r.status?.nodes?.[n]?.phase === "Failed"),
+      );
+      const error = repo.status!.nodes![NODES[0]].error!;
+      expect(error).toContain('Secret "wrong-token"');
+      expect(JSON.stringify(repo.status)).not.toContain("not-the-token-9876");
+      expect(server.stats.refused).toBeGreaterThan(0);
+    } finally {
+      await server.close();
+    }
   });
 });
