@@ -8,6 +8,7 @@ import type { AddressInfo } from "node:net";
 import { mkdir, mkdtemp, readdir, rm, stat } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
+import { explain } from "../../cache-agent/agent";
 import { evictable, mountedKeys, type CacheEntry } from "../../cache-agent/eviction";
 import { cacheKeys, ensureCache, evictCache, ownedByAgent, pin } from "../../cache-agent/git";
 
@@ -154,5 +155,21 @@ describe("the git side of eviction and adoption", () => {
     expect(existsSync(path.join(root, "gone"))).toBe(false);
     expect((await readdir(root)).filter((n) => n.startsWith(".evicted-"))).toEqual([]);
     await expect(evictCache(root, "../x")).rejects.toThrow(/not a plain directory name/);
+  });
+});
+
+describe("explain", () => {
+  it("names the Secret when git's words say the server refused the credentials", () => {
+    const words =
+      "git fetch failed (exit 128): fatal: could not read Username for 'http://h': terminal prompts disabled";
+    expect(explain(words, "git-token")).toBe(
+      `${words} (the server refused the credentials in Secret "git-token": check its token and username)`,
+    );
+  });
+  it("leaves other failures, and failures without a Secret, as git said them", () => {
+    expect(explain("git fetch failed (exit 128): fatal: repository not found", "s")).toBe(
+      "git fetch failed (exit 128): fatal: repository not found",
+    );
+    expect(explain("fatal: could not read Username", undefined)).toBe("fatal: could not read Username");
   });
 });
