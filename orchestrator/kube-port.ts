@@ -281,7 +281,8 @@ export class KubeSandboxPort implements SandboxPort {
 
   /**
    * Resolves with the first value `judge` returns for the watch's copy of `name`; rejects with what
-   * it throws, with `expire(last)` once `deadline()` passes, or with the signal's reason.
+   * it throws, with `expire(last)` once `deadline()` passes, or with the signal's reason. `judge`
+   * hears "absent" (undefined) only after it has seen the Sandbox.
    */
   #waitFor<T>(
     name: string,
@@ -309,8 +310,13 @@ export class KubeSandboxPort implements SandboxPort {
         if (ms <= 0) return finish(() => reject(opts.expire!(last)));
         timer = setTimeout(arm, Math.min(ms, 2 ** 31 - 1));
       };
+      // The watch may not have delivered a CR written a moment ago: absence counts only once this
+      // wait has seen the Sandbox (a CR gone before that is the lease's news, at its next check).
+      let seen = false;
       const onChange = (s: SandboxModel | undefined) => {
         if (done) return;
+        if (!s && !seen) return arm();
+        seen = true;
         last = s ?? last;
         try {
           const v = judge(s);

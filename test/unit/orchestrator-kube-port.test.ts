@@ -1,0 +1,81 @@
+// The Kubernetes port's waits over a hand-driven watch (the watch is the port's only input for
+// them; no API call is made by a provision). The race it pins: a CR written a moment ago that the
+// watch has not delivered yet is not "absent".
+import type { SandboxModel } from "../../capabilities/crd";
+import { KubeSandboxPort } from "../../orchestrator/kube-port";
+import type { SandboxListener, SandboxWatch } from "../../orchestrator/sandbox-watch";
+
+class HandWatch {
+  held = new Map<string, SandboxModel>();
+  listeners = new Map<string, Set<SandboxListener>>();
+  listed = true;
+  whenListed = () => Promise.resolve();
+  get = (name: string) => this.held.get(name);
+  all = () => [...this.held.values()];
+  subscribe(name: string, l: SandboxListener) {
+    const set = this.listeners.get(name) ?? new Set();
+    this.listeners.set(name, set.add(l));
+    l(this.held.get(name));
+    return () => set.delete(l);
+  }
+  deliver(name: string, s: SandboxModel | undefined) {
+    if (s) this.held.set(name, s);
+    else this.held.delete(name);
+    for (const l of this.listeners.get(name) ?? []) l(s);
+  }
+}
+
+const ready = (name: string): SandboxModel =>
+  ({
+    metadata: { name, namespace: "ns", uid: "u1", resourceVersion: "2" },
+    status: {
+      phase: "Ready",
+      endpoint: `http://${name}.ns.svc:8080`,
+      conditions: [
+        {
+          type: "Scheduled",
+          status: "True",
+          reason: "Scheduled",
+          message: "",
+          lastTransitionTime: new Date().toISOString(),
+        },
+        {
+          type: "Ready",
+          status: "True",
+          reason: "PodReady",
+          message: "",
+          lastTransitionTime: new Date().toISOString(),
+        },
+      ],
+    },
+  }) as unknown as SandboxModel;
+
+function port(watch: HandWatch) {
+  return new KubeSandboxPort({
+    namespace: "ns",
+    watch: watch as unknown as SandboxWatch,
+    signingKey: Buffer.alloc(32, 1),
+    credentials: [],
+  });
+}
+
+describe("the Kubernetes port's provision wait", () => {
+  const budgets = { podMs: 60_000, repoMs: 60_000 };
+
+  it("waits through a watch that has not delivered the Sandbox yet, then answers Ready", async () => {
+    const watch = new HandWatch();
+    const p = port(watch).provision("w1", budgets, { onWait: () => undefined });
+    await new Promise((r) => setImmediate(r));
+    watch.deliver("w1", ready("w1"));
+    await expect(p).resolves.toEqual({ endpoint: "http://w1.ns.svc:8080" });
+  });
+
+  it("fails Lost when a Sandbox it has seen goes away", async () => {
+    const watch = new HandWatch();
+    const pending = { ...ready("w2"), status: { phase: "Pending", conditions: [] } } as unknown as SandboxModel;
+    watch.deliver("w2", pending);
+    const p = port(watch).provision("w2", budgets, { onWait: () => undefined });
+    watch.deliver("w2", undefined);
+    await expect(p).rejects.toMatchObject({ stage: "provision", reason: "Lost" });
+  });
+});
