@@ -163,8 +163,21 @@ export class KubeSandboxPort implements SandboxPort {
     return `/apis/${GROUP_VERSION}/namespaces/${enc(this.#ns)}/sandboxes/${enc(name)}`;
   }
 
+  /** Repos this process made sure of in the last minute: a burst of workspaces on one Repo asks
+   * the API once, and a Repo deleted meanwhile is written again within a minute. */
+  readonly #repos = new Map<string, { at: number; done: Promise<void> }>();
+
   /** Create if absent. An existing Repo is left as its owner wrote it (a bound one's spec is the boot's). */
-  async #ensureRepo(key: string, url: string, entry?: CredentialEntry) {
+  #ensureRepo(key: string, url: string, entry?: CredentialEntry): Promise<void> {
+    const held = this.#repos.get(key);
+    if (held && this.#now() - held.at < 60_000) return held.done;
+    const done = this.#writeRepo(key, url, entry);
+    this.#repos.set(key, { at: this.#now(), done });
+    done.catch(() => this.#repos.delete(key)); // a failure is not remembered
+    return done;
+  }
+
+  async #writeRepo(key: string, url: string, entry?: CredentialEntry) {
     const secret = typeof entry?.extra?.secret === "string" ? entry.extra.secret : undefined;
     const body = {
       apiVersion: GROUP_VERSION,
