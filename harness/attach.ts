@@ -129,7 +129,10 @@ async function cloneDefault(run: Runner, s: SlotSpec, p: SlotPaths, warn: Warn):
   // `--branch` takes a branch or a tag (a tag leaves HEAD detached); git removes a failed clone,
   // so the `.git` check above stays a faithful "done" marker.
   const ref = s.ref ? ["--branch", s.ref] : [];
-  await step(s.slot, "clone", () => git(run, ["clone", "--shared", ...ref, "--", p.cache, p.defaultDir]));
+  // Index v4 (prefix-compressed paths) is stored in the clone's config, so the worktree's index uses
+  // it too: the two indexes are nearly all of the pod-local .git. Checkout on every core.
+  const config = ["-c", "index.version=4", "-c", "checkout.workers=0"];
+  await step(s.slot, "clone", () => git(run, ["clone", "--shared", ...config, ...ref, "--", p.cache, p.defaultDir]));
 }
 
 /** Fetch from the node's cache, push to the slot's url. Set every time: the url may carry a new token. */
