@@ -13,6 +13,7 @@ import {
 } from "./attach";
 import { authorized } from "./auth";
 import { parseAttachBody } from "./schema";
+import { readBody, sendError, sendJson } from "../capabilities/shared/http-json";
 
 /** Bodies above this are refused with 413 before they are buffered. */
 export const MAX_BODY_BYTES = 1024 * 1024;
@@ -30,39 +31,6 @@ export type HarnessOptions = Roots & {
 type Ctx = Roots & { tokenSha256: string | undefined; run: Runner; log: Log; lock: ReturnType<typeof createMutex> };
 
 type Res = http.ServerResponse;
-
-function sendJson(res: Res, status: number, body: unknown, headers: http.OutgoingHttpHeaders = {}): void {
-  const text = JSON.stringify(body);
-  res.writeHead(status, {
-    "content-type": "application/json; charset=utf-8",
-    "content-length": Buffer.byteLength(text),
-    ...headers,
-  });
-  res.end(text);
-}
-
-function sendError(res: Res, status: number, code: string, message: string, headers?: http.OutgoingHttpHeaders) {
-  sendJson(res, status, { error: { code, message } }, headers);
-}
-
-/** The body, or undefined once it exceeds `limit` (the rest is discarded, not buffered). */
-function readBody(req: http.IncomingMessage, limit: number): Promise<Buffer | undefined> {
-  if (Number(req.headers["content-length"]) > limit) return Promise.resolve(undefined);
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    const onData = (chunk: Buffer) => {
-      size += chunk.length;
-      if (size <= limit) return void chunks.push(chunk);
-      req.off("data", onData);
-      req.resume();
-      resolve(undefined);
-    };
-    req.on("data", onData);
-    req.on("end", () => resolve(Buffer.concat(chunks)));
-    req.on("error", reject);
-  });
-}
 
 function decodeJson(raw: Buffer): { ok: true; value: unknown } | { ok: false } {
   try {

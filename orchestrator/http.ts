@@ -15,6 +15,7 @@ import {
   type WorkspaceView,
 } from "./api";
 import { openApiDocument } from "./openapi";
+import { readBody, sendError, sendJson } from "../capabilities/shared/http-json";
 
 /** What the API serves; the registry of workspace actors implements it. */
 export interface Workspaces {
@@ -52,45 +53,11 @@ type Ctx = Required<Omit<ServerOptions, "log">> & { log: (entry: LogEntry) => vo
 // ---------------------------------------------------------------------------------------------
 // Answers
 
-function sendJson(res: Res, status: number, body: unknown, headers: http.OutgoingHttpHeaders = {}): void {
-  const text = JSON.stringify(body);
-  res.writeHead(status, {
-    "content-type": "application/json; charset=utf-8",
-    "content-length": Buffer.byteLength(text),
-    "cache-control": "no-store",
-    ...headers,
-  });
-  res.end(text);
-}
-
-function sendError(res: Res, status: number, code: string, message: string, headers?: http.OutgoingHttpHeaders) {
-  sendJson(res, status, { error: { code, message } }, headers);
-}
-
 const methodNotAllowed = (res: Res, allow: string[]) =>
   sendError(res, 405, "method_not_allowed", `use ${allow.join(" or ")}`, { allow: allow.join(", ") });
 
 // ---------------------------------------------------------------------------------------------
 // Bodies
-
-/** The body, or undefined once it exceeds `limit` (the rest is discarded, not buffered). */
-function readBody(req: Req, limit: number): Promise<Buffer | undefined> {
-  if (Number(req.headers["content-length"]) > limit) return Promise.resolve(undefined);
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    const onData = (chunk: Buffer) => {
-      size += chunk.length;
-      if (size <= limit) return void chunks.push(chunk);
-      req.off("data", onData);
-      req.resume();
-      resolve(undefined);
-    };
-    req.on("data", onData);
-    req.on("end", () => resolve(Buffer.concat(chunks)));
-    req.on("error", reject);
-  });
-}
 
 /** A JSON body, or an error already answered (undefined). */
 async function jsonBody(req: Req, res: Res): Promise<{ value: unknown } | undefined> {

@@ -2,7 +2,6 @@
 // only when no pod on its node mounts it and no bound Repo wants it (after a short grace here);
 // a checkout found without a Repo is adopted, pinned: never fetched, never evicted; an evicted
 // cache comes back when a Sandbox on the node asks for it.
-import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -11,6 +10,7 @@ import { RepoModel, SandboxModel } from "../../capabilities/crd";
 import { repoIdentity, repoKey } from "../../capabilities/repo/identity";
 import { type Agent, startCacheAgent } from "../../scripts/local-cache-agent";
 import { condition, createSandbox, getSandbox, useNamespace, waitFor } from "./support/cluster";
+import { gitIn } from "../support/git";
 
 const ns = useNamespace("eviction");
 const NODE = "jr2-node-0";
@@ -18,19 +18,7 @@ const tmp = mkdtempSync(join(tmpdir(), "jr2-eviction-"));
 const root = join(tmp, "cache");
 let agent: Agent;
 
-const git = (args: string[], cwd?: string) =>
-  execFileSync("git", args, {
-    cwd,
-    encoding: "utf8",
-    env: {
-      ...process.env,
-      GIT_TERMINAL_PROMPT: "0",
-      GIT_AUTHOR_NAME: "t",
-      GIT_AUTHOR_EMAIL: "t@t",
-      GIT_COMMITTER_NAME: "t",
-      GIT_COMMITTER_EMAIL: "t@t",
-    },
-  }).trim();
+const git = (args: string[], cwd?: string) => gitIn(cwd, ...args);
 
 /** A bare remote with one commit; returns its path (its own key). */
 function remote(name: string): string {

@@ -1,6 +1,5 @@
 // The Orchestrator end to end: its HTTP API as a Machine uses it, the real operator and control
 // plane, a cache agent per kwok node, a real Harness process per Sandbox (local mode) and real git.
-import { execFileSync } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { createServer, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -14,6 +13,7 @@ import { tokenSecretName } from "../../orchestrator/labels";
 import { type Agent, startCacheAgent } from "../../scripts/local-cache-agent";
 import { type LocalOrchestrator, startLocalOrchestrator } from "../../scripts/local-orchestrator";
 import { useNamespace, waitFor } from "./support/cluster";
+import { gitIn } from "../support/git";
 
 const ns = useNamespace("orch");
 const NODES = ["jr2-node-0", "jr2-node-1", "jr2-node-2"];
@@ -27,18 +27,7 @@ let hanging: Server;
 const held: ServerResponse[] = [];
 let hangingUrl: string;
 
-const git = (args: string[], cwd?: string) =>
-  execFileSync("git", args, {
-    cwd,
-    encoding: "utf8",
-    env: {
-      ...process.env,
-      GIT_AUTHOR_NAME: "t",
-      GIT_AUTHOR_EMAIL: "t@t",
-      GIT_COMMITTER_NAME: "t",
-      GIT_COMMITTER_EMAIL: "t@t",
-    },
-  }).trim();
+const git = (args: string[], cwd?: string) => gitIn(cwd, ...args);
 
 const start = () =>
   startLocalOrchestrator({

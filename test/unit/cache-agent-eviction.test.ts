@@ -1,30 +1,18 @@
 // What the cache agent may evict (pure), and the git side of eviction and adoption against real
 // git in temp dirs: a cache built in a directory the kubelet made, the owner mark, pinning, and
 // eviction that frees the key's path.
-import { execFileSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import { createServer, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { mkdir, mkdtemp, readdir, rm, stat } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
+import { gitIn } from "../support/git";
 import { explain } from "../../cache-agent/agent";
 import { evictable, mountedKeys, type CacheEntry } from "../../cache-agent/eviction";
 import { cacheKeys, ensureCache, evictCache, ownedByAgent, pin } from "../../cache-agent/git";
 
-const ENV = {
-  ...Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("GIT_"))),
-  LC_ALL: "C",
-  GIT_TERMINAL_PROMPT: "0",
-  GIT_AUTHOR_NAME: "t",
-  GIT_AUTHOR_EMAIL: "t@t",
-  GIT_COMMITTER_NAME: "t",
-  GIT_COMMITTER_EMAIL: "t@t",
-  GIT_CONFIG_NOSYSTEM: "1",
-  GIT_CONFIG_GLOBAL: "/dev/null",
-};
-const sh = (cwd: string, ...args: string[]) =>
-  execFileSync("git", args, { cwd, env: ENV, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] }).trim();
+const sh = (cwd: string, ...args: string[]) => gitIn(cwd, ...args);
 
 describe("evictable", () => {
   const HOUR = 3_600_000;

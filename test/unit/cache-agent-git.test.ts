@@ -13,23 +13,10 @@ import {
   redact,
   urlWithoutCredentials,
 } from "../../cache-agent/git";
+import { gitIn } from "../support/git";
 import { startGitHttpServer, type GitHttpServer } from "../support/git-http-server";
 
-const ENV = {
-  ...Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("GIT_"))),
-  LC_ALL: "C",
-  GIT_TERMINAL_PROMPT: "0",
-  GIT_AUTHOR_NAME: "t",
-  GIT_AUTHOR_EMAIL: "t@t",
-  GIT_COMMITTER_NAME: "t",
-  GIT_COMMITTER_EMAIL: "t@t",
-  GIT_CONFIG_NOSYSTEM: "1",
-  GIT_CONFIG_GLOBAL: "/dev/null",
-};
-
-/** Test-side git (synchronous, execFile semantics: no shell). */
-const sh = (cwd: string, ...args: string[]) =>
-  execFileSync("git", args, { cwd, env: ENV, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] }).trim();
+const sh = (cwd: string, ...args: string[]) => gitIn(cwd, ...args);
 
 const tmps: string[] = [];
 afterAll(async () => {

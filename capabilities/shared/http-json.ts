@@ -1,0 +1,48 @@
+// The JSON-over-HTTP plumbing the companions' small servers share (the Harness, the Orchestrator):
+// an answer, an error as `{error: {code, message}}`, and a body read with a size limit.
+import type http from "node:http";
+
+export function sendJson(
+  res: http.ServerResponse,
+  status: number,
+  body: unknown,
+  headers: http.OutgoingHttpHeaders = {},
+): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, {
+    "content-type": "application/json; charset=utf-8",
+    "content-length": Buffer.byteLength(text),
+    "cache-control": "no-store",
+    ...headers,
+  });
+  res.end(text);
+}
+
+export function sendError(
+  res: http.ServerResponse,
+  status: number,
+  code: string,
+  message: string,
+  headers?: http.OutgoingHttpHeaders,
+): void {
+  sendJson(res, status, { error: { code, message } }, headers);
+}
+
+/** The body, or undefined once it exceeds `limit` (the rest is discarded, not buffered). */
+export function readBody(req: http.IncomingMessage, limit: number): Promise<Buffer | undefined> {
+  if (Number(req.headers["content-length"]) > limit) return Promise.resolve(undefined);
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size <= limit) return void chunks.push(chunk);
+      req.off("data", onData);
+      req.resume();
+      resolve(undefined);
+    };
+    req.on("data", onData);
+    req.on("end", () => resolve(Buffer.concat(chunks)));
+    req.on("error", reject);
+  });
+}
