@@ -57,9 +57,15 @@ export const DEFAULT_LEASE_INTERVAL_MS = 5 * 60_000;
 export const DEFAULT_LEASE_JITTER = 0.2;
 const DEFAULT_RENEW_RETRY_MS = 30_000;
 
-/** One lease delay: the interval, jittered by +/- `jitter` of itself. */
-export function leaseDelay(intervalMs: number, jitter: number, random: () => number): number {
-  return Math.round(intervalMs * (1 + jitter * (2 * random() - 1)));
+/**
+ * One lease delay. The first, from the write (or a restore), is the interval +/- `jitter` of
+ * itself, which spreads a burst of workspaces. Every later one is the interval plus up to `jitter`
+ * of it, never less: so a workspace never renews more than once an interval, and L workspaces
+ * write at most L / interval keepalives a second, whatever the draws (decision 0011).
+ */
+export function leaseDelay(intervalMs: number, jitter: number, random: () => number, first = false): number {
+  const spread = first ? 2 * random() - 1 : random();
+  return Math.round(intervalMs * (1 + jitter * spread));
 }
 
 type LeaseInput = Required<LeaseOptions> & {
@@ -99,7 +105,7 @@ const leaseLogic = fromCallback<LeaseEvent, LeaseInput>(({ input, sendBack }) =>
   const schedule = (ms: number) => {
     if (!stopped) handle = input.timers.set(() => void tick(), ms);
   };
-  const next = () => leaseDelay(input.intervalMs, input.jitter, input.random);
+  const next = (first = false) => leaseDelay(input.intervalMs, input.jitter, input.random, first);
 
   async function tick(): Promise<void> {
     if (stopped) return;
@@ -129,7 +135,7 @@ const leaseLogic = fromCallback<LeaseEvent, LeaseInput>(({ input, sendBack }) =>
     const lost = lossOfContinuity(c, input.name);
     if (lost) lose(lost);
   });
-  schedule(input.immediate ? 0 : next());
+  schedule(input.immediate ? 0 : next(true));
   return () => {
     stopped = true;
     input.timers.clear(handle);

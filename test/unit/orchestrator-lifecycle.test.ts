@@ -116,7 +116,7 @@ function start(port: SandboxPort, input: Partial<WorkspaceInput> = {}, lease: Le
     port,
     place: PLACE,
     attach: ATTACH,
-    lease: { random: () => 0.5, ...lease },
+    lease: { random: () => 0.5, jitter: 0, ...lease },
     onEvent: (e) => events.push(e),
     ...input,
   });
@@ -448,34 +448,39 @@ describe("the lease", () => {
     expect(renewed.map((e) => e.type === "renewed" && e.count)).toEqual([1, 2, 3, 4]);
   });
 
-  it("jitters each delay within +/-20% of the interval", async () => {
-    // The lowest and the highest random draws: 0.8 and (almost) 1.2 times the interval.
-    const draws = [0, 0.999999, 0.25, 0.75];
+  it("jitters the first delay within +/-20% of the interval, and each later one within +0..20%", async () => {
+    // The lowest and the highest random draws: 0.8 (first) or 1.0 (later) and (almost) 1.2 times the interval.
+    const draws = [0, 0.999999, 0.25, 0.75, 0];
     let i = 0;
     const port = new FakePort();
-    start(port, {}, { random: () => draws[i++ % draws.length] });
+    start(port, {}, { jitter: 0.2, random: () => draws[i++ % draws.length] });
     port.placeHooks!.onWritten();
     await jest.advanceTimersByTimeAsync(60 * MIN);
     const gaps = port.renewals.map((t, k) => t - (k === 0 ? T0 : port.renewals[k - 1]));
-    expect(gaps.slice(0, 4)).toEqual([
+    expect(gaps.slice(0, 5)).toEqual([
       4 * MIN,
-      Math.round(5 * MIN * (1 + 0.2 * (2 * 0.999999 - 1))),
-      4.5 * MIN,
-      5.5 * MIN,
+      Math.round(5 * MIN * (1 + 0.2 * 0.999999)),
+      5.25 * MIN,
+      5.75 * MIN,
+      5 * MIN,
     ]);
-    for (const gap of gaps) {
-      expect(gap).toBeGreaterThanOrEqual(0.8 * 5 * MIN);
+    expect(gaps[0]).toBeGreaterThanOrEqual(0.8 * 5 * MIN);
+    for (const gap of gaps.slice(1)) {
+      expect(gap).toBeGreaterThanOrEqual(5 * MIN);
       expect(gap).toBeLessThanOrEqual(1.2 * 5 * MIN);
     }
   });
 
   it("leaseDelay stays within its bounds for any draw", () => {
     for (let k = 0; k < 1000; k++) {
-      const d = leaseDelay(5 * MIN, 0.2, Math.random);
-      expect(d).toBeGreaterThanOrEqual(4 * MIN);
-      expect(d).toBeLessThanOrEqual(6 * MIN);
+      const first = leaseDelay(5 * MIN, 0.2, Math.random, true);
+      expect(first).toBeGreaterThanOrEqual(4 * MIN);
+      expect(first).toBeLessThanOrEqual(6 * MIN);
+      const later = leaseDelay(5 * MIN, 0.2, Math.random);
+      expect(later).toBeGreaterThanOrEqual(5 * MIN);
+      expect(later).toBeLessThanOrEqual(6 * MIN);
     }
-    expect(leaseDelay(5 * MIN, 0.2, () => 0.5)).toBe(5 * MIN);
+    expect(leaseDelay(5 * MIN, 0.2, () => 0.5, true)).toBe(5 * MIN);
     expect(leaseDelay(5 * MIN, 0, () => 0)).toBe(5 * MIN);
   });
 
@@ -495,7 +500,9 @@ describe("the lease", () => {
     await jest.advanceTimersByTimeAsync(60 * MIN);
     const perSecond = (port.renewals.length - first) / 3600;
     expect(first).toBe(1000);
-    expect(perSecond).toBeLessThanOrEqual((1000 / 300) * 1.26); // the mean gap is the interval; jitter averages out
+    // No gap after the first is shorter than the interval: the bound holds for any draws.
+    expect(perSecond).toBeLessThanOrEqual(1000 / 300);
+    expect(perSecond).toBeGreaterThan((1000 / 300) * 0.8);
   });
 
   it("retries a failed renewal sooner, and reports it", async () => {
