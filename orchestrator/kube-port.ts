@@ -142,7 +142,7 @@ export class KubeSandboxPort implements SandboxPort {
     this.#slots.delete(name);
     this.#stale.delete(name);
     try {
-      await kubeRequest("DELETE", this.#sandboxPath(name), { propagationPolicy: "Background" });
+      await kubeRequest("DELETE", `${this.#sandboxPath(name)}?propagationPolicy=Background`);
     } catch (err) {
       if (!(err instanceof ApiError && err.status === 404)) throw err;
     }

@@ -277,7 +277,7 @@ export class SandboxController {
     try {
       // Background propagation: the garbage collector takes the pod and Service.
       await write("Sandbox.delete", () =>
-        kubeRequest("DELETE", paths.sandbox(namespace, name), { propagationPolicy: "Background" }),
+        kubeRequest("DELETE", `${paths.sandbox(namespace, name)}?propagationPolicy=Background`),
       );
     } catch (err) {
       if (!isNotFound(err)) throw err;

@@ -49,13 +49,19 @@ async function current(): Promise<Session> {
 
 export type Method = "GET" | "POST" | "PATCH" | "DELETE";
 
-/** One API call; a non-2xx answer is thrown as an ApiError with the server's Status words. */
+/**
+ * One API call; a non-2xx answer is thrown as an ApiError with the server's Status words. A DELETE
+ * takes its options in the query (`?propagationPolicy=Background`), never a body: over HTTP/2
+ * undici refuses a body on a method that does not expect one.
+ */
 export async function kubeRequest<T>(
   method: Method,
   path: string,
   body?: unknown,
   contentType = "application/json",
 ): Promise<T> {
+  if (method === "DELETE" && body !== undefined)
+    throw new Error("kubeRequest: a DELETE takes its options in the query");
   const s = await current();
   const res = await request(s.server + path, {
     method,
