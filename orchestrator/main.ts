@@ -8,6 +8,7 @@
 //   JR2_POD_BUDGET, JR2_REPO_BUDGET   provision budgets (Go durations, 120s and 25m)
 //   JR2_LOCAL_HARNESS          off (default) | process | inline: outside the cluster only, run each
 //                              Sandbox's Harness here (JR2_LOCAL_REPOS_ROOT with {node}, JR2_LOCAL_WORK_ROOT)
+//   JR2_API_HTTP2              1 (default here) HTTP/2 to the API server, 0 HTTP/1.1
 //   KUBECONFIG                 the cluster (in a pod: its service account)
 import { readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -45,6 +46,8 @@ function required(name: string): string {
 
 async function main() {
   const env = process.env;
+  // HTTP/2 to the API server unless told otherwise (decision 0008): read by the pooled client.
+  env.JR2_API_HTTP2 ??= "1";
   const port = Number(env.PORT || 8090);
   if (!Number.isInteger(port) || port < 0 || port > 65535) fail(`PORT is not a port number: ${env.PORT}`);
   const namespace = env.JR2_NAMESPACE || "default";
