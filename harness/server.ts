@@ -13,7 +13,7 @@ import {
 } from "./attach";
 import { authorized } from "./auth";
 import { parseAttachBody } from "./schema";
-import { readBody, sendError, sendJson } from "../capabilities/shared/http-json";
+import { listen, readBody, sendError, sendJson } from "../capabilities/shared/http-json";
 
 /** Bodies above this are refused with 413 before they are buffered. */
 export const MAX_BODY_BYTES = 1024 * 1024;
@@ -114,13 +114,5 @@ export function createHarness(opts: HarnessOptions): http.Server {
  */
 export async function startHarness(opts: HarnessOptions, port: number, host?: string): Promise<http.Server> {
   process.umask(0o002);
-  const server = createHarness(opts);
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(port, host, () => {
-      server.off("error", reject);
-      resolve();
-    });
-  });
-  return server;
+  return listen(createHarness(opts), port, host);
 }

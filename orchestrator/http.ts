@@ -15,7 +15,7 @@ import {
   type WorkspaceView,
 } from "./api";
 import { openApiDocument } from "./openapi";
-import { readBody, sendError, sendJson } from "../capabilities/shared/http-json";
+import { listen, readBody, sendError, sendJson } from "../capabilities/shared/http-json";
 
 /** What the API serves; the registry of workspace actors implements it. */
 export interface Workspaces {
@@ -243,13 +243,5 @@ export function createOrchestratorServer(opts: ServerOptions): http.Server {
 
 /** Creates the server and listens; resolves once the port is bound. */
 export async function startOrchestratorServer(opts: ServerOptions, port: number, host?: string): Promise<http.Server> {
-  const server = createOrchestratorServer(opts);
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(port, host, () => {
-      server.off("error", reject);
-      resolve();
-    });
-  });
-  return server;
+  return listen(createOrchestratorServer(opts), port, host);
 }

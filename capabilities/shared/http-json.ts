@@ -46,3 +46,14 @@ export function readBody(req: http.IncomingMessage, limit: number): Promise<Buff
     req.on("error", reject);
   });
 }
+
+/** Listens; resolves once the port is bound, rejects if it cannot be. */
+export function listen(server: http.Server, port: number, host?: string): Promise<http.Server> {
+  return new Promise((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, host, () => {
+      server.off("error", reject);
+      resolve(server);
+    });
+  });
+}
