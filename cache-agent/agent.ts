@@ -37,8 +37,9 @@ type Tracked = {
   evicted: boolean;
   /** One sync at a time per Repo: each waits for the one before. */
   chain: Promise<void>;
-  /** A sync is queued and not yet started: it serves every ask made meanwhile (and `asked` says if one did). */
-  queued?: { asked: boolean };
+  /** A sync queued and not yet started: it serves every request made meanwhile. `plain`: an
+   * interval or a new Repo asked for it; `ask`: the latest Sandbox ask it answers (ms, 0 for none). */
+  queued?: { plain: boolean; ask: number };
 };
 
 const DEFAULT_INTERVAL_MS = 5 * 60_000;
@@ -153,28 +154,36 @@ export class CacheAgent {
           t.repo.metadata?.namespace === sbx.metadata?.namespace &&
           (t.lastFetch < asked || t.evicted)
         )
-          void this.sync(name, true);
+          void this.sync(name, asked);
       }
     }
   }
 
   /**
    * Clones (or adopts) and fetches one Repo's cache, then says so on its status. Serialized per
-   * Repo. An evicted cache is rebuilt only when `asked` (a Sandbox here, or a new Repo).
+   * Repo. `ask`: a Sandbox on this node created at that time (ms) asks for a fetch after it; none,
+   * the interval or a new Repo. An evicted cache is rebuilt only for an ask.
    */
-  sync(name: string, asked = false): Promise<void> {
+  sync(name: string, ask?: number): Promise<void> {
     const t = this.#repos.get(name);
     if (!t || this.#stopped) return Promise.resolve();
-    // Coalesce: a sync that has not started yet will fetch after this ask, so it answers it too.
+    // Coalesce: a sync that has not started yet fetches after this request, so it answers it too.
     if (t.queued) {
-      t.queued.asked ||= asked;
+      if (ask === undefined) t.queued.plain = true;
+      else t.queued.ask = Math.max(t.queued.ask, ask);
       return t.chain;
     }
-    const queued = (t.queued = { asked });
+    t.queued = { plain: ask === undefined, ask: ask ?? 0 };
+    return this.#enqueue(name, t, t.queued);
+  }
+
+  #enqueue(name: string, t: Tracked, q: NonNullable<Tracked["queued"]>): Promise<void> {
     t.chain = t.chain
       .then(() => {
         t.queued = undefined;
-        if (t.evicted && !queued.asked) return;
+        if (t.evicted && q.ask === 0) return; // an interval does not rebuild an evicted cache
+        // Asks only, each answered by a fetch that ended after it (one that ran while they queued).
+        if (!q.plain && !t.evicted && t.lastFetch >= q.ask) return;
         t.evicted = false;
         return this.#sync(name, t);
       })
