@@ -10,13 +10,10 @@ import cfg from "../package.json";
 import { kubeRequest } from "../capabilities/shared/kube";
 import { ROOT, localWebhooks } from "../scripts/local-operator";
 import { benchOperator, scrape, sumMetric, type Result } from "./sandbox-burst";
+import { percentile, round } from "./stats";
 
 const TOTAL = Number(process.env.BENCH_ADMISSION_REQUESTS ?? 5000);
 const CONCURRENCY = 32;
-
-const percentile = (sorted: number[], p: number) =>
-  sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
-const round = (n: number) => Math.round(n * 100) / 100;
 
 /** Runs `n` calls of `fn` with `c` in flight; returns each call's latency in ms, sorted. */
 async function load(n: number, c: number, fn: (i: number) => Promise<void>): Promise<number[]> {

@@ -17,6 +17,7 @@ import { ensureCache } from "../cache-agent/git";
 import { startHarness } from "../harness/server";
 import { CACHE_DIR } from "../scripts/local-operator";
 import type { Result } from "./sandbox-burst";
+import { percentile, round } from "./stats";
 
 const B = "attach";
 const FILES = 20_000;
@@ -28,11 +29,8 @@ const REPO_DIR = path.join(CACHE_DIR, "bench", "attach-repo-v1");
 const KEY = "bench-attach";
 const BRANCH = "jr2/bench";
 
-const round = (n: number) => Math.round(n * 100) / 100;
 const mib = (bytes: number) => round(bytes / (1 << 20));
 const seconds = (ms: number) => round(ms / 1000);
-const percentile = (sorted: number[], p: number) =>
-  sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
 const log = (line: string) => process.stderr.write(`attach: ${line}\n`);
 
 /** The environment without inherited GIT_* (a hook's GIT_DIR must not redirect these commands). */

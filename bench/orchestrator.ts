@@ -14,16 +14,11 @@ import type { WorkspaceView } from "../orchestrator/api";
 import { type Agent, startCacheAgent } from "../scripts/local-cache-agent";
 import { startLocalOrchestrator, type LocalOrchestrator } from "../scripts/local-orchestrator";
 import { benchOperator, sumMetric, type Result } from "./sandbox-burst";
+import { percentile, round, sleep, sorted } from "./stats";
 
 const NODES = ["jr2-node-0", "jr2-node-1", "jr2-node-2"];
 const LEASE_S = 30;
 const WINDOW_S = 60;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const percentile = (xs: number[], p: number) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length ? s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)] : NaN;
-};
-const round = (n: number) => Math.round(n * 100) / 100;
 
 async function call(orch: LocalOrchestrator, method: string, path: string, body?: unknown) {
   const res = await fetch(orch.url + path, {
@@ -121,10 +116,10 @@ export async function orchestratorBench(kubeconfig: string, count: number, live:
     const b = "orchestrator";
     return [
       { bench: b, metric: "workspaces_at_once", value: count, unit: "count" },
-      { bench: b, metric: "create_api_p50_ms", value: round(percentile(latencies, 50)), unit: "ms" },
-      { bench: b, metric: "create_api_p99_ms", value: round(percentile(latencies, 99)), unit: "ms" },
-      { bench: b, metric: "create_to_attached_p50_ms", value: round(percentile(toAttached, 50)), unit: "ms" },
-      { bench: b, metric: "create_to_attached_p99_ms", value: round(percentile(toAttached, 99)), unit: "ms" },
+      { bench: b, metric: "create_api_p50_ms", value: round(percentile(sorted(latencies), 50)), unit: "ms" },
+      { bench: b, metric: "create_api_p99_ms", value: round(percentile(sorted(latencies), 99)), unit: "ms" },
+      { bench: b, metric: "create_to_attached_p50_ms", value: round(percentile(sorted(toAttached), 50)), unit: "ms" },
+      { bench: b, metric: "create_to_attached_p99_ms", value: round(percentile(sorted(toAttached), 99)), unit: "ms" },
       { bench: b, metric: "all_attached_seconds", value: round(allAttached), unit: "s" },
       { bench: b, metric: "live_workspaces", value: live, unit: "count" },
       { bench: b, metric: "lease_interval_seconds", value: LEASE_S, unit: "s" },

@@ -13,9 +13,9 @@ import { RepoModel, SandboxModel } from "../capabilities/crd";
 import { repoIdentity, repoKey } from "../capabilities/repo/identity";
 import { type Agent, startCacheAgent } from "../scripts/local-cache-agent";
 import { benchOperator, type Result, scrape, sumMetric } from "./sandbox-burst";
+import { sleep } from "./stats";
 
 const NODES = ["jr2-node-0", "jr2-node-1", "jr2-node-2"];
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function until<T>(what: string, get: () => Promise<T>, ok: (v: T) => boolean, ms = 10 * 60_000): Promise<T> {
   const deadline = Date.now() + ms;

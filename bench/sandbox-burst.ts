@@ -9,11 +9,9 @@ import { join } from "node:path";
 import { K8s, kind } from "kubernetes-fluent-client";
 import { SandboxModel } from "../capabilities/crd";
 import { CACHE_DIR, startLocalOperator } from "../scripts/local-operator";
+import { percentile, round } from "./stats";
 
 export type Result = { bench: string; metric: string; value: number; unit: string; target?: string };
-
-const percentile = (sorted: number[], p: number) =>
-  sorted.length ? sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] : NaN;
 
 export function scrape(port: number, ca: string): Promise<string> {
   return new Promise((resolve, reject) => {
@@ -162,5 +160,3 @@ export async function sandboxBurst(kubeconfig: string, count: number): Promise<R
 
 /** A quantile of the operator's reconcile duration summary (over its recent window). */
 const quantile = (text: string, q: number) => sumMetric(text, "pepr_jr2_reconcile_duration", { quantile: String(q) });
-
-const round = (n: number) => Math.round(n * 100) / 100;

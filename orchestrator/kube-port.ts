@@ -26,7 +26,14 @@ import {
   type Provisioned,
   type SandboxPort,
 } from "./port";
-import { budgetFailure, continuityOf, placingTracker, provisionTracker, staleSlots } from "./provision-rules";
+import {
+  budgetFailure,
+  conditionOf,
+  continuityOf,
+  placingTracker,
+  provisionTracker,
+  staleSlots,
+} from "./provision-rules";
 import type { SandboxWatch } from "./sandbox-watch";
 import { harnessToken, tokenDigest } from "./tokens";
 
@@ -49,11 +56,6 @@ export type KubePortOptions = {
 };
 
 export class KubeSandboxPort implements SandboxPort {
-  /** The keys each workspace's slots resolved to, for the stale report after the attach. */
-  readonly #slots = new Map<string, Array<{ slot: string; key: string }>>();
-  /** ReposFresh=False's message when the provision saw Ready. */
-  readonly #stale = new Map<string, string>();
-
   constructor(readonly opts: KubePortOptions) {}
 
   get #ns() {
@@ -68,10 +70,6 @@ export class KubeSandboxPort implements SandboxPort {
     );
     if (!fenced.ok) throw fenced.error;
     const repos = fenced.repos.map((f) => ({ ...f, key: repoKey(f.identity) }));
-    this.#slots.set(
-      req.name,
-      repos.map((r) => ({ slot: r.slot ?? r.key, key: r.key })),
-    );
     // The Repo resources before the CR names them (the operator holds Ready on RepoMissing).
     for (const r of repos) await this.#ensureRepo(r.key, r.url, r.entry);
     const sandbox = await this.#createSandbox(req, repos);
@@ -100,8 +98,6 @@ export class KubeSandboxPort implements SandboxPort {
         budget = b;
         if (verdict.kind === "failed") throw verdict.failure;
         if (verdict.kind !== "ready") return undefined;
-        if (verdict.stale) this.#stale.set(name, verdict.stale);
-        else this.#stale.delete(name);
         return { endpoint: verdict.endpoint };
       },
       {
@@ -119,8 +115,9 @@ export class KubeSandboxPort implements SandboxPort {
     }
     const base = this.opts.resolveEndpoint ? await this.opts.resolveEndpoint(sandbox) : sandbox.status.endpoint;
     const answer = await this.#postAttach(name, base, body);
-    const slots = this.#slots.get(name) ?? body.slots.map((s) => ({ slot: s.slot, key: s.key }));
-    const stale = staleSlots(slots, this.#stale.get(name) ?? freshMessage(sandbox));
+    // ReposFresh as the operator last said it: fixed once per pod, so the provision's verdict.
+    const fresh = conditionOf(sandbox, "ReposFresh");
+    const stale = staleSlots(body.slots, fresh?.status === "False" ? fresh.message : undefined);
     return { answer, ...(stale ? { stale } : {}) };
   }
 
@@ -139,18 +136,11 @@ export class KubeSandboxPort implements SandboxPort {
   }
 
   async destroy(name: string): Promise<void> {
-    this.#slots.delete(name);
-    this.#stale.delete(name);
     try {
       await kubeRequest("DELETE", `${this.#sandboxPath(name)}?propagationPolicy=Background`);
     } catch (err) {
       if (!(err instanceof ApiError && err.status === 404)) throw err;
     }
-  }
-
-  /** Which slots a restored workspace had: read back from its CR, so a restart can report staleness. */
-  remember(name: string, slots: Array<{ slot: string; key: string }>) {
-    this.#slots.set(name, slots);
   }
 
   // -------------------------------------------------------------------------------------------
@@ -357,11 +347,6 @@ async function createOrKeep<T>(collection: string, body: { metadata: { name: str
       return kubeRequest<T>("GET", `${collection}/${enc(body.metadata.name)}`);
     throw err;
   }
-}
-
-function freshMessage(sandbox: SandboxModel): string | undefined {
-  const c = sandbox.status?.conditions?.find((x) => x.type === "ReposFresh");
-  return c?.status === "False" ? c.message : undefined;
 }
 
 const messageOf = (err: unknown) => (err instanceof Error ? err.message : String(err));

@@ -20,7 +20,7 @@ import type { Budgets, PlaceRequest, SandboxPort } from "./port";
 import type { SandboxWatch } from "./sandbox-watch";
 
 export type RegistryOptions = {
-  port: SandboxPort & { remember?(name: string, slots: Array<{ slot: string; key: string }>): void };
+  port: SandboxPort;
   watch: SandboxWatch;
   credentials: readonly CredentialEntry[];
   budgets?: Budgets;
@@ -104,11 +104,6 @@ export class WorkspaceRegistry implements Workspaces {
       const name = sandbox.metadata?.name;
       if (!name || this.#entries.has(name) || sandbox.metadata?.labels?.[RUN_LABEL] === undefined) continue;
       const attach = readAttach(sandbox);
-      if (attach)
-        this.opts.port.remember?.(
-          name,
-          attach.slots.map((s) => ({ slot: s.slot, key: s.key })),
-        );
       const resume: Resume = {
         at: sandbox.status?.phase === "Ready" ? "attaching" : "provisioning",
         ...(sandbox.status?.endpoint ? { endpoint: sandbox.status.endpoint } : {}),
