@@ -61,6 +61,8 @@ export class CacheAgent {
   readonly #placed = new Map<string, string[]>();
   /** Per cache key: when a Sandbox here last named it, or it was built. */
   readonly #lastUsed = new Map<string, number>();
+  /** Per cache key: whether the agent built it (`jr2.owner`), read from git once, kept since. */
+  readonly #owned = new Map<string, boolean>();
   /** Keys of checkouts adopted without a Repo. */
   readonly #pinned = new Set<string>();
   #sweeping: Promise<void> = Promise.resolve();
@@ -201,7 +203,10 @@ export class CacheAgent {
       // Cloning only when there is no cache yet: a fetch into a present cache never says less.
       if (!existsSync(join(this.root, key))) await this.#report(repo, { phase: "Cloning" });
       const { dir, created } = await ensureCache(this.root, key, url, creds, this.opts.git);
-      if (created) this.#lastUsed.set(key, Date.now());
+      if (created) {
+        this.#lastUsed.set(key, Date.now());
+        this.#owned.set(key, true);
+      }
       const { fetchedAt } = created ? { fetchedAt: new Date() } : await fetchCache(dir, url, creds);
       t.lastFetch = fetchedAt.getTime();
       await this.#report(repo, { phase: "Present", fetchedAt: fetchedAt.toISOString() });
@@ -267,7 +272,9 @@ export class CacheAgent {
     const caches = [];
     for (const key of await cacheKeys(this.root)) {
       const dir = join(this.root, key);
-      const owned = !this.#pinned.has(key) && (await ownedByAgent(dir));
+      // Ownership changes only when the agent builds or evicts a cache: one git call per key, ever.
+      let owned = this.#owned.get(key);
+      if (owned === undefined) this.#owned.set(key, (owned = await ownedByAgent(dir)));
       if (!owned && !wanted.has(key) && !this.#pinned.has(key)) await this.#pin(key, dir);
       if (!this.#lastUsed.has(key)) this.#lastUsed.set(key, now); // first seen: its grace starts now
       caches.push({ key, owned, lastUsed: this.#lastUsed.get(key)! });
@@ -312,6 +319,7 @@ export class CacheAgent {
     const run = async () => {
       if (!existsSync(join(this.root, key))) return;
       await evictCache(this.root, key);
+      this.#owned.delete(key);
       this.#lastUsed.delete(key);
       this.log("info", "Repo cache evicted: no pod here mounts it and no bound Repo wants it", { key });
       for (const [name, t] of holders) {

@@ -6,7 +6,7 @@
 //   KUBECONFIG                the cluster (in a pod: its service account)
 import { mkdirSync } from "node:fs";
 import { DEFAULT_CACHE_ROOT } from "../capabilities/repo/caches";
-import { parseGoDuration } from "../capabilities/shared/duration";
+import { envDuration } from "../capabilities/shared/duration";
 import { CacheAgent, DEFAULT_EVICT_AFTER_MS } from "./agent";
 import { DEFAULT_CLONE_TIMEOUT_MS } from "./git";
 
@@ -15,13 +15,13 @@ function fail(message: string): never {
   process.exit(2);
 }
 
-function duration(name: string, fallback: number): number {
-  const raw = process.env[name];
-  if (raw === undefined || raw === "") return fallback;
-  const ms = parseGoDuration(raw);
-  if (ms === undefined || ms <= 0) fail(`${name}=${JSON.stringify(raw)} is not a positive Go duration (say 30m or 1h)`);
-  return ms;
-}
+const duration = (name: string, fallback: number): number => {
+  try {
+    return envDuration(name, fallback);
+  } catch (err) {
+    fail((err as Error).message);
+  }
+};
 
 const node =
   process.env.NODE_NAME ||

@@ -13,7 +13,7 @@ import {
 } from "./attach";
 import { authorized } from "./auth";
 import { parseAttachBody } from "./schema";
-import { listen, readBody, sendError, sendJson } from "../capabilities/shared/http-json";
+import { listen, logRequest, pathOf, readBody, sendError, sendJson } from "../capabilities/shared/http-json";
 
 /** Bodies above this are refused with 413 before they are buffered. */
 export const MAX_BODY_BYTES = 1024 * 1024;
@@ -81,9 +81,6 @@ async function route(req: http.IncomingMessage, res: Res, ctx: Ctx): Promise<voi
   sendError(res, 404, "not_found", `no route for ${req.method} ${path}`);
 }
 
-// The query string is dropped everywhere: nothing reads it, and it is no place to log.
-const pathOf = (req: http.IncomingMessage) => (req.url ?? "/").split("?")[0];
-
 /** The Harness as a request handler over `opts`' roots. Logs one line per request, no headers. */
 export function createHarness(opts: HarnessOptions): http.Server {
   const ctx: Ctx = {
@@ -95,11 +92,7 @@ export function createHarness(opts: HarnessOptions): http.Server {
     lock: createMutex(),
   };
   return http.createServer((req, res) => {
-    const started = process.hrtime.bigint();
-    res.on("close", () => {
-      const ms = Number(process.hrtime.bigint() - started) / 1e6;
-      ctx.log({ method: req.method, path: pathOf(req), status: res.statusCode, ms: Math.round(ms * 10) / 10 });
-    });
+    logRequest(req, res, ctx.log);
     route(req, res, ctx).catch((err: unknown) => {
       ctx.log({ level: "error", message: redact(err instanceof Error ? err.message : String(err)) });
       if (!res.headersSent) sendError(res, 500, "internal", "internal error");

@@ -15,7 +15,7 @@ import {
   type WorkspaceView,
 } from "./api";
 import { openApiDocument } from "./openapi";
-import { listen, readBody, sendError, sendJson } from "../capabilities/shared/http-json";
+import { listen, logRequest, pathOf, readBody, sendError, sendJson } from "../capabilities/shared/http-json";
 
 /** What the API serves; the registry of workspace actors implements it. */
 export interface Workspaces {
@@ -210,9 +210,6 @@ function nameOf(segment: string): string | undefined {
   return WorkspaceName.safeParse(text).success ? text : undefined;
 }
 
-// The query string is dropped everywhere: nothing reads it, and it is no place to log.
-const pathOf = (req: Req) => (req.url ?? "/").split("?")[0];
-
 /** The API as a request handler. Logs one line per request: method, path, status, duration. */
 export function createOrchestratorServer(opts: ServerOptions): http.Server {
   const ctx: Ctx = {
@@ -224,11 +221,7 @@ export function createOrchestratorServer(opts: ServerOptions): http.Server {
     openapi: JSON.stringify(openApiDocument()),
   };
   return http.createServer((req, res) => {
-    const started = process.hrtime.bigint();
-    res.on("close", () => {
-      const ms = Number(process.hrtime.bigint() - started) / 1e6;
-      ctx.log({ method: req.method, path: pathOf(req), status: res.statusCode, ms: Math.round(ms * 10) / 10 });
-    });
+    logRequest(req, res, ctx.log);
     route(req, res, ctx).catch((err: unknown) => {
       if (err instanceof HttpError) {
         if (!res.headersSent) return sendError(res, err.status, err.code, err.message);

@@ -13,7 +13,7 @@
 import { readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { parseGoDuration } from "../capabilities/shared/duration";
+import { envDuration } from "../capabilities/shared/duration";
 import { DEFAULT_CACHE_ROOT } from "../capabilities/repo/caches";
 import { parseCredentials } from "./fence";
 import { startOrchestratorServer } from "./http";
@@ -32,13 +32,13 @@ function fail(message: string): never {
   process.exit(2);
 }
 
-function duration(name: string, fallback: number): number {
-  const raw = process.env[name];
-  if (!raw) return fallback;
-  const ms = parseGoDuration(raw);
-  if (!ms || ms <= 0) fail(`${name}=${JSON.stringify(raw)} is not a positive Go duration (say 5m or 90s)`);
-  return ms;
-}
+const duration = (name: string, fallback: number): number => {
+  try {
+    return envDuration(name, fallback);
+  } catch (err) {
+    fail((err as Error).message);
+  }
+};
 
 function required(name: string): string {
   return process.env[name] || fail(`${name} is not set: see the README's Orchestrator section`);

@@ -10,3 +10,16 @@ export function parseGoDuration(text: string): number | undefined {
   for (const [, n, unit] of text.matchAll(/([0-9]+(?:\.[0-9]+)?)(ns|us|µs|ms|s|m|h)/g)) ms += Number(n) * UNIT_MS[unit];
   return ms;
 }
+
+/**
+ * A positive Go duration from the environment, in milliseconds; `fallback` when unset or empty.
+ * Throws an error naming the variable, its value and an example of a good one.
+ */
+export function envDuration(name: string, fallback: number, env: NodeJS.ProcessEnv = process.env): number {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return fallback;
+  const ms = parseGoDuration(raw);
+  if (ms === undefined || ms <= 0)
+    throw new Error(`${name}=${JSON.stringify(raw)} is not a positive Go duration (say 90s, 5m or 1h)`);
+  return ms;
+}

@@ -57,3 +57,19 @@ export function listen(server: http.Server, port: number, host?: string): Promis
     });
   });
 }
+
+/** The request's path; the query string is dropped everywhere: nothing reads it, and it is no place to log. */
+export const pathOf = (req: http.IncomingMessage) => (req.url ?? "/").split("?")[0];
+
+/** One access-log line per request once it is answered: method, path, status, duration. Never headers or bodies. */
+export function logRequest(
+  req: http.IncomingMessage,
+  res: http.ServerResponse,
+  log: (e: Record<string, unknown>) => void,
+) {
+  const started = process.hrtime.bigint();
+  res.on("close", () => {
+    const ms = Number(process.hrtime.bigint() - started) / 1e6;
+    log({ method: req.method, path: pathOf(req), status: res.statusCode, ms: Math.round(ms * 10) / 10 });
+  });
+}

@@ -1,4 +1,4 @@
-import { parseGoDuration } from "../../capabilities/shared/duration";
+import { envDuration, parseGoDuration } from "../../capabilities/shared/duration";
 
 describe("parseGoDuration", () => {
   it.each([
@@ -13,5 +13,19 @@ describe("parseGoDuration", () => {
 
   it.each(["", "5", "1d", "m"])("rejects %j as not a Go duration", (text) => {
     expect(parseGoDuration(text)).toBeUndefined();
+  });
+});
+
+describe("envDuration", () => {
+  it("reads a Go duration, or falls back when the variable is unset or empty", () => {
+    expect(envDuration("X", 7, { X: "90s" })).toBe(90_000);
+    expect(envDuration("X", 7, {})).toBe(7);
+    expect(envDuration("X", 7, { X: "" })).toBe(7);
+  });
+  it("refuses what is not a positive Go duration, naming the variable and a good value", () => {
+    expect(() => envDuration("JR2_LEASE_INTERVAL", 7, { JR2_LEASE_INTERVAL: "5 minutes" })).toThrow(
+      'JR2_LEASE_INTERVAL="5 minutes" is not a positive Go duration (say 90s, 5m or 1h)',
+    );
+    expect(() => envDuration("X", 7, { X: "0s" })).toThrow(/not a positive Go duration/);
   });
 });
