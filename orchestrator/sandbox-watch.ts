@@ -11,7 +11,6 @@ export type SandboxListener = (sandbox: SandboxModel | undefined) => void;
 
 export class SandboxWatch {
   readonly #cache = new ObjectCache<SandboxModel>();
-  readonly #names = new Set<string>();
   readonly #listeners = new Map<string, Set<SandboxListener>>();
   #listed = false;
   #listedWaiters: Array<() => void> = [];
@@ -56,7 +55,7 @@ export class SandboxWatch {
 
   /** Every Sandbox the watch holds. */
   all(): SandboxModel[] {
-    return [...this.#names].flatMap((n) => this.#cache.get(n) ?? []);
+    return [...this.#cache.values()];
   }
 
   /** Hears every change to one name; called at once with what the watch holds (once listed). */
@@ -74,14 +73,8 @@ export class SandboxWatch {
   #apply(sbx: SandboxModel, deleted: boolean, notify = true) {
     const name = sbx.metadata?.name;
     if (!name) return;
-    if (deleted) {
-      this.#cache.delete(name, sbx);
-      this.#names.delete(name);
-    } else if (this.#cache.set(name, sbx)) {
-      this.#names.add(name);
-    } else {
-      return;
-    }
+    if (deleted) this.#cache.delete(name, sbx);
+    else if (!this.#cache.set(name, sbx)) return;
     if (notify) this.#notify(name);
   }
 

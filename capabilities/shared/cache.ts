@@ -13,6 +13,11 @@ export class ObjectCache<T extends Obj> {
     return this.#items.get(key);
   }
 
+  /** Every object held. */
+  values(): IterableIterator<T> {
+    return this.#items.values();
+  }
+
   /** Stores the object unless it is older than the copy held or was deleted; says whether it did.
    * managedFields are dropped: nothing here reads them, and they are a third of a pod's size. */
   set(key: string, obj: T): boolean {
