@@ -1,14 +1,83 @@
-// Lint config; `npx pepr build` lints every .ts file with it before bundling.
+// Lint config: `npm run lint` (part of `npm test`) and `npx pepr build` lint every .ts file with it.
+// The import boundaries below are the layout's rule (docs/decisions/0012-shared-contracts.md):
+//   api/           every word on the wire; imports nothing of ours but api/
+//   lib/           plumbing any workload may use; imports api/ and lib/
+//   capabilities/  the Pepr module; imports api/, lib/ and capabilities/, never a companion
+//   harness/, cache-agent/, custodian/, orchestrator/   the companions; each imports api/, lib/ and
+//                  itself, never a capability and never another companion (one exception below)
+//   dev/, scripts/, bench/, test/   tooling: may import anything; product code never imports them
 import tsPlugin from "@typescript-eslint/eslint-plugin";
 import tsParser from "@typescript-eslint/parser";
 import js from "@eslint/js";
 
+/** An import-path pattern for a top-level folder, from any depth. */
+const folder = (name) => [`**/${name}`, `**/${name}/**`, `../${name}`, `../${name}/**`, `./${name}/**`];
+
+const TOOLING = ["dev", "scripts", "bench", "test"];
+const COMPANIONS = ["harness", "cache-agent", "custodian", "orchestrator"];
+
+/** A no-restricted-imports rule refusing the given top-level folders, saying why. */
+const refuse = (folders, why) => [
+  "error",
+  { patterns: folders.map((f) => ({ group: folder(f), message: `${why} (docs/decisions/0012-shared-contracts.md)` })) },
+];
+
+export const boundaries = [
+  {
+    files: ["api/**/*.ts"],
+    rules: {
+      "no-restricted-imports": refuse(
+        ["lib", "capabilities", ...COMPANIONS, ...TOOLING],
+        "api/ holds the words on the wire and imports only api/",
+      ),
+    },
+  },
+  {
+    files: ["lib/**/*.ts"],
+    rules: {
+      "no-restricted-imports": refuse(
+        ["capabilities", ...COMPANIONS, ...TOOLING],
+        "lib/ is shared plumbing: it imports api/ and lib/ only",
+      ),
+    },
+  },
+  {
+    files: ["capabilities/**/*.ts", "pepr.ts"],
+    rules: {
+      "no-restricted-imports": refuse(
+        [...COMPANIONS, ...TOOLING],
+        "the Pepr module never imports a companion workload or tooling",
+      ),
+    },
+  },
+  ...COMPANIONS.map((self) => ({
+    files: [`${self}/**/*.ts`],
+    rules: {
+      "no-restricted-imports": refuse(
+        ["capabilities", ...COMPANIONS.filter((c) => c !== self), ...TOOLING],
+        `${self}/ imports the shared home (api/, lib/) and itself, never a capability or another companion`,
+      ),
+    },
+  })),
+  {
+    // Local mode runs the real Harness beside the Orchestrator, outside any cluster: the one place a
+    // companion starts another (docs/decisions/0012). The Harness never imports the Orchestrator.
+    files: ["orchestrator/local-harness.ts"],
+    rules: {
+      "no-restricted-imports": refuse(
+        ["capabilities", "cache-agent", "custodian", ...TOOLING],
+        "orchestrator/local-harness.ts may start the Harness, nothing else outside the shared home",
+      ),
+    },
+  },
+];
+
 export default [
-  { ignores: ["**/node_modules", "**/dist", "capabilities/crd/generated/**"] },
+  { ignores: ["**/node_modules", "**/dist", "api/crd/generated/**"] },
   js.configs.recommended,
   {
-    // jest.config.js and the test reporter are CommonJS run by Node.
-    files: ["**/*.js"],
+    // jest.config.js, the test reporter and dev/*.cjs are CommonJS run by Node.
+    files: ["**/*.js", "**/*.cjs"],
     languageOptions: {
       sourceType: "commonjs",
       globals: { module: "writable", require: "readonly", process: "readonly", __dirname: "readonly" },
@@ -31,4 +100,5 @@ export default [
       "@typescript-eslint/no-floating-promises": "error",
     },
   },
+  ...boundaries,
 ];

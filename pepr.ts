@@ -3,11 +3,12 @@
 // operator (docs/decisions/0003).
 import { Capability, Log, PeprModule } from "pepr";
 import cfg from "./package.json";
-import { installCRDs } from "./capabilities/crd/install";
+import { installCRDs } from "./lib/crd-install";
 import { SandboxCapability } from "./capabilities/sandbox";
 import { AdmissionCapability } from "./capabilities/admission";
 import { RepoCapability } from "./capabilities/repo";
-import { metrics } from "./capabilities/shared/metrics";
+import { metrics } from "./lib/metrics";
+import { OPERATOR_ENV } from "./api/env";
 
 const capabilities: Capability[] = [AdmissionCapability, SandboxCapability, RepoCapability];
 
@@ -30,9 +31,9 @@ const watches = process.env.PEPR_WATCH_MODE === "true" || process.env.PEPR_MODE 
 
 (watches ? installCRDs((msg) => Log.info(msg)) : Promise.resolve())
   .then(() => {
-    // deferStart lets a local run pick its port (scripts/local-operator.ts); deployed, it is 3000.
+    // deferStart lets a local run pick its port (dev/local-operator.ts); deployed, it is 3000.
     const module = new PeprModule(cfg, capabilities, { deferStart: true, ...admissionTiming() });
-    if (process.env.PEPR_MODE !== "build") module.start(Number(process.env.JR2_PEPR_PORT ?? 3000));
+    if (process.env.PEPR_MODE !== "build") module.start(Number(process.env[OPERATOR_ENV.peprPort] ?? 3000));
   })
   .catch((err) => {
     Log.error({ err: String(err?.message ?? err) }, "jr2-operator could not start");

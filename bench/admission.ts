@@ -7,8 +7,8 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { Agent, request } from "undici";
 import cfg from "../package.json";
-import { kubeRequest } from "../capabilities/shared/kube";
-import { ROOT, localWebhooks } from "../scripts/local-operator";
+import { kubeRequest } from "../lib/kube";
+import { ROOT, localWebhooks } from "../dev/local-operator";
 import { benchOperator, scrape, sumMetric, type Result } from "./sandbox-burst";
 import { percentile, round } from "./stats";
 

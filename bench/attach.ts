@@ -15,7 +15,7 @@ import os from "node:os";
 import path from "node:path";
 import { ensureCache } from "../cache-agent/git";
 import { startHarness } from "../harness/server";
-import { CACHE_DIR } from "../scripts/local-operator";
+import { CACHE_DIR } from "../dev/local-operator";
 import type { Result } from "./sandbox-burst";
 import { percentile, round } from "./stats";
 

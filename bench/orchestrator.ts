@@ -11,8 +11,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { K8s, kind } from "kubernetes-fluent-client";
 import type { WorkspaceView } from "../orchestrator/api";
-import { type Agent, startCacheAgent } from "../scripts/local-cache-agent";
-import { startLocalOrchestrator, type LocalOrchestrator } from "../scripts/local-orchestrator";
+import { type Agent, startCacheAgent } from "../dev/local-cache-agent";
+import { startLocalOrchestrator, type LocalOrchestrator } from "../dev/local-orchestrator";
 import { benchOperator, sumMetric, type Result } from "./sandbox-burst";
 import { percentile, round, sleep, sorted } from "./stats";
 

@@ -9,9 +9,9 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { K8s, kind } from "kubernetes-fluent-client";
-import { RepoModel, SandboxModel } from "../capabilities/crd";
-import { repoIdentity, repoKey } from "../capabilities/repo/identity";
-import { type Agent, startCacheAgent } from "../scripts/local-cache-agent";
+import { RepoModel, SandboxModel } from "../api/crd";
+import { repoIdentity, repoKey } from "../api/repo-identity";
+import { type Agent, startCacheAgent } from "../dev/local-cache-agent";
 import { benchOperator, type Result, scrape, sumMetric } from "./sandbox-burst";
 import { sleep } from "./stats";
 

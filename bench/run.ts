@@ -6,7 +6,7 @@
 //   BENCH_ONLY=sandbox-burst|admission|attach|repo-fanout|orchestrator
 import { spawnSync } from "node:child_process";
 import { join } from "node:path";
-import { ROOT } from "../scripts/local-operator";
+import { ROOT } from "../dev/local-operator";
 import { admission } from "./admission";
 import { attach } from "./attach";
 import { orchestratorBench } from "./orchestrator";

@@ -7,8 +7,8 @@ import { readFileSync } from "node:fs";
 import { request } from "node:https";
 import { join } from "node:path";
 import { K8s, kind } from "kubernetes-fluent-client";
-import { SandboxModel } from "../capabilities/crd";
-import { CACHE_DIR, startLocalOperator } from "../scripts/local-operator";
+import { SandboxModel } from "../api/crd";
+import { CACHE_DIR, startLocalOperator } from "../dev/local-operator";
 import { percentile, round } from "./stats";
 
 export type Result = { bench: string; metric: string; value: number; unit: string; target?: string };

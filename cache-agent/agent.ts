@@ -7,11 +7,11 @@
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { K8s } from "kubernetes-fluent-client";
-import { RepoModel, SandboxModel, type RepoNode } from "../capabilities/crd";
-import { repoIdentity, repoKey } from "../capabilities/repo/identity";
-import { parseGoDuration } from "../capabilities/shared/duration";
-import { kubeRequest, paths } from "../capabilities/shared/kube";
-import { MANAGED_BY, MANAGED_BY_LABEL } from "../capabilities/shared/names";
+import { RepoModel, SandboxModel, type RepoNode } from "../api/crd";
+import { repoIdentity, repoKey } from "../api/repo-identity";
+import { parseGoDuration } from "../lib/duration";
+import { kubeRequest, paths } from "../lib/kube";
+import { MANAGED_BY, MANAGED_BY_LABEL } from "../api/wire";
 import { evictable, mountedKeys } from "./eviction";
 import {
   cacheKeys,

@@ -5,8 +5,9 @@
 // The agent runs as root with every capability dropped: the cache root is a root-owned hostPath
 // the kubelet may create, and root's own files are the only ones it writes; no capability means
 // no reading or writing anyone else's (decision 0010).
-import { DEFAULT_CACHE_ROOT } from "../capabilities/repo/caches";
-import { GROUP } from "../capabilities/crd/sources/common";
+import { DEFAULT_CACHE_ROOT } from "../api/wire";
+import { GROUP } from "../api/crd/sources/common";
+import { CACHE_AGENT_ENV } from "../api/env";
 
 export const COMPANION_NAMESPACE = "jr2-system";
 export const CACHE_AGENT = "jr2-cache-agent";
@@ -74,9 +75,9 @@ export function cacheAgentManifests(opts: CacheAgentDeployOptions): Array<Record
                 image: opts.image,
                 command: ["node", "/app/cache-agent.js"],
                 env: [
-                  { name: "NODE_NAME", valueFrom: { fieldRef: { fieldPath: "spec.nodeName" } } },
-                  { name: "JR2_CACHE_ROOT", value: root },
-                  ...(opts.evictAfter ? [{ name: "JR2_CACHE_EVICT_AFTER", value: opts.evictAfter }] : []),
+                  { name: CACHE_AGENT_ENV.nodeName, valueFrom: { fieldRef: { fieldPath: "spec.nodeName" } } },
+                  { name: CACHE_AGENT_ENV.cacheRoot, value: root },
+                  ...(opts.evictAfter ? [{ name: CACHE_AGENT_ENV.evictAfter, value: opts.evictAfter }] : []),
                   { name: "HOME", value: "/tmp" },
                 ],
                 resources: { requests: { cpu: "50m", memory: "128Mi" }, limits: { memory: "1Gi" } },

@@ -4,7 +4,7 @@
 //   - no pod on the node mounts it (no Sandbox placed here names its key);
 //   - no bound Repo wants it (a Machine's slot keeps its caches warm everywhere);
 //   - it has gone unused for the grace period (so a cache is not dropped between two Sandboxes).
-import { keyOfRepoVolume } from "../capabilities/shared/names";
+import { keyOfRepoVolume } from "../api/wire";
 
 export type CacheEntry = {
   key: string;

@@ -4,7 +4,7 @@
 import { execFile } from "node:child_process";
 import { lstat, mkdir } from "node:fs/promises";
 import path from "node:path";
-import { DEFAULT_DIR, type AttachBody, type SlotSpec } from "./schema";
+import { DEFAULT_DIR, type AttachAnswer, type AttachBody, type RepoAnswer, type SlotSpec } from "../api/attach";
 
 export type Roots = { workRoot: string; reposRoot: string };
 export type RunResult = { stdout: string; stderr: string };
@@ -12,8 +12,6 @@ export type RunResult = { stdout: string; stderr: string };
 export type Runner = (file: string, args: string[]) => Promise<RunResult>;
 export type Warn = (message: string) => void;
 
-export type RepoAnswer = { path: string; branch: string; head: string };
-export type AttachAnswer = { repos: Record<string, RepoAnswer> };
 
 /** The default ACL: group members (the pod's fsGroup) may write everything created below. */
 export const DEFAULT_ACL = "u::rwx,g::rwx,o::r-x";

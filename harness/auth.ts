@@ -1,14 +1,10 @@
 // The bearer check for POST /attach. The pod holds only the token's SHA-256, so a leaked pod spec
 // or environment dump does not leak a usable token.
 import { createHash, timingSafeEqual } from "node:crypto";
+import { bearerOf } from "../lib/http-json";
 
 const SHA256_HEX = /^[0-9a-f]{64}$/i;
 
-/** The token of `Authorization: Bearer <token>`, or undefined for any other shape. */
-export function bearerOf(header: string | undefined): string | undefined {
-  const m = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(header ?? "");
-  return m?.[1];
-}
 
 /** True when sha256(token) equals the expected hex digest; a malformed digest matches nothing. */
 export function tokenMatches(token: string, expectedSha256Hex: string | undefined): boolean {

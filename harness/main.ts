@@ -1,6 +1,7 @@
 // The Harness's entry point: reads its settings from the environment, serves until SIGTERM.
 // Logs are JSON lines on stdout, one per request; neither headers nor bodies are ever logged.
-import { HARNESS_PORT } from "../capabilities/shared/names";
+import { HARNESS_ENV } from "../api/env";
+import { HARNESS_PORT, REPOS_MOUNT } from "../api/wire";
 import { startHarness, type LogEntry } from "./server";
 
 const log = (entry: LogEntry) =>
@@ -15,25 +16,26 @@ function portOf(value: string | undefined): number {
 
 async function main(): Promise<void> {
   const env = process.env;
-  const tokenSha256 = env.JR2_HARNESS_TOKEN_SHA256;
+  const tokenSha256 = env[HARNESS_ENV.tokenSha256];
   // Still serve /healthz without a digest (the pod must become Ready to be diagnosed), but say why
   // every attach will be refused.
   if (!tokenSha256 || !/^[0-9a-f]{64}$/i.test(tokenSha256)) {
-    log({ level: "warn", message: "JR2_HARNESS_TOKEN_SHA256 is unset or not a hex SHA-256: every attach is refused" });
+    log({ level: "warn", message: `${HARNESS_ENV.tokenSha256} is unset or not a hex SHA-256: every attach is refused` });
   }
-  const workRoot = env.JR2_WORK_ROOT || "/work";
-  const reposRoot = env.JR2_REPOS_ROOT || "/repos";
-  const port = portOf(env.PORT);
-  const server = await startHarness({ workRoot, reposRoot, tokenSha256, log }, port);
+  const workRoot = env[HARNESS_ENV.workRoot] || "/work";
+  const reposRoot = env[HARNESS_ENV.reposRoot] || REPOS_MOUNT;
+  const port = portOf(env[HARNESS_ENV.port]);
+  const host = env[HARNESS_ENV.host] || undefined;
+  const server = await startHarness({ workRoot, reposRoot, tokenSha256, log }, port, host);
   // The bound port (PORT=0 picks a free one: the Orchestrator's local mode reads it from here).
   const bound = (server.address() as import("node:net").AddressInfo).port;
-  log({ level: "info", message: "listening", port: bound, workRoot, reposRoot });
+  log({ level: "info", message: "listening", port: bound, host: host ?? "*", workRoot, reposRoot });
   const stop = () => server.close(() => process.exit(0));
   process.once("SIGTERM", stop);
   process.once("SIGINT", stop);
   // Run by a parent that may die without a word (the Orchestrator's local mode, SIGKILLed in a
   // test): its end of our stdin closing is the one signal that always arrives.
-  if (env.JR2_EXIT_WITH_PARENT === "1") {
+  if (env[HARNESS_ENV.exitWithParent] === "1") {
     process.stdin.on("end", stop).on("error", stop).resume();
   }
 }

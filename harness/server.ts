@@ -12,8 +12,8 @@ import {
   type Runner,
 } from "./attach";
 import { authorized } from "./auth";
-import { parseAttachBody } from "./schema";
-import { listen, logRequest, pathOf, readBody, sendError, sendJson } from "../capabilities/shared/http-json";
+import { parseAttachBody } from "../api/attach";
+import { listen, logRequest, pathOf, readBody, sendError, sendJson } from "../lib/http-json";
 
 /** Bodies above this are refused with 413 before they are buffered. */
 export const MAX_BODY_BYTES = 1024 * 1024;

@@ -5,11 +5,11 @@
 // phases from the CRD sources, the slot and branch rules from the Harness's own schema, so a body
 // this API accepts is one the Harness's `/attach` accepts too.
 import { z } from "zod";
-import { Condition, goDuration } from "../capabilities/crd/sources/common";
-import { SANDBOX_PHASES } from "../capabilities/crd/sources/sandbox";
-import { RepoUrlError, repoIdentity } from "../capabilities/repo/identity";
-import type { AttachAnswer as HarnessAttachAnswer } from "../harness/attach";
-import { AttachBody, fieldPath } from "../harness/schema";
+import { Condition, goDuration } from "../api/crd/sources/common";
+import { SANDBOX_PHASES } from "../api/crd/sources/sandbox";
+import { RepoUrlError, repoIdentity } from "../api/repo-identity";
+import { AttachAnswer, AttachBody, fieldPath } from "../api/attach";
+import { REPO_WAITS } from "../api/conditions";
 
 // ---------------------------------------------------------------------------------------------
 // Names and small shapes
@@ -45,7 +45,7 @@ export const Size = z
   .meta({ description: "The workspace's Size: the pod-level ceiling (seed 002 ADR-0060)." });
 export type Size = z.infer<typeof Size>;
 
-// The Harness's own field rules (harness/schema.ts), taken from its schema rather than restated:
+// The Harness's own field rules (api/attach.ts), taken from its schema rather than restated:
 // a slot name that cannot climb out of /work, a url or ref git cannot read as an option, a branch
 // that is not the default checkout's directory.
 const HarnessSlot = AttachBody.shape.slots.element;
@@ -139,7 +139,7 @@ export const Wait = z
     }),
     z.strictObject({
       kind: z.literal("repo"),
-      reason: z.enum(["RepoMissing", "RepoPending"]),
+      reason: z.enum(REPO_WAITS),
       message: z.string().meta({ description: "Which Repo, on which node." }),
     }),
     z.strictObject({
@@ -170,23 +170,8 @@ export const Loss = z
   .meta({ description: "Why the workspace's Sandbox is gone for good." });
 export type Loss = z.infer<typeof Loss>;
 
-/** The Harness's `/attach` answer (harness/attach.ts AttachAnswer), as a schema for the API. */
-export const AttachAnswer = z
-  .strictObject({
-    repos: z.record(
-      z.string(),
-      z.strictObject({
-        path: z.string().meta({ description: "The worktree on the Machine's branch." }),
-        branch: z.string(),
-        head: z.string().meta({ description: "The commit the worktree is at." }),
-      }),
-    ),
-  })
-  .meta({ description: "What the Harness's attach did, per slot." });
-export type AttachAnswer = z.infer<typeof AttachAnswer>;
-// The Harness owns this shape: a change there must fail the type check here.
-const _sameAnswer: [HarnessAttachAnswer, AttachAnswer] extends [AttachAnswer, HarnessAttachAnswer] ? true : never =
-  true;
+/** The Harness's `/attach` answer, as the API passes it on. */
+export { AttachAnswer };
 
 export const StaleSlots = z
   .record(z.string(), z.string())

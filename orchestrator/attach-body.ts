@@ -1,11 +1,10 @@
 // The Harness's attach request for a workspace, and where it is kept on the Sandbox (an
 // annotation), so a restarted Orchestrator can send it again: the attach is idempotent.
-import type { SandboxModel } from "../capabilities/crd";
-import { repoIdentity, repoKey } from "../capabilities/repo/identity";
-import type { AttachBody } from "../harness/schema";
+import type { SandboxModel } from "../api/crd";
+import { repoIdentity, repoKey } from "../api/repo-identity";
+import type { AttachBody } from "../api/attach";
+import { ATTACH_ANNOTATION } from "../api/wire";
 import type { CreateWorkspaceBody } from "./api";
-
-export const ATTACH_ANNOTATION = "jr2.dev/attach";
 
 /** The Harness's attach body for a request; none when it names no Repo Slot. */
 export function attachBodyOf(body: Pick<CreateWorkspaceBody, "repos" | "branch">): AttachBody | undefined {

@@ -3,7 +3,8 @@
 // `npm run build` renders it into dist/jr2-orchestrator.yaml; a test applies it to the control plane.
 // The signing key and the API tokens come from a Secret the operator of the cluster creates
 // (`jr2-orchestrator`, keys `signing-key` and `api-tokens`); the fence from a ConfigMap.
-import { GROUP } from "../capabilities/crd/sources/common";
+import { GROUP } from "../api/crd/sources/common";
+import { ORCHESTRATOR_ENV } from "../api/env";
 
 export const ORCHESTRATOR = "jr2-orchestrator";
 export const ORCHESTRATOR_PORT = 8090;
@@ -91,10 +92,10 @@ export function orchestratorManifests(opts: OrchestratorDeployOptions): Array<Re
                 ports: [{ name: "http", containerPort: ORCHESTRATOR_PORT }],
                 env: [
                   { name: "PORT", value: String(ORCHESTRATOR_PORT) },
-                  { name: "JR2_NAMESPACE", value: workspaces },
-                  { name: "JR2_SIGNING_KEY_FILE", value: "/etc/jr2/secret/signing-key" },
-                  { name: "JR2_API_TOKENS_FILE", value: "/etc/jr2/secret/api-tokens" },
-                  { name: "JR2_GIT_CREDENTIALS_FILE", value: "/etc/jr2/fence/git-credentials.yaml" },
+                  { name: ORCHESTRATOR_ENV.namespace, value: workspaces },
+                  { name: ORCHESTRATOR_ENV.signingKeyFile, value: "/etc/jr2/secret/signing-key" },
+                  { name: ORCHESTRATOR_ENV.apiTokensFile, value: "/etc/jr2/secret/api-tokens" },
+                  { name: ORCHESTRATOR_ENV.gitCredentialsFile, value: "/etc/jr2/fence/git-credentials.yaml" },
                 ],
                 readinessProbe: { httpGet: { path: "/healthz", port: "http" }, periodSeconds: 5 },
                 livenessProbe: { httpGet: { path: "/healthz", port: "http" }, periodSeconds: 20 },

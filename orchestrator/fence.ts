@@ -12,12 +12,12 @@
 //   - https://gitlab.example.com/team/        # a url prefix, normalised like any Repo url
 //   - git@git.example.com:platform            # scp-like needs its user@
 //
-// A prefix matches a Repo identity (capabilities/repo/identity.ts: host plus path, whatever the
+// A prefix matches a Repo identity (api/repo-identity.ts: host plus path, whatever the
 // url's spelling) that equals it or continues it at a `/`: `github.com/acme` admits
 // `github.com/acme/app` and not `github.com/acme-evil/app`.
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
-import { RepoUrlError, redact, repoIdentity } from "../capabilities/repo/identity";
+import { RepoUrlError, redact, repoIdentity } from "../api/repo-identity";
 import { zodIssuesToMessage } from "./api";
 import { PlaceFailure } from "./port";
 

@@ -4,7 +4,6 @@
 // JSON, every error `{error: {code, message}}`; a bad request never crashes it, and no header (so
 // no token) is ever logged.
 import http from "node:http";
-import { bearerOf } from "../harness/auth";
 import {
   FINAL_STATES,
   HttpError,
@@ -15,7 +14,7 @@ import {
   type WorkspaceView,
 } from "./api";
 import { openApiDocument } from "./openapi";
-import { listen, logRequest, pathOf, readBody, sendError, sendJson } from "../capabilities/shared/http-json";
+import { bearerOf, listen, logRequest, pathOf, readBody, sendError, sendJson } from "../lib/http-json";
 
 /** What the API serves; the registry of workspace actors implements it. */
 export interface Workspaces {

@@ -4,16 +4,24 @@
 // endpoint resolver says). Every operation is idempotent, so a restarted Orchestrator may repeat
 // any of them for the same name.
 import { request } from "undici";
-import { KEEPALIVE_ANNOTATION } from "../capabilities/shared/names";
-import { ApiError } from "../capabilities/shared/api-error";
-import { kubeRequest } from "../capabilities/shared/kube";
-import type { SandboxModel, SandboxSpecInput } from "../capabilities/crd";
-import { repoIdentity, repoKey } from "../capabilities/repo/identity";
-import type { AttachBody } from "../harness/schema";
+import {
+  ATTACH_ANNOTATION,
+  KEEPALIVE_ANNOTATION,
+  RUN_LABEL,
+  SANDBOX_TOKEN_KEY,
+  USER,
+  WORKFLOW_LABEL,
+  tokenSecretName,
+} from "../api/wire";
+import { ApiError } from "../lib/api-error";
+import { kubeRequest } from "../lib/kube";
+import type { SandboxModel, SandboxSpecInput } from "../api/crd";
+import { repoIdentity, repoKey } from "../api/repo-identity";
+import type { AttachBody } from "../api/attach";
 import { AttachAnswer } from "./api";
-import { ATTACH_ANNOTATION, attachBodyOf } from "./attach-body";
+import { attachBodyOf } from "./attach-body";
 import { fence, type CredentialEntry } from "./fence";
-import { RUN_LABEL, TOKEN_DIGEST_ENV, TOKEN_KEY, WORKFLOW_LABEL, tokenSecretName } from "./labels";
+import { HARNESS_ENV } from "../api/env";
 import {
   AttachFailure,
   PlaceFailure,
@@ -36,6 +44,7 @@ import {
 } from "./provision-rules";
 import type { SandboxWatch } from "./sandbox-watch";
 import { harnessToken, tokenDigest } from "./tokens";
+import { CONDITION } from "../api/conditions";
 
 const GROUP_VERSION = "core.jr2.dev/v1alpha1";
 const enc = encodeURIComponent;
@@ -116,7 +125,7 @@ export class KubeSandboxPort implements SandboxPort {
     const base = this.opts.resolveEndpoint ? await this.opts.resolveEndpoint(sandbox) : sandbox.status.endpoint;
     const answer = await this.#postAttach(name, base, body);
     // ReposFresh as the operator last said it: fixed once per pod, so the provision's verdict.
-    const fresh = conditionOf(sandbox, "ReposFresh");
+    const fresh = conditionOf(sandbox, CONDITION.ReposFresh);
     const stale = staleSlots(body.slots, fresh?.status === "False" ? fresh.message : undefined);
     return { answer, ...(stale ? { stale } : {}) };
   }
@@ -186,11 +195,11 @@ export class KubeSandboxPort implements SandboxPort {
     const spec: SandboxSpecInput = {
       image: req.image,
       // Last, so no caller-supplied variable can choose the bearer.
-      env: [{ name: TOKEN_DIGEST_ENV, value: digest }],
+      env: [{ name: HARNESS_ENV.tokenSha256, value: digest }],
       ...(repos.length ? { repos: repos.map((r) => ({ key: r.key, url: r.url })) } : {}),
       ...(req.idleTimeout ? { idleTimeout: req.idleTimeout } : {}),
       ...(req.size ? { podResources: { requests: { ...req.size }, limits: { ...req.size } } } : {}),
-      ...(req.userImage ? { sidecars: [{ name: "user", image: req.userImage }] } : {}),
+      ...(req.userImage ? { sidecars: [{ name: USER, image: req.userImage }] } : {}),
     };
     const body = {
       apiVersion: GROUP_VERSION,
@@ -234,7 +243,7 @@ export class KubeSandboxPort implements SandboxPort {
         ],
       },
       type: "Opaque",
-      stringData: { [TOKEN_KEY]: harnessToken(this.opts.signingKey, name) },
+      stringData: { [SANDBOX_TOKEN_KEY]: harnessToken(this.opts.signingKey, name) },
     };
     await createOrKeep(`/api/v1/namespaces/${enc(this.#ns)}/secrets`, body).catch((err) => {
       throw new PlaceFailure("Refused", `Sandbox "${name}"'s token Secret was refused: ${messageOf(err)}`);

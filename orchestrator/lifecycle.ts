@@ -4,7 +4,7 @@
 // an injected `onEvent` (the HTTP API streams them). A lease child renews the Sandbox's keepalive
 // from the moment its CR is written (seed 002 ADR-0064) and watches its continuity (ADR-0021).
 import { assign, createActor, enqueueActions, fromCallback, fromPromise, setup, stopChild } from "xstate";
-import type { AttachBody } from "../harness/schema";
+import type { AttachBody } from "../api/attach";
 import {
   FINAL_STATES,
   type Failure,

@@ -8,9 +8,9 @@ import { existsSync, mkdirSync } from "node:fs";
 import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
-import type { SandboxModel } from "../capabilities/crd";
+import type { SandboxModel } from "../api/crd";
 import { startHarness } from "../harness/server";
-import { TOKEN_DIGEST_ENV } from "./labels";
+import { HARNESS_ENV } from "../api/env";
 
 export type LocalHarnessOptions = {
   /** `process`: one Harness process per Sandbox (as in a pod); `inline`: a Harness server in this
@@ -66,7 +66,7 @@ export class LocalHarnesses {
     const name = sandbox.metadata!.name!;
     const node = sandbox.status?.nodeName;
     if (!node) throw new Error(`Sandbox "${name}" is on no node yet: no local Harness to start`);
-    const tokenSha256 = sandbox.spec?.env?.find((e) => e.name === TOKEN_DIGEST_ENV)?.value;
+    const tokenSha256 = sandbox.spec?.env?.find((e) => e.name === HARNESS_ENV.tokenSha256)?.value;
     const reposRoot = this.opts.reposRoot.replaceAll("{node}", node);
     const workRoot = join(this.opts.workRoot, name);
     mkdirSync(workRoot, { recursive: true });
@@ -90,11 +90,12 @@ function child(workRoot: string, reposRoot: string, tokenSha256: string | undefi
   const proc: ChildProcess = spawn(cmd, args, {
     env: {
       ...process.env,
-      PORT: "0",
-      JR2_WORK_ROOT: workRoot,
-      JR2_REPOS_ROOT: reposRoot,
-      JR2_EXIT_WITH_PARENT: "1",
-      ...(tokenSha256 ? { [TOKEN_DIGEST_ENV]: tokenSha256 } : {}),
+      [HARNESS_ENV.port]: "0",
+      [HARNESS_ENV.workRoot]: workRoot,
+      [HARNESS_ENV.reposRoot]: reposRoot,
+      [HARNESS_ENV.exitWithParent]: "1",
+      [HARNESS_ENV.host]: "127.0.0.1",
+      ...(tokenSha256 ? { [HARNESS_ENV.tokenSha256]: tokenSha256 } : {}),
     },
     // stdin a pipe the Harness watches: it ends when this process does, however it ends.
     stdio: ["pipe", "pipe", "inherit"],

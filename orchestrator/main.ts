@@ -1,5 +1,6 @@
 // `npm run orchestrator`: the Orchestrator's HTTP API for Machines. Reads:
 //   PORT                       where the API listens (default 8090)
+//   JR2_LISTEN_HOST            the address it binds (default: all in a pod, 127.0.0.1 outside one)
 //   JR2_NAMESPACE              where its Sandboxes live (default: default)
 //   JR2_SIGNING_KEY_FILE       the key Harness bearers are derived from (>= 32 bytes; required)
 //   JR2_API_TOKENS_FILE        the API's bearer tokens, one a line (required)
@@ -13,8 +14,8 @@
 import { readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { envDuration } from "../capabilities/shared/duration";
-import { DEFAULT_CACHE_ROOT } from "../capabilities/repo/caches";
+import { envDuration } from "../lib/duration";
+import { DEFAULT_CACHE_ROOT } from "../api/wire";
 import { parseCredentials } from "./fence";
 import { startOrchestratorServer } from "./http";
 import { KubeSandboxPort } from "./kube-port";
@@ -23,6 +24,8 @@ import { OrchestratorMetrics } from "./metrics";
 import { SandboxWatch } from "./sandbox-watch";
 import { apiTokenChecker, readApiTokens, readSigningKey } from "./tokens";
 import { WorkspaceRegistry } from "./workspaces";
+import { API_HTTP2_ENV, ORCHESTRATOR_ENV as E } from "../api/env";
+import { listenHost } from "../lib/http-json";
 
 const log = (entry: Record<string, unknown>) =>
   process.stdout.write(`${JSON.stringify({ time: new Date().toISOString(), ...entry })}\n`);
@@ -47,32 +50,35 @@ function required(name: string): string {
 async function main() {
   const env = process.env;
   // HTTP/2 to the API server unless told otherwise (decision 0008): read by the pooled client.
-  env.JR2_API_HTTP2 ??= "1";
-  const port = Number(env.PORT || 8090);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) fail(`PORT is not a port number: ${env.PORT}`);
-  const namespace = env.JR2_NAMESPACE || "default";
-  const signingKey = await readSigningKey(required("JR2_SIGNING_KEY_FILE")).catch((e: Error) =>
-    fail(`JR2_SIGNING_KEY_FILE: ${e.message}`),
+  env[API_HTTP2_ENV] ??= "1";
+  const port = Number(env[E.port] || 8090);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) fail(`${E.port} is not a port number: ${env[E.port]}`);
+  const host = listenHost(env[E.host]);
+  const namespace = env[E.namespace] || "default";
+  const signingKey = await readSigningKey(required(E.signingKeyFile)).catch((e: Error) =>
+    fail(`${E.signingKeyFile}: ${e.message}`),
   );
-  const tokens = await readApiTokens(required("JR2_API_TOKENS_FILE")).catch((e: Error) =>
-    fail(`JR2_API_TOKENS_FILE: ${e.message}`),
+  const tokens = await readApiTokens(required(E.apiTokensFile)).catch((e: Error) =>
+    fail(`${E.apiTokensFile}: ${e.message}`),
   );
-  if (!tokens.length) fail("JR2_API_TOKENS_FILE holds no token: every request would be refused");
+  if (!tokens.length) fail(`${E.apiTokensFile} holds no token: every request would be refused`);
   let credentials: ReturnType<typeof parseCredentials> = [];
-  if (env.JR2_GIT_CREDENTIALS_FILE) {
+  const credentialsFile = env[E.gitCredentialsFile];
+  if (credentialsFile) {
     try {
-      credentials = parseCredentials(readFileSync(env.JR2_GIT_CREDENTIALS_FILE, "utf8"));
+      credentials = parseCredentials(readFileSync(credentialsFile, "utf8"));
     } catch (e) {
-      fail(`JR2_GIT_CREDENTIALS_FILE: ${(e as Error).message}`);
+      fail(`${E.gitCredentialsFile}: ${(e as Error).message}`);
     }
   }
-  const local = env.JR2_LOCAL_HARNESS && env.JR2_LOCAL_HARNESS !== "off" ? env.JR2_LOCAL_HARNESS : undefined;
-  if (local && local !== "process" && local !== "inline") fail(`JR2_LOCAL_HARNESS must be off, process or inline`);
+  const localMode = env[E.localHarness];
+  const local = localMode && localMode !== "off" ? localMode : undefined;
+  if (local && local !== "process" && local !== "inline") fail(`${E.localHarness} must be off, process or inline`);
   const harnesses = local
     ? new LocalHarnesses({
         mode: local as "process" | "inline",
-        reposRoot: env.JR2_LOCAL_REPOS_ROOT || DEFAULT_CACHE_ROOT,
-        workRoot: env.JR2_LOCAL_WORK_ROOT || join(tmpdir(), "jr2-local-work"),
+        reposRoot: env[E.localReposRoot] || DEFAULT_CACHE_ROOT,
+        workRoot: env[E.localWorkRoot] || join(tmpdir(), "jr2-local-work"),
       })
     : undefined;
 
@@ -90,8 +96,8 @@ async function main() {
     port: kubePort,
     watch,
     credentials,
-    budgets: { podMs: duration("JR2_POD_BUDGET", 120_000), repoMs: duration("JR2_REPO_BUDGET", 25 * 60_000) },
-    lease: { intervalMs: duration("JR2_LEASE_INTERVAL", 5 * 60_000) },
+    budgets: { podMs: duration(E.podBudget, 120_000), repoMs: duration(E.repoBudget, 25 * 60_000) },
+    lease: { intervalMs: duration(E.leaseInterval, 5 * 60_000) },
     log,
     onEvent: (name, event) => {
       metrics.observe(event);
@@ -107,9 +113,10 @@ async function main() {
       log,
     },
     port,
+    host,
   );
   const bound = (server.address() as import("node:net").AddressInfo).port;
-  log({ level: "info", message: "orchestrator listening", port: bound, namespace, localHarness: local ?? "off" });
+  log({ level: "info", message: "orchestrator listening", port: bound, host, namespace, localHarness: local ?? "off" });
   const stop = () => {
     registry.stop();
     watch.close();

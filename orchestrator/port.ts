@@ -2,8 +2,9 @@
 // SandboxPort). The real one (kube-port.ts) drives Sandbox CRs over one watch and never reads a
 // Pod (ADR-0063); the unit tests drive the lifecycle with a fake. Every operation is idempotent,
 // so a restarted Orchestrator may repeat any of them for the same name.
-import type { AttachBody } from "../harness/schema";
+import type { AttachBody } from "../api/attach";
 import type { AttachAnswer, Failure, Loss, RepoSlot, Size, Wait } from "./api";
+import type { REPO_HOLD } from "../api/conditions";
 
 export type { Wait } from "./api";
 
@@ -85,7 +86,7 @@ export interface SandboxPort {
 export type PlaceFailureReason = "FenceRefused" | "Refused" | "Lost";
 
 export type ProvisionFailureReason =
-  | "RepoCloneFailed"
+  | typeof REPO_HOLD.RepoCloneFailed
   | "HarnessCrashLoop"
   | "TerminalWaiting"
   | "RunAsNonRoot"

@@ -3,12 +3,13 @@
 // The Orchestrator never reads a Pod (seed 002 ADR-0063): the operator publishes everything judged
 // here on the Sandbox's status (capabilities/sandbox/status.ts, capabilities/repo/caches.ts).
 // The real port (kube-port.ts) runs these on every watch event of one Sandbox.
-import type { SandboxModel } from "../capabilities/crd/models";
-import type { Condition } from "../capabilities/crd/sources/common";
-import type { ContainerReport, ContainerWaiting } from "../capabilities/crd/sources/sandbox";
-import { EFFECTOR, HARNESS } from "../capabilities/shared/names";
+import type { SandboxModel } from "../api/crd/models";
+import type { Condition } from "../api/crd/sources/common";
+import type { ContainerReport, ContainerWaiting } from "../api/crd/sources/sandbox";
+import { EFFECTOR, HARNESS } from "../api/wire";
 import type { Loss } from "./api";
 import { PlaceFailure, ProvisionFailure, type Budgets, type Continuity, type Wait } from "./port";
+import { CONDITION, REPO_HOLD, REPO_WAITS, SCHEDULED_REASON, type RepoWait } from "../api/conditions";
 
 /** A Sandbox as the watch holds it (a SandboxModel or anything shaped like one). */
 export type SandboxObject = Pick<SandboxModel, "metadata" | "status">;
@@ -29,13 +30,10 @@ const RUN_AS_NON_ROOT = /runAsNonRoot/i;
 /** Routine waits every container passes through (the operator leaves them out already). */
 const ROUTINE_WAITING: ReadonlySet<string> = new Set(["ContainerCreating", "PodInitializing"]);
 
-/** The operator's Ready reasons (capabilities/repo/caches.ts): a clone that failed on the pod's
- * node is terminal for the provision; the other two hold a Ready pod on its Repos. */
-export const REPO_CLONE_FAILED = "RepoCloneFailed";
-const REPO_HELD: ReadonlySet<string> = new Set(["RepoMissing", "RepoPending"]);
-
-/** The operator's Scheduled reason while a ResourceQuota refuses the pod create. */
-export const QUOTA_EXCEEDED = "QuotaExceeded";
+/** The operator's Repo holds on Ready (api/conditions.ts): a clone that failed on the pod's node is
+ * terminal for the provision; the others hold a Ready pod on its Repos. */
+const REPO_HELD: ReadonlySet<string> = new Set(REPO_WAITS);
+const isRepoWait = (reason: string): reason is RepoWait => REPO_HELD.has(reason);
 
 export const conditionOf = (sandbox: SandboxObject | undefined, type: string): Condition | undefined =>
   sandbox?.status?.conditions?.find((c) => c.type === type);
@@ -50,7 +48,7 @@ const nameOf = (sandbox: SandboxObject | undefined) => sandbox?.metadata?.name ?
 export function lossOf(sandbox: SandboxObject | undefined): Loss | undefined {
   const status = sandbox?.status;
   if (status?.phase === "Lost") {
-    const c = conditionOf(sandbox, "Lost");
+    const c = conditionOf(sandbox, CONDITION.Lost);
     return { reason: c?.reason || "Lost", message: c?.message || "the operator reports its pod gone or ended" };
   }
   if (status?.phase === "Terminating" || sandbox?.metadata?.deletionTimestamp) {
@@ -85,10 +83,10 @@ export type PlacingVerdict =
  * create, any other False the scheduler. Unknown is no reason yet: most pods are placed at once.
  */
 export function placingWaitOf(sandbox: SandboxObject | undefined): Wait | undefined {
-  const c = conditionOf(sandbox, "Scheduled");
+  const c = conditionOf(sandbox, CONDITION.Scheduled);
   if (c?.status !== "False") return undefined;
   const message = c.message || c.reason || "no reason given";
-  return c.reason === QUOTA_EXCEEDED ? { kind: "quota", message } : { kind: "node", message };
+  return c.reason === SCHEDULED_REASON.QuotaExceeded ? { kind: "quota", message } : { kind: "node", message };
 }
 
 /** `sandbox` undefined: the watch has listed and does not hold it (deleted after the write). */
@@ -107,7 +105,7 @@ export function placingVerdict(sandbox: SandboxObject | undefined, name: string)
     };
   }
   // Scheduled, or an operator that already reports Ready (it was placed, whatever it says).
-  if (conditionOf(sandbox, "Scheduled")?.status === "True" || sandbox?.status?.phase === "Ready") {
+  if (conditionOf(sandbox, CONDITION.Scheduled)?.status === "True" || sandbox?.status?.phase === "Ready") {
     return { kind: "placed" };
   }
   const wait = placingWaitOf(sandbox);
@@ -130,27 +128,27 @@ export function provisionVerdict(sandbox: SandboxObject | undefined, name: strin
   const loss = sandbox ? lossOf(sandbox) : absentLoss(name);
   if (loss) return { kind: "failed", failure: lostFailure(name, loss) };
   const status = sandbox!.status;
-  const ready = conditionOf(sandbox, "Ready");
+  const ready = conditionOf(sandbox, CONDITION.Ready);
   if (status?.phase === "Ready") {
     // The operator writes the endpoint with Ready; a status without one is a moment to wait out.
     if (!status.endpoint) return { kind: "waiting", held: false };
-    const fresh = conditionOf(sandbox, "ReposFresh");
+    const fresh = conditionOf(sandbox, CONDITION.ReposFresh);
     const stale = fresh?.status === "False" && fresh.message ? fresh.message : undefined;
     return { kind: "ready", endpoint: status.endpoint, ...(stale ? { stale } : {}) };
   }
   const failure =
     waitingFailure(name, status?.waiting) ??
-    (ready?.reason === REPO_CLONE_FAILED ? repoCloneFailure(name, ready) : undefined) ??
+    (ready?.reason === REPO_HOLD.RepoCloneFailed ? repoCloneFailure(name, ready) : undefined) ??
     crashLoopFailure(name, status?.harness) ??
     effectorFailure(name, status?.effector);
   if (failure) return { kind: "failed", failure };
-  const held = ready !== undefined && REPO_HELD.has(ready.reason);
+  const held = ready !== undefined && isRepoWait(ready.reason);
   const wait = held ? repoWait(ready) : containerWait(status?.waiting);
   return { kind: "waiting", held, ...(wait ? { wait } : {}) };
 }
 
 function repoWait(ready: Condition): Wait {
-  return { kind: "repo", reason: ready.reason as "RepoMissing" | "RepoPending", message: ready.message };
+  return { kind: "repo", reason: ready.reason as RepoWait, message: ready.message };
 }
 
 /** The first container still waiting for a reason worth a client's attention (init containers first). */
@@ -193,7 +191,7 @@ function waitingFailure(name: string, waiting: ContainerWaiting[] | undefined): 
 
 function repoCloneFailure(name: string, ready: Condition): ProvisionFailure {
   return new ProvisionFailure(
-    "RepoCloneFailed",
+    REPO_HOLD.RepoCloneFailed,
     `Sandbox "${name}" cannot start: ${ready.message || ready.reason}. The node's cache agent keeps retrying on its ` +
       "own: fix the url or its git.credentials entry, then ask for a new workspace.",
     { operatorMessage: ready.message },
@@ -244,7 +242,7 @@ function effectorFailure(name: string, effector: ContainerReport | undefined): P
 
 /** When the operator saw the pod scheduled (the Scheduled condition's last transition to True). */
 export function scheduledAt(sandbox: SandboxObject | undefined): number | undefined {
-  const c = conditionOf(sandbox, "Scheduled");
+  const c = conditionOf(sandbox, CONDITION.Scheduled);
   if (c?.status !== "True") return undefined;
   const t = Date.parse(c.lastTransitionTime);
   return Number.isNaN(t) ? undefined : t;
@@ -271,7 +269,7 @@ export function budgetOf(
 
 /** The budget ran out: named, with the operator's last word on Ready and what the kubelet waits on. */
 export function budgetFailure(name: string, budget: Budget, budgets: Budgets, last: SandboxObject | undefined) {
-  const ready = conditionOf(last, "Ready");
+  const ready = conditionOf(last, CONDITION.Ready);
   const said = ready ? `${ready.reason}: ${ready.message}` : "no Ready condition reported";
   const waiting = (last?.status?.waiting ?? []).map(
     (w) => `${w.container}: ${w.reason}${w.message ? ` (${w.message})` : ""}`,

@@ -6,7 +6,7 @@ import { randomBytes } from "node:crypto";
 import { attachBodyOf, readAttach } from "./attach-body";
 import { FINAL_STATES, HttpError, type CreateWorkspaceBody, type WorkspaceEvent, type WorkspaceView } from "./api";
 import { fence, type CredentialEntry } from "./fence";
-import { RUN_LABEL } from "./labels";
+import { RUN_LABEL } from "../api/wire";
 import {
   startWorkspace,
   viewOf,

@@ -21,7 +21,7 @@ const ROOTS = [
   "io.k8s.api.core.v1.VolumeMount",
 ];
 
-const OUT = join(__dirname, "..", "capabilities", "crd", "generated", "corev1.ts");
+const OUT = join(__dirname, "..", "api", "crd", "generated", "corev1.ts");
 
 type OpenAPISchema = {
   type?: string;

@@ -1,4 +1,4 @@
-// Writes capabilities/crd/generated/<plural>.core.jr2.dev.yaml from the zod sources.
+// Writes api/crd/generated/<plural>.core.jr2.dev.yaml from the zod sources.
 import { writeFileSync } from "node:fs";
 import { renderAll } from "./crd-yaml";
 

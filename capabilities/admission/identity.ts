@@ -1,6 +1,6 @@
 // The operator's own identity, as the API server sees it (a SelfSubjectReview), so the pod guard
 // can tell the operator's pod creates from anyone else's. Asked once; retried after a failure.
-import { kubeRequest } from "../shared/kube";
+import { kubeRequest } from "../../lib/kube";
 
 let asked: Promise<string> | undefined;
 

@@ -4,13 +4,14 @@
 // binds them. Every failure is a denial that says what failed (onError: reject, failurePolicy
 // Fail): a thrown error never lets a request through.
 import { Capability, Log, a, type PeprValidateRequest } from "pepr";
-import { SandboxModel } from "../crd";
-import { parseGoDuration } from "../shared/duration";
-import { SANDBOX_NAME_LABEL } from "../shared/names";
+import { SandboxModel } from "../../api/crd";
+import { parseGoDuration } from "../../lib/duration";
+import { SANDBOX_NAME_LABEL } from "../../api/wire";
 import { operatorIdentity } from "./identity";
 import { ephemeralViolations, podViolations } from "./pods";
 import { DEFAULT_RULES, sandboxViolations, withDefaults, type SandboxRules } from "./sandbox";
 import { describe, type Violation } from "./violations";
+import { OPERATOR_ENV } from "../../api/env";
 
 export const AdmissionCapability = new Capability({
   name: "admission",
@@ -21,7 +22,7 @@ const { When } = AdmissionCapability;
 
 /** JR2_MIN_IDLE_TIMEOUT lowers the 1m floor (the lease's integration tests use seconds). */
 const rules: SandboxRules = {
-  minIdleTimeoutMs: parseGoDuration(process.env.JR2_MIN_IDLE_TIMEOUT ?? "") ?? DEFAULT_RULES.minIdleTimeoutMs,
+  minIdleTimeoutMs: parseGoDuration(process.env[OPERATOR_ENV.minIdleTimeout] ?? "") ?? DEFAULT_RULES.minIdleTimeoutMs,
 };
 
 const nameOf = (req: PeprValidateRequest<{ metadata?: { name?: string; namespace?: string } }>, kind: string) =>

@@ -1,7 +1,7 @@
 // Guarding the Sandbox pods themselves (pure): a pod carrying sandbox.jr2.dev/name is made by the
 // operator alone and keeps the Sandbox rules; an ephemeral container (kubectl debug) may not sit
 // beside the credential holders, mount a Secret or read one into its environment, or run privileged.
-import { CUSTODIAN, EFFECTOR, USER } from "../shared/names";
+import { CUSTODIAN, EFFECTOR, USER } from "../../api/wire";
 import { GIT_CREDENTIAL_VOLUME_PREFIX } from "../git-credentials/projection";
 import { baselineViolations, hostPortViolations, restrictedViolations } from "./containers";
 import { asArray, asObject, str, violation, type Violation } from "./violations";

@@ -1,14 +1,14 @@
 // The Sandbox admission rules (pure): defaults written into the stored object on create, and every
 // violation of the hardened context reported at once, each with its field path and its fix.
 // Reads hostile input as `unknown` and never throws.
-import { parseGoDuration } from "../shared/duration";
-import { DEFAULT_FS_GROUP, DEFAULT_IDLE_TIMEOUT, EFFECTOR, HARNESS, RESERVED_VOLUME, USER } from "../shared/names";
+import { parseGoDuration } from "../../lib/duration";
+import { DEFAULT_FS_GROUP, DEFAULT_IDLE_TIMEOUT, EFFECTOR, HARNESS, RESERVED_VOLUME, USER } from "../../api/wire";
 import { hardenSpec } from "../sandbox/hardening";
-import type { SandboxSpec } from "../crd";
+import type { SandboxSpec } from "../../api/crd";
 import { gitCredentialViolations } from "../git-credentials/validate";
 import { baselineViolations, hostPortViolations, restrictedViolations } from "./containers";
 import { asArray, asObject, isObject, str, violation, type Violation } from "./violations";
-import { deepEqual } from "../shared/patch";
+import { deepEqual } from "../../lib/patch";
 
 export const MAX_IDLE_TIMEOUT_MS = 7 * 24 * 3_600_000;
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;

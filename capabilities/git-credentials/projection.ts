@@ -5,9 +5,9 @@
 // One projected volume per Secret, not one for all: a projected volume has no per-source
 // directory, so one volume with a directory per Secret would need each Secret's keys when the pod
 // is built, that is reading the Secret (docs/decisions/0009-admission.md).
-import type { SandboxSpec } from "../crd";
+import type { SandboxSpec } from "../../api/crd";
 import type { PodContribution } from "../sandbox/pod";
-import { EFFECTOR } from "../shared/names";
+import { EFFECTOR } from "../../api/wire";
 
 export const GIT_CREDENTIALS_ROOT = "/run/jr2/secrets/@git";
 export const GIT_CREDENTIAL_VOLUME_PREFIX = "jr2-git-";

@@ -1,7 +1,7 @@
 // What spec.gitCredentials must satisfy (pure): valid, unique Secret names; only with an effector
 // sidecar; and no container but the effector may reach those Secrets, by a volume, env.valueFrom
 // or envFrom. Never echoes a Secret's data (it never sees any).
-import { EFFECTOR } from "../shared/names";
+import { EFFECTOR } from "../../api/wire";
 import { GIT_CREDENTIAL_VOLUME_PREFIX } from "./projection";
 import { asArray, asObject, str, violation, type Violation } from "../admission/violations";
 

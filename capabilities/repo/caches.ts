@@ -1,14 +1,12 @@
 // What a Sandbox's Repos mean for its pod and its Ready (pure; seed 001 ADR-0051, seed 000 "a
 // Repo event wakes only the Sandboxes it changes"). A Sandbox reads only its own node's entry of
 // each Repo it names.
-import type { Condition, RepoNode, RepoStatus, SandboxSpec } from "../crd";
+import type { Condition, RepoNode, RepoStatus, SandboxSpec } from "../../api/crd";
 import type { PodContribution } from "../sandbox/pod";
 import type { ReadyGate } from "../sandbox/status";
-import { repoVolumeName } from "../shared/names";
+import { DEFAULT_CACHE_ROOT, REPOS_MOUNT, repoVolumeName } from "../../api/wire";
+import { CONDITION, REPO_HOLD, REPOS_FRESH_REASON } from "../../api/conditions";
 
-/** Where each node keeps its bare checkouts; the cache agent and the pods agree on it. */
-export const DEFAULT_CACHE_ROOT = "/var/lib/jr2/repos";
-export const REPOS_MOUNT = "/repos";
 
 /** A Repo as the operator sees it: its key (status.key) and its nodes' caches. */
 export type RepoView = { name: string; key?: string; nodes?: RepoStatus["nodes"] };
@@ -72,25 +70,25 @@ export function repoVerdict(
   for (const { key } of repos) {
     const repo = reposByKey(key);
     if (!repo) {
-      gates.push({ reason: "RepoMissing", message: `no Repo has key "${key}": create one for its url` });
+      gates.push({ reason: REPO_HOLD.RepoMissing, message: `no Repo has key "${key}": create one for its url` });
       continue;
     }
     if (!node) {
-      gates.push({ reason: "RepoPending", message: `Repo "${key}": waiting for the pod's node` });
+      gates.push({ reason: REPO_HOLD.RepoPending, message: `Repo "${key}": waiting for the pod's node` });
       continue;
     }
     const entry: RepoNode | undefined = repo.nodes?.[node];
     const fetchedSinceAsk = !!entry?.fetchedAt && Date.parse(entry.fetchedAt) >= askedAt.getTime();
     if (entry?.phase === "Failed" && !entry.fetchedAt) {
       gates.push({
-        reason: "RepoCloneFailed",
+        reason: REPO_HOLD.RepoCloneFailed,
         message: `Repo "${key}" on node ${node}: the clone failed: ${entry.error ?? "no reason given"}`,
       });
     } else if (entry?.phase !== "Present" && !(entry?.phase === "Failed" && entry.fetchedAt)) {
-      gates.push({ reason: "RepoPending", message: `Repo "${key}" is not yet present on node ${node}` });
+      gates.push({ reason: REPO_HOLD.RepoPending, message: `Repo "${key}" is not yet present on node ${node}` });
     } else if (!fetchedSinceAsk && !entry.error) {
       gates.push({
-        reason: "RepoPending",
+        reason: REPO_HOLD.RepoPending,
         message: `Repo "${key}" on node ${node} is not yet fetched since this Sandbox asked`,
       });
     } else if (!fetchedSinceAsk) {
@@ -100,17 +98,19 @@ export function repoVerdict(
   // The first hold names the wait; a clone failure outranks a wait.
   gates.sort((a, b) => rank(a.reason) - rank(b.reason));
   const fresh = stale.length
-    ? { type: "ReposFresh", status: "False" as const, reason: "FetchFailed", message: stale.join("; ") }
+    ? { type: CONDITION.ReposFresh, status: "False" as const, reason: REPOS_FRESH_REASON.FetchFailed, message: stale.join("; ") }
     : {
-        type: "ReposFresh",
+        type: CONDITION.ReposFresh,
         status: "True" as const,
-        reason: "Fetched",
+        reason: REPOS_FRESH_REASON.Fetched,
         message: "every Repo cache is fetched since this Sandbox asked",
       };
   return { gates, ...(gates.length ? {} : { fresh }) };
 }
 
-const rank = (reason: string) => ["RepoCloneFailed", "RepoMissing", "RepoPending"].indexOf(reason);
+/** REPO_HOLD is written in rank order. */
+const RANK: readonly string[] = Object.values(REPO_HOLD);
+const rank = (reason: string) => RANK.indexOf(reason);
 
 /** The nodes whose entry changed between two versions of a Repo's status (pure). */
 export function changedNodes(

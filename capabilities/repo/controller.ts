@@ -3,15 +3,17 @@
 // key written to its status. A Repo event wakes only the Sandboxes it changes (seed 000): a status
 // change wakes those whose pod's node entry changed; anything else wakes all that name the Repo.
 import { Log } from "pepr";
-import type { RepoModel } from "../crd";
-import { write } from "../shared/api";
-import { kubeRequest, paths } from "../shared/kube";
-import { metrics } from "../shared/metrics";
-import { statusMergePatch } from "../shared/patch";
-import { WorkQueue } from "../shared/queue";
+import type { RepoModel } from "../../api/crd";
+import { write } from "../../lib/api";
+import { kubeRequest, paths } from "../../lib/kube";
+import { metrics } from "../../lib/metrics";
+import { statusMergePatch } from "../../lib/patch";
+import { WorkQueue } from "../../lib/queue";
 import type { SandboxController } from "../sandbox/controller";
-import { DEFAULT_CACHE_ROOT, repoCachesContribution, repoVerdict, sandboxesToWake, type RepoView } from "./caches";
-import { RepoUrlError, repoIdentity, repoKey } from "./identity";
+import { repoCachesContribution, repoVerdict, sandboxesToWake, type RepoView } from "./caches";
+import { RepoUrlError, repoIdentity, repoKey } from "../../api/repo-identity";
+import { OPERATOR_ENV } from "../../api/env";
+import { DEFAULT_CACHE_ROOT } from "../../api/wire";
 
 /** Seed 000: the Repo controller runs 4 workers. */
 export const REPO_WORKERS = 4;
@@ -39,7 +41,7 @@ export class RepoController {
 
   constructor(
     private readonly sandboxes: SandboxController,
-    cacheRoot = process.env.JR2_CACHE_ROOT ?? DEFAULT_CACHE_ROOT,
+    cacheRoot = process.env[OPERATOR_ENV.cacheRoot] ?? DEFAULT_CACHE_ROOT,
   ) {
     this.queue = new WorkQueue({
       name: "repo",

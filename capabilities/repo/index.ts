@@ -1,7 +1,7 @@
 // The Repo capability's wiring: Repo events feed the Repo controller, which wakes only the
 // Sandboxes a change concerns; the caches' mounts and Ready holds ride the Sandbox controller.
 import { Capability } from "pepr";
-import { RepoModel } from "../crd";
+import { RepoModel } from "../../api/crd";
 import { sandboxController } from "../sandbox";
 import { RepoController } from "./controller";
 

@@ -3,20 +3,21 @@
 // one Sandbox into one Pod, one Service and a status. Running it twice gives the same result.
 import type { kind } from "kubernetes-fluent-client";
 import { Log } from "pepr";
-import { SandboxModel, type SandboxSpec } from "../crd";
-import { API_VERSION } from "../crd/sources/common";
-import { apiError, getOrUndefined, isConflict, isNotFound, recordEvent, write, type ApiError } from "../shared/api";
-import { kubeRequest, paths } from "../shared/kube";
-import { metrics } from "../shared/metrics";
-import { statusMergePatch } from "../shared/patch";
-import { WorkQueue } from "../shared/queue";
-import { ObjectCache } from "../shared/cache";
-import { SANDBOX_NAME_LABEL } from "../shared/names";
+import { SandboxModel, type SandboxSpec } from "../../api/crd";
+import { API_VERSION } from "../../api/crd/sources/common";
+import { apiError, getOrUndefined, isConflict, isNotFound, recordEvent, write, type ApiError } from "../../lib/api";
+import { kubeRequest, paths } from "../../lib/kube";
+import { metrics } from "../../lib/metrics";
+import { statusMergePatch } from "../../lib/patch";
+import { WorkQueue } from "../../lib/queue";
+import { ObjectCache } from "../../lib/cache";
+import { SANDBOX_NAME_LABEL } from "../../api/wire";
 import { leaseOf } from "./lease";
 import { buildPod, type PodContribution } from "./pod";
 import { buildService } from "./service";
 import { computeStatus, lossOf, statusEvents, type Loss, type ReadyGate, type Refusal } from "./status";
-import type { Condition } from "../crd";
+import type { Condition } from "../../api/crd";
+import { SCHEDULED_REASON } from "../../api/conditions";
 
 /** Seed 000: a fixed number of workers; one Sandbox is never reconciled twice at once. */
 export const SANDBOX_WORKERS = 16;
@@ -313,12 +314,12 @@ const ownedBy = (obj: { metadata?: { ownerReferences?: { uid: string }[] } }, sb
 
 /** A pod create the API server refused for a reason worth waiting on, named (pure). */
 export function refusalOf(e: ApiError): Refusal | undefined {
-  if (e.status === 403 && /exceeded quota/i.test(e.message)) return { reason: "QuotaExceeded", message: e.message };
+  if (e.status === 403 && /exceeded quota/i.test(e.message)) return { reason: SCHEDULED_REASON.QuotaExceeded, message: e.message };
   if (e.status === 403 && /no PriorityClass with name/i.test(e.message)) {
-    return { reason: "PriorityClassNotFound", message: e.message };
+    return { reason: SCHEDULED_REASON.PriorityClassNotFound, message: e.message };
   }
   if (e.status === 403 || e.status === 422 || e.status === 400) {
-    return { reason: e.status === 422 ? "PodInvalid" : e.reason || "CreateRefused", message: e.message };
+    return { reason: e.status === 422 ? SCHEDULED_REASON.PodInvalid : e.reason || SCHEDULED_REASON.CreateRefused, message: e.message };
   }
   return undefined;
 }

@@ -1,9 +1,9 @@
 // The hardened container context (seed 000 "Known limitations", seed 001 ADR-0005): one function,
 // used by the pod builder here and by the admission mutation, so a Sandbox that bypassed admission
 // still yields a hardened pod.
-import type { Container, SecurityContext } from "../crd/generated/corev1";
-import type { SandboxSpec } from "../crd";
-import { USER } from "../shared/names";
+import type { Container, SecurityContext } from "../../api/crd/generated/corev1";
+import type { SandboxSpec } from "../../api/crd";
+import { USER } from "../../api/wire";
 
 /** The restricted profile's defaults for a container that states no securityContext. */
 export const hardenedSecurityContext = (): SecurityContext => ({

@@ -2,8 +2,8 @@
 // (controller.ts) reconciles; the pure builders (pod.ts, service.ts, status.ts, lease.ts) decide.
 // Where a Sandbox becomes Lost: status.ts `lossOf`, confirmed in controller.ts `#ensurePod`.
 import { Capability, a } from "pepr";
-import { SandboxModel } from "../crd";
-import { MANAGED_BY, MANAGED_BY_LABEL } from "../shared/names";
+import { SandboxModel } from "../../api/crd";
+import { MANAGED_BY, MANAGED_BY_LABEL } from "../../api/wire";
 import { SandboxController } from "./controller";
 
 export const sandboxController = new SandboxController();

@@ -1,7 +1,7 @@
 // The keepalive lease (seed 000 "Idle GC: a renewed lease, not a TTL"): a Sandbox is abandoned once
 // spec.idleTimeout has passed since max(creation, last keepalive). Pure.
-import { KEEPALIVE_ANNOTATION, DEFAULT_IDLE_TIMEOUT } from "../shared/names";
-import { parseGoDuration } from "../shared/duration";
+import { KEEPALIVE_ANNOTATION, DEFAULT_IDLE_TIMEOUT } from "../../api/wire";
+import { parseGoDuration } from "../../lib/duration";
 
 export type Lease = {
   /** When the Sandbox may be reaped. */

@@ -1,9 +1,9 @@
 // Sandbox -> its one Pod (pure). Seed 000 ADR-0001: the Harness is the primary container and the
 // sidecars are opaque fragments scheduled without being understood; seed 002 `crFor` is the client.
 import type { kind } from "kubernetes-fluent-client";
-import type { Container, Probe, Volume, VolumeMount } from "../crd/generated/corev1";
-import type { SandboxSpec } from "../crd";
-import { DEFAULT_FS_GROUP, HARNESS, HARNESS_PORT, SHM_VOLUME } from "../shared/names";
+import type { Container, Probe, Volume, VolumeMount } from "../../api/crd/generated/corev1";
+import type { SandboxSpec } from "../../api/crd";
+import { DEFAULT_FS_GROUP, HARNESS, HARNESS_PORT, SHM_VOLUME } from "../../api/wire";
 import { gitCredentialsProjection } from "../git-credentials/projection";
 import { hardenSidecar, hardenedContext } from "./hardening";
 import { type SandboxRef, managedLabels, ownerReference } from "./refs";

@@ -1,6 +1,6 @@
 // Labels and owner references every object the operator creates for a Sandbox carries.
-import { API_VERSION } from "../crd/sources/common";
-import { MANAGED_BY, MANAGED_BY_LABEL, SANDBOX_NAME_LABEL } from "../shared/names";
+import { API_VERSION } from "../../api/crd/sources/common";
+import { MANAGED_BY, MANAGED_BY_LABEL, SANDBOX_NAME_LABEL } from "../../api/wire";
 
 /** The part of a Sandbox the builders need to name and own what they build. */
 export type SandboxRef = { metadata: { name: string; namespace: string; uid: string } };

@@ -1,6 +1,6 @@
 // Sandbox -> its Service (pure): ClusterIP on the Harness's port, and the endpoint clients dial.
 import type { kind } from "kubernetes-fluent-client";
-import { HARNESS_PORT, SANDBOX_NAME_LABEL } from "../shared/names";
+import { HARNESS_PORT, SANDBOX_NAME_LABEL } from "../../api/wire";
 import { type SandboxRef, managedLabels, ownerReference } from "./refs";
 
 export function buildService(sandbox: SandboxRef): kind.Service {

@@ -2,8 +2,9 @@
 // read the pod (seed 000 ADR-0001, seed 002's port), so everything they wait on is said here: why
 // a pod is not placed, why it is not Ready, how its Harness last ended, and when it is Lost.
 import type { kind } from "kubernetes-fluent-client";
-import type { Condition, ContainerReport, ContainerWaiting, SandboxStatus } from "../crd";
-import { EFFECTOR, HARNESS } from "../shared/names";
+import type { Condition, ContainerReport, ContainerWaiting, SandboxStatus } from "../../api/crd";
+import { CONDITION, LOST_REASON, READY_REASON, SCHEDULED_REASON } from "../../api/conditions";
+import { EFFECTOR, HARNESS } from "../../api/wire";
 import { endpointOf } from "./service";
 
 /** Why a pod is gone for good (seed 001 ADR-0021): the Sandbox is Lost and never gets another. */
@@ -45,31 +46,31 @@ export function lossOf(
 ): Loss | undefined {
   if (!pod) {
     return recordedUID && goneConfirmed
-      ? { reason: "PodDeleted", message: `its pod (uid ${recordedUID}) was deleted` }
+      ? { reason: LOST_REASON.PodDeleted, message: `its pod (uid ${recordedUID}) was deleted` }
       : undefined;
   }
   const name = pod.metadata?.name;
   if (recordedUID && pod.metadata?.uid !== recordedUID) {
-    return { reason: "PodDeleted", message: `its pod (uid ${recordedUID}) was deleted; pod ${name} now is another` };
+    return { reason: LOST_REASON.PodDeleted, message: `its pod (uid ${recordedUID}) was deleted; pod ${name} now is another` };
   }
   const disruption = condition(pod, "DisruptionTarget");
   if (pod.status?.phase === "Failed") {
-    if (pod.status.reason === "Evicted" || disruption?.status === "True") {
-      return { reason: "Evicted", message: pod.status.message || disruption?.message || `pod ${name} was evicted` };
+    if (pod.status.reason === LOST_REASON.Evicted || disruption?.status === "True") {
+      return { reason: LOST_REASON.Evicted, message: pod.status.message || disruption?.message || `pod ${name} was evicted` };
     }
-    return { reason: "PodFailed", message: pod.status.message || endedContainers(pod) || `pod ${name} failed` };
+    return { reason: LOST_REASON.PodFailed, message: pod.status.message || endedContainers(pod) || `pod ${name} failed` };
   }
   if (pod.status?.phase === "Succeeded") {
-    return { reason: "PodSucceeded", message: pod.status.message || endedContainers(pod) || `pod ${name} exited` };
+    return { reason: LOST_REASON.PodSucceeded, message: pod.status.message || endedContainers(pod) || `pod ${name} exited` };
   }
   if (pod.metadata?.deletionTimestamp) {
     if (disruption?.status === "True") {
       return {
-        reason: disruption.reason === "PreemptionByScheduler" ? "Preempted" : "Evicted",
+        reason: disruption.reason === "PreemptionByScheduler" ? LOST_REASON.Preempted : LOST_REASON.Evicted,
         message: disruption.message ?? "",
       };
     }
-    return { reason: "PodDeleted", message: `its pod ${name} (uid ${pod.metadata.uid}) was deleted` };
+    return { reason: LOST_REASON.PodDeleted, message: `its pod ${name} (uid ${pod.metadata.uid}) was deleted` };
   }
   return undefined;
 }
@@ -123,49 +124,49 @@ type Cond = Omit<Condition, "lastTransitionTime">;
 function scheduledCondition(o: Observed): Cond {
   const { pod, refusal } = o;
   if (!pod) {
-    if (refusal) return { type: "Scheduled", status: "False", reason: refusal.reason, message: refusal.message };
-    return { type: "Scheduled", status: "Unknown", reason: "PodNotCreated", message: "the pod is not created yet" };
+    if (refusal) return { type: CONDITION.Scheduled, status: "False", reason: refusal.reason, message: refusal.message };
+    return { type: CONDITION.Scheduled, status: "Unknown", reason: SCHEDULED_REASON.PodNotCreated, message: "the pod is not created yet" };
   }
   const c = condition(pod, "PodScheduled");
   if (c?.status === "True" || pod.spec?.nodeName) {
     return {
-      type: "Scheduled",
+      type: CONDITION.Scheduled,
       status: "True",
-      reason: "Scheduled",
+      reason: SCHEDULED_REASON.Scheduled,
       message: `placed on node ${pod.spec?.nodeName ?? "?"}`,
     };
   }
   if (c?.status === "False") {
-    return { type: "Scheduled", status: "False", reason: c.reason || "Unschedulable", message: c.message ?? "" };
+    return { type: CONDITION.Scheduled, status: "False", reason: c.reason || SCHEDULED_REASON.Unschedulable, message: c.message ?? "" };
   }
   return {
-    type: "Scheduled",
+    type: CONDITION.Scheduled,
     status: "Unknown",
-    reason: "SchedulerPending",
+    reason: SCHEDULED_REASON.SchedulerPending,
     message: "the scheduler has not placed the pod yet",
   };
 }
 
 function readyCondition(o: Observed, loss: Loss | undefined): Cond {
-  if (loss) return { type: "Ready", status: "False", reason: "Lost", message: loss.message };
+  if (loss) return { type: CONDITION.Ready, status: "False", reason: READY_REASON.Lost, message: loss.message };
   const { pod } = o;
   if (!pod) {
     const why = o.refusal ? `the pod create was refused: ${o.refusal.message}` : "the pod is not created yet";
-    return { type: "Ready", status: "False", reason: "PodNotCreated", message: why };
+    return { type: CONDITION.Ready, status: "False", reason: READY_REASON.PodNotCreated, message: why };
   }
   const c = condition(pod, "Ready");
   if (c?.status !== "True") {
     const message = c?.message || (pod.spec?.nodeName ? "the pod is not Ready" : "the pod is not scheduled yet");
-    return { type: "Ready", status: "False", reason: "PodNotReady", message };
+    return { type: CONDITION.Ready, status: "False", reason: READY_REASON.PodNotReady, message };
   }
   // Ready means a client can reach the Harness: the endpoint must exist too (seed 002 refuses a
   // Ready Sandbox with no endpoint).
   if (!o.service) {
-    return { type: "Ready", status: "False", reason: "ServiceNotCreated", message: "the Service is not created yet" };
+    return { type: CONDITION.Ready, status: "False", reason: READY_REASON.ServiceNotCreated, message: "the Service is not created yet" };
   }
   const gate = o.gates?.[0];
-  if (gate) return { type: "Ready", status: "False", reason: gate.reason, message: gate.message };
-  return { type: "Ready", status: "True", reason: "PodReady", message: "the pod is Ready" };
+  if (gate) return { type: CONDITION.Ready, status: "False", reason: gate.reason, message: gate.message };
+  return { type: CONDITION.Ready, status: "True", reason: READY_REASON.PodReady, message: "the pod is Ready" };
 }
 
 /** Carries lastTransitionTime over when a condition's status did not change. */
@@ -184,11 +185,11 @@ export function computeStatus(o: Observed): SandboxStatus {
   const loss: Loss | undefined = prev?.phase === "Lost" ? lostOf(prev) : o.loss;
   const pod = loss ? undefined : o.pod;
   // A lost pod keeps the Scheduled condition it had: where it ran is history worth keeping.
-  const scheduledBefore = prev?.conditions?.find((c) => c.type === "Scheduled");
+  const scheduledBefore = prev?.conditions?.find((c) => c.type === CONDITION.Scheduled);
   const scheduled: Cond = loss && scheduledBefore ? scheduledBefore : scheduledCondition(o);
   const conditions: Cond[] = [scheduled, readyCondition(o, loss)];
   conditions.push(...(o.extraConditions ?? []));
-  if (loss) conditions.push({ type: "Lost", status: "True", reason: loss.reason, message: loss.message });
+  if (loss) conditions.push({ type: CONDITION.Lost, status: "True", reason: loss.reason, message: loss.message });
 
   const ready = !loss && conditions[1].status === "True";
   const phase = o.sandbox.metadata.deletionTimestamp ? "Terminating" : loss ? "Lost" : ready ? "Ready" : "Pending";
@@ -228,7 +229,7 @@ export function computeStatus(o: Observed): SandboxStatus {
 }
 
 function lostOf(status: SandboxStatus): Loss {
-  const c = status.conditions?.find((x) => x.type === "Lost");
+  const c = status.conditions?.find((x) => x.type === CONDITION.Lost);
   return { reason: c?.reason ?? "Lost", message: c?.message ?? "its pod is gone" };
 }
 
@@ -239,21 +240,21 @@ export function statusEvents(prev: SandboxStatus | undefined, next: SandboxStatu
   const events: StatusEvent[] = [];
   const was = (t: string) => prev?.conditions?.find((c) => c.type === t);
   const now = (t: string) => next.conditions?.find((c) => c.type === t);
-  const s0 = was("Scheduled");
-  const s1 = now("Scheduled");
+  const s0 = was(CONDITION.Scheduled);
+  const s1 = now(CONDITION.Scheduled);
   if (
     s1 &&
     next.phase !== "Lost" &&
     (s1.status !== s0?.status || s1.reason !== s0?.reason || s1.message !== s0?.message)
   ) {
-    if (s1.status === "True") events.push({ type: "Normal", reason: "Scheduled", message: s1.message });
+    if (s1.status === "True") events.push({ type: "Normal", reason: SCHEDULED_REASON.Scheduled, message: s1.message });
     if (s1.status === "False") events.push({ type: "Warning", reason: s1.reason, message: s1.message });
   }
   if (next.phase === "Ready" && prev?.phase !== "Ready") {
     events.push({ type: "Normal", reason: "Ready", message: `the Harness answers at ${next.endpoint ?? "?"}` });
   }
   if (next.phase === "Lost" && prev?.phase !== "Lost") {
-    const l = now("Lost");
+    const l = now(CONDITION.Lost);
     events.push({ type: "Warning", reason: "Lost", message: `${l?.reason ?? "Lost"}: ${l?.message ?? ""}` });
   }
   return events;

@@ -3,8 +3,8 @@
 // Sandbox pods refused, ephemeral containers kept away from the credential holders.
 import { execFile } from "node:child_process";
 import { K8s } from "kubernetes-fluent-client";
-import { SandboxModel } from "../../capabilities/crd";
-import { kubectlPath } from "../../scripts/kubectl";
+import { SandboxModel } from "../../api/crd";
+import { kubectlPath } from "../../dev/kubectl";
 import { createSandbox, getSandbox, useNamespace, waitPhase } from "./support/cluster";
 
 const ns = useNamespace("admission");

@@ -2,7 +2,7 @@
 // still gets exactly one pod, and all become Ready (the reconcile is level-based; the restarted
 // operator's watches list what exists and carry on).
 import { K8s, kind } from "kubernetes-fluent-client";
-import { SandboxModel } from "../../capabilities/crd";
+import { SandboxModel } from "../../api/crd";
 import { createSandbox, operator, useNamespace, waitFor } from "./support/cluster";
 
 const ns = useNamespace("burst");

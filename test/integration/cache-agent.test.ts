@@ -6,9 +6,9 @@ import { existsSync, mkdirSync, mkdtempSync, renameSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { K8s, kind } from "kubernetes-fluent-client";
-import { RepoModel } from "../../capabilities/crd";
-import { repoIdentity, repoKey } from "../../capabilities/repo/identity";
-import { type Agent, startCacheAgent } from "../../scripts/local-cache-agent";
+import { RepoModel } from "../../api/crd";
+import { repoIdentity, repoKey } from "../../api/repo-identity";
+import { type Agent, startCacheAgent } from "../../dev/local-cache-agent";
 import { startGitHttpServer } from "../support/git-http-server";
 import { condition, createSandbox, getSandbox, useNamespace, waitFor } from "./support/cluster";
 

@@ -6,9 +6,9 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { K8s } from "kubernetes-fluent-client";
-import { RepoModel, SandboxModel } from "../../capabilities/crd";
-import { repoIdentity, repoKey } from "../../capabilities/repo/identity";
-import { type Agent, startCacheAgent } from "../../scripts/local-cache-agent";
+import { RepoModel, SandboxModel } from "../../api/crd";
+import { repoIdentity, repoKey } from "../../api/repo-identity";
+import { type Agent, startCacheAgent } from "../../dev/local-cache-agent";
 import { condition, createSandbox, getSandbox, useNamespace, waitFor } from "./support/cluster";
 import { gitIn } from "../support/git";
 

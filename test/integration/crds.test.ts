@@ -3,8 +3,8 @@
 // typed models parse with the same zod schemas they were generated from.
 import { execFileSync } from "node:child_process";
 import { K8s, kind } from "kubernetes-fluent-client";
-import { Repo, RepoModel, Sandbox, SandboxModel } from "../../capabilities/crd";
-import { kubectlPath } from "../../scripts/kubectl";
+import { Repo, RepoModel, Sandbox, SandboxModel } from "../../api/crd";
+import { kubectlPath } from "../../dev/kubectl";
 import { useNamespace } from "./support/cluster";
 
 const ns = useNamespace("crds");

@@ -5,10 +5,10 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { K8s, kind } from "kubernetes-fluent-client";
 import { CACHE_AGENT, COMPANION_NAMESPACE } from "../../cache-agent/deploy";
-import { GROUP } from "../../capabilities/crd/sources/common";
+import { GROUP } from "../../api/crd/sources/common";
 import { ORCHESTRATOR } from "../../orchestrator/deploy";
-import { ROOT } from "../../scripts/local-operator";
-import { run } from "../../scripts/kubectl";
+import { ROOT } from "../../dev/local-operator";
+import { run } from "../../dev/kubectl";
 import { waitFor } from "./support/cluster";
 
 const kubeconfig = () => process.env.KUBECONFIG!;

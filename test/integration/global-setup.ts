@@ -5,7 +5,7 @@
 import { spawnSync } from "node:child_process";
 import { createServer, type Server } from "node:http";
 import { join } from "node:path";
-import { CACHE_DIR, ROOT, startLocalOperator, type LocalOperator } from "../../scripts/local-operator";
+import { CACHE_DIR, ROOT, startLocalOperator, type LocalOperator } from "../../dev/local-operator";
 
 type Held = { operator?: LocalOperator; control?: Server };
 const held = globalThis as typeof globalThis & { __jr2?: Held };

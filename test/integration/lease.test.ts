@@ -2,7 +2,7 @@
 // jr2.dev/keepalive is kept past its idle timeout; one whose renewals stop is deleted one idle
 // timeout after the last, and the garbage collector takes its pod and Service.
 import { K8s, kind } from "kubernetes-fluent-client";
-import { SandboxModel } from "../../capabilities/crd";
+import { SandboxModel } from "../../api/crd";
 import { getSandbox, listPods, createSandbox, useNamespace, waitFor, waitPhase, eventsFor } from "./support/cluster";
 
 const ns = useNamespace("lease");

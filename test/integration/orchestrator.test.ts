@@ -6,12 +6,12 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { K8s, kind } from "kubernetes-fluent-client";
-import { SandboxModel } from "../../capabilities/crd";
-import { KEEPALIVE_ANNOTATION } from "../../capabilities/shared/names";
+import { SandboxModel } from "../../api/crd";
+import { KEEPALIVE_ANNOTATION } from "../../api/wire";
 import type { WorkspaceEvent, WorkspaceView } from "../../orchestrator/api";
-import { tokenSecretName } from "../../orchestrator/labels";
-import { type Agent, startCacheAgent } from "../../scripts/local-cache-agent";
-import { type LocalOrchestrator, startLocalOrchestrator } from "../../scripts/local-orchestrator";
+import { tokenSecretName } from "../../api/wire";
+import { type Agent, startCacheAgent } from "../../dev/local-cache-agent";
+import { type LocalOrchestrator, startLocalOrchestrator } from "../../dev/local-orchestrator";
 import { useNamespace, waitFor } from "./support/cluster";
 import { gitIn } from "../support/git";
 

@@ -3,8 +3,8 @@
 // RepoPending while the cache is not on its node, and the operator writes each Repo's identity and
 // key. (Caches that turn Present come with the cache agent; it is not here yet.)
 import { K8s, kind } from "kubernetes-fluent-client";
-import { RepoModel } from "../../capabilities/crd";
-import { repoIdentity, repoKey } from "../../capabilities/repo/identity";
+import { RepoModel } from "../../api/crd";
+import { repoIdentity, repoKey } from "../../api/repo-identity";
 import { condition, createSandbox, getSandbox, useNamespace, waitFor } from "./support/cluster";
 
 const ns = useNamespace("repos");

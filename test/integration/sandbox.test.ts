@@ -3,7 +3,7 @@
 // status as a kubelet would, and nothing more.
 import { randomBytes } from "node:crypto";
 import { K8s, kind } from "kubernetes-fluent-client";
-import { SandboxModel } from "../../capabilities/crd";
+import { SandboxModel } from "../../api/crd";
 import {
   condition,
   createSandbox,

@@ -1,7 +1,7 @@
 import { ephemeralViolations, podViolations } from "../../capabilities/admission/pods";
 import { withDefaults } from "../../capabilities/admission/sandbox";
 import type { Violation } from "../../capabilities/admission/violations";
-import type { SandboxSpec } from "../../capabilities/crd";
+import type { SandboxSpec } from "../../api/crd";
 import { buildPod } from "../../capabilities/sandbox/pod";
 
 const OPERATOR = "system:serviceaccount:pepr-system:jr2-operator";

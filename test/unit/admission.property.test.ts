@@ -4,7 +4,7 @@
 import fc from "fast-check";
 import { restrictedViolations } from "../../capabilities/admission/containers";
 import { sandboxViolations, withDefaults } from "../../capabilities/admission/sandbox";
-import type { SandboxSpec } from "../../capabilities/crd";
+import type { SandboxSpec } from "../../api/crd";
 import { hardenedSecurityContext } from "../../capabilities/sandbox/hardening";
 import { buildPod } from "../../capabilities/sandbox/pod";
 

@@ -1,4 +1,4 @@
-import { Repo, Sandbox, SandboxSpec } from "../../capabilities/crd";
+import { Repo, Sandbox, SandboxSpec } from "../../api/crd";
 
 describe("the Sandbox schema", () => {
   it("accepts a minimal spec and fills idleTimeout with 30m", () => {

@@ -1,4 +1,4 @@
-import { envDuration, parseGoDuration } from "../../capabilities/shared/duration";
+import { envDuration, parseGoDuration } from "../../lib/duration";
 
 describe("parseGoDuration", () => {
   it.each([

@@ -6,8 +6,8 @@ import {
 } from "../../capabilities/git-credentials/projection";
 import { gitCredentialViolations } from "../../capabilities/git-credentials/validate";
 import type { Violation } from "../../capabilities/admission/violations";
-import type { SandboxSpec } from "../../capabilities/crd";
-import type { Container, Volume } from "../../capabilities/crd/generated/corev1";
+import type { SandboxSpec } from "../../api/crd";
+import type { Container, Volume } from "../../api/crd/generated/corev1";
 import { buildPod } from "../../capabilities/sandbox/pod";
 
 const paths = (vs: Violation[]) => vs.map((v) => v.path);

@@ -1,5 +1,5 @@
-import type { SandboxSpec } from "../../capabilities/crd";
-import type { Container } from "../../capabilities/crd/generated/corev1";
+import type { SandboxSpec } from "../../api/crd";
+import type { Container } from "../../api/crd/generated/corev1";
 import { hardenSidecar, hardenSpec, hardenedSecurityContext } from "../../capabilities/sandbox/hardening";
 
 const spec = (over: Partial<SandboxSpec> = {}): SandboxSpec => ({ image: "harness:1", idleTimeout: "30m", ...over });

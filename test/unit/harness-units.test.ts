@@ -1,8 +1,9 @@
 // The Harness's pure parts: credential redaction, the token check and the body's error messages.
 import { createHash } from "node:crypto";
 import { redact } from "../../harness/attach";
-import { authorized, bearerOf, tokenMatches } from "../../harness/auth";
-import { fieldPath, parseAttachBody } from "../../harness/schema";
+import { authorized, tokenMatches } from "../../harness/auth";
+import { bearerOf } from "../../lib/http-json";
+import { fieldPath, parseAttachBody } from "../../api/attach";
 
 describe("redact", () => {
   it.each([

@@ -1,5 +1,5 @@
 import { X509Certificate } from "node:crypto";
-import { localCertificate } from "../../scripts/local-operator";
+import { localCertificate } from "../../dev/local-operator";
 
 describe("the local runner's certificate", () => {
   const { caPem, certPem } = localCertificate();

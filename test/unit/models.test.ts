@@ -1,5 +1,5 @@
 import { modelToGroupVersionKind } from "kubernetes-fluent-client";
-import { RepoModel, SandboxModel } from "../../capabilities/crd";
+import { RepoModel, SandboxModel } from "../../api/crd";
 
 describe("fluent-client models", () => {
   it("registers Sandbox with its irregular plural, so typed calls hit /sandboxes", () => {

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { crdSchemaOf, type JSONSchemaProps } from "../../capabilities/crd/openapi";
+import { crdSchemaOf, type JSONSchemaProps } from "../../api/crd/openapi";
 
 const INT_OR_STRING = { "x-kubernetes-int-or-string": true };
 const prop = (s: JSONSchemaProps, key: string) => s.properties![key];

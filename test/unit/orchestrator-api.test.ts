@@ -1,7 +1,7 @@
 // The HTTP API's schemas: what a body must be, how a refusal names its fields, and the OpenAPI
 // document generated from the same schemas.
 import { z } from "zod";
-import { parseAttachBody } from "../../harness/schema";
+import { parseAttachBody } from "../../api/attach";
 import {
   CreateWorkspaceBody,
   ErrorBody,

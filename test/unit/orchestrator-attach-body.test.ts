@@ -1,7 +1,8 @@
 // The attach request the Orchestrator sends and keeps on the Sandbox (pure).
-import { ATTACH_ANNOTATION, attachBodyOf, readAttach } from "../../orchestrator/attach-body";
-import { repoIdentity, repoKey } from "../../capabilities/repo/identity";
-import { AttachBody } from "../../harness/schema";
+import { ATTACH_ANNOTATION } from "../../api/wire";
+import { attachBodyOf, readAttach } from "../../orchestrator/attach-body";
+import { repoIdentity, repoKey } from "../../api/repo-identity";
+import { AttachBody } from "../../api/attach";
 
 describe("attachBodyOf", () => {
   it("has no body for a workspace without Repo Slots", () => {

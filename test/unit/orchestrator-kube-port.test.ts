@@ -1,7 +1,7 @@
 // The Kubernetes port's waits over a hand-driven watch (the watch is the port's only input for
 // them; no API call is made by a provision). The race it pins: a CR written a moment ago that the
 // watch has not delivered yet is not "absent".
-import type { SandboxModel } from "../../capabilities/crd";
+import type { SandboxModel } from "../../api/crd";
 import { KubeSandboxPort } from "../../orchestrator/kube-port";
 import type { SandboxListener, SandboxWatch } from "../../orchestrator/sandbox-watch";
 

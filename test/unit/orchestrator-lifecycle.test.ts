@@ -1,6 +1,6 @@
 // The workspace lifecycle (xstate v5) against a hand-written fake port, under jest's fake timers:
 // the machine's transitions, waits, failures and lease are pure logic, so time is the test's.
-import type { AttachBody } from "../../harness/schema";
+import type { AttachBody } from "../../api/attach";
 import { WorkspaceEvent, WorkspaceView } from "../../orchestrator/api";
 import {
   leaseDelay,

@@ -1,10 +1,10 @@
 // The Orchestrator's reading of a Sandbox's status (pure). Fixtures are typed SandboxModels; a
 // second set goes through the operator's own computeStatus from a Pod, so the two ends of the
 // contract (what the operator publishes, what the Orchestrator judges) are tested together.
-import type { SandboxModel } from "../../capabilities/crd/models";
-import type { Condition } from "../../capabilities/crd/sources/common";
-import type { SandboxStatus } from "../../capabilities/crd/sources/sandbox";
-import type { RepoNode } from "../../capabilities/crd/sources/repo";
+import type { SandboxModel } from "../../api/crd/models";
+import type { Condition } from "../../api/crd/sources/common";
+import type { SandboxStatus } from "../../api/crd/sources/sandbox";
+import type { RepoNode } from "../../api/crd/sources/repo";
 import { repoVerdict, type RepoView } from "../../capabilities/repo/caches";
 import { computeStatus, type Observed } from "../../capabilities/sandbox/status";
 import { DEFAULT_BUDGETS, ProvisionFailure } from "../../orchestrator/port";

@@ -1,4 +1,4 @@
-import { deepEqual, mergePatch, statusMergePatch } from "../../capabilities/shared/patch";
+import { deepEqual, mergePatch, statusMergePatch } from "../../lib/patch";
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 

@@ -1,6 +1,6 @@
 import type { kind } from "kubernetes-fluent-client";
-import type { SandboxSpec } from "../../capabilities/crd";
-import type { Container } from "../../capabilities/crd/generated/corev1";
+import type { SandboxSpec } from "../../api/crd";
+import type { Container } from "../../api/crd/generated/corev1";
 import { buildPod, harnessContainer, shmVolume } from "../../capabilities/sandbox/pod";
 
 const HARDENED = {

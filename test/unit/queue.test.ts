@@ -1,4 +1,4 @@
-import { WorkQueue, type ReconcileResult, type WorkQueueOptions } from "../../capabilities/shared/queue";
+import { WorkQueue, type ReconcileResult, type WorkQueueOptions } from "../../lib/queue";
 import { deferred } from "./support";
 
 /** Lets every settled promise's continuations run (real timers only). */

@@ -1,4 +1,4 @@
-import { TokenBucket } from "../../capabilities/shared/ratelimit";
+import { TokenBucket } from "../../lib/ratelimit";
 
 // The bucket starts its clock at construction (Date.now()); the fake clock pins that instant so
 // every `now` the tests pass is relative to it.

@@ -1,5 +1,5 @@
 import { refusalOf } from "../../capabilities/sandbox/controller";
-import { ApiError } from "../../capabilities/shared/api";
+import { ApiError } from "../../lib/api";
 
 describe("refusalOf", () => {
   it("names a 403 'exceeded quota' QuotaExceeded, keeping the server's message", () => {

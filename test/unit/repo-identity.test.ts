@@ -1,4 +1,4 @@
-import { RepoUrlError, redact, repoIdentity, repoKey } from "../../capabilities/repo/identity";
+import { RepoUrlError, redact, repoIdentity, repoKey } from "../../api/repo-identity";
 
 describe("repoIdentity: every spelling of one repository is one identity", () => {
   const same = [

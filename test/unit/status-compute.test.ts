@@ -1,4 +1,4 @@
-import type { SandboxStatus } from "../../capabilities/crd";
+import type { SandboxStatus } from "../../api/crd";
 import { computeStatus, type Observed } from "../../capabilities/sandbox/status";
 import { NODE, POD_UID, conditionOf, podOf, readyPod, sandboxOf, serviceOf, unreadyPod } from "./support";
 

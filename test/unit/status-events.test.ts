@@ -1,4 +1,4 @@
-import type { SandboxStatus } from "../../capabilities/crd";
+import type { SandboxStatus } from "../../api/crd";
 import { computeStatus, statusEvents, type Observed } from "../../capabilities/sandbox/status";
 import { NODE, POD_UID, readyPod, sandboxOf, serviceOf, unreadyPod } from "./support";
 

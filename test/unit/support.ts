@@ -1,6 +1,6 @@
 // Hand-built objects shared by the unit tests (not a test file itself).
 import type { kind } from "kubernetes-fluent-client";
-import type { SandboxStatus } from "../../capabilities/crd";
+import type { SandboxStatus } from "../../api/crd";
 
 export const NAME = "sb";
 export const NAMESPACE = "team-a";

@@ -2,7 +2,7 @@
 // operator's control endpoint. Everything talks to the real API server through the typed models.
 import { randomBytes } from "node:crypto";
 import { K8s, kind } from "kubernetes-fluent-client";
-import { SandboxModel, type SandboxSpec } from "../../../capabilities/crd";
+import { SandboxModel, type SandboxSpec } from "../../../api/crd";
 
 /** A fresh namespace for this test file, deleted (not waited for) after it. */
 export function useNamespace(prefix: string): { name: string } {

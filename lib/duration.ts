@@ -1,5 +1,5 @@
 // Go durations (time.ParseDuration), as spec.idleTimeout and Repo spec.interval are written.
-import { GO_DURATION } from "../crd/sources/common";
+import { GO_DURATION } from "../api/crd/sources/common";
 
 const UNIT_MS: Record<string, number> = { ns: 1e-6, us: 1e-3, µs: 1e-3, ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
 

@@ -2,7 +2,7 @@
 // `npx pepr deploy` alone yields a working operator: Pepr does not install CRDs itself, and a
 // watch on a kind the server does not serve yet fails (docs/decisions/0003).
 import { K8s, kind } from "kubernetes-fluent-client";
-import { crds, type CustomResourceDefinition } from "./definitions";
+import { crds, type CustomResourceDefinition } from "../api/crd/definitions";
 
 const ESTABLISH_TIMEOUT_MS = 60_000;
 

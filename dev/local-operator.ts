@@ -15,6 +15,7 @@ import { join } from "node:path";
 import forge from "node-forge";
 import { parseAllDocuments } from "yaml";
 import cfg from "../package.json";
+import { OPERATOR_ENV } from "../api/env";
 import * as kubectl from "./kubectl";
 
 export const ROOT = join(__dirname, "..");
@@ -184,6 +185,8 @@ export async function startLocalOperator(opts: LocalOperatorOptions): Promise<Lo
   const out = logFile ? openSync(logFile, "a") : "inherit";
   const child = fork(MODULE_JS, [], {
     cwd: ROOT,
+    // Loopback only: the webhooks point at 127.0.0.1 (dev/loopback.cjs).
+    execArgv: [...process.execArgv, "--require", join(ROOT, "dev", "loopback.cjs")],
     env: {
       ...process.env,
       KUBECONFIG: opts.kubeconfig,
@@ -191,7 +194,7 @@ export async function startLocalOperator(opts: LocalOperatorOptions): Promise<Lo
       PEPR_API_PATH: apiPath,
       SSL_KEY_PATH: keyPath,
       SSL_CERT_PATH: certPath,
-      JR2_PEPR_PORT: String(port),
+      [OPERATOR_ENV.peprPort]: String(port),
       LOG_LEVEL: opts.logLevel ?? process.env.LOG_LEVEL ?? "info",
       PEPR_PRETTY_LOGS: opts.logs === "inherit" ? "true" : "false",
       ...opts.env,

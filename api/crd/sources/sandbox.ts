@@ -7,7 +7,6 @@ import * as core from "../generated/corev1";
 import { Condition, SecretName, goDuration } from "./common";
 
 export const SANDBOX_PHASES = ["Pending", "Ready", "Lost", "Terminating"] as const;
-export const SANDBOX_CONDITIONS = ["Scheduled", "Ready", "ReposFresh", "Lost"] as const;
 
 /** A Repo by cache key: where the node's cache lands (`repo-<key>` volume, `/repos/<key>`). */
 export const SandboxRepo = z

@@ -64,6 +64,22 @@ export const AttachBody = z
   });
 
 export type AttachBody = z.infer<typeof AttachBody>;
+
+/** The Harness's answer: per slot, the worktree it made and where it stands. */
+export const AttachAnswer = z
+  .strictObject({
+    repos: z.record(
+      z.string(),
+      z.strictObject({
+        path: z.string().meta({ description: "The worktree on the Machine's branch." }),
+        branch: z.string(),
+        head: z.string().meta({ description: "The commit the worktree is at." }),
+      }),
+    ),
+  })
+  .meta({ description: "What the Harness's attach did, per slot." });
+export type AttachAnswer = z.infer<typeof AttachAnswer>;
+export type RepoAnswer = AttachAnswer["repos"][string];
 export type SlotSpec = AttachBody["slots"][number];
 
 /** `slots[0].key`: the spelling a client can find in its own body. */

@@ -8,6 +8,7 @@ import { KubeConfig } from "@kubernetes/client-node";
 import type { RequestOptions } from "node:https";
 import { Agent, request } from "undici";
 import { ApiError } from "./api-error";
+import { API_HTTP2_ENV } from "../api/env";
 
 const CREDENTIAL_TTL_MS = 60_000;
 
@@ -32,7 +33,7 @@ async function open(previous?: Session): Promise<Session> {
       // connection per request in flight. The Orchestrator turns it on (its create p50 under a burst
       // of 200: 1.39 s -> 0.30 s); the operator stays on HTTP/1.1, whose reconcile tail under a
       // burst of 1000 was the shorter (decision 0008).
-      allowH2: process.env.JR2_API_HTTP2 === "1",
+      allowH2: process.env[API_HTTP2_ENV] === "1",
       connect: {
         ca: opts.ca as string | undefined,
         cert: opts.cert as string | undefined,

@@ -6,6 +6,7 @@ import { ApiError } from "./api-error";
 import { kubeRequest, paths } from "./kube";
 import { TokenBucket } from "./ratelimit";
 import { metrics } from "./metrics";
+import { OPERATOR_ENV } from "../api/env";
 
 const envNumber = (name: string, fallback: number) => {
   const n = Number(process.env[name]);
@@ -13,8 +14,8 @@ const envNumber = (name: string, fallback: number) => {
 };
 
 /** The operator's writes; events have their own, so a burst of them never delays a pod. */
-export const writes = new TokenBucket(envNumber("JR2_WRITE_QPS", 100), envNumber("JR2_WRITE_BURST", 200));
-const eventWrites = new TokenBucket(envNumber("JR2_EVENT_QPS", 50), envNumber("JR2_EVENT_BURST", 100));
+export const writes = new TokenBucket(envNumber(OPERATOR_ENV.writeQps, 100), envNumber(OPERATOR_ENV.writeBurst, 200));
+const eventWrites = new TokenBucket(envNumber(OPERATOR_ENV.eventQps, 50), envNumber(OPERATOR_ENV.eventBurst, 100));
 
 export { ApiError };
 

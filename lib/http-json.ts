@@ -47,6 +47,22 @@ export function readBody(req: http.IncomingMessage, limit: number): Promise<Buff
   });
 }
 
+/**
+ * The address a companion's server binds. In a pod (the kubelet sets KUBERNETES_SERVICE_HOST) it
+ * serves the pod's network, as a pod's server does; anywhere else it binds loopback, so a local
+ * run never opens a port to the machine's network (docs/decisions/0012). `stated` wins.
+ */
+export function listenHost(stated: string | undefined, env: NodeJS.ProcessEnv = process.env): string {
+  if (stated) return stated;
+  return env.KUBERNETES_SERVICE_HOST ? "0.0.0.0" : "127.0.0.1";
+}
+
+/** The token of `Authorization: Bearer <token>`, or undefined for any other shape. */
+export function bearerOf(header: string | undefined): string | undefined {
+  const m = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(header ?? "");
+  return m?.[1];
+}
+
 /** Listens; resolves once the port is bound, rejects if it cannot be. */
 export function listen(server: http.Server, port: number, host?: string): Promise<http.Server> {
   return new Promise((resolve, reject) => {

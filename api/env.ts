@@ -1,0 +1,60 @@
+// Environment variables that cross a process boundary: one workload (or its manifest, or the
+// process that spawns it) writes them and another reads them. Each name is defined here once and
+// both sides import it (docs/decisions/0012-shared-contracts.md).
+
+/** The address a companion's server binds (lib/http-json.ts listenHost). */
+const LISTEN_HOST = "JR2_LISTEN_HOST";
+
+/** The Harness (harness/main.ts); written by the Sandbox's CR, the operator's pod and local mode. */
+export const HARNESS_ENV = {
+  /** The SHA-256 (hex) of the Harness's bearer: the pod never holds the bearer itself. */
+  tokenSha256: "JR2_HARNESS_TOKEN_SHA256",
+  workRoot: "JR2_WORK_ROOT",
+  reposRoot: "JR2_REPOS_ROOT",
+  /** `1`: end when stdin closes (a local-mode parent that dies without a word). */
+  exitWithParent: "JR2_EXIT_WITH_PARENT",
+  port: "PORT",
+  /** Unset: every interface (the pod's Service must reach it); local mode says 127.0.0.1. */
+  host: LISTEN_HOST,
+} as const;
+
+/** The cache agent (cache-agent/main.ts); written by its DaemonSet and the local runner. */
+export const CACHE_AGENT_ENV = {
+  nodeName: "NODE_NAME",
+  cacheRoot: "JR2_CACHE_ROOT",
+  evictAfter: "JR2_CACHE_EVICT_AFTER",
+  cloneTimeout: "JR2_CACHE_CLONE_TIMEOUT",
+} as const;
+
+/** The operator (the Pepr module). */
+export const OPERATOR_ENV = {
+  /** Where the node caches live, as the pods mount them: the cache agents must agree. */
+  cacheRoot: CACHE_AGENT_ENV.cacheRoot,
+  writeQps: "JR2_WRITE_QPS",
+  writeBurst: "JR2_WRITE_BURST",
+  eventQps: "JR2_EVENT_QPS",
+  eventBurst: "JR2_EVENT_BURST",
+  minIdleTimeout: "JR2_MIN_IDLE_TIMEOUT",
+  /** The module's port when run locally (deployed it is 3000). */
+  peprPort: "JR2_PEPR_PORT",
+} as const;
+
+/** The Orchestrator (orchestrator/main.ts); written by its Deployment and the local runner. */
+export const ORCHESTRATOR_ENV = {
+  port: "PORT",
+  /** The address to bind; unset: every interface in a pod, loopback outside one. */
+  host: LISTEN_HOST,
+  namespace: "JR2_NAMESPACE",
+  signingKeyFile: "JR2_SIGNING_KEY_FILE",
+  apiTokensFile: "JR2_API_TOKENS_FILE",
+  gitCredentialsFile: "JR2_GIT_CREDENTIALS_FILE",
+  leaseInterval: "JR2_LEASE_INTERVAL",
+  podBudget: "JR2_POD_BUDGET",
+  repoBudget: "JR2_REPO_BUDGET",
+  localHarness: "JR2_LOCAL_HARNESS",
+  localReposRoot: "JR2_LOCAL_REPOS_ROOT",
+  localWorkRoot: "JR2_LOCAL_WORK_ROOT",
+} as const;
+
+/** Any workload's API client (lib/kube.ts): `1` speaks HTTP/2 to the API server. */
+export const API_HTTP2_ENV = "JR2_API_HTTP2";
