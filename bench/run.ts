@@ -32,7 +32,7 @@ const BENCHES: Record<string, Bench> = {
 };
 
 function clusterUp(): string {
-  const r = spawnSync("bash", [join(ROOT, "test", "cluster", "cluster.sh"), "up"], {
+  const r = spawnSync("bash", [join(ROOT, "dev", "cluster", "cluster.sh"), "up"], {
     encoding: "utf8",
     stdio: ["ignore", "pipe", "inherit"],
   });

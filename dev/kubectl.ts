@@ -2,7 +2,7 @@
 import { execFile, execFileSync } from "node:child_process";
 import { join } from "node:path";
 
-const CLUSTER = join(__dirname, "..", "test", "cluster", "cluster.sh");
+const CLUSTER = join(__dirname, "cluster", "cluster.sh");
 
 let cached: string | undefined;
 

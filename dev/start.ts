@@ -1,5 +1,5 @@
 // `npm start`: the operator on an embedded default. With no KUBECONFIG it brings up the local
-// control plane (test/cluster/cluster.sh); it builds the module, runs it here with admission and
+// control plane (dev/cluster/cluster.sh); it builds the module, runs it here with admission and
 // watch in one process, and on exit removes the webhook configurations it registered, so a stopped
 // operator never blocks the cluster. Beside it: a cache agent per node and the Orchestrator's API
 // in local mode (a Harness run here per Sandbox), with a demo repository inside its fence.
@@ -41,7 +41,7 @@ function demoRepository(): string {
 
 function clusterUp(): Promise<string> {
   return new Promise((resolve, reject) => {
-    const child = spawn("bash", [join(ROOT, "test", "cluster", "cluster.sh"), "up"], {
+    const child = spawn("bash", [join(ROOT, "dev", "cluster", "cluster.sh"), "up"], {
       stdio: ["ignore", "pipe", "inherit"],
     });
     let last = "";

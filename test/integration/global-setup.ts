@@ -18,7 +18,7 @@ function step<T>(what: string, fn: () => T): T {
 }
 
 function clusterUp(): string {
-  const r = spawnSync("bash", [join(ROOT, "test", "cluster", "cluster.sh"), "up"], {
+  const r = spawnSync("bash", [join(ROOT, "dev", "cluster", "cluster.sh"), "up"], {
     encoding: "utf8",
     stdio: ["ignore", "pipe", "pipe"],
   });

@@ -11,7 +11,7 @@
 #
 # Why this shape: no Docker and no downloads besides Go modules. etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler, kubectl, kwok and kwokctl are compiled from the
-# pinned modules under test/cluster/go/ and kwokctl's "binary" runtime runs them as plain
+# pinned modules under dev/cluster/go/ and kwokctl's "binary" runtime runs them as plain
 # processes on 127.0.0.1. kwok plays the kubelet for fake nodes (Ready nodes, Running pods).
 #
 # Environment:
@@ -167,7 +167,7 @@ link_kubectl() {
 
 kwokctl_config() {
   cat <<EOF
-# Written by test/cluster/cluster.sh; regenerated on every 'up'.
+# Written by dev/cluster/cluster.sh; regenerated on every 'up'.
 apiVersion: config.kwok.x-k8s.io/v1alpha1
 kind: KwokctlConfiguration
 options:
