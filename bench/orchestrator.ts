@@ -15,6 +15,7 @@ import { type Agent, startCacheAgent } from "../dev/local-cache-agent";
 import { startLocalOrchestrator, type LocalOrchestrator } from "../dev/local-orchestrator";
 import { benchOperator, sumMetric, type Result } from "./sandbox-burst";
 import { percentile, round, sleep, sorted } from "./stats";
+import { ORCHESTRATOR_ENV } from "../api/env";
 
 const NODES = ["jr2-node-0", "jr2-node-1", "jr2-node-2"];
 const LEASE_S = 30;
@@ -71,7 +72,7 @@ export async function orchestratorBench(kubeconfig: string, count: number, live:
       credentials: [remotes],
       reposRoot: join(tmp, "cache-{node}"),
       harness: "inline",
-      env: { JR2_LEASE_INTERVAL: `${LEASE_S}s` },
+      env: { [ORCHESTRATOR_ENV.leaseInterval]: `${LEASE_S}s` },
     });
     const o = orch;
 

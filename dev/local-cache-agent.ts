@@ -3,6 +3,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { join } from "node:path";
 import { ROOT } from "./local-operator";
+import { CACHE_AGENT_ENV } from "../api/env";
 
 /** `stop()` sends SIGTERM and resolves once the process is gone. */
 export type Agent = { process: ChildProcess; lines: string[]; stop(): Promise<void> };
@@ -11,7 +12,7 @@ export type Agent = { process: ChildProcess; lines: string[]; stop(): Promise<vo
 export async function startCacheAgent(node: string, root: string, env: Record<string, string> = {}): Promise<Agent> {
   // The bundle `npm run build` put in dist/ (the global setup built it): the build output under test.
   const child = spawn(process.execPath, [join(ROOT, "dist", "companions", "cache-agent.js")], {
-    env: { ...process.env, NODE_NAME: node, JR2_CACHE_ROOT: root, ...env },
+    env: { ...process.env, [CACHE_AGENT_ENV.nodeName]: node, [CACHE_AGENT_ENV.cacheRoot]: root, ...env },
     stdio: ["ignore", "pipe", "inherit"],
   });
   const lines: string[] = [];

@@ -7,6 +7,7 @@ import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ROOT } from "./local-operator";
+import { ORCHESTRATOR_ENV as E } from "../api/env";
 
 export type LocalOrchestratorOptions = {
   kubeconfig: string;
@@ -51,14 +52,14 @@ export async function startLocalOrchestrator(o: LocalOrchestratorOptions): Promi
     env: {
       ...process.env,
       KUBECONFIG: o.kubeconfig,
-      PORT: String(o.port ?? 0),
-      JR2_NAMESPACE: o.namespace,
-      JR2_SIGNING_KEY_FILE: key,
-      JR2_API_TOKENS_FILE: tokens,
-      JR2_GIT_CREDENTIALS_FILE: credentials,
-      JR2_LOCAL_HARNESS: o.harness ?? "process",
-      JR2_LOCAL_REPOS_ROOT: o.reposRoot,
-      JR2_LOCAL_WORK_ROOT: join(o.dir, "work"),
+      [E.port]: String(o.port ?? 0),
+      [E.namespace]: o.namespace,
+      [E.signingKeyFile]: key,
+      [E.apiTokensFile]: tokens,
+      [E.gitCredentialsFile]: credentials,
+      [E.localHarness]: o.harness ?? "process",
+      [E.localReposRoot]: o.reposRoot,
+      [E.localWorkRoot]: join(o.dir, "work"),
       ...o.env,
     },
     stdio: ["ignore", "pipe", "inherit"],

@@ -11,6 +11,7 @@ import { repoIdentity, repoKey } from "../../api/repo-identity";
 import { type Agent, startCacheAgent } from "../../dev/local-cache-agent";
 import { condition, createSandbox, getSandbox, useNamespace, waitFor } from "./support/cluster";
 import { gitIn } from "../support/git";
+import { CACHE_AGENT_ENV } from "../../api/env";
 
 const ns = useNamespace("eviction");
 const NODE = "jr2-node-0";
@@ -49,7 +50,7 @@ beforeAll(async () => {
   for (const name of Object.keys(url) as Array<keyof typeof url>) url[name] = remote(name);
   // A checkout someone left on the node, for no Repo: cloned by hand, so not the agent's own.
   git(["clone", "--quiet", "--bare", url.seeded, cacheDir("seeded")]);
-  agent = await startCacheAgent(NODE, root, { JR2_CACHE_EVICT_AFTER: "2s" });
+  agent = await startCacheAgent(NODE, root, { [CACHE_AGENT_ENV.evictAfter]: "2s" });
 }, 60_000);
 
 afterAll(async () => {
@@ -144,7 +145,7 @@ describe("a node's cache agent evicting and adopting", () => {
       );
     const before = (await entry("kept"))!.fetchedAt!;
     await agent.stop();
-    agent = await startCacheAgent(NODE, root, { JR2_CACHE_EVICT_AFTER: "2s" });
+    agent = await startCacheAgent(NODE, root, { [CACHE_AGENT_ENV.evictAfter]: "2s" });
     const restarted = await waitFor(
       "the restarted agent's fetch",
       () => entry("kept"),

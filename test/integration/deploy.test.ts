@@ -10,6 +10,7 @@ import { ORCHESTRATOR } from "../../orchestrator/deploy";
 import { ROOT } from "../../dev/local-operator";
 import { run } from "../../dev/kubectl";
 import { waitFor } from "./support/cluster";
+import { CACHE_AGENT_ENV } from "../../api/env";
 
 const kubeconfig = () => process.env.KUBECONFIG!;
 const manifest = join(ROOT, "dist", "jr2-cache-agent.yaml");
@@ -59,7 +60,7 @@ describe("the companions' manifests in the build output", () => {
     expect(pods.items.map((p) => p.spec!.nodeName).sort()).toEqual(nodes);
     const env = pods.items[0].spec!.containers[0].env ?? [];
     expect(env).toContainEqual({
-      name: "NODE_NAME",
+      name: CACHE_AGENT_ENV.nodeName,
       valueFrom: { fieldRef: { apiVersion: "v1", fieldPath: "spec.nodeName" } },
     });
   });

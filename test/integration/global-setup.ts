@@ -6,6 +6,7 @@ import { spawnSync } from "node:child_process";
 import { createServer, type Server } from "node:http";
 import { join } from "node:path";
 import { CACHE_DIR, ROOT, startLocalOperator, type LocalOperator } from "../../dev/local-operator";
+import { OPERATOR_ENV } from "../../api/env";
 
 type Held = { operator?: LocalOperator; control?: Server };
 const held = globalThis as typeof globalThis & { __jr2?: Held };
@@ -47,7 +48,7 @@ export default async function globalSetup() {
       logs: "file",
       logLevel: "debug",
       // The lease tests use idle timeouts of seconds; admission's floor is otherwise 1m.
-      env: { JR2_MIN_IDLE_TIMEOUT: "1s", ...extraEnv },
+      env: { [OPERATOR_ENV.minIdleTimeout]: "1s", ...extraEnv },
     });
   const t0 = Date.now();
   const state: Held = (held.__jr2 = { operator: await start() });
@@ -73,7 +74,7 @@ export default async function globalSetup() {
     const url = new URL(req.url ?? "/", "http://control");
     if (url.pathname === "/start") {
       const qps = url.searchParams.get("qps");
-      start(qps ? { JR2_WRITE_QPS: qps, JR2_WRITE_BURST: "1" } : {}).then(
+      start(qps ? { [OPERATOR_ENV.writeQps]: qps, [OPERATOR_ENV.writeBurst]: "1" } : {}).then(
         (op) => {
           state.operator = op;
           process.env.JR2_OPERATOR_CA = op.caPem;
