@@ -1,5 +1,5 @@
 // A Repo's identity: host plus path, whatever spelling of the url named it, so every spelling of
-// one repository lands on one cache per node (seed 001 ADR-0004, ADR-0051); and the stable key
+// one repository lands on one cache per node (decision 0010); and the stable key
 // derived from it, which names the cache directory and the `repo-<key>` volume. Pure.
 import { createHash } from "node:crypto";
 

@@ -1,8 +1,8 @@
 // Benchmark: the Repo fan-out. N Sandboxes (default 200) name one Repo over the 3 fake nodes, with
 // a real cache agent per node and a real bare remote. Then one node's agent fetches again (it is
 // restarted: a restarted agent fetches every Repo once), and the operator's reconcile counter says
-// how many Sandboxes that woke: no more than sit on that node (seed 000, "a Repo event wakes only
-// the Sandboxes it changes").
+// how many Sandboxes that woke: no more than sit on that node (decision 0010: a Repo event wakes
+// only the Sandboxes it changes).
 import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";

@@ -1,7 +1,7 @@
 // The cache agent's Kubernetes side, one per node: it keeps one bare checkout per Repo under its
 // cache root, fetches each on the Repo's interval and at once when a Sandbox on its node asks
 // (created after the last fetch), and writes only its own node's entry of each Repo's
-// status.nodes, so agents on different nodes never overwrite each other (seed 001 ADR-0051).
+// status.nodes, so agents on different nodes never overwrite each other (decision 0010).
 // A sweep adopts checkouts found without a Repo (pinned: never fetched, never evicted) and evicts
 // caches no pod here mounts and no bound Repo wants, once unused for a grace period (eviction.ts).
 import { existsSync } from "node:fs";

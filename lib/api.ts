@@ -1,5 +1,5 @@
 // The operator's calls to the API server: every write waits for a token of the one write bucket
-// (seed 000: 100 requests/s, burst 200) and is counted by kind; whatever a client threw
+// (decision 0006: 100 requests/s, burst 200) and is counted by kind; whatever a client threw
 // (kubernetes-fluent-client's `{ok: false, status, data}` objects too) becomes an ApiError.
 import { hostname } from "node:os";
 import { ApiError } from "./api-error";

@@ -1,7 +1,7 @@
 // A work queue in front of an idempotent reconcile function, after controller-runtime's: one key is
 // never reconciled twice at once, repeated adds of a waiting key coalesce into one reconcile, a
 // failure is retried with per-key exponential backoff, and a key can ask to be looked at again at a
-// time of its own (docs/decisions/0006-work-queue.md). Pepr's Reconcile has none of these.
+// time of its own (docs/decisions/0006-work-queue-and-cache.md). Pepr's Reconcile has none of these.
 
 /** How many times in a row a key changed during its own reconcile may jump the line. */
 const MAX_FRONT_STREAK = 3;

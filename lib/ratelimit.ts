@@ -1,4 +1,4 @@
-// A token bucket for the operator's writes (seed 000: 100 requests/s, burst 200). Tokens may go
+// A token bucket for the operator's writes (decision 0006: 100 requests/s, burst 200). Tokens may go
 // negative: each caller reserves its slot and waits for it, so callers are served in order.
 export class TokenBucket {
   #tokens: number;

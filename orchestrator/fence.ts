@@ -1,4 +1,4 @@
-// The fence (seed 002 ADR-0051): a per-run repo url is run input, and otherwise a way to spend the
+// The fence (decision 0015): a per-run repo url is run input, and otherwise a way to spend the
 // cluster's git credential against any host, so it must fall under a configured `git.credentials`
 // entry or the request is refused before anything is written, naming the entries. A url the
 // Machine's own code binds passes without a match: it is code the instance deployed.
@@ -81,7 +81,7 @@ export function parseCredentials(text: string): CredentialEntry[] {
 export const underPrefix = (identity: string, prefix: string) =>
   identity === prefix || identity.startsWith(`${prefix}/`);
 
-/** The entry a Repo identity falls under: the longest prefix (seed 002 `matchCredential`). */
+/** The entry a Repo identity falls under: the longest prefix (decision 0015). */
 export function matchCredential(identity: string, entries: readonly CredentialEntry[]): CredentialEntry | undefined {
   let best: CredentialEntry | undefined;
   for (const e of entries) {

@@ -1,4 +1,4 @@
-// The real Sandbox port (seed 002 sandbox-kube.ts is the reference for every rule): writes go to
+// The real Sandbox port (its rules: decisions 0011, 0013, 0014 and 0015): writes go to
 // the API server through the pooled client, reads come only from the one Sandbox watch, and the
 // Harness is reached over undici at the Sandbox's endpoint (or, outside the cluster, wherever the
 // endpoint resolver says). Every operation is idempotent, so a restarted Orchestrator may repeat
@@ -209,7 +209,7 @@ export class KubeSandboxPort implements SandboxPort {
         namespace: this.#ns,
         labels: { [RUN_LABEL]: req.labels.run, [WORKFLOW_LABEL]: req.labels.workflow },
         annotations: {
-          // The lease starts with the CR (seed 002 ADR-0064).
+          // The lease starts with the CR (decision 0014).
           [KEEPALIVE_ANNOTATION]: new Date(this.#now()).toISOString(),
           ...(attach ? { [ATTACH_ANNOTATION]: JSON.stringify(attach) } : {}),
         },

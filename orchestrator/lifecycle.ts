@@ -2,7 +2,7 @@
 // attaching -> ready, ending lost | failed | destroyed. Pure logic: the world is the SandboxPort in
 // its input, time is an injected clock and timer pair, and every transition and wait is handed to
 // an injected `onEvent` (the HTTP API streams them). A lease child renews the Sandbox's keepalive
-// from the moment its CR is written (seed 002 ADR-0064) and watches its continuity (ADR-0021).
+// from the moment its CR is written (decision 0014) and watches its continuity (decision 0013).
 import { assign, createActor, enqueueActions, fromCallback, fromPromise, setup, stopChild } from "xstate";
 import type { AttachBody } from "../api/attach";
 import {
@@ -39,7 +39,7 @@ export const globalTimers: Timers = {
 };
 
 export type LeaseOptions = {
-  /** How often the keepalive is renewed (seed 002 `leaseIntervalMs`): must be well under the
+  /** How often the keepalive is renewed (decision 0014): must be well under the
    * Sandbox's idleTimeout. Default 5 min. */
   intervalMs?: number;
   /** Each delay is the interval times 1 +/- this (default 0.2), so a thousand workspaces created
@@ -78,7 +78,7 @@ type LeaseInput = Required<LeaseOptions> & {
 type LeaseEvent = { type: "RENEWED" } | { type: "RENEW_FAILED"; message: string } | { type: "LOST"; lost: Loss };
 
 /** A Continuity that ends the workspace. `absent` from a subscription counts only once the watch
- * has shown the Sandbox present: a watch that has not listed yet says nothing (ADR-0063). */
+ * has shown the Sandbox present: a watch that has not listed yet says nothing (decision 0011). */
 function lossOfContinuity(c: Continuity, name: string): Loss | undefined {
   if (c.kind === "lost") return { reason: c.reason, message: c.message };
   return c.kind === "absent" ? absentLoss(name) : undefined;

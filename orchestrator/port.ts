@@ -1,6 +1,6 @@
-// The Sandbox port: the workspace lifecycle's only contact with the world (seed 002 ADR-0012's
+// The Sandbox port: the workspace lifecycle's only contact with the world (decision 0011's
 // SandboxPort). The real one (kube-port.ts) drives Sandbox CRs over one watch and never reads a
-// Pod (ADR-0063); the unit tests drive the lifecycle with a fake. Every operation is idempotent,
+// Pod (decision 0013); the unit tests drive the lifecycle with a fake. Every operation is idempotent,
 // so a restarted Orchestrator may repeat any of them for the same name.
 import type { AttachBody } from "../api/attach";
 import type { AttachAnswer, Failure, Loss, RepoSlot, Size, Wait } from "./api";
@@ -26,7 +26,7 @@ export type PlaceRequest = {
 };
 
 export type PlaceHooks = {
-  /** The CR is written: the lease starts now, not once a node is found (seed 002 ADR-0064), since
+  /** The CR is written: the lease starts now, not once a node is found (decision 0014), since
    * the wait for a node has no deadline and may outlast the idle timeout. */
   onWritten(): void;
   /** Each new wait for a node (`node` with the scheduler's message, or `quota`), said once. */
@@ -41,7 +41,7 @@ export type ProvisionHooks = {
   signal?: AbortSignal;
 };
 
-/** How long a provision may take (seed 002 `readyTimeoutMs`, `repoTimeoutMs`). */
+/** How long a provision may take (decision 0015). */
 export type Budgets = {
   /** From the pod's scheduling until Ready. */
   podMs: number;

@@ -1,6 +1,6 @@
 // What a Sandbox's status means to a workspace (pure): placed or waiting for a node, Ready or
 // waiting (on which wait) or failed (by which name), which budget applies, and its continuity.
-// The Orchestrator never reads a Pod (seed 002 ADR-0063): the operator publishes everything judged
+// The Orchestrator never reads a Pod (decision 0013): the operator publishes everything judged
 // here on the Sandbox's status (capabilities/sandbox/status.ts, capabilities/repo/caches.ts).
 // The real port (kube-port.ts) runs these on every watch event of one Sandbox.
 import type { SandboxModel } from "../api/crd/models";
@@ -14,12 +14,12 @@ import { CONDITION, REPO_HOLD, REPO_WAITS, SCHEDULED_REASON, type RepoWait } fro
 /** A Sandbox as the watch holds it (a SandboxModel or anything shaped like one). */
 export type SandboxObject = Pick<SandboxModel, "metadata" | "status">;
 
-/** A Harness that ended this many times before it was ever Ready fails the provision (seed 002
- * ADR-0063): two, not one, since one restart on the way up may still come up. */
+/** A Harness that ended this many times before it was ever Ready fails the provision (decision 0015):
+ * two, not one, since one restart on the way up may still come up. */
 export const CRASH_LOOP_RESTARTS = 2;
 
 /** Waiting reasons no retry mends. A failing pull is not here: it may recover, so the pod budget
- * decides (seed 002 ADR-0063). */
+ * decides (decision 0015). */
 const TERMINAL_WAITING: ReadonlySet<string> = new Set(["InvalidImageName", "ErrImageNeverPull"]);
 
 /** The kubelet's refusal of an image that runs as root under runAsNonRoot. Reason and message: the
@@ -44,7 +44,7 @@ const nameOf = (sandbox: SandboxObject | undefined) => sandbox?.metadata?.name ?
 // Loss and continuity
 
 /** Gone for good: phase Lost (with the operator's reason and the pod's words), or being deleted.
- * Either way no pod comes back (seed 001 ADR-0021). */
+ * Either way no pod comes back (decision 0013). */
 export function lossOf(sandbox: SandboxObject | undefined): Loss | undefined {
   const status = sandbox?.status;
   if (status?.phase === "Lost") {
@@ -71,7 +71,7 @@ export function continuityOf(sandbox: SandboxObject | undefined): Continuity {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Placing: the wait for a node, with no deadline (seed 002 ADR-0064)
+// Placing: the wait for a node, with no deadline (decision 0015)
 
 export type PlacingVerdict =
   | { kind: "placed" }
@@ -122,7 +122,7 @@ export type ProvisionVerdict =
 
 /**
  * The verdict on one version of the Sandbox. `sandbox` undefined: the watch has listed and does not
- * hold it, so it was deleted. Only `phase: Ready` is Ready, never the endpoint alone (ADR-0001).
+ * hold it, so it was deleted. Only `phase: Ready` is Ready, never the endpoint alone (decision 0013).
  */
 export function provisionVerdict(sandbox: SandboxObject | undefined, name: string): ProvisionVerdict {
   const loss = sandbox ? lossOf(sandbox) : absentLoss(name);
@@ -251,7 +251,7 @@ export function scheduledAt(sandbox: SandboxObject | undefined): number | undefi
 export type Budget = { kind: "pod" | "repo"; deadline: number };
 
 /**
- * Which budget applies and when it ends. Both count from the pod's scheduling (seed 002 ADR-0064):
+ * Which budget applies and when it ends. Both count from the pod's scheduling (decision 0015):
  * the earlier of the provision's start and the Scheduled condition's time, so an Orchestrator that
  * restarts mid-provision does not get a fresh budget, and a clock ahead of ours does not shorten
  * one. The repo budget applies once the Sandbox was ever held on its Repos (`held` is sticky: the

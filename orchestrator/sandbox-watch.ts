@@ -1,4 +1,4 @@
-// The Orchestrator's one watch on Sandboxes (seed 002 ADR-0063): every wait is a subscriber to
+// The Orchestrator's one watch on Sandboxes (decision 0011): every wait is a subscriber to
 // it, level-based, so whatever the watch holds when a wait subscribes is the first thing judged
 // and no event can fall between a write and its wait. Never a Pod read: the operator publishes on
 // the Sandbox's status what a client needs.

@@ -1,12 +1,12 @@
 // The Orchestrator's secrets: the Harness bearer derived per Sandbox, and the API tokens callers
-// present. The bearer is an HMAC of the Sandbox's name under the signing key (seed 002 tokens.ts,
-// ADR-0058), so a restarted Orchestrator derives the same one and nothing needs storing; the
+// present. The bearer is an HMAC of the Sandbox's name under the signing key (decision 0011),
+// so a restarted Orchestrator derives the same one and nothing needs storing; the
 // Harness holds only its SHA-256 (harness/auth.ts, JR2_HARNESS_TOKEN_SHA256).
 import { createHash, createHmac, timingSafeEqual } from "node:crypto";
 import { readFile } from "node:fs/promises";
 
-/** Domain separation: one signing key may derive other per-Sandbox secrets later (seed 002 derives
- * the Sandbox token and the Effector key from the same key), and none may equal another. */
+/** Domain separation: one signing key may derive other per-Sandbox secrets later (decision 0011),
+ * and none may equal another. */
 const HARNESS_PURPOSE = "jr2/harness-bearer/v1";
 
 /** Shorter keys are refused: HMAC-SHA256's strength is its key's. */

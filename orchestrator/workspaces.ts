@@ -1,7 +1,7 @@
 // The registry of workspace actors: what the HTTP API serves (http.ts Workspaces). One xstate
 // actor per workspace, every event kept for its stream; on boot, the Sandboxes this Orchestrator
 // wrote are read back from the one watch and each actor is rebuilt in the state the Sandbox's
-// status says, renewing again at once (restart re-attach, seed 002 ADR-0012).
+// status says, renewing again at once (restart re-attach, decision 0011).
 import { randomBytes } from "node:crypto";
 import { attachBodyOf, readAttach } from "./attach-body";
 import { FINAL_STATES, HttpError, type CreateWorkspaceBody, type WorkspaceEvent, type WorkspaceView } from "./api";

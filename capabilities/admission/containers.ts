@@ -1,4 +1,4 @@
-// The container checks, after the Pod Security Standards (seed 001 ADR-0005): jr2-owned seats
+// The container checks, after the Pod Security Standards (decision 0009): jr2-owned seats
 // meet the restricted profile; the user seat and init containers meet the baseline (a privileged
 // init container is a host escape like any other). Pure; reads hostile input without throwing.
 import { asArray, asObject, isObject, str, violation, type Violation } from "./violations";

@@ -1,6 +1,6 @@
 // spec.gitCredentials -> what the pod gets (pure): each named Secret, by reference, projected
-// read-only (0400) into the effector sidecar alone at /run/jr2/secrets/@git/<name>/ (seed 001
-// ADR-0051, ADR-0068). The operator never reads these Secrets; the kubelet does.
+// read-only (0400) into the effector sidecar alone at /run/jr2/secrets/@git/<name>/
+// (decision 0009). The operator never reads these Secrets; the kubelet does.
 //
 // One projected volume per Secret, not one for all: a projected volume has no per-source
 // directory, so one volume with a directory per Secret would need each Secret's keys when the pod

@@ -1,6 +1,6 @@
-// What a Sandbox's Repos mean for its pod and its Ready (pure; seed 001 ADR-0051, seed 000 "a
-// Repo event wakes only the Sandboxes it changes"). A Sandbox reads only its own node's entry of
-// each Repo it names.
+// What a Sandbox's Repos mean for its pod and its Ready (pure; decision 0010).
+// A Sandbox reads only its own node's entry of each Repo it names, so a Repo event wakes only the
+// Sandboxes it changes.
 import type { Condition, RepoNode, RepoStatus, SandboxSpec } from "../../api/crd";
 import type { PodContribution } from "../sandbox/pod";
 import type { ReadyGate } from "../sandbox/status";

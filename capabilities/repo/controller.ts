@@ -1,6 +1,6 @@
 // The Repo side of the operator: an index from Repo key to the Sandboxes that name it, the Repo
 // caches' views for the Sandbox pods and Ready (caches.ts decides), and each Repo's identity and
-// key written to its status. A Repo event wakes only the Sandboxes it changes (seed 000): a status
+// key written to its status. A Repo event wakes only the Sandboxes it changes (decision 0010): a status
 // change wakes those whose pod's node entry changed; anything else wakes all that name the Repo.
 import { Log } from "pepr";
 import type { RepoModel } from "../../api/crd";

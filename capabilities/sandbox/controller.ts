@@ -1,5 +1,5 @@
 // The Sandbox controller: a cache of what the watches delivered (Sandboxes whole; Pods and Services
-// only those the operator labels, seed 000), a work queue, and the level-based reconcile that turns
+// only those the operator labels, decision 0006), a work queue, and the level-based reconcile that turns
 // one Sandbox into one Pod, one Service and a status. Running it twice gives the same result.
 import type { kind } from "kubernetes-fluent-client";
 import { Log } from "pepr";
@@ -198,7 +198,7 @@ export class SandboxController {
     if (!pod && !recorded) return this.#createPod(key, sbx);
 
     if (!pod || lossOf(pod, recorded, false)) {
-      // The cache may lag: only the API server's own answer makes a Sandbox Lost (seed 001 ADR-0021).
+      // The cache may lag: only the API server's own answer makes a Sandbox Lost (decision 0006).
       const fresh = await this.#getPod(sbx);
       if (fresh) this.pods.set(key, fresh);
       else this.pods.delete(key);
@@ -251,7 +251,7 @@ export class SandboxController {
     }
   }
 
-  /** Writes status only when it changed (seed 000: every write wakes every client's watch). */
+  /** Writes status only when it changed (decision 0006: every write wakes every client's watch). */
   async #writeStatus(key: string, sbx: Sandbox, status: NonNullable<Sandbox["status"]>) {
     const patch = statusMergePatch(sbx.status, status);
     if (!patch) return;

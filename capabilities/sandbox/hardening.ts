@@ -1,4 +1,4 @@
-// The hardened container context (seed 000 "Known limitations", seed 001 ADR-0005): one function,
+// The hardened container context (decision 0009): one function,
 // used by the pod builder here and by the admission mutation, so a Sandbox that bypassed admission
 // still yields a hardened pod.
 import type { Container, SecurityContext } from "../../api/crd/generated/corev1";

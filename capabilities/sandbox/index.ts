@@ -23,7 +23,7 @@ When(SandboxModel)
   .IsDeleted()
   .Watch((sbx) => c.onSandbox(sbx, true));
 
-// Only what the operator labels is watched and cached (seed 000: O(Sandboxes), not O(cluster)).
+// Only what the operator labels is watched and cached (decision 0006: O(Sandboxes), not O(cluster)).
 When(a.Pod)
   .IsCreatedOrUpdated()
   .WithLabel(MANAGED_BY_LABEL, MANAGED_BY)

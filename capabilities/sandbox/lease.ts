@@ -1,4 +1,4 @@
-// The keepalive lease (seed 000 "Idle GC: a renewed lease, not a TTL"): a Sandbox is abandoned once
+// The keepalive lease (decision 0014): a Sandbox is abandoned once
 // spec.idleTimeout has passed since max(creation, last keepalive). Pure.
 import { KEEPALIVE_ANNOTATION, DEFAULT_IDLE_TIMEOUT } from "../../api/wire";
 import { parseGoDuration } from "../../lib/duration";

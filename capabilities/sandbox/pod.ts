@@ -1,4 +1,4 @@
-// Sandbox -> its one Pod (pure). Seed 000 ADR-0001: the Harness is the primary container and the
+// Sandbox -> its one Pod (pure; decision 0013): the Harness is the primary container and the
 // sidecars are opaque fragments scheduled without being understood; seed 002 `crFor` is the client.
 import type { kind } from "kubernetes-fluent-client";
 import type { Container, Probe, Volume, VolumeMount } from "../../api/crd/generated/corev1";
@@ -53,7 +53,7 @@ export function shmVolume(spec: SandboxSpec): Volume {
 
 export function buildPod(sandbox: SandboxRef & { spec: SandboxSpec }, contributions: PodContribution[] = []): kind.Pod {
   const spec = sandbox.spec;
-  // The push credentials go to the effector alone (seed 001 ADR-0051, ADR-0068).
+  // The push credentials go to the effector alone (decision 0009).
   const git = gitCredentialsProjection(spec);
   const parts = git ? [git, ...contributions] : contributions;
   const volumes = [...(spec.volumes ?? []), shmVolume(spec), ...parts.flatMap((p) => p.volumes ?? [])];
@@ -75,7 +75,7 @@ export function buildPod(sandbox: SandboxRef & { spec: SandboxSpec }, contributi
     },
     spec: {
       // The Agent runs code in this pod: it gets no Kubernetes credential and no view of other
-      // Services or of its sidecars' processes (seed 000, Known limitations).
+      // Services or of its sidecars' processes (decision 0009).
       automountServiceAccountToken: false,
       enableServiceLinks: false,
       shareProcessNamespace: false,

@@ -5,7 +5,7 @@ import { MANAGED_BY, MANAGED_BY_LABEL, SANDBOX_NAME_LABEL } from "../../api/wire
 /** The part of a Sandbox the builders need to name and own what they build. */
 export type SandboxRef = { metadata: { name: string; namespace: string; uid: string } };
 
-/** The operator's informers select on the first label (seed 000: it caches only what it labels). */
+/** The operator's informers select on the first label (decision 0006: it caches only what it labels). */
 export const managedLabels = (name: string): Record<string, string> => ({
   [MANAGED_BY_LABEL]: MANAGED_BY,
   [SANDBOX_NAME_LABEL]: name,

@@ -1,5 +1,5 @@
 // (Sandbox, Pod, Service, the last create's answer) -> the Sandbox's status (pure). Clients never
-// read the pod (seed 000 ADR-0001, seed 002's port), so everything they wait on is said here: why
+// read the pod (decision 0013), so everything they wait on is said here: why
 // a pod is not placed, why it is not Ready, how its Harness last ended, and when it is Lost.
 import type { kind } from "kubernetes-fluent-client";
 import type { Condition, ContainerReport, ContainerWaiting, SandboxStatus } from "../../api/crd";
@@ -7,7 +7,7 @@ import { CONDITION, LOST_REASON, READY_REASON, SCHEDULED_REASON } from "../../ap
 import { EFFECTOR, HARNESS } from "../../api/wire";
 import { endpointOf } from "./service";
 
-/** Why a pod is gone for good (seed 001 ADR-0021): the Sandbox is Lost and never gets another. */
+/** Why a pod is gone for good (decision 0013): the Sandbox is Lost and never gets another. */
 export type Loss = { reason: string; message: string };
 
 /** Why the last pod create was refused (a ResourceQuota, a missing PriorityClass, ...). */
@@ -159,8 +159,8 @@ function readyCondition(o: Observed, loss: Loss | undefined): Cond {
     const message = c?.message || (pod.spec?.nodeName ? "the pod is not Ready" : "the pod is not scheduled yet");
     return { type: CONDITION.Ready, status: "False", reason: READY_REASON.PodNotReady, message };
   }
-  // Ready means a client can reach the Harness: the endpoint must exist too (seed 002 refuses a
-  // Ready Sandbox with no endpoint).
+  // Ready means a client can reach the Harness: the endpoint must exist too, since
+  // a client may refuse a Ready Sandbox with no endpoint (decision 0013).
   if (!o.service) {
     return { type: CONDITION.Ready, status: "False", reason: READY_REASON.ServiceNotCreated, message: "the Service is not created yet" };
   }
@@ -181,7 +181,7 @@ function stamp(next: Cond[], prev: Condition[] | undefined, now: Date): Conditio
 export function computeStatus(o: Observed): SandboxStatus {
   const prev = o.sandbox.status;
   const { name, namespace } = o.sandbox.metadata;
-  // Lost is terminal: once said, it stays, whatever the pod does next (seed 001 ADR-0021).
+  // Lost is terminal: once said, it stays, whatever the pod does next (decision 0013).
   const loss: Loss | undefined = prev?.phase === "Lost" ? lostOf(prev) : o.loss;
   const pod = loss ? undefined : o.pod;
   // A lost pod keeps the Scheduled condition it had: where it ran is history worth keeping.

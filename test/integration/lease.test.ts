@@ -1,4 +1,4 @@
-// The keepalive lease (seed 000 "Idle GC"): a Sandbox whose client keeps renewing
+// The keepalive lease (decision 0014): a Sandbox whose client keeps renewing
 // jr2.dev/keepalive is kept past its idle timeout; one whose renewals stop is deleted one idle
 // timeout after the last, and the garbage collector takes its pod and Service.
 import { K8s, kind } from "kubernetes-fluent-client";

@@ -1,5 +1,5 @@
-// The Repo: one repository by url, cached bare on every node that needs it (seed 001 ADR-0004,
-// ADR-0051). One source of truth, as for the Sandbox.
+// The Repo: one repository by url, cached bare on every node that needs it (decision 0010).
+// One source of truth, as for the Sandbox.
 import { z } from "zod";
 import { SecretName, goDuration } from "./common";
 

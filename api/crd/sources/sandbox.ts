@@ -1,4 +1,4 @@
-// The Sandbox: one pod's infrastructure (seed 000, ADR-0001). The field set is jr2's wire contract,
+// The Sandbox: one pod's infrastructure (decision 0013). The field set is jr2's wire contract,
 // the spec seed 002's `crFor` writes and the status its port reads, so a jr2 Orchestrator's CRs
 // work unchanged (docs/decisions/0001-wire-contract.md). This file is the one source of truth:
 // the TypeScript types are inferred from it and the CRD YAML is generated from it.
