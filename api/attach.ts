@@ -1,19 +1,11 @@
 // The body of POST /attach. Strict objects, so a misspelt field is an error rather than silently
-// ignored. Names that become directory names are checked here; the branch name is also checked by
-// git itself (attach.ts checkBranchName), which this schema cannot do synchronously.
+// ignored. The slot, branch, ref and url follow the one rule of names.ts (the Orchestrator's API
+// uses the same); the branch name is also checked by git itself (harness/attach.ts
+// checkBranchName), which this schema cannot do synchronously.
 import { z } from "zod";
+import { BranchName, RefName, SlotName, SlotUrl } from "./names";
 
-/** The directory the default checkout lives in; a branch of that name would land on top of it. */
-export const DEFAULT_DIR = "default";
-
-/** A slot names /work/<slot>: one path component that cannot climb out of the work root. */
-const SlotName = z
-  .string()
-  .min(1, "must not be empty")
-  .refine((s) => !s.includes("/"), "must not contain '/'")
-  .refine((s) => !s.includes(".."), "must not contain '..'")
-  .refine((s) => s !== ".", "must not be '.'")
-  .refine((s) => !s.includes("\0"), "must not contain NUL");
+export { DEFAULT_DIR } from "./names";
 
 /** A key names /repos/<key>: a plain directory name, nothing that resolves elsewhere. */
 const CacheKey = z
@@ -22,26 +14,12 @@ const CacheKey = z
   .refine((s) => s !== "." && s !== "..", "must be a plain directory name")
   .refine((s) => !s.includes("/") && !s.includes("\\") && !s.includes("\0"), "must be a plain directory name");
 
-/** `default/...` would put the worktree inside the default checkout, so it is refused as well. */
-const BranchName = z
-  .string()
-  .min(1, "must not be empty")
-  .refine((s) => s !== DEFAULT_DIR && !s.startsWith(`${DEFAULT_DIR}/`), `must not be '${DEFAULT_DIR}'`);
-
 const Slot = z.strictObject({
   slot: SlotName,
-  // A leading '-' could be read by git as an option; a url never starts with one.
-  url: z
-    .string()
-    .min(1, "must not be empty")
-    .refine((s) => !s.startsWith("-"), "must not start with '-'"),
+  url: SlotUrl,
   identity: z.string().min(1, "must not be empty"),
   key: CacheKey,
-  ref: z
-    .string()
-    .min(1, "must not be empty")
-    .refine((s) => !s.startsWith("-"), "must not start with '-'")
-    .optional(),
+  ref: RefName.optional(),
 });
 
 export const AttachBody = z

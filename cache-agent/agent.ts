@@ -8,7 +8,7 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { K8s } from "kubernetes-fluent-client";
 import { RepoModel, SandboxModel, type RepoNode } from "../api/crd";
-import { repoIdentity, repoKey } from "../api/repo-identity";
+import { checkRepoUrl, repoKey } from "../api/repo-identity";
 import { parseGoDuration } from "../lib/duration";
 import { kubeRequest, paths } from "../lib/kube";
 import { MANAGED_BY, MANAGED_BY_LABEL } from "../api/wire";
@@ -85,9 +85,11 @@ export class CacheAgent {
     const held = this.#repos.get(name);
     let key: string | undefined;
     try {
-      key = deleted ? undefined : repoKey(repoIdentity(repo.spec?.url ?? ""));
+      // The operator's rule (its status.error says why): a url that climbs or carries a
+      // credential is never fetched, so no password reaches git's command line.
+      key = deleted ? undefined : repoKey(checkRepoUrl(repo.spec?.url ?? ""));
     } catch (err) {
-      this.log("warn", "Repo url unreadable; not cached", { repo: name, err: String((err as Error).message) });
+      this.log("warn", "Repo url refused; not cached", { repo: name, err: `spec.url ${(err as Error).message}` });
     }
     const interval = parseGoDuration(repo.spec?.interval ?? "5m") ?? DEFAULT_INTERVAL_MS;
     if (held && key === held.key && repo.spec?.url === held.repo.spec?.url) {

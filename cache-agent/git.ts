@@ -14,6 +14,7 @@ import { execFile } from "node:child_process";
 import { mkdtemp, readdir, rename, rm, stat, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
+import { redact, urlWithoutCredentials, userinfoOf } from "../lib/redact";
 
 /** Credentials for one fetch; never stored. */
 export type GitCreds =
@@ -78,45 +79,7 @@ export class GitError extends Error {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Redaction and urls
-
-/**
- * Removes from `text`: every given secret (longest first), the userinfo of a url that carries a
- * password (`scheme://user:pass@` → `scheme://***@`) or of any http(s) url (`https://token@`),
- * and every Authorization header value.
- */
-export function redact(text: string, secrets: readonly string[] = []): string {
-  let out = text;
-  for (const s of [...new Set(secrets)].filter((x) => x.length > 0).sort((a, b) => b.length - a.length)) {
-    out = out.split(s).join("***");
-  }
-  return out
-    .replace(/\b([a-z][a-z0-9+.-]*:\/\/)[^\s/@:]*:[^\s/@]*@/gi, "$1***@")
-    .replace(/\b(https?:\/\/)[^\s/@]+@/gi, "$1***@")
-    .replace(/(Authorization:\s*)[^\r\n'"]*/gi, "$1***");
-}
-
-/** Splits `scheme://userinfo@rest`; `undefined` for paths, scp-like addresses and urls without userinfo. */
-function userinfoOf(url: string): { scheme: string; userinfo: string; rest: string } | undefined {
-  const m = /^([a-z][a-z0-9+.-]*:\/\/)([^/?#]*)(.*)$/is.exec(url);
-  if (!m) return undefined;
-  const [, scheme, authority, tail] = m;
-  const at = authority.lastIndexOf("@");
-  if (at < 0) return undefined;
-  return { scheme, userinfo: authority.slice(0, at), rest: authority.slice(at + 1) + tail };
-}
-
-/**
- * The url as stored in the cache's config: no credentials. An http(s) url loses its whole userinfo
- * (a lone user may be a token); another scheme keeps its user (`ssh://git@`), never a password.
- */
-export function urlWithoutCredentials(url: string): string {
-  const u = userinfoOf(url);
-  if (!u) return url;
-  if (/^https?:\/\//i.test(u.scheme)) return u.scheme + u.rest;
-  const user = u.userinfo.split(":")[0];
-  return user ? `${u.scheme}${user}@${u.rest}` : u.scheme + u.rest;
-}
+// Secrets in urls (redaction itself is lib/redact.ts)
 
 /** Everything secret in a url and credentials, in the spellings an error may show. */
 function secretsOf(url: string, creds?: GitCreds): string[] {

@@ -5,6 +5,7 @@ import { execFile } from "node:child_process";
 import { lstat, mkdir } from "node:fs/promises";
 import path from "node:path";
 import { DEFAULT_DIR, type AttachAnswer, type AttachBody, type RepoAnswer, type SlotSpec } from "../api/attach";
+import { redact } from "../lib/redact";
 
 export type Roots = { workRoot: string; reposRoot: string };
 export type RunResult = { stdout: string; stderr: string };
@@ -38,11 +39,6 @@ export class AttachError extends Error {
   ) {
     super(`slot "${slot}": step "${step}" failed: ${redact(detail)}`);
   }
-}
-
-/** Removes credentials: `scheme://user:password@` / `scheme://token@`, and any Authorization value. */
-export function redact(text: string): string {
-  return text.replace(/([a-z][a-z0-9+.-]*:\/\/)[^\s/@]+@/gi, "$1***@").replace(/(Authorization:)[^\r\n]*/gi, "$1 ***");
 }
 
 /** The real runner: execFile with an English, non-interactive git. The umask is the process's own. */

@@ -1,19 +1,11 @@
 // The Harness's HTTP surface: GET /healthz for the kubelet's probe, POST /attach for the client
 // that prepares the Sandbox's repositories. Every answer is JSON; every error is {error:{code,message}}.
 import http from "node:http";
-import {
-  attach,
-  AttachError,
-  checkBranchName,
-  createMutex,
-  execRunner,
-  redact,
-  type Roots,
-  type Runner,
-} from "./attach";
+import { attach, AttachError, checkBranchName, createMutex, execRunner, type Roots, type Runner } from "./attach";
 import { authorized } from "./auth";
 import { parseAttachBody } from "../api/attach";
 import { listen, logRequest, pathOf, readBody, sendError, sendJson } from "../lib/http-json";
+import { redact } from "../lib/redact";
 
 /** Bodies above this are refused with 413 before they are buffered. */
 export const MAX_BODY_BYTES = 1024 * 1024;

@@ -2,13 +2,13 @@
 // One source of truth (docs/decisions/0003): the TypeScript types are inferred from these, the
 // server validates with them, and `/v1/openapi.json` is generated from them (openapi.ts).
 // Shapes the Orchestrator shares with others come from their owners: the Sandbox's conditions and
-// phases from the CRD sources, the slot and branch rules from the Harness's own schema, so a body
-// this API accepts is one the Harness's `/attach` accepts too.
+// phases from the CRD sources, the slot, branch, ref and url rules from api/names.ts, which the
+// Harness's `/attach` schema uses too, so a body this API accepts is one the Harness accepts.
 import { z } from "zod";
 import { Condition, goDuration } from "../api/crd/sources/common";
 import { SANDBOX_PHASES } from "../api/crd/sources/sandbox";
-import { RepoUrlError, repoIdentity } from "../api/repo-identity";
-import { AttachAnswer, AttachBody, fieldPath } from "../api/attach";
+import { AttachAnswer, fieldPath } from "../api/attach";
+import { BranchName, RefName, RepoUrl, SlotName } from "../api/names";
 import { REPO_WAITS } from "../api/conditions";
 
 // ---------------------------------------------------------------------------------------------
@@ -45,28 +45,19 @@ export const Size = z
   .meta({ description: "The workspace's Size: the pod-level ceiling (seed 002 ADR-0060)." });
 export type Size = z.infer<typeof Size>;
 
-// The Harness's own field rules (api/attach.ts), taken from its schema rather than restated:
-// a slot name that cannot climb out of /work, a url or ref git cannot read as an option, a branch
-// that is not the default checkout's directory.
-const HarnessSlot = AttachBody.shape.slots.element;
-const HarnessBranch = AttachBody.shape.branch;
-
-/** A repo url the Orchestrator can derive a Repo identity from (the fence and the cache key need one). */
-const RepoUrl = HarnessSlot.shape.url.superRefine((url, ctx) => {
-  if (url === "" || url.startsWith("-")) return; // already refused above, in the Harness's words
-  try {
-    repoIdentity(url);
-  } catch (err) {
-    if (!(err instanceof RepoUrlError)) throw err;
-    ctx.addIssue({ code: "custom", message: err.message });
-  }
-});
-
+// The one rule for names that cross a process (api/names.ts), which the Harness's /attach uses
+// too: a slot name that cannot climb out of /work, a branch and a ref by git's ref-name rules (and
+// not the default checkout's directory), a url read once into its Repo identity (no '..', no
+// encoded '/') that carries no credential. A bad one is answered 400, naming the field, before
+// anything is written.
 export const RepoSlot = z
   .strictObject({
-    slot: HarnessSlot.shape.slot.meta({ description: "The Repo Slot: the checkout lands at /work/<slot>/." }),
-    url: RepoUrl.meta({ description: "The repository (https, ssh or scp-like `git@host:path`)." }),
-    ref: HarnessSlot.shape.ref.meta({ description: "What `/work/<slot>/default` checks out (default: HEAD)." }),
+    slot: SlotName.meta({ description: "The Repo Slot: the checkout lands at /work/<slot>/." }),
+    url: RepoUrl.meta({
+      description:
+        "The repository (https, ssh, scp-like `git@host:path`, or a path), without credentials (they come from the fence entry's Secret).",
+    }),
+    ref: RefName.optional().meta({ description: "What `/work/<slot>/default` checks out (default: HEAD)." }),
   })
   .meta({ description: "One Repo Slot of the workspace." });
 export type RepoSlot = z.infer<typeof RepoSlot>;
@@ -84,7 +75,7 @@ export const CreateWorkspaceBody = z
       .array(RepoSlot)
       .default([])
       .meta({ description: "The Repo Slots to attach; none skips the attach. Each url must pass the fence." }),
-    branch: HarnessBranch.meta({ description: "The Machine's branch: a worktree per slot at /work/<slot>/<branch>." }),
+    branch: BranchName.meta({ description: "The Machine's branch: a worktree per slot at /work/<slot>/<branch>." }),
     userImage: z
       .string()
       .min(1, "must not be empty")

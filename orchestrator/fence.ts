@@ -17,7 +17,8 @@
 // `github.com/acme/app` and not `github.com/acme-evil/app`.
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
-import { RepoUrlError, redact, repoIdentity } from "../api/repo-identity";
+import { RepoUrlError, repoIdentity } from "../api/repo-identity";
+import { urlWithoutCredentials } from "../lib/redact";
 import { zodIssuesToMessage } from "./api";
 import { PlaceFailure } from "./port";
 
@@ -103,7 +104,7 @@ export function fence(urls: readonly FenceInput[], entries: readonly CredentialE
   const refused: string[] = [];
   for (const input of urls) {
     const { url, slot, bound = false } = typeof input === "string" ? { url: input } : input;
-    const where = `${slot !== undefined ? `slot "${slot}" ` : ""}url ${redact(url)}`;
+    const where = `${slot !== undefined ? `slot "${slot}" ` : ""}url ${urlWithoutCredentials(url)}`;
     let identity: string;
     try {
       identity = repoIdentity(url);

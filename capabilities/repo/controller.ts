@@ -4,6 +4,7 @@
 // change wakes those whose pod's node entry changed; anything else wakes all that name the Repo.
 import { Log } from "pepr";
 import type { RepoModel } from "../../api/crd";
+import type { RepoStatus } from "../../api/crd/sources/repo";
 import { write } from "../../lib/api";
 import { kubeRequest, paths } from "../../lib/kube";
 import { metrics } from "../../lib/metrics";
@@ -11,7 +12,7 @@ import { statusMergePatch } from "../../lib/patch";
 import { WorkQueue } from "../../lib/queue";
 import type { SandboxController } from "../sandbox/controller";
 import { repoCachesContribution, repoVerdict, sandboxesToWake, type RepoView } from "./caches";
-import { RepoUrlError, repoIdentity, repoKey } from "../../api/repo-identity";
+import { RepoUrlError, checkRepoUrl, repoKey } from "../../api/repo-identity";
 import { OPERATOR_ENV } from "../../api/env";
 import { DEFAULT_CACHE_ROOT } from "../../api/wire";
 
@@ -20,14 +21,30 @@ export const REPO_WORKERS = 4;
 
 type Repo = RepoModel & { metadata: { name: string; namespace: string; generation?: number } };
 
+// One rule with the Orchestrator's edge (api/repo-identity.ts checkRepoUrl): a url that climbs or
+// carries a credential names no cache; the Repo's status.error says why and the fix.
 const keyOfRepoUrl = (url: string | undefined): string | undefined => {
   try {
-    return url ? repoKey(repoIdentity(url)) : undefined;
+    return url ? repoKey(checkRepoUrl(url)) : undefined;
   } catch (err) {
     if (err instanceof RepoUrlError) return undefined;
     throw err;
   }
 };
+
+/** The status the operator wants for a Repo's url: its identity, key and count of present caches,
+ * or, for a url it refuses (one that climbs, or carries a credential), `error` with the fix and no
+ * identity or key. Pure; never quotes the url, which may carry a password. */
+export function repoStatusOf(url: string, status: RepoStatus | undefined): RepoStatus {
+  const present = Object.values(status?.nodes ?? {}).filter((n) => n.phase === "Present").length;
+  try {
+    const identity = checkRepoUrl(url);
+    return { ...status, identity, key: repoKey(identity), present, error: undefined };
+  } catch (err) {
+    if (!(err instanceof RepoUrlError)) throw err;
+    return { ...status, identity: undefined, key: undefined, present, error: `spec.url ${err.message}` };
+  }
+}
 
 export class RepoController {
   /** `<namespace>/<repo key>` -> the Repo (by the key its url derives). */
@@ -111,20 +128,12 @@ export class RepoController {
     }
   }
 
-  /** The operator writes each Repo's identity, key and count of present caches (one writer). */
+  /** The operator writes each Repo's identity, key and count of present caches (one writer), or,
+   * for a url it refuses, status.error with the fix (and no identity or key). */
   async #writeIdentity(name: string): Promise<void> {
     const repo = this.#byName.get(name);
     if (!repo?.spec?.url) return;
-    let identity: string;
-    try {
-      identity = repoIdentity(repo.spec.url);
-    } catch (err) {
-      if (err instanceof RepoUrlError) return;
-      throw err;
-    }
-    const present = Object.values(repo.status?.nodes ?? {}).filter((n) => n.phase === "Present").length;
-    const want = { ...repo.status, identity, key: repoKey(identity), present };
-    const patch = statusMergePatch(repo.status, want);
+    const patch = statusMergePatch(repo.status, repoStatusOf(repo.spec.url, repo.status));
     if (!patch) return;
     const [namespace, repoName] = name.split("/");
     await write("Repo.status", () =>

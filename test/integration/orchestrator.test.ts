@@ -6,7 +6,7 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { K8s, kind } from "kubernetes-fluent-client";
-import { SandboxModel } from "../../api/crd";
+import { RepoModel, SandboxModel } from "../../api/crd";
 import { KEEPALIVE_ANNOTATION } from "../../api/wire";
 import type { WorkspaceEvent, WorkspaceView } from "../../orchestrator/api";
 import { tokenSecretName } from "../../api/wire";
@@ -140,6 +140,28 @@ describe("the Orchestrator's API", () => {
     expect((await K8s(kind.Secret).InNamespace(ns.name).Get()).items.filter((s) => s.type === "Opaque")).toHaveLength(
       0,
     );
+  });
+
+  it("refuses a url that climbs out of the fence, or carries a password, with no Repo written", async () => {
+    const post = (url: string) =>
+      api<{ error: { code: string; message: string } }>("POST", "/v1/workspaces", {
+        image: "ghcr.io/example/harness:1",
+        branch: "feature/x",
+        repos: [{ slot: "app", url }],
+      });
+    // Under the fence's entry (the remotes dir) as written, outside it once resolved.
+    const climbs = await post(`${remotes}/widgets.git/../../..`);
+    expect(climbs.status).toBe(400);
+    expect(climbs.body.error.message).toMatch(/^repos\[0\]\.url: climbs/);
+    const encoded = await post(`${hangingUrl}acme%2F..%2F..%2Fevil`);
+    expect(encoded.status).toBe(400);
+    expect(encoded.body.error.message).toMatch(/^repos\[0\]\.url: .*encoded '\/'/);
+    const password = await post(hangingUrl.replace("http://", "http://user:hunter2@"));
+    expect(password.status).toBe(400);
+    expect(password.body.error.message).toMatch(/^repos\[0\]\.url: carries a password/);
+    expect(JSON.stringify(password.body)).not.toContain("hunter2");
+    expect((await K8s(RepoModel).InNamespace(ns.name).Get()).items).toHaveLength(0);
+    expect((await K8s(SandboxModel).InNamespace(ns.name).Get()).items).toHaveLength(0);
   });
 });
 

@@ -4,15 +4,8 @@ import { existsSync } from "node:fs";
 import { mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import {
-  consolidate,
-  ensureCache,
-  fetchCache,
-  GitError,
-  objectCounts,
-  redact,
-  urlWithoutCredentials,
-} from "../../cache-agent/git";
+import { consolidate, ensureCache, fetchCache, GitError, objectCounts } from "../../cache-agent/git";
+import { redact, urlWithoutCredentials } from "../../lib/redact";
 import { gitIn } from "../support/git";
 import { startGitHttpServer, type GitHttpServer } from "../support/git-http-server";
 

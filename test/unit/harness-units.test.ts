@@ -1,6 +1,6 @@
 // The Harness's pure parts: credential redaction, the token check and the body's error messages.
 import { createHash } from "node:crypto";
-import { redact } from "../../harness/attach";
+import { redact } from "../../lib/redact";
 import { authorized, tokenMatches } from "../../harness/auth";
 import { bearerOf } from "../../lib/http-json";
 import { fieldPath, parseAttachBody } from "../../api/attach";

@@ -148,6 +148,51 @@ describe("attach body validation", () => {
     expect(errorOf(a).code).toBe("invalid");
     expect(errorOf(a).message).toContain(expected);
   });
+
+  // The one rule of api/names.ts, which the Orchestrator's API uses too: refused before any git runs.
+  it.each([
+    [
+      "a slot with a control character",
+      { slots: [slot("a\u0001b")], branch: "feat" },
+      "slots[0].slot: must not contain a control character",
+    ],
+    [
+      "a slot with a NUL",
+      { slots: [slot("a\u0000")], branch: "feat" },
+      "slots[0].slot: must not contain a control character",
+    ],
+    ["the slot .git", { slots: [slot(".git")], branch: "feat" }, "slots[0].slot: must not start with '.'"],
+    ["a slot with a backslash", { slots: [slot("a\\b")], branch: "feat" }, "slots[0].slot: must not contain '\\'"],
+    ["a slot like an option", { slots: [slot("-x")], branch: "feat" }, "slots[0].slot: must not start with '-'"],
+    [
+      "a slot of 64 bytes",
+      { slots: [slot("s".repeat(64))], branch: "feat" },
+      "slots[0].slot: must be at most 63 bytes",
+    ],
+    [
+      "a branch like an option",
+      { slots: [slot("s")], branch: "--upload-pack=touch /tmp/x" },
+      "branch: must not start with '-'",
+    ],
+    ["the branch -c", { slots: [slot("s")], branch: "-c" }, "branch: must not start with '-'"],
+    ["the branch HEAD", { slots: [slot("s")], branch: "HEAD" }, "branch: must not be 'HEAD'"],
+    ["the branch @{-1}", { slots: [slot("s")], branch: "@{-1}" }, "branch: git refuses '@{'"],
+    [
+      "a branch with a NUL",
+      { slots: [slot("s")], branch: "a\u0000b" },
+      "branch: git refuses a space or a control character",
+    ],
+    ["a branch with a space", { slots: [slot("s")], branch: "a b" }, "branch: git refuses a space"],
+    [
+      "a url that climbs",
+      { slots: [slot("s", { url: "https://git.invalid/team/../x" })], branch: "f" },
+      "slots[0].url: climbs",
+    ],
+  ])("refuses %s with 400 naming the field and the rule", async (_, body, expected) => {
+    const a = await attach(body);
+    expect(a.status).toBe(400);
+    expect(errorOf(a).message).toContain(expected);
+  });
 });
 
 describe("attach", () => {

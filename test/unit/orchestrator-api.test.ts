@@ -204,3 +204,111 @@ describe("the OpenAPI document", () => {
     }
   });
 });
+
+describe("names that cross a process: one rule, at the edge, naming the field", () => {
+  const withBranch = (branch: string) => ({ ...GOOD, branch });
+  const withSlot = (slot: string) => ({ ...GOOD, repos: [{ slot, url: "https://github.com/acme/app" }] });
+  const withUrl = (url: string) => ({ ...GOOD, repos: [{ slot: "app", url }] });
+
+  it.each([
+    ["an option", "--upload-pack=touch /tmp/x", "must not start with '-'"],
+    ["-c", "-c", "must not start with '-'"],
+    ["..", "..", "'..'"],
+    ["a..b", "a..b", "'..'"],
+    ["a reflog expression", "@{-1}", "'@{'"],
+    ["HEAD", "HEAD", "must not be 'HEAD'"],
+    ["@", "@", "'@'"],
+    ["a NUL", "a\u0000b", "control character"],
+    ["a space", "a b", "a space"],
+    ["a newline", "a\nb", "control character"],
+    ["a tilde", "a~1", "'~'"],
+    ["a caret", "a^", "'^'"],
+    ["a colon", "a:b", "':'"],
+    ["a question mark", "a?", "'?'"],
+    ["a star", "a*", "'*'"],
+    ["a bracket", "a[b", "'['"],
+    ["a backslash", "a\\b", "'\\'"],
+    ["a leading /", "/a", "starts or ends with '/'"],
+    ["a trailing /", "a/", "starts or ends with '/'"],
+    ["//", "a//b", "'//'"],
+    ["a component starting with .", "a/.b", "starting with '.'"],
+    ["a leading .", ".a", "starting with '.'"],
+    ["a .lock component", "a.lock/b", "'.lock'"],
+    ["a trailing .", "a.", "ending with '.'"],
+    ["256 bytes", "b".repeat(256), "at most 255 bytes"],
+    ["default", "default", "must not be 'default'"],
+    ["default/x", "default/x", "must not be 'default'"],
+  ])("refuses the branch %s, naming the field and the rule", (_what, branch, message) => {
+    const m = refusal(withBranch(branch));
+    expect(m).toMatch(/^branch: /);
+    expect(m).toContain(message);
+    // ...and the Harness refuses it too, by the same rule.
+    expect(parseAttachBody({ slots: [{ slot: "s", url: "https://h/x", identity: "h/x", key: "k" }], branch }).ok).toBe(
+      false,
+    );
+  });
+
+  it.each(["feature/login", "v1.0", "fix-123_a", "féature/ü", "a@b", "x".repeat(255)])(
+    "accepts the branch %j",
+    (branch) => {
+      expect(parseCreateBody(withBranch(branch)).ok).toBe(true);
+    },
+  );
+
+  it.each([
+    [".git", "must not start with '.'"],
+    [".hidden", "must not start with '.'"],
+    ["a\\b", "must not contain '\\'"],
+    ["a\u0001b", "control character"],
+    ["a\u0000", "control character"],
+    ["a\nb", "control character"],
+    ["-rf", "must not start with '-'"],
+    ["..", "'..'"],
+    ["s".repeat(64), "at most 63 bytes"],
+  ])("refuses the slot %j, naming the field and the fix", (slot, message) => {
+    const m = refusal(withSlot(slot));
+    expect(m).toMatch(/^repos\[0\]\.slot: /);
+    expect(m).toContain(message);
+    expect(m).toMatch(/name the slot with|shorten/);
+    expect(parseAttachBody({ slots: [{ slot, url: "https://h/x", identity: "h/x", key: "k" }], branch: "b" }).ok).toBe(
+      false,
+    );
+  });
+
+  it.each(["app", "my.lib", "a_b", "A-1", "s".repeat(63)])("accepts the slot %j", (slot) => {
+    expect(parseCreateBody(withSlot(slot)).ok).toBe(true);
+  });
+
+  it.each([
+    ["https://host/acme%2F..%2Fevil/x", "encoded '/'"],
+    ["https://host/acme/..%2Fevil/x", "encoded '/'"],
+    ["https://host/acme/../evil/x", "climbs"],
+    ["git@host:acme/../evil/x", "climbs"],
+    ["file://host/acme/../../tmp", "file url"],
+    ["/srv/demo/remotes/demo.git/../../../../tmp", "climbs"],
+  ])("refuses the url %s, which climbs, before the fence", (url, message) => {
+    const m = refusal(withUrl(url));
+    expect(m).toMatch(/^repos\[0\]\.url: /);
+    expect(m).toContain(message);
+  });
+
+  it.each([
+    "https://user:hunter2@github.com/acme/app",
+    "https://hunter2@github.com/acme/app",
+    "https://x-access-token:hunter2@github.com/acme/app",
+    "ssh://git:hunter2@github.com/acme/app",
+    "git:hunter2@github.com:acme/app",
+  ])("refuses %s, a url with a credential, with the fix and never the password", (url) => {
+    const m = refusal(withUrl(url));
+    expect(m).toMatch(/^repos\[0\]\.url: carries a (password|user)/);
+    expect(m).toContain("credentials come from the fence entry's Secret");
+    expect(m).not.toContain("hunter2");
+  });
+
+  it.each(["git@github.com:acme/app.git", "ssh://git@github.com/acme/app", "https://github.com/acme/app"])(
+    "accepts %s",
+    (url) => {
+      expect(parseCreateBody(withUrl(url)).ok).toBe(true);
+    },
+  );
+});

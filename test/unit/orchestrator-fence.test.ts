@@ -180,3 +180,45 @@ describe("fence", () => {
     expect(fence([], [])).toEqual({ ok: true, repos: [] });
   });
 });
+
+describe("the fence reads each url once, with the Repo identity's one rule", () => {
+  const acme = parseCredentials("- host/acme/\n- match: /srv/jr2/demo/remotes\n  secret: demo\n");
+
+  it.each([
+    "https://host/acme%2F..%2Fevil/x",
+    "https://host/acme/..%2Fevil/x",
+    "https://host/acme/../evil/x",
+    "https://host/acme/%2e%2e/evil/x",
+    "git@host:acme/../evil/x",
+    "ssh://git@host/acme/%2E%2E/evil/x",
+    "file://host/acme/../../tmp",
+    // local mode: a path under the demo remotes that climbs out of them
+    "/srv/jr2/demo/remotes/demo.git/../../../../../tmp/x",
+    "/srv/jr2/demo/remotes/%2E%2E/x",
+  ])("refuses %s, which climbs out of its entry, naming why", (url) => {
+    const r = fence([{ slot: "app", url }], acme);
+    expect(r.ok).toBe(false);
+    if (r.ok) return;
+    expect(r.error.reason).toBe("FenceRefused");
+    expect(r.error.message).toMatch(/climbs|encoded '\/'|file url|'%'/);
+  });
+
+  it("admits every spelling of one repository under its entry as one identity", () => {
+    const r = fence(["https://HOST:443/acme/./app.git", "ssh://git@host/acme/%61pp", "git@host:acme/app"], acme);
+    expect(r.ok && r.repos.map((x) => x.identity)).toEqual(["host/acme/app", "host/acme/app", "host/acme/app"]);
+  });
+
+  it.each([
+    "https://user:pa@ss@evil.example/x",
+    "user:pa@ss@evil.example:x/y",
+    "https://user:pa@ss@host/acme/../x",
+    "ssh://git:pa@ss@evil.example/x",
+  ])("never echoes the userinfo of %s in its refusal", (url) => {
+    const r = fence([{ slot: "s", url }], acme);
+    expect(r.ok).toBe(false);
+    if (r.ok) return;
+    const said = JSON.stringify(r.error.toJSON());
+    expect(said).not.toContain("pa@ss");
+    expect(said).not.toMatch(/[^*]ss@/);
+  });
+});

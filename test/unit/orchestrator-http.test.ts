@@ -216,7 +216,13 @@ describe("bad input", () => {
   it("400 naming the field path", async () => {
     const a = await post({ ...GOOD, repos: [{ slot: "a/b", url: "https://github.com/acme/app" }] });
     expect(a.status).toBe(400);
-    expect(a.json).toEqual({ error: { code: "invalid", message: "repos[0].slot: must not contain '/'" } });
+    expect(a.json).toEqual({
+      error: {
+        code: "invalid",
+        message:
+          "repos[0].slot: must not contain '/' (a slot is one directory under /work): name the slot with letters, digits, '-', '_' or '.', e.g. app",
+      },
+    });
     expect((await post({ image: "h" })).json.error.message).toBe("branch: Required");
   });
 

@@ -43,6 +43,10 @@ export const RepoStatus = z
   .strictObject({
     identity: z.string().optional().meta({ description: "Host plus path: every spelling of the url lands here." }),
     key: z.string().optional().meta({ description: "The stable cache key derived from the identity." }),
+    error: z.string().optional().meta({
+      description:
+        "Why spec.url is refused (a '..' segment, a password, ...) and the fix; no cache is kept for it. Absent when the url is fine.",
+    }),
     present: z.number().int().optional().meta({
       format: "int32",
       description: "How many nodes hold a present cache (kept by the operator from status.nodes).",
