@@ -20,7 +20,8 @@ export const AdmissionCapability = new Capability({
 
 const { When } = AdmissionCapability;
 
-/** JR2_MIN_IDLE_TIMEOUT lowers the 1m floor (the lease's integration tests use seconds). */
+/** JR2_MIN_IDLE_TIMEOUT lowers the floor, by default the CRD source's IDLE_TIMEOUT_MIN (the lease's
+ * integration tests use seconds). */
 const rules: SandboxRules = {
   minIdleTimeoutMs: parseGoDuration(process.env[OPERATOR_ENV.minIdleTimeout] ?? "") ?? DEFAULT_RULES.minIdleTimeoutMs,
 };

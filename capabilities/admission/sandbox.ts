@@ -9,8 +9,10 @@ import { gitCredentialViolations } from "../git-credentials/validate";
 import { baselineViolations, hostPortViolations, restrictedViolations } from "./containers";
 import { asArray, asObject, isObject, str, violation, type Violation } from "./violations";
 import { deepEqual } from "../../lib/patch";
+import { IDLE_TIMEOUT_MAX, IDLE_TIMEOUT_MAX_MS, IDLE_TIMEOUT_MIN_MS } from "../../api/crd/sources/sandbox";
 
-export const MAX_IDLE_TIMEOUT_MS = 7 * 24 * 3_600_000;
+/** The ceiling of spec.idleTimeout: the CRD source's bound (api/crd/sources/sandbox.ts). */
+export const MAX_IDLE_TIMEOUT_MS = IDLE_TIMEOUT_MAX_MS;
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 
 /** The defaults the stored Sandbox shows: the hardened contexts, fsGroup, idleTimeout. Idempotent. */
@@ -23,11 +25,12 @@ export function withDefaults<S extends Partial<SandboxSpec>>(spec: S): S {
 }
 
 export type SandboxRules = {
-  /** The shortest idle timeout allowed (1m; tests of the lease lower it). */
+  /** The shortest idle timeout allowed (the CRD source's IDLE_TIMEOUT_MIN_MS, 1m; tests of the
+   * lease lower it through JR2_MIN_IDLE_TIMEOUT). */
   minIdleTimeoutMs: number;
 };
 
-export const DEFAULT_RULES: SandboxRules = { minIdleTimeoutMs: 60_000 };
+export const DEFAULT_RULES: SandboxRules = { minIdleTimeoutMs: IDLE_TIMEOUT_MIN_MS };
 
 type Seat = {
   path: string;
@@ -161,7 +164,7 @@ function idleTimeoutViolations(spec: Record<string, unknown>, rules: SandboxRule
   if (spec.idleTimeout === undefined) return [];
   const text = str(spec.idleTimeout);
   const ms = text === undefined ? undefined : parseGoDuration(text);
-  const range = `between ${human(rules.minIdleTimeoutMs)} and 168h (7 days)`;
+  const range = `between ${human(rules.minIdleTimeoutMs)} and ${IDLE_TIMEOUT_MAX} (7 days)`;
   if (ms === undefined) return [violation("spec.idleTimeout", `must be a Go duration such as "30m", ${range}`)];
   if (ms < rules.minIdleTimeoutMs || ms > MAX_IDLE_TIMEOUT_MS)
     return [violation("spec.idleTimeout", `must be ${range}`)];

@@ -4,9 +4,36 @@
 // the TypeScript types are inferred from it and the CRD YAML is generated from it.
 import { z } from "zod";
 import * as core from "../generated/corev1";
-import { Condition, SecretName, goDuration } from "./common";
+import { Condition, SecretName, goDuration, goDurationMs } from "./common";
+import { DEFAULT_IDLE_TIMEOUT } from "../../wire";
 
 export const SANDBOX_PHASES = ["Pending", "Ready", "Lost", "Terminating"] as const;
+
+// The range of spec.idleTimeout, one statement read by every side: admission refuses a Sandbox
+// outside it (its floor lowered only by JR2_MIN_IDLE_TIMEOUT, for the lease's own tests), the
+// Orchestrator's API refuses a workspace outside it, the operator's lease never counts past the
+// ceiling, and the CRD's description says it (a Go duration's range is no OpenAPI pattern).
+export const IDLE_TIMEOUT_MIN = "1m";
+export const IDLE_TIMEOUT_MAX = "168h";
+export const IDLE_TIMEOUT_MIN_MS = 60_000;
+export const IDLE_TIMEOUT_MAX_MS = 168 * 3_600_000;
+/** The range in words, for descriptions and refusals. */
+export const IDLE_TIMEOUT_RANGE = `between ${IDLE_TIMEOUT_MIN} and ${IDLE_TIMEOUT_MAX} (7 days)`;
+
+/** Whether a Go duration lies within the idle-timeout range; false for text that is none. */
+export function idleTimeoutInRange(text: string): boolean {
+  const ms = goDurationMs(text);
+  return ms !== undefined && ms >= IDLE_TIMEOUT_MIN_MS && ms <= IDLE_TIMEOUT_MAX_MS;
+}
+
+/** An idle timeout as a client may ask for one: a Go duration within the range. `what` names the
+ * field in the refusals. Text that is no Go duration gets only the format's refusal. */
+export const idleTimeoutField = (what: string) =>
+  goDuration(what).refine((text) => goDurationMs(text) === undefined || idleTimeoutInRange(text), {
+    message:
+      `${what} must be ${IDLE_TIMEOUT_RANGE} (shorter leaves no time to renew, longer keeps an abandoned ` +
+      `Sandbox over a week): write one within it, such as "${DEFAULT_IDLE_TIMEOUT}"`,
+  });
 
 /** A Repo by cache key: where the node's cache lands (`repo-<key>` volume, `/repos/<key>`). */
 export const SandboxRepo = z
@@ -64,11 +91,12 @@ export const SandboxSpec = z
       description: "The pod's fsGroup, the work group shared by every container (default 2000).",
     }),
     idleTimeout: goDuration("spec.idleTimeout")
-      .default("30m")
+      .default(DEFAULT_IDLE_TIMEOUT)
       .meta({
         description:
           "How long the Sandbox may go without a keepalive (the jr2.dev/keepalive annotation) before the " +
-          "operator deletes it, counted from max(creation, last keepalive). A Go duration.",
+          "operator deletes it, counted from max(creation, last keepalive; a keepalive in the future counts " +
+          `as now). A Go duration ${IDLE_TIMEOUT_RANGE}, which admission enforces.`,
       }),
     nodeSelector: z
       .record(z.string(), z.string())
