@@ -1,20 +1,23 @@
 // The Harness's attach request for a workspace, and where it is kept on the Sandbox (an
 // annotation), so a restarted Orchestrator can send it again: the attach is idempotent.
 import type { SandboxModel } from "../api/crd";
-import { repoIdentity, repoKey } from "../api/repo-identity";
 import type { AttachBody } from "../api/attach";
 import { ATTACH_ANNOTATION } from "../api/wire";
-import type { CreateWorkspaceBody } from "./api";
+import type { PlacedRepo } from "./port";
 
-/** The Harness's attach body for a request; none when it names no Repo Slot. */
-export function attachBodyOf(body: Pick<CreateWorkspaceBody, "repos" | "branch">): AttachBody | undefined {
-  if (!body.repos.length) return undefined;
+/** The Harness's attach body from the fenced repos (fence.ts fenceSlots): their identity and key
+ * as the fence computed them, once. None when the workspace names no Repo Slot. */
+export function attachBodyOf(req: { branch: string; repos: readonly PlacedRepo[] }): AttachBody | undefined {
+  if (!req.repos.length) return undefined;
   return {
-    branch: body.branch,
-    slots: body.repos.map((r) => {
-      const identity = repoIdentity(r.url);
-      return { slot: r.slot, url: r.url, identity, key: repoKey(identity), ...(r.ref ? { ref: r.ref } : {}) };
-    }),
+    branch: req.branch,
+    slots: req.repos.map((r) => ({
+      slot: r.slot,
+      url: r.url,
+      identity: r.identity,
+      key: r.key,
+      ...(r.ref ? { ref: r.ref } : {}),
+    })),
   };
 }
 

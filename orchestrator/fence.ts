@@ -17,10 +17,10 @@
 // `github.com/acme/app` and not `github.com/acme-evil/app`.
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
-import { RepoUrlError, repoIdentity } from "../api/repo-identity";
+import { RepoUrlError, repoIdentity, repoKey } from "../api/repo-identity";
 import { urlWithoutCredentials } from "../lib/redact";
 import { zodIssuesToMessage } from "./api";
-import { PlaceFailure } from "./port";
+import { PlaceFailure, type PlaceRepo, type PlacedRepo } from "./port";
 
 export type CredentialEntry = {
   /** As written in the file. */
@@ -128,4 +128,27 @@ export function fence(urls: readonly FenceInput[], entries: readonly CredentialE
     "A per-run url can spend the cluster's git credential against any host, so an entry must admit it by " +
     "identity prefix (host, then whole path segments).";
   return { ok: false, error: new PlaceFailure("FenceRefused", message, { refused, entries: names }) };
+}
+
+/**
+ * A create's one fence: every slot admitted with its identity, its cache key and the entry that
+ * admitted it, in order, or the FenceRefused failure. What it answers is handed to the port as it
+ * is (PlaceRequest.repos) and the attach body is built from it (attach-body.ts): nothing downstream
+ * reads a url again.
+ */
+export function fenceSlots(
+  slots: readonly PlaceRepo[],
+  entries: readonly CredentialEntry[],
+): { ok: true; repos: PlacedRepo[] } | { ok: false; error: PlaceFailure } {
+  const r = fence(
+    slots.map((s) => ({ url: s.url, slot: s.slot, bound: s.bound })),
+    entries,
+  );
+  if (!r.ok) return r;
+  // fence() admits every url or refuses the lot, in order: r.repos[i] is slots[i].
+  const repos = slots.map((s, i) => {
+    const { identity, bound, entry } = r.repos[i];
+    return { ...s, identity, key: repoKey(identity), bound, ...(entry ? { entry } : {}) };
+  });
+  return { ok: true, repos };
 }

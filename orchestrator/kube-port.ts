@@ -16,11 +16,9 @@ import {
 import { ApiError } from "../lib/api-error";
 import { kubeRequest } from "../lib/kube";
 import type { SandboxModel, SandboxSpecInput } from "../api/crd";
-import { repoIdentity, repoKey } from "../api/repo-identity";
 import type { AttachBody } from "../api/attach";
 import { AttachAnswer } from "./api";
-import { attachBodyOf } from "./attach-body";
-import { fence, type CredentialEntry } from "./fence";
+import type { CredentialEntry } from "./fence";
 import { HARNESS_ENV } from "../api/env";
 import {
   AttachFailure,
@@ -30,6 +28,7 @@ import {
   type Continuity,
   type PlaceHooks,
   type PlaceRequest,
+  type PlacedRepo,
   type ProvisionHooks,
   type Provisioned,
   type SandboxPort,
@@ -56,7 +55,6 @@ export type KubePortOptions = {
   namespace: string;
   watch: SandboxWatch;
   signingKey: Buffer;
-  credentials: readonly CredentialEntry[];
   /** Outside the cluster only (local mode): the Service name does not resolve there. */
   resolveEndpoint?: EndpointResolver;
   /** How long an attach that never reached the Harness is re-sent. Default 90 s. */
@@ -72,16 +70,11 @@ export class KubeSandboxPort implements SandboxPort {
   }
 
   async place(req: PlaceRequest, hooks: PlaceHooks): Promise<void> {
-    // The fence first: a per-run url outside it is refused before anything is written.
-    const fenced = fence(
-      req.repos.map((r) => ({ url: r.url, slot: r.slot, bound: r.bound })),
-      this.opts.credentials,
-    );
-    if (!fenced.ok) throw fenced.error;
-    const repos = fenced.repos.map((f) => ({ ...f, key: repoKey(f.identity) }));
-    // The Repo resources before the CR names them (the operator holds Ready on RepoMissing).
-    for (const r of repos) await this.#ensureRepo(r.key, r.url, r.entry);
-    const sandbox = await this.#createSandbox(req, repos);
+    // The fence ran before (fence.ts fenceSlots): req.repos are admitted, with their identity,
+    // key and entry. The Repo resources before the CR names them (the operator holds Ready on
+    // RepoMissing).
+    for (const r of req.repos) await this.#ensureRepo(r);
+    const sandbox = await this.#createSandbox(req);
     // After the CR, owned by its uid from birth: no path leaves a token behind.
     await this.#createTokenSecret(req.name, sandbox);
     hooks.onWritten();
@@ -167,17 +160,17 @@ export class KubeSandboxPort implements SandboxPort {
   readonly #repos = new Map<string, { at: number; done: Promise<void> }>();
 
   /** Create if absent. An existing Repo is left as its owner wrote it (a bound one's spec is the boot's). */
-  #ensureRepo(key: string, url: string, entry?: CredentialEntry): Promise<void> {
-    const held = this.#repos.get(key);
+  #ensureRepo(repo: PlacedRepo): Promise<void> {
+    const held = this.#repos.get(repo.key);
     if (held && this.#now() - held.at < 60_000) return held.done;
-    const done = this.#writeRepo(key, url, entry);
-    this.#repos.set(key, { at: this.#now(), done });
-    done.catch(() => this.#repos.delete(key)); // a failure is not remembered
+    const done = this.#writeRepo(repo);
+    this.#repos.set(repo.key, { at: this.#now(), done });
+    done.catch(() => this.#repos.delete(repo.key)); // a failure is not remembered
     return done;
   }
 
-  async #writeRepo(key: string, url: string, entry?: CredentialEntry) {
-    const secret = typeof entry?.extra?.secret === "string" ? entry.extra.secret : undefined;
+  async #writeRepo({ key, url, identity, entry }: PlacedRepo) {
+    const secret = secretOf(entry);
     const body = {
       apiVersion: GROUP_VERSION,
       kind: "Repo",
@@ -185,13 +178,13 @@ export class KubeSandboxPort implements SandboxPort {
       spec: { url, ...(secret ? { secretRef: { name: secret } } : {}) },
     };
     await createOrKeep(`/apis/${GROUP_VERSION}/namespaces/${enc(this.#ns)}/repos`, body).catch((err) => {
-      throw new PlaceFailure("Refused", `the Repo for ${repoIdentity(url)} could not be written: ${messageOf(err)}`);
+      throw new PlaceFailure("Refused", `the Repo for ${identity} could not be written: ${messageOf(err)}`);
     });
   }
 
-  async #createSandbox(req: PlaceRequest, repos: Array<{ key: string; url: string }>): Promise<SandboxModel> {
+  async #createSandbox(req: PlaceRequest): Promise<SandboxModel> {
     const digest = tokenDigest(harnessToken(this.opts.signingKey, req.name));
-    const attach = attachBodyOf(req);
+    const { attach, repos } = req;
     const spec: SandboxSpecInput = {
       image: req.image,
       // Last, so no caller-supplied variable can choose the bearer.
@@ -359,6 +352,10 @@ async function createOrKeep<T>(collection: string, body: { metadata: { name: str
 }
 
 const messageOf = (err: unknown) => (err instanceof Error ? err.message : String(err));
+
+/** The push Secret a fence entry names (`secret`), which a new Repo takes as its secretRef. */
+const secretOf = (entry: CredentialEntry | undefined) =>
+  typeof entry?.extra?.secret === "string" ? entry.extra.secret : undefined;
 
 function safeJson(text: string): unknown {
   try {

@@ -88,7 +88,6 @@ async function main() {
     namespace,
     watch,
     signingKey,
-    credentials,
     ...(harnesses ? { resolveEndpoint: harnesses.resolve } : {}),
   });
   const metrics = new OrchestratorMetrics();

@@ -5,18 +5,26 @@
 import type { AttachBody } from "../api/attach";
 import type { AttachAnswer, Failure, Loss, RepoSlot, Size, Wait } from "./api";
 import type { REPO_HOLD } from "../api/conditions";
+import type { CredentialEntry } from "./fence";
 
 export type { Wait } from "./api";
 
-/** One Repo Slot to place. `bound`: a url the Machine's own code binds, which passes the fence. */
+/** One Repo Slot to fence. `bound`: a url the Machine's own code binds, which passes the fence. */
 export type PlaceRepo = RepoSlot & { bound?: boolean };
 
-/** What `place` writes: the Sandbox CR (with its labels) and its token Secret. */
+/** One Repo Slot the fence admitted (fence.ts fenceSlots, once per create): its Repo identity, the
+ * cache key derived from it and the entry that admitted it (whose `secret` a new Repo names). The
+ * port writes these as they are; it never reads the url again. */
+export type PlacedRepo = PlaceRepo & { identity: string; key: string; bound: boolean; entry?: CredentialEntry };
+
+/** What `place` writes: the Repos, the Sandbox CR (with its labels and the attach annotation) and
+ * its token Secret. Everything is computed before: the port only writes. */
 export type PlaceRequest = {
   name: string;
   image: string;
-  repos: PlaceRepo[];
-  branch: string;
+  repos: PlacedRepo[];
+  /** The Harness's attach body, kept on the CR as an annotation; absent without Repo Slots. */
+  attach?: AttachBody;
   userImage?: string;
   size?: Size;
   /** spec.idleTimeout, a Go duration (the operator's default when absent). */
@@ -62,8 +70,9 @@ export type Attached = {
 export type Continuity = { kind: "present" } | { kind: "absent" } | ({ kind: "lost" } & Loss);
 
 export interface SandboxPort {
-  /** The fence, then the CR, then its token Secret (owned by the CR's uid), then the wait for a
-   * node, with no deadline. Rejects with a PlaceFailure (FenceRefused before anything is written). */
+  /** The fenced repos' Repos, then the CR, then its token Secret (owned by the CR's uid), then the
+   * wait for a node, with no deadline. Rejects with a PlaceFailure. The fence runs before (a
+   * FenceRefused PlaceFailure, answered 403 before anything is written): `req.repos` are admitted. */
   place(req: PlaceRequest, hooks: PlaceHooks): Promise<void>;
   /** Waits for `phase: Ready` within the budgets. Rejects with a named ProvisionFailure. */
   provision(name: string, budgets: Budgets, hooks: ProvisionHooks): Promise<Provisioned>;

@@ -5,7 +5,7 @@
 import { randomBytes } from "node:crypto";
 import { attachBodyOf, readAttach } from "./attach-body";
 import { FINAL_STATES, HttpError, type CreateWorkspaceBody, type WorkspaceEvent, type WorkspaceView } from "./api";
-import { fence, type CredentialEntry } from "./fence";
+import { fenceSlots, type CredentialEntry } from "./fence";
 import { RUN_LABEL } from "../api/wire";
 import {
   startWorkspace,
@@ -40,24 +40,23 @@ export class WorkspaceRegistry implements Workspaces {
   constructor(readonly opts: RegistryOptions) {}
 
   async create(body: CreateWorkspaceBody): Promise<string> {
-    // The fence answers before anything is written, by name.
-    const fenced = fence(
-      body.repos.map((r) => ({ url: r.url, slot: r.slot })),
-      this.opts.credentials,
-    );
+    // The fence answers before anything is written, by name; it runs once, here: its repos
+    // (identity, key, entry) are what the port writes and what the attach body carries.
+    const fenced = fenceSlots(body.repos, this.opts.credentials);
     if (!fenced.ok) throw new HttpError(403, "fence_refused", fenced.error.message);
     const name = `ws-${randomBytes(5).toString("hex")}`;
+    const attach = attachBodyOf({ branch: body.branch, repos: fenced.repos });
     const place: PlaceRequest = {
       name,
       image: body.image,
-      repos: body.repos,
-      branch: body.branch,
+      repos: fenced.repos,
+      ...(attach ? { attach } : {}),
       ...(body.userImage ? { userImage: body.userImage } : {}),
       ...(body.size ? { size: body.size } : {}),
       ...(body.idleTimeout ? { idleTimeout: body.idleTimeout } : {}),
       labels: { run: body.run ?? name, workflow: body.workflow ?? "api" },
     };
-    this.#start(name, { place, attach: attachBodyOf(body) });
+    this.#start(name, { place, ...(attach ? { attach } : {}) });
     return name;
   }
 

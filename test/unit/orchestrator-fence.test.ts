@@ -1,13 +1,17 @@
 // The fence: per-run repo urls must fall under a git.credentials entry, by Repo identity prefix.
+import { repoKey } from "../../api/repo-identity";
+import type { SandboxWatch } from "../../orchestrator/sandbox-watch";
+import { WorkspaceRegistry } from "../../orchestrator/workspaces";
 import {
   CredentialsFileError,
   fence,
+  fenceSlots,
   matchCredential,
   parseCredentials,
   prefixOf,
   underPrefix,
 } from "../../orchestrator/fence";
-import { PlaceFailure } from "../../orchestrator/port";
+import { PlaceFailure, type PlaceRequest, type SandboxPort } from "../../orchestrator/port";
 
 const FILE = `
 # the fence's entries
@@ -220,5 +224,84 @@ describe("the fence reads each url once, with the Repo identity's one rule", () 
     const said = JSON.stringify(r.error.toJSON());
     expect(said).not.toContain("pa@ss");
     expect(said).not.toMatch(/[^*]ss@/);
+  });
+
+  it("fenceSlots hands over each slot's identity, key and entry, so the port recomputes nothing", () => {
+    const r = fenceSlots([{ slot: "demo", url: "/srv/jr2/demo/remotes/demo.git", ref: "main" }], acme);
+    expect(r).toEqual({
+      ok: true,
+      repos: [
+        {
+          slot: "demo",
+          url: "/srv/jr2/demo/remotes/demo.git",
+          ref: "main",
+          identity: "srv/jr2/demo/remotes/demo",
+          key: repoKey("srv/jr2/demo/remotes/demo"),
+          bound: false,
+          entry: acme[1],
+        },
+      ],
+    });
+    const refused = fenceSlots([{ slot: "x", url: "https://elsewhere.example/x" }], acme);
+    expect(!refused.ok && refused.error.reason).toBe("FenceRefused");
+  });
+});
+
+describe("a create fences once, before anything is written, and hands the port what it fenced", () => {
+  const acme = parseCredentials("- match: host/acme\n  secret: push-acme\n");
+  /** A port that records the place request and never answers (the actor waits in `placing`). */
+  const recordingPort = () => {
+    const placed: PlaceRequest[] = [];
+    const never = () => new Promise<never>(() => undefined);
+    const port = {
+      place: (req: PlaceRequest) => (placed.push(req), never()),
+      provision: never,
+      attach: never,
+      renew: async () => undefined,
+      continuity: async () => ({ kind: "present" as const }),
+      destroy: async () => undefined,
+    } as unknown as SandboxPort;
+    return { port, placed };
+  };
+  const registry = (port: SandboxPort) =>
+    new WorkspaceRegistry({ port, watch: {} as unknown as SandboxWatch, credentials: acme });
+
+  it("the port gets the fenced repos and the attach body built once from them", async () => {
+    const { port, placed } = recordingPort();
+    const reg = registry(port);
+    await reg.create({ image: "h", branch: "feat", repos: [{ slot: "app", url: "https://host/acme/app.git" }] });
+    reg.stop();
+    expect(placed).toHaveLength(1);
+    const [req] = placed;
+    expect(req.repos).toEqual([
+      {
+        slot: "app",
+        url: "https://host/acme/app.git",
+        identity: "host/acme/app",
+        key: repoKey("host/acme/app"),
+        bound: false,
+        entry: acme[0],
+      },
+    ]);
+    expect(req.attach).toEqual({
+      branch: "feat",
+      slots: [
+        { slot: "app", url: "https://host/acme/app.git", identity: "host/acme/app", key: repoKey("host/acme/app") },
+      ],
+    });
+  });
+
+  it("a refusal is a 403 before the port hears anything, and names no password", async () => {
+    const { port, placed } = recordingPort();
+    const reg = registry(port);
+    const create = reg.create({
+      image: "h",
+      branch: "feat",
+      repos: [{ slot: "app", url: "https://user:hunter2@host/acme%2F..%2Fevil/x" }],
+    });
+    await expect(create).rejects.toMatchObject({ status: 403, code: "fence_refused" });
+    await expect(create).rejects.not.toThrow(/hunter2/);
+    reg.stop();
+    expect(placed).toHaveLength(0);
   });
 });

@@ -55,7 +55,6 @@ function port(watch: HandWatch) {
     namespace: "ns",
     watch: watch as unknown as SandboxWatch,
     signingKey: Buffer.alloc(32, 1),
-    credentials: [],
   });
 }
 

@@ -30,16 +30,16 @@ const T0 = Date.parse("2026-03-01T12:00:00.000Z");
 const MIN = 60_000;
 const ENDPOINT = `http://${NAME}.team-a.svc:8080`;
 
-const PLACE: PlaceRequest = {
-  name: NAME,
-  image: "harness:1",
-  repos: [{ slot: "app", url: "https://github.com/acme/app.git" }],
-  branch: "feat",
-  labels: { run: NAME, workflow: "api" },
-};
 const ATTACH: AttachBody = {
   slots: [{ slot: "app", url: "https://github.com/acme/app.git", identity: "github.com/acme/app", key: "app-1" }],
   branch: "feat",
+};
+const PLACE: PlaceRequest = {
+  name: NAME,
+  image: "harness:1",
+  repos: [{ ...ATTACH.slots[0], bound: false }],
+  attach: ATTACH,
+  labels: { run: NAME, workflow: "api" },
 };
 const ATTACHED: Attached = {
   answer: { repos: { app: { path: "/work/app/feat", branch: "feat", head: "abc123" } } },
