@@ -6,6 +6,13 @@
 /** How many times in a row a key changed during its own reconcile may jump the line. */
 const MAX_FRONT_STREAK = 3;
 
+/**
+ * The longest an addAfter waits: one day, far below Node's timer limit (2^31 - 1 ms, about 24.8
+ * days), past which setTimeout fires after 1 ms instead, so a far deadline became a spin. A key
+ * asked back later than this is looked at after a day and asks again.
+ */
+export const MAX_REQUEUE_DELAY_MS = 24 * 60 * 60 * 1000;
+
 export type ReconcileResult = void | { requeueAfterMs?: number };
 
 export type WorkQueueOptions = {
@@ -57,10 +64,12 @@ export class WorkQueue {
     this.#pump();
   }
 
-  /** Adds the key once `ms` have passed; an earlier pending wake-up wins over a later one. */
+  /** Adds the key once `ms` have passed, at most MAX_REQUEUE_DELAY_MS (also for a delay that is no
+   * number: a spin is worse than a late look); an earlier pending wake-up wins over a later one. */
   addAfter(key: string, ms: number): void {
     if (this.#stopped) return;
     if (ms <= 0) return this.add(key);
+    ms = Number.isNaN(ms) ? MAX_REQUEUE_DELAY_MS : Math.min(ms, MAX_REQUEUE_DELAY_MS);
     const at = Date.now() + ms;
     const pending = this.#timers.get(key);
     if (pending && pending.at <= at) return;

@@ -11,8 +11,8 @@ import { metrics } from "../../lib/metrics";
 import { statusMergePatch } from "../../lib/patch";
 import { WorkQueue } from "../../lib/queue";
 import { ObjectCache } from "../../lib/cache";
-import { SANDBOX_NAME_LABEL } from "../../api/wire";
-import { leaseOf } from "./lease";
+import { KEEPALIVE_ANNOTATION, SANDBOX_NAME_LABEL } from "../../api/wire";
+import { KeepaliveSightings, leaseOf } from "./lease";
 import { buildPod, type PodContribution } from "./pod";
 import { buildService } from "./service";
 import { computeStatus, lossOf, statusEvents, type Loss, type ReadyGate, type Refusal } from "./status";
@@ -49,6 +49,8 @@ export class SandboxController {
   readonly pods = new ObjectCache<kind.Pod>();
   readonly services = new ObjectCache<kind.Service>();
   readonly #warnedKeepalive = new Map<string, string>();
+  /** When each keepalive value was first seen: a future one counts from then (leaseOf). */
+  readonly #keepalives = new KeepaliveSightings();
   readonly #contributors: PodContributor[] = [];
   readonly #readiness: ReadyContributor[] = [];
   readonly #listeners: SandboxListener[] = [];
@@ -101,6 +103,7 @@ export class SandboxController {
     if (deleted) {
       this.#store(key, undefined, sbx as Sandbox);
       this.#warnedKeepalive.delete(key);
+      this.#keepalives.forget(key);
       return;
     }
     if (!this.#store(key, sbx as Sandbox)) return;
@@ -139,7 +142,9 @@ export class SandboxController {
     if (!sbx) return;
     const now = Date.now();
 
-    const lease = leaseOf(sbx);
+    // The one judge of the lease: leaseOf, on the cached Sandbox (the Orchestrator only renews).
+    const seenAt = this.#keepalives.seenAt(key, sbx.metadata.annotations?.[KEEPALIVE_ANNOTATION], now);
+    const lease = leaseOf(sbx, now, seenAt);
     if (now >= lease.deadline) return this.#reap(sbx);
 
     if (sbx.metadata.deletionTimestamp) {

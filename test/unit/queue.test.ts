@@ -1,4 +1,4 @@
-import { WorkQueue, type ReconcileResult, type WorkQueueOptions } from "../../lib/queue";
+import { MAX_REQUEUE_DELAY_MS, WorkQueue, type ReconcileResult, type WorkQueueOptions } from "../../lib/queue";
 import { deferred } from "./support";
 
 /** Lets every settled promise's continuations run (real timers only). */
@@ -110,6 +110,17 @@ describe("WorkQueue with a reconcile the test releases", () => {
   });
 });
 
+describe("WorkQueue on Node's own timers", () => {
+  it("addAfter with a delay past 2^31 - 1 ms does not fire after 1 ms (Node's overflow)", async () => {
+    let runs = 0;
+    const q = queue({ reconcile: async () => void runs++ });
+    q.addAfter("a", 2 ** 40);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(runs).toBe(0);
+    q.stop();
+  });
+});
+
 describe("WorkQueue in time (fake timers)", () => {
   beforeEach(() => jest.useFakeTimers());
   afterEach(() => jest.useRealTimers());
@@ -190,6 +201,42 @@ describe("WorkQueue in time (fake timers)", () => {
     q.addAfter("a", 3000);
     await jest.advanceTimersByTimeAsync(10_000);
     expect(s.ranAt.map((t) => t - start)).toEqual([1000]);
+  });
+
+  it("addAfter with a delay past Node's timer limit does not fire early: it waits the one-day cap", async () => {
+    const s = scripted([]);
+    const q = queue({ reconcile: s.reconcile });
+    const start = Date.now();
+    const setTimer = jest.spyOn(global, "setTimeout");
+    // 2100-01-01 from 2026: Node's setTimeout would overflow and fire after 1 ms (jest's fake does not).
+    q.addAfter("a", Date.parse("2100-01-01T00:00:00Z") - Date.parse("2026-03-01T00:00:00Z"));
+    q.addAfter("b", 2 ** 31);
+    q.addAfter("c", Infinity);
+    q.addAfter("d", NaN);
+    const delays = setTimer.mock.calls.map(([, ms]) => ms);
+    setTimer.mockRestore();
+    expect(delays).toEqual(Array(4).fill(MAX_REQUEUE_DELAY_MS));
+    expect(MAX_REQUEUE_DELAY_MS).toBeLessThan(2 ** 31 - 1);
+    await jest.advanceTimersByTimeAsync(MAX_REQUEUE_DELAY_MS - 1);
+    expect(s.ranAt).toEqual([]);
+    await jest.advanceTimersByTimeAsync(1);
+    expect(s.ranAt.map((t) => t - start)).toEqual(Array(4).fill(MAX_REQUEUE_DELAY_MS));
+    q.stop();
+  });
+
+  it("does not spin on a reconcile that keeps asking for a far deadline: one look a day", async () => {
+    const far = Date.parse("2100-01-01T00:00:00Z");
+    const runs: number[] = [];
+    const q = queue({
+      reconcile: async () => {
+        runs.push(Date.now());
+        return { requeueAfterMs: far - Date.now() };
+      },
+    });
+    q.add("a");
+    await jest.advanceTimersByTimeAsync(10 * MAX_REQUEUE_DELAY_MS);
+    expect(runs).toHaveLength(11);
+    q.stop();
   });
 
   it("stop() cancels pending wake-ups and ignores later adds", async () => {
