@@ -5,8 +5,8 @@
 // phases from the CRD sources, the slot, branch, ref and url rules from api/names.ts, which the
 // Harness's `/attach` schema uses too, so a body this API accepts is one the Harness accepts.
 import { z } from "zod";
-import { Condition, goDuration } from "../api/crd/sources/common";
-import { SANDBOX_PHASES } from "../api/crd/sources/sandbox";
+import { Condition } from "../api/crd/sources/common";
+import { IDLE_TIMEOUT_RANGE, SANDBOX_PHASES, idleTimeoutField } from "../api/crd/sources/sandbox";
 import { AttachAnswer, fieldPath } from "../api/attach";
 import { BranchName, RefName, RepoUrl, SlotName } from "../api/names";
 import { REPO_WAITS } from "../api/conditions";
@@ -82,9 +82,14 @@ export const CreateWorkspaceBody = z
       .optional()
       .meta({ description: "The User Container's image, when the workspace has one." }),
     size: Size.optional(),
-    idleTimeout: goDuration("idleTimeout")
+    idleTimeout: idleTimeoutField("idleTimeout")
       .optional()
-      .meta({ description: "How long the Sandbox may go unrenewed before the operator reaps it (a Go duration)." }),
+      .meta({
+        description:
+          "How long the Sandbox may go unrenewed before the operator reaps it: a Go duration " +
+          `${IDLE_TIMEOUT_RANGE}, the Sandbox's spec.idleTimeout (absent, the CRD's default, 30m). ` +
+          "The Orchestrator renews its keepalive at least every third of it.",
+      }),
     run: LabelValue.optional().meta({ description: "The `jr2.dev/run` label (default: the workspace's name)." }),
     workflow: LabelValue.optional().meta({ description: "The `jr2.dev/workflow` label (default: `api`)." }),
   })

@@ -2,8 +2,9 @@
 // attaching -> ready, ending lost | failed | destroyed. Pure logic: the world is the SandboxPort in
 // its input, time is an injected clock and timer pair, and every transition and wait is handed to
 // an injected `onEvent` (the HTTP API streams them). A lease child renews the Sandbox's keepalive
-// from the moment its CR is written (decision 0014) and watches its continuity (decision 0013).
-import { assign, createActor, enqueueActions, fromCallback, fromPromise, setup, stopChild } from "xstate";
+// from the moment its CR is written (decision 0014) and watches its continuity (decision 0013); it
+// lives in lease.ts, and renews at a third of the Sandbox's idle timeout at most.
+import { assign, createActor, enqueueActions, fromPromise, setup, stopChild } from "xstate";
 import type { AttachBody } from "../api/attach";
 import {
   FINAL_STATES,
@@ -20,128 +21,17 @@ import {
   failureOf,
   type Attached,
   type Budgets,
-  type Continuity,
   type PlaceRequest,
   type Provisioned,
   type SandboxPort,
 } from "./port";
-import { absentLoss, type SandboxObject } from "./provision-rules";
+import type { SandboxObject } from "./provision-rules";
+import { leaseLogic, leaseSettings, type LeaseEvent, type LeaseOptions } from "./lease";
 
 // ---------------------------------------------------------------------------------------------
-// Time and the lease
+// The lease lives in lease.ts (its timing, jitter and renewal actor); a workspace's options name it.
 
-/** The timers the lease schedules with; the default reads the globals at call time, so jest's fake
- * timers apply. */
-export type Timers = { set(fn: () => void, ms: number): unknown; clear(handle: unknown): void };
-export const globalTimers: Timers = {
-  set: (fn, ms) => setTimeout(fn, ms),
-  clear: (handle) => clearTimeout(handle as ReturnType<typeof setTimeout>),
-};
-
-export type LeaseOptions = {
-  /** How often the keepalive is renewed (decision 0014): must be well under the
-   * Sandbox's idleTimeout. Default 5 min. */
-  intervalMs?: number;
-  /** Each delay is the interval times 1 +/- this (default 0.2), so a thousand workspaces created
-   * together do not renew together. */
-  jitter?: number;
-  /** After a failed renew, the next try comes this soon (default 30 s, never later than the
-   * interval): a lapsed lease is what lets the operator reap. */
-  retryMs?: number;
-  /** A number in [0, 1), as Math.random. */
-  random?: () => number;
-  timers?: Timers;
-};
-
-export const DEFAULT_LEASE_INTERVAL_MS = 5 * 60_000;
-export const DEFAULT_LEASE_JITTER = 0.2;
-const DEFAULT_RENEW_RETRY_MS = 30_000;
-
-/**
- * One lease delay. The first, from the write (or a restore), is the interval +/- `jitter` of
- * itself, which spreads a burst of workspaces. Every later one is the interval plus up to `jitter`
- * of it, never less: so a workspace never renews more than once an interval, and L workspaces
- * write at most L / interval keepalives a second, whatever the draws (decision 0011).
- */
-export function leaseDelay(intervalMs: number, jitter: number, random: () => number, first = false): number {
-  const spread = first ? 2 * random() - 1 : random();
-  return Math.round(intervalMs * (1 + jitter * spread));
-}
-
-type LeaseInput = Required<LeaseOptions> & {
-  name: string;
-  port: SandboxPort;
-  /** Renew at once (a restore: the lease may be close to lapsing), then every interval. */
-  immediate: boolean;
-};
-
-type LeaseEvent = { type: "RENEWED" } | { type: "RENEW_FAILED"; message: string } | { type: "LOST"; lost: Loss };
-
-/** A Continuity that ends the workspace. `absent` from a subscription counts only once the watch
- * has shown the Sandbox present: a watch that has not listed yet says nothing (decision 0011). */
-function lossOfContinuity(c: Continuity, name: string): Loss | undefined {
-  if (c.kind === "lost") return { reason: c.reason, message: c.message };
-  return c.kind === "absent" ? absentLoss(name) : undefined;
-}
-
-const errorText = (err: unknown) => (err instanceof Error ? err.message : String(err));
-
-/**
- * The lease: every (jittered) interval, ask continuity and, while the Sandbox is present, renew.
- * A failed read is unknown, not loss, so the renew goes ahead; a failed renew is retried sooner.
- */
-const leaseLogic = fromCallback<LeaseEvent, LeaseInput>(({ input, sendBack }) => {
-  let stopped = false;
-  let handle: unknown;
-  let seenPresent = false;
-  const send = (e: LeaseEvent) => {
-    if (!stopped) sendBack(e);
-  };
-  const lose = (lost: Loss) => {
-    send({ type: "LOST", lost });
-    stopped = true;
-    input.timers.clear(handle);
-  };
-  const schedule = (ms: number) => {
-    if (!stopped) handle = input.timers.set(() => void tick(), ms);
-  };
-  const next = (first = false) => leaseDelay(input.intervalMs, input.jitter, input.random, first);
-
-  async function tick(): Promise<void> {
-    if (stopped) return;
-    let continuity: Continuity | undefined;
-    try {
-      continuity = await input.port.continuity(input.name);
-    } catch {
-      continuity = undefined;
-    }
-    if (stopped) return;
-    const lost = continuity && lossOfContinuity(continuity, input.name);
-    if (lost) return lose(lost);
-    let failed = false;
-    try {
-      await input.port.renew(input.name);
-      send({ type: "RENEWED" });
-    } catch (err) {
-      failed = true;
-      send({ type: "RENEW_FAILED", message: errorText(err) });
-    }
-    schedule(failed ? Math.min(input.retryMs, next()) : next());
-  }
-
-  const unwatch = input.port.watchContinuity?.(input.name, (c) => {
-    if (c.kind === "present") seenPresent = true;
-    if (c.kind === "absent" && !seenPresent) return;
-    const lost = lossOfContinuity(c, input.name);
-    if (lost) lose(lost);
-  });
-  schedule(input.immediate ? 0 : next(true));
-  return () => {
-    stopped = true;
-    input.timers.clear(handle);
-    unwatch?.();
-  };
-});
+export type { LeaseOptions } from "./lease";
 
 // ---------------------------------------------------------------------------------------------
 // The machine
@@ -153,6 +43,9 @@ export type Resume = {
   attached?: Attached;
   /** When the workspace was first created, if known (e.g. the CR's creationTimestamp). */
   createdAt?: number;
+  /** The Sandbox's spec.idleTimeout, so the restored lease renews as often as the first one did
+   * (renewalIntervalMs); absent, the CRD default (30m) is assumed. */
+  idleTimeout?: string;
 };
 
 export type WorkspaceInput = {
@@ -163,6 +56,8 @@ export type WorkspaceInput = {
   /** The Harness's attach body; absent, the workspace has no Repo Slot and skips the attach. */
   attach?: AttachBody;
   budgets?: Budgets;
+  /** The configured lease; the workspace's interval also follows its idle timeout (the place
+   * request's, or the resume's). */
   lease?: LeaseOptions;
   now?: () => number;
   onEvent?: (event: WorkspaceEvent) => void;
@@ -236,21 +131,13 @@ function safely(onEvent: ((e: WorkspaceEvent) => void) | undefined): (e: Workspa
 function initialContext(input: WorkspaceInput): WorkspaceContext {
   if (!input.resume && !input.place) throw new Error(`workspace "${input.name}": give a place request or a resume`);
   const now = input.now ?? Date.now;
-  const lease = input.lease ?? {};
-  const intervalMs = lease.intervalMs ?? DEFAULT_LEASE_INTERVAL_MS;
   return {
     name: input.name,
     port: input.port,
     ...(input.place ? { place: input.place } : {}),
     ...(input.attach ? { attach: input.attach } : {}),
     budgets: input.budgets ?? DEFAULT_BUDGETS,
-    lease: {
-      intervalMs,
-      jitter: lease.jitter ?? DEFAULT_LEASE_JITTER,
-      retryMs: lease.retryMs ?? Math.min(DEFAULT_RENEW_RETRY_MS, intervalMs),
-      random: lease.random ?? Math.random,
-      timers: lease.timers ?? globalTimers,
-    },
+    lease: leaseSettings(input.lease, input.place?.idleTimeout ?? input.resume?.idleTimeout),
     now,
     onEvent: safely(input.onEvent),
     ...(input.resume ? { resume: input.resume } : {}),
@@ -263,6 +150,8 @@ function initialContext(input: WorkspaceInput): WorkspaceContext {
     createdAt: input.resume?.createdAt ?? now(),
   };
 }
+
+const errorText = (err: unknown) => (err instanceof Error ? err.message : String(err));
 
 const isLoss = (err: unknown) => err instanceof WorkspaceFailure && err.reason === "Lost";
 

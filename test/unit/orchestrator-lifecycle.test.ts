@@ -3,7 +3,6 @@
 import type { AttachBody } from "../../api/attach";
 import { WorkspaceEvent, WorkspaceView } from "../../orchestrator/api";
 import {
-  leaseDelay,
   startWorkspace,
   viewOf,
   type LeaseOptions,
@@ -471,17 +470,20 @@ describe("the lease", () => {
     }
   });
 
-  it("leaseDelay stays within its bounds for any draw", () => {
-    for (let k = 0; k < 1000; k++) {
-      const first = leaseDelay(5 * MIN, 0.2, Math.random, true);
-      expect(first).toBeGreaterThanOrEqual(4 * MIN);
-      expect(first).toBeLessThanOrEqual(6 * MIN);
-      const later = leaseDelay(5 * MIN, 0.2, Math.random);
-      expect(later).toBeGreaterThanOrEqual(5 * MIN);
-      expect(later).toBeLessThanOrEqual(6 * MIN);
-    }
-    expect(leaseDelay(5 * MIN, 0.2, () => 0.5, true)).toBe(5 * MIN);
-    expect(leaseDelay(5 * MIN, 0, () => 0)).toBe(5 * MIN);
+  it("renews a workspace asking for idleTimeout 1m every 20 s, not at the configured 5m", async () => {
+    const port = new FakePort();
+    start(port, { place: { ...PLACE, idleTimeout: "1m" } }, { intervalMs: 5 * MIN });
+    port.placeHooks!.onWritten();
+    await jest.advanceTimersByTimeAsync(2 * MIN);
+    expect(port.renewals).toEqual([1, 2, 3, 4, 5, 6].map((k) => T0 + k * 20_000));
+  });
+
+  it("renews a workspace asking for idleTimeout 168h at the configured interval", async () => {
+    const port = new FakePort();
+    start(port, { place: { ...PLACE, idleTimeout: "168h" } }, { intervalMs: 5 * MIN });
+    port.placeHooks!.onWritten();
+    await jest.advanceTimersByTimeAsync(10 * MIN);
+    expect(port.renewals).toEqual([T0 + 5 * MIN, T0 + 10 * MIN]);
   });
 
   it("keeps 1000 workspaces under 1000 / interval renewals a second on average", async () => {
@@ -719,6 +721,13 @@ describe("restore", () => {
       attach: ATTACHED.answer,
       createdAt: new Date(T0 - 60 * MIN).toISOString(),
     });
+  });
+
+  it("into ready with the Sandbox's idleTimeout 1m: renews at once, then every 20 s (the same rule)", async () => {
+    const port = new FakePort();
+    start(port, { place: undefined, resume: { at: "ready", endpoint: ENDPOINT, idleTimeout: "1m" } });
+    await jest.advanceTimersByTimeAsync(MIN);
+    expect(port.renewals).toEqual([T0, T0 + 20_000, T0 + 40_000, T0 + MIN]);
   });
 
   it("into ready, then lost at the next tick", async () => {
