@@ -5,7 +5,8 @@
 //   JR2_SIGNING_KEY_FILE       the key Harness bearers are derived from (>= 32 bytes; required)
 //   JR2_API_TOKENS_FILE        the API's bearer tokens, one a line (required)
 //   JR2_GIT_CREDENTIALS_FILE   the fence's entries (YAML list; absent: every repo url is refused)
-//   JR2_LEASE_INTERVAL         how often each workspace's keepalive is renewed (Go duration, 5m)
+//   JR2_LEASE_INTERVAL         the longest gap between a workspace's keepalives (Go duration, 5m);
+//                              a workspace renews at least every third of its idle timeout
 //   JR2_POD_BUDGET, JR2_REPO_BUDGET   provision budgets (Go durations, 120s and 25m)
 //   JR2_LOCAL_HARNESS          off (default) | process | inline: outside the cluster only, run each
 //                              Sandbox's Harness here (JR2_LOCAL_REPOS_ROOT with {node}, JR2_LOCAL_WORK_ROOT)

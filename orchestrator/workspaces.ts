@@ -107,6 +107,8 @@ export class WorkspaceRegistry implements Workspaces {
         at: sandbox.status?.phase === "Ready" ? "attaching" : "provisioning",
         ...(sandbox.status?.endpoint ? { endpoint: sandbox.status.endpoint } : {}),
         createdAt: Date.parse(String(sandbox.metadata?.creationTimestamp ?? "")) || undefined,
+        // The renewal interval follows the Sandbox's own idle timeout (orchestrator/lease.ts).
+        ...(sandbox.spec?.idleTimeout ? { idleTimeout: sandbox.spec.idleTimeout } : {}),
       };
       this.#start(name, { resume, ...(attach ? { attach } : {}) });
       n++;
