@@ -14,6 +14,7 @@ import { type Agent, startCacheAgent } from "../../dev/local-cache-agent";
 import { type LocalOrchestrator, startLocalOrchestrator } from "../../dev/local-orchestrator";
 import { useNamespace, waitFor } from "./support/cluster";
 import { gitIn } from "../support/git";
+import { ORCHESTRATOR_ENV } from "../../api/env";
 
 const ns = useNamespace("orch");
 const NODES = ["jr2-node-0", "jr2-node-1", "jr2-node-2"];
@@ -36,7 +37,7 @@ const start = () =>
     dir: join(tmp, "orchestrator"),
     credentials: [remotes, hangingUrl],
     reposRoot: join(tmp, "cache-{node}"),
-    env: { JR2_LEASE_INTERVAL: "1s" },
+    env: { [ORCHESTRATOR_ENV.leaseInterval]: "1s" },
   });
 
 async function api<T = unknown>(method: string, path: string, body?: unknown, token = orch.token) {
