@@ -218,8 +218,13 @@ kwokctl() {
     # kwokctl polls the API with kubectl; keep kubectl's cache out of ~/.kube too.
     export KUBECACHEDIR="$STATE_DIR/kubectl-cache"
     # The components kwokctl forks inherit its open fds; without this they would hold the
-    # lock (fd 9) for their whole life and every later up/down would block on it.
-    exec 9>&-
+    # lock (fd 9), or a caller's (`flock FILE npm run cluster -- up`), for their whole life and
+    # every later lock on it would block. So every fd above stderr is closed here.
+    local fd
+    for fd in /proc/$BASHPID/fd/*; do
+      fd=${fd##*/}
+      ((fd > 2)) && eval "exec ${fd}>&-" 2>/dev/null
+    done
     exec "$KWOKCTL" "$@"
   )
 }
