@@ -1,15 +1,15 @@
-// The admission capability's wiring: defaults written into Sandboxes on create, the hardened
-// context enforced on Sandboxes and on their pods, ephemeral containers kept away from the
-// credential holders. The rules are pure (sandbox.ts, pods.ts, containers.ts); this file only
+// The admission capability's wiring: defaults written into Sandboxes on create and update, the
+// hardened context enforced on Sandboxes and on their pods, a pod's Sandbox label the operator's
+// alone, ephemeral containers kept away from the credential holders. The rules are pure (sandbox.ts, pods.ts, containers.ts); this file only
 // binds them. Every failure is a denial that says what failed (onError: reject, failurePolicy
 // Fail): a thrown error never lets a request through.
 import { Capability, Log, a, type PeprValidateRequest } from "pepr";
 import { SandboxModel } from "../../api/crd";
 import { parseGoDuration } from "../../lib/duration";
-import { SANDBOX_NAME_LABEL } from "../../api/wire";
+import { DEFAULT_CACHE_ROOT, SANDBOX_NAME_LABEL } from "../../api/wire";
 import { operatorIdentity } from "./identity";
-import { ephemeralViolations, podViolations } from "./pods";
-import { DEFAULT_RULES, sandboxViolations, withDefaults, type SandboxRules } from "./sandbox";
+import { podUpdateViolations, podViolations, sandboxLabelChanged, type PodRules } from "./pods";
+import { DEFAULT_RULES, sandboxNameViolations, sandboxViolations, withDefaults, type SandboxRules } from "./sandbox";
 import { describe, type Violation } from "./violations";
 import { OPERATOR_ENV } from "../../api/env";
 
@@ -25,6 +25,9 @@ const { When } = AdmissionCapability;
 const rules: SandboxRules = {
   minIdleTimeoutMs: parseGoDuration(process.env[OPERATOR_ENV.minIdleTimeout] ?? "") ?? DEFAULT_RULES.minIdleTimeoutMs,
 };
+
+/** The cache root the pods mount, read as the Repo capability reads it (capabilities/repo). */
+const podRules: PodRules = { cacheRoot: process.env[OPERATOR_ENV.cacheRoot] ?? DEFAULT_CACHE_ROOT };
 
 const nameOf = (req: PeprValidateRequest<{ metadata?: { name?: string; namespace?: string } }>, kind: string) =>
   `${kind} ${req.Request.namespace ?? req.Raw?.metadata?.namespace ?? ""}/${req.Request.name || req.Raw?.metadata?.name || "(generated)"}`;
@@ -48,37 +51,58 @@ async function judge<T extends { metadata?: { name?: string; namespace?: string 
   }
 }
 
+// On update as on create (withDefaults is idempotent): a server-side re-apply that leaves the
+// defaulted fields out stores the same spec.
 When(SandboxModel)
-  .IsCreated()
+  .IsCreatedOrUpdated()
   .Mutate((req) => {
     // Written into the stored object, so `kubectl get sbx -o yaml` shows what the pod will get.
     if (req.Raw.spec && typeof req.Raw.spec === "object") req.Raw.spec = withDefaults(req.Raw.spec);
   });
 
+// A spec change is judged as a create is; an unchanged spec (a keepalive, a re-apply) is not judged
+// again. The name, which names the Service, only at create: it never changes.
 When(SandboxModel)
   .IsCreatedOrUpdated()
   .Validate((req) =>
-    judge(req, "Sandbox", () =>
-      sandboxViolations(
-        req.Raw.spec,
-        req.Request.operation === "UPDATE" ? ((req.OldResource as SandboxModel | undefined)?.spec ?? {}) : undefined,
-        rules,
-      ),
-    ),
+    judge(req, "Sandbox", () => {
+      const update = req.Request.operation === "UPDATE";
+      return [
+        ...(update ? [] : sandboxNameViolations(req.Raw.metadata?.name || req.Request.name)),
+        ...sandboxViolations(
+          req.Raw.spec,
+          update ? ((req.OldResource as SandboxModel | undefined)?.spec ?? {}) : undefined,
+          rules,
+        ),
+      ];
+    }),
   );
 
 When(a.Pod)
   .IsCreated()
   .WithLabel(SANDBOX_NAME_LABEL)
   .Validate((req) =>
-    judge(req, "Pod", async () => podViolations(req.Raw, req.Request.userInfo?.username, await operatorIdentity())),
+    judge(req, "Pod", async () =>
+      podViolations(req.Raw, req.Request.userInfo?.username, await operatorIdentity(), podRules),
+    ),
   );
 
+// No label filter: a filter reads the new object only, so it would miss a label added to an
+// ordinary pod (and see no removal). The rule decides: a label added, changed or removed is the
+// operator's alone; a Sandbox pod's added ephemeral containers are checked. The webhook
+// configuration's objectSelector keeps unlabelled pods away (an update matches if either the old
+// or the new object carries the label).
 When(a.Pod)
   .IsUpdated()
-  .WithLabel(SANDBOX_NAME_LABEL)
   .Validate((req) =>
-    judge(req, "Pod", () =>
-      req.Request.subResource === "ephemeralcontainers" ? ephemeralViolations(req.Raw, req.OldResource) : [],
-    ),
+    judge(req, "Pod", async () => {
+      const operator = sandboxLabelChanged(req.Raw, req.OldResource) ? await operatorIdentity() : undefined;
+      return podUpdateViolations(
+        req.Raw,
+        req.OldResource,
+        req.Request.userInfo?.username,
+        operator,
+        req.Request.subResource,
+      );
+    }),
   );

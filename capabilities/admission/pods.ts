@@ -1,24 +1,64 @@
 // Guarding the Sandbox pods themselves (pure): a pod carrying sandbox.jr2.dev/name is made by the
-// operator alone and keeps the Sandbox rules; an ephemeral container (kubectl debug) may not sit
-// beside the credential holders, mount a Secret or read one into its environment, or run privileged.
-import { CUSTODIAN, EFFECTOR, USER } from "../../api/wire";
-import { GIT_CREDENTIAL_VOLUME_PREFIX } from "../git-credentials/projection";
-import { baselineViolations, hostPortViolations, restrictedViolations } from "./containers";
-import { asArray, asObject, str, violation, type Violation } from "./violations";
+// operator alone and keeps the rules a Sandbox's pod is built to (decisions 0009 and 0016); its
+// Sandbox label is set, changed or removed by the operator alone (the Sandbox's Service selects
+// by it); an ephemeral container (kubectl debug) may not sit beside the credential holders, mount
+// a Secret or read one into its environment, or run privileged.
+import { CUSTODIAN, DEFAULT_CACHE_ROOT, EFFECTOR, SANDBOX_NAME_LABEL, USER, keyOfRepoVolume } from "../../api/wire";
+import { isGitCredentialVolume } from "../git-credentials/validate";
+import { baselineViolations, hostPortViolations, restrictedViolations, sharedControlViolations } from "./containers";
+import { repoMountViolations, volumeTypeViolations } from "./volumes";
+import { asArray, asObject, isObject, str, violation, type Violation } from "./violations";
+
+export type PodRules = {
+  /** Where the nodes keep their Repo caches (JR2_CACHE_ROOT): the one hostPath a pod may have is
+   * `<cacheRoot>/<key>`, as capabilities/repo/caches.ts builds it. */
+  cacheRoot: string;
+};
+
+export const DEFAULT_POD_RULES: PodRules = { cacheRoot: DEFAULT_CACHE_ROOT };
+
+/** The sysctls the baseline profile allows a pod to set (namespaced, and safe to share a node). */
+export const SAFE_SYSCTLS = new Set([
+  "kernel.shm_rmid_forced",
+  "net.ipv4.ip_local_port_range",
+  "net.ipv4.ip_unprivileged_port_start",
+  "net.ipv4.tcp_syncookies",
+  "net.ipv4.ping_group_range",
+  "net.ipv4.ip_local_reserved_ports",
+  "net.ipv4.tcp_keepalive_time",
+  "net.ipv4.tcp_fin_timeout",
+  "net.ipv4.tcp_keepalive_intvl",
+  "net.ipv4.tcp_keepalive_probes",
+  "net.ipv4.tcp_rmem",
+  "net.ipv4.tcp_wmem",
+]);
+
+const APPARMOR_ANNOTATION = "container.apparmor.security.beta.kubernetes.io/";
+const REPO_KEY = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+
+/** The Sandbox a pod belongs to, by its label; undefined for any other pod. */
+export const sandboxOf = (pod: unknown): string | undefined =>
+  str(asObject(asObject(asObject(pod).metadata).labels)[SANDBOX_NAME_LABEL]);
 
 /** Who made it, and whether it keeps the rules a Sandbox's pod is built to. */
-export function podViolations(pod: unknown, creator: string | undefined, operator: string | undefined): Violation[] {
+export function podViolations(
+  pod: unknown,
+  creator: string | undefined,
+  operator: string | undefined,
+  rules: PodRules = DEFAULT_POD_RULES,
+): Violation[] {
   const out: Violation[] = [];
   if (!operator || creator !== operator) {
     out.push(
       violation(
-        "metadata.labels[sandbox.jr2.dev/name]",
+        `metadata.labels[${SANDBOX_NAME_LABEL}]`,
         `only the jr2 operator creates Sandbox pods (this request is from ${JSON.stringify(creator ?? "unknown")}): ` +
           "create a Sandbox instead",
       ),
     );
   }
   const spec = asObject(asObject(pod).spec);
+  out.push(...podLevelViolations(spec), ...appArmorAnnotationViolations(pod));
   asArray(spec.containers).forEach((c, i) => {
     const path = `spec.containers[${i}]`;
     const sc = asObject(c).securityContext;
@@ -40,28 +80,148 @@ export function podViolations(pod: unknown, creator: string | undefined, operato
     );
   });
   asArray(spec.volumes).forEach((v, i) => {
-    const vol = asObject(v);
-    // The one hostPath a Sandbox pod has is the operator's own Repo cache, repo-<key>.
-    if (vol.hostPath !== undefined && !str(vol.name)?.startsWith("repo-")) {
-      out.push(violation(`spec.volumes[${i}].hostPath`, "is not allowed in a Sandbox pod"));
-    }
+    out.push(...volumeTypeViolations(v, `spec.volumes[${i}]`, true), ...hostPathViolations(v, i, rules));
   });
   for (const list of ["containers", "initContainers"] as const) {
     asArray(spec[list]).forEach((c, i) => {
+      const path = `spec.${list}[${i}]`;
+      // Read-only in every container, the user's included: nothing in a Sandbox writes (or gcs)
+      // the object store its clones borrow from.
+      out.push(...repoMountViolations(c, path, false));
       if (list === "containers" && str(asObject(c).name) === EFFECTOR) return;
       asArray(asObject(c).volumeMounts).forEach((m, j) => {
-        if (str(asObject(m).name)?.startsWith(GIT_CREDENTIAL_VOLUME_PREFIX)) {
-          out.push(
-            violation(
-              `spec.${list}[${i}].volumeMounts[${j}]`,
-              `only the "${EFFECTOR}" container mounts git credentials`,
-            ),
-          );
+        const name = str(asObject(m).name);
+        if (name !== undefined && isGitCredentialVolume(name)) {
+          out.push(violation(`${path}.volumeMounts[${j}]`, `only the "${EFFECTOR}" container mounts git credentials`));
         }
       });
     });
   }
   return out;
+}
+
+/** The pod's own fields: no host namespace, no shared process view, the pod context's baseline. */
+function podLevelViolations(spec: Record<string, unknown>): Violation[] {
+  const out: Violation[] = [];
+  for (const ns of ["hostNetwork", "hostPID", "hostIPC"] as const) {
+    if (spec[ns] === true)
+      out.push(violation(`spec.${ns}`, "must not be true: a Sandbox pod shares no host namespace"));
+  }
+  if (spec.shareProcessNamespace === true) {
+    out.push(
+      violation(
+        "spec.shareProcessNamespace",
+        "must not be true: the Harness must not see the credential holders' processes",
+      ),
+    );
+  }
+  const sc = spec.securityContext;
+  if (sc === undefined || sc === null) return out;
+  if (!isObject(sc)) return [...out, violation("spec.securityContext", "must be an object")];
+  // The jr2-owned containers inherit the pod's uid unless they state one.
+  if (sc.runAsUser === 0) {
+    out.push(violation("spec.securityContext.runAsUser", "must not be 0 (root): the jr2-owned containers inherit it"));
+  }
+  if (str(asObject(sc.seccompProfile).type) === "Unconfined") {
+    out.push(violation("spec.securityContext.seccompProfile.type", 'must not be "Unconfined"; use "RuntimeDefault"'));
+  }
+  out.push(...sharedControlViolations(sc, "spec.securityContext", true));
+  asArray(sc.sysctls).forEach((s, i) => {
+    const name = str(asObject(s).name);
+    if (name === undefined || !SAFE_SYSCTLS.has(name)) {
+      out.push(
+        violation(
+          `spec.securityContext.sysctls[${i}].name`,
+          `${JSON.stringify(name ?? null)} is outside the safe set (${[...SAFE_SYSCTLS].join(", ")}); remove it`,
+        ),
+      );
+    }
+  });
+  return out;
+}
+
+/** The legacy AppArmor annotation, per container: the runtime's default or a node's profile. */
+function appArmorAnnotationViolations(pod: unknown): Violation[] {
+  const annotations = asObject(asObject(asObject(pod).metadata).annotations);
+  return Object.entries(annotations).flatMap(([key, value]) =>
+    key.startsWith(APPARMOR_ANNOTATION) &&
+    !(value === "runtime/default" || (typeof value === "string" && value.startsWith("localhost/")))
+      ? [violation(`metadata.annotations[${key}]`, 'must be "runtime/default" or "localhost/<profile>"; remove it')]
+      : [],
+  );
+}
+
+/** The one hostPath a Sandbox pod has: a Repo cache exactly as the operator builds it, the volume
+ * `repo-<key>` at `<cacheRoot>/<key>` (DirectoryOrCreate). A name alone proves nothing. */
+function hostPathViolations(volume: unknown, i: number, rules: PodRules): Violation[] {
+  const vol = asObject(volume);
+  if (vol.hostPath === undefined) return [];
+  const name = str(vol.name);
+  const key = name === undefined ? undefined : keyOfRepoVolume(name);
+  const host = asObject(vol.hostPath);
+  const ours =
+    key !== undefined &&
+    key.length <= 58 &&
+    REPO_KEY.test(key) &&
+    host.path === `${rules.cacheRoot}/${key}` &&
+    host.type === "DirectoryOrCreate";
+  return ours
+    ? []
+    : [
+        violation(
+          `spec.volumes[${i}].hostPath`,
+          "is not allowed in a Sandbox pod: its one hostPath is a Repo cache, repo-<key> at " +
+            `${rules.cacheRoot}/<key> (DirectoryOrCreate), which the operator adds for spec.repos`,
+        ),
+      ];
+}
+
+/** Whether an update adds, changes or removes the pod's Sandbox label. */
+export const sandboxLabelChanged = (pod: unknown, oldPod: unknown) => sandboxOf(pod) !== sandboxOf(oldPod);
+
+/**
+ * The Sandbox label follows the pod from its creation: an update that adds, changes or removes it
+ * is the operator's alone (relabelled, any pod would take a Sandbox's traffic from its Service).
+ */
+export function sandboxLabelViolations(
+  pod: unknown,
+  oldPod: unknown,
+  requester: string | undefined,
+  operator: string | undefined,
+): Violation[] {
+  if (!sandboxLabelChanged(pod, oldPod) || (operator && requester === operator)) return [];
+  const [before, after] = [sandboxOf(oldPod), sandboxOf(pod)];
+  const what =
+    before === undefined
+      ? `adds it (${JSON.stringify(after)})`
+      : after === undefined
+        ? `removes it (${JSON.stringify(before)})`
+        : `changes it from ${JSON.stringify(before)} to ${JSON.stringify(after)}`;
+  return [
+    violation(
+      `metadata.labels[${SANDBOX_NAME_LABEL}]`,
+      `only the jr2 operator sets, changes or removes a pod's Sandbox label; this request from ` +
+        `${JSON.stringify(requester ?? "unknown")} ${what}: leave the label as it is`,
+    ),
+  ];
+}
+
+/**
+ * A pod update: its Sandbox label (any pod, labelled before or after), and for a Sandbox pod the
+ * ephemeral containers it adds.
+ */
+export function podUpdateViolations(
+  pod: unknown,
+  oldPod: unknown,
+  requester: string | undefined,
+  operator: string | undefined,
+  subResource?: string,
+): Violation[] {
+  const sandboxPod = sandboxOf(pod) !== undefined || sandboxOf(oldPod) !== undefined;
+  return [
+    ...sandboxLabelViolations(pod, oldPod, requester, operator),
+    ...(sandboxPod && subResource === "ephemeralcontainers" ? ephemeralViolations(pod, oldPod) : []),
+  ];
 }
 
 /** The ephemeral containers an update adds (those not in the old pod), checked. */
@@ -108,7 +268,10 @@ export function ephemeralViolations(pod: unknown, oldPod: unknown): Violation[] 
       if (asObject(e).secretRef !== undefined)
         out.push(violation(`${path}.envFrom[${j}].secretRef`, "may not read a Secret"));
     });
-    out.push(...baselineViolations(container.securityContext, `${path}.securityContext`));
+    out.push(
+      ...repoMountViolations(container, path, false),
+      ...baselineViolations(container.securityContext, `${path}.securityContext`),
+    );
   });
   return out;
 }

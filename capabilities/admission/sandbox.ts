@@ -1,12 +1,15 @@
-// The Sandbox admission rules (pure): defaults written into the stored object on create, and every
-// violation of the hardened context reported at once, each with its field path and its fix.
+// The Sandbox admission rules (pure): defaults written into the stored object on create and on
+// every update, and every violation of the hardened context reported at once, each with its field
+// path and its fix. A stated context is judged field by field: only what states something weaker
+// than the hardened context is refused, what it leaves out the defaults complete (decision 0016).
 // Reads hostile input as `unknown` and never throws.
 import { parseGoDuration } from "../../lib/duration";
-import { DEFAULT_FS_GROUP, DEFAULT_IDLE_TIMEOUT, EFFECTOR, HARNESS, RESERVED_VOLUME, USER } from "../../api/wire";
+import { DEFAULT_FS_GROUP, DEFAULT_IDLE_TIMEOUT, EFFECTOR, HARNESS, USER, keyOfRepoVolume } from "../../api/wire";
 import { hardenSpec } from "../sandbox/hardening";
 import type { SandboxSpec } from "../../api/crd";
 import { gitCredentialViolations } from "../git-credentials/validate";
-import { baselineViolations, hostPortViolations, restrictedViolations } from "./containers";
+import { baselineViolations, hostPortViolations, weakerThanRestricted } from "./containers";
+import { isOperatorVolume, repoMountViolations, volumeTypeViolations } from "./volumes";
 import { asArray, asObject, isObject, str, violation, type Violation } from "./violations";
 import { deepEqual } from "../../lib/patch";
 import { IDLE_TIMEOUT_MAX, IDLE_TIMEOUT_MAX_MS, IDLE_TIMEOUT_MIN_MS } from "../../api/crd/sources/sandbox";
@@ -15,7 +18,14 @@ import { IDLE_TIMEOUT_MAX, IDLE_TIMEOUT_MAX_MS, IDLE_TIMEOUT_MIN_MS } from "../.
 export const MAX_IDLE_TIMEOUT_MS = IDLE_TIMEOUT_MAX_MS;
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 
-/** The defaults the stored Sandbox shows: the hardened contexts, fsGroup, idleTimeout. Idempotent. */
+/** A Sandbox's name names its Service, so it must be a DNS-1035 label. */
+const DNS_1035 = /^[a-z]([-a-z0-9]*[a-z0-9])?$/;
+
+/**
+ * The defaults the stored Sandbox shows: the hardened contexts (completed field by field), Repo
+ * mounts read-only, fsGroup, idleTimeout. Idempotent, so it runs on every update as on create: a
+ * re-apply that leaves the defaulted fields out stores the same spec.
+ */
 export function withDefaults<S extends Partial<SandboxSpec>>(spec: S): S {
   return {
     ...hardenSpec(spec),
@@ -64,19 +74,41 @@ function seatsOf(spec: Record<string, unknown>): Seat[] {
   ];
 }
 
+/**
+ * The Sandbox's name, which names its Service (`<name>.<namespace>.svc`): a DNS-1035 label. Judged
+ * at create (a name never changes); the reconcile may reuse it.
+ */
+export function sandboxNameViolations(name: unknown): Violation[] {
+  const rule =
+    "a DNS-1035 label: a lower-case letter first, then lower-case letters, digits and '-', not ending in '-', " +
+    "at most 63 characters (e.g. ws-1a2b)";
+  if (typeof name !== "string" || !name) return [violation("metadata.name", `is required: ${rule}`)];
+  if (name.length > 63 || !DNS_1035.test(name)) {
+    return [violation("metadata.name", `cannot name the Sandbox's Service; choose a name that is ${rule}`)];
+  }
+  return [];
+}
+
+/**
+ * Every violation of the spec, at once. On an update (`old`, the stored spec), a spec equal to the
+ * stored one, before or after the defaults, is a re-apply and no change: nothing to judge (a
+ * keepalive must never be refused for a rule newer than its Sandbox). A changed spec is judged as
+ * a create is.
+ */
 export function sandboxViolations(input: unknown, old?: unknown, rules: SandboxRules = DEFAULT_RULES): Violation[] {
   if (!isObject(input)) return [violation("spec", "is required: a Sandbox needs at least spec.image")];
   const spec = input;
+  if (isObject(old) && (deepEqual(spec, old) || deepEqual(spec, withDefaults(old)))) return [];
   const seats = seatsOf(spec);
   return [
     ...imageViolations(spec),
     ...seats.flatMap(contextViolations),
     ...nameViolations(seats),
     ...volumeViolations(spec),
+    ...seats.flatMap((seat) => mountViolations(seat, spec)),
     ...repoViolations(spec),
     ...gitCredentialViolations(spec, seats),
     ...idleTimeoutViolations(spec, rules),
-    ...(old === undefined ? [] : immutabilityViolations(spec, old)),
   ];
 }
 
@@ -91,7 +123,7 @@ function contextViolations(seat: Seat): Violation[] {
   const path = seat.kind === "primary" ? "spec.securityContext" : `${seat.path}.securityContext`;
   const sc = seat.container.securityContext;
   const isUser = seat.kind === "sidecar" && str(seat.container.name) === USER;
-  const checks = seat.kind === "init" || isUser ? baselineViolations(sc, path) : restrictedViolations(sc, path);
+  const checks = seat.kind === "init" || isUser ? baselineViolations(sc, path) : weakerThanRestricted(sc, path);
   return [...checks, ...(seat.kind === "primary" ? [] : hostPortViolations(seat.container, seat.path))];
 }
 
@@ -117,21 +149,37 @@ function nameViolations(seats: Seat[]): Violation[] {
   return out;
 }
 
+/** Every volume of the spec: a type the restricted profile allows, and a name of its own. */
 function volumeViolations(spec: Record<string, unknown>): Violation[] {
   const out: Violation[] = [];
   asArray(spec.volumes).forEach((v, i) => {
-    const vol = asObject(v);
-    const name = str(vol.name);
-    if (vol.hostPath !== undefined) {
-      out.push(
-        violation(`spec.volumes[${i}].hostPath`, "is not allowed: a Sandbox never mounts the node's filesystem"),
-      );
-    }
-    if (name && RESERVED_VOLUME.test(name)) {
+    const path = `spec.volumes[${i}]`;
+    out.push(...volumeTypeViolations(v, path));
+    const name = str(asObject(v).name);
+    if (name && isOperatorVolume(name)) {
       out.push(
         violation(
-          `spec.volumes[${i}].name`,
-          `${JSON.stringify(name)} is reserved for the operator's own volumes (repo-*, jr2-*); rename it`,
+          `${path}.name`,
+          `${JSON.stringify(name)} is reserved for the operator's own volumes (jr2-shm, jr2-git-<n>, repo-<key>); rename it`,
+        ),
+      );
+    }
+  });
+  return out;
+}
+
+/** A seat's mounts of the operator's Repo caches: read-only, and of a Repo the spec names. */
+function mountViolations(seat: Seat, spec: Record<string, unknown>): Violation[] {
+  const keys = new Set(asArray(spec.repos).map((r) => str(asObject(r).key)));
+  const out = repoMountViolations(seat.container, seat.path, true);
+  asArray(seat.container.volumeMounts).forEach((m, i) => {
+    const name = str(asObject(m).name);
+    const key = name === undefined ? undefined : keyOfRepoVolume(name);
+    if (key !== undefined && !keys.has(key)) {
+      out.push(
+        violation(
+          `${seat.path}.volumeMounts[${i}].name`,
+          `${JSON.stringify(name)} is the cache of a Repo spec.repos does not name: add {key: ${JSON.stringify(key)}} to spec.repos or mount another volume`,
         ),
       );
     }
@@ -172,17 +220,3 @@ function idleTimeoutViolations(spec: Record<string, unknown>, rules: SandboxRule
 }
 
 const human = (ms: number) => (ms % 60_000 === 0 ? `${ms / 60_000}m` : `${ms / 1000}s`);
-
-/** A pod is created once, so its spec cannot follow a changed Sandbox: any spec change is refused. */
-function immutabilityViolations(spec: Record<string, unknown>, oldInput: unknown): Violation[] {
-  const old = asObject(oldInput);
-  const keys = [...new Set([...Object.keys(old), ...Object.keys(spec)])].sort();
-  const changed = keys.filter((k) => !deepEqual(old[k], spec[k]));
-  if (!changed.length) return [];
-  return [
-    violation(
-      changed.map((k) => `spec.${k}`).join(", "),
-      "the spec is immutable once created (its pod is created once): delete the Sandbox and create a new one",
-    ),
-  ];
-}

@@ -7,6 +7,11 @@ import { asArray, asObject, str, violation, type Violation } from "../admission/
 
 const SECRET_NAME = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 
+/** Whether a volume name is one the projection gives a credential: jr2-git-<n>, exactly. Other
+ * jr2-git-* names are the spec's own. */
+export const isGitCredentialVolume = (name: string) =>
+  name.startsWith(GIT_CREDENTIAL_VOLUME_PREFIX) && /^[0-9]+$/.test(name.slice(GIT_CREDENTIAL_VOLUME_PREFIX.length));
+
 /** A container as the spec places it: its field path and whether it is the effector. */
 type Seat = { path: string; container: Record<string, unknown>; effector: boolean };
 
@@ -25,7 +30,8 @@ export function gitCredentialViolations(spec: Record<string, unknown>, seats: Se
   // The operator's own projection volumes (jr2-git-<n>) are the effector's alone, whatever the spec says.
   for (const seat of seats.filter((s) => !s.effector)) {
     asArray(seat.container.volumeMounts).forEach((m, i) => {
-      if (str(asObject(m).name)?.startsWith(GIT_CREDENTIAL_VOLUME_PREFIX)) {
+      const name = str(asObject(m).name);
+      if (name !== undefined && isGitCredentialVolume(name)) {
         out.push(
           violation(
             `${seat.path}.volumeMounts[${i}]`,

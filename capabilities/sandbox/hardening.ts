@@ -1,11 +1,21 @@
-// The hardened container context (decision 0009): one function,
-// used by the pod builder here and by the admission mutation, so a Sandbox that bypassed admission
-// still yields a hardened pod.
+// The hardened container context (decisions 0009 and 0016): one set of functions, used by the pod
+// builder and by the admission mutation, so a Sandbox that bypassed admission still yields a
+// hardened pod.
+//
+// Field by field: a jr2-owned seat (the Harness and every sidecar but `user`) gets the hardened
+// value of each field its context says nothing about, and keeps each field it states; admission
+// refuses a stated value weaker than the hardened one. The `user` seat and init containers get no
+// context written (the user seat is what jr2 does not own; init steps pass through). Every mount
+// of a Repo cache (`repo-<key>`), in any container, is read-only: a mount that says nothing about
+// it gets `readOnly: true`.
+//
+// Reads what the mutating webhook is handed (not yet checked against the CRD schema) without
+// throwing: a value of the wrong shape is left as it is, for the validation to refuse.
 import type { Container, SecurityContext } from "../../api/crd/generated/corev1";
 import type { SandboxSpec } from "../../api/crd";
-import { USER } from "../../api/wire";
+import { USER, keyOfRepoVolume } from "../../api/wire";
 
-/** The restricted profile's defaults for a container that states no securityContext. */
+/** The restricted profile's values: what a jr2-owned seat gets for each field it leaves out. */
 export const hardenedSecurityContext = (): SecurityContext => ({
   runAsNonRoot: true,
   allowPrivilegeEscalation: false,
@@ -13,25 +23,78 @@ export const hardenedSecurityContext = (): SecurityContext => ({
   seccompProfile: { type: "RuntimeDefault" },
 });
 
-/** A container's own context, or the hardened one when it states none. */
-export const hardenedContext = (stated: SecurityContext | undefined): SecurityContext =>
-  stated ?? hardenedSecurityContext();
+type Obj = Record<string, unknown>;
+const isObject = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
+/** JSON null says nothing, as an absent key does. */
+const unstated = (v: unknown) => v === undefined || v === null;
 
-/** A sidecar with the hardened context when it states none; the `user` seat is exempt by design. */
-export function hardenSidecar(c: Container): Container {
-  if (c.name === USER || c.securityContext) return c;
-  return { ...c, securityContext: hardenedSecurityContext() };
+/**
+ * A jr2-owned seat's context: the stated one, completed field by field (runAsNonRoot,
+ * allowPrivilegeEscalation, capabilities.drop, seccompProfile.type), or the hardened one when it
+ * states none. Stated fields are kept as stated, weaker ones included: admission refuses those.
+ * Idempotent.
+ */
+export function hardenedContext(stated: SecurityContext | undefined): SecurityContext {
+  if (unstated(stated)) return hardenedSecurityContext();
+  if (!isObject(stated)) return stated as SecurityContext;
+  const out: Obj = { ...stated };
+  if (unstated(out.runAsNonRoot)) out.runAsNonRoot = true;
+  if (unstated(out.allowPrivilegeEscalation)) out.allowPrivilegeEscalation = false;
+  if (unstated(out.capabilities)) out.capabilities = { drop: ["ALL"] };
+  else if (isObject(out.capabilities) && unstated(out.capabilities.drop)) {
+    out.capabilities = { ...out.capabilities, drop: ["ALL"] };
+  }
+  if (unstated(out.seccompProfile)) out.seccompProfile = { type: "RuntimeDefault" };
+  else if (
+    isObject(out.seccompProfile) &&
+    unstated(out.seccompProfile.type) &&
+    unstated(out.seccompProfile.localhostProfile)
+  ) {
+    // An empty profile says nothing; one naming only a localhostProfile is refused, not guessed.
+    out.seccompProfile = { ...out.seccompProfile, type: "RuntimeDefault" };
+  }
+  return out as SecurityContext;
 }
+
+/** Mounts with every `repo-<key>` mount that says nothing about readOnly made read-only. */
+export function readOnlyRepoMounts<M>(mounts: M): M {
+  if (!Array.isArray(mounts)) return mounts;
+  return mounts.map((m: unknown) =>
+    isObject(m) && typeof m.name === "string" && keyOfRepoVolume(m.name) !== undefined && unstated(m.readOnly)
+      ? { ...m, readOnly: true }
+      : m,
+  ) as M;
+}
+
+const withReadOnlyRepoMounts = (c: Obj): Obj =>
+  Array.isArray(c.volumeMounts) ? { ...c, volumeMounts: readOnlyRepoMounts(c.volumeMounts) } : c;
+
+/** A sidecar hardened: its context completed (not the `user` seat's), its Repo mounts read-only. */
+export function hardenSidecar(c: Container): Container {
+  if (!isObject(c)) return c;
+  const mounted = withReadOnlyRepoMounts(c);
+  if (c.name === USER) return mounted as Container;
+  return { ...mounted, securityContext: hardenedContext(c.securityContext) } as Container;
+}
+
+/** An init container keeps its context as stated (baseline); only its Repo mounts are made read-only. */
+export const hardenInitContainer = (c: Container): Container =>
+  isObject(c) ? (withReadOnlyRepoMounts(c) as Container) : c;
+
+type Hardenable = Partial<Pick<SandboxSpec, "securityContext" | "sidecars" | "initContainers" | "volumeMounts">>;
 
 /**
  * The spec with the hardened defaults written in: the primary container's context and every
- * sidecar's but `user`'s. Init containers pass through verbatim (issue 4: no defaults written).
- * Idempotent: hardening a hardened spec changes nothing.
+ * sidecar's but `user`'s completed, and every Repo mount read-only (the Harness's, the sidecars',
+ * the init containers'). Init containers' contexts pass through as stated. Idempotent: hardening
+ * a hardened spec changes nothing.
  */
-export function hardenSpec<S extends Pick<SandboxSpec, "securityContext" | "sidecars">>(spec: S): S {
+export function hardenSpec<S extends Hardenable>(spec: S): S {
   return {
     ...spec,
     securityContext: hardenedContext(spec.securityContext),
-    ...(spec.sidecars ? { sidecars: spec.sidecars.map(hardenSidecar) } : {}),
+    ...(Array.isArray(spec.volumeMounts) ? { volumeMounts: readOnlyRepoMounts(spec.volumeMounts) } : {}),
+    ...(Array.isArray(spec.sidecars) ? { sidecars: spec.sidecars.map(hardenSidecar) } : {}),
+    ...(Array.isArray(spec.initContainers) ? { initContainers: spec.initContainers.map(hardenInitContainer) } : {}),
   };
 }

@@ -5,7 +5,7 @@ import type { Container, Probe, Volume, VolumeMount } from "../../api/crd/genera
 import type { SandboxSpec } from "../../api/crd";
 import { DEFAULT_FS_GROUP, HARNESS, HARNESS_PORT, SHM_VOLUME } from "../../api/wire";
 import { gitCredentialsProjection } from "../git-credentials/projection";
-import { hardenSidecar, hardenedContext } from "./hardening";
+import { hardenSidecar, hardenSpec, hardenedContext } from "./hardening";
 import { type SandboxRef, managedLabels, ownerReference } from "./refs";
 
 /**
@@ -52,7 +52,9 @@ export function shmVolume(spec: SandboxSpec): Volume {
 }
 
 export function buildPod(sandbox: SandboxRef & { spec: SandboxSpec }, contributions: PodContribution[] = []): kind.Pod {
-  const spec = sandbox.spec;
+  // The same field-by-field hardening as the admission mutation (decision 0016), for a Sandbox
+  // that bypassed it: contexts completed, Repo mounts read-only in every container.
+  const spec = hardenSpec(sandbox.spec);
   // The push credentials go to the effector alone (decision 0009).
   const git = gitCredentialsProjection(spec);
   const parts = git ? [git, ...contributions] : contributions;

@@ -1,8 +1,10 @@
 import {
   BASELINE_CAPABILITIES,
+  SELINUX_TYPES,
   baselineViolations,
   hostPortViolations,
   restrictedViolations,
+  weakerThanRestricted,
 } from "../../capabilities/admission/containers";
 import { hardenedSecurityContext } from "../../capabilities/sandbox/hardening";
 
@@ -204,5 +206,133 @@ describe("hostPortViolations", () => {
   it("reads a non-object container without throwing", () => {
     expect(hostPortViolations("nope", C)).toEqual([]);
     expect(hostPortViolations(null, C)).toEqual([]);
+  });
+});
+
+// Issue 11: a stated context is judged field by field; only what states something weaker than
+// the hardened context is refused (the defaults complete the rest).
+describe("weakerThanRestricted", () => {
+  const S = "spec.sidecars[0].securityContext";
+
+  it.each([
+    ["an absent context", undefined],
+    ["a null context", null],
+    ["an empty context", {}],
+    ["the hardened context", hardenedSecurityContext()],
+    // The seeds' Custodian: non-root, read-only root filesystem, no capabilities, nothing else.
+    [
+      "the seeds' Custodian context",
+      { runAsNonRoot: true, readOnlyRootFilesystem: true, capabilities: { drop: ["ALL"] } },
+    ],
+    ["a context stating only a uid", { runAsUser: 1000 }],
+    ["an empty capabilities object", { capabilities: {} }],
+    ["an empty seccompProfile", { seccompProfile: {} }],
+    [
+      "a Localhost seccomp profile inside the root",
+      { seccompProfile: { type: "Localhost", localhostProfile: "jr2/harness.json" } },
+    ],
+    ["AppArmor RuntimeDefault", { appArmorProfile: { type: "RuntimeDefault" } }],
+    ["AppArmor Localhost", { appArmorProfile: { type: "Localhost", localhostProfile: "jr2-harness" } }],
+    ["SELinux container_t with a level", { seLinuxOptions: { type: "container_t", level: "s0:c1,c2" } }],
+    ["SELinux container_init_t", { seLinuxOptions: { type: "container_init_t" } }],
+    ["SELinux container_kvm_t", { seLinuxOptions: { type: "container_kvm_t" } }],
+    ["procMount Default", { procMount: "Default" }],
+    ["null fields", { runAsNonRoot: null, allowPrivilegeEscalation: null, capabilities: null, seccompProfile: null }],
+  ])("admits %s", (_what, sc) => {
+    expect(weakerThanRestricted(sc, S)).toEqual([]);
+  });
+
+  it.each([
+    ["privileged", { privileged: true }, `${S}.privileged`],
+    ["escalation allowed", { allowPrivilegeEscalation: true }, `${S}.allowPrivilegeEscalation`],
+    ["runAsNonRoot false", { runAsNonRoot: false }, `${S}.runAsNonRoot`],
+    ["runAsUser 0", { runAsUser: 0 }, `${S}.runAsUser`],
+    ["an added capability", { capabilities: { add: ["NET_BIND_SERVICE"] } }, `${S}.capabilities.add`],
+    ["a drop list without ALL", { capabilities: { drop: ["NET_RAW"] } }, `${S}.capabilities.drop`],
+    ["an empty drop list", { capabilities: { drop: [] } }, `${S}.capabilities.drop`],
+    ["seccomp Unconfined", { seccompProfile: { type: "Unconfined" } }, `${S}.seccompProfile.type`],
+    ["an unknown seccomp type", { seccompProfile: { type: "Whatever" } }, `${S}.seccompProfile.type`],
+    [
+      "a localhostProfile without a type",
+      { seccompProfile: { localhostProfile: "p.json" } },
+      `${S}.seccompProfile.type`,
+    ],
+    [
+      "a Localhost seccomp profile climbing with ..",
+      { seccompProfile: { type: "Localhost", localhostProfile: "../../etc/unconfined.json" } },
+      `${S}.seccompProfile.localhostProfile`,
+    ],
+    [
+      "a Localhost seccomp profile at an absolute path",
+      { seccompProfile: { type: "Localhost", localhostProfile: "/etc/unconfined.json" } },
+      `${S}.seccompProfile.localhostProfile`,
+    ],
+    ["AppArmor Unconfined", { appArmorProfile: { type: "Unconfined" } }, `${S}.appArmorProfile.type`],
+    ["an unknown AppArmor type", { appArmorProfile: { type: "none" } }, `${S}.appArmorProfile.type`],
+    ["SELinux spc_t", { seLinuxOptions: { type: "spc_t" } }, `${S}.seLinuxOptions.type`],
+    ["a custom SELinux user", { seLinuxOptions: { user: "system_u" } }, `${S}.seLinuxOptions.user`],
+    ["a custom SELinux role", { seLinuxOptions: { role: "system_r" } }, `${S}.seLinuxOptions.role`],
+    ["procMount Unmasked", { procMount: "Unmasked" }, `${S}.procMount`],
+    ["a Windows host process", { windowsOptions: { hostProcess: true } }, `${S}.windowsOptions.hostProcess`],
+    ["capabilities that are not an object", { capabilities: "ALL" }, `${S}.capabilities`],
+  ])("refuses %s, at its field", (_what, sc, path) => {
+    const vs = weakerThanRestricted(sc, S);
+    expect(paths(vs)).toEqual([path]);
+    expect(vs[0].message.length).toBeGreaterThan(10);
+  });
+
+  it("refuses a context that is not an object", () => {
+    expect(weakerThanRestricted("root", S)).toEqual([{ path: S, message: "must be an object" }]);
+  });
+
+  it("keeps the messages the restricted check gives for the same field", () => {
+    expect(weakerThanRestricted({ allowPrivilegeEscalation: true }, S)).toEqual(
+      restrictedViolations(restricted({ allowPrivilegeEscalation: true }), S),
+    );
+  });
+
+  it("reports every weaker field at once", () => {
+    const vs = weakerThanRestricted(
+      { privileged: true, runAsUser: 0, allowPrivilegeEscalation: true, seLinuxOptions: { type: "spc_t" } },
+      S,
+    );
+    expect(paths(vs).sort()).toEqual(
+      [`${S}.allowPrivilegeEscalation`, `${S}.privileged`, `${S}.runAsUser`, `${S}.seLinuxOptions.type`].sort(),
+    );
+  });
+});
+
+describe("AppArmor, SELinux and seccomp files in both profiles", () => {
+  const B = "spec.initContainers[0].securityContext";
+
+  it.each([
+    [{ appArmorProfile: { type: "Unconfined" } }, `${B}.appArmorProfile.type`],
+    [{ seLinuxOptions: { type: "spc_t" } }, `${B}.seLinuxOptions.type`],
+    [{ seLinuxOptions: { type: "unconfined_t" } }, `${B}.seLinuxOptions.type`],
+    [{ seLinuxOptions: { user: "root" } }, `${B}.seLinuxOptions.user`],
+    [{ seLinuxOptions: { role: "sysadm_r" } }, `${B}.seLinuxOptions.role`],
+    [{ seccompProfile: { type: "Localhost", localhostProfile: "a/../../b" } }, `${B}.seccompProfile.localhostProfile`],
+  ])("the baseline refuses %j", (sc, path) => {
+    expect(paths(baselineViolations(sc, B))).toEqual([path]);
+  });
+
+  it.each([
+    { appArmorProfile: { type: "RuntimeDefault" } },
+    { appArmorProfile: { type: "Localhost", localhostProfile: "k8s-nginx" } },
+    { seLinuxOptions: { type: "container_t", level: "s0:c123,c456" } },
+    { seLinuxOptions: { type: "", user: "", role: "" } },
+    { seccompProfile: { type: "Localhost", localhostProfile: "profiles/audit.json" } },
+    { seccompProfile: { type: "RuntimeDefault" } },
+  ])("the baseline admits %j", (sc) => {
+    expect(baselineViolations(sc, B)).toEqual([]);
+  });
+
+  it("the restricted check refuses AppArmor Unconfined and SELinux spc_t on a complete context", () => {
+    const sc = restricted({ appArmorProfile: { type: "Unconfined" }, seLinuxOptions: { type: "spc_t" } });
+    expect(paths(restrictedViolations(sc, P))).toEqual([`${P}.appArmorProfile.type`, `${P}.seLinuxOptions.type`]);
+  });
+
+  it("lists the three confined container types", () => {
+    expect([...SELINUX_TYPES].sort()).toEqual(["container_init_t", "container_kvm_t", "container_t"]);
   });
 });

@@ -1,4 +1,13 @@
-import { ephemeralViolations, podViolations } from "../../capabilities/admission/pods";
+import {
+  SAFE_SYSCTLS,
+  ephemeralViolations,
+  podUpdateViolations,
+  podViolations,
+  sandboxLabelChanged,
+  sandboxLabelViolations,
+} from "../../capabilities/admission/pods";
+import { DEFAULT_CACHE_ROOT } from "../../api/wire";
+import { repoCachesContribution } from "../../capabilities/repo/caches";
 import { withDefaults } from "../../capabilities/admission/sandbox";
 import type { Violation } from "../../capabilities/admission/violations";
 import type { SandboxSpec } from "../../api/crd";
@@ -135,10 +144,15 @@ describe("podViolations: the rules a Sandbox pod keeps", () => {
     expect(paths(vs)).toEqual(["spec.volumes[0].hostPath"]);
   });
 
+  // Issue 11: the repo- prefix alone no longer admits a hostPath; only the volume exactly as
+  // capabilities/repo/caches.ts builds it does (<cache root>/<key>, DirectoryOrCreate).
   it("admits the operator's repo-<key> hostPath volume", () => {
     expect(
       podViolations(
-        pod({ containers: [], volumes: [{ name: "repo-app", hostPath: { path: "/var/cache/app" } }] }),
+        pod({
+          containers: [],
+          volumes: [{ name: "repo-app", hostPath: { path: "/var/lib/jr2/repos/app", type: "DirectoryOrCreate" } }],
+        }),
         OPERATOR,
         OPERATOR,
       ),
@@ -267,5 +281,233 @@ describe("ephemeralViolations", () => {
   it("reads hostile input without throwing", () => {
     expect(ephemeralViolations(undefined, undefined)).toEqual([]);
     expect(ephemeralViolations({ spec: { ephemeralContainers: [null, 3] } }, "x")).toEqual([]);
+  });
+});
+
+// Issue 11: the pod guard judges the whole pod by the rules a Sandbox pod is built to.
+describe("podViolations: the one hostPath is the Repo cache exactly as the operator builds it", () => {
+  const ok = { path: "/var/lib/jr2/repos/app", type: "DirectoryOrCreate" };
+  const withVolume = (volume: Obj) => pod({ containers: [], volumes: [volume] });
+
+  it.each([
+    ["repo-root at /", { name: "repo-root", hostPath: { path: "/" } }],
+    [
+      "repo-root at / as the operator types it",
+      { name: "repo-root", hostPath: { path: "/", type: "DirectoryOrCreate" } },
+    ],
+    ["repo-app at another key's path", { name: "repo-app", hostPath: { ...ok, path: "/var/lib/jr2/repos/lib" } }],
+    ["repo-app at the cache root itself", { name: "repo-app", hostPath: { ...ok, path: "/var/lib/jr2/repos" } }],
+    ["repo-app of another type", { name: "repo-app", hostPath: { ...ok, type: "Socket" } }],
+    ["repo-app of no type", { name: "repo-app", hostPath: { path: ok.path } }],
+    [
+      "repo-.. climbing out",
+      { name: "repo-..", hostPath: { path: "/var/lib/jr2/repos/..", type: "DirectoryOrCreate" } },
+    ],
+    ["a volume not named repo-*", { name: "node", hostPath: ok }],
+  ])("refuses %s", (_what, volume) => {
+    const vs = podViolations(withVolume(volume), OPERATOR, OPERATOR);
+    expect(paths(vs)).toEqual(["spec.volumes[0].hostPath"]);
+  });
+
+  it("reads the cache root from the rules (JR2_CACHE_ROOT)", () => {
+    const volume = { name: "repo-app", hostPath: { path: "/srv/caches/app", type: "DirectoryOrCreate" } };
+    expect(podViolations(withVolume(volume), OPERATOR, OPERATOR, { cacheRoot: "/srv/caches" })).toEqual([]);
+    expect(paths(podViolations(withVolume(volume), OPERATOR, OPERATOR))).toEqual(["spec.volumes[0].hostPath"]);
+  });
+
+  it("accepts the pod buildPod makes with the Repo caches contribution, at any cache root", () => {
+    const spec = withDefaults({ image: "h:1", idleTimeout: "30m", repos: [{ key: "app", url: "https://x/app.git" }] });
+    const sbx = { metadata: { name: "sb", namespace: "team-a", uid: "u-1" }, spec };
+    for (const cacheRoot of [DEFAULT_CACHE_ROOT, "/srv/caches"]) {
+      const p = buildPod(sbx, [repoCachesContribution(spec, () => undefined, cacheRoot)!]);
+      expect(podViolations(p, OPERATOR, OPERATOR, { cacheRoot })).toEqual([]);
+    }
+  });
+});
+
+describe("podViolations: the pod's own fields", () => {
+  it.each([["hostNetwork"], ["hostPID"], ["hostIPC"]])("refuses %s", (ns) => {
+    expect(paths(podViolations(pod({ containers: [], [ns]: true }), OPERATOR, OPERATOR))).toEqual([`spec.${ns}`]);
+  });
+
+  it("refuses a shared process namespace", () => {
+    expect(paths(podViolations(pod({ containers: [], shareProcessNamespace: true }), OPERATOR, OPERATOR))).toEqual([
+      "spec.shareProcessNamespace",
+    ]);
+  });
+
+  it.each([
+    [{ seccompProfile: { type: "Unconfined" } }, "spec.securityContext.seccompProfile.type"],
+    [{ appArmorProfile: { type: "Unconfined" } }, "spec.securityContext.appArmorProfile.type"],
+    [{ seLinuxOptions: { type: "spc_t" } }, "spec.securityContext.seLinuxOptions.type"],
+    [{ windowsOptions: { hostProcess: true } }, "spec.securityContext.windowsOptions.hostProcess"],
+    [{ runAsUser: 0 }, "spec.securityContext.runAsUser"],
+    [{ sysctls: [{ name: "kernel.msgmax", value: "1" }] }, "spec.securityContext.sysctls[0].name"],
+    [{ sysctls: [{ name: "net.core.somaxconn", value: "1" }] }, "spec.securityContext.sysctls[0].name"],
+  ])("refuses a pod context stating %j", (securityContext, path) => {
+    expect(paths(podViolations(pod({ containers: [], securityContext }), OPERATOR, OPERATOR))).toEqual([path]);
+  });
+
+  it("admits the safe sysctls and the builder's fsGroup", () => {
+    const sysctls = [...SAFE_SYSCTLS].map((name) => ({ name, value: "1" }));
+    expect(
+      podViolations(pod({ containers: [], securityContext: { fsGroup: 2000, sysctls } }), OPERATOR, OPERATOR),
+    ).toEqual([]);
+  });
+
+  it("refuses the legacy AppArmor annotation unconfined, admits runtime/default and localhost/*", () => {
+    const annotated = (value: string) => ({
+      ...pod({ containers: [] }),
+      metadata: { name: "sb", annotations: { "container.apparmor.security.beta.kubernetes.io/harness": value } },
+    });
+    expect(paths(podViolations(annotated("unconfined"), OPERATOR, OPERATOR))).toEqual([
+      "metadata.annotations[container.apparmor.security.beta.kubernetes.io/harness]",
+    ]);
+    expect(podViolations(annotated("runtime/default"), OPERATOR, OPERATOR)).toEqual([]);
+    expect(podViolations(annotated("localhost/k8s-harness"), OPERATOR, OPERATOR)).toEqual([]);
+  });
+});
+
+describe("podViolations: volume types and mounts", () => {
+  it("refuses the service account token volume the API server adds when the token is mounted", () => {
+    const kubeApiAccess = {
+      name: "kube-api-access-x1y2z",
+      projected: {
+        sources: [
+          { serviceAccountToken: { expirationSeconds: 3607, path: "token" } },
+          { configMap: { name: "kube-root-ca.crt", items: [{ key: "ca.crt", path: "ca.crt" }] } },
+          { downwardAPI: { items: [{ path: "namespace", fieldRef: { fieldPath: "metadata.namespace" } }] } },
+        ],
+      },
+    };
+    expect(paths(podViolations(pod({ containers: [], volumes: [kubeApiAccess] }), OPERATOR, OPERATOR))).toEqual([
+      "spec.volumes[0].projected.sources[0].serviceAccountToken",
+    ]);
+  });
+
+  it.each([
+    ["nfs", { server: "x", path: "/" }],
+    ["gitRepo", { repository: "r" }],
+    ["iscsi", { iqn: "i" }],
+  ])("refuses a %s volume", (type, source) => {
+    expect(
+      paths(podViolations(pod({ containers: [], volumes: [{ name: "v", [type]: source }] }), OPERATOR, OPERATOR)),
+    ).toEqual([`spec.volumes[0].${type}`]);
+  });
+
+  const ok = {
+    runAsNonRoot: true,
+    allowPrivilegeEscalation: false,
+    capabilities: { drop: ["ALL"] },
+    seccompProfile: { type: "RuntimeDefault" },
+  };
+  const repo = (over: Obj = {}) => ({ name: "repo-app", mountPath: "/repos/app", ...over });
+
+  it.each([
+    [
+      "the harness",
+      { containers: [{ name: "harness", securityContext: ok, volumeMounts: [repo()] }] },
+      "spec.containers[0]",
+    ],
+    [
+      "the user seat",
+      { containers: [{ name: "user", volumeMounts: [repo({ readOnly: false })] }] },
+      "spec.containers[0]",
+    ],
+    [
+      "an init container",
+      { containers: [], initContainers: [{ name: "i", volumeMounts: [repo()] }] },
+      "spec.initContainers[0]",
+    ],
+  ])("refuses a read-write Repo mount in %s", (_who, spec, at) => {
+    expect(paths(podViolations(pod(spec), OPERATOR, OPERATOR))).toEqual([`${at}.volumeMounts[0].readOnly`]);
+  });
+
+  it("admits read-only Repo mounts in any container", () => {
+    const spec = {
+      containers: [
+        { name: "harness", securityContext: ok, volumeMounts: [repo({ readOnly: true })] },
+        { name: "user", volumeMounts: [repo({ readOnly: true })] },
+      ],
+      initContainers: [{ name: "i", volumeMounts: [repo({ readOnly: true })] }],
+    };
+    expect(podViolations(pod(spec), OPERATOR, OPERATOR)).toEqual([]);
+  });
+
+  it("refuses an ephemeral container's read-write Repo mount", () => {
+    const p = { spec: { containers: [], ephemeralContainers: [{ name: "dbg", volumeMounts: [repo()] }] } };
+    expect(paths(ephemeralViolations(p, { spec: { containers: [] } }))).toEqual([
+      "spec.ephemeralContainers[0].volumeMounts[0].readOnly",
+    ]);
+  });
+
+  it("lets a non-effector container mount a jr2-git-* volume the operator did not define", () => {
+    const spec = {
+      containers: [{ name: "custodian", securityContext: ok, volumeMounts: [{ name: "jr2-git-ca", mountPath: "/c" }] }],
+    };
+    expect(podViolations(pod(spec), OPERATOR, OPERATOR)).toEqual([]);
+  });
+});
+
+// Issue 11: relabelled, an ordinary pod would take a Sandbox's traffic from its Service.
+describe("sandboxLabelViolations and podUpdateViolations", () => {
+  const labelled = (name?: string, extra: Obj = {}) => ({
+    metadata: { name: "p", labels: { app: "x", ...(name === undefined ? {} : { "sandbox.jr2.dev/name": name }) } },
+    spec: { containers: [{ name: "c", image: "c:1" }], ...extra },
+  });
+  const LABEL = "metadata.labels[sandbox.jr2.dev/name]";
+
+  it.each([
+    ["adds it to an ordinary pod", labelled(), labelled("victim"), "adds it"],
+    ["changes it", labelled("a"), labelled("b"), 'changes it from "a" to "b"'],
+    ["removes it", labelled("a"), labelled(), "removes it"],
+  ])("refuses a non-operator update that %s", (_what, before, after, words) => {
+    const vs = podUpdateViolations(after, before, "alice", OPERATOR);
+    expect(paths(vs)).toEqual([LABEL]);
+    expect(vs[0].message).toContain(words);
+    expect(vs[0].message).toContain('"alice"');
+  });
+
+  it("lets the operator set, change or remove it", () => {
+    expect(sandboxLabelViolations(labelled("victim"), labelled(), OPERATOR, OPERATOR)).toEqual([]);
+    expect(sandboxLabelViolations(labelled("b"), labelled("a"), OPERATOR, OPERATOR)).toEqual([]);
+    expect(sandboxLabelViolations(labelled(), labelled("a"), OPERATOR, OPERATOR)).toEqual([]);
+  });
+
+  it("refuses a change when the operator's identity is unknown", () => {
+    expect(paths(sandboxLabelViolations(labelled("b"), labelled("a"), undefined, undefined))).toEqual([LABEL]);
+    expect(paths(sandboxLabelViolations(labelled("b"), labelled("a"), "", ""))).toEqual([LABEL]);
+  });
+
+  it("lets anyone make an update that leaves the label as it is", () => {
+    expect(podUpdateViolations(labelled("a", { activeDeadlineSeconds: 5 }), labelled("a"), "alice", undefined)).toEqual(
+      [],
+    );
+    expect(
+      podUpdateViolations(labelled(undefined, { activeDeadlineSeconds: 5 }), labelled(), "alice", undefined),
+    ).toEqual([]);
+  });
+
+  it("says whether the label changed", () => {
+    expect(sandboxLabelChanged(labelled("a"), labelled("a"))).toBe(false);
+    expect(sandboxLabelChanged(labelled("a"), labelled())).toBe(true);
+    expect(sandboxLabelChanged(labelled(), labelled("a"))).toBe(true);
+    expect(sandboxLabelChanged(null, undefined)).toBe(false);
+  });
+
+  it("checks the ephemeral containers a Sandbox pod gains, and no other pod's", () => {
+    const dbg = { ephemeralContainers: [{ name: "dbg", targetContainerName: "custodian" }] };
+    expect(
+      paths(podUpdateViolations(labelled("a", dbg), labelled("a"), "alice", undefined, "ephemeralcontainers")),
+    ).toEqual(["spec.ephemeralContainers[0].targetContainerName"]);
+    expect(
+      podUpdateViolations(labelled(undefined, dbg), labelled(), "alice", undefined, "ephemeralcontainers"),
+    ).toEqual([]);
+    expect(podUpdateViolations(labelled("a", dbg), labelled("a"), "alice", undefined)).toEqual([]);
+  });
+
+  it("reads hostile input without throwing", () => {
+    expect(podUpdateViolations(null, 3, undefined, undefined, "x")).toEqual([]);
+    expect(() => podUpdateViolations({ metadata: { labels: "x" } }, { metadata: null }, "a", "b")).not.toThrow();
   });
 });

@@ -1,4 +1,4 @@
-import { sandboxViolations, withDefaults } from "../../capabilities/admission/sandbox";
+import { sandboxNameViolations, sandboxViolations, withDefaults } from "../../capabilities/admission/sandbox";
 import type { Violation } from "../../capabilities/admission/violations";
 import { hardenedSecurityContext } from "../../capabilities/sandbox/hardening";
 
@@ -107,9 +107,20 @@ describe("sandboxViolations: jr2-owned seats meet the restricted profile", () =>
     expect(paths(sandboxViolations(s))).toEqual(["spec.sidecars[0].securityContext.seccompProfile.type"]);
   });
 
-  it("refuses a sidecar context that does not drop ALL", () => {
+  // Issue 11: a context that leaves capabilities.drop out is completed, not refused; one that
+  // states a drop list without "ALL" states something weaker and is refused.
+  it("admits a sidecar context that leaves capabilities.drop out (the defaults write ALL)", () => {
     const s = spec({
       sidecars: [{ name: "effector", image: "e:1", securityContext: { ...RESTRICTED(), capabilities: {} } }],
+    });
+    expect(sandboxViolations(s)).toEqual([]);
+  });
+
+  it("refuses a sidecar context that states a drop list without ALL", () => {
+    const s = spec({
+      sidecars: [
+        { name: "effector", image: "e:1", securityContext: { ...RESTRICTED(), capabilities: { drop: ["NET_RAW"] } } },
+      ],
     });
     expect(paths(sandboxViolations(s))).toEqual(["spec.sidecars[0].securityContext.capabilities.drop"]);
   });
@@ -202,9 +213,20 @@ describe("sandboxViolations: volumes", () => {
     expect(paths(vs)).toEqual(["spec.volumes[1].hostPath"]);
   });
 
-  it.each(["repo-app", "jr2-shm", "jr2-git-0", "jr2-anything"])("refuses the reserved volume name %s", (name) => {
-    expect(paths(sandboxViolations(spec({ volumes: [{ name, emptyDir: {} }] })))).toEqual(["spec.volumes[0].name"]);
-  });
+  // Issue 11: only the names the operator defines are reserved (jr2-anything no longer is).
+  it.each(["repo-app", "repo-x", "jr2-shm", "jr2-git-0", "jr2-git-12"])(
+    "refuses the reserved volume name %s",
+    (name) => {
+      expect(paths(sandboxViolations(spec({ volumes: [{ name, emptyDir: {} }] })))).toEqual(["spec.volumes[0].name"]);
+    },
+  );
+
+  it.each(["jr2-anything", "jr2-ca", "jr2-git-x", "jr2-shm-2", "jr2-gits-0"])(
+    "admits the jr2- name %s, which the operator does not define",
+    (name) => {
+      expect(sandboxViolations(spec({ volumes: [{ name, emptyDir: {} }] }))).toEqual([]);
+    },
+  );
 
   it("admits names that only contain a reserved prefix later on", () => {
     expect(
@@ -435,6 +457,8 @@ describe("sandboxViolations: idleTimeout", () => {
   });
 });
 
+// Issue 11: the spec is no longer immutable. An unchanged spec is a re-apply (not judged again); a
+// changed one is judged as a create is, and accepted when it keeps the rules.
 describe("sandboxViolations: update", () => {
   const stored = () => withDefaults(spec({ env: [{ name: "A", value: "1" }] }));
 
@@ -446,34 +470,48 @@ describe("sandboxViolations: update", () => {
     expect(sandboxViolations({ ...stored(), shmSize: undefined }, stored())).toEqual([]);
   });
 
-  it("refuses a change of image and env in one violation naming both fields", () => {
-    const vs = sandboxViolations({ ...stored(), image: "harness:2", env: [] }, stored());
-    expect(vs).toHaveLength(1);
-    expect(vs[0].path.split(", ").sort()).toEqual(["spec.env", "spec.image"]);
-    expect(vs[0].message).toContain("delete the Sandbox and create a new one");
+  it("accepts a change of image and env", () => {
+    expect(sandboxViolations({ ...stored(), image: "harness:2", env: [] }, stored())).toEqual([]);
   });
 
-  it("refuses a removed field, naming it", () => {
+  it("accepts a removed field", () => {
     const { env: _env, ...without } = stored();
-    const vs = sandboxViolations(without, stored());
-    expect(paths(vs)).toEqual(["spec.env"]);
+    expect(sandboxViolations(without, stored())).toEqual([]);
   });
 
-  it("refuses an added field, naming it", () => {
-    const vs = sandboxViolations({ ...stored(), shmSize: "1Gi" }, stored());
-    expect(paths(vs)).toEqual(["spec.shmSize"]);
+  it("accepts an added field", () => {
+    expect(sandboxViolations({ ...stored(), shmSize: "1Gi" }, stored())).toEqual([]);
   });
 
-  it("refuses a nested change, naming the top-level field", () => {
+  it("accepts a nested change", () => {
     const old = withDefaults(spec({ sidecars: [{ name: "c", image: "c:1" }] }));
     const next = withDefaults(spec({ sidecars: [{ name: "c", image: "c:2" }] }));
-    expect(paths(sandboxViolations(next, old))).toEqual(["spec.sidecars"]);
+    expect(sandboxViolations(next, old)).toEqual([]);
   });
 
-  it("reports the other rules alongside the immutability refusal", () => {
+  it("judges a changed spec as a create, with no word of immutability", () => {
     const vs = sandboxViolations({ ...stored(), image: "" }, stored());
-    expect(paths(vs)).toEqual(["spec.image", "spec.image"]);
-    expect(at(vs, "spec.image").some((v) => v.message.includes("immutable"))).toBe(true);
+    expect(paths(vs)).toEqual(["spec.image"]);
+    expect(at(vs, "spec.image").some((v) => v.message.includes("immutable"))).toBe(false);
+  });
+
+  it("refuses a change that weakens a context, as a create would", () => {
+    const next = { ...stored(), securityContext: { ...RESTRICTED(), allowPrivilegeEscalation: true } };
+    expect(paths(sandboxViolations(next, stored()))).toEqual(["spec.securityContext.allowPrivilegeEscalation"]);
+  });
+
+  it("does not judge again a stored spec left unchanged (a keepalive), even one today's rules refuse", () => {
+    const legacy = { ...stored(), volumes: [{ name: "n", nfs: { server: "x", path: "/" } }] };
+    expect(paths(sandboxViolations(legacy))).toEqual(["spec.volumes[0].nfs"]);
+    expect(sandboxViolations(legacy, legacy)).toEqual([]);
+  });
+
+  it("treats a re-apply that left the defaulted fields out as no change", () => {
+    const applied = spec({ env: [{ name: "A", value: "1" }], sidecars: [{ name: "custodian", image: "c:1" }] });
+    const storedSpec = withDefaults(applied);
+    // The mutation runs first on the update too, so the validation sees the defaults again.
+    expect(withDefaults(applied)).toEqual(storedSpec);
+    expect(sandboxViolations(withDefaults(applied), storedSpec)).toEqual([]);
   });
 });
 
@@ -509,7 +547,8 @@ describe("withDefaults", () => {
     expect(d.sidecars[2].securityContext).toEqual(hardenedSecurityContext());
   });
 
-  it("keeps stated contexts verbatim", () => {
+  // Issue 11: a stated context is completed field by field, keeping every field it states.
+  it("completes stated contexts field by field, keeping what they state", () => {
     const primary = { runAsUser: 1234, runAsNonRoot: true };
     const side = { runAsUser: 7 };
     const d = withDefaults(
@@ -518,8 +557,8 @@ describe("withDefaults", () => {
       securityContext: unknown;
       sidecars: Spec[];
     };
-    expect(d.securityContext).toEqual({ runAsUser: 1234, runAsNonRoot: true });
-    expect(d.sidecars[0].securityContext).toEqual({ runAsUser: 7 });
+    expect(d.securityContext).toEqual({ ...hardenedSecurityContext(), runAsUser: 1234, runAsNonRoot: true });
+    expect(d.sidecars[0].securityContext).toEqual({ ...hardenedSecurityContext(), runAsUser: 7 });
   });
 
   it("writes nothing into init containers", () => {
@@ -553,5 +592,211 @@ describe("withDefaults", () => {
 
   it("yields a spec the validator admits from a minimal one", () => {
     expect(sandboxViolations(withDefaults(spec({ sidecars: [{ name: "custodian", image: "c:1" }] })))).toEqual([]);
+  });
+});
+
+// Issue 11: field-level hardening. A stated context that is hardened in substance but not in every
+// field is completed, not refused.
+describe("sandboxViolations: stated contexts, field by field", () => {
+  const custodianCtx = { runAsNonRoot: true, readOnlyRootFilesystem: true, capabilities: { drop: ["ALL"] } };
+
+  it("admits the seeds' Custodian context and completes it", () => {
+    const s = spec({ sidecars: [{ name: "custodian", image: "c:1", securityContext: custodianCtx }] });
+    expect(sandboxViolations(s)).toEqual([]);
+    const d = withDefaults(s) as { sidecars: Spec[] };
+    expect(d.sidecars[0].securityContext).toEqual({
+      ...custodianCtx,
+      allowPrivilegeEscalation: false,
+      seccompProfile: { type: "RuntimeDefault" },
+    });
+  });
+
+  it.each([
+    ["the primary", (sc: Spec) => spec({ securityContext: sc }), "spec.securityContext"],
+    [
+      "a sidecar",
+      (sc: Spec) => spec({ sidecars: [{ name: "x", image: "x:1", securityContext: sc }] }),
+      "spec.sidecars[0].securityContext",
+    ],
+  ])("admits %s stating only a uid, and completes it", (_seat, make, _path) => {
+    const s = make({ runAsUser: 1000 });
+    expect(sandboxViolations(s)).toEqual([]);
+    expect(sandboxViolations(withDefaults(s))).toEqual([]);
+  });
+
+  it.each([
+    [{ seLinuxOptions: { type: "spc_t" } }, "spec.securityContext.seLinuxOptions.type"],
+    [{ appArmorProfile: { type: "Unconfined" } }, "spec.securityContext.appArmorProfile.type"],
+    [
+      { seccompProfile: { type: "Localhost", localhostProfile: "../x.json" } },
+      "spec.securityContext.seccompProfile.localhostProfile",
+    ],
+    [{ runAsNonRoot: false }, "spec.securityContext.runAsNonRoot"],
+    [{ capabilities: { add: ["CHOWN"] } }, "spec.securityContext.capabilities.add"],
+  ])("refuses the primary stating %j", (sc, path) => {
+    expect(paths(sandboxViolations(spec({ securityContext: sc })))).toEqual([path]);
+  });
+
+  it("leaves the user seat's context as stated and judges it by the baseline", () => {
+    const user = { name: "user", image: "u:1", securityContext: { runAsUser: 0, allowPrivilegeEscalation: true } };
+    const s = spec({ sidecars: [user] });
+    expect(sandboxViolations(s)).toEqual([]);
+    expect((withDefaults(s) as { sidecars: Spec[] }).sidecars[0]).toEqual(user);
+  });
+
+  it.each([
+    [{ appArmorProfile: { type: "Unconfined" } }, "spec.sidecars[0].securityContext.appArmorProfile.type"],
+    [{ seLinuxOptions: { type: "spc_t" } }, "spec.sidecars[0].securityContext.seLinuxOptions.type"],
+    [
+      { seccompProfile: { type: "Localhost", localhostProfile: "/etc/x" } },
+      "spec.sidecars[0].securityContext.seccompProfile.localhostProfile",
+    ],
+    [{ procMount: "Unmasked" }, "spec.sidecars[0].securityContext.procMount"],
+  ])("refuses the user seat stating %j (baseline)", (sc, path) => {
+    expect(paths(sandboxViolations(spec({ sidecars: [{ name: "user", image: "u:1", securityContext: sc }] })))).toEqual(
+      [path],
+    );
+  });
+
+  it("refuses an init container with SELinux spc_t (baseline)", () => {
+    const s = spec({
+      initContainers: [{ name: "i", image: "i:1", securityContext: { seLinuxOptions: { type: "spc_t" } } }],
+    });
+    expect(paths(sandboxViolations(s))).toEqual(["spec.initContainers[0].securityContext.seLinuxOptions.type"]);
+  });
+});
+
+describe("sandboxViolations: the restricted profile's volume types, for the whole pod", () => {
+  it.each([
+    ["configMap", { configMap: { name: "c" } }],
+    ["csi", { csi: { driver: "secrets-store.csi.k8s.io" } }],
+    ["downwardAPI", { downwardAPI: { items: [] } }],
+    ["emptyDir", { emptyDir: {} }],
+    ["ephemeral", { ephemeral: { volumeClaimTemplate: { spec: {} } } }],
+    ["persistentVolumeClaim", { persistentVolumeClaim: { claimName: "c" } }],
+    [
+      "projected",
+      { projected: { sources: [{ configMap: { name: "c" } }, { downwardAPI: {} }, { secret: { name: "s" } }] } },
+    ],
+    [
+      "projected clusterTrustBundle",
+      { projected: { sources: [{ clusterTrustBundle: { name: "b", path: "ca.pem" } }] } },
+    ],
+    ["secret", { secret: { secretName: "s" } }],
+    ["image", { image: { reference: "ghcr.io/example/harness:1" } }],
+  ])("admits %s", (_type, source) => {
+    expect(sandboxViolations(spec({ volumes: [{ name: "v", ...source }] }))).toEqual([]);
+  });
+
+  it.each([
+    ["hostPath", { hostPath: { path: "/" } }],
+    ["nfs", { nfs: { server: "nfs.example", path: "/" } }],
+    ["iscsi", { iscsi: { targetPortal: "x", iqn: "y", lun: 0 } }],
+    ["gitRepo", { gitRepo: { repository: "https://example.com/r.git" } }],
+    ["awsElasticBlockStore", { awsElasticBlockStore: { volumeID: "v" } }],
+    ["cephfs", { cephfs: { monitors: ["m"] } }],
+    ["flexVolume", { flexVolume: { driver: "d" } }],
+    ["rbd", { rbd: { monitors: ["m"], image: "i" } }],
+    ["glusterfs", { glusterfs: { endpoints: "e", path: "p" } }],
+  ])("refuses %s, at its field", (type, source) => {
+    const vs = sandboxViolations(spec({ volumes: [{ name: "v", ...source }] }));
+    expect(paths(vs)).toEqual([`spec.volumes[0].${type}`]);
+    expect(vs[0].message).toContain("not");
+  });
+
+  it("refuses a serviceAccountToken projection: a Sandbox gets no API credential", () => {
+    const vs = sandboxViolations(
+      spec({
+        volumes: [
+          {
+            name: "tok",
+            projected: { sources: [{ configMap: { name: "c" } }, { serviceAccountToken: { path: "t" } }] },
+          },
+        ],
+      }),
+    );
+    expect(paths(vs)).toEqual(["spec.volumes[0].projected.sources[1].serviceAccountToken"]);
+    expect(vs[0].message).toContain("no Kubernetes API credential");
+  });
+
+  it("refuses a podCertificate projection", () => {
+    const s = spec({ volumes: [{ name: "c", projected: { sources: [{ podCertificate: { signerName: "x" } }] } }] });
+    expect(paths(sandboxViolations(s))).toEqual(["spec.volumes[0].projected.sources[0].podCertificate"]);
+  });
+});
+
+describe("sandboxViolations: Repo cache mounts", () => {
+  const repos = [{ key: "app", url: "https://example.com/app.git" }];
+  const mount = (over: Spec = {}) => ({ name: "repo-app", mountPath: "/repos/app", ...over });
+
+  it.each([
+    ["the primary", (m: Spec) => spec({ repos, volumeMounts: [m] }), "spec"],
+    [
+      "a sidecar",
+      (m: Spec) => spec({ repos, sidecars: [{ name: "custodian", image: "c:1", volumeMounts: [m] }] }),
+      "spec.sidecars[0]",
+    ],
+    [
+      "the user seat",
+      (m: Spec) => spec({ repos, sidecars: [{ name: "user", image: "u:1", volumeMounts: [m] }] }),
+      "spec.sidecars[0]",
+    ],
+    [
+      "an init container",
+      (m: Spec) => spec({ repos, initContainers: [{ name: "i", image: "i:1", volumeMounts: [m] }] }),
+      "spec.initContainers[0]",
+    ],
+  ])("in %s: admits one that says nothing (made read-only), refuses a read-write one", (_seat, make, at) => {
+    expect(sandboxViolations(make(mount()))).toEqual([]);
+    expect(JSON.stringify(withDefaults(make(mount())))).toContain(
+      '"name":"repo-app","mountPath":"/repos/app","readOnly":true',
+    );
+    expect(sandboxViolations(make(mount({ readOnly: true })))).toEqual([]);
+    const vs = sandboxViolations(make(mount({ readOnly: false })));
+    expect(paths(vs)).toEqual([`${at}.volumeMounts[0].readOnly`]);
+    expect(vs[0].message).toContain("read-only");
+  });
+
+  it("refuses a mount of the cache of a Repo spec.repos does not name", () => {
+    const vs = sandboxViolations(
+      spec({ repos, volumeMounts: [{ name: "repo-other", mountPath: "/r", readOnly: true }] }),
+    );
+    expect(paths(vs)).toEqual(["spec.volumeMounts[0].name"]);
+    expect(vs[0].message).toContain("spec.repos");
+  });
+});
+
+describe("sandboxNameViolations", () => {
+  it.each(["a", "ws-189168eae0", "sandbox-1", "a".repeat(63)])("admits %s", (name) => {
+    expect(sandboxNameViolations(name)).toEqual([]);
+  });
+
+  it.each(["dotted.name", "Upper", "1abc", "-lead", "trail-", "under_score", "a".repeat(64), ""])(
+    "refuses %p, at metadata.name, naming the rule",
+    (name) => {
+      const vs = sandboxNameViolations(name);
+      expect(paths(vs)).toEqual(["metadata.name"]);
+      expect(vs[0].message).toContain("DNS-1035");
+    },
+  );
+
+  it.each([undefined, null, 7, {}])("refuses a name that is not a string (%p) without throwing", (name) => {
+    expect(paths(sandboxNameViolations(name))).toEqual(["metadata.name"]);
+  });
+});
+
+describe("refusals name fields and Secret names, never values", () => {
+  it("does not echo an env value or a command", () => {
+    const secret = "hunter2-s3cr3t";
+    const vs = sandboxViolations(
+      spec({
+        env: [{ name: "TOKEN", value: secret }],
+        command: [secret],
+        securityContext: { privileged: true },
+        volumes: [{ name: "n", nfs: { server: secret, path: "/" } }],
+      }),
+    );
+    expect(vs.length).toBeGreaterThan(0);
+    for (const v of vs) expect(`${v.path} ${v.message}`).not.toContain(secret);
   });
 });

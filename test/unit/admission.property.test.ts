@@ -1,11 +1,16 @@
 // Property tests of the Sandbox admission rules: generated specs, hostile ones included, against
 // the guarantees the rules exist for (never throw; say where; an admitted spec yields a pod that
-// keeps the hardened context and the credential boundary; defaulting is idempotent).
+// keeps the hardened context and the credential boundary, and that the pod guard accepts;
+// defaulting is idempotent; a stated context is refused exactly when its completion is not
+// restricted; an unchanged spec is never judged again).
 import fc from "fast-check";
-import { restrictedViolations } from "../../capabilities/admission/containers";
-import { sandboxViolations, withDefaults } from "../../capabilities/admission/sandbox";
+import { restrictedViolations, weakerThanRestricted } from "../../capabilities/admission/containers";
+import { podViolations } from "../../capabilities/admission/pods";
+import { sandboxNameViolations, sandboxViolations, withDefaults } from "../../capabilities/admission/sandbox";
 import type { SandboxSpec } from "../../api/crd";
-import { hardenedSecurityContext } from "../../capabilities/sandbox/hardening";
+import type { SecurityContext } from "../../api/crd/generated/corev1";
+import { repoCachesContribution } from "../../capabilities/repo/caches";
+import { hardenedContext, hardenedSecurityContext } from "../../capabilities/sandbox/hardening";
 import { buildPod } from "../../capabilities/sandbox/pod";
 
 type Obj = Record<string, unknown>;
@@ -36,6 +41,46 @@ type Options = {
   operatorMounts: boolean;
 };
 
+/** Each field of a container context, stated or not, hardened or weaker (no hostile leaves). */
+function contextFields(): fc.Arbitrary<Obj> {
+  const capabilities = fc
+    .record({
+      drop: maybe(fc.array(fc.constantFrom("ALL", "NET_RAW", "all"), { maxLength: 2 })),
+      add: maybe(fc.array(fc.constantFrom("SYS_ADMIN", "CHOWN", "NET_BIND_SERVICE"), { maxLength: 2 }), 0.3),
+    })
+    .map(defined);
+  const seccompProfile = fc
+    .record({
+      type: maybe(fc.constantFrom("RuntimeDefault", "Localhost", "Unconfined", "")),
+      localhostProfile: maybe(fc.constantFrom("jr2/p.json", "../p.json", "/etc/p.json"), 0.2),
+    })
+    .map(defined);
+  return fc
+    .record({
+      privileged: maybe(fc.boolean()),
+      runAsNonRoot: maybe(fc.boolean()),
+      runAsUser: maybe(fc.constantFrom(0, 1000, 65534)),
+      allowPrivilegeEscalation: maybe(fc.boolean()),
+      capabilities: maybe(capabilities),
+      seccompProfile: maybe(seccompProfile),
+      procMount: maybe(fc.constantFrom("Default", "Unmasked"), 0.2),
+      windowsOptions: maybe(fc.record({ hostProcess: fc.boolean() }), 0.15),
+      readOnlyRootFilesystem: maybe(fc.boolean(), 0.2),
+      appArmorProfile: maybe(fc.record({ type: fc.constantFrom("RuntimeDefault", "Localhost", "Unconfined") }), 0.15),
+      seLinuxOptions: maybe(
+        fc
+          .record({
+            type: maybe(fc.constantFrom("container_t", "container_init_t", "spc_t", "")),
+            user: maybe(fc.constantFrom("system_u", ""), 0.2),
+            level: maybe(fc.constant("s0:c1,c2"), 0.2),
+          })
+          .map(defined),
+        0.15,
+      ),
+    })
+    .map(defined);
+}
+
 function specArbitrary(opts: Options): fc.Arbitrary<Obj> {
   const withJunk = <T>(a: fc.Arbitrary<T>): fc.Arbitrary<unknown> =>
     opts.junk ? fc.oneof({ arbitrary: a, weight: 8 }, { arbitrary: junk, weight: 1 }) : a;
@@ -53,19 +98,7 @@ function specArbitrary(opts: Options): fc.Arbitrary<Obj> {
       add: maybe(fc.array(capName, { maxLength: 2 }), 0.3),
     })
     .map(defined);
-  const seccompProfile = fc.record({ type: maybe(fc.constantFrom("RuntimeDefault", "Localhost", "Unconfined", "")) });
-  const scFields = fc
-    .record({
-      privileged: maybe(fc.boolean()),
-      runAsNonRoot: maybe(fc.boolean()),
-      runAsUser: maybe(fc.constantFrom(0, 1000, 65534)),
-      allowPrivilegeEscalation: maybe(fc.boolean()),
-      capabilities: maybe(capabilities),
-      seccompProfile: maybe(seccompProfile.map(defined)),
-      procMount: maybe(fc.constantFrom("Default", "Unmasked"), 0.2),
-      windowsOptions: maybe(fc.record({ hostProcess: fc.boolean() }), 0.15),
-    })
-    .map(defined);
+  const scFields = contextFields();
   // A few hostile fields over the hardened context: often still restricted, sometimes not.
   const tweak = fc
     .record({
@@ -74,11 +107,25 @@ function specArbitrary(opts: Options): fc.Arbitrary<Obj> {
       allowPrivilegeEscalation: maybe(fc.boolean(), 0.2),
       capabilities: maybe(capabilities, 0.2),
       seccompProfile: maybe(fc.constantFrom({ type: "Localhost" }, { type: "Unconfined" }), 0.25),
+      appArmorProfile: maybe(fc.constantFrom({ type: "RuntimeDefault" }, { type: "Unconfined" }), 0.1),
+      seLinuxOptions: maybe(fc.constantFrom({ type: "container_t" }, { type: "spc_t" }), 0.1),
     })
     .map((o) => ({ ...hardenedSecurityContext(), ...defined(o) }));
+  // Hardened in substance but not in every field (the seeds' Custodian states three fields).
+  const partial = fc
+    .subarray(["runAsNonRoot", "allowPrivilegeEscalation", "capabilities", "seccompProfile"] as const)
+    .chain((keep) =>
+      fc
+        .record({ readOnlyRootFilesystem: maybe(fc.boolean()), runAsUser: maybe(fc.constantFrom(1000, 65534)) })
+        .map((extra) => ({
+          ...Object.fromEntries(keep.map((k) => [k, hardenedSecurityContext()[k]])),
+          ...defined(extra),
+        })),
+    );
   const securityContext = fc.oneof(
     { arbitrary: fc.constant(undefined), weight: 10 },
     { arbitrary: fc.constant(hardenedSecurityContext()), weight: 4 },
+    { arbitrary: partial, weight: 3 },
     { arbitrary: tweak, weight: 3 },
     { arbitrary: scFields, weight: 1 },
     { arbitrary: fc.constantFrom<unknown>(null, "root", 0, [], {}), weight: 1 },
@@ -89,12 +136,19 @@ function specArbitrary(opts: Options): fc.Arbitrary<Obj> {
     "cred-vol",
     "proj-vol",
     "other-vol",
+    "jr2-ca",
     ...(opts.operatorMounts ? OPERATOR_VOLUMES : []),
   );
+  // A Repo cache, mounted by name as the seeds' user seat and effector do.
+  const repoMountName = fc.constantFrom("repo-app", "repo-lib");
   const volumeMounts = maybe(
     fc.array(
       fc
-        .record({ name: mountName, mountPath: fc.constantFrom("/a", "/b"), readOnly: maybe(fc.boolean()) })
+        .record({
+          name: fc.oneof({ arbitrary: mountName, weight: 4 }, { arbitrary: repoMountName, weight: 1 }),
+          mountPath: fc.constantFrom("/a", "/b"),
+          readOnly: maybe(fc.boolean()),
+        })
         .map(defined),
       { maxLength: 2 },
     ),
@@ -193,6 +247,18 @@ function specArbitrary(opts: Options): fc.Arbitrary<Obj> {
     },
     { arbitrary: fc.constantFrom("other-vol", "repo-x").map((name) => ({ name, hostPath: { path: "/" } })), weight: 1 },
     { arbitrary: fc.constantFrom("repo-y", "jr2-git-0", "jr2-shm").map((name) => ({ name, emptyDir: {} })), weight: 1 },
+    // jr2-ca: a jr2- name the operator does not define (the seeds' trust ConfigMap).
+    { arbitrary: fc.constant({ name: "jr2-ca", configMap: { name: "jr2-ca" } }), weight: 2 },
+    {
+      arbitrary: fc.constantFrom<Obj>(
+        { name: "other-vol", nfs: { server: "n", path: "/" } },
+        { name: "other-vol", gitRepo: { repository: "r" } },
+        { name: "other-vol", image: { reference: "ghcr.io/x/y:1" } },
+        { name: "other-vol", csi: { driver: "d" } },
+        { name: "proj-vol", projected: { sources: [{ serviceAccountToken: { path: "token" } }] } },
+      ),
+      weight: 1,
+    },
   );
   const volumes = maybe(fc.uniqueArray(volume, { maxLength: 3, selector: (v) => v.name }));
 
@@ -290,14 +356,24 @@ type PodVolume = {
 /** What the built pod breaks of the hardened context and the credential boundary, in words. */
 function podBreaches(spec: Obj): string[] {
   const defaulted = withDefaults(spec as Partial<SandboxSpec>) as SandboxSpec;
-  const pod = buildPod({ metadata: { name: "sb", namespace: "team-a", uid: "u-1" }, spec: defaulted });
+  const caches = repoCachesContribution(defaulted, () => undefined);
+  const pod = buildPod(
+    { metadata: { name: "sb", namespace: "team-a", uid: "u-1" }, spec: defaulted },
+    caches ? [caches] : [],
+  );
   const podSpec = pod.spec as unknown as {
     containers: PodContainer[];
     initContainers?: PodContainer[];
     volumes?: PodVolume[];
   };
   const creds = new Set(((spec.gitCredentials ?? []) as { name: string }[]).map((c) => c.name));
-  const out: string[] = [];
+  const out: string[] = podViolations(pod, "op", "op").map((v) => `pod guard: ${v.path}: ${v.message}`);
+  // The user seat keeps the context it states, or none.
+  const statedUser = ((spec.sidecars ?? []) as Obj[]).find((c) => c.name === "user");
+  const builtUser = podSpec.containers.find((c) => c.name === "user");
+  if (statedUser && JSON.stringify(statedUser.securityContext) !== JSON.stringify(builtUser?.securityContext)) {
+    out.push("user: context changed");
+  }
   for (const c of podSpec.containers) {
     if (c.name === "user") continue;
     if (c.securityContext === undefined) out.push(`${c.name}: no securityContext`);
@@ -312,7 +388,8 @@ function podBreaches(spec: Obj): string[] {
   }
   const carrying = new Set<string>();
   for (const v of podSpec.volumes ?? []) {
-    if (v.hostPath !== undefined) out.push(`volume ${v.name}: hostPath`);
+    // The one hostPath is the operator's Repo cache; the pod guard above checks it is exactly that.
+    if (v.hostPath !== undefined && !v.name.startsWith("repo-")) out.push(`volume ${v.name}: hostPath`);
     const secrets = [v.secret?.secretName, ...(v.projected?.sources ?? []).map((s) => s.secret?.name)];
     if (secrets.some((s) => s !== undefined && creds.has(s))) carrying.add(v.name);
   }
@@ -458,6 +535,84 @@ describe("property 4: withDefaults is idempotent on admitted specs", () => {
         expect(sandboxViolations(withDefaults(spec as Partial<SandboxSpec>))).toEqual([]);
       }),
       { numRuns: 5_000 },
+    );
+  });
+});
+
+// Issue 11: a stated context is refused exactly when what it states is weaker, that is, exactly
+// when its completion is not restricted.
+describe("property 5: field-level hardening refuses only what states something weaker", () => {
+  it("weakerThanRestricted(sc) is empty exactly when the completed context meets the restricted profile", () => {
+    fc.assert(
+      fc.property(contextFields(), (sc) => {
+        const stated = weakerThanRestricted(sc, "c").length === 0;
+        const completed = restrictedViolations(hardenedContext(sc as SecurityContext), "c").length === 0;
+        expect(stated).toBe(completed);
+      }),
+      { numRuns: 10_000 },
+    );
+  });
+
+  it("completion keeps every field the context states", () => {
+    fc.assert(
+      fc.property(contextFields(), (sc) => {
+        const out = hardenedContext(sc as SecurityContext) as Obj;
+        for (const [k, v] of Object.entries(sc)) {
+          if (k === "capabilities" || k === "seccompProfile") expect(out[k]).toMatchObject(v as Obj);
+          else expect(out[k]).toEqual(v);
+        }
+      }),
+      { numRuns: 5_000 },
+    );
+  });
+});
+
+describe("property 6: an unchanged spec is a re-apply, never judged again", () => {
+  it("for any spec, refused ones included, and for its re-apply through the defaults", () => {
+    fc.assert(
+      fc.property(specArbitrary({ junk: true, operatorMounts: true }), (spec) => {
+        expect(sandboxViolations(spec, spec)).toEqual([]);
+        expect(sandboxViolations(withDefaults(spec as Partial<SandboxSpec>), spec)).toEqual([]);
+      }),
+      { numRuns: 3_000 },
+    );
+  });
+});
+
+describe("property 7: the defaults read hostile input without throwing", () => {
+  it("for generated hostile specs and any value at all", () => {
+    const input = fc.oneof(
+      specArbitrary({ junk: true, operatorMounts: true }),
+      fc.dictionary(fc.string(), fc.anything()),
+    );
+    fc.assert(
+      fc.property(input, (spec) => {
+        expect(() => withDefaults(spec as Partial<SandboxSpec>)).not.toThrow();
+      }),
+      { numRuns: 5_000 },
+    );
+  });
+});
+
+describe("property 8: a Sandbox name is admitted exactly when it can name a Service", () => {
+  const label = (name: string) =>
+    name.length >= 1 &&
+    name.length <= 63 &&
+    name[0] >= "a" &&
+    name[0] <= "z" &&
+    !name.endsWith("-") &&
+    [...name].every((ch) => (ch >= "a" && ch <= "z") || (ch >= "0" && ch <= "9") || ch === "-");
+
+  it("for names drawn from DNS characters and beyond", () => {
+    const name = fc.oneof(
+      fc.string({ unit: fc.constantFrom(..."abz09-.A_"), maxLength: 70 }),
+      fc.string({ maxLength: 10 }),
+    );
+    fc.assert(
+      fc.property(name, (n) => {
+        expect(sandboxNameViolations(n).length === 0).toBe(label(n));
+      }),
+      { numRuns: 10_000 },
     );
   });
 });

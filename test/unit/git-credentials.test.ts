@@ -4,7 +4,7 @@ import {
   gitCredentialVolumeName,
   gitCredentialsProjection,
 } from "../../capabilities/git-credentials/projection";
-import { gitCredentialViolations } from "../../capabilities/git-credentials/validate";
+import { gitCredentialViolations, isGitCredentialVolume } from "../../capabilities/git-credentials/validate";
 import type { Violation } from "../../capabilities/admission/violations";
 import type { SandboxSpec } from "../../api/crd";
 import type { Container, Volume } from "../../api/crd/generated/corev1";
@@ -142,5 +142,29 @@ describe("gitCredentialViolations", () => {
       "spec.env[0].valueFrom.secretKeyRef",
       "spec.envFrom[0].secretRef",
     ]);
+  });
+});
+
+// Issue 11: only the names the projection gives a credential (jr2-git-<n>) are the effector's;
+// other jr2-git-* names are the spec's own volumes.
+describe("isGitCredentialVolume", () => {
+  it.each(["jr2-git-0", "jr2-git-1", "jr2-git-12"])("is true for %s", (name) => {
+    expect(isGitCredentialVolume(name)).toBe(true);
+    expect(name).toBe(gitCredentialVolumeName(Number(name.slice("jr2-git-".length))));
+  });
+
+  it.each(["jr2-git-", "jr2-git-ca", "jr2-git-0a", "jr2-git--1", "jr2-gits-0", "x-jr2-git-0", "jr2-shm"])(
+    "is false for %s",
+    (name) => {
+      expect(isGitCredentialVolume(name)).toBe(false);
+    },
+  );
+
+  it("lets a non-effector container mount a spec volume named jr2-git-ca", () => {
+    const vs = gitCredentialViolations({ gitCredentials: [{ name: "gh" }] }, [
+      { path: "spec.sidecars[0]", container: { name: "effector" }, effector: true },
+      { path: "spec", container: { volumeMounts: [{ name: "jr2-git-ca", mountPath: "/c" }] }, effector: false },
+    ]);
+    expect(vs).toEqual([]);
   });
 });

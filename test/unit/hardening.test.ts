@@ -1,6 +1,13 @@
 import type { SandboxSpec } from "../../api/crd";
-import type { Container } from "../../api/crd/generated/corev1";
-import { hardenSidecar, hardenSpec, hardenedSecurityContext } from "../../capabilities/sandbox/hardening";
+import type { Container, SecurityContext } from "../../api/crd/generated/corev1";
+import {
+  hardenInitContainer,
+  hardenSidecar,
+  hardenSpec,
+  hardenedContext,
+  hardenedSecurityContext,
+  readOnlyRepoMounts,
+} from "../../capabilities/sandbox/hardening";
 
 const spec = (over: Partial<SandboxSpec> = {}): SandboxSpec => ({ image: "harness:1", idleTimeout: "30m", ...over });
 const init: Container = { name: "init", image: "init:1" };
@@ -19,10 +26,12 @@ describe("hardenSidecar", () => {
     expect(hardenSidecar({ name: "custodian", image: "c:1" }).securityContext).toEqual(hardenedSecurityContext());
   });
 
-  it("keeps a sidecar's own securityContext", () => {
+  // Issue 11: a stated context is completed field by field, keeping what it states.
+  it("keeps a sidecar's own securityContext, completing what it leaves out", () => {
     expect(
       hardenSidecar({ name: "effector", image: "e:1", securityContext: { runAsUser: 7 } }).securityContext,
     ).toEqual({
+      ...hardenedSecurityContext(),
       runAsUser: 7,
     });
   });
@@ -37,8 +46,12 @@ describe("hardenSpec", () => {
     expect(hardenSpec(spec()).securityContext).toEqual(hardenedSecurityContext());
   });
 
-  it("keeps the harness context the spec states", () => {
-    expect(hardenSpec(spec({ securityContext: { runAsUser: 1000 } })).securityContext).toEqual({ runAsUser: 1000 });
+  // Issue 11: completed field by field.
+  it("keeps the harness context the spec states, completing what it leaves out", () => {
+    expect(hardenSpec(spec({ securityContext: { runAsUser: 1000 } })).securityContext).toEqual({
+      ...hardenedSecurityContext(),
+      runAsUser: 1000,
+    });
   });
 
   it("hardens every sidecar but user, in order", () => {
@@ -72,5 +85,122 @@ describe("hardenSpec", () => {
     });
     const once = hardenSpec(s);
     expect(hardenSpec(once)).toEqual(once);
+  });
+});
+
+// Issue 11: a stated context is completed field by field; what it states is kept, weaker values
+// included (admission refuses those).
+describe("hardenedContext: field by field", () => {
+  const H = hardenedSecurityContext();
+
+  it("gives a context that states none the hardened one", () => {
+    expect(hardenedContext(undefined)).toEqual(H);
+    expect(hardenedContext(null as unknown as undefined)).toEqual(H);
+  });
+
+  it("completes the seeds' Custodian context (non-root, read-only root, no capabilities)", () => {
+    const custodian = { runAsNonRoot: true, readOnlyRootFilesystem: true, capabilities: { drop: ["ALL"] } };
+    expect(hardenedContext(custodian)).toEqual({
+      runAsNonRoot: true,
+      readOnlyRootFilesystem: true,
+      capabilities: { drop: ["ALL"] },
+      allowPrivilegeEscalation: false,
+      seccompProfile: { type: "RuntimeDefault" },
+    });
+  });
+
+  it.each([
+    ["runAsNonRoot", { runAsNonRoot: false }],
+    ["allowPrivilegeEscalation", { allowPrivilegeEscalation: true }],
+    ["capabilities.drop", { capabilities: { drop: ["NET_RAW"] } }],
+    ["seccompProfile", { seccompProfile: { type: "Localhost", localhostProfile: "p.json" } }],
+  ])("keeps a stated %s as stated", (_field, stated) => {
+    expect(hardenedContext(stated as SecurityContext)).toMatchObject(stated);
+  });
+
+  it("writes drop ALL beside stated added capabilities, and keeps the adds", () => {
+    expect(hardenedContext({ capabilities: { add: ["NET_RAW"] } }).capabilities).toEqual({
+      add: ["NET_RAW"],
+      drop: ["ALL"],
+    });
+  });
+
+  it("writes RuntimeDefault into an empty seccompProfile, not into one naming a file", () => {
+    expect(hardenedContext({ seccompProfile: {} as never }).seccompProfile).toEqual({ type: "RuntimeDefault" });
+    const named = { localhostProfile: "p.json" } as never;
+    expect(hardenedContext({ seccompProfile: named }).seccompProfile).toEqual({ localhostProfile: "p.json" });
+  });
+
+  it("keeps the fields it does not harden (uid, read-only root, SELinux, AppArmor)", () => {
+    const stated: SecurityContext = {
+      runAsUser: 1000,
+      runAsGroup: 1000,
+      readOnlyRootFilesystem: true,
+      seLinuxOptions: { type: "container_t" },
+      appArmorProfile: { type: "RuntimeDefault" },
+    };
+    expect(hardenedContext(stated)).toEqual({ ...H, ...stated });
+  });
+
+  it("leaves a context that is not an object as it is, for the validation to refuse", () => {
+    expect(hardenedContext("root" as never)).toBe("root");
+    expect(hardenedContext([] as never)).toEqual([]);
+  });
+
+  it("is idempotent and does not modify its input", () => {
+    const stated = { runAsUser: 7, capabilities: {} };
+    const once = hardenedContext(stated);
+    expect(hardenedContext(once)).toEqual(once);
+    expect(stated).toEqual({ runAsUser: 7, capabilities: {} });
+  });
+});
+
+describe("Repo mounts are read-only in every container", () => {
+  const repo = { name: "repo-app", mountPath: "/repos/app" };
+
+  it("makes a repo-<key> mount that says nothing about readOnly read-only, and no other mount", () => {
+    expect(readOnlyRepoMounts([repo, { name: "work", mountPath: "/work" }])).toEqual([
+      { ...repo, readOnly: true },
+      { name: "work", mountPath: "/work" },
+    ]);
+  });
+
+  it("keeps a stated readOnly (false is refused by admission and by the pod guard)", () => {
+    expect(readOnlyRepoMounts([{ ...repo, readOnly: false }])).toEqual([{ ...repo, readOnly: false }]);
+  });
+
+  it("does so in the harness, every sidecar (user included) and every init container", () => {
+    const out = hardenSpec(
+      spec({
+        volumeMounts: [repo],
+        sidecars: [
+          { name: "custodian", image: "c:1", volumeMounts: [repo] },
+          { name: "user", image: "u:1", volumeMounts: [repo] },
+        ],
+        initContainers: [{ name: "setup", image: "i:1", volumeMounts: [repo] }],
+      }),
+    );
+    const ro = [{ ...repo, readOnly: true }];
+    expect(out.volumeMounts).toEqual(ro);
+    expect(out.sidecars?.[0].volumeMounts).toEqual(ro);
+    expect(out.sidecars?.[1]).toEqual({ name: "user", image: "u:1", volumeMounts: ro });
+    expect(out.initContainers?.[0]).toEqual({ name: "setup", image: "i:1", volumeMounts: ro });
+  });
+
+  it("writes no context into the user seat or an init container, even a partial one", () => {
+    const userCtx = { runAsUser: 0 };
+    expect(hardenSidecar({ name: "user", image: "u:1", securityContext: userCtx }).securityContext).toEqual(userCtx);
+    expect(hardenInitContainer({ name: "i", image: "i:1", securityContext: userCtx }).securityContext).toEqual(userCtx);
+  });
+});
+
+describe("hardenSpec reads what the mutating webhook is handed without throwing", () => {
+  it.each([
+    { sidecars: [null, 3, "x", { name: 5 }] },
+    { initContainers: [null, [], { volumeMounts: "x" }] },
+    { volumeMounts: [null, { name: 1 }, "repo-x"] },
+    { sidecars: "x", initContainers: {}, volumeMounts: 7, securityContext: "root" },
+  ])("%j", (junk) => {
+    expect(() => hardenSpec(junk as never)).not.toThrow();
   });
 });

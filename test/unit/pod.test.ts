@@ -93,9 +93,13 @@ describe("the harness container", () => {
     expect(harness.securityContext).toEqual(HARDENED);
   });
 
-  it("keeps the securityContext the spec states", () => {
+  // Issue 11: a stated context keeps what it states and is completed field by field.
+  it("keeps the securityContext the spec states, completing what it leaves out", () => {
     const stated = { runAsUser: 1000, runAsNonRoot: true };
-    expect(harnessContainer({ ...spec, securityContext: stated }, []).securityContext).toEqual(stated);
+    expect(harnessContainer({ ...spec, securityContext: stated }, []).securityContext).toEqual({
+      ...HARDENED,
+      ...stated,
+    });
   });
 
   it("reports errors from its logs when it writes no termination message", () => {
@@ -157,8 +161,9 @@ describe("sidecars and init containers", () => {
     expect(containers(pod)[2]).not.toHaveProperty("securityContext");
   });
 
-  it("keeps a sidecar's own securityContext", () => {
-    expect(containers(pod)[3]).toEqual(effector);
+  // Issue 11: a stated context keeps what it states and is completed field by field.
+  it("keeps a sidecar's own securityContext, completing what it leaves out", () => {
+    expect(containers(pod)[3]).toEqual({ ...effector, securityContext: { ...HARDENED, runAsUser: 1234 } });
   });
 
   it("copies initContainers verbatim and in order, writing no securityContext into them", () => {
@@ -227,7 +232,7 @@ describe("PodContribution", () => {
 
   it("adds sidecarMounts to the named sidecar only", () => {
     expect(byName("effector").volumeMounts).toEqual([{ name: "git-creds", mountPath: "/run/jr2/secrets" }]);
-    expect(byName("effector").securityContext).toEqual({ runAsUser: 1234 });
+    expect(byName("effector").securityContext).toEqual({ ...HARDENED, runAsUser: 1234 });
     for (const name of ["harness", "custodian", "user"]) {
       expect(byName(name).volumeMounts ?? []).not.toContainEqual(expect.objectContaining({ name: "git-creds" }));
     }
