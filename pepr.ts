@@ -4,7 +4,7 @@
 import { Capability, Log, PeprModule } from "pepr";
 import cfg from "./package.json";
 import { installCRDs } from "./lib/crd-install";
-import { SandboxCapability } from "./capabilities/sandbox";
+import { SandboxCapability, watchIgnoredNamespaces } from "./capabilities/sandbox";
 import { AdmissionCapability } from "./capabilities/admission";
 import { RepoCapability } from "./capabilities/repo";
 import { metrics } from "./lib/metrics";
@@ -34,6 +34,8 @@ const watches = process.env.PEPR_WATCH_MODE === "true" || process.env.PEPR_MODE 
     // deferStart lets a local run pick its port (dev/local-operator.ts); deployed, it is 3000.
     const module = new PeprModule(cfg, capabilities, { deferStart: true, ...admissionTiming() });
     if (process.env.PEPR_MODE !== "build") module.start(Number(process.env[OPERATOR_ENV.peprPort] ?? 3000));
+    // Sandboxes in the namespaces admission ignores are refused on their status (decision 0017).
+    if (watches && process.env.PEPR_MODE !== "build") void watchIgnoredNamespaces();
   })
   .catch((err) => {
     Log.error({ err: String(err?.message ?? err) }, "jr2-operator could not start");

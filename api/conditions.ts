@@ -9,6 +9,8 @@ export const CONDITION = {
   Ready: "Ready",
   ReposFresh: "ReposFresh",
   Lost: "Lost",
+  /** Whether the pod runs the Sandbox's current spec (a spec changed later never reaches it). */
+  SpecApplied: "SpecApplied",
 } as const;
 
 /** Scheduled: placed, waiting for the scheduler, or the pod create refused (a refusal's reason). */
@@ -23,7 +25,14 @@ export const SCHEDULED_REASON = {
   PriorityClassNotFound: "PriorityClassNotFound",
   PodInvalid: "PodInvalid",
   CreateRefused: "CreateRefused",
+  /** The reconcile's own admission check refused the spec: no pod is built from it. */
+  SpecRefused: "SpecRefused",
+  /** The Sandbox lives in a namespace admission ignores: the operator ignores it too. */
+  NamespaceIgnored: "NamespaceIgnored",
 } as const;
+
+/** Refusals no retry mends: only a new spec (or namespace) does. */
+export const FINAL_REFUSALS: readonly string[] = [SCHEDULED_REASON.SpecRefused, SCHEDULED_REASON.NamespaceIgnored];
 
 /** Why the Sandbox's Repo caches hold Ready (capabilities/repo/caches.ts), in the order they outrank
  * each other: a failed clone is terminal for a client, the other two are waits. */
@@ -49,6 +58,9 @@ export const READY_REASON = {
 
 /** ReposFresh: every cache fetched since the Sandbox asked, or which one is stale. */
 export const REPOS_FRESH_REASON = { Fetched: "Fetched", FetchFailed: "FetchFailed" } as const;
+
+/** SpecApplied: the pod runs the current spec, or which fields changed after it was built. */
+export const SPEC_APPLIED_REASON = { Applied: "Applied", PodSpecChanged: "PodSpecChanged" } as const;
 
 /** Lost (terminal): why the Sandbox's one pod is gone or ended. */
 export const LOST_REASON = {

@@ -9,6 +9,8 @@ export const RUN_LABEL = "jr2.dev/run";
 export const WORKFLOW_LABEL = "jr2.dev/workflow";
 /** The Harness's attach body, kept on the Sandbox so a restarted Orchestrator can send it again. */
 export const ATTACH_ANNOTATION = "jr2.dev/attach";
+/** On the pod: a digest per spec field it was built from, so a later spec change can be named. */
+export const SPEC_DIGEST_ANNOTATION = "jr2.dev/spec-digest";
 
 /** The Sandbox token Secret `<sandbox>-token` and its one key (the Custodian reads it, seed 002). */
 export const SANDBOX_TOKEN_KEY = "JR2_SANDBOX_TOKEN";
@@ -34,8 +36,6 @@ export const DEFAULT_IDLE_TIMEOUT = "30m";
 
 /** Volumes the operator adds itself; a spec may not take these names. */
 export const SHM_VOLUME = "jr2-shm";
-/** Names a spec may not give its own volumes: the operator's (repo-<key>, jr2-shm, jr2-git-<n>). */
-export const RESERVED_VOLUME = /^(repo-|jr2-)/;
 export const repoVolumeName = (key: string) => `repo-${key}`;
 /** The cache key a `repo-<key>` volume carries; undefined for any other volume. */
 export const keyOfRepoVolume = (volume: string) => (volume.startsWith("repo-") ? volume.slice(5) : undefined);

@@ -9,7 +9,7 @@ import type { ContainerReport, ContainerWaiting } from "../api/crd/sources/sandb
 import { EFFECTOR, HARNESS } from "../api/wire";
 import type { Loss } from "./api";
 import { PlaceFailure, ProvisionFailure, type Budgets, type Continuity, type Wait } from "./port";
-import { CONDITION, REPO_HOLD, REPO_WAITS, SCHEDULED_REASON, type RepoWait } from "../api/conditions";
+import { CONDITION, FINAL_REFUSALS, REPO_HOLD, REPO_WAITS, SCHEDULED_REASON, type RepoWait } from "../api/conditions";
 
 /** A Sandbox as the watch holds it (a SandboxModel or anything shaped like one). */
 export type SandboxObject = Pick<SandboxModel, "metadata" | "status">;
@@ -102,6 +102,16 @@ export function placingVerdict(sandbox: SandboxObject | undefined, name: string)
           ...loss,
         },
       ),
+    };
+  }
+  // The operator's own admission check refused the spec (or its namespace): no pod will ever come.
+  const scheduled = conditionOf(sandbox, CONDITION.Scheduled);
+  if (scheduled?.status === "False" && FINAL_REFUSALS.includes(scheduled.reason)) {
+    return {
+      kind: "failed",
+      failure: new PlaceFailure("Refused", `Sandbox "${name}" is refused by the operator: ${scheduled.message}`, {
+        operatorReason: scheduled.reason,
+      }),
     };
   }
   // Scheduled, or an operator that already reports Ready (it was placed, whatever it says).

@@ -10,6 +10,7 @@ import { cacheAgentManifests } from "../cache-agent/deploy";
 import { orchestratorManifests } from "../orchestrator/deploy";
 import cfg from "../package.json";
 import { renderAll } from "./crd-yaml";
+import { scopeChartTemplate, scopeManifest } from "./webhooks";
 
 const dist = join(__dirname, "..", "dist");
 const uuid = cfg.pepr.uuid;
@@ -30,6 +31,13 @@ for (const { file, text } of crds) {
 const body = readFileSync(manifest, "utf8");
 if (!body.includes("kind: CustomResourceDefinition")) {
   writeFileSync(manifest, crds.map((c) => c.text.trimEnd()).join("\n---\n") + "\n---\n" + body);
+}
+// Each webhook scoped to what it guards (scripts/webhooks.ts, decision 0017), in the manifest
+// and in the chart's templates alike.
+writeFileSync(manifest, scopeManifest(readFileSync(manifest, "utf8")));
+for (const template of ["mutation-webhook.yaml", "validation-webhook.yaml"]) {
+  const file = join(chart, "templates", template);
+  if (existsSync(file)) writeFileSync(file, scopeChartTemplate(readFileSync(file, "utf8")));
 }
 console.log(
   `CRDs added to ${manifest}${existsSync(chart) ? ` and ${chart}/crds` : ""}: ${readdirSync(join(dist, "crds")).join(", ")}`,

@@ -5,11 +5,10 @@
 // Fail): a thrown error never lets a request through.
 import { Capability, Log, a, type PeprValidateRequest } from "pepr";
 import { SandboxModel } from "../../api/crd";
-import { parseGoDuration } from "../../lib/duration";
 import { DEFAULT_CACHE_ROOT, SANDBOX_NAME_LABEL } from "../../api/wire";
 import { operatorIdentity } from "./identity";
 import { podUpdateViolations, podViolations, sandboxLabelChanged, type PodRules } from "./pods";
-import { DEFAULT_RULES, sandboxNameViolations, sandboxViolations, withDefaults, type SandboxRules } from "./sandbox";
+import { rulesFromEnv, sandboxNameViolations, sandboxViolations, withDefaults, type SandboxRules } from "./sandbox";
 import { describe, type Violation } from "./violations";
 import { OPERATOR_ENV } from "../../api/env";
 
@@ -20,11 +19,7 @@ export const AdmissionCapability = new Capability({
 
 const { When } = AdmissionCapability;
 
-/** JR2_MIN_IDLE_TIMEOUT lowers the floor, by default the CRD source's IDLE_TIMEOUT_MIN (the lease's
- * integration tests use seconds). */
-const rules: SandboxRules = {
-  minIdleTimeoutMs: parseGoDuration(process.env[OPERATOR_ENV.minIdleTimeout] ?? "") ?? DEFAULT_RULES.minIdleTimeoutMs,
-};
+const rules: SandboxRules = rulesFromEnv();
 
 /** The cache root the pods mount, read as the Repo capability reads it (capabilities/repo). */
 const podRules: PodRules = { cacheRoot: process.env[OPERATOR_ENV.cacheRoot] ?? DEFAULT_CACHE_ROOT };

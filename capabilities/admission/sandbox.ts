@@ -3,6 +3,7 @@
 // path and its fix. A stated context is judged field by field: only what states something weaker
 // than the hardened context is refused, what it leaves out the defaults complete (decision 0016).
 // Reads hostile input as `unknown` and never throws.
+import { OPERATOR_ENV } from "../../api/env";
 import { parseGoDuration } from "../../lib/duration";
 import { DEFAULT_FS_GROUP, DEFAULT_IDLE_TIMEOUT, EFFECTOR, HARNESS, USER, keyOfRepoVolume } from "../../api/wire";
 import { hardenSpec } from "../sandbox/hardening";
@@ -41,6 +42,12 @@ export type SandboxRules = {
 };
 
 export const DEFAULT_RULES: SandboxRules = { minIdleTimeoutMs: IDLE_TIMEOUT_MIN_MS };
+
+/** The rules in force: JR2_MIN_IDLE_TIMEOUT lowers the floor (the lease's integration tests use
+ * seconds). The webhooks and the reconcile's own check (capabilities/sandbox/gate.ts) read the same. */
+export const rulesFromEnv = (env: NodeJS.ProcessEnv = process.env): SandboxRules => ({
+  minIdleTimeoutMs: parseGoDuration(env[OPERATOR_ENV.minIdleTimeout] ?? "") ?? DEFAULT_RULES.minIdleTimeoutMs,
+});
 
 type Seat = {
   path: string;

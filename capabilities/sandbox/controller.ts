@@ -18,6 +18,7 @@ import { buildService } from "./service";
 import { computeStatus, lossOf, statusEvents, type Loss, type ReadyGate, type Refusal } from "./status";
 import type { Condition } from "../../api/crd";
 import { SCHEDULED_REASON } from "../../api/conditions";
+import { specAppliedCondition, withSpecDigest } from "./spec-changes";
 
 /** Seed 000: a fixed number of workers; one Sandbox is never reconciled twice at once. */
 export const SANDBOX_WORKERS = 16;
@@ -39,6 +40,9 @@ export type ReadyContributor = (
   pod: kind.Pod | undefined,
 ) => { gates?: ReadyGate[]; conditions?: Omit<Condition, "lastTransitionTime">[] };
 
+/** Why no pod may be built from a Sandbox (the reconcile's own admission check), or undefined. */
+export type PodGate = (sandbox: Sandbox) => Refusal | undefined;
+
 /** Told of every Sandbox the cache takes in (or, undefined, lets go), by key. */
 export type SandboxListener = (key: string, sandbox: Sandbox | undefined) => void;
 
@@ -54,6 +58,7 @@ export class SandboxController {
   readonly #contributors: PodContributor[] = [];
   readonly #readiness: ReadyContributor[] = [];
   readonly #listeners: SandboxListener[] = [];
+  #gate: PodGate = () => undefined;
   readonly queue: WorkQueue;
 
   constructor() {
@@ -89,6 +94,11 @@ export class SandboxController {
   /** Lets another capability hold a Sandbox's Ready and add conditions to its status. */
   gateReady(c: ReadyContributor) {
     this.#readiness.push(c);
+  }
+
+  /** Sets the check every Sandbox passes before a pod is built from it (capabilities/sandbox/gate.ts). */
+  gatePods(gate: PodGate) {
+    this.#gate = gate;
   }
 
   /** Lets another capability keep an index of the Sandboxes (the Repo capability's key index). */
@@ -158,6 +168,15 @@ export class SandboxController {
       return;
     }
 
+    // The second gate (decision 0017): a spec admission would refuse, or one from a namespace it
+    // ignores, never becomes a pod or a Service; the status and an Event say why. A pod built
+    // from an admitted spec is left as it is: a later spec never reaches it anyway.
+    const gated = this.pods.get(key) || sbx.status?.podUID ? undefined : this.#gate(sbx);
+    if (gated) {
+      await this.#writeStatus(key, sbx, computeStatus({ sandbox: sbx, refusal: gated, now: new Date(now) }));
+      return { requeueAfterMs: lease.deadline - now };
+    }
+
     // The pod and the Service in parallel: one round trip less for a new Sandbox.
     const cachedService = this.services.get(key);
     const [podResult, serviceResult] = await Promise.allSettled([
@@ -174,6 +193,7 @@ export class SandboxController {
     const pod = placed && newest?.metadata?.uid === placed.metadata?.uid ? newest : placed;
 
     const said = this.#readiness.map((r) => r(sbx, pod));
+    const applied = loss ? undefined : specAppliedCondition(sbx.spec, pod);
     const status = computeStatus({
       sandbox: sbx,
       pod,
@@ -181,7 +201,7 @@ export class SandboxController {
       refusal,
       loss,
       gates: said.flatMap((x) => x.gates ?? []),
-      extraConditions: said.flatMap((x) => x.conditions ?? []),
+      extraConditions: [...said.flatMap((x) => x.conditions ?? []), ...(applied ? [applied] : [])],
       now: new Date(now),
     });
     await this.#writeStatus(key, sbx, status);
@@ -219,7 +239,11 @@ export class SandboxController {
     const parts = this.#contributors.map((c) => c(sbx)).filter((p): p is PodContribution => !!p);
     try {
       const pod = await write("Pod.create", () =>
-        kubeRequest<kind.Pod>("POST", paths.pods(sbx.metadata.namespace), buildPod(sbx, parts)),
+        kubeRequest<kind.Pod>(
+          "POST",
+          paths.pods(sbx.metadata.namespace),
+          withSpecDigest(buildPod(sbx, parts), sbx.spec),
+        ),
       );
       this.pods.set(key, pod);
       return { pod };

@@ -3,7 +3,7 @@
 // a pod is not placed, why it is not Ready, how its Harness last ended, and when it is Lost.
 import type { kind } from "kubernetes-fluent-client";
 import type { Condition, ContainerReport, ContainerWaiting, SandboxStatus } from "../../api/crd";
-import { CONDITION, LOST_REASON, READY_REASON, SCHEDULED_REASON } from "../../api/conditions";
+import { CONDITION, FINAL_REFUSALS, LOST_REASON, READY_REASON, SCHEDULED_REASON } from "../../api/conditions";
 import { EFFECTOR, HARNESS } from "../../api/wire";
 import { endpointOf } from "./service";
 
@@ -152,7 +152,9 @@ function readyCondition(o: Observed, loss: Loss | undefined): Cond {
   const { pod } = o;
   if (!pod) {
     const why = o.refusal ? `the pod create was refused: ${o.refusal.message}` : "the pod is not created yet";
-    return { type: CONDITION.Ready, status: "False", reason: READY_REASON.PodNotCreated, message: why };
+    // A refusal no retry mends (the spec itself, its namespace) is the reason Ready will not come.
+    const reason = o.refusal && FINAL_REFUSALS.includes(o.refusal.reason) ? o.refusal.reason : READY_REASON.PodNotCreated;
+    return { type: CONDITION.Ready, status: "False", reason, message: why };
   }
   const c = condition(pod, "Ready");
   if (c?.status !== "True") {

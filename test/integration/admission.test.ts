@@ -71,16 +71,20 @@ describe("admission of Sandboxes", () => {
     expect(stored.spec?.idleTimeout).toBe("30m");
   });
 
-  it("refuses a spec change but lets metadata change", async () => {
+  it("judges a spec change like a create (decision 0017) and lets metadata change", async () => {
     await createSandbox(ns.name, "fixed");
     await waitPhase(ns.name, "fixed", "Ready");
     await expect(
       K8s(SandboxModel, { name: "fixed", namespace: ns.name }).Patch([
-        { op: "replace", path: "/spec/image", value: "other:2" },
+        { op: "add", path: "/spec/securityContext/privileged", value: true },
       ]),
     ).rejects.toMatchObject({
-      data: { message: expect.stringContaining("spec.image: the spec is immutable once created") },
+      data: { message: expect.stringContaining("spec.securityContext.privileged") },
     });
+    const changed = await K8s(SandboxModel, { name: "fixed", namespace: ns.name }).Patch([
+      { op: "replace", path: "/spec/image", value: "other:2" },
+    ]);
+    expect(changed.spec?.image).toBe("other:2");
     const renewed = await K8s(SandboxModel, { name: "fixed", namespace: ns.name }).Patch([
       { op: "add", path: "/metadata/annotations", value: { "jr2.dev/keepalive": new Date().toISOString() } },
     ]);

@@ -1,0 +1,36 @@
+// The reconcile's own admission check (pure; decision 0017): a Sandbox stored while no webhook
+// was registered (the module down after its configurations were removed, or before they were
+// written), or in a namespace admission ignores, never becomes a pod. The same rules as the
+// webhooks (capabilities/admission), so nothing admission would refuse is ever built.
+import { SCHEDULED_REASON } from "../../api/conditions";
+import { sandboxNameViolations, sandboxViolations, type SandboxRules } from "../admission/sandbox";
+import { describe } from "../admission/violations";
+import type { Refusal } from "./status";
+
+export type GateOptions = {
+  rules: SandboxRules;
+  /** The namespaces admission ignores (Pepr's alwaysIgnore): the operator ignores them too. */
+  ignoredNamespaces: readonly string[];
+};
+
+/** Why no pod may be built from this Sandbox, or undefined when one may. */
+export function gateRefusal(
+  sandbox: { metadata: { name: string; namespace: string }; spec: unknown },
+  opts: GateOptions,
+): Refusal | undefined {
+  const { name, namespace } = sandbox.metadata;
+  if (opts.ignoredNamespaces.includes(namespace)) {
+    return {
+      reason: SCHEDULED_REASON.NamespaceIgnored,
+      message:
+        `namespace ${namespace} is one admission ignores (${opts.ignoredNamespaces.join(", ")}), so the operator ` +
+        "builds nothing for a Sandbox in it: create the Sandbox in another namespace",
+    };
+  }
+  const violations = [...sandboxNameViolations(name), ...sandboxViolations(sandbox.spec, undefined, opts.rules)];
+  if (!violations.length) return undefined;
+  return {
+    reason: SCHEDULED_REASON.SpecRefused,
+    message: `${describe(`Sandbox ${namespace}/${name}`, violations)} (admission would have refused it: fix the spec)`,
+  };
+}

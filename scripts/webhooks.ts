@@ -1,0 +1,121 @@
+// Scopes the webhook configurations `pepr build` generates to what each guards (decision 0017).
+// Pepr writes one webhook per configuration whose rules cover every binding, so each Pod CREATE
+// and UPDATE in the cluster, and every Sandbox UPDATE (a keepalive renewal too), would wait on
+// the module and fail while it is down. Pepr's generator cannot say otherwise, so the build's
+// output is rewritten here, in one place, for the manifest and the Helm chart alike:
+//   - Sandboxes: one webhook, called on CREATE and on an UPDATE that changes the spec
+//     (`matchConditions`), so metadata and status writes never depend on admission;
+//   - Pods and their ephemeral containers: one webhook, called only for pods carrying the Sandbox
+//     label (`objectSelector`; an UPDATE matches when the old or the new pod carries it, so adding
+//     or removing the label is judged too).
+// The local runner (dev/local-operator.ts) registers the rewritten manifest's configurations, so
+// `npm start` and the integration tier run the same scoping as a deployment.
+import { parseAllDocuments, stringify } from "yaml";
+import { GROUP } from "../api/crd/sources/common";
+import { SANDBOX_NAME_LABEL } from "../api/wire";
+
+type Rule = { apiGroups: string[]; apiVersions: string[]; operations: string[]; resources: string[] };
+export type Webhook = {
+  name: string;
+  rules?: Rule[];
+  objectSelector?: unknown;
+  matchConditions?: Array<{ name: string; expression: string }>;
+  [k: string]: unknown;
+};
+export type WebhookConfiguration = {
+  apiVersion: string;
+  kind: "MutatingWebhookConfiguration" | "ValidatingWebhookConfiguration";
+  metadata: { name: string; [k: string]: unknown };
+  webhooks: Webhook[];
+};
+
+/** A Sandbox UPDATE reaches admission only when its spec changes (CEL, GA since Kubernetes 1.30). */
+export const SPEC_CHANGED = {
+  name: "spec-changed",
+  expression: "request.operation != 'UPDATE' || object.spec != oldObject.spec",
+};
+
+/** Only pods carrying the Sandbox label (in the old or the new object) reach admission. */
+export const SANDBOX_PODS = { matchExpressions: [{ key: SANDBOX_NAME_LABEL, operator: "Exists" }] };
+
+const isSandboxRule = (r: Rule) => r.apiGroups.includes(GROUP) && r.resources.includes("sandboxes");
+const isPodRule = (r: Rule) =>
+  r.apiGroups.includes("") && r.resources.some((x) => x === "pods" || x.startsWith("pods/"));
+
+/** `<prefix>.<pepr's name>`: webhook names must be unique within a configuration. */
+const named = (prefix: string, w: Webhook) => `${prefix}.${w.name}`;
+
+/**
+ * The configuration with each webhook split by what it guards. Pure; throws on a rule it does not
+ * know, so a new binding cannot silently widen what admission intercepts.
+ */
+export function scopeWebhooks(config: WebhookConfiguration): WebhookConfiguration {
+  const webhooks = config.webhooks.flatMap((w) => {
+    // Already scoped (a second post-build over the same output): kept as it is.
+    if (w.name.startsWith("sandboxes.") || w.name.startsWith("pods.")) return [w];
+    const rules = w.rules ?? [];
+    const unknown = rules.filter((r) => !isSandboxRule(r) && !isPodRule(r));
+    if (unknown.length) {
+      throw new Error(
+        `${config.kind} ${w.name}: rules for ${unknown.map((r) => r.resources.join(",")).join("; ")} have no ` +
+          "scope in scripts/webhooks.ts: say which objects they guard there",
+      );
+    }
+    const { objectSelector: _o, matchConditions: _m, ...base } = w;
+    const sandboxes = rules.filter(isSandboxRule);
+    const pods = rules.filter(isPodRule);
+    return [
+      ...(sandboxes.length
+        ? [{ ...base, name: named("sandboxes", w), rules: sandboxes, matchConditions: [SPEC_CHANGED] }]
+        : []),
+      ...(pods.length ? [{ ...base, name: named("pods", w), rules: pods, objectSelector: SANDBOX_PODS }] : []),
+    ];
+  });
+  return { ...config, webhooks };
+}
+
+const isWebhookConfiguration = (d: unknown): d is WebhookConfiguration => {
+  const kind = (d as { kind?: string } | null)?.kind;
+  return kind === "MutatingWebhookConfiguration" || kind === "ValidatingWebhookConfiguration";
+};
+
+/** A multi-document manifest with every webhook configuration scoped; other documents untouched. */
+export function scopeManifest(yaml: string): string {
+  return parseAllDocuments(yaml)
+    .map((doc) => {
+      const obj = doc.toJS() as unknown;
+      return isWebhookConfiguration(obj)
+        ? stringify(scopeWebhooks(obj), { aliasDuplicateObjects: false })
+        : doc.toString();
+    })
+    .map((text) => text.replace(/^---\n/, "").trimEnd())
+    .join("\n---\n")
+    .concat("\n");
+}
+
+// The Helm chart's templates carry Go template expressions, which are not YAML. Each is swapped
+// for a placeholder, the YAML scoped, and the expressions put back where their placeholders land.
+const EXPRESSION = /\{\{[^}]*\}\}/g;
+const RANGE_LINE = /^(\s*)\{\{-? *range [^}]*\}\}\n(\s*)- (\{\{[^}]*\}\})\n\s*\{\{-? *end *\}\}\n/m;
+
+/** A chart template (mutation-webhook.yaml or validation-webhook.yaml) with its webhooks scoped. */
+export function scopeChartTemplate(template: string): string {
+  const held: string[] = [];
+  const hold = (text: string) => `__jr2_${held.push(text) - 1}__`;
+  // A `range` block over a list becomes one placeholder list item, kept whole.
+  let text = template;
+  for (let m = RANGE_LINE.exec(text); m; m = RANGE_LINE.exec(text)) {
+    text = text.replace(m[0], `${m[2]}- ${hold(m[0].trimEnd().replace(/^\s*/, ""))}\n`);
+  }
+  text = text.replace(EXPRESSION, (e) => hold(e));
+  const doc = parseAllDocuments(text)[0].toJS() as WebhookConfiguration;
+  let out = stringify(scopeWebhooks(doc), { lineWidth: 0, aliasDuplicateObjects: false });
+  // A held range block goes back at its list item's indentation.
+  out = out.replace(/^(\s*)- (["']?)__jr2_(\d+)__\2\n/gm, (whole, indent: string, _q, i: string) => {
+    const block = held[Number(i)];
+    if (!block.includes("range")) return whole;
+    const [open, item, close] = block.split("\n").map((l) => l.trim());
+    return `${indent}${open}\n${indent}${item}\n${indent}${close}\n`;
+  });
+  return out.replace(/(["']?)__jr2_(\d+)__\1/g, (_w, _q, i: string) => held[Number(i)]);
+}

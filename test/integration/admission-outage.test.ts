@@ -1,0 +1,98 @@
+// Admission a platform team can install (decision 0017): with the module stopped hard (SIGKILL,
+// its webhook configurations left behind), an ordinary pod is still created in an ordinary
+// namespace and a Sandbox's keepalive is still renewed, while a Sandbox create is refused with a
+// clear message (fail closed stays for what admission guards). Back up, everything resumes with no
+// manual step. The webhooks registered are the build's, scoped as deployed.
+import { K8s, kind } from "kubernetes-fluent-client";
+import { SandboxModel } from "../../api/crd";
+import { KEEPALIVE_ANNOTATION } from "../../api/wire";
+import { createSandbox, getSandbox, operator, useNamespace, waitFor, waitPhase } from "./support/cluster";
+
+const ns = useNamespace("outage");
+
+const plainPod = (name: string) => ({
+  apiVersion: "v1",
+  kind: "Pod",
+  metadata: { name, namespace: ns.name },
+  spec: { containers: [{ name: "app", image: "ghcr.io/example/app:1" }] },
+});
+
+const message = (err: unknown) => {
+  const e = err as { data?: { message?: string }; message?: string };
+  return String(e?.data?.message ?? e?.message ?? err);
+};
+
+describe("the webhooks as registered", () => {
+  it("scope Sandboxes to create or a spec change, and pods to the Sandbox label", async () => {
+    const configs = [
+      ...(await K8s(kind.ValidatingWebhookConfiguration).Get()).items,
+      ...(await K8s(kind.MutatingWebhookConfiguration).Get()).items,
+    ].filter((c) => c.webhooks?.some((w) => w.name.endsWith(".pepr.dev")));
+    const hooks = configs.flatMap((c) => c.webhooks ?? []);
+    expect(hooks.length).toBeGreaterThanOrEqual(3);
+    for (const w of hooks) {
+      const resources = (w.rules ?? []).flatMap((r) => r.resources ?? []);
+      if (resources.includes("sandboxes")) {
+        expect(w.matchConditions?.map((m) => m.expression)).toEqual([
+          "request.operation != 'UPDATE' || object.spec != oldObject.spec",
+        ]);
+      } else {
+        expect(resources.every((r) => r === "pods" || r.startsWith("pods/"))).toBe(true);
+        expect(w.objectSelector?.matchExpressions).toEqual([{ key: "sandbox.jr2.dev/name", operator: "Exists" }]);
+      }
+    }
+  });
+});
+
+describe("while the module is down", () => {
+  let live: string;
+
+  beforeAll(async () => {
+    live = "outage-live";
+    await createSandbox(ns.name, live, {}, { [KEEPALIVE_ANNOTATION]: new Date().toISOString() });
+    await waitPhase(ns.name, live, "Ready");
+    await operator("kill");
+  });
+
+  afterAll(async () => {
+    await operator("start");
+  });
+
+  it("an ordinary pod is created in an ordinary namespace", async () => {
+    const pod = await K8s(kind.Pod).Create(plainPod("plain-during-outage"));
+    expect(pod.metadata?.uid).toBeTruthy();
+  });
+
+  it("a Sandbox's keepalive is renewed (a metadata patch never waits on admission)", async () => {
+    const stamp = new Date().toISOString();
+    await K8s(SandboxModel, { name: live, namespace: ns.name }).Patch([
+      { op: "add", path: `/metadata/annotations/${KEEPALIVE_ANNOTATION.replace("/", "~1")}`, value: stamp },
+    ]);
+    expect((await getSandbox(ns.name, live)).metadata.annotations?.[KEEPALIVE_ANNOTATION]).toBe(stamp);
+  });
+
+  it("a Sandbox create is refused, saying the webhook could not be reached", async () => {
+    const err = await createSandbox(ns.name, "outage-refused").then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).toBeDefined();
+    expect(message(err)).toMatch(/failed calling webhook "(mutate|sandboxes)\..*pepr\.dev"/);
+    await expect(getSandbox(ns.name, "outage-refused")).rejects.toBeDefined();
+  });
+});
+
+describe("once the module is back", () => {
+  it("creates and reconciles Sandboxes again with no manual step", async () => {
+    await waitFor(
+      "a Sandbox create admitted again",
+      () => createSandbox(ns.name, "outage-after").then(() => true),
+      (ok) => ok,
+    );
+    const ready = await waitPhase(ns.name, "outage-after", "Ready");
+    expect(ready.status?.endpoint).toContain("outage-after");
+    // The Sandbox that lived through the outage is still reconciled: Ready, its one pod kept.
+    const live = await waitPhase(ns.name, "outage-live", "Ready");
+    expect(live.status?.podName).toBeTruthy();
+  });
+});

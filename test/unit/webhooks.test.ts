@@ -1,0 +1,177 @@
+// The webhook configurations scoped to what they guard (scripts/webhooks.ts, decision 0017):
+// Sandboxes only on create or a spec change, pods only when they carry the Sandbox label, in the
+// manifest and in the Helm chart's templates alike.
+import { parseAllDocuments } from "yaml";
+import {
+  SANDBOX_PODS,
+  SPEC_CHANGED,
+  scopeChartTemplate,
+  scopeManifest,
+  scopeWebhooks,
+  type WebhookConfiguration,
+} from "../../scripts/webhooks";
+
+const sandboxRule = {
+  apiGroups: ["core.jr2.dev"],
+  apiVersions: ["v1alpha1"],
+  operations: ["CREATE", "UPDATE"],
+  resources: ["sandboxes"],
+};
+const podCreate = { apiGroups: [""], apiVersions: ["v1"], operations: ["CREATE"], resources: ["pods", "pods/ephemeralcontainers"] };
+const podUpdate = { ...podCreate, operations: ["UPDATE"] };
+
+const generated = (kind: WebhookConfiguration["kind"], rules: unknown[]): WebhookConfiguration => ({
+  apiVersion: "admissionregistration.k8s.io/v1",
+  kind,
+  metadata: { name: "pepr-x" },
+  webhooks: [
+    {
+      name: "pepr-x.pepr.dev",
+      clientConfig: { url: "https://127.0.0.1:3000/validate/abc" },
+      failurePolicy: "Fail",
+      namespaceSelector: { matchExpressions: [{ key: "kubernetes.io/metadata.name", operator: "NotIn", values: ["kube-system"] }] },
+      rules: rules as never,
+      sideEffects: "None",
+      timeoutSeconds: 10,
+    },
+  ],
+});
+
+describe("scopeWebhooks", () => {
+  const validating = scopeWebhooks(generated("ValidatingWebhookConfiguration", [sandboxRule, podCreate, podUpdate]));
+
+  it("splits the one generated webhook by what it guards, keeping everything else", () => {
+    expect(validating.webhooks.map((w) => w.name)).toEqual(["sandboxes.pepr-x.pepr.dev", "pods.pepr-x.pepr.dev"]);
+    for (const w of validating.webhooks) {
+      expect(w.failurePolicy).toBe("Fail");
+      expect(w.timeoutSeconds).toBe(10);
+      expect(w.clientConfig).toEqual({ url: "https://127.0.0.1:3000/validate/abc" });
+      expect(w.namespaceSelector).toBeDefined();
+    }
+  });
+
+  it("calls the Sandbox webhook on create and on a spec change only, never for pods", () => {
+    const [sandboxes] = validating.webhooks;
+    expect(sandboxes.rules).toEqual([sandboxRule]);
+    expect(sandboxes.matchConditions).toEqual([SPEC_CHANGED]);
+    expect(SPEC_CHANGED.expression).toContain("object.spec != oldObject.spec");
+    expect(sandboxes.objectSelector).toBeUndefined();
+  });
+
+  it("calls the pod webhook only for pods carrying the Sandbox label, never for Sandboxes", () => {
+    const [, pods] = validating.webhooks;
+    expect(pods.rules).toEqual([podCreate, podUpdate]);
+    expect(pods.objectSelector).toEqual(SANDBOX_PODS);
+    expect(SANDBOX_PODS).toEqual({ matchExpressions: [{ key: "sandbox.jr2.dev/name", operator: "Exists" }] });
+    expect(pods.matchConditions).toBeUndefined();
+  });
+
+  it("leaves a configuration of Sandbox rules alone but for the spec condition (the mutating one)", () => {
+    const mutating = scopeWebhooks(generated("MutatingWebhookConfiguration", [sandboxRule]));
+    expect(mutating.webhooks).toHaveLength(1);
+    expect(mutating.webhooks[0].matchConditions).toEqual([SPEC_CHANGED]);
+  });
+
+  it("refuses a rule it has no scope for, naming it", () => {
+    const deployments = { apiGroups: ["apps"], apiVersions: ["v1"], operations: ["CREATE"], resources: ["deployments"] };
+    expect(() => scopeWebhooks(generated("ValidatingWebhookConfiguration", [deployments]))).toThrow(
+      /rules for deployments have no scope in scripts\/webhooks.ts/,
+    );
+  });
+
+  it("is idempotent: scoping a scoped configuration changes nothing", () => {
+    expect(scopeWebhooks(validating)).toEqual(validating);
+  });
+});
+
+describe("scopeManifest", () => {
+  it("scopes the webhook configurations and leaves every other document as it was", () => {
+    const yaml = [
+      "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: pepr-system\n",
+      JSON.stringify(generated("ValidatingWebhookConfiguration", [sandboxRule, podCreate])),
+    ].join("---\n");
+    const docs = parseAllDocuments(scopeManifest(yaml)).map((d) => d.toJS());
+    expect(docs[0]).toEqual({ apiVersion: "v1", kind: "Namespace", metadata: { name: "pepr-system" } });
+    expect(docs[1].webhooks.map((w: { name: string }) => w.name)).toEqual([
+      "sandboxes.pepr-x.pepr.dev",
+      "pods.pepr-x.pepr.dev",
+    ]);
+  });
+});
+
+describe("scopeChartTemplate", () => {
+  // The shape Pepr's chart writes: Go template expressions inside YAML, a range over a list.
+  const template = `apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata:
+  name: {{ .Values.uuid }}
+webhooks:
+  - admissionReviewVersions:
+      - v1
+    clientConfig:
+      service:
+        name: {{ .Values.uuid }}
+        namespace: pepr-system
+        path: >-
+          /validate/abc
+    failurePolicy: {{ .Values.admission.failurePolicy }}
+    name: {{ .Values.uuid }}.pepr.dev
+    namespaceSelector:
+      matchExpressions:
+        - key: kubernetes.io/metadata.name
+          operator: NotIn
+          values:
+            - kube-system
+            {{- range .Values.additionalIgnoredNamespaces }}
+            - {{ . }}
+            {{- end }}
+            - pepr-system
+    rules:
+      - apiGroups:
+          - core.jr2.dev
+        apiVersions:
+          - v1alpha1
+        operations:
+          - CREATE
+          - UPDATE
+        resources:
+          - sandboxes
+      - apiGroups:
+          - ''
+        apiVersions:
+          - v1
+        operations:
+          - CREATE
+        resources:
+          - pods
+    sideEffects: None
+    timeoutSeconds: {{ .Values.admission.webhookTimeout }}
+`;
+  const out = scopeChartTemplate(template);
+
+  it("keeps every Helm expression, the range block whole at its list's indentation", () => {
+    expect(out).toContain("  name: {{ .Values.uuid }}\n");
+    expect(out).toContain("name: sandboxes.{{ .Values.uuid }}.pepr.dev");
+    expect(out).toContain("name: pods.{{ .Values.uuid }}.pepr.dev");
+    expect(out.match(/failurePolicy: \{\{ \.Values\.admission\.failurePolicy \}\}/g)).toHaveLength(2);
+    expect(out.match(/timeoutSeconds: \{\{ \.Values\.admission\.webhookTimeout \}\}/g)).toHaveLength(2);
+    expect(out).toContain(
+      "            {{- range .Values.additionalIgnoredNamespaces }}\n            - {{ . }}\n            {{- end }}\n",
+    );
+    expect(out).not.toMatch(/__jr2_\d+__/);
+    expect(out).not.toMatch(/&a\d|\*a\d/); // no YAML anchors: Helm users read these files
+  });
+
+  it("renders, with values filled in, to the scoped webhooks", () => {
+    const rendered = out
+      .replace(/\{\{- range [^}]*\}\}\n\s*- \{\{ \. \}\}\n\s*\{\{- end \}\}\n/g, "")
+      .replaceAll("{{ .Values.uuid }}", "pepr-x")
+      .replaceAll("{{ .Values.admission.failurePolicy }}", "Fail")
+      .replaceAll("{{ .Values.admission.webhookTimeout }}", "10");
+    const doc = parseAllDocuments(rendered)[0].toJS() as WebhookConfiguration;
+    expect(doc.webhooks.map((w) => w.name)).toEqual(["sandboxes.pepr-x.pepr.dev", "pods.pepr-x.pepr.dev"]);
+    expect(doc.webhooks[0].matchConditions).toEqual([SPEC_CHANGED]);
+    expect(doc.webhooks[1].objectSelector).toEqual(SANDBOX_PODS);
+    expect(doc.webhooks[1].failurePolicy).toBe("Fail");
+  });
+});
