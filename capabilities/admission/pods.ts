@@ -221,7 +221,32 @@ export function podUpdateViolations(
   return [
     ...sandboxLabelViolations(pod, oldPod, requester, operator),
     ...(sandboxPod && subResource === "ephemeralcontainers" ? ephemeralViolations(pod, oldPod) : []),
+    ...(sandboxPod && !subResource ? imageChangeViolations(pod, oldPod) : []),
   ];
+}
+
+/** A Sandbox pod runs the images it was built with (decision 0017): an image is the one thing a pod
+ * UPDATE may change in a container, and the operator never does, so a changed one is refused. */
+export function imageChangeViolations(pod: unknown, oldPod: unknown): Violation[] {
+  const out: Violation[] = [];
+  for (const list of ["containers", "initContainers"] as const) {
+    const before = new Map(
+      asArray(asObject(asObject(oldPod).spec)[list]).map((c) => [str(asObject(c).name), str(asObject(c).image)]),
+    );
+    asArray(asObject(asObject(pod).spec)[list]).forEach((c, i) => {
+      const name = str(asObject(c).name);
+      const was = before.get(name);
+      if (was !== undefined && was !== str(asObject(c).image)) {
+        out.push(
+          violation(
+            `spec.${list}[${i}].image`,
+            "a Sandbox pod keeps the images it was built with: change the Sandbox's spec and create a new Sandbox",
+          ),
+        );
+      }
+    });
+  }
+  return out;
 }
 
 /** The ephemeral containers an update adds (those not in the old pod), checked. */

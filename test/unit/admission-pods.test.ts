@@ -506,6 +506,16 @@ describe("sandboxLabelViolations and podUpdateViolations", () => {
     expect(podUpdateViolations(labelled("a", dbg), labelled("a"), "alice", undefined)).toEqual([]);
   });
 
+  it("refuses anyone's change of a Sandbox pod's image, and leaves other pods' alone", () => {
+    const swapped = { ...labelled("a"), spec: { containers: [{ name: "c", image: "evil:1" }] } };
+    const vs = podUpdateViolations(swapped, labelled("a"), "alice", undefined);
+    expect(paths(vs)).toEqual(["spec.containers[0].image"]);
+    expect(vs[0].message).toContain("create a new Sandbox");
+    expect(paths(podUpdateViolations(swapped, labelled("a"), OPERATOR, OPERATOR))).toEqual(["spec.containers[0].image"]);
+    const ordinary = { ...labelled(), spec: { containers: [{ name: "c", image: "c:2" }] } };
+    expect(podUpdateViolations(ordinary, labelled(), "alice", undefined)).toEqual([]);
+  });
+
   it("reads hostile input without throwing", () => {
     expect(podUpdateViolations(null, 3, undefined, undefined, "x")).toEqual([]);
     expect(() => podUpdateViolations({ metadata: { labels: "x" } }, { metadata: null }, "a", "b")).not.toThrow();
