@@ -4,16 +4,19 @@
 import { hostname } from "node:os";
 import { ApiError } from "./api-error";
 import { kubeRequest, paths } from "./kube";
-import { TokenBucket } from "./ratelimit";
+import { TokenBucket, type Lane } from "./ratelimit";
 import { metrics } from "./metrics";
 import { OPERATOR_ENV } from "../api/env";
 
+/** A limit from the environment: unset or unreadable, the default; `0`, no client-side limit. */
 const envNumber = (name: string, fallback: number) => {
-  const n = Number(process.env[name]);
-  return Number.isFinite(n) && n > 0 ? n : fallback;
+  const raw = process.env[name];
+  const n = Number(raw);
+  return raw !== undefined && raw.trim() !== "" && Number.isFinite(n) && n >= 0 ? n : fallback;
 };
 
-/** The operator's writes; events have their own, so a burst of them never delays a pod. */
+/** The operator's writes, in two lanes (lib/ratelimit.ts); events have their own bucket, so a burst
+ * of them never spends what status writes need. */
 export const writes = new TokenBucket(envNumber(OPERATOR_ENV.writeQps, 100), envNumber(OPERATOR_ENV.writeBurst, 200));
 const eventWrites = new TokenBucket(envNumber(OPERATOR_ENV.eventQps, 50), envNumber(OPERATOR_ENV.eventBurst, 100));
 
@@ -49,9 +52,9 @@ function statusOf(data: unknown): Status | undefined {
 export const isNotFound = (err: unknown) => apiError(err).status === 404;
 export const isConflict = (err: unknown) => apiError(err).status === 409;
 
-/** Runs one write under the bucket, counting it by kind and verb. */
-export async function write<T>(what: string, fn: () => Promise<T>): Promise<T> {
-  await writes.take();
+/** Runs one write under the bucket, in its lane, counting it by kind and verb. */
+export async function write<T>(what: string, fn: () => Promise<T>, lane: Lane = "start"): Promise<T> {
+  await writes.take(lane);
   metrics.apiWrite(what);
   try {
     return await fn();

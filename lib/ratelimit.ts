@@ -1,8 +1,16 @@
-// A token bucket for the operator's writes (decision 0006: 100 requests/s, burst 200). Tokens may go
-// negative: each caller reserves its slot and waits for it, so callers are served in order.
+// A token bucket for the operator's writes (seed 000: 100 requests/s, burst 200), with two lanes
+// (decision 0020): while tokens are scarce, a write that finishes a Sandbox
+// (its status once the pod is Ready, a Lost mark, a reap) goes before one that starts new work (a
+// pod or Service create), so a burst of new Sandboxes never holds back the one write a ready one
+// still needs. Within a lane, callers are served in order. qps 0: no client-side limit (the API
+// server's priority and fairness decides).
+export type Lane = "finish" | "start";
+
 export class TokenBucket {
   #tokens: number;
   #last = Date.now();
+  readonly #waiting: Record<Lane, Array<() => void>> = { finish: [], start: [] };
+  #timer: NodeJS.Timeout | undefined;
 
   constructor(
     readonly qps: number,
@@ -11,18 +19,64 @@ export class TokenBucket {
     this.#tokens = burst;
   }
 
-  /** Milliseconds the caller must wait for its token (0 when one is at hand); reserves it. */
-  reserve(now = Date.now()): number {
+  /** No client-side limit at all. */
+  get unlimited(): boolean {
+    return !(this.qps > 0);
+  }
+
+  /** Callers waiting, by lane. */
+  get queued(): Record<Lane, number> {
+    return { finish: this.#waiting.finish.length, start: this.#waiting.start.length };
+  }
+
+  #refill(now: number): void {
     // A clock stepped back (NTP, a resumed VM) adds nothing and takes nothing.
     const elapsed = Math.max(0, now - this.#last);
     this.#tokens = Math.min(this.burst, this.#tokens + (elapsed * this.qps) / 1000);
     this.#last = Math.max(this.#last, now);
+  }
+
+  /** Milliseconds a caller must wait for its token (0 when one is at hand); reserves it. Tokens
+   * may go negative: each reservation waits its turn. Lane-blind; take() is what callers use. */
+  reserve(now = Date.now()): number {
+    this.#refill(now);
     this.#tokens -= 1;
     return this.#tokens >= 0 ? 0 : Math.ceil((-this.#tokens * 1000) / this.qps);
   }
 
-  async take(): Promise<void> {
-    const wait = this.reserve();
-    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+  /** Waits for a token in `lane`; resolves with the milliseconds waited. */
+  take(lane: Lane = "start"): Promise<number> {
+    if (this.unlimited) return Promise.resolve(0);
+    const started = Date.now();
+    this.#refill(started);
+    // Nobody ahead: nobody in this lane, and for a start nobody finishing either.
+    const ahead = this.#waiting.finish.length + (lane === "start" ? this.#waiting.start.length : 0);
+    if (ahead === 0 && this.#tokens >= 1) {
+      this.#tokens -= 1;
+      return Promise.resolve(0);
+    }
+    return new Promise((resolve) => {
+      this.#waiting[lane].push(() => resolve(Date.now() - started));
+      this.#schedule();
+    });
+  }
+
+  /** Hands out the tokens that have accrued, finishing lane first; sleeps until the next one. */
+  #drain = (): void => {
+    this.#timer = undefined;
+    this.#refill(Date.now());
+    while (this.#tokens >= 1) {
+      const next = this.#waiting.finish.shift() ?? this.#waiting.start.shift();
+      if (!next) break;
+      this.#tokens -= 1;
+      next();
+    }
+    this.#schedule();
+  };
+
+  #schedule(): void {
+    if (this.#timer || (!this.#waiting.finish.length && !this.#waiting.start.length)) return;
+    const ms = Math.max(1, Math.ceil(((1 - this.#tokens) * 1000) / this.qps));
+    this.#timer = setTimeout(this.#drain, ms);
   }
 }

@@ -284,6 +284,8 @@ export class SandboxController {
   async #writeStatus(key: string, sbx: Sandbox, status: NonNullable<Sandbox["status"]>) {
     const patch = statusMergePatch(sbx.status, status);
     if (!patch) return;
+    // A status that finishes a Sandbox (Ready, Lost) goes before new work (decision 0020).
+    const lane = status.phase === "Ready" || status.phase === "Lost" ? "finish" : "start";
     const updated = await write("Sandbox.status", () =>
       kubeRequest<Sandbox>(
         "PATCH",
@@ -291,6 +293,7 @@ export class SandboxController {
         { status: patch },
         "application/merge-patch+json",
       ),
+      lane,
     );
     this.#store(key, updated as Sandbox);
     for (const e of statusEvents(sbx.status, status)) this.#event(sbx, e.type, e.reason, e.message);
@@ -306,8 +309,10 @@ export class SandboxController {
     this.#event(sbx, "Normal", "Reaped", `no keepalive for spec.idleTimeout (${sbx.spec.idleTimeout}): deleted`);
     try {
       // Background propagation: the garbage collector takes the pod and Service.
-      await write("Sandbox.delete", () =>
-        kubeRequest("DELETE", `${paths.sandbox(namespace, name)}?propagationPolicy=Background`),
+      await write(
+        "Sandbox.delete",
+        () => kubeRequest("DELETE", `${paths.sandbox(namespace, name)}?propagationPolicy=Background`),
+        "finish",
       );
     } catch (err) {
       if (!isNotFound(err)) throw err;

@@ -40,3 +40,54 @@ describe("TokenBucket.reserve", () => {
     expect(b.reserve(T0 - 60_000)).toBe(0);
   });
 });
+
+// Finish before start (decision 0020): a saturated bucket serves a finishing write before every
+// start already waiting, and each lane in arrival order.
+describe("TokenBucket.take", () => {
+  beforeEach(() => jest.useFakeTimers({ now: T0 }));
+  afterEach(() => jest.useRealTimers());
+
+  const served: string[] = [];
+  beforeEach(() => served.splice(0));
+  const take = (b: TokenBucket, lane: "finish" | "start", id: string) =>
+    b.take(lane).then((waited) => {
+      served.push(id);
+      return waited;
+    });
+
+  it("serves a finishing write before the starts queued ahead of it", async () => {
+    const b = new TokenBucket(10, 1);
+    const all = [take(b, "start", "s0"), take(b, "start", "s1"), take(b, "start", "s2"), take(b, "start", "s3")];
+    await Promise.resolve();
+    all.push(take(b, "finish", "f0"), take(b, "start", "s4"), take(b, "finish", "f1"));
+    await jest.advanceTimersByTimeAsync(1000);
+    await Promise.all(all);
+    expect(served).toEqual(["s0", "f0", "f1", "s1", "s2", "s3", "s4"]);
+  });
+
+  it("keeps the rate: one token per 1000/qps ms once the burst is spent", async () => {
+    const b = new TokenBucket(10, 2);
+    const all = Array.from({ length: 6 }, (_, i) => take(b, "start", `s${i}`));
+    await jest.advanceTimersByTimeAsync(199);
+    expect(served).toEqual(["s0", "s1", "s2"]);
+    await jest.advanceTimersByTimeAsync(201);
+    expect(served).toEqual(["s0", "s1", "s2", "s3", "s4", "s5"]);
+    const waited = await Promise.all(all);
+    expect(waited.slice(0, 2)).toEqual([0, 0]);
+    expect(waited[5]).toBeGreaterThanOrEqual(400);
+  });
+
+  it("lets a finishing write through at once when a token is at hand, starts waiting or not", async () => {
+    const b = new TokenBucket(10, 3);
+    await take(b, "start", "s0");
+    expect(await take(b, "finish", "f0")).toBe(0);
+    expect(b.queued).toEqual({ finish: 0, start: 0 });
+  });
+
+  it("with qps 0 sets no client-side limit at all", async () => {
+    const b = new TokenBucket(0, 0);
+    expect(b.unlimited).toBe(true);
+    const waited = await Promise.all(Array.from({ length: 1000 }, () => b.take("start")));
+    expect(waited.every((w) => w === 0)).toBe(true);
+  });
+});
