@@ -1,7 +1,10 @@
 // Benchmark: N Sandboxes (default 1000) created at once on the local cluster (3 fake nodes).
 // Measures the time until all are Ready, the operator-added latency from pod Ready to Sandbox
 // Ready (both observed by this process's watches), reconciles and status writes per Sandbox
-// (from the operator's /metrics) and the operator's peak RSS (VmHWM).
+// (from the operator's /metrics) and the operator's memory (idle, after the burst, peak). In the
+// same run, the cluster's own limit: the same number of plain Pods and Services created straight
+// from this client at the same concurrency (no operator), timed to all Ready.
+//   BENCH_WRITE_QPS: the operator's JR2_WRITE_QPS (`0`: no client-side limit; default: its own).
 import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { request } from "node:https";
@@ -37,20 +40,84 @@ export function sumMetric(text: string, name: string, labels: Record<string, str
 }
 
 /** The module run here for one benchmark, quiet (warnings only), its files under the cache. */
-export const benchOperator = (kubeconfig: string, port: number, name: string) =>
+export const benchOperator = (kubeconfig: string, port: number, name: string, env?: Record<string, string>) =>
   startLocalOperator({
     kubeconfig,
     stateDir: join(CACHE_DIR, name),
     port,
     logs: "file",
     logLevel: process.env.BENCH_LOG_LEVEL ?? "warn",
+    ...(env ? { env } : {}),
   });
+
+/** A field of /proc/<pid>/status in MB (VmRSS now, VmHWM the peak). */
+const memoryMb = (pid: number | undefined, field: "VmRSS" | "VmHWM") => {
+  const m = new RegExp(`${field}:\\s+(\\d+) kB`).exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+  return m ? Number(m[1]) / 1024 : NaN;
+};
+
+/** At most `width` calls in flight, in order: the benchmark's own client is never the bottleneck's cause. */
+async function inBatches<T>(items: T[], width: number, fn: (item: T) => Promise<unknown>) {
+  for (let i = 0; i < items.length; i += width) await Promise.all(items.slice(i, i + width).map(fn));
+}
+
+/**
+ * The cluster's best: `count` plain Pods and Services created from this client at the same
+ * concurrency as the Sandboxes, timed from the first create to the last pod Ready.
+ */
+async function plainBaseline(count: number): Promise<{ createSeconds: number; allReadySeconds: number }> {
+  const ns = `bench-plain-${randomBytes(3).toString("hex")}`;
+  await K8s(kind.Namespace).Apply({ metadata: { name: ns } });
+  const ready = new Set<string>();
+  let last = 0;
+  const watch = K8s(kind.Pod)
+    .InNamespace(ns)
+    .Watch((pod) => {
+      if (isReady(pod) && !ready.has(pod.metadata!.name!)) {
+        ready.add(pod.metadata!.name!);
+        last = performance.now();
+      }
+    });
+  await watch.start();
+  try {
+    const names = Array.from({ length: count }, (_, i) => `p-${i}`);
+    const t0 = performance.now();
+    await inBatches(names, 100, (name) =>
+      Promise.all([
+        K8s(kind.Pod).Create({
+          metadata: { name, namespace: ns, labels: { app: name } },
+          spec: { containers: [{ name: "app", image: "ghcr.io/example/harness:1" }] },
+        }),
+        K8s(kind.Service).Create({
+          metadata: { name, namespace: ns },
+          spec: { selector: { app: name }, ports: [{ name: "http", port: 8080, targetPort: 8080 }] },
+        }),
+      ]),
+    );
+    const created = performance.now();
+    const deadline = Date.now() + 15 * 60_000;
+    while (ready.size < count) {
+      if (Date.now() > deadline) throw new Error(`only ${ready.size}/${count} plain pods Ready after 15 min`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    return { createSeconds: (created - t0) / 1000, allReadySeconds: (last - t0) / 1000 };
+  } finally {
+    watch.close();
+    await K8s(kind.Namespace)
+      .Delete(ns)
+      .catch(() => undefined);
+  }
+}
 
 const isReady = (pod: kind.Pod) => pod.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True");
 
 export async function sandboxBurst(kubeconfig: string, count: number): Promise<Result[]> {
   const port = 3444;
-  const op = await benchOperator(kubeconfig, port, "bench-operator");
+  const qps = process.env.BENCH_WRITE_QPS;
+  const op = await benchOperator(kubeconfig, port, "bench-operator", qps !== undefined ? { JR2_WRITE_QPS: qps } : undefined);
+  // Idle: up, CRDs applied, watches listed, nothing to reconcile yet.
+  await new Promise((r) => setTimeout(r, 3000));
+  const idleRss = memoryMb(op.child.pid, "VmRSS");
   const ns = `bench-${randomBytes(3).toString("hex")}`;
   const podReady = new Map<string, number>();
   const sbxReady = new Map<string, number>();
@@ -76,19 +143,14 @@ export async function sandboxBurst(kubeconfig: string, count: number): Promise<R
     const before = await scrape(port, op.caPem);
     const t0 = performance.now();
     const names = Array.from({ length: count }, (_, i) => `s-${i}`);
-    // At most 100 creates in flight: the benchmark's own client must not be the bottleneck's cause.
-    for (let i = 0; i < names.length; i += 100) {
-      await Promise.all(
-        names.slice(i, i + 100).map((name) =>
-          K8s(SandboxModel).Create({
-            apiVersion: "core.jr2.dev/v1alpha1",
-            kind: "Sandbox",
-            metadata: { name, namespace: ns },
-            spec: { image: "ghcr.io/example/harness:1" },
-          }),
-        ),
-      );
-    }
+    await inBatches(names, 100, (name) =>
+      K8s(SandboxModel).Create({
+        apiVersion: "core.jr2.dev/v1alpha1",
+        kind: "Sandbox",
+        metadata: { name, namespace: ns },
+        spec: { image: "ghcr.io/example/harness:1" },
+      }),
+    );
     const created = performance.now();
     const deadline = Date.now() + 15 * 60_000;
     while (sbxReady.size < count) {
@@ -115,11 +177,16 @@ export async function sandboxBurst(kubeconfig: string, count: number): Promise<R
       sumMetric(after, name, labels) - sumMetric(before, name, labels);
     const reconciles = delta("pepr_jr2_reconciles", { controller: "sandbox" });
     const statusWrites = delta("pepr_jr2_api_writes", { what: "Sandbox.status" });
-    const hwm = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${op.child.pid}/status`, "utf8"));
+    const afterRss = memoryMb(op.child.pid, "VmRSS");
+    const peakRss = memoryMb(op.child.pid, "VmHWM");
+    const writes = delta("pepr_jr2_api_writes");
+    // The cluster's own limit, measured now, in the same run (the Sandboxes' pods still stand).
+    const plain = await plainBaseline(count);
 
     const b = "sandbox-burst";
     return [
       { bench: b, metric: "sandboxes", value: count, unit: "count" },
+      { bench: b, metric: "write_qps", value: qps === undefined ? 100 : Number(qps), unit: "1/s (0: no limit)" },
       { bench: b, metric: "create_seconds", value: round((created - t0) / 1000), unit: "s" },
       { bench: b, metric: "all_ready_seconds", value: round(allReady), unit: "s", target: "<= 20" },
       { bench: b, metric: "pod_ready_to_sandbox_ready_p50_ms", value: round(percentile(latencies, 50)), unit: "ms" },
@@ -131,7 +198,17 @@ export async function sandboxBurst(kubeconfig: string, count: number): Promise<R
         unit: "ms",
         target: "<= 200",
       },
+      { bench: b, metric: "plain_create_seconds", value: round(plain.createSeconds), unit: "s" },
+      { bench: b, metric: "plain_all_ready_seconds", value: round(plain.allReadySeconds), unit: "s" },
+      {
+        bench: b,
+        metric: "all_ready_over_plain_ratio",
+        value: round(allReady / plain.allReadySeconds),
+        unit: "ratio",
+        target: "<= 1.3 with no limit",
+      },
       { bench: b, metric: "reconciles_per_sandbox", value: round(reconciles / count), unit: "count", target: "<= 4" },
+      { bench: b, metric: "writes_per_sandbox", value: round(writes / count), unit: "count" },
       {
         bench: b,
         metric: "status_writes_per_sandbox",
@@ -141,12 +218,15 @@ export async function sandboxBurst(kubeconfig: string, count: number): Promise<R
       },
       { bench: b, metric: "reconcile_p50_ms", value: round(quantile(after, 0.5)), unit: "ms" },
       { bench: b, metric: "reconcile_p99_ms", value: round(quantile(after, 0.99)), unit: "ms" },
+      { bench: b, metric: "operator_idle_rss_mb", value: round(idleRss), unit: "MB", target: "<= 150" },
+      { bench: b, metric: "operator_rss_after_mb", value: round(afterRss), unit: "MB" },
+      { bench: b, metric: "operator_peak_rss_mb", value: round(peakRss), unit: "MB", target: "<= 300" },
       {
         bench: b,
-        metric: "operator_peak_rss_mb",
-        value: hwm ? round(Number(hwm[1]) / 1024) : NaN,
-        unit: "MB",
-        target: "<= 300",
+        metric: "bytes_per_sandbox",
+        value: Math.round(((afterRss - idleRss) * 1024 * 1024) / count),
+        unit: "B",
+        target: "<= 40960",
       },
     ];
   } finally {
