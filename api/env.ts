@@ -56,5 +56,24 @@ export const ORCHESTRATOR_ENV = {
   localWorkRoot: "JR2_LOCAL_WORK_ROOT",
 } as const;
 
+/** The Custodian (custodian/main.ts); written by the Sandbox pod's `custodian` container (api/custodian.ts
+ * holds the defaults: the ports, the mounts' paths). */
+export const CUSTODIAN_ENV = {
+  /** The loopback listener's port (routes and proxy; always 127.0.0.1), default 8081. */
+  port: "JR2_CUSTODIAN_PORT",
+  /** The probes' listener (/healthz, /readyz, /metrics), default 15021. */
+  healthPort: "JR2_CUSTODIAN_HEALTH_PORT",
+  /** The probes' address; unset: every interface in a pod (the kubelet probes the pod's IP), loopback outside. */
+  healthHost: LISTEN_HOST,
+  /** The config file (the `<sandbox>-custodian` ConfigMap's `config.json`). */
+  configFile: "JR2_CUSTODIAN_CONFIG",
+  /** The directory of held values, one file each (the Sandbox token, the held secrets). */
+  valuesDir: "JR2_CUSTODIAN_VALUES_DIR",
+  /** The directory of the installation CA's `tls.crt` and `tls.key` (interception needs both). */
+  caDir: "JR2_CUSTODIAN_CA_DIR",
+  /** A PEM bundle trusted for upstream hosts beside the system roots (a private CA). */
+  upstreamCa: "JR2_CUSTODIAN_UPSTREAM_CA",
+} as const;
+
 /** Any workload's API client (lib/kube.ts): `1` speaks HTTP/2 to the API server. */
 export const API_HTTP2_ENV = "JR2_API_HTTP2";

@@ -46,6 +46,7 @@ console.log(
 // The companions: one bundle each, and their manifests.
 const COMPANIONS = {
   "cache-agent": "cache-agent/main.ts",
+  custodian: "custodian/main.ts",
   harness: "harness/main.ts",
   orchestrator: "orchestrator/main.ts",
 };

@@ -1,0 +1,332 @@
+// The Custodian's words on the wire (docs/decisions/0018-custodian.md): where it listens and what
+// it mounts, the config the Orchestrator writes into `<sandbox>-custodian` (a zod schema whose
+// every refusal names the field and the fix), the Stand-in format, the failure header the Harness
+// reads, and the env the Harness container gets to reach it. Pure: no I/O.
+import { z } from "zod";
+import { fieldPath } from "./attach";
+import { goDurationMs } from "./crd/sources/common";
+import { SANDBOX_TOKEN_KEY } from "./wire";
+
+// ---------------------------------------------------------------------------------------------
+// Ports and mounts
+
+/** The loopback listener: the routes and the proxy (127.0.0.1 only, never another address). */
+export const CUSTODIAN_PORT = 8081;
+/** The probes' listener: /healthz, /readyz and /metrics only (the kubelet probes the pod's address). */
+export const CUSTODIAN_HEALTH_PORT = 15021;
+
+/** `<sandbox>-custodian`: the ConfigMap the Orchestrator writes, owned by the Sandbox. */
+export const custodianConfigMapName = (sandbox: string) => `${sandbox}-custodian`;
+/** Its one key, and where the Custodian reads it by default. */
+export const CUSTODIAN_CONFIG_KEY = "config.json";
+export const CUSTODIAN_CONFIG_DIR = "/etc/jr2/custodian/config";
+export const CUSTODIAN_CONFIG_FILE = `${CUSTODIAN_CONFIG_DIR}/${CUSTODIAN_CONFIG_KEY}`;
+/** One file per held value (the Sandbox token, the pod's held secrets), named by the config. */
+export const CUSTODIAN_VALUES_DIR = "/etc/jr2/custodian/values";
+/** The installation's CA, certificate and RSA key (a `kubernetes.io/tls` Secret's two keys). */
+export const CUSTODIAN_CA_DIR = "/etc/jr2/custodian/ca";
+export const CA_CERT_KEY = "tls.crt";
+export const CA_KEY_KEY = "tls.key";
+/** What the Harness container mounts: the installation CA's certificate alone (no key). */
+export const HARNESS_CA_DIR = "/etc/jr2/ca";
+export const HARNESS_CA_KEY = "ca.crt";
+
+// ---------------------------------------------------------------------------------------------
+// The routes and the failure header
+
+/** `/orchestrator/<path>` goes to the configured Orchestrator url + `/<path>`, with the Sandbox token. */
+export const ORCHESTRATOR_ROUTE = "/orchestrator";
+/** `/providers/<name>/<path>` goes to that provider's url + `/<path>`. */
+export const PROVIDERS_ROUTE = "/providers";
+
+/**
+ * On the Custodian's own answers only (an upstream's copy is removed): `unreachable` on a 502 when
+ * the request was not forwarded (no connection, a connect timeout, a refusal, an unreachable host,
+ * retries spent before sending), so the Harness may send it again; `refused` on a 4xx a rule of
+ * the Custodian gave. A 502 without the header may have reached the upstream.
+ */
+export const CUSTODIAN_HEADER = "x-jr2-custodian";
+export const UNREACHABLE = "unreachable";
+export const REFUSED = "refused";
+/** The message of an `unreachable` answer (the Harness quotes it). */
+export const unreachableMessage = (detail: string) => `the Custodian could not reach it (${detail})`;
+
+// ---------------------------------------------------------------------------------------------
+// Stand-ins
+
+/**
+ * A Stand-in: what the Harness holds in the place of a credential, `jr2-stand-in-` and 32 to 64
+ * lower-case hex digits (16 to 32 random or derived bytes). Recognisable inside any header value,
+ * so the Custodian refuses one it does not hold instead of sending it on.
+ */
+export const STAND_IN_PREFIX = "jr2-stand-in-";
+export const STAND_IN = /^jr2-stand-in-[0-9a-f]{32,64}$/;
+const STAND_IN_ANYWHERE = /jr2-stand-in-[0-9a-f]{32,64}/g;
+
+/** Every Stand-in-shaped run in `text`, in order (a longer hex run reads as one, unknown, Stand-in). */
+export const standInsIn = (text: string): string[] => text.match(STAND_IN_ANYWHERE) ?? [];
+
+/** A Stand-in from 16 to 32 bytes (random, or derived from a key as the Sandbox token is). */
+export function standInFrom(bytes: Uint8Array): string {
+  if (bytes.length < 16 || bytes.length > 32) throw new Error("a Stand-in takes 16 to 32 bytes");
+  return STAND_IN_PREFIX + Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The config (`config.json` in `<sandbox>-custodian`)
+
+const HOP_BY_HOP = new Set([
+  "connection",
+  "keep-alive",
+  "proxy-connection",
+  "proxy-authorization",
+  "proxy-authenticate",
+  "te",
+  "trailer",
+  "transfer-encoding",
+  "upgrade",
+  "host",
+]);
+
+const ORIGIN_FIX =
+  "write the origin alone, e.g. https://api.anthropic.com (scheme, host, a port only when not the default)";
+
+/** Why `text` is not an http(s) origin in its canonical form, or undefined. */
+export function originProblem(text: string): string | undefined {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    return `is not a url: ${ORIGIN_FIX}`;
+  }
+  if (url.protocol !== "https:" && url.protocol !== "http:") return `must be http or https: ${ORIGIN_FIX}`;
+  if (url.username || url.password)
+    return `must not carry a credential (the held value is the credential): ${ORIGIN_FIX}`;
+  if (url.origin !== text) return `must be exactly ${url.origin}: ${ORIGIN_FIX}`;
+  return undefined;
+}
+
+/** Why `text` cannot be a base url to forward to, or undefined. */
+export function baseUrlProblem(text: string): string | undefined {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    return "is not a url: write e.g. https://api.anthropic.com or http://jr2-orchestrator.jr2.svc:8090";
+  }
+  if (url.protocol !== "https:" && url.protocol !== "http:") return "must be http or https";
+  if (url.username || url.password) return "must not carry a credential: the Custodian adds it from its values";
+  if (url.search || url.hash || text.includes("?") || text.includes("#"))
+    return "must not carry a query or a fragment: the request's own are sent on";
+  return undefined;
+}
+
+const Origin = z.string().superRefine((s, ctx) => {
+  const problem = originProblem(s);
+  if (problem) ctx.addIssue({ code: "custom", message: problem });
+});
+
+const BaseUrl = z.string().superRefine((s, ctx) => {
+  const problem = baseUrlProblem(s);
+  if (problem) ctx.addIssue({ code: "custom", message: problem });
+});
+
+/** A file under the values directory: a Secret's key, never a path or a hidden name. */
+const ValueFile = z
+  .string()
+  .regex(/^[A-Za-z0-9_-][A-Za-z0-9._-]*$/, {
+    message: "must be a file name in the values directory (a Secret key: letters, digits, '-', '_', '.'; not hidden)",
+  })
+  .max(253, "must be at most 253 characters (a Secret key's limit)");
+
+const StandIn = z.string().regex(STAND_IN, {
+  message: `must be ${STAND_IN_PREFIX} and 32 to 64 lower-case hex digits (standInFrom in api/custodian.ts makes one)`,
+});
+
+const HeaderName = z
+  .string()
+  .regex(/^[a-z0-9!#$%&'*+.^_`|~-]+$/, { message: "must be a header name in lower case, e.g. x-api-key" })
+  .refine((h) => !HOP_BY_HOP.has(h), { message: "names a hop-by-hop header, which never leaves the Custodian" });
+
+const EnvName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, {
+  message: "must be an environment variable name, e.g. ANTHROPIC_API_KEY",
+});
+
+const RouteName = z.string().regex(/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/, {
+  message: "must be a DNS label (lower-case letters, digits, '-'), e.g. anthropic: it is the route's path segment",
+});
+
+/** `*`, `host`, `*.domain` or an IP literal, each with an optional `:port`. */
+const HOST_PATTERN =
+  /^(\*|(\*\.)?[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*|\[[0-9a-f:.]+\])(:[0-9]{1,5})?$/;
+const HostPattern = z
+  .string()
+  .regex(HOST_PATTERN, {
+    message: "must be a host in lower case (github.com), a domain's hosts (*.github.com) or *, with an optional :port",
+  })
+  .refine((p) => !/:([0-9]+)$/.test(p) || Number(/:([0-9]+)$/.exec(p)![1]) <= 65535, {
+    message: "names a port above 65535",
+  });
+
+/** A Go duration between 1ms and 1h. */
+const Timeout = z.string().superRefine((s, ctx) => {
+  const ms = goDurationMs(s);
+  if (ms === undefined) ctx.addIssue({ code: "custom", message: 'must be a Go duration such as "5s" or "300ms"' });
+  else if (ms < 1 || ms > 3_600_000) ctx.addIssue({ code: "custom", message: "must be between 1ms and 1h" });
+});
+
+export const DEFAULT_TIMEOUTS = { connect: "5s", headers: "300s", body: "300s" } as const;
+
+const HeldValue = z.strictObject({
+  value: ValueFile.meta({ description: "The file under the values directory holding the secret." }),
+  standIn: StandIn.meta({ description: "What the Harness holds in its place." }),
+  origins: z
+    .array(Origin)
+    .min(1, "must name at least one origin: a held value goes only where it is bound")
+    .meta({ description: "Where the secret may go: https://host[:port] (http:// for a cluster-local host)." }),
+  headers: z
+    .array(HeaderName)
+    .min(1, "must name at least one header, or be left out (any header)")
+    .optional()
+    .meta({ description: "The request headers the Stand-in may ride in; absent: any." }),
+  env: EnvName.optional().meta({ description: "The Harness's env var that holds the Stand-in." }),
+});
+
+const Provider = z.strictObject({
+  name: RouteName,
+  url: BaseUrl.meta({ description: "Where /providers/<name>/<path> goes: <url>/<path>." }),
+});
+
+const Orchestrator = z.strictObject({
+  url: BaseUrl.meta({ description: "Where /orchestrator/<path> goes: <url>/<path>." }),
+  token: ValueFile.default(SANDBOX_TOKEN_KEY).meta({ description: "The Sandbox token's file." }),
+  retries: z
+    .number()
+    .int("must be a whole number")
+    .min(0, "must be 0 to 5")
+    .max(5, "must be 0 to 5")
+    .default(2)
+    .meta({ description: "Attempts after the first, only when the request was never sent." }),
+});
+
+export const CustodianConfig = z
+  .strictObject({
+    version: z.literal(1, { message: "must be 1" }),
+    orchestrator: Orchestrator.optional(),
+    providers: z.array(Provider).default([]),
+    held: z.array(HeldValue).default([]),
+    egress: z
+      .strictObject({
+        tunnel: z
+          .array(HostPattern)
+          .default([])
+          .meta({ description: "Hosts the proxy tunnels untouched; default port 443 (80 for http://)." }),
+      })
+      .default({ tunnel: [] }),
+    timeouts: z
+      .strictObject({
+        connect: Timeout.default(DEFAULT_TIMEOUTS.connect),
+        headers: Timeout.default(DEFAULT_TIMEOUTS.headers),
+        body: Timeout.default(DEFAULT_TIMEOUTS.body),
+      })
+      .default({ ...DEFAULT_TIMEOUTS }),
+  })
+  .superRefine((c, ctx) => {
+    /** Each defined value once: a second one is named at its own path. */
+    const once = (values: Array<string | undefined>, list: "providers" | "held", field: string, what: string) => {
+      const seen = new Set<string>();
+      values.forEach((v, i) => {
+        if (v === undefined) return;
+        if (seen.has(v))
+          ctx.addIssue({ code: "custom", path: [list, i, field], message: `repeats ${what}: make each unique` });
+        seen.add(v);
+      });
+    };
+    once(
+      c.providers.map((p) => p.name),
+      "providers",
+      "name",
+      "a provider's name",
+    );
+    once(
+      c.held.map((h) => h.standIn),
+      "held",
+      "standIn",
+      "a Stand-in",
+    );
+    once(
+      c.held.map((h) => h.env),
+      "held",
+      "env",
+      "an env name",
+    );
+    const token = c.orchestrator?.token;
+    c.held.forEach((h, i) => {
+      if (token !== undefined && h.value === token)
+        ctx.addIssue({
+          code: "custom",
+          path: ["held", i, "value"],
+          message: "names the Sandbox token's file: the token goes to the Orchestrator alone, never behind a Stand-in",
+        });
+    });
+  });
+
+export type CustodianConfig = z.infer<typeof CustodianConfig>;
+export type CustodianConfigInput = z.input<typeof CustodianConfig>;
+export type HeldValue = CustodianConfig["held"][number];
+
+const requiredMessage: z.core.$ZodErrorMap = (iss) =>
+  iss.code === "invalid_type" && iss.input === undefined ? "Required" : undefined;
+
+export type ParsedConfig = { ok: true; config: CustodianConfig } | { ok: false; message: string };
+
+/** Validates a decoded config; on failure one message naming every bad field's path and its fix. */
+export function parseCustodianConfig(input: unknown): ParsedConfig {
+  const r = CustodianConfig.safeParse(input, { error: requiredMessage });
+  if (r.success) return { ok: true, config: r.data };
+  const message = r.error.issues.map((iss) => `${iss.path.length ? fieldPath(iss.path) : "config"}: ${iss.message}`);
+  return { ok: false, message: message.join("; ") };
+}
+
+/** The same, from the file's text (JSON). */
+export function parseCustodianConfigText(text: string): ParsedConfig {
+  let input: unknown;
+  try {
+    input = JSON.parse(text);
+  } catch (err) {
+    return { ok: false, message: `not valid JSON (${(err as Error).message}): write the config as one JSON object` };
+  }
+  return parseCustodianConfig(input);
+}
+
+/** A config's timeouts in milliseconds. */
+export function timeoutsMs(config: CustodianConfig): { connect: number; headers: number; body: number } {
+  const ms = (s: string) => goDurationMs(s) ?? NaN;
+  return { connect: ms(config.timeouts.connect), headers: ms(config.timeouts.headers), body: ms(config.timeouts.body) };
+}
+
+// ---------------------------------------------------------------------------------------------
+// What the Custodian reads (api/env.ts CUSTODIAN_ENV names them) and what the Harness gets
+
+/** The Harness container's env for reaching its Custodian: its address, the proxy for tools, the
+ * trust bundle, and each held value's Stand-in under its `env` name. */
+export const HARNESS_CUSTODIAN_URL_ENV = "JR2_CUSTODIAN_URL";
+
+export function harnessCustodianEnv(
+  config: CustodianConfig,
+  port: number = CUSTODIAN_PORT,
+): Array<{ name: string; value: string }> {
+  const url = `http://127.0.0.1:${port}`;
+  const loopback = "127.0.0.1,localhost,::1";
+  return [
+    { name: HARNESS_CUSTODIAN_URL_ENV, value: url },
+    { name: "HTTPS_PROXY", value: url },
+    { name: "https_proxy", value: url },
+    { name: "HTTP_PROXY", value: url },
+    { name: "http_proxy", value: url },
+    { name: "NO_PROXY", value: loopback },
+    { name: "no_proxy", value: loopback },
+    { name: "NODE_EXTRA_CA_CERTS", value: `${HARNESS_CA_DIR}/${HARNESS_CA_KEY}` },
+    ...config.held.flatMap((h) => (h.env ? [{ name: h.env, value: h.standIn }] : [])),
+  ];
+}

@@ -1,0 +1,116 @@
+// The HTTPS proxy (decision 0018): a tool in the Harness container, told HTTPS_PROXY, asks
+// `CONNECT host:port`. A host a held value is bound to is intercepted: TLS is ended here with a leaf
+// from the installation CA, and each request inside is forwarded like any other (Stand-ins
+// swapped, answers masked), always to the CONNECT's own host, whatever the inner Host header says.
+// A host in `egress.tunnel` gets its bytes carried untouched. Any other is refused.
+import type http from "node:http";
+import net from "node:net";
+import type { Duplex } from "node:stream";
+import { TLSSocket } from "node:tls";
+import { answerRaw, notReady, refusal, unreachable } from "./answers";
+import type { Ctx, Trace } from "./context";
+import { connectTarget, tunnelAllowed } from "./rules";
+
+const ESTABLISHED = "HTTP/1.1 200 Connection Established\r\n\r\n";
+
+/** The origin each intercepted TLS socket stands for (read by the inner server's requests). */
+export const interceptedOrigins = new WeakMap<object, string>();
+
+type Target = NonNullable<ReturnType<typeof connectTarget>>;
+
+/** Ends TLS on the Harness's socket and hands it to `inner`, the server of intercepted requests. */
+function intercept(ctx: Ctx, socket: Duplex, head: Buffer, target: Target, inner: http.Server): void {
+  socket.write(ESTABLISHED);
+  if (head.length) socket.unshift(head);
+  const tls = new TLSSocket(socket as net.Socket, {
+    isServer: true,
+    secureContext: ctx.leaves!.contextFor(target.host),
+    ALPNProtocols: ["http/1.1"],
+  });
+  interceptedOrigins.set(tls, target.origin);
+  // A client that does not trust the CA ends the handshake: nothing was read, nothing is sent.
+  tls.on("error", () => socket.destroy());
+  inner.emit("connection", tls);
+}
+
+/** Carries bytes both ways to `target` once connected; `unreachable` if it cannot connect in time. */
+function tunnel(ctx: Ctx, socket: Duplex, head: Buffer, target: Target, trace: Trace, connectMs: number): void {
+  const upstream = net.connect({ host: target.host, port: target.port });
+  const timer = setTimeout(
+    () => upstream.destroy(Object.assign(new Error("connect timeout"), { code: "UND_ERR_CONNECT_TIMEOUT" })),
+    connectMs,
+  );
+  let connected = false;
+  upstream.once("connect", () => {
+    clearTimeout(timer);
+    connected = true;
+    trace.outcome = "answered";
+    trace.status = 200;
+    socket.write(ESTABLISHED);
+    if (head.length) upstream.write(head);
+    socket.pipe(upstream).pipe(socket);
+  });
+  upstream.on("error", (err: NodeJS.ErrnoException) => {
+    clearTimeout(timer);
+    if (!connected) return answerRaw(ctx, socket, trace, unreachable(`${err.code ?? "error"}: ${err.message}`));
+    socket.destroy();
+  });
+  socket.on("error", () => upstream.destroy());
+  socket.on("close", () => upstream.destroy());
+  upstream.on("close", () => socket.destroy());
+}
+
+/** The `connect` event of the Custodian's listener. */
+export function onConnect(
+  ctx: Ctx,
+  req: http.IncomingMessage,
+  socket: Duplex,
+  head: Buffer,
+  inner: http.Server,
+  trace: Trace,
+  connectMs: number,
+): void {
+  socket.on("error", () => socket.destroy());
+  const target = connectTarget(req.url ?? "");
+  if (!target) {
+    return answerRaw(
+      ctx,
+      socket,
+      trace,
+      refusal({ status: 400, code: "bad_target", message: "CONNECT takes host:port, e.g. api.example.com:443" }),
+    );
+  }
+  trace.host = `${target.host}:${target.port}`;
+  const held = ctx.held();
+  if (!held) return answerRaw(ctx, socket, trace, notReady(ctx));
+  if (held.table.boundOrigins.has(target.origin)) {
+    trace.route = "intercept";
+    if (!ctx.leaves) {
+      return answerRaw(
+        ctx,
+        socket,
+        trace,
+        refusal({
+          status: 403,
+          code: "no_ca",
+          message: `${target.origin} is bound to a held value, but no installation CA is mounted to intercept it: mount the CA's tls.crt and tls.key`,
+        }),
+      );
+    }
+    trace.outcome = "answered";
+    trace.status = 200;
+    return intercept(ctx, socket, head, target, inner);
+  }
+  if (tunnelAllowed(ctx.config.egress.tunnel, target.host, target.port))
+    return tunnel(ctx, socket, head, target, trace, connectMs);
+  answerRaw(
+    ctx,
+    socket,
+    trace,
+    refusal({
+      status: 403,
+      code: "egress_refused",
+      message: `${trace.host} is neither bound to a held value nor in egress.tunnel: add it to the config's egress.tunnel to reach it untouched`,
+    }),
+  );
+}

@@ -1,0 +1,148 @@
+// One request forwarded upstream and its answer passed back (decision 0018). The Stand-ins are
+// swapped for their secrets only toward their bound origin (else the request is refused, never
+// sent); the Sandbox token, when the route adds it, goes as the bearer. An answer to a request that
+// carried a held value is asked for unencoded and masked on its way back. A failure before the
+// request was sent is `unreachable` (retried first when the route allows); any other is a bare 502;
+// an upstream's own status (a stopping Orchestrator's 503) passes through unchanged.
+import type http from "node:http";
+import { performance } from "node:perf_hooks";
+import { pipeline } from "node:stream/promises";
+import type { Readable } from "node:stream";
+import { createBrotliDecompress, createGunzip, createInflate } from "node:zlib";
+import { answer, failedAfterSending, refusal, unreachable } from "./answers";
+import type { Ctx, Held, Trace } from "./context";
+import { Masker, maskText } from "./mask";
+import { answerHeaders, failureDetail, substitute, withoutHeader, type Header } from "./rules";
+import type { UpstreamAnswer } from "./upstream";
+
+export type Exchange = {
+  url: URL;
+  /** End-to-end headers, after the route's own changes. */
+  headers: Header[];
+  /** A buffer when the route may retry; the request itself when it streams. */
+  body: Buffer | Readable | undefined;
+  /** Attempts after the first, made only when the request was never sent. */
+  retries: number;
+  /** The bearer the route adds (the Sandbox token), replacing any the Harness sent. */
+  bearer?: string;
+};
+
+const BACKOFF_MS = 100;
+
+/** The decoder for an encoding the Custodian can read, null for none, undefined for one it cannot. */
+function decoderFor(encoding: string): (() => NodeJS.ReadWriteStream) | null | undefined {
+  const e = encoding.trim().toLowerCase();
+  if (e === "" || e === "identity") return null;
+  if (e === "gzip" || e === "x-gzip") return createGunzip;
+  if (e === "deflate") return createInflate;
+  if (e === "br") return createBrotliDecompress;
+  return undefined;
+}
+
+/** The headers that leave: Stand-ins swapped, the bearer set, an unencoded answer asked for when a held value goes. */
+function outgoing(
+  ex: Exchange,
+  held: Held,
+): { headers: Header[]; carries: boolean } | { refused: ReturnType<typeof refusal> } {
+  const sub = substitute(ex.headers, ex.url.origin, held.table);
+  if (!sub.ok) return { refused: refusal(sub) };
+  let headers = sub.headers;
+  if (ex.bearer !== undefined)
+    headers = [...withoutHeader(headers, "authorization"), ["authorization", `Bearer ${ex.bearer}`]];
+  const carries = sub.used.length > 0 || ex.bearer !== undefined;
+  if (carries) headers = [...withoutHeader(headers, "accept-encoding"), ["accept-encoding", "identity"]];
+  return { headers, carries };
+}
+
+/** The upstream's answer, after `retries` more tries of a request that was never sent. */
+async function send(
+  ctx: Ctx,
+  ex: Exchange,
+  method: string,
+  headers: Header[],
+  signal: AbortSignal,
+): Promise<UpstreamAnswer> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await ctx.upstream.request(ex.url, { method, headers, body: ex.body, signal });
+    } catch (err) {
+      if (signal.aborted || attempt >= ex.retries || !ctx.upstream.wasNotSent(err)) throw err;
+      await new Promise((r) => setTimeout(r, BACKOFF_MS * 2 ** attempt));
+    }
+  }
+}
+
+/** Passes the answer back: headers cleaned (and masked), the body streamed (decoded and masked when it must be). */
+async function relay(
+  ctx: Ctx,
+  res: http.ServerResponse,
+  trace: Trace,
+  up: UpstreamAnswer,
+  carries: boolean,
+): Promise<void> {
+  const held = ctx.held()!;
+  let headers = answerHeaders(up.headers);
+  const stages: NodeJS.ReadWriteStream[] = [];
+  if (carries) {
+    const encoding = headers.find(([n]) => n === "content-encoding")?.[1] ?? "";
+    const decoder = decoderFor(encoding);
+    if (decoder === undefined) {
+      up.body.destroy();
+      return answer(
+        ctx,
+        res,
+        trace,
+        failedAfterSending(
+          `the answer is encoded as ${encoding.slice(0, 40)}, which the Custodian cannot read to mask held values`,
+        ),
+      );
+    }
+    if (decoder) {
+      headers = headers.filter(([n]) => n !== "content-encoding" && n !== "content-length");
+      stages.push(decoder());
+    }
+    headers = headers.map(([n, v]) => [n, maskText(v, held.masks)]);
+    stages.push(new Masker(held.masks));
+  }
+  trace.outcome = "answered";
+  res.writeHead(up.statusCode, headers.flat());
+  try {
+    await pipeline([up.body, ...stages, res] as NodeJS.ReadWriteStream[]);
+  } catch {
+    // The upstream or the Harness went away mid-answer: the Harness sees its answer cut short.
+    res.destroy();
+    up.body.destroy();
+  }
+}
+
+/** Forwards `ex` for `req` and answers `res`. */
+export async function forward(
+  ctx: Ctx,
+  req: http.IncomingMessage,
+  res: http.ServerResponse,
+  trace: Trace,
+  ex: Exchange,
+): Promise<void> {
+  trace.host = ex.url.host;
+  const held = ctx.held()!;
+  const out = outgoing(ex, held);
+  if ("refused" in out) {
+    req.resume();
+    return answer(ctx, res, trace, out.refused);
+  }
+  const abort = new AbortController();
+  res.on("close", () => {
+    if (!res.writableFinished) abort.abort();
+  });
+  const started = performance.now();
+  let up: UpstreamAnswer;
+  try {
+    up = await send(ctx, ex, req.method ?? "GET", out.headers, abort.signal);
+  } catch (err) {
+    if (abort.signal.aborted) return;
+    const detail = failureDetail(err);
+    return answer(ctx, res, trace, ctx.upstream.wasNotSent(err) ? unreachable(detail) : failedAfterSending(detail));
+  }
+  ctx.metrics.upstream(trace.route, (performance.now() - started) / 1000);
+  await relay(ctx, res, trace, up, out.carries);
+}
