@@ -23,20 +23,29 @@ function maskAll(data: Buffer, secrets: readonly Buffer[]): void {
 
 /** The length of the longest tail of `data` that is a proper prefix of some secret. */
 function pendingTail(data: Buffer, secrets: readonly Buffer[]): number {
-  const longest = Math.max(0, ...secrets.map((s) => s.length));
-  for (let k = Math.min(longest - 1, data.length); k > 0; k--) {
-    const tail = data.subarray(data.length - k);
-    if (secrets.some((s) => s.length > k && tail.equals(s.subarray(0, k)))) return k;
+  let longest = 0;
+  for (const s of secrets) {
+    // Only where the secret's first byte occurs in the last (length - 1) bytes can a tail begin it.
+    for (
+      let at = data.indexOf(s[0], Math.max(0, data.length - s.length + 1));
+      at >= 0;
+      at = data.indexOf(s[0], at + 1)
+    ) {
+      const k = data.length - at;
+      if (k > longest && data.compare(s, 0, k, at) === 0) longest = k;
+    }
   }
-  return 0;
+  return longest;
 }
 
 /**
  * One chunk through the mask: `carry` (held back last time) and `chunk` joined, masked, and split
  * into what may go now and what must wait for the next chunk (a tail that may begin a secret).
+ * `chunk` itself may be overwritten (no copy is made when nothing was held back).
  */
 export function maskStep(carry: Buffer, chunk: Buffer, secrets: readonly Buffer[]): { out: Buffer; carry: Buffer } {
-  const data = Buffer.concat([carry, chunk]);
+  // The chunk is the Custodian's own (read from the upstream's socket), so it is masked in place.
+  const data = carry.length ? Buffer.concat([carry, chunk]) : chunk;
   maskAll(data, secrets);
   const hold = pendingTail(data, secrets);
   return { out: data.subarray(0, data.length - hold), carry: data.subarray(data.length - hold) };
