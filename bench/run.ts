@@ -19,6 +19,7 @@ const BENCHES: Record<string, Bench> = {
   "sandbox-burst": { cluster: true, run: (k) => sandboxBurst(k, Number(process.env.BENCH_SANDBOXES ?? 1000)) },
   admission: { cluster: true, run: (k) => admission(k) },
   attach: { cluster: false, run: () => attach() },
+  custodian: { cluster: false, run: async () => (await import("./custodian")).custodianBench() },
   "repo-fanout": { cluster: true, run: (k) => repoFanout(k, Number(process.env.BENCH_FANOUT_SANDBOXES ?? 200)) },
   orchestrator: {
     cluster: true,

@@ -1,0 +1,271 @@
+// Benchmark: what the Custodian adds (issue 12, "Benchmark"). The Custodian runs as the pod runs it,
+// its esbuild bundle in its own Node process, its provider route bound to a fake provider on
+// loopback; every proxied request carries a Stand-in, so the swap and the answer's mask are both
+// paid. In one run, each request is sent three ways in turn (keep-alive on each): directly, through
+// a bare Node pass-through in its own process (the cost of any extra hop on this machine, the
+// floor), and through the Custodian: small bodies (256 B each way), 1 MiB each way, and a streamed
+// answer (32 chunks of 1 KiB). Figures: each path's p50 and p99, the Custodian's p50 added over
+// direct and over the bare hop. Then, on a fresh Custodian, its RSS at idle, its peak with 100
+// concurrent streams (sampled every 50 ms), and its RSS after each 10 MiB of a 100 MiB streamed
+// answer: flat means no growth over its second half (a buffered answer would grow by 50 MiB).
+//   BENCH_CUSTODIAN_REQUESTS=2000 (default; rounds of small bodies, a tenth of that of 1 MiB, a quarter of streams)
+import { spawn, type ChildProcess } from "node:child_process";
+import { once } from "node:events";
+import { readFileSync } from "node:fs";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import { join } from "node:path";
+import { buildSync } from "esbuild";
+import { Pool } from "undici";
+import { CUSTODIAN_ENV } from "../api/env";
+import { closedPort, newStandIn, secretValue, writeLayout } from "../test/custodian/support";
+import type { Result } from "./sandbox-burst";
+import { percentile, round, sleep, sorted } from "./stats";
+
+const B = "custodian";
+const ROOT = join(__dirname, "..");
+const KIB = 1024;
+const MIB = 1024 * KIB;
+const log = (line: string) => process.stderr.write(`custodian: ${line}\n`);
+
+// ---------------------------------------------------------------------------------------------
+// The fake provider
+
+const SMALL = Buffer.alloc(256, "s");
+const LARGE = Buffer.alloc(MIB, "l");
+const CHUNK = Buffer.alloc(KIB, "c");
+const BIG_CHUNK = Buffer.alloc(64 * KIB, "h");
+
+/** Writes `count` chunks, waiting for the socket whenever it asks, `gapMs` apart (0: at once). */
+async function stream(res: http.ServerResponse, chunk: Buffer, count: number, gapMs: number): Promise<void> {
+  res.writeHead(200, { "content-type": "text/event-stream" });
+  for (let i = 0; i < count && !res.destroyed; i++) {
+    if (!res.write(chunk)) await once(res, "drain");
+    if (gapMs) await sleep(gapMs);
+  }
+  res.end();
+}
+
+function provider(): Promise<http.Server> {
+  const server = http.createServer((req, res) => {
+    req.resume();
+    req.on("end", () => {
+      const path = req.url ?? "";
+      if (path.endsWith("/small")) return res.end(SMALL);
+      if (path.endsWith("/large")) return res.end(LARGE);
+      if (path.endsWith("/stream")) return void stream(res, CHUNK, 32, 0);
+      if (path.endsWith("/slow")) return void stream(res, CHUNK, 40, 50);
+      if (path.endsWith("/huge")) return void stream(res, BIG_CHUNK, 1600, 0);
+      res.writeHead(404).end();
+    });
+  });
+  server.keepAliveTimeout = 60_000;
+  return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve(server)));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The Custodian, bundled and run as its own process
+
+type Running = { child: ChildProcess; port: number; rss: () => number; stop: () => Promise<void> };
+
+async function runCustodian(upstreamPort: number, standIn: string): Promise<Running> {
+  const bundle = join(ROOT, "node_modules", ".cache", "jr2-bench", "custodian.js");
+  buildSync({
+    entryPoints: [join(ROOT, "custodian", "main.ts")],
+    outfile: bundle,
+    bundle: true,
+    platform: "node",
+    target: "node20",
+    format: "cjs",
+    logLevel: "warning",
+  });
+  const origin = `http://127.0.0.1:${upstreamPort}`;
+  const layout = writeLayout(
+    { version: 1, providers: [{ name: "bench", url: origin }], held: [{ value: "key", standIn, origins: [origin] }] },
+    { key: secretValue("bench-key") },
+  );
+  const port = await closedPort();
+  const child = spawn(process.execPath, [bundle], {
+    env: {
+      [CUSTODIAN_ENV.configFile]: layout.configFile,
+      [CUSTODIAN_ENV.valuesDir]: layout.valuesDir,
+      [CUSTODIAN_ENV.caDir]: layout.caDir,
+      [CUSTODIAN_ENV.port]: String(port),
+      [CUSTODIAN_ENV.healthPort]: "0",
+    },
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  // Its log lines (one per request) are read and dropped, as a log collector would.
+  let ready = false;
+  child.stdout!.on("data", (c: Buffer) => (ready ||= c.toString().includes('"listening"')));
+  for (let i = 0; i < 100 && !ready; i++) await sleep(50);
+  if (!ready) throw new Error("the Custodian did not start");
+  const rss = () => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${child.pid}/status`, "utf8"))![1]) / 1024;
+  const stop = async () => {
+    child.kill("SIGTERM");
+    await once(child, "exit");
+  };
+  return { child, port, rss, stop };
+}
+
+/** A bare pass-through (node:http, keep-alive, no rule) in its own process: the floor of a hop. */
+async function runBare(upstreamPort: number): Promise<{ port: number; stop: () => void }> {
+  const script = `
+    const http = require("node:http");
+    const agent = new http.Agent({ keepAlive: true });
+    const server = http.createServer((req, res) => {
+      const path = req.url.replace("/providers/bench", "");
+      const up = http.request({ host: "127.0.0.1", port: ${upstreamPort}, path, method: req.method, headers: req.headers, agent }, (answer) => {
+        res.writeHead(answer.statusCode, answer.headers);
+        answer.pipe(res);
+      });
+      req.pipe(up);
+    });
+    server.keepAliveTimeout = 60000;
+    server.listen(0, "127.0.0.1", () => process.stdout.write(server.address().port + "\\n"));`;
+  const child = spawn(process.execPath, ["-e", script], { stdio: ["ignore", "pipe", "inherit"] });
+  const [line] = (await once(child.stdout!, "data")) as [Buffer];
+  return { port: Number(line.toString().trim()), stop: () => child.kill("SIGTERM") };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Measuring
+
+type Target = { pool: Pool; prefix: string; headers: Record<string, string> };
+
+/** One request, its answer read to the end; milliseconds. */
+async function timed(t: Target, path: string, body?: Buffer): Promise<number> {
+  const started = performance.now();
+  const res = await t.pool.request({ path: t.prefix + path, method: body ? "POST" : "GET", headers: t.headers, body });
+  for await (const _ of res.body) void _;
+  if (res.statusCode !== 200) throw new Error(`${t.prefix}${path}: ${res.statusCode}`);
+  return performance.now() - started;
+}
+
+type Path = "direct" | "bare" | "custodian";
+type Times = Record<Path, number[]>;
+
+/** `n` rounds, each sending the request once per path in a rotating order; each path's sorted times. */
+async function rounds(targets: Record<Path, Target>, path: string, n: number, body?: Buffer): Promise<Times> {
+  const names = Object.keys(targets) as Path[];
+  const times: Times = { direct: [], bare: [], custodian: [] };
+  for (let i = 0; i < Math.ceil(n / 10); i++) for (const k of names) await timed(targets[k], path, body);
+  for (let i = 0; i < n; i++) {
+    for (let j = 0; j < names.length; j++) {
+      const k = names[(i + j) % names.length];
+      times[k].push(await timed(targets[k], path, body));
+    }
+  }
+  return { direct: sorted(times.direct), bare: sorted(times.bare), custodian: sorted(times.custodian) };
+}
+
+function overhead(name: string, t: Times): Result[] {
+  const p = (xs: number[], q: number) => round(percentile(xs, q));
+  const r = (metric: string, value: number, target?: string): Result => ({
+    bench: B,
+    metric: `${name}_${metric}`,
+    value,
+    unit: "ms",
+    ...(target ? { target } : {}),
+  });
+  return [
+    r("direct_p50", p(t.direct, 50)),
+    r("direct_p99", p(t.direct, 99)),
+    r("bare_hop_p50", p(t.bare, 50)),
+    r("bare_hop_p99", p(t.bare, 99)),
+    r("custodian_p50", p(t.custodian, 50)),
+    r("custodian_p99", p(t.custodian, 99)),
+    r("added_p50", round(p(t.custodian, 50) - p(t.direct, 50)), "<= 2"),
+    r("added_p99", round(p(t.custodian, 99) - p(t.direct, 99))),
+    r("added_over_bare_hop_p50", round(p(t.custodian, 50) - p(t.bare, 50))),
+  ];
+}
+
+/** Samples `rss` every 50 ms while `work` runs; the highest. */
+async function peakDuring(rss: () => number, work: Promise<unknown>): Promise<number> {
+  let peak = rss();
+  let done = false;
+  void work.finally(() => (done = true));
+  while (!done) {
+    peak = Math.max(peak, rss());
+    await sleep(50);
+  }
+  await work;
+  return Math.max(peak, rss());
+}
+
+/** The 100 MiB answer read through `t`, the Custodian's RSS sampled after each 10 MiB. */
+async function hugeAnswer(t: Target, rss: () => number): Promise<{ samples: number[]; seconds: number }> {
+  const started = performance.now();
+  const res = await t.pool.request({ path: `${t.prefix}/huge`, method: "GET", headers: t.headers });
+  const samples: number[] = [];
+  let bytes = 0;
+  for await (const chunk of res.body) {
+    bytes += (chunk as Buffer).length;
+    if (bytes >= (samples.length + 1) * 10 * MIB) samples.push(rss());
+  }
+  if (bytes !== 100 * MIB) throw new Error(`the 100 MiB answer ended at ${bytes} bytes`);
+  return { samples, seconds: (performance.now() - started) / 1000 };
+}
+
+export async function custodianBench(): Promise<Result[]> {
+  const n = Number(process.env.BENCH_CUSTODIAN_REQUESTS ?? 2000);
+  const upstream = await provider();
+  const upstreamPort = (upstream.address() as AddressInfo).port;
+  const standIn = newStandIn();
+  let custodian = await runCustodian(upstreamPort, standIn);
+  const bare = await runBare(upstreamPort);
+  const pools: Pool[] = [];
+  const pool = (port: number) => pools[pools.push(new Pool(`http://127.0.0.1:${port}`, { connections: 256 })) - 1];
+  // The direct and bare paths send a key of their own; the Custodian's path its Stand-in.
+  const key = { authorization: "Bearer bench-direct-key" };
+  const proxied = (port: number): Target => ({
+    pool: pool(port),
+    prefix: "/providers/bench",
+    headers: { authorization: `Bearer ${standIn}` },
+  });
+  const targets: Record<Path, Target> = {
+    direct: { pool: pool(upstreamPort), prefix: "", headers: key },
+    bare: { pool: pool(bare.port), prefix: "/providers/bench", headers: key },
+    custodian: proxied(custodian.port),
+  };
+  const results: Result[] = [];
+  try {
+    log(`small bodies, ${n} rounds`);
+    results.push(...overhead("small", await rounds(targets, "/small", n, SMALL)));
+    log(`1 MiB bodies, ${Math.ceil(n / 10)} rounds`);
+    results.push(...overhead("mib", await rounds(targets, "/large", Math.ceil(n / 10), LARGE)));
+    log(`streamed answers, ${Math.ceil(n / 4)} rounds`);
+    results.push(...overhead("stream", await rounds(targets, "/stream", Math.ceil(n / 4))));
+
+    // The memory figures on a fresh Custodian: the latency rounds above grew its heap.
+    await custodian.stop();
+    custodian = await runCustodian(upstreamPort, standIn);
+    const fresh = proxied(custodian.port);
+    const idle = custodian.rss();
+    log("100 concurrent streams (2 s each)");
+    const streams = Promise.all(Array.from({ length: 100 }, () => timed(fresh, "/slow")));
+    const peak100 = await peakDuring(custodian.rss, streams);
+
+    log("a 100 MiB streamed answer");
+    const huge = await hugeAnswer(fresh, custodian.rss);
+    // The heap settles over the first tens of MiB; flat is no growth over the second half.
+    const drift = Math.max(...huge.samples.slice(4)) - huge.samples[4];
+    results.push(
+      { bench: B, metric: "rss_idle", value: round(idle), unit: "MiB" },
+      { bench: B, metric: "rss_100_streams_peak", value: round(peak100), unit: "MiB" },
+      { bench: B, metric: "rss_100mib_at_10mib", value: round(huge.samples[0]), unit: "MiB" },
+      { bench: B, metric: "rss_100mib_at_50mib", value: round(huge.samples[4]), unit: "MiB" },
+      { bench: B, metric: "rss_100mib_at_100mib", value: round(huge.samples[9]), unit: "MiB" },
+      { bench: B, metric: "rss_100mib_growth_50_to_100mib", value: round(drift), unit: "MiB", target: "flat (< 8)" },
+      { bench: B, metric: "throughput_100mib", value: round(100 / huge.seconds), unit: "MiB/s" },
+    );
+  } finally {
+    await Promise.all(pools.map((p) => p.close()));
+    await custodian.stop();
+    bare.stop();
+    upstream.close();
+    upstream.closeAllConnections();
+  }
+  return results;
+}
