@@ -66,6 +66,10 @@ const STAND_IN_ANYWHERE = /jr2-stand-in-[0-9a-f]{32,64}/g;
 /** Every Stand-in-shaped run in `text`, in order (a longer hex run reads as one, unknown, Stand-in). */
 export const standInsIn = (text: string): string[] => text.match(STAND_IN_ANYWHERE) ?? [];
 
+/** `text` with each Stand-in-shaped run replaced by what `swap` gives for it. */
+export const replaceStandIns = (text: string, swap: (standIn: string) => string): string =>
+  text.replace(STAND_IN_ANYWHERE, swap);
+
 /** A Stand-in from 16 to 32 bytes (random, or derived from a key as the Sandbox token is). */
 export function standInFrom(bytes: Uint8Array): string {
   if (bytes.length < 16 || bytes.length > 32) throw new Error("a Stand-in takes 16 to 32 bytes");

@@ -5,7 +5,7 @@ import {
   CUSTODIAN_HEADER,
   ORCHESTRATOR_ROUTE,
   PROVIDERS_ROUTE,
-  STAND_IN,
+  replaceStandIns,
   standInsIn,
   type CustodianConfig,
 } from "../api/custodian";
@@ -123,9 +123,6 @@ export function joinUrl(base: string, rest: string): URL | undefined {
   return url.origin === from.origin ? url : undefined;
 }
 
-/** The canonical origin of a url (what a binding names). */
-export const originOf = (url: URL) => url.origin;
-
 /** The https origin a CONNECT's `host:port` reaches, and its parts; undefined when malformed. */
 export function connectTarget(authority: string): { host: string; port: number; origin: string } | undefined {
   const m = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9._-]+):([0-9]{1,5})$/.exec(authority);
@@ -217,11 +214,11 @@ function swapIn(value: string, swap: (standIn: string) => string): string {
   if (basic) {
     const decoded = Buffer.from(basic[3], "base64").toString("latin1");
     if (standInsIn(decoded).length) {
-      const replaced = decoded.replace(/jr2-stand-in-[0-9a-f]{32,64}/g, swap);
+      const replaced = replaceStandIns(decoded, swap);
       return `${basic[1]}${basic[2]}${Buffer.from(replaced, "latin1").toString("base64")}`;
     }
   }
-  return value.replace(/jr2-stand-in-[0-9a-f]{32,64}/g, swap);
+  return replaceStandIns(value, swap);
 }
 
 /** The Stand-ins a header value carries, in Basic credentials too (in any header: a tool may put
@@ -278,9 +275,6 @@ export function substitute(headers: readonly Header[], origin: string, table: He
   const swap = (standIn: string) => table.byStandIn.get(standIn)!.secret;
   return { ok: true, headers: headers.map(([n, v]) => [n, swapIn(v, swap)]), used: [...used] };
 }
-
-/** A Stand-in exactly (for a caller that checks one alone). */
-export const isStandIn = (text: string) => STAND_IN.test(text);
 
 // ---------------------------------------------------------------------------------------------
 // Upstream failures

@@ -7,8 +7,9 @@
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { performance } from "node:perf_hooks";
-import type { CustodianConfig } from "../api/custodian";
+import { timeoutsMs, type CustodianConfig } from "../api/custodian";
 import { readBody, sendJson, listen } from "../lib/http-json";
+import { redact } from "../lib/redact";
 import { answer, notReady, refusal } from "./answers";
 import { interceptedOrigins, onConnect } from "./connect";
 import type { Ctx, Held, Log, Trace } from "./context";
@@ -27,7 +28,6 @@ import {
 } from "./rules";
 import { Upstream } from "./upstream";
 import { loadValues } from "./values";
-import { timeoutsMs } from "../api/custodian";
 
 /** The Orchestrator route buffers its body (so a request never sent can be sent again): picks and polls are small. */
 export const MAX_ORCHESTRATOR_BODY = 1024 * 1024;
@@ -154,10 +154,8 @@ export class Custodian {
     const started = performance.now();
     res.on("close", () => this.#record(req.method ?? "", trace, res.statusCode, started));
     this.#route(req, res, listener, trace).catch((err: unknown) => {
-      this.#ctx.log({
-        level: "error",
-        message: `request failed: ${(err as Error)?.message ?? String(err)}`.slice(0, 300),
-      });
+      const message = `request failed: ${(err as Error)?.message ?? String(err)}`;
+      this.#ctx.log({ level: "error", message: redact(message, this.#held?.redactions ?? []).slice(0, 300) });
       if (!res.headersSent) answer(this.#ctx, res, trace, { status: 500, code: "internal", message: "internal error" });
       else res.destroy();
     });

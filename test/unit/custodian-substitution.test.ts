@@ -187,6 +187,7 @@ describe("property: nothing held comes back through a live Custodian", () => {
   const secrets = ["SECRETalpha-0123456789", "SECRETbeta_abcdefghij"];
   const standIns = [`jr2-stand-in-${"1".repeat(32)}`, `jr2-stand-in-${"2".repeat(32)}`];
   const token = "SECRETtoken-zyxwvutsrq";
+  const logs: string[] = [];
 
   beforeAll(async () => {
     // Echoes everything it was sent in a header and in its body, sometimes gzipped.
@@ -214,12 +215,19 @@ describe("property: nothing held comes back through a live Custodian", () => {
     const parsed = parseCustodianConfig(input);
     if (!parsed.ok) throw new Error(parsed.message);
     const layout = writeLayout(input, { alpha: secrets[0], beta: secrets[1], JR2_SANDBOX_TOKEN: token });
-    custodian = new Custodian({ config: parsed.config, valuesDir: layout.valuesDir });
+    custodian = new Custodian({
+      config: parsed.config,
+      valuesDir: layout.valuesDir,
+      log: (e) => logs.push(JSON.stringify(e)),
+    });
     port = (await custodian.start(0, 0, "127.0.0.1")).port;
   });
   afterAll(async () => {
     await custodian.stop();
     await echo.close();
+    // Its whole log: one line per request, none holding a value or a Stand-in.
+    expect(logs.length).toBeGreaterThan(150);
+    for (const v of [...secrets, token, ...standIns]) expect(logs.filter((l) => l.includes(v))).toEqual([]);
   });
 
   it("for any headers and body the Harness sends, on either route", async () => {
