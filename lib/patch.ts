@@ -19,7 +19,8 @@ export function mergePatch(from: unknown, to: unknown): Json | undefined {
 export const statusMergePatch = (from: object | undefined, to: object) => mergePatch(from ?? {}, to);
 
 export function deepEqual(a: unknown, b: unknown): boolean {
-  if (a === b) return true;
+  // Object.is: NaN equals itself (a hostile spec's NaN is the same NaN on a re-apply).
+  if (a === b || Object.is(a, b)) return true;
   if (Array.isArray(a) && Array.isArray(b)) return a.length === b.length && a.every((x, i) => deepEqual(x, b[i]));
   if (isObject(a) && isObject(b)) {
     const ka = Object.keys(a).filter((k) => a[k] !== undefined);
