@@ -1,19 +1,35 @@
-// Benchmark: admission round trips under load. 5,000 AdmissionReview requests at 32 concurrent
-// straight to the module's /validate and /mutate endpoints, then the same number of Sandbox creates
-// through the API server (server-side dry run, so the API server calls both webhooks and stores
-// nothing). Reports p50/p99 of each, and the module's own server-side timing (pepr_validate).
+// Benchmark: what admission adds to a create, and admission round trips under load.
+//
+// 1. Side by side, in one run: BENCH_ADMISSION_CREATES (default 500) Sandboxes created one after
+//    another through the API server with the webhook configurations registered, and as many with
+//    them absent, the operator running throughout (its reconciles load both sides alike). The two
+//    sides alternate in blocks of BENCH_ADMISSION_BLOCK (default 25) creates, in the order
+//    with, without, without, with, ..., so a shared machine's drift falls on both. Reports each
+//    side's p50/p99 and the difference (admission_added_p50_ms, _p99_ms), with the API server's own
+//    timing of each webhook call (apiserver_admission_webhook_admission_duration_seconds) beside
+//    the module's (pepr_jr2_admission_duration), and the lines the module logged per review.
+//    Before them, on the quiet cluster, 8 dry-run creates each after a 6 s pause beside as many
+//    back to back: what reopening the API server's connection to the webhook costs
+//    (idle_added_p50_ms).
+// 2. 5,000 AdmissionReview requests at 32 concurrent straight to the module's /validate and /mutate
+//    endpoints, then the same number of Sandbox creates through the API server (server-side dry
+//    run, so the API server calls both webhooks and stores nothing). Reports p50/p99 of each.
 import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { Agent, request } from "undici";
 import cfg from "../package.json";
 import { kubeRequest } from "../lib/kube";
-import { ROOT, localWebhooks } from "../dev/local-operator";
-import { benchOperator, scrape, sumMetric, type Result } from "./sandbox-burst";
-import { percentile, round } from "./stats";
+import { ApiError } from "../lib/api-error";
+import { CACHE_DIR, ROOT, localWebhooks, startLocalOperator } from "../dev/local-operator";
+import * as kubectl from "../dev/kubectl";
+import { scrape, sumMetric, type Result } from "./sandbox-burst";
+import { percentile, round, sleep, sorted } from "./stats";
 
 const TOTAL = Number(process.env.BENCH_ADMISSION_REQUESTS ?? 5000);
 const CONCURRENCY = 32;
+const CREATES = Number(process.env.BENCH_ADMISSION_CREATES ?? 500);
+const BLOCK = Number(process.env.BENCH_ADMISSION_BLOCK ?? 25);
 
 /** Runs `n` calls of `fn` with `c` in flight; returns each call's latency in ms, sorted. */
 async function load(n: number, c: number, fn: (i: number) => Promise<void>): Promise<number[]> {
@@ -65,12 +81,207 @@ const review = (kind: "mutate" | "validate", i: number) => ({
   },
 });
 
+type WebhookConfigurations = ReturnType<typeof localWebhooks>["webhooks"];
+
+const sandboxesPath = (ns: string, dryRun = false) =>
+  `/apis/core.jr2.dev/v1alpha1/namespaces/${ns}/sandboxes${dryRun ? "?dryRun=All" : ""}`;
+
+/** The Sandbox a person applies (examples/sandbox.yaml). */
+const applied = (name: string, namespace: string) => ({
+  apiVersion: "core.jr2.dev/v1alpha1",
+  kind: "Sandbox",
+  metadata: { name, namespace },
+  spec: {
+    image: "ghcr.io/example/harness:1",
+    idleTimeout: "30m",
+    resources: { limits: { cpu: "1", memory: "1Gi" } },
+    sidecars: [{ name: "custodian", image: "ghcr.io/example/custodian:1" }],
+  },
+});
+
+/**
+ * Whether the API server calls the webhooks, asked with two dry runs (nothing stored): the mutating
+ * one writes Pepr's annotation into a plain Sandbox, the validating one refuses a hostPath volume.
+ * The API server learns of configuration changes through informers, so callers poll this.
+ */
+async function webhooksCalled(ns: string): Promise<{ mutating: boolean; validating: boolean }> {
+  const plain = await kubeRequest<{ metadata?: { annotations?: Record<string, string> } }>(
+    "POST",
+    sandboxesPath(ns, true),
+    applied("jr2-bench-probe", ns),
+  );
+  const mutating = Object.keys(plain.metadata?.annotations ?? {}).some((k) =>
+    k.startsWith(`${cfg.pepr.uuid}.pepr.dev/`),
+  );
+  const hostPath = { ...applied("jr2-bench-probe", ns) };
+  hostPath.spec = { ...hostPath.spec, volumes: [{ name: "probe", hostPath: { path: "/" } }] } as typeof hostPath.spec;
+  const validating = await kubeRequest("POST", sandboxesPath(ns, true), hostPath).then(
+    () => false,
+    (err: unknown) => {
+      if (err instanceof ApiError && /admission webhook/.test(err.message)) return true;
+      throw err;
+    },
+  );
+  return { mutating, validating };
+}
+
+/** Registers or removes the module's webhook configurations and waits until the API server acts on it. */
+async function setWebhooks(kubeconfig: string, ns: string, webhooks: WebhookConfigurations, present: boolean) {
+  if (present) await kubectl.apply(kubeconfig, webhooks);
+  else
+    for (const w of webhooks)
+      await kubectl.run(kubeconfig, ["delete", w.kind.toLowerCase(), w.metadata.name, "--ignore-not-found"]);
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const called = await webhooksCalled(ns);
+    if (called.mutating === present && called.validating === present) return;
+    if (Date.now() > deadline)
+      throw new Error(`the API server did not see the webhooks ${present ? "added" : "removed"}`);
+    await sleep(100);
+  }
+}
+
+/** The API server's webhook calls so far: count and seconds, per webhook type (admit, validating). */
+function webhookCalls(apiMetrics: string) {
+  const calls = (type: string) => ({
+    count: sumMetric(apiMetrics, "apiserver_admission_webhook_admission_duration_seconds_count", { type }),
+    seconds: sumMetric(apiMetrics, "apiserver_admission_webhook_admission_duration_seconds_sum", { type }),
+  });
+  return { admit: calls("admit"), validating: calls("validating") };
+}
+
+/**
+ * Part 1: `count` creates one after another on each side, in alternating blocks (with, without,
+ * without, with, ...). Leaves the webhooks registered, as it found them.
+ */
+export async function sideBySide(
+  kubeconfig: string,
+  webhooks: WebhookConfigurations,
+  count: number,
+): Promise<Result[]> {
+  const ns = `bench-admission-${randomUUID().slice(0, 6)}`;
+  await kubeRequest("POST", "/api/v1/namespaces", { apiVersion: "v1", kind: "Namespace", metadata: { name: ns } });
+  const times = { with: [] as number[], without: [] as number[] };
+  let apiBefore = "";
+  let apiAfter = "";
+  try {
+    // A few creates first: the API server's and the module's first calls pay for warming up.
+    await setWebhooks(kubeconfig, ns, webhooks, true);
+    for (let i = 0; i < 10; i++) await kubeRequest("POST", sandboxesPath(ns), applied(`warm-${i}`, ns));
+    apiBefore = await kubectl.run(kubeconfig, ["get", "--raw", "/metrics"]);
+    const blocks = Math.ceil(count / BLOCK) * 2;
+    let present = true;
+    for (let b = 0; b < blocks; b++) {
+      const withWebhooks = b % 4 === 0 || b % 4 === 3;
+      if (withWebhooks !== present) {
+        await setWebhooks(kubeconfig, ns, webhooks, withWebhooks);
+        present = withWebhooks;
+      }
+      const side = withWebhooks ? times.with : times.without;
+      const n = Math.min(BLOCK, count - side.length);
+      for (let i = 0; i < n; i++) {
+        const name = `${withWebhooks ? "w" : "o"}-${side.length}`;
+        const t = performance.now();
+        await kubeRequest("POST", sandboxesPath(ns), applied(name, ns));
+        side.push(performance.now() - t);
+      }
+      // The webhook calls counted are the with side's alone: read before the next toggle.
+      if (withWebhooks && side.length === count) apiAfter = await kubectl.run(kubeconfig, ["get", "--raw", "/metrics"]);
+    }
+    if (!present) await setWebhooks(kubeconfig, ns, webhooks, true);
+  } finally {
+    await kubeRequest("DELETE", `/api/v1/namespaces/${ns}`).catch(() => undefined);
+  }
+  const w = sorted(times.with);
+  const o = sorted(times.without);
+  const [before, after] = [webhookCalls(apiBefore), webhookCalls(apiAfter || apiBefore)];
+  const meanMs = (k: "admit" | "validating") =>
+    round(((after[k].seconds - before[k].seconds) / Math.max(1, after[k].count - before[k].count)) * 1000);
+  const b = "admission";
+  return [
+    { bench: b, metric: "sequential_creates_each_side", value: count, unit: "count" },
+    { bench: b, metric: "create_with_webhooks_p50_ms", value: round(percentile(w, 50)), unit: "ms" },
+    { bench: b, metric: "create_with_webhooks_p99_ms", value: round(percentile(w, 99)), unit: "ms" },
+    { bench: b, metric: "create_without_webhooks_p50_ms", value: round(percentile(o, 50)), unit: "ms" },
+    { bench: b, metric: "create_without_webhooks_p99_ms", value: round(percentile(o, 99)), unit: "ms" },
+    {
+      bench: b,
+      metric: "admission_added_p50_ms",
+      value: round(percentile(w, 50) - percentile(o, 50)),
+      unit: "ms",
+      target: "<= 5",
+    },
+    {
+      bench: b,
+      metric: "admission_added_p99_ms",
+      value: round(percentile(w, 99) - percentile(o, 99)),
+      unit: "ms",
+      target: "<= 15",
+    },
+    // The API server's own timing of its webhook calls (mean, every call of the with side, the
+    // operator's pod creates included): the round trip as it sees it.
+    { bench: b, metric: "apiserver_mutating_call_mean_ms", value: meanMs("admit"), unit: "ms" },
+    { bench: b, metric: "apiserver_validating_call_mean_ms", value: meanMs("validating"), unit: "ms" },
+  ];
+}
+
+const IDLE_MS = 6_000;
+const IDLE_CREATES = 8;
+
+/**
+ * Part 1b: what a pause costs. The API server keeps an idle webhook connection 90 s; a server that
+ * closes it sooner (Node's default: 5 s) makes the next create open a new TLS connection. Dry-run
+ * creates (the webhooks are called, nothing is stored, nothing reconciled), each after a 6 s pause,
+ * against as many back to back; the webhooks must be registered.
+ */
+async function afterIdle(): Promise<Result[]> {
+  const create = async (name: string) => {
+    const t = performance.now();
+    await kubeRequest("POST", sandboxesPath("default", true), applied(name, "default"));
+    return performance.now() - t;
+  };
+  const idle: number[] = [];
+  const busy: number[] = [];
+  for (let i = 0; i < IDLE_CREATES; i++) {
+    await sleep(IDLE_MS);
+    idle.push(await create(`idle-${i}`));
+    busy.push(await create(`busy-${i}`));
+  }
+  const [i50, b50] = [percentile(sorted(idle), 50), percentile(sorted(busy), 50)];
+  const b = "admission";
+  return [
+    { bench: b, metric: "dry_run_create_after_6s_idle_p50_ms", value: round(i50), unit: "ms" },
+    { bench: b, metric: "dry_run_create_back_to_back_p50_ms", value: round(b50), unit: "ms" },
+    { bench: b, metric: "idle_added_p50_ms", value: round(i50 - b50), unit: "ms", target: "<= 1" },
+  ];
+}
+
 export async function admission(kubeconfig: string): Promise<Result[]> {
   const port = 3446;
-  const op = await benchOperator(kubeconfig, port, "bench-admission");
+  // At the default log level (info, as deployed and as `npm start` runs it), unlike the other
+  // benches: what a review costs includes what it logs.
+  const op = await startLocalOperator({
+    kubeconfig,
+    stateDir: join(CACHE_DIR, "bench-admission"),
+    port,
+    logs: "file",
+    logLevel: process.env.BENCH_LOG_LEVEL ?? "info",
+  });
   try {
     const manifest = readFileSync(join(ROOT, "dist", `pepr-module-${cfg.pepr.uuid}.yaml`), "utf8");
-    const { apiPath } = localWebhooks(manifest, port, op.caPem);
+    const { apiPath, webhooks } = localWebhooks(manifest, port, op.caPem);
+    const lines = () => (op.logFile ? readFileSync(op.logFile, "utf8").split("\n").length : NaN);
+    const linesBefore = lines();
+    // First, on a quiet cluster: the sequential creates leave a namespace of them being deleted.
+    const idle = await afterIdle();
+    const sequential = await sideBySide(kubeconfig, webhooks, CREATES);
+    // The module's own time per review during the sequential creates (Pepr's summary so far), and
+    // the lines it logged per review answered (reconciles' lines included).
+    const afterSequential = await scrape(port, op.caPem);
+    const reviews = sumMetric(afterSequential, "pepr_jr2_admission_duration_count");
+    const linesPerReview = round((lines() - linesBefore) / Math.max(1, reviews));
+    const serverSequential = (q: string) =>
+      round(sumMetric(afterSequential, "pepr_jr2_admission_duration", { quantile: q }));
     const agent = new Agent({ connect: { ca: op.caPem, servername: "localhost" }, connections: CONCURRENCY });
     const direct = (kind: "mutate" | "validate") => async (i: number) => {
       const res = await request(`https://127.0.0.1:${port}/${kind}/${apiPath}`, {
@@ -109,6 +320,17 @@ export async function admission(kubeconfig: string): Promise<Result[]> {
       },
     ];
     return [
+      ...sequential,
+      ...idle,
+      { bench: b, metric: "sequential_webhook_server_p50_ms", value: serverSequential("0.5"), unit: "ms" },
+      { bench: b, metric: "sequential_webhook_server_p99_ms", value: serverSequential("0.99"), unit: "ms" },
+      {
+        bench: b,
+        metric: "log_lines_per_review",
+        value: linesPerReview,
+        unit: "count",
+        target: `< 1 at ${process.env.BENCH_LOG_LEVEL ?? "info"}`,
+      },
       { bench: b, metric: "requests_each", value: TOTAL, unit: "count" },
       { bench: b, metric: "concurrency", value: CONCURRENCY, unit: "count" },
       ...figures("webhook_validate_round_trip", validate),
