@@ -114,7 +114,12 @@ const isReady = (pod: kind.Pod) => pod.status?.conditions?.some((c) => c.type ==
 export async function sandboxBurst(kubeconfig: string, count: number): Promise<Result[]> {
   const port = 3444;
   const qps = process.env.BENCH_WRITE_QPS;
-  const op = await benchOperator(kubeconfig, port, "bench-operator", qps !== undefined ? { JR2_WRITE_QPS: qps } : undefined);
+  const op = await benchOperator(
+    kubeconfig,
+    port,
+    "bench-operator",
+    qps !== undefined ? { JR2_WRITE_QPS: qps } : undefined,
+  );
   // Idle: up, CRDs applied, watches listed, nothing to reconcile yet.
   await new Promise((r) => setTimeout(r, 3000));
   const idleRss = memoryMb(op.child.pid, "VmRSS");

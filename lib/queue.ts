@@ -64,6 +64,26 @@ export class WorkQueue {
     this.#pump();
   }
 
+  /**
+   * Adds the key at the front: its news finishes work already started (a pod turned Ready or
+   * ended), which goes before keys that start new work (decision 0020). A key already waiting
+   * moves to the front; a running one goes first once its reconcile ends.
+   */
+  addFirst(key: string): void {
+    if (this.#stopped) return;
+    if (this.#dirty.has(key)) {
+      const at = this.#fifo.indexOf(key);
+      if (at > 0) {
+        this.#fifo.splice(at, 1);
+        this.#fifo.unshift(key);
+      }
+      return;
+    }
+    this.#dirty.add(key);
+    if (!this.#processing.has(key)) this.#fifo.unshift(key);
+    this.#pump();
+  }
+
   /** Adds the key once `ms` have passed, at most MAX_REQUEUE_DELAY_MS (also for a delay that is no
    * number: a spin is worse than a late look); an earlier pending wake-up wins over a later one. */
   addAfter(key: string, ms: number): void {

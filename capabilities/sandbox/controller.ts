@@ -135,7 +135,9 @@ export class SandboxController {
     const key = keyOf(pod.metadata?.namespace, pod.metadata?.labels?.[SANDBOX_NAME_LABEL]);
     if (deleted) this.pods.delete(key, pod);
     else this.pods.set(key, pod);
-    this.queue.add(key);
+    // A pod that turned Ready, ended or went finishes its Sandbox: that goes first (decision 0020).
+    if (deleted || finishes(pod)) this.queue.addFirst(key);
+    else this.queue.add(key);
   }
 
   onService(svc: kind.Service, deleted: boolean) {
@@ -286,13 +288,15 @@ export class SandboxController {
     if (!patch) return;
     // A status that finishes a Sandbox (Ready, Lost) goes before new work (decision 0020).
     const lane = status.phase === "Ready" || status.phase === "Lost" ? "finish" : "start";
-    const updated = await write("Sandbox.status", () =>
-      kubeRequest<Sandbox>(
-        "PATCH",
-        paths.sandboxStatus(sbx.metadata.namespace, sbx.metadata.name),
-        { status: patch },
-        "application/merge-patch+json",
-      ),
+    const updated = await write(
+      "Sandbox.status",
+      () =>
+        kubeRequest<Sandbox>(
+          "PATCH",
+          paths.sandboxStatus(sbx.metadata.namespace, sbx.metadata.name),
+          { status: patch },
+          "application/merge-patch+json",
+        ),
       lane,
     );
     this.#store(key, updated as Sandbox);
@@ -343,17 +347,28 @@ export class SandboxController {
   }
 }
 
+/** A pod event whose news finishes its Sandbox: Ready, or ended (its Sandbox is Lost). */
+const finishes = (pod: kind.Pod) =>
+  pod.status?.phase === "Failed" ||
+  pod.status?.phase === "Succeeded" ||
+  !!pod.metadata?.deletionTimestamp ||
+  !!pod.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True");
+
 const ownedBy = (obj: { metadata?: { ownerReferences?: { uid: string }[] } }, sbx: Sandbox) =>
   !!obj.metadata?.ownerReferences?.some((o) => o.uid === sbx.metadata.uid);
 
 /** A pod create the API server refused for a reason worth waiting on, named (pure). */
 export function refusalOf(e: ApiError): Refusal | undefined {
-  if (e.status === 403 && /exceeded quota/i.test(e.message)) return { reason: SCHEDULED_REASON.QuotaExceeded, message: e.message };
+  if (e.status === 403 && /exceeded quota/i.test(e.message))
+    return { reason: SCHEDULED_REASON.QuotaExceeded, message: e.message };
   if (e.status === 403 && /no PriorityClass with name/i.test(e.message)) {
     return { reason: SCHEDULED_REASON.PriorityClassNotFound, message: e.message };
   }
   if (e.status === 403 || e.status === 422 || e.status === 400) {
-    return { reason: e.status === 422 ? SCHEDULED_REASON.PodInvalid : e.reason || SCHEDULED_REASON.CreateRefused, message: e.message };
+    return {
+      reason: e.status === 422 ? SCHEDULED_REASON.PodInvalid : e.reason || SCHEDULED_REASON.CreateRefused,
+      message: e.message,
+    };
   }
   return undefined;
 }

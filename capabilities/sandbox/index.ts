@@ -71,8 +71,10 @@ export async function watchIgnoredNamespaces(): Promise<void> {
     const watcher = K8s(SandboxModel)
       .InNamespace(namespace)
       .Watch((sbx, phase) => c.onSandbox(sbx as Sandbox, phase === "DELETED"));
-    await watcher.start().catch((err: unknown) =>
-      Log.warn({ namespace, err: String(err) }, "no watch on Sandboxes in an ignored namespace"),
-    );
+    await watcher
+      .start()
+      .catch((err: unknown) =>
+        Log.warn({ namespace, err: String(err) }, "no watch on Sandboxes in an ignored namespace"),
+      );
   }
 }

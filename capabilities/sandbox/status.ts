@@ -51,17 +51,29 @@ export function lossOf(
   }
   const name = pod.metadata?.name;
   if (recordedUID && pod.metadata?.uid !== recordedUID) {
-    return { reason: LOST_REASON.PodDeleted, message: `its pod (uid ${recordedUID}) was deleted; pod ${name} now is another` };
+    return {
+      reason: LOST_REASON.PodDeleted,
+      message: `its pod (uid ${recordedUID}) was deleted; pod ${name} now is another`,
+    };
   }
   const disruption = condition(pod, "DisruptionTarget");
   if (pod.status?.phase === "Failed") {
     if (pod.status.reason === LOST_REASON.Evicted || disruption?.status === "True") {
-      return { reason: LOST_REASON.Evicted, message: pod.status.message || disruption?.message || `pod ${name} was evicted` };
+      return {
+        reason: LOST_REASON.Evicted,
+        message: pod.status.message || disruption?.message || `pod ${name} was evicted`,
+      };
     }
-    return { reason: LOST_REASON.PodFailed, message: pod.status.message || endedContainers(pod) || `pod ${name} failed` };
+    return {
+      reason: LOST_REASON.PodFailed,
+      message: pod.status.message || endedContainers(pod) || `pod ${name} failed`,
+    };
   }
   if (pod.status?.phase === "Succeeded") {
-    return { reason: LOST_REASON.PodSucceeded, message: pod.status.message || endedContainers(pod) || `pod ${name} exited` };
+    return {
+      reason: LOST_REASON.PodSucceeded,
+      message: pod.status.message || endedContainers(pod) || `pod ${name} exited`,
+    };
   }
   if (pod.metadata?.deletionTimestamp) {
     if (disruption?.status === "True") {
@@ -124,8 +136,14 @@ type Cond = Omit<Condition, "lastTransitionTime">;
 function scheduledCondition(o: Observed): Cond {
   const { pod, refusal } = o;
   if (!pod) {
-    if (refusal) return { type: CONDITION.Scheduled, status: "False", reason: refusal.reason, message: refusal.message };
-    return { type: CONDITION.Scheduled, status: "Unknown", reason: SCHEDULED_REASON.PodNotCreated, message: "the pod is not created yet" };
+    if (refusal)
+      return { type: CONDITION.Scheduled, status: "False", reason: refusal.reason, message: refusal.message };
+    return {
+      type: CONDITION.Scheduled,
+      status: "Unknown",
+      reason: SCHEDULED_REASON.PodNotCreated,
+      message: "the pod is not created yet",
+    };
   }
   const c = condition(pod, "PodScheduled");
   if (c?.status === "True" || pod.spec?.nodeName) {
@@ -137,7 +155,12 @@ function scheduledCondition(o: Observed): Cond {
     };
   }
   if (c?.status === "False") {
-    return { type: CONDITION.Scheduled, status: "False", reason: c.reason || SCHEDULED_REASON.Unschedulable, message: c.message ?? "" };
+    return {
+      type: CONDITION.Scheduled,
+      status: "False",
+      reason: c.reason || SCHEDULED_REASON.Unschedulable,
+      message: c.message ?? "",
+    };
   }
   return {
     type: CONDITION.Scheduled,
@@ -153,7 +176,8 @@ function readyCondition(o: Observed, loss: Loss | undefined): Cond {
   if (!pod) {
     const why = o.refusal ? `the pod create was refused: ${o.refusal.message}` : "the pod is not created yet";
     // A refusal no retry mends (the spec itself, its namespace) is the reason Ready will not come.
-    const reason = o.refusal && FINAL_REFUSALS.includes(o.refusal.reason) ? o.refusal.reason : READY_REASON.PodNotCreated;
+    const reason =
+      o.refusal && FINAL_REFUSALS.includes(o.refusal.reason) ? o.refusal.reason : READY_REASON.PodNotCreated;
     return { type: CONDITION.Ready, status: "False", reason, message: why };
   }
   const c = condition(pod, "Ready");
@@ -164,7 +188,12 @@ function readyCondition(o: Observed, loss: Loss | undefined): Cond {
   // Ready means a client can reach the Harness: the endpoint must exist too, since
   // a client may refuse a Ready Sandbox with no endpoint (decision 0013).
   if (!o.service) {
-    return { type: CONDITION.Ready, status: "False", reason: READY_REASON.ServiceNotCreated, message: "the Service is not created yet" };
+    return {
+      type: CONDITION.Ready,
+      status: "False",
+      reason: READY_REASON.ServiceNotCreated,
+      message: "the Service is not created yet",
+    };
   }
   const gate = o.gates?.[0];
   if (gate) return { type: CONDITION.Ready, status: "False", reason: gate.reason, message: gate.message };

@@ -48,6 +48,33 @@ describe("WorkQueue with a reconcile the test releases", () => {
     expect(g.maxInFlight("a")).toBe(1);
   });
 
+  // Finish before start (decision 0020): a key whose news finishes a Sandbox goes before the burst
+  // of new keys queued ahead of it.
+  it("runs a key added first before the keys already waiting, and moves a waiting one forward", async () => {
+    const g = gated();
+    const order: string[] = [];
+    const q = queue({
+      workers: 1,
+      reconcile: async (key) => {
+        order.push(key);
+        await g.reconcile(key);
+      },
+    });
+    q.add("busy");
+    q.add("s1");
+    q.add("s2");
+    q.add("ready");
+    q.addFirst("ready");
+    q.addFirst("fresh");
+    expect(q.depth).toBe(4);
+    for (const key of ["busy", "fresh", "ready", "s1", "s2"]) {
+      await flush();
+      g.release(key);
+    }
+    await q.idle();
+    expect(order).toEqual(["busy", "fresh", "ready", "s1", "s2"]);
+  });
+
   it("coalesces ten adds of a key waiting behind busy workers into one reconcile", async () => {
     const g = gated();
     const q = queue({ workers: 1, reconcile: g.reconcile });

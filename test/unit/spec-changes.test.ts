@@ -20,7 +20,12 @@ const podFor = (s: Record<string, unknown>): kind.Pod => withSpecDigest({ metada
 
 describe("specDigest", () => {
   it("is the same whatever the order of an object's keys", () => {
-    const reordered = { idleTimeout: "30m", securityContext: { capabilities: { drop: ["ALL"] }, runAsNonRoot: true }, env: spec.env, image: spec.image };
+    const reordered = {
+      idleTimeout: "30m",
+      securityContext: { capabilities: { drop: ["ALL"] }, runAsNonRoot: true },
+      env: spec.env,
+      image: spec.image,
+    };
     expect(specDigest(reordered)).toEqual(specDigest(spec));
   });
 
@@ -64,7 +69,9 @@ describe("changedFields and SpecApplied", () => {
 
   it("says nothing for a pod without a digest, or with a broken one, or with no pod", () => {
     expect(specAppliedCondition(spec, { metadata: { name: "sb" } })).toBeUndefined();
-    expect(specAppliedCondition(spec, { metadata: { annotations: { [SPEC_DIGEST_ANNOTATION]: "{not json" } } })).toBeUndefined();
+    expect(
+      specAppliedCondition(spec, { metadata: { annotations: { [SPEC_DIGEST_ANNOTATION]: "{not json" } } }),
+    ).toBeUndefined();
     expect(specAppliedCondition(spec, undefined)).toBeUndefined();
   });
 });

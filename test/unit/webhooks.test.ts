@@ -17,7 +17,12 @@ const sandboxRule = {
   operations: ["CREATE", "UPDATE"],
   resources: ["sandboxes"],
 };
-const podCreate = { apiGroups: [""], apiVersions: ["v1"], operations: ["CREATE"], resources: ["pods", "pods/ephemeralcontainers"] };
+const podCreate = {
+  apiGroups: [""],
+  apiVersions: ["v1"],
+  operations: ["CREATE"],
+  resources: ["pods", "pods/ephemeralcontainers"],
+};
 const podUpdate = { ...podCreate, operations: ["UPDATE"] };
 
 const generated = (kind: WebhookConfiguration["kind"], rules: unknown[]): WebhookConfiguration => ({
@@ -29,7 +34,9 @@ const generated = (kind: WebhookConfiguration["kind"], rules: unknown[]): Webhoo
       name: "pepr-x.pepr.dev",
       clientConfig: { url: "https://127.0.0.1:3000/validate/abc" },
       failurePolicy: "Fail",
-      namespaceSelector: { matchExpressions: [{ key: "kubernetes.io/metadata.name", operator: "NotIn", values: ["kube-system"] }] },
+      namespaceSelector: {
+        matchExpressions: [{ key: "kubernetes.io/metadata.name", operator: "NotIn", values: ["kube-system"] }],
+      },
       rules: rules as never,
       sideEffects: "None",
       timeoutSeconds: 10,
@@ -73,7 +80,12 @@ describe("scopeWebhooks", () => {
   });
 
   it("refuses a rule it has no scope for, naming it", () => {
-    const deployments = { apiGroups: ["apps"], apiVersions: ["v1"], operations: ["CREATE"], resources: ["deployments"] };
+    const deployments = {
+      apiGroups: ["apps"],
+      apiVersions: ["v1"],
+      operations: ["CREATE"],
+      resources: ["deployments"],
+    };
     expect(() => scopeWebhooks(generated("ValidatingWebhookConfiguration", [deployments]))).toThrow(
       /rules for deployments have no scope in scripts\/webhooks.ts/,
     );
