@@ -79,7 +79,8 @@ export function standInFrom(bytes: Uint8Array): string {
 // ---------------------------------------------------------------------------------------------
 // The config (`config.json` in `<sandbox>-custodian`)
 
-const HOP_BY_HOP = new Set([
+/** Headers that belong to one hop: never bound to a held value, never passed on by the Custodian. */
+export const HOP_BY_HOP: ReadonlySet<string> = new Set([
   "connection",
   "keep-alive",
   "proxy-connection",

@@ -3,6 +3,7 @@
 // origin the secret is bound to; toward any other origin the request is refused, never sent. No I/O.
 import {
   CUSTODIAN_HEADER,
+  HOP_BY_HOP as HOP_BY_HOP_WORDS,
   ORCHESTRATOR_ROUTE,
   PROVIDERS_ROUTE,
   replaceStandIns,
@@ -155,20 +156,9 @@ export function tunnelAllowed(patterns: readonly string[], host: string, port: n
 // ---------------------------------------------------------------------------------------------
 // Headers
 
-const HOP_BY_HOP = new Set([
-  "connection",
-  "keep-alive",
-  "proxy-connection",
-  "proxy-authorization",
-  "proxy-authenticate",
-  "te",
-  "trailer",
-  "transfer-encoding",
-  "upgrade",
-  "host",
-  // Node answers `100-continue` itself; undici refuses to send it.
-  "expect",
-]);
+/** The hop-by-hop headers (api/custodian.ts), and `expect`: Node answers `100-continue` itself and
+ * undici refuses to send it. */
+const HOP_BY_HOP: ReadonlySet<string> = new Set([...HOP_BY_HOP_WORDS, "expect"]);
 
 /** The end-to-end headers of a raw header list (Node's `rawHeaders`), names in lower case. */
 export function endToEnd(raw: readonly string[]): Header[] {
