@@ -54,7 +54,7 @@ export const isConflict = (err: unknown) => apiError(err).status === 409;
 
 /** Runs one write under the bucket, in its lane, counting it by kind and verb. */
 export async function write<T>(what: string, fn: () => Promise<T>, lane: Lane = "start"): Promise<T> {
-  await writes.take(lane);
+  metrics.writeWaited(lane, await writes.take(lane));
   metrics.apiWrite(what);
   try {
     return await fn();

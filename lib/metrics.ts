@@ -9,6 +9,8 @@ const PHASES = "jr2_sandboxes";
 const DEPTH = "jr2_queue_depth";
 const WRITES = "jr2_api_writes";
 const ADMISSION = "jr2_admission_duration";
+const WRITE_WAIT = "jr2_write_wait";
+const WRITE_WAIT_TOTAL = "jr2_write_wait_ms_total";
 
 let registered = false;
 function register() {
@@ -20,6 +22,8 @@ function register() {
   metricsCollector.addGauge(DEPTH, "Keys waiting in a work queue", ["queue"]);
   metricsCollector.addGauge(WRITES, "API writes by kind and verb (a count)", ["what"]);
   metricsCollector.addSummary(ADMISSION, "Admission review processing in milliseconds, from its arrival to its answer");
+  metricsCollector.addSummary(WRITE_WAIT, "Milliseconds a write waited on the write limiter (decision 0020)");
+  metricsCollector.addGauge(WRITE_WAIT_TOTAL, "Milliseconds writes waited on the limiter, by lane (a count)", ["lane"]);
 }
 
 export const metrics = {
@@ -35,6 +39,12 @@ export const metrics = {
   apiWrite(what: string) {
     register();
     metricsCollector.incGauge(WRITES, { what });
+  },
+  /** A write waited `ms` for its token in `lane`. */
+  writeWaited(lane: string, ms: number) {
+    register();
+    metricsCollector.observeEnd(performance.now() - ms, WRITE_WAIT);
+    if (ms > 0) metricsCollector.incGauge(WRITE_WAIT_TOTAL, { lane }, ms);
   },
   queueDepth(queue: string, depth: number) {
     register();

@@ -54,5 +54,8 @@ describe("the operator's metrics", () => {
     expect(sample(after, "pepr_jr2_sandboxes", 'phase="Ready"')).toBeGreaterThanOrEqual(1);
     expect(after).toMatch(/^pepr_jr2_queue_depth\{queue="sandbox"\} \d+$/m);
     expect(after).toMatch(/^pepr_jr2_reconcile_duration_count \d+$/m);
+    // Time spent waiting on the write limiter (decision 0020): every write observed, waited or not.
+    expect(after).toMatch(/^pepr_jr2_write_wait_count \d+$/m);
+    expect(Number(/^pepr_jr2_write_wait_count (\d+)$/m.exec(after)![1])).toBeGreaterThanOrEqual(3);
   });
 });
