@@ -1,6 +1,7 @@
 // Environment variables that cross a process boundary: one workload (or its manifest, or the
 // process that spawns it) writes them and another reads them. Each name is defined here once and
 // both sides import it (docs/decisions/0012-shared-contracts.md).
+import { DEFAULT_CACHE_ROOT } from "./wire";
 
 /** The address a companion's server binds (lib/http-json.ts listenHost). */
 const LISTEN_HOST = "JR2_LISTEN_HOST";
@@ -25,6 +26,11 @@ export const CACHE_AGENT_ENV = {
   evictAfter: "JR2_CACHE_EVICT_AFTER",
   cloneTimeout: "JR2_CACHE_CLONE_TIMEOUT",
 } as const;
+
+/** Where the node caches live: `JR2_CACHE_ROOT`, unset or empty the default. The operator (the
+ * pods' mounts, the pod guard) and the cache agents read it through this one function, so the two
+ * sides cannot disagree on what an empty value means. */
+export const cacheRootFrom = (env: NodeJS.ProcessEnv): string => env[CACHE_AGENT_ENV.cacheRoot] || DEFAULT_CACHE_ROOT;
 
 /** The operator (the Pepr module). */
 export const OPERATOR_ENV = {

@@ -5,11 +5,10 @@
 //   JR2_CACHE_CLONE_TIMEOUT   the bound on one clone (Go duration, default 20m)
 //   KUBECONFIG                the cluster (in a pod: its service account)
 import { mkdirSync } from "node:fs";
-import { DEFAULT_CACHE_ROOT } from "../api/wire";
 import { envDuration } from "../lib/duration";
 import { CacheAgent, DEFAULT_EVICT_AFTER_MS } from "./agent";
 import { DEFAULT_CLONE_TIMEOUT_MS } from "./git";
-import { CACHE_AGENT_ENV } from "../api/env";
+import { CACHE_AGENT_ENV, cacheRootFrom } from "../api/env";
 
 function fail(message: string): never {
   console.error(`cache-agent: ${message}`);
@@ -27,7 +26,7 @@ const duration = (name: string, fallback: number): number => {
 const node =
   process.env[CACHE_AGENT_ENV.nodeName] ||
   fail(`${CACHE_AGENT_ENV.nodeName} is not set: set it to the node this agent serves (the downward API's spec.nodeName)`);
-const root = process.env[CACHE_AGENT_ENV.cacheRoot] || DEFAULT_CACHE_ROOT;
+const root = cacheRootFrom(process.env);
 const evictAfterMs = duration(CACHE_AGENT_ENV.evictAfter, DEFAULT_EVICT_AFTER_MS);
 const cloneTimeoutMs = duration(CACHE_AGENT_ENV.cloneTimeout, DEFAULT_CLONE_TIMEOUT_MS);
 mkdirSync(root, { recursive: true });

@@ -5,12 +5,12 @@
 // Fail): a thrown error never lets a request through.
 import { Capability, Log, a, type PeprValidateRequest } from "pepr";
 import { SandboxModel } from "../../api/crd";
-import { DEFAULT_CACHE_ROOT, SANDBOX_NAME_LABEL } from "../../api/wire";
+import { SANDBOX_NAME_LABEL } from "../../api/wire";
 import { operatorIdentity } from "./identity";
 import { podUpdateViolations, podViolations, sandboxLabelChanged, type PodRules } from "./pods";
 import { rulesFromEnv, sandboxNameViolations, sandboxViolations, withDefaults, type SandboxRules } from "./sandbox";
 import { describe, type Violation } from "./violations";
-import { OPERATOR_ENV } from "../../api/env";
+import { cacheRootFrom } from "../../api/env";
 
 export const AdmissionCapability = new Capability({
   name: "admission",
@@ -22,7 +22,7 @@ const { When } = AdmissionCapability;
 const rules: SandboxRules = rulesFromEnv();
 
 /** The cache root the pods mount, read as the Repo capability reads it (capabilities/repo). */
-const podRules: PodRules = { cacheRoot: process.env[OPERATOR_ENV.cacheRoot] ?? DEFAULT_CACHE_ROOT };
+const podRules: PodRules = { cacheRoot: cacheRootFrom(process.env) };
 
 const nameOf = (req: PeprValidateRequest<{ metadata?: { name?: string; namespace?: string } }>, kind: string) =>
   `${kind} ${req.Request.namespace ?? req.Raw?.metadata?.namespace ?? ""}/${req.Request.name || req.Raw?.metadata?.name || "(generated)"}`;

@@ -13,8 +13,7 @@ import { WorkQueue } from "../../lib/queue";
 import type { SandboxController } from "../sandbox/controller";
 import { repoCachesContribution, repoVerdict, sandboxesToWake, type RepoView } from "./caches";
 import { RepoUrlError, checkRepoUrl, repoKey } from "../../api/repo-identity";
-import { OPERATOR_ENV } from "../../api/env";
-import { DEFAULT_CACHE_ROOT } from "../../api/wire";
+import { cacheRootFrom } from "../../api/env";
 
 /** Seed 000: the Repo controller runs 4 workers. */
 export const REPO_WORKERS = 4;
@@ -58,7 +57,7 @@ export class RepoController {
 
   constructor(
     private readonly sandboxes: SandboxController,
-    cacheRoot = process.env[OPERATOR_ENV.cacheRoot] ?? DEFAULT_CACHE_ROOT,
+    cacheRoot = cacheRootFrom(process.env),
   ) {
     this.queue = new WorkQueue({
       name: "repo",
