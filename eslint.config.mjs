@@ -10,8 +10,9 @@ import tsPlugin from "@typescript-eslint/eslint-plugin";
 import tsParser from "@typescript-eslint/parser";
 import js from "@eslint/js";
 
-/** An import-path pattern for a top-level folder, from any depth. */
-const folder = (name) => [`**/${name}`, `**/${name}/**`, `../${name}`, `../${name}/**`, `./${name}/**`];
+/** An import path reaching the top-level folder `name`: only `../` steps before it (a folder of that
+ * name inside another, such as api/custodian.ts, is not it). */
+const folder = (name) => `^(\\.\\./)+${name}(/|$)|^\\./${name}/`;
 
 const TOOLING = ["dev", "scripts", "bench", "test"];
 const COMPANIONS = ["harness", "cache-agent", "custodian", "orchestrator"];
@@ -19,7 +20,7 @@ const COMPANIONS = ["harness", "cache-agent", "custodian", "orchestrator"];
 /** A no-restricted-imports rule refusing the given top-level folders, saying why. */
 const refuse = (folders, why) => [
   "error",
-  { patterns: folders.map((f) => ({ group: folder(f), message: `${why} (docs/decisions/0012-shared-contracts.md)` })) },
+  { patterns: folders.map((f) => ({ regex: folder(f), message: `${why} (docs/decisions/0012-shared-contracts.md)` })) },
 ];
 
 export const boundaries = [

@@ -126,7 +126,7 @@ export function baseUrlProblem(text: string): string | undefined {
   return undefined;
 }
 
-const Origin = z.string().superRefine((s, ctx) => {
+export const Origin = z.string().superRefine((s, ctx) => {
   const problem = originProblem(s);
   if (problem) ctx.addIssue({ code: "custom", message: problem });
 });
@@ -148,12 +148,12 @@ const StandIn = z.string().regex(STAND_IN, {
   message: `must be ${STAND_IN_PREFIX} and 32 to 64 lower-case hex digits (standInFrom in api/custodian.ts makes one)`,
 });
 
-const HeaderName = z
+export const HeaderName = z
   .string()
   .regex(/^[a-z0-9!#$%&'*+.^_`|~-]+$/, { message: "must be a header name in lower case, e.g. x-api-key" })
   .refine((h) => !HOP_BY_HOP.has(h), { message: "names a hop-by-hop header, which never leaves the Custodian" });
 
-const EnvName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, {
+export const EnvName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, {
   message: "must be an environment variable name, e.g. ANTHROPIC_API_KEY",
 });
 
@@ -164,7 +164,7 @@ const RouteName = z.string().regex(/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/, {
 /** `*`, `host`, `*.domain` or an IP literal, each with an optional `:port`. */
 const HOST_PATTERN =
   /^(\*|(\*\.)?[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*|\[[0-9a-f:.]+\])(:[0-9]{1,5})?$/;
-const HostPattern = z
+export const HostPattern = z
   .string()
   .regex(HOST_PATTERN, {
     message: "must be a host in lower case (github.com), a domain's hosts (*.github.com) or *, with an optional :port",
@@ -174,7 +174,7 @@ const HostPattern = z
   });
 
 /** A Go duration between 1ms and 1h. */
-const Timeout = z.string().superRefine((s, ctx) => {
+export const Timeout = z.string().superRefine((s, ctx) => {
   const ms = goDurationMs(s);
   if (ms === undefined) ctx.addIssue({ code: "custom", message: 'must be a Go duration such as "5s" or "300ms"' });
   else if (ms < 1 || ms > 3_600_000) ctx.addIssue({ code: "custom", message: "must be between 1ms and 1h" });
@@ -197,7 +197,7 @@ const HeldValue = z.strictObject({
   env: EnvName.optional().meta({ description: "The Harness's env var that holds the Stand-in." }),
 });
 
-const Provider = z.strictObject({
+export const Provider = z.strictObject({
   name: RouteName,
   url: BaseUrl.meta({ description: "Where /providers/<name>/<path> goes: <url>/<path>." }),
 });

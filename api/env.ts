@@ -17,6 +17,19 @@ export const HARNESS_ENV = {
   port: "PORT",
   /** Unset: every interface (the pod's Service must reach it); local mode says 127.0.0.1. */
   host: LISTEN_HOST,
+  /** Where it keeps its conversations (seed 002 ADR-0031), a volume of its own. */
+  conversationsDir: "JR2_CONVERSATIONS_DIR",
+} as const;
+
+/** The Sandbox Effector (seed 002 `sandboxEffectorContainer`): where its mounts are. */
+export const EFFECTOR_ENV = {
+  port: "JR2_EFFECTOR_PORT",
+  work: "JR2_EFFECTOR_WORK",
+  repos: "JR2_EFFECTOR_REPOS",
+  key: "JR2_EFFECTOR_KEY",
+  secrets: "JR2_EFFECTOR_SECRETS",
+  git: "JR2_EFFECTOR_GIT",
+  scratch: "JR2_EFFECTOR_SCRATCH",
 } as const;
 
 /** The cache agent (cache-agent/main.ts); written by its DaemonSet and the local runner. */
@@ -60,6 +73,14 @@ export const ORCHESTRATOR_ENV = {
   localHarness: "JR2_LOCAL_HARNESS",
   localReposRoot: "JR2_LOCAL_REPOS_ROOT",
   localWorkRoot: "JR2_LOCAL_WORK_ROOT",
+  /** The Sandbox pod's composition (orchestrator/pod-config.ts): YAML or JSON; absent, the defaults. */
+  podConfigFile: "JR2_POD_CONFIG_FILE",
+  /** The image the `custodian` container runs (the companions image); the pod config may override. */
+  custodianImage: "JR2_CUSTODIAN_IMAGE",
+  /** How a Custodian reaches this Orchestrator (default: its Service in POD_NAMESPACE). */
+  selfUrl: "JR2_ORCHESTRATOR_URL",
+  /** The Orchestrator's own namespace (the Deployment's fieldRef), for its url and the ingress policy. */
+  podNamespace: "POD_NAMESPACE",
 } as const;
 
 /** The Custodian (custodian/main.ts); written by the Sandbox pod's `custodian` container (api/custodian.ts

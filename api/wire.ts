@@ -15,6 +15,8 @@ export const SPEC_DIGEST_ANNOTATION = "jr2.dev/spec-digest";
 /** The Sandbox token Secret `<sandbox>-token` and its one key (the Custodian reads it, seed 002). */
 export const SANDBOX_TOKEN_KEY = "JR2_SANDBOX_TOKEN";
 export const tokenSecretName = (sandbox: string) => `${sandbox}-token`;
+/** On every object the Orchestrator writes for one Sandbox beside its CR (seed 002's label). */
+export const SANDBOX_LABEL = "jr2.dev/sandbox";
 
 /** Container names the operator and its clients agree on. */
 export const HARNESS = "harness";
@@ -24,6 +26,29 @@ export const EFFECTOR = "effector";
 
 /** The Harness serves on this port; the Service exposes it as `http`. */
 export const HARNESS_PORT = 8080;
+/** The Sandbox Effector serves on this port, behind its own headless Service `<sandbox>-effector`. */
+export const EFFECTOR_PORT = 8082;
+export const effectorServiceName = (sandbox: string) => `${sandbox}-effector`;
+/** The Effector's key Secret `<sandbox>-effector` (key `key`), mounted by the effector alone. */
+export const effectorKeySecretName = (sandbox: string) => `${sandbox}-effector`;
+export const EFFECTOR_KEY_KEY = "key";
+/** Where the effector finds its secrets, and under `@git/<name>/` each push Secret of spec.gitCredentials
+ * (`@` is no character of a Secret's name, so no secret's file takes that directory). */
+export const EFFECTOR_SECRETS_DIR = "/run/jr2/secrets";
+export const GIT_CREDENTIALS_ROOT = `${EFFECTOR_SECRETS_DIR}/@git`;
+
+/** The one volume every seat shares (seed 001 ADR-0005): an emptyDir, so a non-root uid can write it. */
+export const WORK_ROOT = "/work";
+/** The Harness's conversations (seed 002: an emptyDir in the Harness container alone). */
+export const CONVERSATIONS_DIR = "/conversations";
+
+/** Per installation, in the Sandboxes' namespace: the CA the Custodians sign leaves with (a
+ * `kubernetes.io/tls` Secret, mounted by the custodian alone) and its certificate for the Harness
+ * (a ConfigMap, key `ca.crt`, at /etc/jr2/ca). */
+export const CUSTODIAN_CA_SECRET = "jr2-custodian-ca";
+export const CA_CONFIGMAP = "jr2-ca";
+/** Per namespace: ingress to Sandbox pods from the Orchestrator alone (seed 000). */
+export const SANDBOX_INGRESS_POLICY = "jr2-sandbox-ingress";
 
 /** Where each node keeps its bare Repo checkouts (the cache agents and the pods agree on it), and
  * where the Harness container sees them. */

@@ -40,8 +40,11 @@ export const Size = z
   .strictObject({
     cpu: Quantity.optional().meta({ description: "CPU for the whole pod (e.g. `2`, `500m`)." }),
     memory: Quantity.optional().meta({ description: "Memory for the whole pod (e.g. `4Gi`)." }),
+    disk: Quantity.optional().meta({
+      description: "Disk for `/work`: the Harness's ephemeral-storage request (e.g. `20Gi`), with no limit.",
+    }),
   })
-  .refine((s) => s.cpu !== undefined || s.memory !== undefined, "must name cpu, memory or both")
+  .refine((s) => s.cpu !== undefined || s.memory !== undefined || s.disk !== undefined, "must name cpu, memory or disk")
   .meta({ description: "The workspace's Size: the pod-level ceiling (seed 002 ADR-0060)." });
 export type Size = z.infer<typeof Size>;
 
@@ -82,6 +85,28 @@ export const CreateWorkspaceBody = z
       .optional()
       .meta({ description: "The User Container's image, when the workspace has one." }),
     size: Size.optional(),
+    userSize: Size.optional().meta({
+      description:
+        "The User Container's share of `size` (cpu, memory), requests equal to limits; absent, it shares the pod's.",
+    }),
+    effector: z
+      .strictObject({
+        image: z
+          .string()
+          .min(1, "must not be empty")
+          .optional()
+          .meta({ description: "The Sandbox Effector's image (default: the workspace's image)." }),
+        pushes: z
+          .array(SlotName)
+          .default([])
+          .meta({
+            description:
+              "The Repo Slots the Effector pushes: each slot's fence entry must name its push `secret`, which the " +
+              "Sandbox's spec.gitCredentials then names.",
+          }),
+      })
+      .optional()
+      .meta({ description: "A Sandbox Effector beside the Harness (seed 002 ADR-0068)." }),
     idleTimeout: idleTimeoutField("idleTimeout")
       .optional()
       .meta({
@@ -100,6 +125,20 @@ export const CreateWorkspaceBody = z
       if (seen.has(r.slot)) ctx.addIssue({ code: "custom", path: ["repos", i, "slot"], message: "duplicate slot" });
       seen.add(r.slot);
     });
+    body.effector?.pushes.forEach((slot, i) => {
+      if (!seen.has(slot))
+        ctx.addIssue({
+          code: "custom",
+          path: ["effector", "pushes", i],
+          message: `names Repo Slot "${slot}", which repos does not attach: add it to repos or drop the push`,
+        });
+    });
+    if (body.userSize?.disk !== undefined)
+      ctx.addIssue({
+        code: "custom",
+        path: ["userSize", "disk"],
+        message: "is not split: /work is one volume, sized by size.disk",
+      });
   })
   .meta({ description: "A request for a workspace: a Sandbox placed, provisioned and attached." });
 export type CreateWorkspaceBody = z.infer<typeof CreateWorkspaceBody>;

@@ -38,8 +38,11 @@ export function orchestratorManifests(opts: OrchestratorDeployOptions): Array<Re
         { apiGroups: [GROUP], resources: ["sandboxes"], verbs: ["get", "list", "watch", "create", "patch", "delete"] },
         // A per-run Repo is created at its first use; an existing one is read, never rewritten.
         { apiGroups: [GROUP], resources: ["repos"], verbs: ["get", "create"] },
-        // Each Sandbox's token Secret, created owned by the CR (the garbage collector deletes it).
-        { apiGroups: [""], resources: ["secrets"], verbs: ["get", "create"] },
+        // What each Sandbox owns (its token and Effector key Secrets, its Custodian ConfigMap, its
+        // Effector Service), applied after the CR; and the installation's CA Secret, trust
+        // ConfigMap and ingress policy, made sure of at boot (installation.ts).
+        { apiGroups: [""], resources: ["secrets", "configmaps", "services"], verbs: ["get", "create", "patch"] },
+        { apiGroups: ["networking.k8s.io"], resources: ["networkpolicies"], verbs: ["get", "create", "patch"] },
       ],
     },
     {
@@ -55,6 +58,14 @@ export function orchestratorManifests(opts: OrchestratorDeployOptions): Array<Re
       metadata: { name: `${ORCHESTRATOR}-fence`, namespace, labels },
       // The fence's entries: identity prefixes a per-run url must fall under. Empty refuses every url.
       data: { "git-credentials.yaml": "[]\n" },
+    },
+    {
+      apiVersion: "v1",
+      kind: "ConfigMap",
+      metadata: { name: `${ORCHESTRATOR}-pod`, namespace, labels },
+      // What every Sandbox pod holds (orchestrator/pod-config.ts): the Custodian's providers, held
+      // secrets and tunnels. Empty: a Custodian that routes only to the Orchestrator.
+      data: { "pod.yaml": "{}\n" },
     },
     {
       apiVersion: "v1",
@@ -96,6 +107,10 @@ export function orchestratorManifests(opts: OrchestratorDeployOptions): Array<Re
                   { name: ORCHESTRATOR_ENV.signingKeyFile, value: "/etc/jr2/secret/signing-key" },
                   { name: ORCHESTRATOR_ENV.apiTokensFile, value: "/etc/jr2/secret/api-tokens" },
                   { name: ORCHESTRATOR_ENV.gitCredentialsFile, value: "/etc/jr2/fence/git-credentials.yaml" },
+                  { name: ORCHESTRATOR_ENV.podConfigFile, value: "/etc/jr2/pod/pod.yaml" },
+                  // The Custodian runs from the same companions image as this process.
+                  { name: ORCHESTRATOR_ENV.custodianImage, value: opts.image },
+                  { name: ORCHESTRATOR_ENV.podNamespace, valueFrom: { fieldRef: { fieldPath: "metadata.namespace" } } },
                 ],
                 readinessProbe: { httpGet: { path: "/healthz", port: "http" }, periodSeconds: 5 },
                 livenessProbe: { httpGet: { path: "/healthz", port: "http" }, periodSeconds: 20 },
@@ -108,12 +123,14 @@ export function orchestratorManifests(opts: OrchestratorDeployOptions): Array<Re
                 volumeMounts: [
                   { name: "secret", mountPath: "/etc/jr2/secret", readOnly: true },
                   { name: "fence", mountPath: "/etc/jr2/fence", readOnly: true },
+                  { name: "pod", mountPath: "/etc/jr2/pod", readOnly: true },
                 ],
               },
             ],
             volumes: [
               { name: "secret", secret: { secretName: ORCHESTRATOR, defaultMode: 0o400 } },
               { name: "fence", configMap: { name: `${ORCHESTRATOR}-fence` } },
+              { name: "pod", configMap: { name: `${ORCHESTRATOR}-pod` } },
             ],
           },
         },

@@ -152,3 +152,34 @@ export function fenceSlots(
   });
   return { ok: true, repos };
 }
+
+/**
+ * The push Secrets an Effector's pushes spend (seed 002 gitCredentialsFor): each pushed slot's
+ * fence entry, and the `secret` it names, once each in order of first use. A slot whose url no
+ * entry admits (a bound url) or whose entry names no `secret` is refused by name before anything
+ * is written: the Effector could not push it.
+ */
+export function pushCredentials(
+  repos: readonly PlacedRepo[],
+  pushes: readonly string[],
+): { ok: true; secrets: string[] } | { ok: false; message: string } {
+  const secrets: string[] = [];
+  for (const slot of pushes) {
+    const repo = repos.find((r) => r.slot === slot);
+    if (!repo) return { ok: false, message: `effector.pushes names Repo Slot "${slot}", which repos does not attach` };
+    const secret = repo.entry?.extra?.secret;
+    if (typeof secret !== "string" || !secret) {
+      const entry = repo.entry
+        ? `its git.credentials entry "${repo.entry.match}" names no \`secret\``
+        : "no git.credentials entry admits its url";
+      return {
+        ok: false,
+        message:
+          `effector.pushes: Repo Slot "${slot}" (${repo.identity}) cannot be pushed: ${entry}. Add an entry ` +
+          "with `match` and the push `secret` (a Secret in the Sandboxes' namespace) to the credentials file.",
+      };
+    }
+    if (!secrets.includes(secret)) secrets.push(secret);
+  }
+  return { ok: true, secrets };
+}

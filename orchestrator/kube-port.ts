@@ -4,22 +4,16 @@
 // endpoint resolver says). Every operation is idempotent, so a restarted Orchestrator may repeat
 // any of them for the same name.
 import { request } from "undici";
-import {
-  ATTACH_ANNOTATION,
-  KEEPALIVE_ANNOTATION,
-  RUN_LABEL,
-  SANDBOX_TOKEN_KEY,
-  USER,
-  WORKFLOW_LABEL,
-  tokenSecretName,
-} from "../api/wire";
+import { KEEPALIVE_ANNOTATION } from "../api/wire";
 import { ApiError } from "../lib/api-error";
 import { kubeRequest } from "../lib/kube";
-import type { SandboxModel, SandboxSpecInput } from "../api/crd";
+import type { SandboxModel } from "../api/crd";
 import type { AttachBody } from "../api/attach";
 import { AttachAnswer } from "./api";
 import type { CredentialEntry } from "./fence";
-import { HARNESS_ENV } from "../api/env";
+import { GROUP_VERSION, composeSandbox, type Composition } from "./compose";
+import { DEFAULT_CUSTODIAN_IMAGE, DEFAULT_ORCHESTRATOR_URL } from "./installation";
+import { DEFAULT_POD_CONFIG, type PodConfig } from "./pod-config";
 import {
   AttachFailure,
   PlaceFailure,
@@ -42,11 +36,13 @@ import {
   staleSlots,
 } from "./provision-rules";
 import type { SandboxWatch } from "./sandbox-watch";
-import { harnessToken, tokenDigest } from "./tokens";
+import { harnessToken } from "./tokens";
 import { CONDITION } from "../api/conditions";
 
-const GROUP_VERSION = "core.jr2.dev/v1alpha1";
 const enc = encodeURIComponent;
+const FIELD_MANAGER = "jr2-orchestrator";
+const APPLY = "application/apply-patch+yaml";
+const PLURAL: Record<string, string> = { Secret: "secrets", ConfigMap: "configmaps", Service: "services" };
 
 /** Maps a Sandbox to the base url its Harness answers on. In the cluster: its status.endpoint. */
 export type EndpointResolver = (sandbox: SandboxModel) => Promise<string>;
@@ -57,6 +53,9 @@ export type KubePortOptions = {
   signingKey: Buffer;
   /** Outside the cluster only (local mode): the Service name does not resolve there. */
   resolveEndpoint?: EndpointResolver;
+  /** What every Sandbox pod holds (pod-config.ts), the custodian image and the Orchestrator's url
+   * as a Custodian reaches it. Absent: the defaults (installation.ts). */
+  pod?: { config: PodConfig; custodianImage: string; orchestratorUrl: string };
   /** How long an attach that never reached the Harness is re-sent. Default 90 s. */
   attachWindowMs?: number;
   now?: () => number;
@@ -73,10 +72,12 @@ export class KubeSandboxPort implements SandboxPort {
     // The fence ran before (fence.ts fenceSlots): req.repos are admitted, with their identity,
     // key and entry. The Repo resources before the CR names them (the operator holds Ready on
     // RepoMissing).
+    const composed = this.#compose(req);
     for (const r of req.repos) await this.#ensureRepo(r);
-    const sandbox = await this.#createSandbox(req);
-    // After the CR, owned by its uid from birth: no path leaves a token behind.
-    await this.#createTokenSecret(req.name, sandbox);
+    const sandbox = await this.#createSandbox(req, composed);
+    // After the CR, owned by its uid from birth: no path leaves a token or a config behind. The
+    // kubelet retries the pod's mounts until they land (one round trip each).
+    await this.#applyOwned(req.name, composed, sandbox.metadata!.uid!);
     hooks.onWritten();
     const judge = placingTracker(req.name, hooks.onWait);
     await this.#waitFor(
@@ -151,6 +152,23 @@ export class KubeSandboxPort implements SandboxPort {
     return (this.opts.now ?? Date.now)();
   }
 
+  /** The CR and what it owns (compose.ts); a Size the split refuses is refused before any write. */
+  #compose(req: PlaceRequest): Composition {
+    try {
+      return composeSandbox({
+        req,
+        namespace: this.#ns,
+        signingKey: this.opts.signingKey,
+        pod: this.opts.pod?.config ?? DEFAULT_POD_CONFIG,
+        custodianImage: this.opts.pod?.custodianImage ?? DEFAULT_CUSTODIAN_IMAGE,
+        orchestratorUrl: this.opts.pod?.orchestratorUrl ?? DEFAULT_ORCHESTRATOR_URL,
+        now: this.#now(),
+      });
+    } catch (err) {
+      throw new PlaceFailure("Refused", `Sandbox "${req.name}" cannot be composed: ${messageOf(err)}`);
+    }
+  }
+
   #sandboxPath(name: string) {
     return `/apis/${GROUP_VERSION}/namespaces/${enc(this.#ns)}/sandboxes/${enc(name)}`;
   }
@@ -182,65 +200,30 @@ export class KubeSandboxPort implements SandboxPort {
     });
   }
 
-  async #createSandbox(req: PlaceRequest): Promise<SandboxModel> {
-    const digest = tokenDigest(harnessToken(this.opts.signingKey, req.name));
-    const { attach, repos } = req;
-    const spec: SandboxSpecInput = {
-      image: req.image,
-      // Last, so no caller-supplied variable can choose the bearer.
-      env: [{ name: HARNESS_ENV.tokenSha256, value: digest }],
-      ...(repos.length ? { repos: repos.map((r) => ({ key: r.key, url: r.url })) } : {}),
-      ...(req.idleTimeout ? { idleTimeout: req.idleTimeout } : {}),
-      ...(req.size ? { podResources: { requests: { ...req.size }, limits: { ...req.size } } } : {}),
-      ...(req.userImage ? { sidecars: [{ name: USER, image: req.userImage }] } : {}),
-    };
-    const body = {
-      apiVersion: GROUP_VERSION,
-      kind: "Sandbox",
-      metadata: {
-        name: req.name,
-        namespace: this.#ns,
-        labels: { [RUN_LABEL]: req.labels.run, [WORKFLOW_LABEL]: req.labels.workflow },
-        annotations: {
-          // The lease starts with the CR (decision 0014).
-          [KEEPALIVE_ANNOTATION]: new Date(this.#now()).toISOString(),
-          ...(attach ? { [ATTACH_ANNOTATION]: JSON.stringify(attach) } : {}),
-        },
-      },
-      spec,
-    };
+  async #createSandbox(req: PlaceRequest, composed: Composition): Promise<SandboxModel> {
     try {
-      return await createOrKeep<SandboxModel>(`/apis/${GROUP_VERSION}/namespaces/${enc(this.#ns)}/sandboxes`, body);
+      return await createOrKeep<SandboxModel>(
+        `/apis/${GROUP_VERSION}/namespaces/${enc(this.#ns)}/sandboxes`,
+        composed.sandbox,
+      );
     } catch (err) {
       throw new PlaceFailure("Refused", `Sandbox "${req.name}" was refused: ${messageOf(err)}`);
     }
   }
 
-  async #createTokenSecret(name: string, sandbox: SandboxModel) {
-    const body = {
-      apiVersion: "v1",
-      kind: "Secret",
-      metadata: {
-        name: tokenSecretName(name),
-        namespace: this.#ns,
-        labels: { [RUN_LABEL]: sandbox.metadata?.labels?.[RUN_LABEL] ?? name },
-        ownerReferences: [
-          {
-            apiVersion: GROUP_VERSION,
-            kind: "Sandbox",
-            name,
-            uid: sandbox.metadata!.uid!,
-            controller: true,
-            blockOwnerDeletion: true,
-          },
-        ],
-      },
-      type: "Opaque",
-      stringData: { [SANDBOX_TOKEN_KEY]: harnessToken(this.opts.signingKey, name) },
-    };
-    await createOrKeep(`/api/v1/namespaces/${enc(this.#ns)}/secrets`, body).catch((err) => {
-      throw new PlaceFailure("Refused", `Sandbox "${name}"'s token Secret was refused: ${messageOf(err)}`);
-    });
+  /** Each object the CR owns, by server-side apply: a re-provision restates the same fields (the
+   * values are derived, so the same bytes) and changes nothing. */
+  async #applyOwned(name: string, composed: Composition, uid: string) {
+    for (const object of composed.owned(uid)) {
+      const plural = PLURAL[object.kind];
+      const path = `/api/v1/namespaces/${enc(this.#ns)}/${plural}/${enc(object.metadata.name)}`;
+      await kubeRequest("PATCH", `${path}?fieldManager=${FIELD_MANAGER}&force=true`, object, APPLY).catch((err) => {
+        throw new PlaceFailure(
+          "Refused",
+          `Sandbox "${name}"'s ${object.kind} ${object.metadata.name} was refused: ${messageOf(err)}`,
+        );
+      });
+    }
   }
 
   /**

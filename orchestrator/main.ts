@@ -10,6 +10,10 @@
 //   JR2_POD_BUDGET, JR2_REPO_BUDGET   provision budgets (Go durations, 120s and 25m)
 //   JR2_LOCAL_HARNESS          off (default) | process | inline: outside the cluster only, run each
 //                              Sandbox's Harness here (JR2_LOCAL_REPOS_ROOT with {node}, JR2_LOCAL_WORK_ROOT)
+//   JR2_POD_CONFIG_FILE        what every Sandbox pod holds (orchestrator/pod-config.ts; absent: defaults)
+//   JR2_CUSTODIAN_IMAGE        the custodian container's image (the companions image)
+//   JR2_ORCHESTRATOR_URL       how a Custodian reaches this Orchestrator (default: its Service in
+//                              POD_NAMESPACE, the namespace its pod runs in)
 //   JR2_API_HTTP2              1 (default here) HTTP/2 to the API server, 0 HTTP/1.1
 //   KUBECONFIG                 the cluster (in a pod: its service account)
 import { readFileSync } from "node:fs";
@@ -20,6 +24,7 @@ import { DEFAULT_CACHE_ROOT } from "../api/wire";
 import { parseCredentials } from "./fence";
 import { startOrchestratorServer } from "./http";
 import { KubeSandboxPort } from "./kube-port";
+import { ensureInstallation, podSettingsFrom, type PodSettings } from "./installation";
 import { LocalHarnesses } from "./local-harness";
 import { OrchestratorMetrics } from "./metrics";
 import { SandboxWatch } from "./sandbox-watch";
@@ -72,6 +77,12 @@ async function main() {
       fail(`${E.gitCredentialsFile}: ${(e as Error).message}`);
     }
   }
+  let pod: PodSettings;
+  try {
+    pod = podSettingsFrom(env);
+  } catch (e) {
+    fail((e as Error).message);
+  }
   const localMode = env[E.localHarness];
   const local = localMode && localMode !== "off" ? localMode : undefined;
   if (local && local !== "process" && local !== "inline") fail(`${E.localHarness} must be off, process or inline`);
@@ -83,12 +94,17 @@ async function main() {
       })
     : undefined;
 
+  // The CA and the ingress policy every Sandbox pod relies on, before the first one is written.
+  await ensureInstallation(namespace, env[E.podNamespace] || namespace).catch((e: Error) =>
+    fail(`the installation's CA, trust ConfigMap or ingress policy in namespace ${namespace}: ${e.message}`),
+  );
   const watch = new SandboxWatch(namespace);
   await watch.start();
   const kubePort = new KubeSandboxPort({
     namespace,
     watch,
     signingKey,
+    pod,
     ...(harnesses ? { resolveEndpoint: harnesses.resolve } : {}),
   });
   const metrics = new OrchestratorMetrics();
@@ -96,6 +112,7 @@ async function main() {
     port: kubePort,
     watch,
     credentials,
+    podConfig: pod.config,
     budgets: { podMs: duration(E.podBudget, 120_000), repoMs: duration(E.repoBudget, 25 * 60_000) },
     lease: { intervalMs: duration(E.leaseInterval, 5 * 60_000) },
     log,

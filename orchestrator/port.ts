@@ -18,7 +18,7 @@ export type PlaceRepo = RepoSlot & { bound?: boolean };
 export type PlacedRepo = PlaceRepo & { identity: string; key: string; bound: boolean; entry?: CredentialEntry };
 
 /** What `place` writes: the Repos, the Sandbox CR (with its labels and the attach annotation) and
- * its token Secret. Everything is computed before: the port only writes. */
+ * the objects it owns (compose.ts). Everything is checked before: the port only composes and writes. */
 export type PlaceRequest = {
   name: string;
   image: string;
@@ -27,6 +27,11 @@ export type PlaceRequest = {
   attach?: AttachBody;
   userImage?: string;
   size?: Size;
+  /** The User Container's share of `size` (orchestrator/size.ts). */
+  userSize?: Size;
+  /** A Sandbox Effector: its image (default: the pod config's, else `image`) and the push Secrets
+   * its pushed slots' fence entries name (fence.ts pushCredentials), for spec.gitCredentials. */
+  effector?: { image?: string; gitCredentials: string[] };
   /** spec.idleTimeout, a Go duration (the operator's default when absent). */
   idleTimeout?: string;
   /** The `jr2.dev/run` and `jr2.dev/workflow` labels. */

@@ -8,6 +8,9 @@ import { readFile } from "node:fs/promises";
 /** Domain separation: one signing key may derive other per-Sandbox secrets later (decision 0011),
  * and none may equal another. */
 const HARNESS_PURPOSE = "jr2/harness-bearer/v1";
+const SANDBOX_TOKEN_PURPOSE = "jr2/sandbox-token/v1";
+const STAND_IN_PURPOSE = "jr2/stand-in/v1";
+const EFFECTOR_KEY_PURPOSE = "jr2/effector-key/v1";
 
 /** Shorter keys are refused: HMAC-SHA256's strength is its key's. */
 export const MIN_SIGNING_KEY_BYTES = 32;
@@ -15,6 +18,28 @@ export const MIN_SIGNING_KEY_BYTES = 32;
 /** The Harness bearer for one Sandbox: HMAC-SHA256(signingKey, purpose NUL name), base64url. */
 export function harnessToken(signingKey: Buffer, sandboxName: string): string {
   return createHmac("sha256", signingKey).update(`${HARNESS_PURPOSE}\0${sandboxName}`, "utf8").digest("base64url");
+}
+
+/** The Sandbox token the Custodian adds to the Harness's calls to the Orchestrator (the Harness
+ * never holds it). Derived like the bearer, so a re-provision writes the same Secret. */
+export function sandboxToken(signingKey: Buffer, sandboxName: string): string {
+  return createHmac("sha256", signingKey)
+    .update(`${SANDBOX_TOKEN_PURPOSE}\0${sandboxName}`, "utf8")
+    .digest("base64url");
+}
+
+/** The Effector's key (seed 002 ADR-0068): what its requests are signed with, per Sandbox. */
+export function effectorKey(signingKey: Buffer, sandboxName: string): string {
+  return createHmac("sha256", signingKey).update(`${EFFECTOR_KEY_PURPOSE}\0${sandboxName}`, "utf8").digest("base64url");
+}
+
+/** The Stand-in of one held value in one Sandbox: 24 derived bytes (api/custodian.ts standInFrom),
+ * the same on every provision, different in every Sandbox. */
+export function standInBytes(signingKey: Buffer, sandboxName: string, secret: string, key: string): Buffer {
+  return createHmac("sha256", signingKey)
+    .update(`${STAND_IN_PURPOSE}\0${sandboxName}\0${secret}\0${key}`, "utf8")
+    .digest()
+    .subarray(0, 24);
 }
 
 /** What the Harness checks a bearer against: SHA-256 of the token's UTF-8 bytes, hex. */

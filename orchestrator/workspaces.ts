@@ -5,7 +5,9 @@
 import { randomBytes } from "node:crypto";
 import { attachBodyOf, readAttach } from "./attach-body";
 import { FINAL_STATES, HttpError, type CreateWorkspaceBody, type WorkspaceEvent, type WorkspaceView } from "./api";
-import { fenceSlots, type CredentialEntry } from "./fence";
+import { fenceSlots, pushCredentials, type CredentialEntry } from "./fence";
+import { DEFAULT_POD_CONFIG, type PodConfig } from "./pod-config";
+import { SizeError, splitSize } from "./size";
 import { RUN_LABEL } from "../api/wire";
 import {
   startWorkspace,
@@ -23,6 +25,8 @@ export type RegistryOptions = {
   port: SandboxPort;
   watch: SandboxWatch;
   credentials: readonly CredentialEntry[];
+  /** The installation's pod composition (its Custodian slice bounds what a Size may split). */
+  podConfig?: PodConfig;
   budgets?: Budgets;
   lease?: LeaseOptions;
   log?: (entry: Record<string, unknown>) => void;
@@ -44,6 +48,15 @@ export class WorkspaceRegistry implements Workspaces {
     // (identity, key, entry) are what the port writes and what the attach body carries.
     const fenced = fenceSlots(body.repos, this.opts.credentials);
     if (!fenced.ok) throw new HttpError(403, "fence_refused", fenced.error.message);
+    // The Size split and the Effector's push Secrets are checked here too: a refusal writes nothing.
+    try {
+      splitSize(body.size, body.userSize, (this.opts.podConfig ?? DEFAULT_POD_CONFIG).custodian.resources);
+    } catch (err) {
+      if (err instanceof SizeError) throw new HttpError(400, "invalid_size", err.message);
+      throw err;
+    }
+    const pushes = body.effector ? pushCredentials(fenced.repos, body.effector.pushes) : undefined;
+    if (pushes && !pushes.ok) throw new HttpError(403, "fence_refused", pushes.message);
     const name = `ws-${randomBytes(5).toString("hex")}`;
     const attach = attachBodyOf({ branch: body.branch, repos: fenced.repos });
     const place: PlaceRequest = {
@@ -53,6 +66,15 @@ export class WorkspaceRegistry implements Workspaces {
       ...(attach ? { attach } : {}),
       ...(body.userImage ? { userImage: body.userImage } : {}),
       ...(body.size ? { size: body.size } : {}),
+      ...(body.userSize ? { userSize: body.userSize } : {}),
+      ...(body.effector && pushes?.ok
+        ? {
+            effector: {
+              ...(body.effector.image ? { image: body.effector.image } : {}),
+              gitCredentials: pushes.secrets,
+            },
+          }
+        : {}),
       ...(body.idleTimeout ? { idleTimeout: body.idleTimeout } : {}),
       labels: { run: body.run ?? name, workflow: body.workflow ?? "api" },
     };

@@ -7,9 +7,9 @@
 // is built, that is reading the Secret (docs/decisions/0009-admission.md).
 import type { SandboxSpec } from "../../api/crd";
 import type { PodContribution } from "../sandbox/pod";
-import { EFFECTOR } from "../../api/wire";
+import { EFFECTOR, GIT_CREDENTIALS_ROOT } from "../../api/wire";
 
-export const GIT_CREDENTIALS_ROOT = "/run/jr2/secrets/@git";
+export { GIT_CREDENTIALS_ROOT };
 export const GIT_CREDENTIAL_VOLUME_PREFIX = "jr2-git-";
 
 export const gitCredentialVolumeName = (index: number) => `${GIT_CREDENTIAL_VOLUME_PREFIX}${index}`;

@@ -79,7 +79,7 @@ describe("POST /v1/workspaces body", () => {
       "repos[0]: Unrecognized key",
     ],
     ["a bad size", { ...GOOD, size: { cpu: "lots" } }, "size.cpu: must be a Kubernetes quantity"],
-    ["an empty size", { ...GOOD, size: {} }, "size: must name cpu, memory or both"],
+    ["an empty size", { ...GOOD, size: {} }, "size: must name cpu, memory or disk"],
     ["a bad idle timeout", { ...GOOD, idleTimeout: "30 minutes" }, "idleTimeout: idleTimeout must be a Go duration"],
     ["a bad run label", { ...GOOD, run: "a b" }, "run: must be a Kubernetes label value"],
     ["repos not a list", { ...GOOD, repos: "app" }, "repos: Invalid input: expected array"],

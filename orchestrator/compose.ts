@@ -1,0 +1,425 @@
+// The Sandbox pod the Orchestrator asks for (seed 002 `crFor`, seed 001 ADR-0005's mounts table;
+// decision 0021), pure: the CR, and the objects it owns from birth (the token Secret, the
+// Custodian's ConfigMap, the Effector's key Secret and Service). kube-port.ts writes them; local
+// mode (local-harness.ts) runs the same Custodian config beside each local Harness.
+//
+// Who holds what, stated once (the asymmetry the Custodian exists for, decision 0018):
+//
+//   harness    /work, /conversations, the CA certificate at /etc/jr2/ca; env: the Custodian's
+//              address, the proxy, and a Stand-in for every held value. No credential.
+//   custodian  its config (`<sandbox>-custodian`), its values (the Sandbox token and each held
+//              secret, one file each) and the installation CA with its key. No /work, no Repos.
+//   user       /work and /repos/<key> (read-only), and nothing else.
+//   effector   /work and /repos/<key> read-only, its key, its scratch, and the push Secrets the
+//              operator projects at /run/jr2/secrets/@git/<name>/ (spec.gitCredentials).
+import {
+  CA_CERT_KEY,
+  CA_KEY_KEY,
+  CUSTODIAN_CA_DIR,
+  CUSTODIAN_CONFIG_DIR,
+  CUSTODIAN_CONFIG_KEY,
+  CUSTODIAN_HEALTH_PORT,
+  CUSTODIAN_PORT,
+  CUSTODIAN_VALUES_DIR,
+  HARNESS_CA_DIR,
+  HARNESS_CA_KEY,
+  custodianConfigMapName,
+  harnessCustodianEnv,
+  parseCustodianConfig,
+  standInFrom,
+  type CustodianConfig,
+  type CustodianConfigInput,
+} from "../api/custodian";
+import type { SandboxSpecInput } from "../api/crd";
+import type { Container, SecurityContext, Volume } from "../api/crd/generated/corev1";
+import { CUSTODIAN_ENV, EFFECTOR_ENV, HARNESS_ENV } from "../api/env";
+import {
+  ATTACH_ANNOTATION,
+  CA_CONFIGMAP,
+  CONVERSATIONS_DIR,
+  CUSTODIAN,
+  CUSTODIAN_CA_SECRET,
+  DEFAULT_FS_GROUP,
+  EFFECTOR,
+  EFFECTOR_KEY_KEY,
+  EFFECTOR_PORT,
+  EFFECTOR_SECRETS_DIR,
+  GIT_CREDENTIALS_ROOT,
+  KEEPALIVE_ANNOTATION,
+  REPOS_MOUNT,
+  RUN_LABEL,
+  SANDBOX_LABEL,
+  SANDBOX_NAME_LABEL,
+  SANDBOX_TOKEN_KEY,
+  USER,
+  WORK_ROOT,
+  WORKFLOW_LABEL,
+  effectorKeySecretName,
+  effectorServiceName,
+  repoVolumeName,
+  tokenSecretName,
+} from "../api/wire";
+import type { PodConfig, HeldSecret } from "./pod-config";
+import type { PlaceRequest } from "./port";
+import { splitSize, type SizeSplit } from "./size";
+import { effectorKey, harnessToken, sandboxToken, standInBytes, tokenDigest } from "./tokens";
+
+export const GROUP_VERSION = "core.jr2.dev/v1alpha1";
+
+/** The volumes the composition names (the operator adds `repo-<key>`, `jr2-shm` and `jr2-git-<n>`). */
+export const VOLUME = {
+  work: "work",
+  conversations: "conversations",
+  harnessCa: "jr2-ca",
+  custodianConfig: "custodian-config",
+  custodianValues: "custodian-values",
+  custodianCa: "custodian-ca",
+  effectorOwn: "effector-own",
+  effectorScratch: "effector-scratch",
+} as const;
+
+/** The custodian's program in the companions image (Dockerfile). */
+export const CUSTODIAN_COMMAND = ["node", "/app/custodian.js"];
+/** The uid the companions image runs as (Dockerfile `USER 65532`), stated so the kubelet need not read the image. */
+export const COMPANIONS_UID = 65532;
+
+/** Where the effector keeps its key, and its $HOME (seed 002 `sandboxEffectorContainer`). */
+const EFFECTOR_OWN_DIR = "/run/jr2/effector";
+const EFFECTOR_SCRATCH_DIR = "/run/jr2/scratch";
+
+export type ComposeInput = {
+  req: PlaceRequest;
+  namespace: string;
+  signingKey: Buffer;
+  pod: PodConfig;
+  /** The custodian container's image (the pod config's, else the companions image). */
+  custodianImage: string;
+  /** How the Custodian reaches the Orchestrator (its Service, or loopback in local mode). */
+  orchestratorUrl: string;
+  /** The keepalive's start, ms since the epoch. */
+  now: number;
+};
+
+type KubeObject = { apiVersion: string; kind: string; metadata: Record<string, unknown> & { name: string } };
+
+export type Composition = {
+  /** The Sandbox CR, as POSTed. */
+  sandbox: KubeObject & { spec: SandboxSpecInput };
+  /** What the `<sandbox>-custodian` ConfigMap carries, parsed (local mode runs it too). */
+  custodianConfig: CustodianConfig;
+  /** The held values' files: each Secret key and the file it lands as under the values directory. */
+  heldFiles: Array<{ secret: string; key: string; file: string }>;
+  /** The objects the CR owns, given its uid: written after it, so none outlives it. */
+  owned(uid: string): KubeObject[];
+};
+
+/** The file a held value lands as in the values directory: a Secret's name has no `_`, so `__`
+ * cannot join two pairs into one file. */
+export const heldFileName = (h: Pick<HeldSecret, "secret" | "key">) => `${h.secret}__${h.key}`;
+
+/** The Custodian's config for one Sandbox: every Stand-in derived, so a re-provision writes the same. */
+export function custodianConfigFor(
+  input: Pick<ComposeInput, "pod" | "signingKey" | "orchestratorUrl">,
+  sandbox: string,
+) {
+  const c = input.pod.custodian;
+  const config: CustodianConfigInput = {
+    version: 1,
+    orchestrator: { url: input.orchestratorUrl, token: SANDBOX_TOKEN_KEY },
+    providers: c.providers,
+    held: c.held.map((h) => ({
+      value: heldFileName(h),
+      standIn: standInFrom(standInBytes(input.signingKey, sandbox, h.secret, h.key)),
+      origins: h.origins,
+      ...(h.headers ? { headers: h.headers } : {}),
+      ...(h.env ? { env: h.env } : {}),
+    })),
+    egress: { tunnel: c.tunnel },
+    ...(c.timeouts ? { timeouts: c.timeouts } : {}),
+  };
+  const parsed = parseCustodianConfig(config);
+  // The pod config was checked at boot with the same schemas: this is a bug, not an input error.
+  if (!parsed.ok) throw new Error(`the composed Custodian config is invalid: ${parsed.message}`);
+  return parsed.config;
+}
+
+export function composeSandbox(input: ComposeInput): Composition {
+  const { req, namespace } = input;
+  const split = splitSize(req.size, req.userSize, input.pod.custodian.resources);
+  const config = custodianConfigFor(input, req.name);
+  const keys = req.repos.map((r) => r.key);
+  const effector = req.effector
+    ? effectorContainer(req.effector.image ?? input.pod.effector.image ?? req.image, keys)
+    : undefined;
+
+  const spec: SandboxSpecInput = {
+    image: req.image,
+    ...(req.idleTimeout ? { idleTimeout: req.idleTimeout } : {}),
+    // The work group: every seat writes /work whatever its uid (seed 002 ADR-0005).
+    fsGroup: DEFAULT_FS_GROUP,
+    ...(split.harness ? { resources: split.harness } : {}),
+    ...(split.pod ? { podResources: split.pod } : {}),
+    ...(split.shmSize ? { shmSize: split.shmSize } : {}),
+    env: [
+      ...harnessCustodianEnv(config),
+      { name: HARNESS_ENV.conversationsDir, value: CONVERSATIONS_DIR },
+      // Last, so no other entry of the same name can choose the bearer (seed 002 ADR-0058).
+      { name: HARNESS_ENV.tokenSha256, value: tokenDigest(harnessToken(input.signingKey, req.name)) },
+    ],
+    sidecars: [
+      custodianContainer(input.custodianImage, split),
+      ...(req.userImage ? [userContainer(req.userImage, keys, split)] : []),
+      ...(effector ? [effector] : []),
+    ],
+    ...(req.repos.length ? { repos: req.repos.map((r) => ({ key: r.key, url: r.url })) } : {}),
+    ...(req.effector?.gitCredentials.length
+      ? { gitCredentials: req.effector.gitCredentials.map((name) => ({ name })) }
+      : {}),
+    volumes: [
+      { name: VOLUME.work, emptyDir: {} },
+      { name: VOLUME.conversations, emptyDir: {} },
+      {
+        name: VOLUME.harnessCa,
+        configMap: { name: CA_CONFIGMAP, items: [{ key: HARNESS_CA_KEY, path: HARNESS_CA_KEY }] },
+      },
+      ...custodianVolumes(req.name, input.pod.custodian.held),
+      ...(effector ? effectorVolumes(req.name) : []),
+    ],
+    // The Harness's own: none of the Custodian's volumes (seed 001 ADR-0005).
+    volumeMounts: [
+      { name: VOLUME.work, mountPath: WORK_ROOT },
+      { name: VOLUME.conversations, mountPath: CONVERSATIONS_DIR },
+      { name: VOLUME.harnessCa, mountPath: HARNESS_CA_DIR, readOnly: true },
+    ],
+  };
+
+  const sandbox = {
+    apiVersion: GROUP_VERSION,
+    kind: "Sandbox",
+    metadata: {
+      name: req.name,
+      namespace,
+      labels: { [RUN_LABEL]: req.labels.run, [WORKFLOW_LABEL]: req.labels.workflow },
+      annotations: {
+        // The lease starts with the CR (decision 0014).
+        [KEEPALIVE_ANNOTATION]: new Date(input.now).toISOString(),
+        ...(req.attach ? { [ATTACH_ANNOTATION]: JSON.stringify(req.attach) } : {}),
+      },
+    },
+    spec,
+  };
+
+  const owned = (uid: string): KubeObject[] => {
+    const meta = (name: string) => ({
+      name,
+      namespace,
+      labels: { [SANDBOX_LABEL]: req.name },
+      ownerReferences: [
+        {
+          apiVersion: GROUP_VERSION,
+          kind: "Sandbox",
+          name: req.name,
+          uid,
+          controller: true,
+          blockOwnerDeletion: false,
+        },
+      ],
+    });
+    const b64 = (text: string) => Buffer.from(text, "utf8").toString("base64");
+    const objects: KubeObject[] = [
+      // `data`, not `stringData`: write-only stringData never reads back, so a re-apply would differ.
+      {
+        apiVersion: "v1",
+        kind: "Secret",
+        metadata: meta(tokenSecretName(req.name)),
+        type: "Opaque",
+        data: { [SANDBOX_TOKEN_KEY]: b64(sandboxToken(input.signingKey, req.name)) },
+      } as KubeObject,
+      {
+        apiVersion: "v1",
+        kind: "ConfigMap",
+        metadata: meta(custodianConfigMapName(req.name)),
+        data: { [CUSTODIAN_CONFIG_KEY]: JSON.stringify(config) },
+      } as KubeObject,
+    ];
+    if (effector) {
+      objects.push(
+        {
+          apiVersion: "v1",
+          kind: "Secret",
+          metadata: meta(effectorKeySecretName(req.name)),
+          type: "Opaque",
+          data: { [EFFECTOR_KEY_KEY]: b64(effectorKey(input.signingKey, req.name)) },
+        } as KubeObject,
+        {
+          apiVersion: "v1",
+          kind: "Service",
+          metadata: meta(effectorServiceName(req.name)),
+          // Headless, and publishing a not-ready address: the Effector answers while the Harness
+          // beside it restarts (seed 002 applyEffectorService).
+          spec: {
+            clusterIP: "None",
+            publishNotReadyAddresses: true,
+            selector: { [SANDBOX_NAME_LABEL]: req.name },
+            ports: [{ name: EFFECTOR, port: EFFECTOR_PORT, targetPort: EFFECTOR_PORT, protocol: "TCP" }],
+          },
+        } as KubeObject,
+      );
+    }
+    return objects;
+  };
+
+  return {
+    sandbox,
+    custodianConfig: config,
+    heldFiles: input.pod.custodian.held.map((h) => ({ secret: h.secret, key: h.key, file: heldFileName(h) })),
+    owned,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The containers
+
+/** The restricted profile, stated in full (the operator completes only what a context leaves out). */
+const hardened = (runAsUser?: number): SecurityContext => ({
+  runAsNonRoot: true,
+  ...(runAsUser !== undefined ? { runAsUser, runAsGroup: runAsUser } : {}),
+  allowPrivilegeEscalation: false,
+  readOnlyRootFilesystem: true,
+  capabilities: { drop: ["ALL"] },
+  seccompProfile: { type: "RuntimeDefault" },
+});
+
+function custodianContainer(image: string, split: SizeSplit): Container {
+  return {
+    name: CUSTODIAN,
+    image,
+    command: CUSTODIAN_COMMAND,
+    env: [
+      { name: CUSTODIAN_ENV.configFile, value: `${CUSTODIAN_CONFIG_DIR}/${CUSTODIAN_CONFIG_KEY}` },
+      { name: CUSTODIAN_ENV.valuesDir, value: CUSTODIAN_VALUES_DIR },
+      { name: CUSTODIAN_ENV.caDir, value: CUSTODIAN_CA_DIR },
+      { name: CUSTODIAN_ENV.port, value: String(CUSTODIAN_PORT) },
+      { name: CUSTODIAN_ENV.healthPort, value: String(CUSTODIAN_HEALTH_PORT) },
+    ],
+    ports: [{ name: "custodian-probe", containerPort: CUSTODIAN_HEALTH_PORT, protocol: "TCP" }],
+    // The pod's Ready waits on its config and values (and so the Sandbox's Ready does).
+    readinessProbe: { httpGet: { path: "/readyz", port: CUSTODIAN_HEALTH_PORT }, periodSeconds: 1 },
+    livenessProbe: { httpGet: { path: "/healthz", port: CUSTODIAN_HEALTH_PORT }, periodSeconds: 10 },
+    resources: split.custodian,
+    terminationMessagePolicy: "FallbackToLogsOnError",
+    securityContext: hardened(COMPANIONS_UID),
+    volumeMounts: [
+      { name: VOLUME.custodianConfig, mountPath: CUSTODIAN_CONFIG_DIR, readOnly: true },
+      { name: VOLUME.custodianValues, mountPath: CUSTODIAN_VALUES_DIR, readOnly: true },
+      { name: VOLUME.custodianCa, mountPath: CUSTODIAN_CA_DIR, readOnly: true },
+    ],
+  };
+}
+
+/** No securityContext: the operator reads none as the User Container's exemption (seed 002). */
+function userContainer(image: string, keys: string[], split: SizeSplit): Container {
+  return {
+    name: USER,
+    image,
+    volumeMounts: [{ name: VOLUME.work, mountPath: WORK_ROOT }, ...repoMounts(keys)],
+    ...(split.user ? { resources: split.user } : {}),
+  };
+}
+
+function effectorContainer(image: string, keys: string[]): Container {
+  return {
+    name: EFFECTOR,
+    image,
+    env: [
+      { name: EFFECTOR_ENV.port, value: String(EFFECTOR_PORT) },
+      { name: EFFECTOR_ENV.work, value: WORK_ROOT },
+      { name: EFFECTOR_ENV.repos, value: REPOS_MOUNT },
+      { name: EFFECTOR_ENV.key, value: `${EFFECTOR_OWN_DIR}/${EFFECTOR_KEY_KEY}` },
+      { name: EFFECTOR_ENV.secrets, value: EFFECTOR_SECRETS_DIR },
+      { name: EFFECTOR_ENV.git, value: GIT_CREDENTIALS_ROOT },
+      { name: EFFECTOR_ENV.scratch, value: EFFECTOR_SCRATCH_DIR },
+      { name: "HOME", value: EFFECTOR_SCRATCH_DIR },
+      { name: "POD_NAME", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } },
+      { name: "POD_IP", valueFrom: { fieldRef: { fieldPath: "status.podIP" } } },
+      { name: "NODE_NAME", valueFrom: { fieldRef: { fieldPath: "spec.nodeName" } } },
+    ],
+    ports: [{ name: EFFECTOR, containerPort: EFFECTOR_PORT, protocol: "TCP" }],
+    readinessProbe: { httpGet: { path: "/healthz", port: EFFECTOR_PORT }, periodSeconds: 1 },
+    terminationMessagePolicy: "FallbackToLogsOnError",
+    securityContext: hardened(),
+    volumeMounts: [
+      { name: VOLUME.work, mountPath: WORK_ROOT, readOnly: true },
+      ...repoMounts(keys),
+      { name: VOLUME.effectorOwn, mountPath: EFFECTOR_OWN_DIR, readOnly: true },
+      { name: VOLUME.effectorScratch, mountPath: EFFECTOR_SCRATCH_DIR },
+    ],
+  };
+}
+
+const repoMounts = (keys: string[]) =>
+  keys.map((key) => ({ name: repoVolumeName(key), mountPath: `${REPOS_MOUNT}/${key}`, readOnly: true }));
+
+// ---------------------------------------------------------------------------------------------
+// The volumes
+
+function custodianVolumes(sandbox: string, held: HeldSecret[]): Volume[] {
+  // One source per Secret, each key to its file; the token first. 0440: the Custodian reads them by
+  // its group (fsGroup); no other container mounts this volume.
+  const bySecret = new Map<string, Array<{ key: string; path: string }>>();
+  for (const h of held) {
+    const items = bySecret.get(h.secret) ?? [];
+    items.push({ key: h.key, path: heldFileName(h) });
+    bySecret.set(h.secret, items);
+  }
+  return [
+    {
+      name: VOLUME.custodianConfig,
+      configMap: {
+        name: custodianConfigMapName(sandbox),
+        items: [{ key: CUSTODIAN_CONFIG_KEY, path: CUSTODIAN_CONFIG_KEY }],
+      },
+    },
+    {
+      name: VOLUME.custodianValues,
+      projected: {
+        defaultMode: 0o440,
+        sources: [
+          { secret: { name: tokenSecretName(sandbox), items: [{ key: SANDBOX_TOKEN_KEY, path: SANDBOX_TOKEN_KEY }] } },
+          ...[...bySecret].map(([name, items]) => ({ secret: { name, items } })),
+        ],
+      },
+    },
+    {
+      name: VOLUME.custodianCa,
+      secret: {
+        secretName: CUSTODIAN_CA_SECRET,
+        defaultMode: 0o440,
+        items: [
+          { key: CA_CERT_KEY, path: CA_CERT_KEY },
+          { key: CA_KEY_KEY, path: CA_KEY_KEY },
+        ],
+      },
+    },
+  ];
+}
+
+function effectorVolumes(sandbox: string): Volume[] {
+  return [
+    {
+      name: VOLUME.effectorOwn,
+      projected: {
+        defaultMode: 0o440,
+        sources: [
+          {
+            secret: {
+              name: effectorKeySecretName(sandbox),
+              items: [{ key: EFFECTOR_KEY_KEY, path: EFFECTOR_KEY_KEY }],
+            },
+          },
+        ],
+      },
+    },
+    { name: VOLUME.effectorScratch, emptyDir: {} },
+  ];
+}

@@ -1,0 +1,140 @@
+// What one installation shares across its Sandboxes, made sure of once at the Orchestrator's boot
+// (decision 0021): the pod config (pod-config.ts) read from its file, the CA the Custodians sign
+// their leaves with (a `kubernetes.io/tls` Secret, created once and never rotated here) and its
+// certificate as the `jr2-ca` ConfigMap the Harness containers trust, and the namespace's ingress
+// policy: Sandbox pods take connections on :8080 and :8082 from the Orchestrator alone (seed 000).
+import { readFileSync } from "node:fs";
+import { CA_CERT_KEY, CA_KEY_KEY, HARNESS_CA_KEY } from "../api/custodian";
+import { ORCHESTRATOR_ENV as E } from "../api/env";
+import {
+  CA_CONFIGMAP,
+  CUSTODIAN_CA_SECRET,
+  EFFECTOR_PORT,
+  HARNESS_PORT,
+  MANAGED_BY,
+  MANAGED_BY_LABEL,
+  SANDBOX_INGRESS_POLICY,
+} from "../api/wire";
+import { ApiError } from "../lib/api-error";
+import { issueCa } from "../lib/ca";
+import { kubeRequest } from "../lib/kube";
+import { ORCHESTRATOR, ORCHESTRATOR_PORT } from "./deploy";
+import { DEFAULT_POD_CONFIG, parsePodConfig, type PodConfig } from "./pod-config";
+
+/** The companions image a Custodian runs when nothing says otherwise (`npm run build`'s tag for
+ * local use; the Orchestrator's manifest sets JR2_CUSTODIAN_IMAGE to its own image). */
+export const DEFAULT_CUSTODIAN_IMAGE = "jr2/companions:local";
+/** The Orchestrator's Service in its default namespace. */
+export const DEFAULT_ORCHESTRATOR_URL = `http://${ORCHESTRATOR}.jr2-system.svc:${ORCHESTRATOR_PORT}`;
+
+const FIELD_MANAGER = "jr2-orchestrator";
+const APPLY = "application/apply-patch+yaml";
+const enc = encodeURIComponent;
+
+export type PodSettings = { config: PodConfig; custodianImage: string; orchestratorUrl: string };
+
+/** The pod settings from the environment; throws naming the variable or file and the fix. */
+export function podSettingsFrom(env: NodeJS.ProcessEnv): PodSettings {
+  const file = env[E.podConfigFile];
+  let config = DEFAULT_POD_CONFIG;
+  if (file) {
+    let text: string;
+    try {
+      text = readFileSync(file, "utf8");
+    } catch (err) {
+      throw new Error(`${E.podConfigFile}: ${file} cannot be read (${(err as NodeJS.ErrnoException).code})`);
+    }
+    config = parsePodConfig(text, file);
+  }
+  const ns = env[E.podNamespace];
+  const orchestratorUrl =
+    env[E.selfUrl] || (ns ? `http://${ORCHESTRATOR}.${ns}.svc:${ORCHESTRATOR_PORT}` : DEFAULT_ORCHESTRATOR_URL);
+  return {
+    config,
+    custodianImage: config.custodian.image ?? (env[E.custodianImage] || DEFAULT_CUSTODIAN_IMAGE),
+    orchestratorUrl,
+  };
+}
+
+/** The CA Secret (created if absent), the `jr2-ca` ConfigMap from its certificate, and the
+ * namespace's ingress policy. `orchestratorNamespace`: where the Orchestrator's pod runs. */
+export async function ensureInstallation(namespace: string, orchestratorNamespace: string): Promise<void> {
+  const certPem = await ensureCa(namespace);
+  await apply(`/api/v1/namespaces/${enc(namespace)}/configmaps/${CA_CONFIGMAP}`, {
+    apiVersion: "v1",
+    kind: "ConfigMap",
+    metadata: { name: CA_CONFIGMAP, namespace, labels: { "app.kubernetes.io/part-of": "jr2" } },
+    data: { [HARNESS_CA_KEY]: certPem },
+  });
+  await apply(
+    `/apis/networking.k8s.io/v1/namespaces/${enc(namespace)}/networkpolicies/${SANDBOX_INGRESS_POLICY}`,
+    ingressPolicy(namespace, orchestratorNamespace),
+  );
+}
+
+/** Pure: the policy over every Sandbox pod of `namespace`. */
+export function ingressPolicy(namespace: string, orchestratorNamespace: string) {
+  return {
+    apiVersion: "networking.k8s.io/v1",
+    kind: "NetworkPolicy",
+    metadata: { name: SANDBOX_INGRESS_POLICY, namespace, labels: { "app.kubernetes.io/part-of": "jr2" } },
+    spec: {
+      podSelector: { matchLabels: { [MANAGED_BY_LABEL]: MANAGED_BY } },
+      policyTypes: ["Ingress"],
+      ingress: [
+        {
+          from: [
+            {
+              namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": orchestratorNamespace } },
+              podSelector: { matchLabels: { "app.kubernetes.io/name": ORCHESTRATOR } },
+            },
+          ],
+          ports: [
+            { protocol: "TCP", port: HARNESS_PORT },
+            { protocol: "TCP", port: EFFECTOR_PORT },
+          ],
+        },
+      ],
+    },
+  };
+}
+
+/** The CA's certificate: the Secret's, or a new CA's written now. Two Orchestrators racing keep the first. */
+async function ensureCa(namespace: string): Promise<string> {
+  const path = `/api/v1/namespaces/${enc(namespace)}/secrets`;
+  type Secret = { data?: Record<string, string> };
+  const read = async () => {
+    try {
+      return await kubeRequest<Secret>("GET", `${path}/${CUSTODIAN_CA_SECRET}`);
+    } catch (err) {
+      if (err instanceof ApiError && err.status === 404) return undefined;
+      throw err;
+    }
+  };
+  let secret = await read();
+  if (!secret) {
+    const ca = issueCa(`jr2 Custodian CA (${namespace})`);
+    const b64 = (s: string) => Buffer.from(s, "utf8").toString("base64");
+    try {
+      secret = await kubeRequest<Secret>("POST", path, {
+        apiVersion: "v1",
+        kind: "Secret",
+        metadata: { name: CUSTODIAN_CA_SECRET, namespace, labels: { "app.kubernetes.io/part-of": "jr2" } },
+        type: "kubernetes.io/tls",
+        data: { [CA_CERT_KEY]: b64(ca.certPem), [CA_KEY_KEY]: b64(ca.keyPem) },
+      });
+    } catch (err) {
+      if (!(err instanceof ApiError && err.status === 409)) throw err;
+      secret = await read();
+    }
+  }
+  const cert = secret?.data?.[CA_CERT_KEY];
+  if (!cert)
+    throw new Error(
+      `Secret ${namespace}/${CUSTODIAN_CA_SECRET} has no ${CA_CERT_KEY}: delete it and the Orchestrator makes a new CA`,
+    );
+  return Buffer.from(cert, "base64").toString("utf8");
+}
+
+const apply = (path: string, body: unknown) =>
+  kubeRequest("PATCH", `${path}?fieldManager=${FIELD_MANAGER}&force=true`, body, APPLY);

@@ -1,0 +1,107 @@
+// The installation's word on what every Sandbox pod holds (JR2_POD_CONFIG_FILE, YAML or JSON;
+// decision 0021): the Custodian's image and slice, the model providers it routes, the held secrets
+// (each a key of a Secret in the Sandboxes' namespace, bound to its origins, with the env name the
+// Harness gets its Stand-in under), the hosts tools may tunnel to, and the Effector's default image.
+// Pure: parsed once at boot; a bad file ends the Orchestrator naming each field and its fix. The
+// Custodian's own config (api/custodian.ts) is composed from this per Sandbox (compose.ts).
+import { parse as parseYaml } from "yaml";
+import { z } from "zod";
+import { fieldPath } from "../api/attach";
+import { EnvName, HeaderName, HostPattern, Origin, Provider, Timeout } from "../api/custodian";
+import { milliCpu, bytesOf } from "../lib/quantity";
+import { CUSTODIAN_SLICE } from "./size";
+
+const SecretName = z
+  .string()
+  .max(253, "must be at most 253 characters")
+  .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/, {
+    message: "must be a Secret's name (lower-case DNS subdomain), e.g. model-keys",
+  });
+const SecretKey = z
+  .string()
+  .max(253, "must be at most 253 characters")
+  .regex(/^[-._a-zA-Z0-9]+$/, { message: "must be a Secret's key (letters, digits, '-', '_', '.'), e.g. anthropic" });
+
+const Cpu = z.string().refine((s) => (milliCpu(s) ?? 0) > 0, { message: "must be a CPU quantity such as 100m" });
+const Memory = z
+  .string()
+  .refine((s) => (bytesOf(s) ?? 0) >= 64 * 2 ** 20, { message: "must be a memory quantity of at least 64Mi" });
+
+const Held = z.strictObject({
+  secret: SecretName.meta({ description: "The Secret (in the Sandboxes' namespace) holding the value." }),
+  key: SecretKey.meta({ description: "Its key." }),
+  env: EnvName.optional().meta({
+    description: "The Harness's env var that gets the Stand-in, e.g. ANTHROPIC_API_KEY.",
+  }),
+  origins: z
+    .array(Origin)
+    .min(1, "must name at least one origin: a held value goes only where it is bound")
+    .meta({ description: "Where the value may go, e.g. https://api.anthropic.com." }),
+  headers: z.array(HeaderName).min(1, "must name at least one header, or be left out (any header)").optional(),
+});
+
+export const PodConfig = z
+  .strictObject({
+    custodian: z
+      .strictObject({
+        image: z.string().min(1, "must not be empty").optional().meta({
+          description: "The custodian container's image (default: JR2_CUSTODIAN_IMAGE, the companions image).",
+        }),
+        resources: z
+          .strictObject({ cpu: Cpu.default(CUSTODIAN_SLICE.cpu), memory: Memory.default(CUSTODIAN_SLICE.memory) })
+          .default({ ...CUSTODIAN_SLICE }),
+        providers: z.array(Provider).default([]),
+        held: z.array(Held).default([]),
+        tunnel: z.array(HostPattern).default([]),
+        timeouts: z
+          .strictObject({ connect: Timeout.optional(), headers: Timeout.optional(), body: Timeout.optional() })
+          .optional(),
+      })
+      .default({ resources: { ...CUSTODIAN_SLICE }, providers: [], held: [], tunnel: [] }),
+    effector: z
+      .strictObject({
+        image: z.string().min(1, "must not be empty").optional().meta({
+          description: "The Effector's image when a workspace names none (default: the workspace's image).",
+        }),
+      })
+      .default({}),
+  })
+  .superRefine((c, ctx) => {
+    const seen = new Map<string, number>();
+    c.custodian.held.forEach((h, i) => {
+      const id = `${h.secret}/${h.key}`;
+      if (seen.has(id))
+        ctx.addIssue({
+          code: "custom",
+          path: ["custodian", "held", i],
+          message: `repeats ${id} (also held[${seen.get(id)}]): bind one entry to every origin instead`,
+        });
+      seen.set(id, i);
+    });
+    const envs = new Set<string>();
+    c.custodian.held.forEach((h, i) => {
+      if (h.env === undefined) return;
+      if (envs.has(h.env))
+        ctx.addIssue({ code: "custom", path: ["custodian", "held", i, "env"], message: "repeats an env name" });
+      envs.add(h.env);
+    });
+  });
+
+export type PodConfig = z.infer<typeof PodConfig>;
+export type HeldSecret = PodConfig["custodian"]["held"][number];
+
+export const DEFAULT_POD_CONFIG: PodConfig = PodConfig.parse({});
+
+/** The file's text (YAML or JSON; empty is the defaults). Throws naming `file`, each field and its fix. */
+export function parsePodConfig(text: string, file: string): PodConfig {
+  let doc: unknown;
+  try {
+    doc = parseYaml(text);
+  } catch (err) {
+    throw new Error(`${file}: not YAML or JSON (${(err as Error).message})`);
+  }
+  const r = PodConfig.safeParse(doc ?? {});
+  if (r.success) return r.data;
+  const issues = r.error.issues.map((i) => `${i.path.length ? fieldPath(i.path) : "the file"}: ${i.message}`);
+  throw new Error(`${file}: ${issues.join("; ")}`);
+}

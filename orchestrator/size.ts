@@ -1,0 +1,103 @@
+// A workspace's Size split inside its pod (seed 002 ADR-0060), pure: the Size is the pod-level
+// ceiling (`podResources`); the Custodian takes a fixed slice, the User Container its own Size when
+// the request states one, and the Harness container the rest. Every request equals its limit, so
+// the pod is Guaranteed and the CPU limit is enforced. `disk` is the Harness's ephemeral-storage
+// request (for `/work`), with no limit: a full disk is a tool's error, not an eviction.
+import { bytesOf, formatBytes, formatMilliCpu, milliCpu } from "../lib/quantity";
+import type { Size } from "./api";
+
+export type Resources = { requests: Record<string, string>; limits: Record<string, string> };
+
+export type SizeSplit = {
+  /** The whole Size, for spec.podResources; absent when the request states no Size. */
+  pod?: Resources;
+  /** The Harness container's (spec.resources). */
+  harness?: Resources;
+  custodian: Resources;
+  user?: Resources;
+  /** /dev/shm's sizeLimit: a quarter of the Harness's memory, at least 64Mi. */
+  shmSize?: string;
+};
+
+/** The Custodian's fixed slice: enough for its proxy under 100 concurrent streams (bench custodian). */
+export const CUSTODIAN_SLICE = { cpu: "100m", memory: "192Mi" } as const;
+
+/** Below these the Harness cannot run its Agents: a Size that leaves less is refused. */
+export const HARNESS_FLOOR = { cpu: 100, memory: 128 * 2 ** 20 };
+const SHM_FLOOR = 64 * 2 ** 20;
+
+export class SizeError extends Error {}
+
+const equal = (r: Record<string, string>): Resources => ({ requests: { ...r }, limits: { ...r } });
+
+/**
+ * Splits `size` (the pod's) between the containers. Throws a SizeError naming the field and the fix
+ * when the Custodian's slice and the User Container's Size leave the Harness less than its floor,
+ * or when `user` names what `size` does not bound.
+ */
+export function splitSize(
+  size: Size | undefined,
+  user?: Size,
+  slice: { cpu: string; memory: string } = CUSTODIAN_SLICE,
+): SizeSplit {
+  const custodian = equal({ cpu: slice.cpu, memory: slice.memory });
+  if (!size) {
+    if (user) throw new SizeError("userSize needs size: the User Container's share is taken from the pod's Size");
+    return { custodian };
+  }
+  const pod: Record<string, string> = {};
+  const harness: Record<string, string> = {};
+  const userShare: Record<string, string> = {};
+  let shmSize: string | undefined;
+
+  if (size.cpu !== undefined) {
+    const total = milliCpu(size.cpu)!;
+    const u = user?.cpu !== undefined ? milliCpu(user.cpu)! : 0;
+    const left = total - milliCpu(slice.cpu)! - u;
+    if (left < HARNESS_FLOOR.cpu) {
+      throw new SizeError(
+        `size.cpu ${size.cpu} leaves the Harness ${formatMilliCpu(Math.max(left, 0))} after the Custodian's ` +
+          `${slice.cpu}${u ? ` and the User Container's ${user!.cpu}` : ""}; it needs at least ` +
+          `${formatMilliCpu(HARNESS_FLOOR.cpu)}: raise size.cpu to ${formatMilliCpu(total - left + HARNESS_FLOOR.cpu)} or more`,
+      );
+    }
+    pod.cpu = formatMilliCpu(total);
+    harness.cpu = formatMilliCpu(left);
+    if (u) userShare.cpu = formatMilliCpu(u);
+  } else if (user?.cpu !== undefined) {
+    throw new SizeError("userSize.cpu needs size.cpu: the User Container's share is taken from the pod's");
+  }
+
+  if (size.memory !== undefined) {
+    const total = bytesOf(size.memory)!;
+    const u = user?.memory !== undefined ? bytesOf(user.memory)! : 0;
+    const left = total - bytesOf(slice.memory)! - u;
+    if (left < HARNESS_FLOOR.memory) {
+      throw new SizeError(
+        `size.memory ${size.memory} leaves the Harness ${formatBytes(Math.max(left, 0))} after the Custodian's ` +
+          `${slice.memory}${u ? ` and the User Container's ${user!.memory}` : ""}; it needs at least ` +
+          `${formatBytes(HARNESS_FLOOR.memory)}: raise size.memory to ${formatBytes(total - left + HARNESS_FLOOR.memory)} or more`,
+      );
+    }
+    pod.memory = formatBytes(total);
+    harness.memory = formatBytes(left);
+    if (u) userShare.memory = formatBytes(u);
+    shmSize = formatBytes(Math.max(SHM_FLOOR, Math.floor(left / 4 / 2 ** 20) * 2 ** 20));
+  } else if (user?.memory !== undefined) {
+    throw new SizeError("userSize.memory needs size.memory: the User Container's share is taken from the pod's");
+  }
+
+  const out: SizeSplit = { custodian };
+  if (Object.keys(pod).length) out.pod = equal(pod);
+  if (Object.keys(harness).length) out.harness = equal(harness);
+  if (size.disk !== undefined) {
+    // A request alone: the scheduler reserves it, and nothing evicts the pod for using more.
+    out.harness = {
+      requests: { ...(out.harness?.requests ?? {}), "ephemeral-storage": formatBytes(bytesOf(size.disk)!) },
+      limits: { ...(out.harness?.limits ?? {}) },
+    };
+  }
+  if (Object.keys(userShare).length) out.user = equal(userShare);
+  if (shmSize) out.shmSize = shmSize;
+  return out;
+}
