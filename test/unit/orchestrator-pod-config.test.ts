@@ -1,0 +1,298 @@
+// The installation's pod config (orchestrator/pod-config.ts, decision 0021): the defaults, a full file,
+// and each refusal naming the file, the field's path and its fix.
+import { DEFAULT_POD_CONFIG, parsePodConfig, type PodConfig } from "../../orchestrator/pod-config";
+import { CUSTODIAN_SLICE } from "../../orchestrator/size";
+
+const FILE = "/etc/jr2/pod-config.yaml";
+
+const DEFAULTS: PodConfig = {
+  custodian: { resources: { cpu: "100m", memory: "192Mi" }, providers: [], held: [], tunnel: [] },
+  effector: {},
+};
+
+/** The message parsePodConfig throws for `text`, or a failure when it is accepted. */
+const refusal = (text: string): string => {
+  try {
+    parsePodConfig(text, FILE);
+  } catch (err) {
+    return (err as Error).message;
+  }
+  throw new Error("expected a refusal");
+};
+
+/** A file (JSON, which is YAML) holding one good held secret with `fields` put in over its own. */
+const heldFile = (fields: Record<string, unknown>) =>
+  JSON.stringify({
+    custodian: {
+      held: [{ secret: "model-keys", key: "anthropic", origins: ["https://api.anthropic.com"], ...fields }],
+    },
+  });
+
+const FULL = `
+custodian:
+  image: registry.example.com/jr2/custodian:1.2.3
+  resources:
+    cpu: 250m
+    memory: 256Mi
+  providers:
+    - name: anthropic
+      url: https://api.anthropic.com
+    - name: internal
+      url: http://models.ml.svc:8080/v1
+  held:
+    - secret: model-keys
+      key: anthropic
+      env: ANTHROPIC_API_KEY
+      origins: [https://api.anthropic.com]
+      headers: [x-api-key]
+    - secret: model-keys
+      key: github.token
+      origins:
+        - https://api.github.com
+        - https://uploads.github.com
+  tunnel:
+    - github.com
+    - "*.npmjs.org"
+    - registry.example.com:8443
+  timeouts:
+    connect: 5s
+    headers: 120s
+    body: 10m
+effector:
+  image: registry.example.com/jr2/effector:1.2.3
+`;
+
+describe("the pod config", () => {
+  it("is the defaults for an empty file, a comment alone, or {}", () => {
+    for (const text of ["", "\n", "# nothing yet\n", "{}", "---\n"])
+      expect(parsePodConfig(text, FILE)).toEqual(DEFAULTS);
+  });
+
+  it("defaults to the Custodian's slice, and no providers, held secrets or tunnel hosts", () => {
+    expect(DEFAULT_POD_CONFIG).toEqual(DEFAULTS);
+    expect(DEFAULT_POD_CONFIG.custodian.resources).toEqual(CUSTODIAN_SLICE);
+    expect(DEFAULT_POD_CONFIG.custodian.image).toBeUndefined();
+    expect(DEFAULT_POD_CONFIG.custodian.timeouts).toBeUndefined();
+    expect(DEFAULT_POD_CONFIG.effector.image).toBeUndefined();
+  });
+
+  it("defaults what an empty custodian or resources leaves out", () => {
+    expect(parsePodConfig("custodian: {}\n", FILE)).toEqual(DEFAULTS);
+    expect(parsePodConfig("custodian:\n  resources: {}\n", FILE)).toEqual(DEFAULTS);
+    expect(parsePodConfig("custodian:\n  resources:\n    cpu: 250m\n", FILE).custodian.resources).toEqual({
+      cpu: "250m",
+      memory: "192Mi",
+    });
+    expect(parsePodConfig("custodian:\n  resources:\n    memory: 1Gi\n", FILE).custodian.resources).toEqual({
+      cpu: "100m",
+      memory: "1Gi",
+    });
+  });
+
+  it("reads a full YAML file", () => {
+    expect(parsePodConfig(FULL, FILE)).toEqual({
+      custodian: {
+        image: "registry.example.com/jr2/custodian:1.2.3",
+        resources: { cpu: "250m", memory: "256Mi" },
+        providers: [
+          { name: "anthropic", url: "https://api.anthropic.com" },
+          { name: "internal", url: "http://models.ml.svc:8080/v1" },
+        ],
+        held: [
+          {
+            secret: "model-keys",
+            key: "anthropic",
+            env: "ANTHROPIC_API_KEY",
+            origins: ["https://api.anthropic.com"],
+            headers: ["x-api-key"],
+          },
+          {
+            secret: "model-keys",
+            key: "github.token",
+            origins: ["https://api.github.com", "https://uploads.github.com"],
+          },
+        ],
+        tunnel: ["github.com", "*.npmjs.org", "registry.example.com:8443"],
+        timeouts: { connect: "5s", headers: "120s", body: "10m" },
+      },
+      effector: { image: "registry.example.com/jr2/effector:1.2.3" },
+    });
+  });
+
+  it("reads the same file written as JSON", () => {
+    const json = JSON.stringify(parsePodConfig(FULL, FILE));
+    expect(parsePodConfig(json, FILE)).toEqual(parsePodConfig(FULL, FILE));
+  });
+
+  it("accepts the same key of two Secrets, and two keys of one Secret", () => {
+    const config = parsePodConfig(
+      JSON.stringify({
+        custodian: {
+          held: [
+            { secret: "model-keys", key: "anthropic", env: "A", origins: ["https://api.anthropic.com"] },
+            { secret: "other-keys", key: "anthropic", env: "B", origins: ["https://api.anthropic.com"] },
+            { secret: "model-keys", key: "openai", origins: ["https://api.openai.com"] },
+          ],
+        },
+      }),
+      FILE,
+    );
+    expect(config.custodian.held.map((h) => `${h.secret}/${h.key}`)).toEqual([
+      "model-keys/anthropic",
+      "other-keys/anthropic",
+      "model-keys/openai",
+    ]);
+  });
+
+  describe("refusals", () => {
+    it("refuses a file that is not YAML, naming the file", () => {
+      const message = refusal("custodian: [unclosed\n");
+      expect(message).toMatch(new RegExp(`^${FILE}: not YAML or JSON \\(`));
+    });
+
+    it("refuses a Secret name that is not a DNS subdomain, naming the field and an example", () => {
+      for (const secret of ["Model_Keys", "model-keys-", "-model", "model/keys", ""]) {
+        const message = refusal(heldFile({ secret }));
+        expect(message).toBe(
+          `${FILE}: custodian.held[0].secret: must be a Secret's name (lower-case DNS subdomain), e.g. model-keys`,
+        );
+      }
+    });
+
+    it("refuses a Secret key with a path or another character, naming the field and an example", () => {
+      for (const key of ["an/thropic", "key with space", "a:b", ""]) {
+        const message = refusal(heldFile({ key }));
+        expect(message).toBe(
+          `${FILE}: custodian.held[0].key: must be a Secret's key (letters, digits, '-', '_', '.'), e.g. anthropic`,
+        );
+      }
+    });
+
+    it("refuses an env that is not an environment variable name", () => {
+      for (const env of ["1BAD", "BAD-NAME", "A B", ""]) {
+        expect(refusal(heldFile({ env }))).toBe(
+          `${FILE}: custodian.held[0].env: must be an environment variable name, e.g. ANTHROPIC_API_KEY`,
+        );
+      }
+    });
+
+    it("refuses an origin with a path, naming its index and the origin to write instead", () => {
+      const message = refusal(heldFile({ origins: ["https://api.anthropic.com", "https://api.example.com/v1"] }));
+      expect(message).toMatch(new RegExp(`^${FILE}: custodian\\.held\\[0\\]\\.origins\\[1\\]: `));
+      expect(message).toContain("must be exactly https://api.example.com");
+      expect(message).toContain("write the origin alone");
+    });
+
+    it("refuses an origin that is not a url or not http(s)", () => {
+      expect(refusal(heldFile({ origins: ["api.anthropic.com"] }))).toContain("custodian.held[0].origins[0]: ");
+      expect(refusal(heldFile({ origins: ["ftp://files.example.com"] }))).toContain(
+        "custodian.held[0].origins[0]: must be http or https",
+      );
+    });
+
+    it("refuses a held secret bound to no origin", () => {
+      expect(refusal(heldFile({ origins: [] }))).toBe(
+        `${FILE}: custodian.held[0].origins: must name at least one origin: a held value goes only where it is bound`,
+      );
+    });
+
+    it("refuses an empty header list, saying to leave it out", () => {
+      expect(refusal(heldFile({ headers: [] }))).toBe(
+        `${FILE}: custodian.held[0].headers: must name at least one header, or be left out (any header)`,
+      );
+    });
+
+    it("refuses an unknown top-level key, naming it", () => {
+      const message = refusal("custodians:\n  image: x\n");
+      expect(message).toMatch(new RegExp(`^${FILE}: the file: `));
+      expect(message).toContain('"custodians"');
+    });
+
+    it("refuses an unknown key inside an entry, naming the entry", () => {
+      const message = refusal(heldFile({ value: "anthropic" }));
+      expect(message).toMatch(new RegExp(`^${FILE}: custodian\\.held\\[0\\]: `));
+      expect(message).toContain('"value"');
+    });
+
+    it("refuses a file that is not a mapping", () => {
+      expect(refusal("- a\n- b\n")).toMatch(new RegExp(`^${FILE}: the file: `));
+    });
+
+    it("refuses the same Secret and key held twice, naming both entries and the fix", () => {
+      const message = refusal(
+        JSON.stringify({
+          custodian: {
+            held: [
+              { secret: "model-keys", key: "anthropic", origins: ["https://api.anthropic.com"] },
+              { secret: "model-keys", key: "anthropic", origins: ["https://proxy.example.com"] },
+            ],
+          },
+        }),
+      );
+      expect(message).toBe(
+        `${FILE}: custodian.held[1]: repeats model-keys/anthropic (also held[0]): bind one entry to every origin instead`,
+      );
+    });
+
+    it("refuses the same env for two held secrets, naming the later one", () => {
+      const message = refusal(
+        JSON.stringify({
+          custodian: {
+            held: [
+              { secret: "model-keys", key: "anthropic", env: "API_KEY", origins: ["https://api.anthropic.com"] },
+              { secret: "model-keys", key: "openai", env: "API_KEY", origins: ["https://api.openai.com"] },
+            ],
+          },
+        }),
+      );
+      expect(message).toBe(`${FILE}: custodian.held[1].env: repeats an env name`);
+    });
+
+    it("refuses a Custodian memory under 64Mi, naming the floor", () => {
+      for (const memory of ["32Mi", "63Mi", `${64 * 2 ** 20 - 1}`, "lots"]) {
+        expect(refusal(`custodian:\n  resources:\n    memory: "${memory}"\n`)).toBe(
+          `${FILE}: custodian.resources.memory: must be a memory quantity of at least 64Mi`,
+        );
+      }
+      expect(parsePodConfig("custodian:\n  resources:\n    memory: 64Mi\n", FILE).custodian.resources.memory).toBe(
+        "64Mi",
+      );
+    });
+
+    it("refuses a Custodian cpu of nothing or not a quantity", () => {
+      for (const cpu of ["0", "0m", "a lot"]) {
+        expect(refusal(`custodian:\n  resources:\n    cpu: "${cpu}"\n`)).toBe(
+          `${FILE}: custodian.resources.cpu: must be a CPU quantity such as 100m`,
+        );
+      }
+    });
+
+    it("refuses a bad provider, tunnel host and timeout by path", () => {
+      expect(
+        refusal("custodian:\n  providers:\n    - name: Anthropic\n      url: https://api.anthropic.com\n"),
+      ).toContain("custodian.providers[0].name: must be a DNS label");
+      expect(refusal("custodian:\n  tunnel: [github.com, GitHub.com]\n")).toContain(
+        "custodian.tunnel[1]: must be a host in lower case",
+      );
+      expect(refusal("custodian:\n  timeouts:\n    connect: 5 seconds\n")).toContain(
+        "custodian.timeouts.connect: must be a Go duration",
+      );
+    });
+
+    it("names every bad field at once", () => {
+      const message = refusal(
+        JSON.stringify({
+          custodian: {
+            resources: { memory: "1Mi" },
+            held: [{ secret: "Bad", key: "k", origins: [] }],
+          },
+        }),
+      );
+      expect(message.startsWith(`${FILE}: `)).toBe(true);
+      expect(message).toContain("custodian.resources.memory: ");
+      expect(message).toContain("custodian.held[0].secret: ");
+      expect(message).toContain("custodian.held[0].origins: ");
+      expect(message.split("; ")).toHaveLength(3);
+    });
+  });
+});
