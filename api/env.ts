@@ -100,6 +100,8 @@ export const CUSTODIAN_ENV = {
   caDir: "JR2_CUSTODIAN_CA_DIR",
   /** A PEM bundle trusted for upstream hosts beside the system roots (a private CA). */
   upstreamCa: "JR2_CUSTODIAN_UPSTREAM_CA",
+  /** `1`: end when stdin closes (local mode's parent, as the Harness does). */
+  exitWithParent: "JR2_EXIT_WITH_PARENT",
 } as const;
 
 /** Any workload's API client (lib/kube.ts): `1` speaks HTTP/2 to the API server. */

@@ -9,6 +9,7 @@
 //   JR2_CUSTODIAN_PORT          the routes and the proxy, on 127.0.0.1 only (default 8081)
 //   JR2_CUSTODIAN_HEALTH_PORT   /healthz, /readyz, /metrics (default 15021), on JR2_LISTEN_HOST
 //                               (default: every interface in a pod, 127.0.0.1 outside one)
+//   JR2_EXIT_WITH_PARENT        1: end when stdin closes (local mode's parent died)
 // Serves until SIGTERM. Logs are JSON lines on stdout; no line holds a held value, the token or a
 // Stand-in, nor any header or body.
 import { existsSync, readFileSync } from "node:fs";
@@ -120,6 +121,7 @@ async function main(): Promise<void> {
   };
   process.once("SIGTERM", stop);
   process.once("SIGINT", stop);
+  if (env[E.exitWithParent] === "1") process.stdin.on("end", stop).on("error", stop).resume();
 }
 
 main().catch((err: unknown) => fail(err instanceof Error ? err.message : String(err)));

@@ -15,7 +15,7 @@ export type LocalOrchestratorOptions = {
   /** Key, tokens, credentials and Harness work dirs. */
   dir: string;
   /** The fence's entries (YAML list of identity prefixes). */
-  credentials: string[];
+  credentials: Array<string | { match: string; secret?: string }>;
   /** `{node}` stands for the node's name: where that node's cache agent keeps its caches. */
   reposRoot: string;
   port?: number;

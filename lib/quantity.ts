@@ -28,16 +28,23 @@ export function quantityValue(text: string): number | undefined {
   return Number(m[1]) * SUFFIX[m[2] ?? ""]!;
 }
 
+/** `x` without the binary float's noise (8.3 * 1e9 is 8300000000.000001), so a ceiling does not
+ * add a unit a decimal spelling never had. */
+const exact = (x: number) => {
+  const whole = Math.round(x);
+  return Math.abs(x - whole) <= Math.abs(x) * 1e-12 ? whole : x;
+};
+
 /** CPU in whole millicores (Kubernetes rounds a finer one up). */
 export function milliCpu(text: string): number | undefined {
   const v = quantityValue(text);
-  return v === undefined ? undefined : Math.ceil(Math.round(v * 1e6) / 1e3);
+  return v === undefined ? undefined : Math.ceil(exact(v * 1e3));
 }
 
-/** Memory (or storage) in whole bytes (rounded up). */
+/** Memory (or storage) in whole bytes (a fraction of a byte rounds up). */
 export function bytesOf(text: string): number | undefined {
   const v = quantityValue(text);
-  return v === undefined ? undefined : Math.ceil(v);
+  return v === undefined ? undefined : Math.ceil(exact(v));
 }
 
 /** Millicores as a quantity: whole cores without a suffix, else `<n>m`. */

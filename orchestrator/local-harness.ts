@@ -1,7 +1,9 @@
 // Local mode's endpoint resolver. Outside the cluster a Sandbox's status.endpoint (a Service name)
 // does not resolve, and kwok's pods run nothing, so each Sandbox gets a Harness running here: the
 // real Harness (harness/), its /repos the cache root of the node the Sandbox's pod is on, its
-// /work a directory of its own, and the bearer digest its pod would have had in its env. Used only
+// /work a directory of its own, and the env its pod would have had. In `process` mode the real
+// Custodian runs beside it with its pod's config, values and CA (local-custodian.ts), and the
+// Harness's env points at it; `inline` (a benchmark's many workspaces) runs no Custodian. Used only
 // when the Orchestrator runs outside the cluster (JR2_LOCAL_HARNESS); never in a pod.
 import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync, mkdirSync } from "node:fs";
@@ -11,6 +13,7 @@ import { join } from "node:path";
 import type { SandboxModel } from "../api/crd";
 import { startHarness } from "../harness/server";
 import { HARNESS_ENV } from "../api/env";
+import { localHarnessEnv, startLocalCustodian } from "./local-custodian";
 
 export type LocalHarnessOptions = {
   /** `process`: one Harness process per Sandbox (as in a pod); `inline`: a Harness server in this
@@ -18,8 +21,11 @@ export type LocalHarnessOptions = {
   mode: "process" | "inline";
   /** The cache root of a node; `{node}` in it is replaced by the node's name. */
   reposRoot: string;
-  /** Each Sandbox's /work is `<workRoot>/<name>`. */
+  /** Each Sandbox's /work is `<workRoot>/<name>`, its Custodian's files `<workRoot>/<name>.pod`. */
   workRoot: string;
+  /** Where the Sandboxes live: the Custodian's ConfigMap and Secrets are read there. */
+  namespace: string;
+  log?: (entry: Record<string, unknown>) => void;
 };
 
 type Running = { url: string; stop(): Promise<void> };
@@ -71,7 +77,27 @@ export class LocalHarnesses {
     const workRoot = join(this.opts.workRoot, name);
     mkdirSync(workRoot, { recursive: true });
     if (this.opts.mode === "inline") return inline(workRoot, reposRoot, tokenSha256);
-    return child(workRoot, reposRoot, tokenSha256);
+    const custodian = await startLocalCustodian(this.opts.namespace, name, join(this.opts.workRoot, `${name}.pod`));
+    this.opts.log?.({ level: "info", message: "local custodian listening", sandbox: name, url: custodian.url });
+    const env = localHarnessEnv(sandbox.spec?.env, {
+      custodianUrl: custodian.url,
+      caFile: custodian.caFile,
+      conversationsDir: custodian.conversationsDir,
+      workRoot,
+    });
+    try {
+      const harness = await child(workRoot, reposRoot, env);
+      return {
+        url: harness.url,
+        stop: async () => {
+          await harness.stop();
+          await custodian.stop();
+        },
+      };
+    } catch (err) {
+      await custodian.stop();
+      throw err;
+    }
   }
 }
 
@@ -84,18 +110,19 @@ async function inline(workRoot: string, reposRoot: string, tokenSha256: string |
   };
 }
 
-/** The Harness as a process, as in a pod. */
-function child(workRoot: string, reposRoot: string, tokenSha256: string | undefined): Promise<Running> {
+/** The Harness as a process, as in a pod: its pod's env (the bearer digest, the Custodian's
+ * address, the Stand-ins), with this machine's places. */
+function child(workRoot: string, reposRoot: string, podEnv: Record<string, string>): Promise<Running> {
   const [cmd, args] = harnessCommand();
   const proc: ChildProcess = spawn(cmd, args, {
     env: {
       ...process.env,
+      ...podEnv,
       [HARNESS_ENV.port]: "0",
       [HARNESS_ENV.workRoot]: workRoot,
       [HARNESS_ENV.reposRoot]: reposRoot,
       [HARNESS_ENV.exitWithParent]: "1",
       [HARNESS_ENV.host]: "127.0.0.1",
-      ...(tokenSha256 ? { [HARNESS_ENV.tokenSha256]: tokenSha256 } : {}),
     },
     // stdin a pipe the Harness watches: it ends when this process does, however it ends.
     stdio: ["pipe", "pipe", "inherit"],

@@ -91,6 +91,8 @@ async function main() {
         mode: local as "process" | "inline",
         reposRoot: env[E.localReposRoot] || DEFAULT_CACHE_ROOT,
         workRoot: env[E.localWorkRoot] || join(tmpdir(), "jr2-local-work"),
+        namespace,
+        log,
       })
     : undefined;
 
@@ -133,6 +135,8 @@ async function main() {
     host,
   );
   const bound = (server.address() as import("node:net").AddressInfo).port;
+  // Outside the cluster the Custodians run here too: they reach this process on loopback.
+  if (local && !env[E.selfUrl]) pod.orchestratorUrl = `http://127.0.0.1:${bound}`;
   log({ level: "info", message: "orchestrator listening", port: bound, host, namespace, localHarness: local ?? "off" });
   const stop = () => {
     registry.stop();

@@ -82,7 +82,11 @@ export const PodConfig = z
     c.custodian.held.forEach((h, i) => {
       if (h.env === undefined) return;
       if (envs.has(h.env))
-        ctx.addIssue({ code: "custom", path: ["custodian", "held", i, "env"], message: "repeats an env name" });
+        ctx.addIssue({
+          code: "custom",
+          path: ["custodian", "held", i, "env"],
+          message: "repeats an env name: the Harness holds one Stand-in per variable; give each entry its own",
+        });
       envs.add(h.env);
     });
   });
@@ -102,6 +106,11 @@ export function parsePodConfig(text: string, file: string): PodConfig {
   }
   const r = PodConfig.safeParse(doc ?? {});
   if (r.success) return r.data;
-  const issues = r.error.issues.map((i) => `${i.path.length ? fieldPath(i.path) : "the file"}: ${i.message}`);
+  const issues = r.error.issues.map((i) => {
+    const where = i.path.length ? fieldPath(i.path) : "the file";
+    // zod names an unknown key without the fix: say which keys are known there.
+    if (i.code === "unrecognized_keys") return `${where}: ${i.message}: remove it (see orchestrator/pod-config.ts)`;
+    return `${where}: ${i.message}`;
+  });
   throw new Error(`${file}: ${issues.join("; ")}`);
 }

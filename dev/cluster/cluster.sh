@@ -281,6 +281,7 @@ control_plane_healthy() {
 
 node_manifest() {
   local i=$1
+  local zones=(a b c)
   cat <<EOF
 ---
 apiVersion: v1
@@ -291,27 +292,41 @@ metadata:
     # kwok manages nodes carrying this annotation: heartbeats, Ready, and their pods.
     kwok.x-k8s.io/node: fake
     node.alpha.kubernetes.io/ttl: "0"
+  # The labels a cloud's kubelet and node controller put on a node, so placement rules written for
+  # a real cluster (zone spread, instance types, OS and arch selectors) mean the same here.
   labels:
     beta.kubernetes.io/arch: amd64
     beta.kubernetes.io/os: linux
+    beta.kubernetes.io/instance-type: m6i.8xlarge
     kubernetes.io/arch: amd64
     kubernetes.io/hostname: $NODE_PREFIX$i
     kubernetes.io/os: linux
     kubernetes.io/role: agent
     node-role.kubernetes.io/agent: ""
+    node.kubernetes.io/instance-type: m6i.8xlarge
+    topology.kubernetes.io/region: local-1
+    topology.kubernetes.io/zone: local-1${zones[i % 3]}
+    failure-domain.beta.kubernetes.io/region: local-1
+    failure-domain.beta.kubernetes.io/zone: local-1${zones[i % 3]}
     type: kwok
 spec:
   # Distinct per node; kwok hands out pod IPs from it.
   podCIDR: 10.244.$i.0/24
   podCIDRs:
   - 10.244.$i.0/24
-# Room for the benchmark's 1000 Sandboxes on three nodes (kwok runs nothing for real).
+# An m6i.8xlarge's capacity, and what a kubelet with the usual reservations leaves allocatable
+# (kube-reserved and system-reserved CPU and memory, an eviction threshold, a share of the disk).
+# Pods: room for the benchmark's Sandboxes on three nodes (kwok runs nothing for real), where a
+# real kubelet's default is 110.
 status:
-  allocatable: {cpu: "32", memory: 256Gi, pods: "1000"}
-  capacity: {cpu: "32", memory: 256Gi, pods: "1000"}
+  capacity: {cpu: "32", memory: 128Gi, ephemeral-storage: 500Gi, hugepages-1Gi: "0", hugepages-2Mi: "0", pods: "1100"}
+  allocatable: {cpu: 31750m, memory: 124Gi, ephemeral-storage: 460Gi, hugepages-1Gi: "0", hugepages-2Mi: "0", pods: "1100"}
   nodeInfo:
     architecture: amd64
     operatingSystem: linux
+    osImage: Debian GNU/Linux 12 (bookworm)
+    containerRuntimeVersion: containerd://1.7.24
+    kernelVersion: 6.1.0-28-cloud-amd64
 EOF
 }
 

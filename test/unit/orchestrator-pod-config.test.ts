@@ -245,7 +245,9 @@ describe("the pod config", () => {
           },
         }),
       );
-      expect(message).toBe(`${FILE}: custodian.held[1].env: repeats an env name`);
+      expect(message).toBe(
+        `${FILE}: custodian.held[1].env: repeats an env name: the Harness holds one Stand-in per variable; give each entry its own`,
+      );
     });
 
     it("refuses a Custodian memory under 64Mi, naming the floor", () => {

@@ -381,3 +381,16 @@ describe("the Size split", () => {
     });
   });
 });
+
+describe("decimal suffixes read exactly (no float noise under the ceiling)", () => {
+  it("reads 8.3G, 1.07G and 2.007k as Kubernetes does, and splits them to the byte", () => {
+    expect(bytesOf("8.3G")).toBe(8_300_000_000);
+    expect(bytesOf("1.07G")).toBe(1_070_000_000);
+    expect(bytesOf("2.007k")).toBe(2007);
+    expect(splitSize({ memory: "8.3G" }).pod?.limits.memory).toBe("8300000000");
+  });
+  it("rounds a CPU finer than a millicore up to one", () => {
+    expect(milliCpu("0.0000001")).toBe(1);
+    expect(milliCpu("0.0015")).toBe(2);
+  });
+});

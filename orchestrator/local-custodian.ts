@@ -1,0 +1,165 @@
+// Local mode's Custodian (decision 0021): beside each local Harness, the real Custodian process
+// (custodian/), run with exactly what its pod would mount: the `<sandbox>-custodian` ConfigMap's
+// config, the values its projected volume would hold (the token Secret and each held Secret key,
+// read from the API server and written 0600 into a 0700 directory), and the installation CA. The
+// Harness beside it gets the pod's env with the pod's paths and the Custodian's address mapped to
+// this machine's (localHarnessEnv). Used only when the Orchestrator runs outside the cluster.
+import { type ChildProcess, spawn } from "node:child_process";
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import {
+  CA_CERT_KEY,
+  CA_KEY_KEY,
+  CUSTODIAN_CONFIG_KEY,
+  CUSTODIAN_PORT,
+  HARNESS_CA_DIR,
+  HARNESS_CA_KEY,
+  custodianConfigMapName,
+  parseCustodianConfigText,
+} from "../api/custodian";
+import type { EnvVar } from "../api/crd/generated/corev1";
+import { CUSTODIAN_ENV } from "../api/env";
+import { CONVERSATIONS_DIR, CUSTODIAN_CA_SECRET, SANDBOX_TOKEN_KEY, WORK_ROOT, tokenSecretName } from "../api/wire";
+import { kubeRequest } from "../lib/kube";
+
+export type LocalCustodian = {
+  /** The routes and the proxy, on loopback. */
+  url: string;
+  /** Where the Harness finds the CA certificate (the pod's /etc/jr2/ca/ca.crt). */
+  caFile: string;
+  /** The pod's /conversations, here. */
+  conversationsDir: string;
+  stop(): Promise<void>;
+};
+
+type Secret = { data?: Record<string, string> };
+const enc = encodeURIComponent;
+
+/** The Custodian program: beside this file when bundled (dist/companions), else the build's bundle,
+ * else its source through tsx. */
+function custodianCommand(): [string, string[]] {
+  const sibling = join(__dirname, "custodian.js");
+  if (existsSync(sibling)) return [process.execPath, [sibling]];
+  const root = join(__dirname, "..");
+  const bundle = join(root, "dist", "companions", "custodian.js");
+  if (existsSync(bundle)) return [process.execPath, [bundle]];
+  return [join(root, "node_modules", ".bin", "tsx"), [join(root, "custodian", "main.ts")]];
+}
+
+/** Writes the pod's Custodian files under `dir` from the API server and starts the process. */
+export async function startLocalCustodian(namespace: string, sandbox: string, dir: string): Promise<LocalCustodian> {
+  const api = `/api/v1/namespaces/${enc(namespace)}`;
+  const cm = await kubeRequest<{ data?: Record<string, string> }>(
+    "GET",
+    `${api}/configmaps/${enc(custodianConfigMapName(sandbox))}`,
+  );
+  const text = cm.data?.[CUSTODIAN_CONFIG_KEY];
+  if (text === undefined)
+    throw new Error(`ConfigMap ${custodianConfigMapName(sandbox)} has no ${CUSTODIAN_CONFIG_KEY}`);
+  const parsed = parseCustodianConfigText(text);
+  if (!parsed.ok) throw new Error(`ConfigMap ${custodianConfigMapName(sandbox)}: ${parsed.message}`);
+
+  const secrets = new Map<string, Secret>();
+  const secret = async (name: string) => {
+    if (!secrets.has(name)) secrets.set(name, await kubeRequest<Secret>("GET", `${api}/secrets/${enc(name)}`));
+    return secrets.get(name)!;
+  };
+  const value = async (name: string, key: string) => {
+    const b64 = (await secret(name)).data?.[key];
+    if (b64 === undefined) throw new Error(`Secret ${name} has no key ${key}`);
+    return Buffer.from(b64, "base64");
+  };
+
+  const configDir = join(dir, "config");
+  const valuesDir = join(dir, "values");
+  const caDir = join(dir, "ca");
+  const harnessCaDir = join(dir, "harness-ca");
+  const conversationsDir = join(dir, "conversations");
+  for (const d of [configDir, valuesDir, caDir, harnessCaDir, conversationsDir])
+    mkdirSync(d, { recursive: true, mode: 0o700 });
+  const file = (path: string, data: string | Buffer) => writeFileSync(path, data, { mode: 0o600 });
+  file(join(configDir, CUSTODIAN_CONFIG_KEY), text);
+  // The projected volume's files: the token, then each held value by the file name it is mounted as
+  // (compose.ts heldFileName: `<secret>__<key>`).
+  file(join(valuesDir, SANDBOX_TOKEN_KEY), await value(tokenSecretName(sandbox), SANDBOX_TOKEN_KEY));
+  for (const h of parsed.config.held) {
+    const [name, key] = h.value.split("__");
+    if (!name || !key) throw new Error(`held value file ${h.value} is not <secret>__<key>`);
+    file(join(valuesDir, h.value), await value(name, key));
+  }
+  const caCert = await value(CUSTODIAN_CA_SECRET, CA_CERT_KEY);
+  file(join(caDir, CA_CERT_KEY), caCert);
+  file(join(caDir, CA_KEY_KEY), await value(CUSTODIAN_CA_SECRET, CA_KEY_KEY));
+  file(join(harnessCaDir, HARNESS_CA_KEY), caCert);
+
+  const [cmd, args] = custodianCommand();
+  const proc: ChildProcess = spawn(cmd, args, {
+    env: {
+      ...process.env,
+      [CUSTODIAN_ENV.configFile]: join(configDir, CUSTODIAN_CONFIG_KEY),
+      [CUSTODIAN_ENV.valuesDir]: valuesDir,
+      [CUSTODIAN_ENV.caDir]: caDir,
+      [CUSTODIAN_ENV.port]: "0",
+      [CUSTODIAN_ENV.healthPort]: "0",
+      [CUSTODIAN_ENV.healthHost]: "127.0.0.1",
+      [CUSTODIAN_ENV.exitWithParent]: "1",
+    },
+    stdio: ["pipe", "pipe", "inherit"],
+  });
+  const port = await new Promise<number>((resolve, reject) => {
+    let buffered = "";
+    const onData = (b: Buffer) => {
+      buffered += b.toString();
+      const m = /"message":"listening","port":(\d+)/.exec(buffered);
+      if (!m) return;
+      proc.stdout!.off("data", onData);
+      // Its log lines, which never hold a secret, go where this process's go.
+      proc.stdout!.pipe(process.stdout);
+      resolve(Number(m[1]));
+    };
+    proc.stdout!.on("data", onData);
+    proc.once("error", (err) => reject(new Error(`the local Custodian did not start: ${err.message}`)));
+    proc.once("exit", (code) =>
+      reject(new Error(`the local Custodian exited (${code}) before it listened: ${lastLine(buffered)}`)),
+    );
+  });
+  const exited = new Promise<void>((r) => proc.once("exit", () => r()));
+  return {
+    url: `http://127.0.0.1:${port}`,
+    caFile: join(harnessCaDir, HARNESS_CA_KEY),
+    conversationsDir,
+    stop: () => {
+      if (proc.exitCode === null && proc.signalCode === null) proc.kill("SIGTERM");
+      return exited;
+    },
+  };
+}
+
+const lastLine = (text: string) => text.trim().split("\n").pop() ?? "";
+
+/**
+ * The Harness's env as its pod has it (the CR's literal `env`), with the pod's places mapped to
+ * this machine's: the Custodian's loopback address to the local one, the CA certificate, the
+ * conversations directory and /work. Entries drawn from elsewhere (valueFrom) are left out: a
+ * local Harness has no pod to draw them from.
+ */
+export function localHarnessEnv(
+  env: EnvVar[] | undefined,
+  local: { custodianUrl: string; caFile: string; conversationsDir: string; workRoot: string },
+): Record<string, string> {
+  const podUrl = `http://127.0.0.1:${CUSTODIAN_PORT}`;
+  const paths: Array<[string, string]> = [
+    [`${HARNESS_CA_DIR}/${HARNESS_CA_KEY}`, local.caFile],
+    [CONVERSATIONS_DIR, local.conversationsDir],
+    [WORK_ROOT, local.workRoot],
+  ];
+  const out: Record<string, string> = {};
+  for (const e of env ?? []) {
+    if (e.value === undefined) continue;
+    let v = e.value;
+    if (v === podUrl) v = local.custodianUrl;
+    for (const [from, to] of paths) if (v === from) v = to;
+    out[e.name] = v;
+  }
+  return out;
+}

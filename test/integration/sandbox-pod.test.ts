@@ -1,0 +1,373 @@
+// The Sandbox pod the Orchestrator composes, on the real control plane (issue 12 item 2, decision
+// 0021): a workspace's CR, its owned Secrets, ConfigMap and Service, the installation's CA and
+// ingress policy, and the pod the operator builds, field by field against the mounts table. Then
+// end to end through the local Custodian (item 3): a fake model provider receives the real key and
+// a fake Orchestrator endpoint the real Sandbox token, while the Harness's env held only Stand-ins.
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { X509Certificate } from "node:crypto";
+import { K8s, kind } from "kubernetes-fluent-client";
+import { SandboxModel } from "../../api/crd";
+import type { Container, EnvVar, Volume } from "../../api/crd/generated/corev1";
+import { STAND_IN } from "../../api/custodian";
+import { ORCHESTRATOR_ENV } from "../../api/env";
+import { SANDBOX_NAME_LABEL } from "../../api/wire";
+import type { WorkspaceView } from "../../orchestrator/api";
+import { harnessToken, sandboxToken, signingKeyOf } from "../../orchestrator/tokens";
+import { type Agent, startCacheAgent } from "../../dev/local-cache-agent";
+import { type LocalOrchestrator, startLocalOrchestrator } from "../../dev/local-orchestrator";
+import { gitIn } from "../support/git";
+import { useNamespace, waitFor } from "./support/cluster";
+
+const ns = useNamespace("pod");
+const NODES = ["jr2-node-0", "jr2-node-1", "jr2-node-2"];
+const tmp = mkdtempSync(join(tmpdir(), "jr2-pod-"));
+const remotes = join(tmp, "remotes");
+const remote = join(remotes, "widgets.git");
+const MODEL_KEY = "sk-real-model-key-7f3a9c";
+const PUSH_SECRET = "jr2-git-push-widgets";
+const agents: Agent[] = [];
+let orch: LocalOrchestrator;
+
+/** A fake upstream that records each request's headers and path. */
+type Fake = { server: Server; url: string; seen: Array<{ path: string; headers: IncomingHttpHeaders }> };
+async function fake(): Promise<Fake> {
+  const seen: Fake["seen"] = [];
+  const server = createServer((req, res) => {
+    seen.push({ path: req.url ?? "", headers: req.headers });
+    res.setHeader("content-type", "application/json");
+    res.end(JSON.stringify({ ok: true }));
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, seen };
+}
+let provider: Fake;
+let orchestratorEndpoint: Fake;
+
+async function api<T = unknown>(method: string, path: string, body?: unknown) {
+  const res = await fetch(orch.url + path, {
+    method,
+    headers: { authorization: `Bearer ${orch.token}`, "content-type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  return { status: res.status, body: (text ? JSON.parse(text) : undefined) as T };
+}
+
+const view = async (name: string) => (await api<WorkspaceView>("GET", `/v1/workspaces/${name}`)).body;
+
+beforeAll(async () => {
+  const work = join(tmp, "work-src");
+  gitIn(undefined, "init", "--quiet", "-b", "main", work);
+  gitIn(work, "commit", "--quiet", "--allow-empty", "-m", "first");
+  gitIn(undefined, "clone", "--quiet", "--bare", work, remote);
+  provider = await fake();
+  orchestratorEndpoint = await fake();
+  // The held secret and the push Secret, as the installation's operator would create them.
+  await K8s(kind.Secret).Apply({
+    metadata: { name: "model-keys", namespace: ns.name },
+    stringData: { anthropic: MODEL_KEY },
+  });
+  await K8s(kind.Secret).Apply({
+    metadata: { name: PUSH_SECRET, namespace: ns.name },
+    stringData: { username: "jr2", password: "push-token-not-for-the-harness" },
+  });
+  const podConfig = join(tmp, "pod.yaml");
+  writeFileSync(
+    podConfig,
+    JSON.stringify({
+      custodian: {
+        image: "jr2/companions:test",
+        providers: [{ name: "anthropic", url: provider.url }],
+        held: [
+          {
+            secret: "model-keys",
+            key: "anthropic",
+            env: "ANTHROPIC_API_KEY",
+            origins: [provider.url],
+            headers: ["x-api-key"],
+          },
+        ],
+      },
+    }),
+  );
+  for (const node of NODES) agents.push(await startCacheAgent(node, join(tmp, `cache-${node}`)));
+  orch = await startLocalOrchestrator({
+    kubeconfig: process.env.KUBECONFIG!,
+    namespace: ns.name,
+    dir: join(tmp, "orchestrator"),
+    credentials: [{ match: remotes, secret: PUSH_SECRET }],
+    reposRoot: join(tmp, "cache-{node}"),
+    env: {
+      [ORCHESTRATOR_ENV.podConfigFile]: podConfig,
+      // The Custodian's Orchestrator route goes to a recording endpoint, to see the token it adds.
+      [ORCHESTRATOR_ENV.selfUrl]: orchestratorEndpoint.url,
+    },
+  });
+}, 90_000);
+
+afterAll(async () => {
+  await orch?.stop();
+  await Promise.all(agents.map((a) => a.stop()));
+  provider?.server.close();
+  orchestratorEndpoint?.server.close();
+  rmSync(tmp, { recursive: true, force: true });
+});
+
+describe("a workspace's Sandbox pod, as composed and as built", () => {
+  let name: string;
+  let sandbox: SandboxModel;
+  let pod: kind.Pod;
+  const signingKey = () => signingKeyOf(readFileSync(join(tmp, "orchestrator", "signing-key")));
+
+  beforeAll(async () => {
+    const res = await api<{ name: string }>("POST", "/v1/workspaces", {
+      image: "ghcr.io/example/harness:1",
+      branch: "feature/pod",
+      repos: [{ slot: "app", url: remote }],
+      userImage: "ghcr.io/example/user:1",
+      size: { cpu: "2", memory: "2Gi", disk: "10Gi" },
+      userSize: { cpu: "500m", memory: "512Mi" },
+      effector: { pushes: ["app"] },
+    });
+    expect(res.status).toBe(202);
+    name = res.body.name;
+    const ready = await waitFor(
+      "the workspace ready",
+      () => view(name),
+      (v) => v?.state === "ready" || v?.state === "failed",
+      60_000,
+    );
+    expect(ready).toMatchObject({ state: "ready", phase: "Ready" });
+    sandbox = await K8s(SandboxModel).InNamespace(ns.name).Get(name);
+    pod = (await K8s(kind.Pod).InNamespace(ns.name).Get()).items.find(
+      (p) => p.metadata?.labels?.[SANDBOX_NAME_LABEL] === name,
+    )!;
+    expect(pod).toBeDefined();
+  }, 90_000);
+
+  const owner = () => ({ apiVersion: "core.jr2.dev/v1alpha1", kind: "Sandbox", name, uid: sandbox.metadata!.uid });
+
+  it("owns its token Secret from birth, with `data`, the Sandbox token and not the Harness bearer", async () => {
+    const secret = await K8s(kind.Secret).InNamespace(ns.name).Get(`${name}-token`);
+    expect(secret.metadata?.ownerReferences).toEqual([expect.objectContaining({ ...owner(), controller: true })]);
+    expect(secret.metadata?.labels).toMatchObject({ "jr2.dev/sandbox": name });
+    const token = Buffer.from(secret.data!.JR2_SANDBOX_TOKEN!, "base64").toString();
+    expect(token).toBe(sandboxToken(signingKey(), name));
+    expect(token).not.toBe(harnessToken(signingKey(), name));
+    // Server-side apply owns `data`: the field reads back as applied (stringData never does).
+    const managed = secret.metadata?.managedFields?.find((f) => f.manager === "jr2-orchestrator");
+    expect(JSON.stringify(managed?.fieldsV1)).toContain('"f:data"');
+  });
+
+  it("owns its Custodian ConfigMap: the held value's file, origins, header and Stand-in, never a value", async () => {
+    const cm = await K8s(kind.ConfigMap).InNamespace(ns.name).Get(`${name}-custodian`);
+    expect(cm.metadata?.ownerReferences).toEqual([expect.objectContaining(owner())]);
+    const config = JSON.parse(cm.data!["config.json"]!);
+    expect(config.orchestrator).toEqual({ url: orchestratorEndpoint.url, token: "JR2_SANDBOX_TOKEN", retries: 2 });
+    expect(config.providers).toEqual([{ name: "anthropic", url: provider.url }]);
+    expect(config.held).toEqual([
+      {
+        value: "model-keys__anthropic",
+        standIn: expect.stringMatching(STAND_IN),
+        origins: [provider.url],
+        headers: ["x-api-key"],
+        env: "ANTHROPIC_API_KEY",
+      },
+    ]);
+    expect(cm.data!["config.json"]).not.toContain(MODEL_KEY);
+  });
+
+  it("owns the Effector's key Secret and its headless Service on :8082", async () => {
+    const key = await K8s(kind.Secret).InNamespace(ns.name).Get(`${name}-effector`);
+    expect(key.metadata?.ownerReferences).toEqual([expect.objectContaining(owner())]);
+    expect(Object.keys(key.data ?? {})).toEqual(["key"]);
+    const svc = await K8s(kind.Service).InNamespace(ns.name).Get(`${name}-effector`);
+    expect(svc.metadata?.ownerReferences).toEqual([expect.objectContaining(owner())]);
+    expect(svc.spec).toMatchObject({
+      clusterIP: "None",
+      publishNotReadyAddresses: true,
+      selector: { [SANDBOX_NAME_LABEL]: name },
+      ports: [expect.objectContaining({ name: "effector", port: 8082, targetPort: 8082 })],
+    });
+  });
+
+  it("has the installation's CA (a tls Secret), its certificate for the Harness, and the ingress policy", async () => {
+    const ca = await K8s(kind.Secret).InNamespace(ns.name).Get("jr2-custodian-ca");
+    expect(ca.type).toBe("kubernetes.io/tls");
+    const cert = Buffer.from(ca.data!["tls.crt"]!, "base64").toString();
+    expect(new X509Certificate(cert).ca).toBe(true);
+    const trust = await K8s(kind.ConfigMap).InNamespace(ns.name).Get("jr2-ca");
+    expect(trust.data).toEqual({ "ca.crt": cert });
+    const policy = await K8s(kind.NetworkPolicy).InNamespace(ns.name).Get("jr2-sandbox-ingress");
+    expect(policy.spec).toEqual({
+      podSelector: { matchLabels: { "app.kubernetes.io/managed-by": "jr2-operator" } },
+      policyTypes: ["Ingress"],
+      ingress: [
+        {
+          from: [
+            {
+              namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": ns.name } },
+              podSelector: { matchLabels: { "app.kubernetes.io/name": "jr2-orchestrator" } },
+            },
+          ],
+          ports: [
+            { protocol: "TCP", port: 8080 },
+            { protocol: "TCP", port: 8082 },
+          ],
+        },
+      ],
+    });
+    // The policy selects this Sandbox's pod.
+    expect(pod.metadata?.labels).toMatchObject({ "app.kubernetes.io/managed-by": "jr2-operator" });
+  });
+
+  describe("the pod: every container against the mounts table (seed 001 ADR-0005)", () => {
+    const container = (n: string) => (pod.spec!.containers as Container[]).find((c) => c.name === n)!;
+    const volumes = () => pod.spec!.volumes as Volume[];
+    const reachesSecret = (v: Volume) =>
+      v.secret !== undefined || (v.projected?.sources ?? []).some((s) => s.secret !== undefined);
+    const secretMounts = (c: Container) =>
+      (c.volumeMounts ?? []).filter((m) => reachesSecret(volumes().find((v) => v.name === m.name)!)).map((m) => m.name);
+
+    it("has the four seats", () => {
+      expect((pod.spec!.containers as Container[]).map((c) => c.name)).toEqual([
+        "harness",
+        "custodian",
+        "user",
+        "effector",
+      ]);
+    });
+
+    it("harness: /work, /conversations, the CA certificate, /dev/shm and its Repo; no path to a held secret", () => {
+      const h = container("harness");
+      expect((h.volumeMounts ?? []).map((m) => [m.mountPath, m.readOnly ?? false])).toEqual([
+        ["/work", false],
+        ["/conversations", false],
+        ["/etc/jr2/ca", true],
+        ["/dev/shm", false],
+        [expect.stringMatching(/^\/repos\//), true],
+      ]);
+      expect(secretMounts(h)).toEqual([]);
+      expect(h.envFrom).toBeUndefined();
+      const env = h.env as EnvVar[];
+      expect(env.every((e) => e.valueFrom === undefined)).toBe(true);
+      expect(env.find((e) => e.name === "ANTHROPIC_API_KEY")?.value).toMatch(STAND_IN);
+      expect(env.find((e) => e.name === "JR2_CUSTODIAN_URL")?.value).toBe("http://127.0.0.1:8081");
+      expect(JSON.stringify(env)).not.toContain(MODEL_KEY);
+      expect(JSON.stringify(env)).not.toContain(sandboxToken(signingKey(), name));
+      expect(h.resources).toEqual({
+        requests: { cpu: "1400m", memory: "1344Mi", "ephemeral-storage": "10Gi" },
+        limits: { cpu: "1400m", memory: "1344Mi" },
+      });
+    });
+
+    it("custodian: its config, values and CA, hardened, with a /readyz probe; no working tree", () => {
+      const c = container("custodian");
+      expect((c.volumeMounts ?? []).map((m) => m.mountPath)).toEqual([
+        "/etc/jr2/custodian/config",
+        "/etc/jr2/custodian/values",
+        "/etc/jr2/custodian/ca",
+      ]);
+      expect(secretMounts(c)).toEqual(["custodian-values", "custodian-ca"]);
+      expect(c.readinessProbe?.httpGet).toMatchObject({ path: "/readyz", port: 15021 });
+      expect(c.securityContext).toMatchObject({
+        runAsNonRoot: true,
+        allowPrivilegeEscalation: false,
+        readOnlyRootFilesystem: true,
+        capabilities: { drop: ["ALL"] },
+      });
+      expect(c.resources).toEqual({
+        requests: { cpu: "100m", memory: "192Mi" },
+        limits: { cpu: "100m", memory: "192Mi" },
+      });
+      const values = volumes().find((v) => v.name === "custodian-values")!;
+      expect(values.projected?.sources?.map((s) => s.secret?.name)).toEqual([`${name}-token`, "model-keys"]);
+    });
+
+    it("user: exactly /work and /repos/<key> read-only, its own Size, no context written", () => {
+      const u = container("user");
+      expect((u.volumeMounts ?? []).map((m) => [m.mountPath, m.readOnly ?? false])).toEqual([
+        ["/work", false],
+        [expect.stringMatching(/^\/repos\//), true],
+      ]);
+      expect(secretMounts(u)).toEqual([]);
+      expect(u.securityContext).toBeUndefined();
+      expect(u.resources).toEqual({
+        requests: { cpu: "500m", memory: "512Mi" },
+        limits: { cpu: "500m", memory: "512Mi" },
+      });
+    });
+
+    it("effector: /work and the Repo read-only, its key, its scratch, and the push Secret the fence entry names", () => {
+      const e = container("effector");
+      expect((e.volumeMounts ?? []).map((m) => m.mountPath)).toEqual([
+        "/work",
+        expect.stringMatching(/^\/repos\//),
+        "/run/jr2/effector",
+        "/run/jr2/scratch",
+        `/run/jr2/secrets/@git/${PUSH_SECRET}/`,
+      ]);
+      expect(sandbox.spec?.gitCredentials).toEqual([{ name: PUSH_SECRET }]);
+      // The push Secret reaches the effector alone.
+      for (const seat of ["harness", "custodian", "user"])
+        expect(JSON.stringify(container(seat).volumeMounts)).not.toContain("@git");
+    });
+
+    it("is one Guaranteed-sized pod: the pod-level Size, fsGroup for /work", () => {
+      expect(pod.spec?.securityContext?.fsGroup).toBe(2000);
+      expect((pod.spec as { resources?: unknown }).resources).toEqual({
+        requests: { cpu: "2", memory: "2Gi" },
+        limits: { cpu: "2", memory: "2Gi" },
+      });
+    });
+  });
+
+  describe("through the local Custodian (npm start's local mode)", () => {
+    const custodianUrl = () => {
+      const line = orch.lines.find((l) => l.includes('"local custodian listening"') && l.includes(name));
+      return JSON.parse(line!).url as string;
+    };
+    const standIn = () => (sandbox.spec!.env as EnvVar[]).find((e) => e.name === "ANTHROPIC_API_KEY")!.value!;
+
+    it("runs beside the Harness: the provider receives the real key where the Harness sent its Stand-in", async () => {
+      const res = await fetch(`${custodianUrl()}/providers/anthropic/v1/messages`, {
+        method: "POST",
+        headers: { "x-api-key": standIn(), "content-type": "application/json" },
+        body: JSON.stringify({ hello: "world" }),
+      });
+      expect(res.status).toBe(200);
+      const got = provider.seen.at(-1)!;
+      expect(got.path).toBe("/v1/messages");
+      expect(got.headers["x-api-key"]).toBe(MODEL_KEY);
+      expect(JSON.stringify(await res.json())).not.toContain(MODEL_KEY);
+    });
+
+    it("adds the Sandbox token on the Orchestrator route, which the Harness never held", async () => {
+      const res = await fetch(`${custodianUrl()}/orchestrator/v1/sandbox/poll`, {
+        headers: { authorization: "Bearer whatever-the-harness-says" },
+      });
+      expect(res.status).toBe(200);
+      const got = orchestratorEndpoint.seen.at(-1)!;
+      expect(got.path).toBe("/v1/sandbox/poll");
+      expect(got.headers.authorization).toBe(`Bearer ${sandboxToken(signingKey(), name)}`);
+    });
+
+    it("refuses the Stand-in toward a host it is not bound to, and sends nothing there", async () => {
+      const before = orchestratorEndpoint.seen.length;
+      const res = await fetch(`${custodianUrl()}/orchestrator/v1/leak`, { headers: { "x-api-key": standIn() } });
+      expect(res.status).toBeGreaterThanOrEqual(400);
+      expect(res.headers.get("x-jr2-custodian")).toBe("refused");
+      expect(orchestratorEndpoint.seen.length).toBe(before);
+    });
+
+    it("writes no held value, token or Stand-in into any log line", () => {
+      const logs = orch.lines.join("\n");
+      expect(logs).toContain("local custodian listening");
+      for (const secret of [MODEL_KEY, sandboxToken(signingKey(), name), standIn()]) expect(logs).not.toContain(secret);
+    });
+  });
+});
