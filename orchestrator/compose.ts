@@ -209,65 +209,8 @@ export function composeSandbox(input: ComposeInput): Composition {
     spec,
   };
 
-  const owned = (uid: string): KubeObject[] => {
-    const meta = (name: string) => ({
-      name,
-      namespace,
-      labels: { [SANDBOX_LABEL]: req.name },
-      ownerReferences: [
-        {
-          apiVersion: GROUP_VERSION,
-          kind: "Sandbox",
-          name: req.name,
-          uid,
-          controller: true,
-          blockOwnerDeletion: false,
-        },
-      ],
-    });
-    const b64 = (text: string) => Buffer.from(text, "utf8").toString("base64");
-    const objects: KubeObject[] = [
-      // `data`, not `stringData`: write-only stringData never reads back, so a re-apply would differ.
-      {
-        apiVersion: "v1",
-        kind: "Secret",
-        metadata: meta(tokenSecretName(req.name)),
-        type: "Opaque",
-        data: { [SANDBOX_TOKEN_KEY]: b64(sandboxToken(input.signingKey, req.name)) },
-      } as KubeObject,
-      {
-        apiVersion: "v1",
-        kind: "ConfigMap",
-        metadata: meta(custodianConfigMapName(req.name)),
-        data: { [CUSTODIAN_CONFIG_KEY]: JSON.stringify(config) },
-      } as KubeObject,
-    ];
-    if (effector) {
-      objects.push(
-        {
-          apiVersion: "v1",
-          kind: "Secret",
-          metadata: meta(effectorKeySecretName(req.name)),
-          type: "Opaque",
-          data: { [EFFECTOR_KEY_KEY]: b64(effectorKey(input.signingKey, req.name)) },
-        } as KubeObject,
-        {
-          apiVersion: "v1",
-          kind: "Service",
-          metadata: meta(effectorServiceName(req.name)),
-          // Headless, and publishing a not-ready address: the Effector answers while the Harness
-          // beside it restarts (seed 002 applyEffectorService).
-          spec: {
-            clusterIP: "None",
-            publishNotReadyAddresses: true,
-            selector: { [SANDBOX_NAME_LABEL]: req.name },
-            ports: [{ name: EFFECTOR, port: EFFECTOR_PORT, targetPort: EFFECTOR_PORT, protocol: "TCP" }],
-          },
-        } as KubeObject,
-      );
-    }
-    return objects;
-  };
+  const owned = (uid: string) =>
+    ownedObjects({ name: req.name, namespace, signingKey: input.signingKey, config, effector: !!effector }, uid);
 
   return {
     sandbox,
@@ -275,6 +218,75 @@ export function composeSandbox(input: ComposeInput): Composition {
     heldFiles: input.pod.custodian.held.map((h) => ({ secret: h.secret, key: h.key, file: heldFileName(h) })),
     owned,
   };
+}
+
+/**
+ * What a Sandbox owns, given its uid: the token Secret, the Custodian's ConfigMap and, with an
+ * Effector, its key Secret and Service. Also what a restored Orchestrator writes again, create-if-absent,
+ * for a Sandbox whose first writes it may not have finished (kube-port.ts resumeOwned).
+ */
+export function ownedObjects(
+  o: { name: string; namespace: string; signingKey: Buffer; config: CustodianConfig; effector: boolean },
+  uid: string,
+): KubeObject[] {
+  const { name: sandbox, namespace, config } = o;
+  const meta = (name: string) => ({
+    name,
+    namespace,
+    labels: { [SANDBOX_LABEL]: sandbox },
+    ownerReferences: [
+      {
+        apiVersion: GROUP_VERSION,
+        kind: "Sandbox",
+        name: sandbox,
+        uid,
+        controller: true,
+        blockOwnerDeletion: false,
+      },
+    ],
+  });
+  const b64 = (text: string) => Buffer.from(text, "utf8").toString("base64");
+  const objects: KubeObject[] = [
+    // `data`, not `stringData`: write-only stringData never reads back, so a re-apply would differ.
+    {
+      apiVersion: "v1",
+      kind: "Secret",
+      metadata: meta(tokenSecretName(sandbox)),
+      type: "Opaque",
+      data: { [SANDBOX_TOKEN_KEY]: b64(sandboxToken(o.signingKey, sandbox)) },
+    } as KubeObject,
+    {
+      apiVersion: "v1",
+      kind: "ConfigMap",
+      metadata: meta(custodianConfigMapName(sandbox)),
+      data: { [CUSTODIAN_CONFIG_KEY]: JSON.stringify(config) },
+    } as KubeObject,
+  ];
+  if (o.effector) {
+    objects.push(
+      {
+        apiVersion: "v1",
+        kind: "Secret",
+        metadata: meta(effectorKeySecretName(sandbox)),
+        type: "Opaque",
+        data: { [EFFECTOR_KEY_KEY]: b64(effectorKey(o.signingKey, sandbox)) },
+      } as KubeObject,
+      {
+        apiVersion: "v1",
+        kind: "Service",
+        metadata: meta(effectorServiceName(sandbox)),
+        // Headless, and publishing a not-ready address: the Effector answers while the Harness
+        // beside it restarts (seed 002 applyEffectorService).
+        spec: {
+          clusterIP: "None",
+          publishNotReadyAddresses: true,
+          selector: { [SANDBOX_NAME_LABEL]: sandbox },
+          ports: [{ name: EFFECTOR, port: EFFECTOR_PORT, targetPort: EFFECTOR_PORT, protocol: "TCP" }],
+        },
+      } as KubeObject,
+    );
+  }
+  return objects;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -4,14 +4,14 @@
 // endpoint resolver says). Every operation is idempotent, so a restarted Orchestrator may repeat
 // any of them for the same name.
 import { request } from "undici";
-import { KEEPALIVE_ANNOTATION } from "../api/wire";
+import { EFFECTOR, KEEPALIVE_ANNOTATION } from "../api/wire";
 import { ApiError } from "../lib/api-error";
 import { kubeRequest } from "../lib/kube";
 import type { SandboxModel } from "../api/crd";
 import type { AttachBody } from "../api/attach";
 import { AttachAnswer } from "./api";
 import type { CredentialEntry } from "./fence";
-import { GROUP_VERSION, composeSandbox, type Composition } from "./compose";
+import { GROUP_VERSION, composeSandbox, custodianConfigFor, ownedObjects, type Composition } from "./compose";
 import { DEFAULT_CUSTODIAN_IMAGE, DEFAULT_ORCHESTRATOR_URL } from "./installation";
 import { DEFAULT_POD_CONFIG, type PodConfig } from "./pod-config";
 import {
@@ -122,6 +122,30 @@ export class KubeSandboxPort implements SandboxPort {
     const fresh = conditionOf(sandbox, CONDITION.ReposFresh);
     const stale = staleSlots(body.slots, fresh?.status === "False" ? fresh.message : undefined);
     return { answer, ...(stale ? { stale } : {}) };
+  }
+
+  /**
+   * A restored Orchestrator's repair: what the Sandbox owns, created where absent (never
+   * rewritten: a pod that mounts them already has them). An Orchestrator killed between the CR and
+   * its owned objects would otherwise leave a pod waiting on mounts until its budget ends.
+   */
+  async resumeOwned(sandbox: SandboxModel): Promise<void> {
+    const name = sandbox.metadata?.name;
+    const uid = sandbox.metadata?.uid;
+    if (!name || !uid) return;
+    const config = custodianConfigFor(
+      {
+        pod: this.opts.pod?.config ?? DEFAULT_POD_CONFIG,
+        signingKey: this.opts.signingKey,
+        orchestratorUrl: this.opts.pod?.orchestratorUrl ?? DEFAULT_ORCHESTRATOR_URL,
+      },
+      name,
+    );
+    const effector = (sandbox.spec?.sidecars ?? []).some((c) => c.name === EFFECTOR);
+    const owned = ownedObjects({ name, namespace: this.#ns, signingKey: this.opts.signingKey, config, effector }, uid);
+    for (const object of owned) {
+      await createOrKeep(`/api/v1/namespaces/${enc(this.#ns)}/${PLURAL[object.kind]}`, object);
+    }
   }
 
   async renew(name: string): Promise<void> {

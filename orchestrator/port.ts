@@ -6,6 +6,7 @@ import type { AttachBody } from "../api/attach";
 import type { AttachAnswer, Failure, Loss, RepoSlot, Size, Wait } from "./api";
 import type { REPO_HOLD } from "../api/conditions";
 import type { CredentialEntry } from "./fence";
+import type { SandboxModel } from "../api/crd";
 
 export type { Wait } from "./api";
 
@@ -79,6 +80,8 @@ export interface SandboxPort {
    * wait for a node, with no deadline. Rejects with a PlaceFailure. The fence runs before (a
    * FenceRefused PlaceFailure, answered 403 before anything is written): `req.repos` are admitted. */
   place(req: PlaceRequest, hooks: PlaceHooks): Promise<void>;
+  /** On restore, for a Sandbox not yet Ready: what it owns, created where absent. */
+  resumeOwned?(sandbox: SandboxModel): Promise<void>;
   /** Waits for `phase: Ready` within the budgets. Rejects with a named ProvisionFailure. */
   provision(name: string, budgets: Budgets, hooks: ProvisionHooks): Promise<Provisioned>;
   /** The Harness's `POST /attach` with the Sandbox's bearer. Rejects with an AttachFailure. */

@@ -132,6 +132,16 @@ export class WorkspaceRegistry implements Workspaces {
         // The renewal interval follows the Sandbox's own idle timeout (orchestrator/lease.ts).
         ...(sandbox.spec?.idleTimeout ? { idleTimeout: sandbox.spec.idleTimeout } : {}),
       };
+      if (resume.at === "provisioning" && this.opts.port.resumeOwned) {
+        this.opts.port.resumeOwned(sandbox).catch((err: unknown) =>
+          this.opts.log?.({
+            level: "warn",
+            message: "the Sandbox's owned objects could not be made sure of",
+            workspace: name,
+            detail: err instanceof Error ? err.message : String(err),
+          }),
+        );
+      }
       this.#start(name, { resume, ...(attach ? { attach } : {}) });
       n++;
     }

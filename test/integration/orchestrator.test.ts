@@ -315,7 +315,25 @@ describe("waits and losses", () => {
       30_000,
     );
     await orch.stop("SIGKILL");
+    // As if it had died between the CR and what the CR owns: the restored one writes them again.
+    const before = await K8s(kind.Secret).InNamespace(ns.name).Get(tokenSecretName(name));
+    await K8s(kind.Secret).InNamespace(ns.name).Delete(tokenSecretName(name));
+    await K8s(kind.ConfigMap).InNamespace(ns.name).Delete(`${name}-custodian`);
     orch = await start();
+    const token = await waitFor(
+      "the token Secret written again",
+      () => K8s(kind.Secret).InNamespace(ns.name).Get(tokenSecretName(name)),
+      (s) => s?.metadata?.uid !== undefined && s.metadata.uid !== before.metadata?.uid,
+      30_000,
+    );
+    expect(token.data).toEqual(before.data);
+    expect(token.metadata?.ownerReferences?.[0]?.name).toBe(name);
+    await waitFor(
+      "the Custodian ConfigMap written again",
+      () => K8s(kind.ConfigMap).InNamespace(ns.name).Get(`${name}-custodian`),
+      (c) => c?.data?.["config.json"] !== undefined,
+      30_000,
+    );
     const resumed = await waitFor(
       "provisioning again",
       () => view(name),
