@@ -5,7 +5,7 @@ import https from "node:https";
 import { Capability, Log, PeprModule } from "pepr";
 import cfg from "./package.json";
 import { installCRDs } from "./lib/crd-install";
-import { SandboxCapability, watchIgnoredNamespaces } from "./capabilities/sandbox";
+import { SandboxCapability, startSandboxWatches } from "./capabilities/sandbox";
 import { AdmissionCapability } from "./capabilities/admission";
 import { RepoCapability } from "./capabilities/repo";
 import { metrics } from "./lib/metrics";
@@ -92,8 +92,12 @@ const watches = process.env.PEPR_WATCH_MODE === "true" || process.env.PEPR_MODE 
       quietReviews();
       startServer(module, Number(process.env[OPERATOR_ENV.peprPort] ?? 3000));
     }
-    // Sandboxes in the namespaces admission ignores are refused on their status (decision 0017).
-    if (watches && process.env.PEPR_MODE !== "build") void watchIgnoredNamespaces();
+    // The Sandbox controller's watches: one per kind (decision 0022).
+    if (watches && process.env.PEPR_MODE !== "build")
+      startSandboxWatches().catch((err: unknown) => {
+        Log.error({ err: String(err) }, "jr2-operator could not start its Sandbox watches");
+        process.exit(1);
+      });
   })
   .catch((err) => {
     Log.error({ err: String(err?.message ?? err) }, "jr2-operator could not start");

@@ -39,6 +39,8 @@ export type LocalOperatorOptions = {
   logLevel?: string;
   /** Extra environment for the module process. */
   env?: Record<string, string>;
+  /** A benchmark's probe (dev/memory-probe.cjs): SIGUSR2 collects garbage and writes what is held here. */
+  memoryProbeFile?: string;
 };
 
 export type LocalOperator = {
@@ -186,7 +188,13 @@ export async function startLocalOperator(opts: LocalOperatorOptions): Promise<Lo
   const child = fork(MODULE_JS, [], {
     cwd: ROOT,
     // Loopback only: the webhooks point at 127.0.0.1 (dev/loopback.cjs).
-    execArgv: [...process.execArgv, "--require", join(ROOT, "dev", "loopback.cjs")],
+    // Not this process's execArgv: under tsx that would load its loader into the module, which is
+    // plain JavaScript, and count its memory as the operator's.
+    execArgv: [
+      "--require",
+      join(ROOT, "dev", "loopback.cjs"),
+      ...(opts.memoryProbeFile ? ["--expose-gc", "--require", join(ROOT, "dev", "memory-probe.cjs")] : []),
+    ],
     env: {
       ...process.env,
       KUBECONFIG: opts.kubeconfig,
@@ -196,6 +204,7 @@ export async function startLocalOperator(opts: LocalOperatorOptions): Promise<Lo
       SSL_CERT_PATH: certPath,
       [OPERATOR_ENV.peprPort]: String(port),
       LOG_LEVEL: opts.logLevel ?? process.env.LOG_LEVEL ?? "info",
+      ...(opts.memoryProbeFile ? { JR2_MEMORY_PROBE_FILE: opts.memoryProbeFile } : {}),
       PEPR_PRETTY_LOGS: opts.logs === "inherit" ? "true" : "false",
       ...opts.env,
     },

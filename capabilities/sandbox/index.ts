@@ -1,7 +1,8 @@
 // The Sandbox capability's wiring: watches feed the controller's cache and queue; the controller
 // (controller.ts) reconciles; the pure builders (pod.ts, service.ts, status.ts, lease.ts) decide.
 // Where a Sandbox becomes Lost: status.ts `lossOf`, confirmed in controller.ts `#ensurePod`.
-import { K8s } from "kubernetes-fluent-client";
+import { K8s, WatchEvent } from "kubernetes-fluent-client";
+import { WatchPhase } from "kubernetes-fluent-client/dist/fluent/shared-types";
 import { Capability, Log, a } from "pepr";
 import cfg from "../../package.json";
 import { SandboxModel } from "../../api/crd";
@@ -32,49 +33,49 @@ export const SandboxCapability = new Capability({
   description: "Reconciles each Sandbox into one hardened Pod and one Service, and reports on its status",
 });
 
-const { When } = SandboxCapability;
 const c = sandboxController;
 
-When(SandboxModel)
-  .IsCreatedOrUpdated()
-  .Watch((sbx) => c.onSandbox(sbx, false));
-When(SandboxModel)
-  .IsDeleted()
-  .Watch((sbx) => c.onSandbox(sbx, true));
-
-// Only what the operator labels is watched and cached (decision 0006: O(Sandboxes), not O(cluster)).
-When(a.Pod)
-  .IsCreatedOrUpdated()
-  .WithLabel(MANAGED_BY_LABEL, MANAGED_BY)
-  .Watch((pod) => c.onPod(pod, false));
-When(a.Pod)
-  .IsDeleted()
-  .WithLabel(MANAGED_BY_LABEL, MANAGED_BY)
-  .Watch((pod) => c.onPod(pod, true));
-When(a.Service)
-  .IsCreatedOrUpdated()
-  .WithLabel(MANAGED_BY_LABEL, MANAGED_BY)
-  .Watch((svc) => c.onService(svc, false));
-When(a.Service)
-  .IsDeleted()
-  .WithLabel(MANAGED_BY_LABEL, MANAGED_BY)
-  .Watch((svc) => c.onService(svc, true));
+/** Pepr's watch settings (its PEPR_* variables and defaults), so these watches behave as its own do. */
+const int = (name: string, fallback: number) => {
+  const n = Number.parseInt(process.env[name] ?? "", 10);
+  return Number.isFinite(n) ? n : fallback;
+};
+const watchConfig = () => ({
+  resyncFailureMax: int("PEPR_RESYNC_FAILURE_MAX", 5),
+  resyncDelaySec: int("PEPR_RESYNC_DELAY_SECONDS", 5),
+  lastSeenLimitSeconds: int("PEPR_LAST_SEEN_LIMIT_SECONDS", 300),
+  relistIntervalSec: int("PEPR_RELIST_INTERVAL_SECONDS", 600),
+});
 
 /**
- * Pepr's watches skip the namespaces admission ignores, so a Sandbox stored there (with no
- * defaults and no validation) would sit with no word at all. One small watch per such namespace
- * feeds the same controller, whose gate refuses it on its status and in an Event (decision 0017).
- * Started by the watching process only (pepr.ts).
+ * One watch per kind, every phase, in the watching process only (pepr.ts). Not Pepr's
+ * `When(...).IsCreatedOrUpdated()` and `.IsDeleted()`: each of those is a watch of its own, and each
+ * watch keeps a copy of every object it sees, so a kind watched twice was held three times (the
+ * deletes' watch, managedFields and all, besides the one this controller caches). Decision 0022.
+ *
+ * Sandboxes are watched in every namespace, the ones admission ignores included: the controller's
+ * gate refuses those on their status (decision 0017). Pods and Services only as the operator
+ * labels them (decision 0006: O(Sandboxes), not O(cluster)).
  */
-export async function watchIgnoredNamespaces(): Promise<void> {
-  for (const namespace of IGNORED_NAMESPACES) {
-    const watcher = K8s(SandboxModel)
-      .InNamespace(namespace)
-      .Watch((sbx, phase) => c.onSandbox(sbx as Sandbox, phase === "DELETED"));
-    await watcher
-      .start()
-      .catch((err: unknown) =>
-        Log.warn({ namespace, err: String(err) }, "no watch on Sandboxes in an ignored namespace"),
-      );
+export async function startSandboxWatches(): Promise<void> {
+  const cfg = watchConfig();
+  const deleted = (phase: WatchPhase) => phase === WatchPhase.Deleted;
+  const watchers = [
+    K8s(SandboxModel).Watch((sbx, phase) => c.onSandbox(sbx as Sandbox, deleted(phase)), cfg),
+    K8s(a.Pod)
+      .WithLabel(MANAGED_BY_LABEL, MANAGED_BY)
+      .Watch((pod, phase) => c.onPod(pod, deleted(phase)), cfg),
+    K8s(a.Service)
+      .WithLabel(MANAGED_BY_LABEL, MANAGED_BY)
+      .Watch((svc, phase) => c.onService(svc, deleted(phase)), cfg),
+  ];
+  for (const w of watchers) {
+    // As Pepr does: a watch that gave up leaves the controller blind, so the process ends and its
+    // Deployment starts a new one.
+    w.events.on(WatchEvent.GIVE_UP, (err: unknown) => {
+      Log.error({ err: String(err) }, "a Sandbox watch gave up: exiting so the process restarts");
+      process.exit(1);
+    });
   }
+  await Promise.all(watchers.map((w) => w.start()));
 }
