@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Local Kubernetes control plane for jr2-operator tests, built entirely from Go modules.
 #
-#   npm run cluster -- up            build what is missing, start (or reuse) the cluster;
-#                                    last stdout line: KUBECONFIG=<absolute path>
-#   npm run cluster -- down          stop every process it started and remove its state
-#   npm run cluster -- status        up/down, kubeconfig path, nodes; exit 0 if up, 1 if down
+#   npm run cluster -- up            build what is missing, start (or reuse) the cluster and
+#                                    its supervisor; last stdout line: KUBECONFIG=<absolute path>
+#   npm run cluster -- down          stop the supervisor, then every process it started; remove state
+#   npm run cluster -- status        up/down, supervisor, kubeconfig, nodes; exit 0 if up, 1 if down
 #   npm run cluster -- env           KUBECONFIG=<path> and KUBECTL=<path> (for scripts)
 #   npm run cluster -- kubectl-path  path of the cached kubectl
 #   npm run cluster -- kubectl ARGS  run the cached kubectl against the cluster
@@ -13,6 +13,9 @@
 # kube-controller-manager, kube-scheduler, kubectl, kwok and kwokctl are compiled from the
 # pinned modules under dev/cluster/go/ and kwokctl's "binary" runtime runs them as plain
 # processes on 127.0.0.1. kwok plays the kubelet for fake nodes (Ready nodes, Running pods).
+# A supervisor (supervise.sh, started by 'up') restarts any of those processes that exits, with
+# its same command line and a backoff, as a kubelet does for static pods; its log is
+# $JR2_STATE_DIR/supervisor.log (docs/decisions/0022-control-plane-supervision.md).
 #
 # Environment:
 #   JR2_CACHE_DIR  binaries and state (default ~/.cache/jr2)
@@ -30,6 +33,9 @@ NODE_PREFIX=jr2-node-
 # in 1.36; pinning it keeps the tests independent of that default.
 FEATURE_GATES=PodLevelResources=true
 WAIT_SECONDS=120
+# How long 'up' gives a supervised cluster that is not healthy (a component in restart backoff,
+# at most 30 s, plus its start) to recover before recreating it, which would lose its objects.
+RECOVERY_SECONDS=90
 
 log() { printf 'cluster: %s\n' "$*" >&2; }
 die() { printf 'cluster: error: %s\n' "$*" >&2; exit 1; }
@@ -44,6 +50,9 @@ BIN_DIR="$CACHE_DIR/bin"
 CLUSTER_DIR="$STATE_DIR/clusters/$CLUSTER_NAME"  # kwokctl's layout under KWOK_WORKDIR
 KUBECONFIG_PATH="$CLUSTER_DIR/kubeconfig.yaml"
 KUBECTL_LINK="$BIN_DIR/kubectl"                   # stable path for scripts and humans
+SUPERVISOR="$HERE/supervise.sh"
+SUPERVISOR_PID_FILE="$STATE_DIR/supervisor.pid"   # written by the supervisor itself
+SUPERVISOR_LOG="$STATE_DIR/supervisor.log"        # one line per component exit and restart
 NODES=${JR2_NODES:-3}
 [[ $NODES =~ ^[1-9][0-9]*$ && $NODES -le 250 ]] || die "JR2_NODES must be 1..250, got '$NODES'"
 
@@ -209,25 +218,28 @@ cluster_fingerprint() {
   { printf '%s %s %s\n' "$KUBE_FP" "$ETCD_FP" "$KWOK_FP"; kwokctl_config; node_manifest 0; } | sha256sum | cut -c1-16
 }
 
-# Run kwokctl with a private work dir and without any KWOK_* settings from the caller's
-# environment (they override the config file and could e.g. select docker).
-kwokctl() {
-  (
-    while IFS= read -r v; do unset "$v"; done < <(compgen -e | grep '^KWOK_' || true)
-    export KWOK_WORKDIR="$STATE_DIR"
-    # kwokctl polls the API with kubectl; keep kubectl's cache out of ~/.kube too.
-    export KUBECACHEDIR="$STATE_DIR/kubectl-cache"
-    # The components kwokctl forks inherit its open fds; without this they would hold the
-    # lock (fd 9), or a caller's (`flock FILE npm run cluster -- up`), for their whole life and
-    # every later lock on it would block. So every fd above stderr is closed here.
-    local fd
-    for fd in /proc/$BASHPID/fd/*; do
-      fd=${fd##*/}
-      ((fd > 2)) && eval "exec ${fd}>&-" 2>/dev/null
-    done
-    exec "$KWOKCTL" "$@"
-  )
+# clean_process: for a subshell about to exec kwokctl or the supervisor. A private kwok work
+# dir, no KWOK_* settings from the caller's environment (they override the config file and could
+# e.g. select docker), and no fd open above stderr. The supervisor gets the same environment as
+# kwokctl, so a component it restarts runs in the environment kwokctl gave the original.
+clean_process() {
+  local v fd
+  while IFS= read -r v; do unset "$v"; done < <(compgen -e | grep '^KWOK_' || true)
+  export KWOK_WORKDIR="$STATE_DIR"
+  # kwokctl polls the API with kubectl; keep kubectl's cache out of ~/.kube too.
+  export KUBECACHEDIR="$STATE_DIR/kubectl-cache"
+  # The components kwokctl forks (and the supervisor) inherit its open fds; without this they
+  # would hold the lock (fd 9), or a caller's (`flock FILE npm run cluster -- up`), for their
+  # whole life and every later lock on it would block. So every fd above stderr is closed here.
+  # ({fd}>&- closes the fd numbered $fd; closing one that is no longer open is not an error.
+  # No redirection on that command: bash would park stderr on a fd >= 10 the loop then closes.)
+  for fd in "/proc/$BASHPID/fd"/*; do
+    fd=${fd##*/}
+    if ((fd > 2)); then exec {fd}>&-; fi
+  done
 }
+
+kwokctl() { (clean_process && exec "$KWOKCTL" "$@"); }
 
 # --cache-dir: kubectl's discovery cache defaults to ~/.kube/cache; keep it in our state.
 k() { "$KUBECTL" --kubeconfig "$KUBECONFIG_PATH" --cache-dir "$STATE_DIR/kubectl-cache" "$@"; }
@@ -269,11 +281,80 @@ components_alive() {
   ((n >= 5))
 }
 
-control_plane_healthy() {
+# The state was created from the binaries and config this script would create it from now.
+state_current() {
   [[ -f $KUBECONFIG_PATH && -x $KUBECTL && -f $STATE_DIR/fingerprint ]] || return 1
-  [[ $(<"$STATE_DIR/fingerprint") == "$(cluster_fingerprint)" ]] || return 1
+  [[ $(<"$STATE_DIR/fingerprint") == "$(cluster_fingerprint)" ]]
+}
+
+control_plane_healthy() {
+  state_current || return 1
   components_alive || return 1
   k get --raw /readyz --request-timeout=5s >/dev/null 2>&1
+}
+
+# ---------------------------------------------------------------------------------------
+# Supervision (supervise.sh). kwokctl starts each component once; the supervisor restarts one
+# that exits. It is started detached (own session, stdin /dev/null, output to its log, no other
+# fd: see clean_process), so neither the caller's terminal nor its lock holds it.
+
+# supervisor_pid: the pid of this cluster's running supervisor; fails if there is none.
+supervisor_pid() {
+  local pid args
+  [[ -f $SUPERVISOR_PID_FILE ]] || return 1
+  pid=$(<"$SUPERVISOR_PID_FILE")
+  pid_is_ours "$pid" || return 1
+  args=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || return 1
+  [[ $args == *supervise.sh* ]] || return 1
+  printf '%s\n' "$pid"
+}
+
+ensure_supervisor() {
+  local pid i
+  supervisor_pid >/dev/null && return 0
+  rm -f "$SUPERVISOR_PID_FILE"
+  local session=()
+  command -v setsid >/dev/null 2>&1 && session=(setsid)
+  # One fork, which becomes the supervisor: no shell of ours stays behind waiting for it (and
+  # holding the lock fds that one would still have).
+  (clean_process && exec "${session[@]}" "$BASH" "$SUPERVISOR" "$STATE_DIR" "$CLUSTER_DIR") \
+    </dev/null >>"$SUPERVISOR_LOG" 2>&1 &
+  # It writes its pid file once it has recorded the components' command lines.
+  for ((i = 0; i < 100; i++)); do
+    if pid=$(supervisor_pid); then
+      log "supervisor running (pid $pid; restarts are logged in $SUPERVISOR_LOG)"
+      return 0
+    fi
+    sleep 0.1
+  done
+  tail -n 5 "$SUPERVISOR_LOG" >&2 2>/dev/null || true
+  die "the supervisor did not start (see $SUPERVISOR_LOG)"
+}
+
+# Stop the supervisor before anything else is stopped, so it does not restart what is stopped.
+stop_supervisor() {
+  local pid
+  if pid=$(supervisor_pid); then
+    kill -TERM "$pid" 2>/dev/null || true
+    if ! wait_gone 50 "$pid"; then
+      log "supervisor $pid did not stop on SIGTERM; sending SIGKILL"
+      kill -KILL "$pid" 2>/dev/null || true
+      wait_gone 50 "$pid" || die "supervisor $pid still running"
+    fi
+  fi
+  rm -f "$SUPERVISOR_PID_FILE"
+}
+
+# A supervised cluster that is unhealthy may only be between a component's exit and restart.
+# Waits for it (up to RECOVERY_SECONDS) instead of recreating it; fails if it does not recover.
+await_recovery() {
+  local deadline=$((SECONDS + RECOVERY_SECONDS))
+  log "the control plane is not healthy but its supervisor runs; waiting up to ${RECOVERY_SECONDS}s for it to recover (see $SUPERVISOR_LOG)"
+  until control_plane_healthy; do
+    ((SECONDS < deadline)) || return 1
+    sleep 1
+  done
+  log "the control plane recovered"
 }
 
 # ---------------------------------------------------------------------------------------
@@ -431,6 +512,7 @@ terminate() {
 
 stop_cluster() {
   local pids=() pid i alive
+  stop_supervisor
   mapfile -t pids < <(our_pids)
   if [[ -d $CLUSTER_DIR && -x $KWOKCTL ]]; then
     # kwokctl SIGKILLs the components in order (kwok and controllers before etcd). Its
@@ -493,6 +575,9 @@ create_cluster() {
 cmd_up() {
   local start=$SECONDS
   take_lock
+  if ! control_plane_healthy && state_current && supervisor_pid >/dev/null; then
+    await_recovery || log "it did not recover"
+  fi
   if control_plane_healthy; then
     nodes_as_wanted || ensure_nodes
   else
@@ -509,6 +594,7 @@ cmd_up() {
     cluster_fingerprint >"$STATE_DIR/fingerprint"
     log "cluster up in $((SECONDS - start))s"
   fi
+  ensure_supervisor
   link_kubectl
   echo "KUBECONFIG=$KUBECONFIG_PATH"
 }
@@ -523,15 +609,31 @@ cmd_down() {
   log "cluster is down; removed $STATE_DIR"
 }
 
+# "supervisor: running (pid N, R restarts so far; log FILE)" or "supervisor: not running".
+supervisor_line() {
+  local pid restarts=0
+  if pid=$(supervisor_pid); then
+    [[ -f $SUPERVISOR_LOG ]] && restarts=$(grep -c ': restarted as pid ' "$SUPERVISOR_LOG" || true)
+    echo "supervisor: running (pid $pid, $restarts restarts so far; log $SUPERVISOR_LOG)"
+  else
+    echo "supervisor: not running"
+  fi
+}
+
 cmd_status() {
   if control_plane_healthy; then
     echo "status: up"
+    supervisor_line
     echo "KUBECONFIG=$KUBECONFIG_PATH"
     k get nodes
     return 0
   fi
-  if [[ -e $STATE_DIR ]]; then
+  if [[ -e $STATE_DIR ]] && supervisor_pid >/dev/null; then
+    echo "status: down (recovering? the supervisor restarts what exited; 'up' waits for it)"
+    supervisor_line
+  elif [[ -e $STATE_DIR ]]; then
     echo "status: down (stale state in $STATE_DIR; 'up' recreates, 'down' removes it)"
+    supervisor_line
   else
     echo "status: down"
   fi
