@@ -92,7 +92,7 @@ const watches = process.env.PEPR_WATCH_MODE === "true" || process.env.PEPR_MODE 
       quietReviews();
       startServer(module, Number(process.env[OPERATOR_ENV.peprPort] ?? 3000));
     }
-    // The Sandbox controller's watches: one per kind (decision 0022).
+    // The Sandbox controller's watches: one per kind (decision 0023).
     if (watches && process.env.PEPR_MODE !== "build")
       startSandboxWatches().catch((err: unknown) => {
         Log.error({ err: String(err) }, "jr2-operator could not start its Sandbox watches");

@@ -5,6 +5,7 @@
 // same run, the cluster's own limit: the same number of plain Pods and Services created straight
 // from this client at the same concurrency (no operator), timed to all Ready.
 //   BENCH_WRITE_QPS: the operator's JR2_WRITE_QPS (`0`: no client-side limit; default: its own).
+//   BENCH_EVENT_QPS: the operator's JR2_EVENT_QPS (its Event budget; default: its own).
 import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { request } from "node:https";
@@ -150,7 +151,10 @@ export async function sandboxBurst(kubeconfig: string, count: number): Promise<R
     kubeconfig,
     port,
     "bench-operator",
-    qps !== undefined ? { JR2_WRITE_QPS: qps } : undefined,
+    {
+      ...(qps !== undefined ? { JR2_WRITE_QPS: qps } : {}),
+      ...(process.env.BENCH_EVENT_QPS !== undefined ? { JR2_EVENT_QPS: process.env.BENCH_EVENT_QPS } : {}),
+    },
     probeFile,
   );
   // Idle: up, CRDs applied, watches listed, nothing to reconcile yet, and settled (its start-up
@@ -263,6 +267,19 @@ export async function sandboxBurst(kubeconfig: string, count: number): Promise<R
         value: round(statusWrites / count),
         unit: "count",
         target: "<= 3",
+      },
+      {
+        bench: b,
+        // The operator's own share: from the pod event's arrival to the finishing status write.
+        metric: "operator_finish_p50_ms",
+        value: round(sumMetric(after, "pepr_jr2_finish_latency", { quantile: "0.5" })),
+        unit: "ms",
+      },
+      {
+        bench: b,
+        metric: "operator_finish_p99_ms",
+        value: round(sumMetric(after, "pepr_jr2_finish_latency", { quantile: "0.99" })),
+        unit: "ms",
       },
       { bench: b, metric: "reconcile_p50_ms", value: round(quantile(after, 0.5)), unit: "ms" },
       { bench: b, metric: "reconcile_p99_ms", value: round(quantile(after, 0.99)), unit: "ms" },

@@ -11,6 +11,7 @@ const WRITES = "jr2_api_writes";
 const ADMISSION = "jr2_admission_duration";
 const WRITE_WAIT = "jr2_write_wait";
 const WRITE_WAIT_TOTAL = "jr2_write_wait_ms_total";
+const FINISH = "jr2_finish_latency";
 
 let registered = false;
 function register() {
@@ -23,6 +24,10 @@ function register() {
   metricsCollector.addGauge(WRITES, "API writes by kind and verb (a count)", ["what"]);
   metricsCollector.addSummary(ADMISSION, "Admission review processing in milliseconds, from its arrival to its answer");
   metricsCollector.addSummary(WRITE_WAIT, "Milliseconds a write waited on the write limiter (decision 0020)");
+  metricsCollector.addSummary(
+    FINISH,
+    "Milliseconds from the pod event that finishes a Sandbox (Ready, ended, gone) to its status write",
+  );
   metricsCollector.addGauge(WRITE_WAIT_TOTAL, "Milliseconds writes waited on the limiter, by lane (a count)", ["lane"]);
 }
 
@@ -39,6 +44,11 @@ export const metrics = {
   apiWrite(what: string) {
     register();
     metricsCollector.incGauge(WRITES, { what });
+  },
+  /** A finishing status written; `since` is when its pod event arrived (performance.now()). */
+  finished(since: number) {
+    register();
+    metricsCollector.observeEnd(since, FINISH);
   },
   /** A write waited `ms` for its token in `lane`. */
   writeWaited(lane: string, ms: number) {

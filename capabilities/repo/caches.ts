@@ -7,7 +7,6 @@ import type { ReadyGate } from "../sandbox/status";
 import { DEFAULT_CACHE_ROOT, REPOS_MOUNT, repoVolumeName } from "../../api/wire";
 import { CONDITION, REPO_HOLD, REPOS_FRESH_REASON } from "../../api/conditions";
 
-
 /** A Repo as the operator sees it: its key (status.key) and its nodes' caches. */
 export type RepoView = { name: string; key?: string; nodes?: RepoStatus["nodes"] };
 
@@ -98,7 +97,12 @@ export function repoVerdict(
   // The first hold names the wait; a clone failure outranks a wait.
   gates.sort((a, b) => rank(a.reason) - rank(b.reason));
   const fresh = stale.length
-    ? { type: CONDITION.ReposFresh, status: "False" as const, reason: REPOS_FRESH_REASON.FetchFailed, message: stale.join("; ") }
+    ? {
+        type: CONDITION.ReposFresh,
+        status: "False" as const,
+        reason: REPOS_FRESH_REASON.FetchFailed,
+        message: stale.join("; "),
+      }
     : {
         type: CONDITION.ReposFresh,
         status: "True" as const,

@@ -131,13 +131,18 @@ export class SandboxController {
     return true;
   }
 
+  /** When the pod event that finishes a Sandbox arrived, until its finishing status is written. */
+  readonly #finishSeen = new Map<string, number>();
+
   onPod(pod: kind.Pod, deleted: boolean) {
     const key = keyOf(pod.metadata?.namespace, pod.metadata?.labels?.[SANDBOX_NAME_LABEL]);
     if (deleted) this.pods.delete(key, pod);
     else this.pods.set(key, pod);
     // A pod that turned Ready, ended or went finishes its Sandbox: that goes first (decision 0020).
-    if (deleted || finishes(pod)) this.queue.addFirst(key);
-    else this.queue.add(key);
+    if (deleted || finishes(pod)) {
+      if (!this.#finishSeen.has(key)) this.#finishSeen.set(key, performance.now());
+      this.queue.addFirst(key);
+    } else this.queue.add(key);
   }
 
   onService(svc: kind.Service, deleted: boolean) {
@@ -300,6 +305,12 @@ export class SandboxController {
       lane,
     );
     this.#store(key, updated as Sandbox);
+    if (lane === "finish") {
+      // The operator's own share of pod Ready -> Sandbox Ready: from the pod event to this write.
+      const seen = this.#finishSeen.get(key);
+      if (seen !== undefined) metrics.finished(seen);
+    }
+    this.#finishSeen.delete(key);
     for (const e of statusEvents(sbx.status, status)) this.#event(sbx, e.type, e.reason, e.message);
     Log.debug(
       { namespace: sbx.metadata.namespace, name: sbx.metadata.name, phase: status.phase },

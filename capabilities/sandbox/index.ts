@@ -51,7 +51,7 @@ const watchConfig = () => ({
  * One watch per kind, every phase, in the watching process only (pepr.ts). Not Pepr's
  * `When(...).IsCreatedOrUpdated()` and `.IsDeleted()`: each of those is a watch of its own, and each
  * watch keeps a copy of every object it sees, so a kind watched twice was held three times (the
- * deletes' watch, managedFields and all, besides the one this controller caches). Decision 0022.
+ * deletes' watch, managedFields and all, besides the one this controller caches). Decision 0023.
  *
  * Sandboxes are watched in every namespace, the ones admission ignores included: the controller's
  * gate refuses those on their status (decision 0017). Pods and Services only as the operator

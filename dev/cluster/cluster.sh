@@ -397,11 +397,11 @@ spec:
   - 10.244.$i.0/24
 # An m6i.8xlarge's capacity, and what a kubelet with the usual reservations leaves allocatable
 # (kube-reserved and system-reserved CPU and memory, an eviction threshold, a share of the disk).
-# Pods: room for the benchmark's Sandboxes on three nodes (kwok runs nothing for real), where a
-# real kubelet's default is 110.
+# Pods: room for the benchmark's 3000 Sandboxes and as many plain pods beside them on three nodes
+# (kwok runs nothing for real), where a real kubelet's default is 110.
 status:
-  capacity: {cpu: "32", memory: 128Gi, ephemeral-storage: 500Gi, hugepages-1Gi: "0", hugepages-2Mi: "0", pods: "1100"}
-  allocatable: {cpu: 31750m, memory: 124Gi, ephemeral-storage: 460Gi, hugepages-1Gi: "0", hugepages-2Mi: "0", pods: "1100"}
+  capacity: {cpu: "32", memory: 128Gi, ephemeral-storage: 500Gi, hugepages-1Gi: "0", hugepages-2Mi: "0", pods: "2500"}
+  allocatable: {cpu: 31750m, memory: 124Gi, ephemeral-storage: 460Gi, hugepages-1Gi: "0", hugepages-2Mi: "0", pods: "2500"}
   nodeInfo:
     architecture: amd64
     operatingSystem: linux
