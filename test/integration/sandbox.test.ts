@@ -112,6 +112,35 @@ describe("a Sandbox becomes one hardened Pod and one Service", () => {
     expect(sbx.status?.nodeName).toBeUndefined();
   });
 
+  it("is Ready when sized as seed 002 sizes it: ephemeral storage, pod-level resources, a zone and an instance type", async () => {
+    // The fake nodes look like real ones (dev/cluster/cluster.sh): capacity with ephemeral-storage,
+    // and the labels a placement rule reads.
+    await createSandbox(ns.name, "sized", {
+      resources: {
+        requests: { cpu: "1400m", memory: "2880Mi", "ephemeral-storage": "20Gi" },
+        limits: { cpu: "1400m", memory: "2880Mi" },
+      },
+      podResources: { requests: { cpu: "2", memory: "4Gi" }, limits: { cpu: "2", memory: "4Gi" } },
+      nodeSelector: {
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        "node.kubernetes.io/instance-type": "m6i.8xlarge",
+      },
+      sidecars: [
+        {
+          name: "custodian",
+          image: "ghcr.io/example/custodian:1",
+          resources: { requests: { cpu: "100m", memory: "192Mi" }, limits: { cpu: "100m", memory: "192Mi" } },
+        },
+      ],
+    });
+    const sbx = await waitPhase(ns.name, "sized", "Ready");
+    const node = await K8s(kind.Node).Get(sbx.status!.nodeName!);
+    expect(node.metadata?.labels?.["topology.kubernetes.io/zone"]).toMatch(/^local-1[abc]$/);
+    expect(node.status?.allocatable?.["ephemeral-storage"]).toBeDefined();
+    const [pod] = await listPods(ns.name, "sized");
+    expect(pod.spec?.containers?.[0]?.resources?.requests?.["ephemeral-storage"]).toBe("20Gi");
+  });
   it("names a ResourceQuota's refusal QuotaExceeded with no pod, then is Ready once the quota allows it", async () => {
     const quotaNs = `${ns.name}-q`;
     await K8s(kind.Namespace).Apply({ metadata: { name: quotaNs } });

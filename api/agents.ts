@@ -1,0 +1,139 @@
+// The agent protocol's words on the wire (seed 001 ADR-0002, decision 0025), pure: what the
+// Orchestrator sends the Harness to admit a turn and what it answers (the admission, the durable
+// handle), the turn's stream read from an offset, the abort, and the Harness's picks and their
+// delivery polls to the Orchestrator (through the Custodian, with the Sandbox token). Both sides
+// import these schemas; nothing here does I/O.
+import { z } from "zod";
+
+// ---------------------------------------------------------------------------------------------
+// Names and paths
+
+/** An Agent's name, and a conversation's id (the `iid`): one path segment each. */
+export const AgentName = z
+  .string()
+  .regex(/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/, "must be a DNS label (lower-case letters, digits, '-'), e.g. coder");
+export const ConversationId = z
+  .string()
+  .regex(/^[A-Za-z0-9]([A-Za-z0-9._-]{0,126}[A-Za-z0-9])?$/, "must be 1 to 128 letters, digits, '.', '_' or '-'");
+
+/** The Harness's routes. */
+export const agentPath = (name: string, id: string) => `/agents/${encodeURIComponent(name)}/${encodeURIComponent(id)}`;
+export const streamPath = (name: string, id: string) => `${agentPath(name, id)}/stream`;
+export const abortPath = (name: string, id: string) => `${agentPath(name, id)}/abort`;
+
+/** The Orchestrator's routes for a Harness (behind the Custodian's `/orchestrator` route). */
+export const picksPath = (iid: string) => `/v1/sandbox/agents/${encodeURIComponent(iid)}/picks`;
+export const deliveryPath = (iid: string, deliveryId: string) =>
+  `/v1/sandbox/agents/${encodeURIComponent(iid)}/deliveries/${encodeURIComponent(deliveryId)}`;
+export const allowedPath = (iid: string) => `/v1/sandbox/agents/${encodeURIComponent(iid)}/allowed`;
+
+/** A long-poll's hold (ADR-0002: about 25 s a request, so no timer on the path ever fires). */
+export const LONG_POLL_MS = 25_000;
+
+// ---------------------------------------------------------------------------------------------
+// Admitting a turn
+
+/** One Menu tool: a transition the invoking state offers (ADR-0015), presented to the model as a tool. */
+export const MenuTool = z.strictObject({
+  name: z
+    .string()
+    .regex(/^[a-zA-Z][a-zA-Z0-9_-]{0,63}$/, "must be a tool name: a letter, then letters, digits, '_' or '-'"),
+  description: z.string().max(4096, "must be at most 4096 characters"),
+  /** A JSON schema of the pick's arguments (an object schema); absent: no arguments. */
+  parameters: z.record(z.string(), z.unknown()).optional(),
+});
+export type MenuTool = z.infer<typeof MenuTool>;
+
+export const TurnImage = z.strictObject({
+  mediaType: z.enum(["image/png", "image/jpeg", "image/gif", "image/webp"]),
+  /** Base64, at most 5 MiB decoded. */
+  data: z.string().max(7_000_000, "must be at most 5 MiB decoded"),
+});
+
+/** `POST /agents/:name/:id`: a turn. A later turn on the same id continues the conversation. */
+export const TurnBody = z.strictObject({
+  message: z.string().min(1, "must not be empty").max(1_000_000, "must be at most 1,000,000 characters"),
+  images: z.array(TurnImage).max(16, "must be at most 16 images").optional(),
+  /** The Menu: fixed for a conversation (ADR-0029); repeated on each turn so a restart needs nothing kept. */
+  menu: z.array(MenuTool).default([]),
+  /** The picks this turn allows now (names in `menu`); re-read from the Orchestrator at each step. */
+  allowed: z.array(z.string()).default([]),
+  /** The caller's id for this submission: a repeat with the same one is the same turn, not a second. */
+  submissionId: z.string().min(1).max(128).optional(),
+});
+export type TurnBody = z.infer<typeof TurnBody>;
+
+/** The admission: the durable handle (ADR-0002). `offset` is where this turn's events begin. */
+export const Admission = z.strictObject({
+  streamUrl: z.string(),
+  offset: z.number().int().min(0),
+  submissionId: z.string(),
+});
+export type Admission = z.infer<typeof Admission>;
+
+// ---------------------------------------------------------------------------------------------
+// The stream: progress (lossy) and the end (exact)
+
+const at = { offset: z.number().int().min(0), at: z.string() };
+
+export const StreamEvent = z.discriminatedUnion("kind", [
+  z.strictObject({ kind: z.literal("turn"), ...at, submissionId: z.string() }),
+  z.strictObject({ kind: z.literal("text"), ...at, text: z.string() }),
+  z.strictObject({ kind: z.literal("tool"), ...at, tool: z.string(), callId: z.string(), args: z.unknown() }),
+  z.strictObject({
+    kind: z.literal("toolResult"),
+    ...at,
+    tool: z.string(),
+    callId: z.string(),
+    isError: z.boolean(),
+    text: z.string(),
+  }),
+  z.strictObject({ kind: z.literal("pick"), ...at, pick: z.string(), deliveryId: z.string().optional() }),
+  z.strictObject({ kind: z.literal("working"), ...at, note: z.string() }),
+  z.strictObject({
+    kind: z.literal("end"),
+    ...at,
+    submissionId: z.string(),
+    outcome: z.enum(["completed", "aborted", "failed"]),
+    message: z.string().optional(),
+    error: z.string().optional(),
+  }),
+]);
+export type StreamEvent = z.infer<typeof StreamEvent>;
+
+/** `GET <streamUrl>?offset=N`: the events from N on (possibly none after a long-poll's hold), and
+ * the offset to read from next. Reading an old offset again answers what followed it. */
+export const StreamPage = z.strictObject({
+  events: z.array(StreamEvent),
+  next: z.number().int().min(0),
+  /** True when the conversation has no running turn and every event up to `next` is read. */
+  idle: z.boolean(),
+});
+export type StreamPage = z.infer<typeof StreamPage>;
+
+// ---------------------------------------------------------------------------------------------
+// Picks and their deliveries (the Harness to the Orchestrator)
+
+export const PickBody = z.strictObject({
+  pick: z.string().min(1),
+  args: z.unknown().optional(),
+  /** The turn the pick belongs to. */
+  submissionId: z.string().min(1),
+  /** The tool call's id: a pick re-sent after an unknown outcome carries the same one. */
+  callId: z.string().min(1),
+});
+export type PickBody = z.infer<typeof PickBody>;
+
+/** The pick's POST answers at once: taken, with the delivery to poll. */
+export const PickReceipt = z.strictObject({ outstanding: z.literal(true), deliveryId: z.string().min(1) });
+export type PickReceipt = z.infer<typeof PickReceipt>;
+
+/** A delivery poll: still outstanding after the hold, or the Machine's answer (its text for the model). */
+export const Delivery = z.discriminatedUnion("state", [
+  z.strictObject({ state: z.literal("outstanding") }),
+  z.strictObject({ state: z.literal("answered"), answer: z.string() }),
+]);
+export type Delivery = z.infer<typeof Delivery>;
+
+/** The Allowed picks now (read at each step boundary; ADR-0029). */
+export const Allowed = z.strictObject({ allowed: z.array(z.string()) });
