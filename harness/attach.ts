@@ -13,7 +13,6 @@ export type RunResult = { stdout: string; stderr: string };
 export type Runner = (file: string, args: string[]) => Promise<RunResult>;
 export type Warn = (message: string) => void;
 
-
 /** The default ACL: group members (the pod's fsGroup) may write everything created below. */
 export const DEFAULT_ACL = "u::rwx,g::rwx,o::r-x";
 // A clone of a large repository or its first checkout may take a while; a hung git must not hold

@@ -5,7 +5,6 @@ import { bearerOf } from "../lib/http-json";
 
 const SHA256_HEX = /^[0-9a-f]{64}$/i;
 
-
 /** True when sha256(token) equals the expected hex digest; a malformed digest matches nothing. */
 export function tokenMatches(token: string, expectedSha256Hex: string | undefined): boolean {
   if (!expectedSha256Hex || !SHA256_HEX.test(expectedSha256Hex)) return false;

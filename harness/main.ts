@@ -20,7 +20,10 @@ async function main(): Promise<void> {
   // Still serve /healthz without a digest (the pod must become Ready to be diagnosed), but say why
   // every attach will be refused.
   if (!tokenSha256 || !/^[0-9a-f]{64}$/i.test(tokenSha256)) {
-    log({ level: "warn", message: `${HARNESS_ENV.tokenSha256} is unset or not a hex SHA-256: every attach is refused` });
+    log({
+      level: "warn",
+      message: `${HARNESS_ENV.tokenSha256} is unset or not a hex SHA-256: every attach is refused`,
+    });
   }
   const workRoot = env[HARNESS_ENV.workRoot] || "/work";
   const reposRoot = env[HARNESS_ENV.reposRoot] || REPOS_MOUNT;

@@ -1,9 +1,14 @@
 // The Harness's HTTP surface: GET /healthz for the kubelet's probe, POST /attach for the client
-// that prepares the Sandbox's repositories. Every answer is JSON; every error is {error:{code,message}}.
+// that prepares the Sandbox's repositories, and the agent protocol (seed 001 ADR-0002, decision
+// 0025): POST /agents/:name/:id admits a turn, GET /agents/:name/:id/stream?offset=N long-polls
+// its events, POST /agents/:name/:id/abort ends it. Every answer is JSON; every error is
+// {error:{code,message}}.
 import http from "node:http";
 import { attach, AttachError, checkBranchName, createMutex, execRunner, type Roots, type Runner } from "./attach";
 import { authorized } from "./auth";
 import { parseAttachBody } from "../api/attach";
+import { AgentName, ConversationId, LONG_POLL_MS, TurnBody } from "../api/agents";
+import { AgentHost, HostError } from "./agents/host";
 import { listen, logRequest, pathOf, readBody, sendError, sendJson } from "../lib/http-json";
 import { redact } from "../lib/redact";
 
@@ -18,9 +23,17 @@ export type HarnessOptions = Roots & {
   tokenSha256: string | undefined;
   run?: Runner;
   log?: Log;
+  /** The Agent host; absent, the agent routes answer 503 (no conversations volume configured). */
+  agents?: AgentHost;
 };
 
-type Ctx = Roots & { tokenSha256: string | undefined; run: Runner; log: Log; lock: ReturnType<typeof createMutex> };
+type Ctx = Roots & {
+  tokenSha256: string | undefined;
+  run: Runner;
+  log: Log;
+  lock: ReturnType<typeof createMutex>;
+  agents?: AgentHost;
+};
 
 type Res = http.ServerResponse;
 
@@ -60,8 +73,59 @@ async function postAttach(req: http.IncomingMessage, res: Res, ctx: Ctx): Promis
   }
 }
 
+const AGENT_ROUTE = /^\/agents\/([^/]+)\/([^/]+)(\/stream|\/abort)?$/;
+
+async function agentRoute(req: http.IncomingMessage, res: Res, ctx: Ctx, m: RegExpExecArray): Promise<void> {
+  if (!authorized(req.headers.authorization, ctx.tokenSha256)) {
+    return sendError(res, 401, "unauthorized", "a valid bearer token is required");
+  }
+  if (!ctx.agents)
+    return sendError(res, 503, "no_agents", "this Harness hosts no Agents: JR2_CONVERSATIONS_DIR is unset");
+  const name = AgentName.safeParse(decodeURIComponent(m[1]!));
+  if (!name.success) return sendError(res, 400, "invalid", `agent name: ${name.error.issues[0]!.message}`);
+  const id = ConversationId.safeParse(decodeURIComponent(m[2]!));
+  if (!id.success) return sendError(res, 400, "invalid", `conversation id: ${id.error.issues[0]!.message}`);
+  const [agent, conversation, action] = [name.data, id.data, m[3]];
+  try {
+    if (action === "/stream") {
+      if (req.method !== "GET") return sendError(res, 405, "method_not_allowed", "use GET", { allow: "GET" });
+      const url = new URL(req.url ?? "/", "http://harness");
+      const offset = Number(url.searchParams.get("offset") ?? "0");
+      if (!Number.isInteger(offset) || offset < 0)
+        return sendError(res, 400, "invalid", "offset: must be a whole number from 0 (the admission's offset)");
+      const wait = Number(url.searchParams.get("wait") ?? LONG_POLL_MS);
+      const hold = Number.isFinite(wait) ? Math.min(Math.max(wait, 0), LONG_POLL_MS) : LONG_POLL_MS;
+      // A reader that goes away stops holding; it is never an abort of the turn (ADR-0002).
+      const gone = new AbortController();
+      res.once("close", () => gone.abort());
+      return sendJson(res, 200, await ctx.agents.stream(agent, conversation, offset, hold, gone.signal));
+    }
+    if (req.method !== "POST") return sendError(res, 405, "method_not_allowed", "use POST", { allow: "POST" });
+    if (action === "/abort") return sendJson(res, 200, ctx.agents.abort(agent, conversation));
+    const raw = await readBody(req, MAX_TURN_BYTES);
+    if (raw === undefined)
+      return sendError(res, 413, "too_large", `the body exceeds ${MAX_TURN_BYTES} bytes`, { connection: "close" });
+    const decoded = decodeJson(raw);
+    if (!decoded.ok) return sendError(res, 400, "invalid", "body: not valid JSON");
+    const body = TurnBody.safeParse(decoded.value);
+    if (!body.success) {
+      const message = body.error.issues.map((i) => `${i.path.join(".") || "body"}: ${i.message}`).join("; ");
+      return sendError(res, 400, "invalid", message);
+    }
+    return sendJson(res, 202, ctx.agents.admit(agent, conversation, body.data));
+  } catch (err) {
+    if (err instanceof HostError) return sendError(res, err.status, err.code, err.message);
+    throw err;
+  }
+}
+
+/** A turn's body may carry images: larger than an attach's. */
+const MAX_TURN_BYTES = 48 * 1024 * 1024;
+
 async function route(req: http.IncomingMessage, res: Res, ctx: Ctx): Promise<void> {
   const path = pathOf(req);
+  const agent = AGENT_ROUTE.exec(path);
+  if (agent) return agentRoute(req, res, ctx, agent);
   if (path === "/healthz") {
     if (req.method === "GET" || req.method === "HEAD") return sendJson(res, 200, { ok: true });
     return sendError(res, 405, "method_not_allowed", "use GET", { allow: "GET, HEAD" });
@@ -82,6 +146,7 @@ export function createHarness(opts: HarnessOptions): http.Server {
     run: opts.run ?? execRunner,
     log: opts.log ?? (() => undefined),
     lock: createMutex(),
+    ...(opts.agents ? { agents: opts.agents } : {}),
   };
   return http.createServer((req, res) => {
     logRequest(req, res, ctx.log);

@@ -76,6 +76,16 @@ export class ConversationLog {
     return undefined;
   }
 
+  /** The submission whose turn began and has not ended (a Harness that stopped while it ran). */
+  get unended(): string | undefined {
+    for (let i = this.#events.length - 1; i >= 0; i--) {
+      const e = this.#events[i]!;
+      if (e.kind === "end") return undefined;
+      if (e.kind === "turn") return e.submissionId;
+    }
+    return undefined;
+  }
+
   /** Where the submission's events begin, when it was admitted here. */
   startOf(submissionId: string): number | undefined {
     return this.#events.find((e) => e.kind === "turn" && e.submissionId === submissionId)?.offset;
