@@ -1,7 +1,17 @@
 // Two tiers (docs/decisions/0004-jest.md). Both transform TypeScript with @swc/jest (fast, cached
 // in jest's cache directory) and also transform the ESM-only packages pepr's CJS entry requires,
-// which jest's module loader cannot `require` on Node 20.
-const esm = ["kubernetes-fluent-client", "@kubernetes/client-node", "openid-client", "oauth4webapi", "jose"];
+// which jest's module loader cannot `require` on Node 20; likewise the agent library the Harness runs
+// on (pi, decision 0024) and typebox, its ESM-only schema package.
+const esm = [
+  "kubernetes-fluent-client",
+  "@kubernetes/client-node",
+  "openid-client",
+  "oauth4webapi",
+  "jose",
+  "@mariozechner/pi-agent-core",
+  "@mariozechner/pi-ai",
+  "typebox",
+];
 
 const swc = [
   "@swc/jest",
@@ -15,6 +25,8 @@ const swc = [
 const base = {
   transform: { "^.+\\.(t|j|mj)s$": swc },
   transformIgnorePatterns: [`/node_modules/(?!(${esm.join("|")})/)`],
+  // pi-ai's package exports name only an `import` entry, which jest's CommonJS resolver never picks.
+  moduleNameMapper: { "^@mariozechner/pi-ai$": "<rootDir>/node_modules/@mariozechner/pi-ai/dist/index.js" },
   moduleFileExtensions: ["ts", "js", "mjs", "json"],
   testEnvironment: "node",
 };
