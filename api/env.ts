@@ -19,6 +19,13 @@ export const HARNESS_ENV = {
   host: LISTEN_HOST,
   /** Where it keeps its conversations (seed 002 ADR-0031), a volume of its own. */
   conversationsDir: "JR2_CONVERSATIONS_DIR",
+  /** The model its Agents ask (an OpenAI-compatible endpoint): the Custodian's provider route by
+   * name (`<JR2_CUSTODIAN_URL>/providers/<name>/v1`), or a base url outright; the model's id; and the
+   * env var holding the key's Stand-in (default OPENAI_API_KEY). */
+  modelProvider: "JR2_MODEL_PROVIDER",
+  modelUrl: "JR2_MODEL_URL",
+  modelId: "JR2_MODEL_ID",
+  modelKeyEnv: "JR2_MODEL_KEY_ENV",
 } as const;
 
 /** The Sandbox Effector (seed 002 `sandboxEffectorContainer`): where its mounts are. */

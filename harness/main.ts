@@ -2,6 +2,9 @@
 // Logs are JSON lines on stdout, one per request; neither headers nor bodies are ever logged.
 import { HARNESS_ENV } from "../api/env";
 import { HARNESS_PORT, REPOS_MOUNT } from "../api/wire";
+import { HARNESS_CUSTODIAN_URL_ENV, PROVIDERS_ROUTE } from "../api/custodian";
+import { AgentHost } from "./agents/host";
+import { piRunner } from "./agents/pi-runner";
 import { startHarness, type LogEntry } from "./server";
 
 const log = (entry: LogEntry) =>
@@ -29,7 +32,12 @@ async function main(): Promise<void> {
   const reposRoot = env[HARNESS_ENV.reposRoot] || REPOS_MOUNT;
   const port = portOf(env[HARNESS_ENV.port]);
   const host = env[HARNESS_ENV.host] || undefined;
-  const server = await startHarness({ workRoot, reposRoot, tokenSha256, log }, port, host);
+  const agents = agentHost(env, workRoot);
+  const server = await startHarness(
+    { workRoot, reposRoot, tokenSha256, log, ...(agents ? { agents } : {}) },
+    port,
+    host,
+  );
   // The bound port (PORT=0 picks a free one: the Orchestrator's local mode reads it from here).
   const bound = (server.address() as import("node:net").AddressInfo).port;
   log({ level: "info", message: "listening", port: bound, host: host ?? "*", workRoot, reposRoot });
@@ -41,6 +49,34 @@ async function main(): Promise<void> {
   if (env[HARNESS_ENV.exitWithParent] === "1") {
     process.stdin.on("end", stop).on("error", stop).resume();
   }
+}
+
+/** The Agent host, when the pod gave this Harness a conversations volume (decision 0025). */
+function agentHost(env: NodeJS.ProcessEnv, workRoot: string): AgentHost | undefined {
+  const dir = env[HARNESS_ENV.conversationsDir];
+  if (!dir) return undefined;
+  const custodianUrl = env[HARNESS_CUSTODIAN_URL_ENV];
+  const provider = env[HARNESS_ENV.modelProvider];
+  const baseUrl =
+    env[HARNESS_ENV.modelUrl] ||
+    (custodianUrl && provider ? `${custodianUrl}${PROVIDERS_ROUTE}/${provider}/v1` : undefined);
+  const keyEnv = env[HARNESS_ENV.modelKeyEnv] || "OPENAI_API_KEY";
+  const run = piRunner({
+    endpoint: {
+      baseUrl: baseUrl ?? "http://model.invalid/v1",
+      // The Stand-in; the Custodian swaps it for the key toward its bound origin.
+      apiKey: env[keyEnv] || "none",
+      id: env[HARNESS_ENV.modelId] || "default",
+    },
+    workRoot,
+    ...(custodianUrl ? { custodianUrl } : {}),
+  });
+  if (!baseUrl)
+    log({
+      level: "warn",
+      message: `no model: set ${HARNESS_ENV.modelProvider} (a Custodian provider) or ${HARNESS_ENV.modelUrl}; every turn fails`,
+    });
+  return new AgentHost({ dir, run, log });
 }
 
 main().catch((err: unknown) => {

@@ -1,0 +1,124 @@
+// The turn loop on pi (decision 0024): one pi Agent per turn, rebuilt from the conversation's
+// history, with the working tools (read, write, edit, bash inside /work) and the turn's Menu as
+// tools. A Menu tool call is a pick: allowed ones go to the Orchestrator through the Custodian and
+// wait for the Machine's answer (picks/client.ts); one the turn does not allow is answered so,
+// and sent nowhere. The model is reached through the Custodian's provider route with a Stand-in
+// as its key (decision 0021): the Harness never holds the key.
+import type { AgentMessage, AgentTool } from "@mariozechner/pi-agent-core";
+import type { AssistantMessage } from "@mariozechner/pi-ai";
+import { Type } from "typebox";
+import type { MenuTool } from "../../api/agents";
+import { sendPick } from "../picks/client";
+import type { TurnInput, TurnRunner } from "./host";
+import { agentCore, agentModel, type ModelEndpoint } from "./model";
+import { workingTools } from "./tools";
+
+export type PiRunnerOptions = {
+  endpoint: ModelEndpoint;
+  /** The working tools' root (/work). */
+  workRoot: string;
+  /** Where picks go (JR2_CUSTODIAN_URL); absent, a pick is answered as not deliverable. */
+  custodianUrl?: string;
+  systemPrompt?: string;
+};
+
+const SYSTEM_PROMPT =
+  "You are a coding agent working in /work, a checkout of the repositories you were given. Use the tools to " +
+  "read, change and test the code. When the work of this turn is done, call the tool of the decision you make.";
+
+export function piRunner(o: PiRunnerOptions): TurnRunner {
+  return async (turn) => {
+    const { Agent } = await agentCore();
+    const { model, getApiKey } = agentModel(o.endpoint);
+    const tools: AgentTool[] = [
+      ...workingTools({ root: o.workRoot }),
+      ...turn.body.menu.map((m) => menuTool(m, turn, o)),
+    ];
+    const agent = new Agent({
+      initialState: {
+        systemPrompt: o.systemPrompt ?? SYSTEM_PROMPT,
+        model,
+        tools,
+        messages: turn.history as AgentMessage[],
+      },
+      getApiKey,
+    });
+    const unsubscribe = agent.subscribe((event) => {
+      if (event.type === "message_end" && isAssistant(event.message)) {
+        const text = textOf(event.message);
+        if (text) turn.emit({ kind: "text", text });
+      } else if (event.type === "tool_execution_start") {
+        turn.emit({ kind: "tool", tool: event.toolName, callId: event.toolCallId, args: event.args });
+      } else if (event.type === "tool_execution_end") {
+        turn.emit({
+          kind: "toolResult",
+          tool: event.toolName,
+          callId: event.toolCallId,
+          isError: event.isError,
+          text: resultText(event.result).slice(0, 4000),
+        });
+      }
+    });
+    const onAbort = () => agent.abort();
+    turn.signal.addEventListener("abort", onAbort, { once: true });
+    try {
+      await agent.prompt(turn.body.message);
+    } finally {
+      turn.signal.removeEventListener("abort", onAbort);
+      unsubscribe();
+    }
+    const messages = agent.state.messages;
+    const last = [...messages].reverse().find(isAssistant);
+    // pi ends a turn whose model call failed with an error message rather than a throw.
+    if (!turn.signal.aborted && last?.stopReason === "error")
+      throw new Error(`the model call failed: ${last.errorMessage ?? "no reason given"}`);
+    return { ...(last ? { message: textOf(last) } : {}), history: messages };
+  };
+}
+
+/** A Menu entry as a tool: its pick, sent when the turn allows it. */
+function menuTool(m: MenuTool, turn: TurnInput, o: PiRunnerOptions): AgentTool {
+  return {
+    name: m.name,
+    label: m.name,
+    description: m.description,
+    parameters: Type.Unsafe(m.parameters ?? { type: "object", properties: {} }),
+    executionMode: "sequential",
+    execute: async (callId, args, signal) => {
+      if (!turn.body.allowed.includes(m.name)) {
+        throw new Error(
+          `\`${m.name}\` is not allowed in this turn; the allowed picks are: ${turn.body.allowed.join(", ") || "none"}`,
+        );
+      }
+      if (!o.custodianUrl) throw new Error(`\`${m.name}\` cannot be sent: this Harness has no Custodian`);
+      const both = signal ? AbortSignal.any([signal, turn.signal]) : turn.signal;
+      const outcome = await sendPick({
+        custodianUrl: o.custodianUrl,
+        iid: turn.conversation,
+        pick: m.name,
+        args,
+        submissionId: turn.submissionId,
+        callId,
+        signal: both,
+        onOutstanding: (deliveryId) => turn.emit({ kind: "pick", pick: m.name, deliveryId }),
+      });
+      // A failure the model must not read as a failed pick is the call's answer (ADR-0002).
+      if (outcome.isError) throw new Error(outcome.text);
+      return { content: [{ type: "text", text: outcome.text }], details: { answered: outcome.answered } };
+    },
+  };
+}
+
+const isAssistant = (m: AgentMessage): m is AssistantMessage =>
+  typeof m === "object" && m !== null && (m as { role?: string }).role === "assistant";
+
+const textOf = (m: AssistantMessage) =>
+  m.content
+    .filter((c): c is { type: "text"; text: string } => c.type === "text")
+    .map((c) => c.text)
+    .join("");
+
+function resultText(result: unknown): string {
+  const content = (result as { content?: Array<{ type: string; text?: string }> } | undefined)?.content ?? [];
+  return content.map((c) => (c.type === "text" ? (c.text ?? "") : `[${c.type}]`)).join("");
+}
