@@ -160,12 +160,7 @@ export function composeSandbox(input: ComposeInput): Composition {
     ...(split.harness ? { resources: split.harness } : {}),
     ...(split.pod ? { podResources: split.pod } : {}),
     ...(split.shmSize ? { shmSize: split.shmSize } : {}),
-    env: [
-      ...harnessCustodianEnv(config),
-      { name: HARNESS_ENV.conversationsDir, value: CONVERSATIONS_DIR },
-      // Last, so no other entry of the same name can choose the bearer (seed 002 ADR-0058).
-      { name: HARNESS_ENV.tokenSha256, value: tokenDigest(harnessToken(input.signingKey, req.name)) },
-    ],
+    env: harnessEnv(input, config),
     sidecars: [
       custodianContainer(input.custodianImage, split),
       ...(req.userImage ? [userContainer(req.userImage, keys, split)] : []),
@@ -287,6 +282,21 @@ export function ownedObjects(
     );
   }
   return objects;
+}
+
+/**
+ * The Harness's env: the installation's passthrough first (seed 002 harnessEnv), then what the
+ * composition owns, which wins: an entry of the passthrough with one of its names is dropped rather
+ * than listed twice. The bearer's digest last, so nothing can choose it (seed 002 ADR-0058).
+ */
+function harnessEnv(input: ComposeInput, config: CustodianConfig) {
+  const owned = [
+    ...harnessCustodianEnv(config),
+    { name: HARNESS_ENV.conversationsDir, value: CONVERSATIONS_DIR },
+    { name: HARNESS_ENV.tokenSha256, value: tokenDigest(harnessToken(input.signingKey, input.req.name)) },
+  ];
+  const names = new Set(owned.map((e) => e.name));
+  return [...input.pod.harness.env.filter((e) => !names.has(e.name)), ...owned];
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -58,6 +58,24 @@ export const PodConfig = z
           .optional(),
       })
       .default({ resources: { ...CUSTODIAN_SLICE }, providers: [], held: [], tunnel: [] }),
+    harness: z
+      .strictObject({
+        env: z
+          .array(
+            z.strictObject({
+              name: EnvName,
+              value: z.string().max(32_768, "must be at most 32768 characters"),
+            }),
+          )
+          .default([])
+          .meta({
+            description:
+              "The Harness's own settings (e.g. JR2_MODEL_PROVIDER, JR2_MODEL_ID): first in its env, so the " +
+              "mechanism's variables (the Custodian's address, the Stand-ins, the bearer's digest) win on a clash. " +
+              "Never a credential: a credential is a held value.",
+          }),
+      })
+      .default({ env: [] }),
     effector: z
       .strictObject({
         image: z.string().min(1, "must not be empty").optional().meta({

@@ -27,6 +27,11 @@ custodian:
     - { secret: model-keys, key: anthropic, env: ANTHROPIC_API_KEY, origins: ["https://api.anthropic.com"], headers: [x-api-key] }
     - { secret: model-keys, key: openai, env: OPENAI_API_KEY, origins: ["https://api.openai.com"] }
   tunnel: ["*.github.com"]
+harness:
+  env:
+    - { name: JR2_MODEL_PROVIDER, value: anthropic }
+    - { name: HTTPS_PROXY, value: "http://elsewhere:3128" }
+    - { name: JR2_HARNESS_TOKEN_SHA256, value: "0000" }
 `,
   "pod.yaml",
 );
@@ -186,6 +191,14 @@ describe("the Sandbox CR the Orchestrator composes", () => {
         name: "JR2_HARNESS_TOKEN_SHA256",
         value: tokenDigest(harnessToken(KEY, NAME)),
       });
+    });
+
+    it("puts the installation's passthrough first, and never lets it choose a variable the composition owns", () => {
+      expect(env[0]).toEqual({ name: "JR2_MODEL_PROVIDER", value: "anthropic" });
+      expect(env.filter((e) => e.name === "HTTPS_PROXY")).toEqual([
+        { name: "HTTPS_PROXY", value: "http://127.0.0.1:8081" },
+      ]);
+      expect(env.filter((e) => e.name === "JR2_HARNESS_TOKEN_SHA256")).toHaveLength(1);
     });
 
     it("carries no secret: no valueFrom, no envFrom, neither token", () => {

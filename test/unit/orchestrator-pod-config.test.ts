@@ -7,6 +7,7 @@ const FILE = "/etc/jr2/pod-config.yaml";
 
 const DEFAULTS: PodConfig = {
   custodian: { resources: { cpu: "100m", memory: "192Mi" }, providers: [], held: [], tunnel: [] },
+  harness: { env: [] },
   effector: {},
 };
 
@@ -115,6 +116,7 @@ describe("the pod config", () => {
         tunnel: ["github.com", "*.npmjs.org", "registry.example.com:8443"],
         timeouts: { connect: "5s", headers: "120s", body: "10m" },
       },
+      harness: { env: [] },
       effector: { image: "registry.example.com/jr2/effector:1.2.3" },
     });
   });
