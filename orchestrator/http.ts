@@ -14,6 +14,9 @@ import {
   type WorkspaceView,
 } from "./api";
 import { openApiDocument } from "./openapi";
+import { PickBody } from "../api/agents";
+import { AnswerBody, waitOf, workspaceOfIid } from "./picks";
+import type { Picks } from "./pick-store";
 import { bearerOf, listen, logRequest, pathOf, readBody, sendError, sendJson } from "../lib/http-json";
 
 /** What the API serves; the registry of workspace actors implements it. */
@@ -39,6 +42,11 @@ export type ServerOptions = {
   log?: (entry: LogEntry) => void;
   /** How often an idle event stream gets a keep-alive comment. Default 15 s. */
   keepAliveMs?: number;
+  /** Agents' picks (pick-store.ts): absent, their routes answer 404. */
+  picks?: Picks;
+  /** True when `token` is the Sandbox token of workspace `name` (tokens.ts sandboxTokenChecker):
+   * the Harness-facing routes' authentication, through the pod's Custodian. */
+  checkSandboxToken?: (name: string, token: string) => boolean;
 };
 
 /** Bodies above this are refused with 413 before they are buffered. */
@@ -47,7 +55,8 @@ const DEFAULT_KEEPALIVE_MS = 15_000;
 
 type Req = http.IncomingMessage;
 type Res = http.ServerResponse;
-type Ctx = Required<Omit<ServerOptions, "log">> & { log: (entry: LogEntry) => void; openapi: string };
+type Ctx = Required<Omit<ServerOptions, "log" | "picks" | "checkSandboxToken">> &
+  Pick<ServerOptions, "picks" | "checkSandboxToken"> & { log: (entry: LogEntry) => void; openapi: string };
 
 // ---------------------------------------------------------------------------------------------
 // Answers
@@ -169,12 +178,85 @@ async function events(req: Req, res: Res, ctx: Ctx, name: string): Promise<void>
   if (view && FINAL_STATES.includes(view.state)) finish();
 }
 
+// ---------------------------------------------------------------------------------------------
+// Picks: the Harness's (Sandbox token) and the Machine's (API token)
+
+const SANDBOX_ROUTE = /^\/v1\/sandbox\/agents\/([^/]+)\/(picks|deliveries\/([^/]+))\/?$/;
+
+/**
+ * `POST /v1/sandbox/agents/:iid/picks` and `GET .../deliveries/:id?wait=ms`, as the Harness calls
+ * them through its Custodian. The bearer must be the Sandbox token of the workspace the
+ * conversation belongs to (`<workspace>.<rest>`, picks.ts); anything else is 401, naming nothing.
+ */
+async function sandboxRoute(req: Req, res: Res, ctx: Ctx, m: RegExpExecArray): Promise<void> {
+  const iid = segmentOf(m[1]);
+  const workspace = iid === undefined ? undefined : workspaceOfIid(iid);
+  const token = bearerOf(req.headers.authorization);
+  if (
+    token === undefined ||
+    workspace === undefined ||
+    !ctx.checkSandboxToken ||
+    !ctx.checkSandboxToken(workspace, token)
+  ) {
+    return sendError(res, 401, "unauthorized", "a valid Sandbox token is required", { "www-authenticate": "Bearer" });
+  }
+  if (!ctx.picks) return sendError(res, 404, "not_found", "picks are not served here");
+  if (m[2] === "picks") {
+    if (req.method !== "POST") return methodNotAllowed(res, ["POST"]);
+    const body = await jsonBody(req, res);
+    if (!body) return;
+    const parsed = PickBody.safeParse(body.value);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      return sendError(res, 400, "invalid", `${issue?.path.join(".") || "body"}: ${issue?.message}`);
+    }
+    const { receipt, repeated } = await ctx.picks.submit(workspace, iid!, parsed.data);
+    return sendJson(res, repeated ? 200 : 202, receipt);
+  }
+  if (req.method !== "GET") return methodNotAllowed(res, ["GET"]);
+  const deliveryId = segmentOf(m[3]);
+  if (deliveryId === undefined) return sendError(res, 404, "not_found", "no such delivery");
+  const wait = waitOf(new URL(req.url ?? "/", "http://x").searchParams.get("wait"));
+  // The client leaving ends the hold (a Harness's poll cut by a reset is sent again).
+  const gone = new AbortController();
+  const onClose = () => gone.abort();
+  res.on("close", onClose);
+  try {
+    const delivery = await ctx.picks.delivery(workspace, iid!, deliveryId, wait, gone.signal);
+    if (!gone.signal.aborted) sendJson(res, 200, delivery);
+  } finally {
+    res.off("close", onClose);
+  }
+}
+
+/** `GET /v1/workspaces/:name/picks` and `POST /v1/workspaces/:name/picks/:deliveryId/answer`. */
+async function machinePicks(req: Req, res: Res, ctx: Ctx, name: string, deliveryId: string | undefined) {
+  if (!ctx.picks) return sendError(res, 404, "not_found", "picks are not served here");
+  if (deliveryId === undefined) {
+    if (req.method !== "GET") return methodNotAllowed(res, ["GET"]);
+    return sendJson(res, 200, { items: await ctx.picks.outstanding(name) });
+  }
+  if (req.method !== "POST") return methodNotAllowed(res, ["POST"]);
+  const body = await jsonBody(req, res);
+  if (!body) return;
+  const parsed = AnswerBody.safeParse(body.value);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    return sendError(res, 400, "invalid", `${issue?.path.join(".") || "body"}: ${issue?.message}`);
+  }
+  await ctx.picks.answer(name, deliveryId, parsed.data.answer);
+  sendJson(res, 200, { deliveryId, answered: true });
+}
+
 async function route(req: Req, res: Res, ctx: Ctx): Promise<void> {
   const path = pathOf(req);
   if (path === "/healthz") {
     if (req.method === "GET" || req.method === "HEAD") return sendJson(res, 200, { ok: true });
     return methodNotAllowed(res, ["GET", "HEAD"]);
   }
+  // The Harness's routes carry a Sandbox token, never an API token.
+  const sandbox = SANDBOX_ROUTE.exec(path);
+  if (sandbox) return sandboxRoute(req, res, ctx, sandbox);
   // Everything else needs a bearer, before anything is read or said about the route.
   const token = bearerOf(req.headers.authorization);
   if (token === undefined || !ctx.checkToken(token)) {
@@ -192,10 +274,28 @@ async function route(req: Req, res: Res, ctx: Ctx): Promise<void> {
     return void res.end(ctx.openapi);
   }
   if (path === "/v1/workspaces" || path === "/v1/workspaces/") return workspaces(req, res, ctx);
+  const p = /^\/v1\/workspaces\/([^/]+)\/picks(?:\/([^/]+)\/answer)?\/?$/.exec(path);
+  if (p) {
+    const ws = nameOf(p[1]);
+    const deliveryId = p[2] === undefined ? undefined : segmentOf(p[2]);
+    if (ws === undefined || (p[2] !== undefined && deliveryId === undefined))
+      return sendError(res, 404, "not_found", `no route for ${req.method} ${path}`);
+    return machinePicks(req, res, ctx, ws, deliveryId);
+  }
   const m = /^\/v1\/workspaces\/([^/]+)(\/events)?\/?$/.exec(path);
   const name = m ? nameOf(m[1]) : undefined;
   if (!m || name === undefined) return sendError(res, 404, "not_found", `no route for ${req.method} ${path}`);
   return m[2] ? events(req, res, ctx, name) : workspace(req, res, ctx, name);
+}
+
+/** A path segment decoded, or undefined when it cannot be. */
+function segmentOf(segment: string): string | undefined {
+  try {
+    const text = decodeURIComponent(segment);
+    return text && !text.includes("/") ? text : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** A path segment as a workspace name, or undefined (no such workspace can exist). */
@@ -218,6 +318,8 @@ export function createOrchestratorServer(opts: ServerOptions): http.Server {
     log: opts.log ?? (() => undefined),
     keepAliveMs: opts.keepAliveMs ?? DEFAULT_KEEPALIVE_MS,
     openapi: JSON.stringify(openApiDocument()),
+    ...(opts.picks ? { picks: opts.picks } : {}),
+    ...(opts.checkSandboxToken ? { checkSandboxToken: opts.checkSandboxToken } : {}),
   };
   return http.createServer((req, res) => {
     logRequest(req, res, ctx.log);

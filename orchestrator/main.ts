@@ -28,7 +28,8 @@ import { ensureInstallation, podSettingsFrom, type PodSettings } from "./install
 import { LocalHarnesses } from "./local-harness";
 import { OrchestratorMetrics } from "./metrics";
 import { SandboxWatch } from "./sandbox-watch";
-import { apiTokenChecker, readApiTokens, readSigningKey } from "./tokens";
+import { KubeLedgerBackend, PickStore } from "./pick-store";
+import { apiTokenChecker, readApiTokens, readSigningKey, sandboxTokenChecker } from "./tokens";
 import { WorkspaceRegistry } from "./workspaces";
 import { API_HTTP2_ENV, ORCHESTRATOR_ENV as E } from "../api/env";
 import { listenHost } from "../lib/http-json";
@@ -130,6 +131,9 @@ async function main() {
       checkToken: apiTokenChecker(tokens),
       metrics: async () => metrics.render(await registry.list()),
       log,
+      // Agents' picks: each workspace's ledger in a ConfigMap its Sandbox owns, read back lazily.
+      picks: new PickStore({ watch, backend: new KubeLedgerBackend(namespace) }),
+      checkSandboxToken: sandboxTokenChecker(signingKey),
     },
     port,
     host,

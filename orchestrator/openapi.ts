@@ -2,6 +2,8 @@
 // zod 4's own JSON Schema writer (docs/decisions/0003). OpenAPI 3.1 takes JSON Schema 2020-12 as is.
 import { z } from "zod";
 import { Created, CreateWorkspaceBody, ErrorBody, WorkspaceEvent, WorkspaceList, WorkspaceView } from "./api";
+import { Delivery, PickBody, PickReceipt } from "../api/agents";
+import { AnswerBody, AnswerReceipt, PickList } from "./picks";
 
 type Json = Record<string, unknown>;
 
@@ -22,6 +24,14 @@ const NAME_PARAM = {
   in: "path",
   required: true,
   description: "The workspace's name.",
+  schema: { type: "string" },
+};
+
+const IID_PARAM = {
+  name: "iid",
+  in: "path",
+  required: true,
+  description: "The conversation: `<workspace>.<rest>` (its workspace is the part before the first dot).",
   schema: { type: "string" },
 };
 
@@ -94,6 +104,87 @@ export function openApiDocument(): Json {
           },
         },
       },
+      "/v1/workspaces/{name}/picks": {
+        parameters: [NAME_PARAM],
+        get: {
+          summary: "The picks the workspace's Agents wait on (outstanding), oldest first",
+          responses: {
+            "200": answer("The outstanding picks.", "PickList"),
+            "404": error("No such workspace."),
+            ...COMMON_ERRORS,
+          },
+        },
+      },
+      "/v1/workspaces/{name}/picks/{deliveryId}/answer": {
+        parameters: [
+          NAME_PARAM,
+          {
+            name: "deliveryId",
+            in: "path",
+            required: true,
+            description: "The pick's delivery.",
+            schema: { type: "string" },
+          },
+        ],
+        post: {
+          summary: "Answer a pick: the text its Agent reads as the Menu tool's result",
+          requestBody: { required: true, ...json("AnswerBody") },
+          responses: {
+            "200": answer("Answered; the Agent's delivery poll gets it.", "AnswerReceipt"),
+            "400": error("The body is invalid."),
+            "404": error("No such workspace, or no pick with this delivery."),
+            "409": error("The pick is answered already."),
+            ...COMMON_ERRORS,
+          },
+        },
+      },
+      "/v1/sandbox/agents/{iid}/picks": {
+        parameters: [IID_PARAM],
+        post: {
+          summary: "A Harness's pick (through its Custodian)",
+          description:
+            "Taken at once and kept in the cluster (a ConfigMap the Sandbox owns). The same (iid, submissionId, " +
+            "callId) again answers the same delivery (200).",
+          security: [{ sandbox: [] }],
+          requestBody: { required: true, ...json("PickBody") },
+          responses: {
+            "202": answer("Taken: poll the delivery.", "PickReceipt"),
+            "200": answer("The same pick again: its delivery.", "PickReceipt"),
+            "400": error("The body is invalid."),
+            "401": error("No valid Sandbox token for the conversation's workspace."),
+            "404": error("No such workspace."),
+            "409": error("Another pick of this turn is outstanding."),
+          },
+        },
+      },
+      "/v1/sandbox/agents/{iid}/deliveries/{deliveryId}": {
+        parameters: [
+          IID_PARAM,
+          {
+            name: "deliveryId",
+            in: "path",
+            required: true,
+            description: "The pick's delivery.",
+            schema: { type: "string" },
+          },
+          {
+            name: "wait",
+            in: "query",
+            required: false,
+            description: "How long to hold while outstanding, in ms (at most 25000; default 0).",
+            schema: { type: "integer", minimum: 0 },
+          },
+        ],
+        get: {
+          summary: "A pick's delivery, long-polled (through the Custodian)",
+          security: [{ sandbox: [] }],
+          responses: {
+            "200": answer("Answered, or still outstanding after the hold.", "Delivery"),
+            "401": error("No valid Sandbox token for the conversation's workspace."),
+            "404": error("No such workspace, or no such delivery in this conversation."),
+          },
+        },
+      },
       "/healthz": {
         get: {
           summary: "Liveness",
@@ -117,6 +208,11 @@ export function openApiDocument(): Json {
     components: {
       securitySchemes: {
         bearer: { type: "http", scheme: "bearer", description: "An API token (JR2_API_TOKENS_FILE)." },
+        sandbox: {
+          type: "http",
+          scheme: "bearer",
+          description: "The Sandbox token of the conversation's workspace (its Custodian adds it).",
+        },
       },
       schemas: {
         CreateWorkspaceBody: schemaOf(CreateWorkspaceBody, "input"),
@@ -125,6 +221,12 @@ export function openApiDocument(): Json {
         WorkspaceList: schemaOf(WorkspaceList, "output"),
         WorkspaceEvent: schemaOf(WorkspaceEvent, "output"),
         Error: schemaOf(ErrorBody, "output"),
+        PickList: schemaOf(PickList, "output"),
+        AnswerBody: schemaOf(AnswerBody, "input"),
+        AnswerReceipt: schemaOf(AnswerReceipt, "output"),
+        PickBody: schemaOf(PickBody, "input"),
+        PickReceipt: schemaOf(PickReceipt, "output"),
+        Delivery: schemaOf(Delivery, "output"),
       },
     },
   };

@@ -28,6 +28,16 @@ export function sandboxToken(signingKey: Buffer, sandboxName: string): string {
     .digest("base64url");
 }
 
+/** A checker of a Sandbox's token (what its Custodian adds), constant in time: both sides hashed to
+ * 32 bytes, so neither a length nor a prefix shows. */
+export function sandboxTokenChecker(signingKey: Buffer): (sandboxName: string, candidate: string) => boolean {
+  return (sandboxName, candidate) => {
+    const want = createHash("sha256").update(sandboxToken(signingKey, sandboxName), "utf8").digest();
+    const got = createHash("sha256").update(candidate, "utf8").digest();
+    return timingSafeEqual(got, want);
+  };
+}
+
 /** The Effector's key (seed 002 ADR-0068): what its requests are signed with, per Sandbox. */
 export function effectorKey(signingKey: Buffer, sandboxName: string): string {
   return createHmac("sha256", signingKey).update(`${EFFECTOR_KEY_PURPOSE}\0${sandboxName}`, "utf8").digest("base64url");

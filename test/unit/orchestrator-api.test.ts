@@ -177,9 +177,13 @@ describe("the OpenAPI document", () => {
       "/healthz",
       "/metrics",
       "/v1/openapi.json",
+      "/v1/sandbox/agents/{iid}/deliveries/{deliveryId}",
+      "/v1/sandbox/agents/{iid}/picks",
       "/v1/workspaces",
       "/v1/workspaces/{name}",
       "/v1/workspaces/{name}/events",
+      "/v1/workspaces/{name}/picks",
+      "/v1/workspaces/{name}/picks/{deliveryId}/answer",
     ]);
     expect(Object.keys(doc.paths["/v1/workspaces"]).sort()).toEqual(["get", "post"]);
     expect(Object.keys(doc.paths["/v1/workspaces/{name}"]).sort()).toEqual(["delete", "get", "parameters"]);
@@ -191,7 +195,20 @@ describe("the OpenAPI document", () => {
     expect(Object.keys(body.properties ?? {}).sort()).toEqual(Object.keys(CreateWorkspaceBody.shape).sort());
     expect(body.$schema).toBeUndefined();
     expect(Object.keys(doc.components.schemas).sort()).toEqual(
-      ["CreateWorkspaceBody", "Created", "Error", "WorkspaceEvent", "WorkspaceList", "WorkspaceView"].sort(),
+      [
+        "CreateWorkspaceBody",
+        "Created",
+        "Error",
+        "WorkspaceEvent",
+        "WorkspaceList",
+        "WorkspaceView",
+        "PickList",
+        "AnswerBody",
+        "AnswerReceipt",
+        "PickBody",
+        "PickReceipt",
+        "Delivery",
+      ].sort(),
     );
   });
 

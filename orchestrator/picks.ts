@@ -1,0 +1,213 @@
+// The picks ledger's rules, pure (issue 13): a workspace's Agents' picks as the Harness sends them
+// (through the Custodian, with the Sandbox token) and the Machine's answers. One ledger per
+// workspace, kept by pick-store.ts in a ConfigMap the workspace's Sandbox owns, so an Orchestrator
+// restarted while a pick is outstanding still knows it and answers it. The rules:
+//   - a conversation (iid) belongs to the workspace its name begins with: `<workspace>.<rest>`
+//     (a workspace's name has no dot, so the first dot ends it);
+//   - a pick is named by (iid, submissionId, callId): the same again answers the same delivery
+//     (the Harness re-sends after an unknown outcome);
+//   - one pick is outstanding at a time per turn (iid, submissionId): a different one meanwhile is
+//     refused (409);
+//   - a delivery is answered once: a second answer is refused (409), an unknown one is 404;
+//   - answered picks are kept, newest last, only while the ledger stays within its size bound.
+import { z } from "zod";
+import { ConversationId, type PickBody } from "../api/agents";
+import { WorkspaceName } from "./api";
+
+// ---------------------------------------------------------------------------------------------
+// The ledger
+
+export const LedgerPick = z.strictObject({
+  deliveryId: z.string().min(1),
+  iid: z.string().min(1),
+  submissionId: z.string().min(1),
+  callId: z.string().min(1),
+  pick: z.string().min(1),
+  args: z.unknown().optional(),
+  /** When the pick was taken (ISO). */
+  at: z.string(),
+  /** The Machine's answer, once given. */
+  answer: z.string().optional(),
+  answeredAt: z.string().optional(),
+});
+export type LedgerPick = z.infer<typeof LedgerPick>;
+
+export const Ledger = z.strictObject({ version: z.literal(1), picks: z.array(LedgerPick) });
+export type Ledger = z.infer<typeof Ledger>;
+
+export const EMPTY_LEDGER: Ledger = { version: 1, picks: [] };
+
+/** The ledger's serialized size bound: a ConfigMap holds at most 1 MiB, its metadata included. */
+export const MAX_LEDGER_BYTES = 900 * 1024;
+
+/** The ConfigMap key the ledger is kept under, and the ConfigMap's name. */
+export const LEDGER_KEY = "ledger.json";
+export const ledgerConfigMapName = (workspace: string) => `${workspace}-agents`;
+
+/** A stored ledger's text read back; anything unreadable is an error (never silently emptied). */
+export function parseLedger(text: string | undefined): Ledger {
+  if (text === undefined || text === "") return EMPTY_LEDGER;
+  const parsed = Ledger.safeParse(JSON.parse(text));
+  if (!parsed.success) throw new Error(`the picks ledger is not a ledger: ${parsed.error.issues[0]?.message}`);
+  return parsed.data;
+}
+
+export const serializeLedger = (ledger: Ledger) => JSON.stringify(ledger);
+
+// ---------------------------------------------------------------------------------------------
+// Which workspace a conversation belongs to
+
+/** The workspace of `iid` (`<workspace>.<rest>`), or undefined when it names none. */
+export function workspaceOfIid(iid: string): string | undefined {
+  if (!ConversationId.safeParse(iid).success) return undefined;
+  const dot = iid.indexOf(".");
+  if (dot <= 0 || dot === iid.length - 1) return undefined;
+  const workspace = iid.slice(0, dot);
+  return WorkspaceName.safeParse(workspace).success ? workspace : undefined;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Taking a pick
+
+export type Submitted =
+  | { kind: "same"; pick: LedgerPick }
+  | { kind: "taken"; pick: LedgerPick; ledger: Ledger }
+  | { kind: "busy"; message: string }
+  | { kind: "too-large"; message: string };
+
+const isOutstanding = (p: LedgerPick) => p.answer === undefined;
+
+/** A pick as the Harness sends it: the same again (same delivery), taken, or refused. */
+export function submitPick(
+  ledger: Ledger,
+  iid: string,
+  body: PickBody,
+  fresh: { deliveryId: string; at: string },
+): Submitted {
+  const same = ledger.picks.find(
+    (p) => p.iid === iid && p.submissionId === body.submissionId && p.callId === body.callId,
+  );
+  if (same) return { kind: "same", pick: same };
+  const open = ledger.picks.find((p) => p.iid === iid && p.submissionId === body.submissionId && isOutstanding(p));
+  if (open) {
+    return {
+      kind: "busy",
+      message:
+        `the pick "${open.pick}" of this turn (conversation ${iid}) is still outstanding: one pick waits ` +
+        `for the Machine at a time in a turn; "${body.pick}" was not taken`,
+    };
+  }
+  const pick: LedgerPick = {
+    deliveryId: fresh.deliveryId,
+    iid,
+    submissionId: body.submissionId,
+    callId: body.callId,
+    pick: body.pick,
+    ...(body.args !== undefined ? { args: body.args } : {}),
+    at: fresh.at,
+  };
+  const next = bounded({ version: 1, picks: [...ledger.picks, pick] });
+  if (!next) {
+    return {
+      kind: "too-large",
+      message: `the pick "${body.pick}" does not fit the workspace's picks ledger (${MAX_LEDGER_BYTES} bytes)`,
+    };
+  }
+  return { kind: "taken", pick, ledger: next };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Answering a pick
+
+export type Answered =
+  | { kind: "answered"; pick: LedgerPick; ledger: Ledger }
+  | { kind: "unknown"; message: string }
+  | { kind: "already"; message: string }
+  | { kind: "too-large"; message: string };
+
+/** The Machine's answer to a delivery: once. */
+export function answerPick(ledger: Ledger, deliveryId: string, answer: string, at: string): Answered {
+  const i = ledger.picks.findIndex((p) => p.deliveryId === deliveryId);
+  if (i < 0) return { kind: "unknown", message: `no pick with delivery "${deliveryId}"` };
+  const old = ledger.picks[i];
+  if (!isOutstanding(old))
+    return { kind: "already", message: `the pick of delivery "${deliveryId}" is answered already` };
+  const pick: LedgerPick = { ...old, answer, answeredAt: at };
+  const picks = [...ledger.picks];
+  picks[i] = pick;
+  const next = bounded({ version: 1, picks });
+  if (!next) {
+    return {
+      kind: "too-large",
+      message: `the answer does not fit the workspace's picks ledger (${MAX_LEDGER_BYTES} bytes)`,
+    };
+  }
+  return { kind: "answered", pick, ledger: next };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading
+
+/** The delivery of `deliveryId` in conversation `iid`, or undefined (an unknown turn: 404). */
+export const deliveryOf = (ledger: Ledger, iid: string, deliveryId: string): LedgerPick | undefined =>
+  ledger.picks.find((p) => p.deliveryId === deliveryId && p.iid === iid);
+
+/** The picks waiting for the Machine, oldest first. */
+export const outstandingPicks = (ledger: Ledger): LedgerPick[] => ledger.picks.filter(isOutstanding);
+
+/**
+ * The ledger within MAX_LEDGER_BYTES: the oldest answered picks are dropped until it fits (their
+ * Harness has read or will never read them); undefined when the outstanding ones alone do not fit.
+ */
+export function bounded(ledger: Ledger, max = MAX_LEDGER_BYTES): Ledger | undefined {
+  let picks = ledger.picks;
+  const size = (ps: LedgerPick[]) => Buffer.byteLength(serializeLedger({ version: 1, picks: ps }), "utf8");
+  while (size(picks) > max) {
+    const i = picks.findIndex((p) => !isOutstanding(p));
+    if (i < 0) return undefined;
+    picks = [...picks.slice(0, i), ...picks.slice(i + 1)];
+  }
+  return picks === ledger.picks ? ledger : { version: 1, picks };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The Machine's words
+
+/** One outstanding pick as the Machine lists it. */
+export const OutstandingPick = z.strictObject({
+  iid: z.string(),
+  deliveryId: z.string(),
+  submissionId: z.string(),
+  callId: z.string(),
+  pick: z.string(),
+  args: z.unknown().optional(),
+  at: z.string(),
+});
+export type OutstandingPick = z.infer<typeof OutstandingPick>;
+
+export const PickList = z.strictObject({ items: z.array(OutstandingPick) });
+
+/** `POST /v1/workspaces/:name/picks/:deliveryId/answer`: the answer, the text the model reads. */
+export const AnswerBody = z.strictObject({
+  answer: z.string().max(256 * 1024, "must be at most 262144 characters"),
+});
+export type AnswerBody = z.infer<typeof AnswerBody>;
+
+export const AnswerReceipt = z.strictObject({ deliveryId: z.string(), answered: z.literal(true) });
+
+export const outstandingView = (p: LedgerPick): OutstandingPick => ({
+  iid: p.iid,
+  deliveryId: p.deliveryId,
+  submissionId: p.submissionId,
+  callId: p.callId,
+  pick: p.pick,
+  ...(p.args !== undefined ? { args: p.args } : {}),
+  at: p.at,
+});
+
+/** The longest a delivery poll holds (ADR-0002's 25 s): `?wait=` beyond it is cut to it. */
+export function waitOf(query: string | null): number {
+  const n = Number(query ?? 0);
+  if (!Number.isFinite(n) || n <= 0) return 0;
+  return Math.min(Math.floor(n), 25_000);
+}

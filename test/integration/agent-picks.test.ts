@@ -1,0 +1,192 @@
+// Agents' picks through the Orchestrator (issue 13), on the real control plane: a workspace is
+// created, then this test plays its Harness (as its Custodian forwards it: the Sandbox token as
+// the bearer) against the Orchestrator's Harness-facing routes, and a Machine lists and answers
+// the picks with an API token. The ledger is a ConfigMap the Sandbox owns: a pick outstanding
+// when the Orchestrator is SIGKILLed is answered by the restarted one, and its poll gets the answer.
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { K8s, kind } from "kubernetes-fluent-client";
+import { SandboxModel } from "../../api/crd";
+import { deliveryPath, picksPath, type PickBody } from "../../api/agents";
+import type { WorkspaceView } from "../../orchestrator/api";
+import { LEDGER_KEY, ledgerConfigMapName, parseLedger } from "../../orchestrator/picks";
+import { sandboxToken, signingKeyOf } from "../../orchestrator/tokens";
+import { type Agent, startCacheAgent } from "../../dev/local-cache-agent";
+import { type LocalOrchestrator, startLocalOrchestrator } from "../../dev/local-orchestrator";
+import { gitIn } from "../support/git";
+import { useNamespace, waitFor } from "./support/cluster";
+
+const ns = useNamespace("picks");
+const NODES = ["jr2-node-0", "jr2-node-1", "jr2-node-2"];
+const tmp = mkdtempSync(join(tmpdir(), "jr2-picks-"));
+const remotes = join(tmp, "remotes");
+const remote = join(remotes, "widgets.git");
+const agents: Agent[] = [];
+let orch: LocalOrchestrator;
+
+const start = () =>
+  startLocalOrchestrator({
+    kubeconfig: process.env.KUBECONFIG!,
+    namespace: ns.name,
+    dir: join(tmp, "orchestrator"),
+    credentials: [remotes],
+    reposRoot: join(tmp, "cache-{node}"),
+  });
+
+const signingKey = () => signingKeyOf(readFileSync(join(tmp, "orchestrator", "signing-key")));
+
+type Json = Record<string, unknown> & { error?: { code: string; message: string } };
+async function call(method: string, path: string, token: string, body?: unknown) {
+  const res = await fetch(orch.url + path, {
+    method,
+    headers: {
+      authorization: `Bearer ${token}`,
+      ...(body !== undefined ? { "content-type": "application/json" } : {}),
+    },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  return { status: res.status, body: (text ? JSON.parse(text) : undefined) as Json };
+}
+const api = (method: string, path: string, body?: unknown) => call(method, path, orch.token, body);
+
+beforeAll(async () => {
+  const work = join(tmp, "work-src");
+  gitIn(undefined, "init", "--quiet", "-b", "main", work);
+  gitIn(work, "commit", "--quiet", "--allow-empty", "-m", "first");
+  gitIn(undefined, "clone", "--quiet", "--bare", work, remote);
+  for (const node of NODES) agents.push(await startCacheAgent(node, join(tmp, `cache-${node}`)));
+  orch = await start();
+}, 90_000);
+
+afterAll(async () => {
+  await orch?.stop();
+  await Promise.all(agents.map((a) => a.stop()));
+  rmSync(tmp, { recursive: true, force: true });
+});
+
+describe("an Agent's picks, the Harness's side and the Machine's", () => {
+  let name: string;
+  let token: string;
+  let iid: string;
+  const pick = (over: Partial<PickBody> = {}): PickBody => ({
+    pick: "propose",
+    args: { title: "a change" },
+    submissionId: "turn-1",
+    callId: "call-1",
+    ...over,
+  });
+
+  beforeAll(async () => {
+    const created = await api("POST", "/v1/workspaces", {
+      image: "ghcr.io/example/harness:1",
+      branch: "feature/picks",
+      repos: [{ slot: "app", url: remote }],
+    });
+    expect(created.status).toBe(202);
+    name = created.body.name as string;
+    await waitFor(
+      "the workspace ready",
+      async () => (await api("GET", `/v1/workspaces/${name}`)).body as unknown as WorkspaceView,
+      (v) => v?.state === "ready" || v?.state === "failed",
+      60_000,
+    );
+    token = sandboxToken(signingKey(), name);
+    iid = `${name}.coder-1`;
+  }, 90_000);
+
+  it("takes a pick, holds its poll, lists it to the Machine, and delivers the Machine's answer", async () => {
+    const taken = await call("POST", picksPath(iid), token, pick());
+    expect(taken).toEqual({ status: 202, body: { outstanding: true, deliveryId: expect.any(String) } });
+    const deliveryId = taken.body.deliveryId as string;
+    // The same pick again (an unknown outcome re-sent): the same delivery.
+    expect(await call("POST", picksPath(iid), token, pick())).toEqual({
+      status: 200,
+      body: { outstanding: true, deliveryId },
+    });
+    // A different pick of the same turn while it waits: 409, with a message.
+    const busy = await call("POST", picksPath(iid), token, pick({ callId: "call-2", pick: "reject" }));
+    expect(busy.status).toBe(409);
+    expect(busy.body.error?.message).toMatch(/outstanding/);
+
+    const t0 = Date.now();
+    expect(await call("GET", `${deliveryPath(iid, deliveryId)}?wait=300`, token)).toEqual({
+      status: 200,
+      body: { state: "outstanding" },
+    });
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(250);
+
+    const list = await api("GET", `/v1/workspaces/${name}/picks`);
+    expect(list.status).toBe(200);
+    expect(list.body.items).toEqual([
+      expect.objectContaining({ iid, deliveryId, pick: "propose", args: { title: "a change" } }),
+    ]);
+    // The ledger is in the cluster, owned by the Sandbox.
+    const sbx = await K8s(SandboxModel).InNamespace(ns.name).Get(name);
+    const cm = await K8s(kind.ConfigMap).InNamespace(ns.name).Get(ledgerConfigMapName(name));
+    expect(cm.metadata?.ownerReferences).toEqual([
+      expect.objectContaining({ kind: "Sandbox", name, uid: sbx.metadata!.uid }),
+    ]);
+    expect(parseLedger(cm.data?.[LEDGER_KEY]).picks).toEqual([expect.objectContaining({ deliveryId })]);
+
+    // A poll held while the Machine answers gets the answer at once.
+    const held = call("GET", `${deliveryPath(iid, deliveryId)}?wait=20000`, token);
+    await new Promise((r) => setTimeout(r, 200));
+    const answered = await api("POST", `/v1/workspaces/${name}/picks/${deliveryId}/answer`, { answer: "approved" });
+    expect(answered.status).toBe(200);
+    const t1 = Date.now();
+    expect((await held).body).toEqual({ state: "answered", answer: "approved" });
+    expect(Date.now() - t1).toBeLessThan(2_000);
+    expect((await call("GET", `${deliveryPath(iid, deliveryId)}?wait=300`, token)).body).toEqual({
+      state: "answered",
+      answer: "approved",
+    });
+    // A second answer: 409; an unknown delivery: 404 to both sides; nothing outstanding.
+    expect((await api("POST", `/v1/workspaces/${name}/picks/${deliveryId}/answer`, { answer: "x" })).status).toBe(409);
+    expect((await api("POST", `/v1/workspaces/${name}/picks/d-nope/answer`, { answer: "x" })).status).toBe(404);
+    expect((await call("GET", deliveryPath(iid, "d-nope"), token)).status).toBe(404);
+    expect((await api("GET", `/v1/workspaces/${name}/picks`)).body.items).toEqual([]);
+  });
+
+  it("refuses the Harness's routes without this workspace's Sandbox token, naming nothing secret", async () => {
+    for (const wrong of [orch.token, sandboxToken(signingKey(), "ws-other"), "nope"]) {
+      const r = await call("POST", picksPath(iid), wrong, pick({ submissionId: "turn-x" }));
+      expect(r.status).toBe(401);
+      expect(JSON.stringify(r.body)).not.toContain(token);
+      expect((await call("GET", deliveryPath(iid, "d-1"), wrong)).status).toBe(401);
+    }
+    // The Machine's routes refuse the Sandbox token.
+    expect((await call("GET", `/v1/workspaces/${name}/picks`, token)).status).toBe(401);
+    expect((await api("GET", `/v1/workspaces/${name}/picks`)).body.items).toEqual([]);
+  });
+
+  it("answers a pick outstanding across an Orchestrator SIGKILL through the restarted one", async () => {
+    const taken = await call("POST", picksPath(iid), token, pick({ submissionId: "turn-2", callId: "call-9" }));
+    expect(taken.status).toBe(202);
+    const deliveryId = taken.body.deliveryId as string;
+    await orch.stop("SIGKILL");
+    orch = await start();
+    // The Harness's poll on the restored one: still outstanding, the same pick listed to the Machine.
+    expect((await call("GET", `${deliveryPath(iid, deliveryId)}?wait=300`, token)).body).toEqual({
+      state: "outstanding",
+    });
+    const list = await waitFor(
+      "the outstanding pick listed by the restored Orchestrator",
+      () => api("GET", `/v1/workspaces/${name}/picks`),
+      (r) => r.status === 200,
+      30_000,
+    );
+    expect(list.body.items).toEqual([expect.objectContaining({ iid, deliveryId, pick: "propose" })]);
+    // Re-sent after the unknown outcome: the same delivery.
+    expect(
+      (await call("POST", picksPath(iid), token, pick({ submissionId: "turn-2", callId: "call-9" }))).body,
+    ).toEqual({ outstanding: true, deliveryId });
+    const held = call("GET", `${deliveryPath(iid, deliveryId)}?wait=20000`, token);
+    await new Promise((r) => setTimeout(r, 200));
+    expect((await api("POST", `/v1/workspaces/${name}/picks/${deliveryId}/answer`, { answer: "go on" })).status).toBe(
+      200,
+    );
+    expect((await held).body).toEqual({ state: "answered", answer: "go on" });
+  });
+});
