@@ -118,7 +118,10 @@ export class PickStore implements Picks {
   async #owner(workspace: string): Promise<string> {
     await this.opts.watch.whenListed();
     const uid = this.opts.watch.get(workspace)?.metadata?.uid;
-    if (!uid) throw new HttpError(404, "not_found", `no workspace "${workspace}"`);
+    if (!uid) {
+      this.#held.delete(workspace); // its ConfigMap went with its Sandbox
+      throw new HttpError(404, "not_found", `no workspace "${workspace}"`);
+    }
     return uid;
   }
 
