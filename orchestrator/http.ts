@@ -16,6 +16,8 @@ import {
 import { openApiDocument } from "./openapi";
 import { PickBody } from "../api/agents";
 import { AnswerBody, waitOf, workspaceOfIid } from "./picks";
+import { SubmitTurnBody, type Turns } from "./turns";
+import { LONG_POLL_MS } from "../api/agents";
 import type { Picks } from "./pick-store";
 import { bearerOf, listen, logRequest, pathOf, readBody, sendError, sendJson } from "../lib/http-json";
 
@@ -44,6 +46,8 @@ export type ServerOptions = {
   keepAliveMs?: number;
   /** Agents' picks (pick-store.ts): absent, their routes answer 404. */
   picks?: Picks;
+  /** Agents' turns (turns.ts): absent, their routes answer 404. */
+  turns?: TurnsApi;
   /** True when `token` is the Sandbox token of workspace `name` (tokens.ts sandboxTokenChecker):
    * the Harness-facing routes' authentication, through the pod's Custodian. */
   checkSandboxToken?: (name: string, token: string) => boolean;
@@ -55,8 +59,11 @@ const DEFAULT_KEEPALIVE_MS = 15_000;
 
 type Req = http.IncomingMessage;
 type Res = http.ServerResponse;
-type Ctx = Required<Omit<ServerOptions, "log" | "picks" | "checkSandboxToken">> &
-  Pick<ServerOptions, "picks" | "checkSandboxToken"> & { log: (entry: LogEntry) => void; openapi: string };
+type Ctx = Required<Omit<ServerOptions, "log" | "picks" | "checkSandboxToken" | "turns">> &
+  Pick<ServerOptions, "picks" | "checkSandboxToken" | "turns"> & { log: (entry: LogEntry) => void; openapi: string };
+
+/** What the turn routes need of turns.ts. */
+export type TurnsApi = Pick<Turns, "submit" | "page" | "abort">;
 
 // ---------------------------------------------------------------------------------------------
 // Answers
@@ -282,10 +289,83 @@ async function route(req: Req, res: Res, ctx: Ctx): Promise<void> {
       return sendError(res, 404, "not_found", `no route for ${req.method} ${path}`);
     return machinePicks(req, res, ctx, ws, deliveryId);
   }
+  const t = /^\/v1\/workspaces\/([^/]+)\/turns(?:\/([^/]+)\/(events|abort))?\/?$/.exec(path);
+  if (t) {
+    const ws = nameOf(t[1]!);
+    const iid = t[2] === undefined ? undefined : segmentOf(t[2]);
+    if (ws === undefined || (t[2] !== undefined && iid === undefined))
+      return sendError(res, 404, "not_found", `no route for ${req.method} ${path}`);
+    return turnRoutes(req, res, ctx, ws, iid, t[3] as "events" | "abort" | undefined);
+  }
   const m = /^\/v1\/workspaces\/([^/]+)(\/events)?\/?$/.exec(path);
   const name = m ? nameOf(m[1]) : undefined;
   if (!m || name === undefined) return sendError(res, 404, "not_found", `no route for ${req.method} ${path}`);
   return m[2] ? events(req, res, ctx, name) : workspace(req, res, ctx, name);
+}
+
+/**
+ * `POST /v1/workspaces/:name/turns` (a turn for an Agent: the Harness's admission, recorded),
+ * `GET .../turns/:iid/events` (the conversation's events as Server-Sent Events from the
+ * admission's offset, or after `Last-Event-ID`, until that turn's end), `POST .../turns/:iid/abort`.
+ */
+async function turnRoutes(
+  req: Req,
+  res: Res,
+  ctx: Ctx,
+  name: string,
+  iid: string | undefined,
+  action: "events" | "abort" | undefined,
+): Promise<void> {
+  if (!ctx.turns) return sendError(res, 404, "not_found", "turns are not served here");
+  if (iid === undefined) {
+    if (req.method !== "POST") return methodNotAllowed(res, ["POST"]);
+    const body = await jsonBody(req, res);
+    if (!body) return;
+    const parsed = SubmitTurnBody.safeParse(body.value);
+    if (!parsed.success) {
+      const message = parsed.error.issues.map((i) => `${i.path.join(".") || "body"}: ${i.message}`).join("; ");
+      return sendError(res, 400, "invalid", message);
+    }
+    return sendJson(res, 202, await ctx.turns.submit(name, parsed.data));
+  }
+  if (action === "abort") {
+    if (req.method !== "POST") return methodNotAllowed(res, ["POST"]);
+    return sendJson(res, 200, await ctx.turns.abort(name, iid));
+  }
+  if (req.method !== "GET") return methodNotAllowed(res, ["GET"]);
+  return turnEvents(req, res, ctx.turns, ctx.keepAliveMs, name, iid);
+}
+
+/** The turn's events, each with its offset as the SSE id, ending after its `end`. */
+async function turnEvents(req: Req, res: Res, turns: TurnsApi, keepAliveMs: number, name: string, iid: string) {
+  const last = req.headers["last-event-id"];
+  let offset = last !== undefined && /^\d+$/.test(String(last)) ? Number(last) + 1 : undefined;
+  const gone = new AbortController();
+  res.on("close", () => gone.abort());
+  // The first page before the headers: a refusal (no such conversation) is still an HTTP error.
+  let { page, submissionId } = await turns.page(name, iid, offset, 0, gone.signal);
+  res.writeHead(200, {
+    "content-type": "text/event-stream; charset=utf-8",
+    "cache-control": "no-cache, no-transform",
+    connection: "keep-alive",
+    "x-accel-buffering": "no",
+  });
+  const timer = setInterval(() => res.write(": keep-alive\n\n"), keepAliveMs);
+  try {
+    for (;;) {
+      for (const e of page.events) res.write(`id: ${e.offset}\nevent: ${e.kind}\ndata: ${JSON.stringify(e)}\n\n`);
+      offset = page.next;
+      if (page.events.some((e) => e.kind === "end" && e.submissionId === submissionId) || gone.signal.aborted) break;
+      ({ page, submissionId } = await turns.page(name, iid, offset, LONG_POLL_MS, gone.signal));
+    }
+  } catch (err) {
+    // Headers are out: say it on the stream; the client resumes with Last-Event-ID.
+    if (!gone.signal.aborted)
+      res.write(`event: error\ndata: ${JSON.stringify({ message: String((err as Error).message) })}\n\n`);
+  } finally {
+    clearInterval(timer);
+    res.end();
+  }
 }
 
 /** A path segment decoded, or undefined when it cannot be. */
@@ -319,6 +399,7 @@ export function createOrchestratorServer(opts: ServerOptions): http.Server {
     keepAliveMs: opts.keepAliveMs ?? DEFAULT_KEEPALIVE_MS,
     openapi: JSON.stringify(openApiDocument()),
     ...(opts.picks ? { picks: opts.picks } : {}),
+    ...(opts.turns ? { turns: opts.turns } : {}),
     ...(opts.checkSandboxToken ? { checkSandboxToken: opts.checkSandboxToken } : {}),
   };
   return http.createServer((req, res) => {

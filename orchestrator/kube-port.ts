@@ -148,6 +148,34 @@ export class KubeSandboxPort implements SandboxPort {
     }
   }
 
+  /**
+   * One call to the Sandbox's Harness with its bearer (the agent protocol, decision 0025): the
+   * status and the JSON answer. Not re-sent: the caller decides what a failure means.
+   */
+  async harness(
+    name: string,
+    method: "GET" | "POST",
+    path: string,
+    body?: unknown,
+    signal?: AbortSignal,
+  ): Promise<{ status: number; body: unknown }> {
+    const sandbox = this.opts.watch.get(name);
+    if (!sandbox?.status?.endpoint) throw new Error(`Sandbox "${name}" has no endpoint: is it Ready?`);
+    const base = this.opts.resolveEndpoint ? await this.opts.resolveEndpoint(sandbox) : sandbox.status.endpoint;
+    const res = await request(new URL(path, base).toString(), {
+      method,
+      headers: {
+        authorization: `Bearer ${harnessToken(this.opts.signingKey, name)}`,
+        ...(body !== undefined ? { "content-type": "application/json" } : {}),
+      },
+      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+      ...(signal ? { signal } : {}),
+      headersTimeout: 60_000,
+    });
+    const text = await res.body.text();
+    return { status: res.statusCode, body: safeJson(text) ?? text };
+  }
+
   async renew(name: string): Promise<void> {
     const patch = { metadata: { annotations: { [KEEPALIVE_ANNOTATION]: new Date(this.#now()).toISOString() } } };
     await kubeRequest("PATCH", this.#sandboxPath(name), patch, "application/merge-patch+json");

@@ -4,7 +4,6 @@
 // read from the API server and written 0600 into a 0700 directory), and the installation CA. The
 // Harness beside it gets the pod's env with the pod's paths and the Custodian's address mapped to
 // this machine's (localHarnessEnv). Used only when the Orchestrator runs outside the cluster.
-import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import {
@@ -21,8 +20,10 @@ import type { EnvVar } from "../api/crd/generated/corev1";
 import { CUSTODIAN_ENV } from "../api/env";
 import { CONVERSATIONS_DIR, CUSTODIAN_CA_SECRET, SANDBOX_TOKEN_KEY, WORK_ROOT, tokenSecretName } from "../api/wire";
 import { kubeRequest } from "../lib/kube";
+import { startDetached, stopPid } from "./local-process";
 
 export type LocalCustodian = {
+  pid: number;
   /** The routes and the proxy, on loopback. */
   url: string;
   /** Where the Harness finds the CA certificate (the pod's /etc/jr2/ca/ca.crt). */
@@ -93,8 +94,10 @@ export async function startLocalCustodian(namespace: string, sandbox: string, di
   file(join(harnessCaDir, HARNESS_CA_KEY), caCert);
 
   const [cmd, args] = custodianCommand();
-  const proc: ChildProcess = spawn(cmd, args, {
-    env: {
+  const { pid, port } = await startDetached(
+    cmd,
+    args,
+    {
       ...process.env,
       [CUSTODIAN_ENV.configFile]: join(configDir, CUSTODIAN_CONFIG_KEY),
       [CUSTODIAN_ENV.valuesDir]: valuesDir,
@@ -102,40 +105,19 @@ export async function startLocalCustodian(namespace: string, sandbox: string, di
       [CUSTODIAN_ENV.port]: "0",
       [CUSTODIAN_ENV.healthPort]: "0",
       [CUSTODIAN_ENV.healthHost]: "127.0.0.1",
-      [CUSTODIAN_ENV.exitWithParent]: "1",
     },
-    stdio: ["pipe", "pipe", "inherit"],
-  });
-  const port = await new Promise<number>((resolve, reject) => {
-    let buffered = "";
-    const onData = (b: Buffer) => {
-      buffered += b.toString();
-      const m = /"message":"listening","port":(\d+)/.exec(buffered);
-      if (!m) return;
-      proc.stdout!.off("data", onData);
-      // Its log lines, which never hold a secret, go where this process's go.
-      proc.stdout!.pipe(process.stdout);
-      resolve(Number(m[1]));
-    };
-    proc.stdout!.on("data", onData);
-    proc.once("error", (err) => reject(new Error(`the local Custodian did not start: ${err.message}`)));
-    proc.once("exit", (code) =>
-      reject(new Error(`the local Custodian exited (${code}) before it listened: ${lastLine(buffered)}`)),
-    );
-  });
-  const exited = new Promise<void>((r) => proc.once("exit", () => r()));
+    join(dir, "custodian.log"),
+    /"message":"listening","port":(\d+)/,
+    "Custodian",
+  );
   return {
+    pid,
     url: `http://127.0.0.1:${port}`,
     caFile: join(harnessCaDir, HARNESS_CA_KEY),
     conversationsDir,
-    stop: () => {
-      if (proc.exitCode === null && proc.signalCode === null) proc.kill("SIGTERM");
-      return exited;
-    },
+    stop: () => stopPid(pid),
   };
 }
-
-const lastLine = (text: string) => text.trim().split("\n").pop() ?? "";
 
 /**
  * The Harness's env as its pod has it (the CR's literal `env`), with the pod's places mapped to

@@ -3,10 +3,11 @@
 // real Harness (harness/), its /repos the cache root of the node the Sandbox's pod is on, its
 // /work a directory of its own, and the env its pod would have had. In `process` mode the real
 // Custodian runs beside it with its pod's config, values and CA (local-custodian.ts), and the
-// Harness's env points at it; `inline` (a benchmark's many workspaces) runs no Custodian. Used only
-// when the Orchestrator runs outside the cluster (JR2_LOCAL_HARNESS); never in a pod.
-import { type ChildProcess, spawn } from "node:child_process";
-import { existsSync, mkdirSync } from "node:fs";
+// Harness's env points at it; both are detached processes (local-process.ts) that outlive a killed
+// Orchestrator, as a pod does, and the next Orchestrator adopts them from `<name>.pod/local.json`.
+// `inline` (a benchmark's many workspaces) runs the Harness in this process and no Custodian.
+// Used only when the Orchestrator runs outside the cluster (JR2_LOCAL_HARNESS); never in a pod.
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
@@ -14,6 +15,7 @@ import type { SandboxModel } from "../api/crd";
 import { startHarness } from "../harness/server";
 import { HARNESS_ENV } from "../api/env";
 import { localHarnessEnv, startLocalCustodian } from "./local-custodian";
+import { alive, startDetached, stopPid } from "./local-process";
 
 export type LocalHarnessOptions = {
   /** `process`: one Harness process per Sandbox (as in a pod); `inline`: a Harness server in this
@@ -77,7 +79,14 @@ export class LocalHarnesses {
     const workRoot = join(this.opts.workRoot, name);
     mkdirSync(workRoot, { recursive: true });
     if (this.opts.mode === "inline") return inline(workRoot, reposRoot, tokenSha256);
-    const custodian = await startLocalCustodian(this.opts.namespace, name, join(this.opts.workRoot, `${name}.pod`));
+    const podDir = join(this.opts.workRoot, `${name}.pod`);
+    // A Harness an Orchestrator before this one started, still running: adopted, as a pod is.
+    const adopted = await adopt(podDir);
+    if (adopted) {
+      this.opts.log?.({ level: "info", message: "local harness adopted", sandbox: name, url: adopted.url });
+      return adopted;
+    }
+    const custodian = await startLocalCustodian(this.opts.namespace, name, podDir);
     this.opts.log?.({ level: "info", message: "local custodian listening", sandbox: name, url: custodian.url });
     const env = localHarnessEnv(sandbox.spec?.env, {
       custodianUrl: custodian.url,
@@ -86,14 +95,29 @@ export class LocalHarnesses {
       workRoot,
     });
     try {
-      const harness = await child(workRoot, reposRoot, env);
-      return {
-        url: harness.url,
-        stop: async () => {
-          await harness.stop();
-          await custodian.stop();
+      const [cmd, args] = harnessCommand();
+      const harness = await startDetached(
+        cmd,
+        args,
+        {
+          ...process.env,
+          ...env,
+          [HARNESS_ENV.port]: "0",
+          [HARNESS_ENV.workRoot]: workRoot,
+          [HARNESS_ENV.reposRoot]: reposRoot,
+          [HARNESS_ENV.host]: "127.0.0.1",
         },
+        join(podDir, "harness.log"),
+        /"message":"listening","port":(\d+)/,
+        "Harness",
+      );
+      const state: PodState = {
+        harness: harness.pid,
+        custodian: custodian.pid,
+        url: `http://127.0.0.1:${harness.port}`,
       };
+      writeFileSync(join(podDir, STATE), JSON.stringify(state));
+      return running(podDir, state);
     } catch (err) {
       await custodian.stop();
       throw err;
@@ -110,42 +134,39 @@ async function inline(workRoot: string, reposRoot: string, tokenSha256: string |
   };
 }
 
-/** The Harness as a process, as in a pod: its pod's env (the bearer digest, the Custodian's
- * address, the Stand-ins), with this machine's places. */
-function child(workRoot: string, reposRoot: string, podEnv: Record<string, string>): Promise<Running> {
-  const [cmd, args] = harnessCommand();
-  const proc: ChildProcess = spawn(cmd, args, {
-    env: {
-      ...process.env,
-      ...podEnv,
-      [HARNESS_ENV.port]: "0",
-      [HARNESS_ENV.workRoot]: workRoot,
-      [HARNESS_ENV.reposRoot]: reposRoot,
-      [HARNESS_ENV.exitWithParent]: "1",
-      [HARNESS_ENV.host]: "127.0.0.1",
+/** The local pod's processes, as the state file keeps them. */
+type PodState = { harness: number; custodian: number; url: string };
+const STATE = "local.json";
+
+function running(podDir: string, state: PodState): Running {
+  return {
+    url: state.url,
+    stop: async () => {
+      await stopPid(state.harness);
+      await stopPid(state.custodian);
+      rmSync(join(podDir, STATE), { force: true });
     },
-    // stdin a pipe the Harness watches: it ends when this process does, however it ends.
-    stdio: ["pipe", "pipe", "inherit"],
-  });
-  return new Promise((resolve, reject) => {
-    let buffered = "";
-    const onData = (b: Buffer) => {
-      buffered += b.toString();
-      const m = /"message":"listening","port":(\d+)/.exec(buffered);
-      if (!m) return;
-      proc.stdout!.off("data", onData);
-      proc.stdout!.resume(); // keep draining its request log
-      const exited = new Promise<void>((r) => proc.once("exit", () => r()));
-      resolve({
-        url: `http://127.0.0.1:${m[1]}`,
-        stop: () => {
-          if (proc.exitCode === null && proc.signalCode === null) proc.kill("SIGTERM");
-          return exited;
-        },
-      });
-    };
-    proc.stdout!.on("data", onData);
-    proc.once("error", (err) => reject(new Error(`the local Harness did not start: ${err.message}`)));
-    proc.once("exit", (code) => reject(new Error(`the local Harness exited (${code}) before it listened`)));
-  });
+  };
+}
+
+/** The pod's processes when both still run and the Harness answers. */
+async function adopt(podDir: string): Promise<Running | undefined> {
+  const file = join(podDir, STATE);
+  if (!existsSync(file)) return undefined;
+  let state: PodState;
+  try {
+    state = JSON.parse(readFileSync(file, "utf8")) as PodState;
+  } catch {
+    return undefined;
+  }
+  if (!alive(state.harness) || !alive(state.custodian)) {
+    await stopPid(state.harness);
+    await stopPid(state.custodian);
+    return undefined;
+  }
+  const ok = await fetch(`${state.url}/healthz`).then(
+    (r) => r.ok,
+    () => false,
+  );
+  return ok ? running(podDir, state) : undefined;
 }

@@ -29,6 +29,7 @@ import { LocalHarnesses } from "./local-harness";
 import { OrchestratorMetrics } from "./metrics";
 import { SandboxWatch } from "./sandbox-watch";
 import { KubeLedgerBackend, PickStore } from "./pick-store";
+import { Turns } from "./turns";
 import { apiTokenChecker, readApiTokens, readSigningKey, sandboxTokenChecker } from "./tokens";
 import { WorkspaceRegistry } from "./workspaces";
 import { API_HTTP2_ENV, ORCHESTRATOR_ENV as E } from "../api/env";
@@ -133,6 +134,8 @@ async function main() {
       log,
       // Agents' picks: each workspace's ledger in a ConfigMap its Sandbox owns, read back lazily.
       picks: new PickStore({ watch, backend: new KubeLedgerBackend(namespace) }),
+      // Agents' turns: the Harness's admissions, each conversation's kept in `<workspace>-turns`.
+      turns: new Turns({ namespace, port: kubePort, watch }),
       checkSandboxToken: sandboxTokenChecker(signingKey),
     },
     port,

@@ -126,7 +126,8 @@ export class WorkspaceRegistry implements Workspaces {
       if (!name || this.#entries.has(name) || sandbox.metadata?.labels?.[RUN_LABEL] === undefined) continue;
       const attach = readAttach(sandbox);
       const resume: Resume = {
-        at: sandbox.status?.phase === "Ready" ? "attaching" : "provisioning",
+        // Ready with no attach body (no Repo Slots): nothing to send again, so ready at once.
+        at: sandbox.status?.phase === "Ready" ? (attach ? "attaching" : "ready") : "provisioning",
         ...(sandbox.status?.endpoint ? { endpoint: sandbox.status.endpoint } : {}),
         createdAt: Date.parse(String(sandbox.metadata?.creationTimestamp ?? "")) || undefined,
         // The renewal interval follows the Sandbox's own idle timeout (orchestrator/lease.ts).

@@ -1,0 +1,69 @@
+// Local mode's processes (a Sandbox's Harness and Custodian run on this machine): started detached,
+// in a session of their own, their output in a log file, so they outlive an Orchestrator that is
+// killed, as a pod outlives its Orchestrator. A restarted Orchestrator adopts them again from the
+// state file its predecessor wrote (local-harness.ts). Used only outside the cluster.
+import { spawn } from "node:child_process";
+import { closeSync, existsSync, openSync, readFileSync } from "node:fs";
+
+export type Detached = { pid: number; port: number };
+
+/** Starts `cmd` detached, its output appended to `logFile`, and waits for `listening` (a regexp
+ * whose first group is the port) in the lines it writes after this start. */
+export async function startDetached(
+  cmd: string,
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  logFile: string,
+  listening: RegExp,
+  what: string,
+): Promise<Detached> {
+  const from = existsSync(logFile) ? readFileSync(logFile).length : 0;
+  const fd = openSync(logFile, "a", 0o600);
+  const child = spawn(cmd, args, { env, detached: true, stdio: ["ignore", fd, fd] });
+  closeSync(fd);
+  child.unref();
+  let exited: number | null | undefined;
+  child.once("exit", (code) => (exited = code));
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const text = readFileSync(logFile).subarray(from).toString();
+    const m = listening.exec(text);
+    if (m) return { pid: child.pid!, port: Number(m[1]) };
+    if (exited !== undefined)
+      throw new Error(`the local ${what} exited (${exited}) before it listened: ${lastLine(text)} (log: ${logFile})`);
+    if (Date.now() > deadline) {
+      killPid(child.pid!);
+      throw new Error(`the local ${what} did not listen within 30 s (log: ${logFile})`);
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+export function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** SIGTERM to its process group (it leads one), then waits up to 5 s for it to go. */
+export async function stopPid(pid: number): Promise<void> {
+  killPid(pid);
+  for (let i = 0; i < 100 && alive(pid); i++) await new Promise((r) => setTimeout(r, 50));
+}
+
+function killPid(pid: number) {
+  try {
+    process.kill(-pid, "SIGTERM");
+  } catch {
+    try {
+      process.kill(pid, "SIGTERM");
+    } catch {
+      // already gone
+    }
+  }
+}
+
+const lastLine = (text: string) => text.trim().split("\n").pop() ?? "";
