@@ -2,7 +2,8 @@
 // zod 4's own JSON Schema writer (docs/decisions/0003). OpenAPI 3.1 takes JSON Schema 2020-12 as is.
 import { z } from "zod";
 import { Created, CreateWorkspaceBody, ErrorBody, WorkspaceEvent, WorkspaceList, WorkspaceView } from "./api";
-import { Delivery, PickBody, PickReceipt } from "../api/agents";
+import { Admission, Delivery, PickBody, PickReceipt, StreamEvent } from "../api/agents";
+import { SubmitTurnBody } from "./turns";
 import { AnswerBody, AnswerReceipt, PickList } from "./picks";
 
 type Json = Record<string, unknown>;
@@ -100,6 +101,65 @@ export function openApiDocument(): Json {
               content: { "text/event-stream": { schema: ref("WorkspaceEvent") } },
             },
             "404": error("No such workspace."),
+            ...COMMON_ERRORS,
+          },
+        },
+      },
+      "/v1/workspaces/{name}/turns": {
+        parameters: [NAME_PARAM],
+        post: {
+          summary: "Submit a turn to one of the workspace's Agents (a new conversation unless `iid` names one)",
+          requestBody: { required: true, ...json("SubmitTurnBody") },
+          responses: {
+            "202": {
+              description:
+                "Admitted: `{iid, admission}`, the durable handle (kept in the cluster); read the turn from " +
+                "`.../turns/{iid}/events`.",
+              content: {
+                "application/json": {
+                  schema: {
+                    type: "object",
+                    properties: { iid: { type: "string" }, admission: ref("Admission") },
+                    required: ["iid", "admission"],
+                  },
+                },
+              },
+            },
+            "400": error("The body is invalid."),
+            "404": error("No such workspace."),
+            "409": error("The workspace is not Ready, or another turn runs (one Agent at a time)."),
+            ...COMMON_ERRORS,
+          },
+        },
+      },
+      "/v1/workspaces/{name}/turns/{iid}/events": {
+        parameters: [NAME_PARAM, IID_PARAM],
+        get: {
+          summary:
+            "The conversation's events as Server-Sent Events (`id` = the offset), from its last admission or " +
+            "after `Last-Event-ID`, until that turn's `end`",
+          responses: {
+            "200": {
+              description: "The event stream.",
+              content: { "text/event-stream": { schema: ref("StreamEvent") } },
+            },
+            "404": error("No such workspace or conversation."),
+            ...COMMON_ERRORS,
+          },
+        },
+      },
+      "/v1/workspaces/{name}/turns/{iid}/abort": {
+        parameters: [NAME_PARAM, IID_PARAM],
+        post: {
+          summary: "Abort the conversation's running turn (a deliberate terminal cancel)",
+          responses: {
+            "200": {
+              description: "`{aborted}`: false when no turn ran.",
+              content: {
+                "application/json": { schema: { type: "object", properties: { aborted: { type: "boolean" } } } },
+              },
+            },
+            "404": error("No such workspace or conversation."),
             ...COMMON_ERRORS,
           },
         },
@@ -227,6 +287,9 @@ export function openApiDocument(): Json {
         PickBody: schemaOf(PickBody, "input"),
         PickReceipt: schemaOf(PickReceipt, "output"),
         Delivery: schemaOf(Delivery, "output"),
+        SubmitTurnBody: schemaOf(SubmitTurnBody, "input"),
+        Admission: schemaOf(Admission, "output"),
+        StreamEvent: schemaOf(StreamEvent, "output"),
       },
     },
   };

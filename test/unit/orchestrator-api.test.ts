@@ -184,6 +184,9 @@ describe("the OpenAPI document", () => {
       "/v1/workspaces/{name}/events",
       "/v1/workspaces/{name}/picks",
       "/v1/workspaces/{name}/picks/{deliveryId}/answer",
+      "/v1/workspaces/{name}/turns",
+      "/v1/workspaces/{name}/turns/{iid}/abort",
+      "/v1/workspaces/{name}/turns/{iid}/events",
     ]);
     expect(Object.keys(doc.paths["/v1/workspaces"]).sort()).toEqual(["get", "post"]);
     expect(Object.keys(doc.paths["/v1/workspaces/{name}"]).sort()).toEqual(["delete", "get", "parameters"]);
@@ -208,6 +211,9 @@ describe("the OpenAPI document", () => {
         "PickBody",
         "PickReceipt",
         "Delivery",
+        "SubmitTurnBody",
+        "Admission",
+        "StreamEvent",
       ].sort(),
     );
   });
