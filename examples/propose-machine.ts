@@ -1,0 +1,322 @@
+// An example Machine (issue 13 item 3): an xstate v5 machine that drives one workspace through the
+// Orchestrator's API with the typed client (orchestrator/client.ts). It creates a workspace on a
+// repository, asks the Agent for a change with a `propose` Menu tool allowed, holds the Agent's
+// `propose` pick for a human's approval (an APPROVE or REJECT event; by default it prints the pick
+// and approves it), answers it, reads the turn to its end and destroys the workspace.
+//
+//   JR2_ORCHESTRATOR_URL=http://127.0.0.1:8090 JR2_REPO_URL=$PWD/.jr2/demo/remotes/demo.git \
+//     npx tsx examples/propose-machine.ts
+//
+// The token is JR2_API_TOKEN, or the first line of .jr2/demo/orchestrator/api-tokens (`npm start`).
+import { existsSync, readFileSync } from "node:fs";
+import { assign, createActor, fromPromise, setup, toPromise } from "xstate";
+import type { MenuTool, StreamEvent } from "../api/agents";
+import type { CreateWorkspaceBody } from "../orchestrator/api";
+import { OrchestratorClient, type TurnSubmitted } from "../orchestrator/client";
+import type { OutstandingPick } from "../orchestrator/picks";
+
+export const PROPOSE: MenuTool = {
+  name: "propose",
+  description: "Propose the change you made for a human's approval; the answer says whether it is approved.",
+  parameters: { type: "object", properties: { summary: { type: "string" } }, required: ["summary"] },
+};
+
+export type ProposeInput = {
+  client: OrchestratorClient;
+  /** The workspace to create (image, branch, repos). */
+  workspace: CreateWorkspaceBody | Parameters<OrchestratorClient["createWorkspace"]>[0];
+  /** What the Agent is asked to do. */
+  message: string;
+  agent?: string;
+  /** Approve a pick by itself after printing it (default true); false waits for APPROVE or REJECT. */
+  autoApprove?: boolean;
+  readyTimeoutMs?: number;
+  log?: (line: string) => void;
+};
+
+export type ProposeEvent = { type: "APPROVE"; answer?: string } | { type: "REJECT"; reason?: string };
+
+type Context = {
+  input: ProposeInput;
+  workspace?: string;
+  iid?: string;
+  submissionId?: string;
+  /** The last turn event read, to resume the stream after it. */
+  lastEventId?: number;
+  pick?: OutstandingPick;
+  answer?: string;
+  end?: Extract<StreamEvent, { kind: "end" }>;
+  error?: string;
+};
+
+export type ProposeOutput = {
+  workspace?: string;
+  iid?: string;
+  pick?: OutstandingPick;
+  answer?: string;
+  outcome?: "completed" | "aborted" | "failed";
+  message?: string;
+  error?: string;
+};
+
+const messageOf = (err: unknown) => (err instanceof Error ? err.message : String(err));
+const say = (context: Context, line: string) => (context.input.log ?? console.log)(line);
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Submits the turn, then reads its stream until the Agent picks `propose` (or the turn ends). */
+const turnActor = fromPromise<
+  { submitted: TurnSubmitted; lastEventId?: number; pick?: OutstandingPick; end?: Context["end"] },
+  { client: OrchestratorClient; workspace: string; agent: string; message: string }
+>(async ({ input, signal }) => {
+  const submitted = await input.client.submitTurn(input.workspace, {
+    agent: input.agent,
+    message: input.message,
+    menu: [PROPOSE],
+    allowed: [PROPOSE.name],
+  });
+  let lastEventId: number | undefined;
+  for await (const e of input.client.turnEvents(input.workspace, submitted.iid, { signal })) {
+    lastEventId = e.offset;
+    if (e.kind === "end") return { submitted, lastEventId, end: e };
+    if (e.kind === "pick" && e.pick === PROPOSE.name) break;
+  }
+  // The stream named the pick (or closed before it): the picks list has its delivery.
+  for (;;) {
+    const pick = (await input.client.picks(input.workspace)).items.find(
+      (p) => p.iid === submitted.iid && p.pick === PROPOSE.name,
+    );
+    if (pick) return { submitted, lastEventId, pick };
+    if (signal.aborted) throw new Error("aborted");
+    await sleep(250);
+  }
+});
+
+/** Reads the rest of the turn's stream to its end. */
+const continueActor = fromPromise<
+  { end: NonNullable<Context["end"]> },
+  { client: OrchestratorClient; workspace: string; iid: string; submissionId: string; lastEventId?: number }
+>(async ({ input, signal }) => {
+  const opts = { signal, ...(input.lastEventId !== undefined ? { lastEventId: input.lastEventId } : {}) };
+  for await (const e of input.client.turnEvents(input.workspace, input.iid, opts))
+    if (e.kind === "end" && e.submissionId === input.submissionId) return { end: e };
+  throw new Error("the turn's stream closed before its end");
+});
+
+/** Deletes the workspace and waits until it is destroyed (or gone). */
+const destroyActor = fromPromise<void, { client: OrchestratorClient; workspace: string }>(async ({ input }) => {
+  await input.client.deleteWorkspace(input.workspace);
+  const deadline = Date.now() + 60_000;
+  while (Date.now() < deadline) {
+    try {
+      if ((await input.client.workspace(input.workspace)).state === "destroyed") return;
+    } catch (err) {
+      if ((err as { status?: number }).status === 404) return;
+      throw err;
+    }
+    await sleep(250);
+  }
+  throw new Error(`workspace ${input.workspace} not destroyed in time`);
+});
+
+export const proposeMachine = setup({
+  types: {
+    context: {} as Context,
+    input: {} as ProposeInput,
+    events: {} as ProposeEvent,
+    output: {} as ProposeOutput,
+  },
+  actors: {
+    create: fromPromise<{ name: string }, ProposeInput>(({ input }) => input.client.createWorkspace(input.workspace)),
+    ready: fromPromise<unknown, { client: OrchestratorClient; workspace: string; timeoutMs?: number }>(({ input }) =>
+      input.client.waitReady(input.workspace, input.timeoutMs !== undefined ? { timeoutMs: input.timeoutMs } : {}),
+    ),
+    turn: turnActor,
+    answer: fromPromise<unknown, { client: OrchestratorClient; workspace: string; deliveryId: string; answer: string }>(
+      ({ input }) => input.client.answer(input.workspace, input.deliveryId, input.answer),
+    ),
+    continue: continueActor,
+    destroy: destroyActor,
+  },
+  actions: {
+    log: ({ context }, line: string) => say(context, line),
+  },
+  guards: {
+    autoApprove: ({ context }) => context.input.autoApprove !== false,
+    failed: ({ context }) => context.error !== undefined,
+  },
+}).createMachine({
+  id: "propose",
+  context: ({ input }) => ({ input }),
+  initial: "creating",
+  states: {
+    creating: {
+      invoke: {
+        src: "create",
+        input: ({ context }) => context.input,
+        onDone: {
+          target: "provisioning",
+          actions: [
+            assign({ workspace: ({ event }) => event.output.name }),
+            ({ context, event }) => say(context, `workspace ${event.output.name} created`),
+          ],
+        },
+        onError: { target: "failed", actions: assign({ error: ({ event }) => messageOf(event.error) }) },
+      },
+    },
+    provisioning: {
+      invoke: {
+        src: "ready",
+        input: ({ context }) => ({
+          client: context.input.client,
+          workspace: context.workspace!,
+          ...(context.input.readyTimeoutMs !== undefined ? { timeoutMs: context.input.readyTimeoutMs } : {}),
+        }),
+        onDone: { target: "turn", actions: { type: "log", params: "workspace ready" } },
+        onError: { target: "destroying", actions: assign({ error: ({ event }) => messageOf(event.error) }) },
+      },
+    },
+    turn: {
+      invoke: {
+        src: "turn",
+        input: ({ context }) => ({
+          client: context.input.client,
+          workspace: context.workspace!,
+          agent: context.input.agent ?? "coder",
+          message: context.input.message,
+        }),
+        onDone: [
+          {
+            guard: ({ event }) => event.output.pick !== undefined,
+            target: "awaitingApproval",
+            actions: assign({
+              iid: ({ event }) => event.output.submitted.iid,
+              submissionId: ({ event }) => event.output.submitted.admission.submissionId,
+              lastEventId: ({ event }) => event.output.lastEventId,
+              pick: ({ event }) => event.output.pick,
+            }),
+          },
+          {
+            // The turn ended without proposing anything: nothing to approve.
+            target: "destroying",
+            actions: assign({
+              iid: ({ event }) => event.output.submitted.iid,
+              end: ({ event }) => event.output.end,
+              error: () => "the turn ended without a propose pick",
+            }),
+          },
+        ],
+        onError: { target: "destroying", actions: assign({ error: ({ event }) => messageOf(event.error) }) },
+      },
+    },
+    awaitingApproval: {
+      entry: {
+        type: "log",
+        params: ({ context }) =>
+          `the Agent proposes: ${JSON.stringify(context.pick!.args ?? {})} (delivery ${context.pick!.deliveryId})`,
+      },
+      always: { guard: "autoApprove", target: "answering", actions: assign({ answer: "approved" }) },
+      on: {
+        APPROVE: { target: "answering", actions: assign({ answer: ({ event }) => event.answer ?? "approved" }) },
+        REJECT: {
+          target: "answering",
+          actions: assign({ answer: ({ event }) => `rejected${event.reason ? `: ${event.reason}` : ""}` }),
+        },
+      },
+    },
+    answering: {
+      invoke: {
+        src: "answer",
+        input: ({ context }) => ({
+          client: context.input.client,
+          workspace: context.workspace!,
+          deliveryId: context.pick!.deliveryId,
+          answer: context.answer!,
+        }),
+        onDone: {
+          target: "continuing",
+          actions: { type: "log", params: ({ context }) => `answered: ${context.answer}` },
+        },
+        onError: { target: "destroying", actions: assign({ error: ({ event }) => messageOf(event.error) }) },
+      },
+    },
+    continuing: {
+      invoke: {
+        src: "continue",
+        input: ({ context }) => ({
+          client: context.input.client,
+          workspace: context.workspace!,
+          iid: context.iid!,
+          submissionId: context.submissionId!,
+          ...(context.lastEventId !== undefined ? { lastEventId: context.lastEventId } : {}),
+        }),
+        onDone: {
+          target: "destroying",
+          actions: [
+            assign({ end: ({ event }) => event.output.end }),
+            ({ context, event }) => say(context, `turn ${event.output.end.outcome}: ${event.output.end.message ?? ""}`),
+          ],
+        },
+        onError: { target: "destroying", actions: assign({ error: ({ event }) => messageOf(event.error) }) },
+      },
+    },
+    destroying: {
+      invoke: {
+        src: "destroy",
+        input: ({ context }) => ({ client: context.input.client, workspace: context.workspace! }),
+        onDone: [
+          { guard: "failed", target: "failed" },
+          { target: "done", actions: { type: "log", params: "workspace destroyed" } },
+        ],
+        onError: { target: "failed", actions: assign({ error: ({ event }) => messageOf(event.error) }) },
+      },
+    },
+    done: { type: "final" },
+    failed: { type: "final" },
+  },
+  output: ({ context }) => ({
+    workspace: context.workspace,
+    iid: context.iid,
+    pick: context.pick,
+    answer: context.answer,
+    outcome: context.end?.outcome,
+    message: context.end?.message,
+    error: context.error,
+  }),
+});
+
+/** Runs the example against the Orchestrator the environment names. */
+export async function main(env: NodeJS.ProcessEnv = process.env): Promise<ProposeOutput> {
+  const url = env.JR2_ORCHESTRATOR_URL ?? "http://127.0.0.1:8090";
+  const tokenFile = ".jr2/demo/orchestrator/api-tokens";
+  const token =
+    env.JR2_API_TOKEN ?? (existsSync(tokenFile) ? readFileSync(tokenFile, "utf8").split("\n")[0]!.trim() : undefined);
+  if (!token) throw new Error(`set JR2_API_TOKEN (or run \`npm start\`, which writes ${tokenFile})`);
+  const repo = env.JR2_REPO_URL;
+  if (!repo) throw new Error("set JR2_REPO_URL to a repository inside the Orchestrator's fence");
+  const actor = createActor(proposeMachine, {
+    input: {
+      client: new OrchestratorClient({ url, token }),
+      workspace: {
+        image: env.JR2_HARNESS_IMAGE ?? "ghcr.io/example/harness:1",
+        branch: "example/propose",
+        repos: [{ slot: "app", url: repo }],
+      },
+      message: "In /work/app, add a line to README.md saying hello, then call propose with a summary of the change.",
+    },
+  });
+  actor.subscribe((s) => console.log(`-> ${String(s.value)}`));
+  actor.start();
+  const output = await toPromise(actor);
+  console.log(JSON.stringify(output, null, 2));
+  return output;
+}
+
+if (require.main === module && /propose-machine\.[cm]?[jt]s$/.test(__filename)) {
+  main().then(
+    (out) => process.exit(out.error ? 1 : 0),
+    (err) => {
+      console.error(messageOf(err));
+      process.exit(1);
+    },
+  );
+}

@@ -1,0 +1,130 @@
+// The example Machine (examples/propose-machine.ts) end to end against a local Orchestrator in
+// local mode, its Agent's model the scripted provider (as agent-turns.test.ts sets it up): the
+// machine creates a workspace, the Agent runs bash and picks `propose`, the test approves through
+// the machine's APPROVE event, the Agent finishes, and the machine destroys the workspace.
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { K8s, kind } from "kubernetes-fluent-client";
+import { createActor, toPromise } from "xstate";
+import { ORCHESTRATOR_ENV } from "../../api/env";
+import { type Agent, startCacheAgent } from "../../dev/local-cache-agent";
+import { type LocalOrchestrator, startLocalOrchestrator } from "../../dev/local-orchestrator";
+import { startScriptedModel, type ScriptedModel } from "../../dev/scripted-model";
+import { proposeMachine } from "../../examples/propose-machine";
+import { OrchestratorClient, OrchestratorError } from "../../orchestrator/client";
+import { useNamespace } from "./support/cluster";
+
+const ns = useNamespace("example");
+const NODES = ["jr2-node-0", "jr2-node-1", "jr2-node-2"];
+const tmp = mkdtempSync(join(tmpdir(), "jr2-example-"));
+const KEY = "sk-scripted-real-key-7c2d";
+const agents: Agent[] = [];
+let orch: LocalOrchestrator;
+let model: ScriptedModel;
+
+beforeAll(async () => {
+  model = await startScriptedModel({
+    apiKey: KEY,
+    script: [
+      { toolCalls: [{ name: "bash", arguments: { command: "echo hello > change.txt && cat change.txt" } }] },
+      { toolCalls: [{ name: "propose", arguments: { summary: "wrote change.txt" } }] },
+      { text: "done: the change is approved" },
+    ],
+  });
+  await K8s(kind.Secret).Apply({ metadata: { name: "model-keys", namespace: ns.name }, stringData: { openai: KEY } });
+  writeFileSync(
+    join(tmp, "pod.yaml"),
+    JSON.stringify({
+      custodian: {
+        providers: [{ name: "scripted", url: model.url }],
+        held: [{ secret: "model-keys", key: "openai", env: "OPENAI_API_KEY", origins: [model.url] }],
+      },
+      harness: {
+        env: [
+          { name: "JR2_MODEL_PROVIDER", value: "scripted" },
+          { name: "JR2_MODEL_ID", value: "scripted" },
+        ],
+      },
+    }),
+  );
+  for (const node of NODES) agents.push(await startCacheAgent(node, join(tmp, `cache-${node}`)));
+  orch = await startLocalOrchestrator({
+    kubeconfig: process.env.KUBECONFIG!,
+    namespace: ns.name,
+    dir: join(tmp, "orchestrator"),
+    credentials: [],
+    reposRoot: join(tmp, "cache-{node}"),
+    env: { [ORCHESTRATOR_ENV.podConfigFile]: join(tmp, "pod.yaml") },
+  });
+}, 90_000);
+
+afterAll(async () => {
+  await orch?.stop();
+  await Promise.all(agents.map((a) => a.stop()));
+  await model?.stop();
+  rmSync(tmp, { recursive: true, force: true });
+});
+
+describe("the example Machine", () => {
+  it("creates a workspace, holds the Agent's propose for approval, answers, lets it finish, destroys it", async () => {
+    const client = new OrchestratorClient({ url: orch.url, token: orch.token });
+    const lines: string[] = [];
+    const actor = createActor(proposeMachine, {
+      input: {
+        client,
+        workspace: { image: "ghcr.io/example/harness:1", branch: "example/propose" },
+        message: "write change.txt, then propose it",
+        autoApprove: false,
+        readyTimeoutMs: 60_000,
+        log: (line) => lines.push(line),
+      },
+    });
+    const states: string[] = [];
+    actor.subscribe((s) => {
+      states.push(String(s.value));
+      if (s.value === "awaitingApproval") actor.send({ type: "APPROVE", answer: "approved by a human: go on" });
+    });
+    actor.start();
+    const output = await toPromise(actor);
+
+    expect(output.error).toBeUndefined();
+    expect(actor.getSnapshot().value).toBe("done");
+    expect(states).toEqual(
+      expect.arrayContaining([
+        "creating",
+        "provisioning",
+        "turn",
+        "awaitingApproval",
+        "answering",
+        "continuing",
+        "destroying",
+        "done",
+      ]),
+    );
+    expect(output.pick).toMatchObject({ pick: "propose", args: { summary: "wrote change.txt" } });
+    expect(output.answer).toBe("approved by a human: go on");
+    expect(output).toMatchObject({ outcome: "completed", message: "done: the change is approved" });
+    expect(lines.some((l) => l.includes("the Agent proposes"))).toBe(true);
+
+    // The workspace is gone: the Orchestrator answers 404 or destroyed.
+    const ws = output.workspace!;
+    const view = await client.workspace(ws).catch((err: unknown) => err);
+    if (view instanceof OrchestratorError) expect(view.status).toBe(404);
+    else expect(view).toMatchObject({ state: "destroyed" });
+    // The pick's answer is what the model read as the propose tool's result.
+    expect(model.requests.length).toBeGreaterThanOrEqual(3);
+    expect(JSON.stringify(model.requests.at(-1))).toContain("approved by a human: go on");
+  }, 120_000);
+
+  it("the client's errors carry the API's code and message", async () => {
+    const client = new OrchestratorClient({ url: orch.url, token: orch.token });
+    const err = await client.workspace("ws-nosuchthing").catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(OrchestratorError);
+    expect(err).toMatchObject({ status: 404, code: "not_found" });
+    const bad = await new OrchestratorClient({ url: orch.url, token: "wrong" })
+      .picks("ws-nosuchthing")
+      .catch((e: unknown) => e);
+    expect(bad).toMatchObject({ status: 401 });
+  });
+});
