@@ -14,7 +14,7 @@ import js from "@eslint/js";
  * name inside another, such as api/custodian.ts, is not it). */
 const folder = (name) => `^(\\.\\./)+${name}(/|$)|^\\./${name}/`;
 
-const TOOLING = ["dev", "scripts", "bench", "test"];
+const TOOLING = ["dev", "scripts", "bench", "test", "examples"];
 const COMPANIONS = ["harness", "cache-agent", "custodian", "orchestrator"];
 
 /** A no-restricted-imports rule refusing the given top-level folders, saying why. */
