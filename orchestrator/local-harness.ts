@@ -15,7 +15,7 @@ import type { SandboxModel } from "../api/crd";
 import { startHarness } from "../harness/server";
 import { HARNESS_ENV } from "../api/env";
 import { localHarnessEnv, startLocalCustodian } from "./local-custodian";
-import { alive, startDetached, stopPid } from "./local-process";
+import { alive, killPid, startDetached, stopPid } from "./local-process";
 
 export type LocalHarnessOptions = {
   /** `process`: one Harness process per Sandbox (as in a pod); `inline`: a Harness server in this
@@ -60,14 +60,20 @@ export class LocalHarnesses {
     return running.then((r) => r.url);
   };
 
+  /** Stops still under way: stopAll waits for them too, so an exiting Orchestrator leaves none half done. */
+  readonly #stopping = new Set<Promise<void>>();
+
   async stop(name: string): Promise<void> {
     const running = this.#running.get(name);
     this.#running.delete(name);
-    await running?.then((r) => r.stop()).catch(() => undefined);
+    const done = (running ?? Promise.reject(new Error("not running"))).then((r) => r.stop()).catch(() => undefined);
+    this.#stopping.add(done);
+    await done;
+    this.#stopping.delete(done);
   }
 
   async stopAll(): Promise<void> {
-    await Promise.all([...this.#running.keys()].map((n) => this.stop(n)));
+    await Promise.all([...[...this.#running.keys()].map((n) => this.stop(n)), ...this.#stopping]);
   }
 
   async #start(sandbox: SandboxModel): Promise<Running> {
@@ -87,6 +93,8 @@ export class LocalHarnesses {
       return adopted;
     }
     const custodian = await startLocalCustodian(this.opts.namespace, name, podDir);
+    // Recorded at once: an Orchestrator killed before the Harness is up leaves no Custodian behind.
+    writeFileSync(join(podDir, STATE), JSON.stringify({ custodian: custodian.pid }));
     this.opts.log?.({ level: "info", message: "local custodian listening", sandbox: name, url: custodian.url });
     const env = localHarnessEnv(sandbox.spec?.env, {
       custodianUrl: custodian.url,
@@ -111,7 +119,7 @@ export class LocalHarnesses {
         /"message":"listening","port":(\d+)/,
         "Harness",
       );
-      const state: PodState = {
+      const state: Required<PodState> = {
         harness: harness.pid,
         custodian: custodian.pid,
         url: `http://127.0.0.1:${harness.port}`,
@@ -135,18 +143,19 @@ async function inline(workRoot: string, reposRoot: string, tokenSha256: string |
 }
 
 /** The local pod's processes, as the state file keeps them. */
-type PodState = { harness: number; custodian: number; url: string };
+type PodState = { custodian: number; harness?: number; url?: string };
 const STATE = "local.json";
 
-function running(podDir: string, state: PodState): Running {
-  return {
-    url: state.url,
-    stop: async () => {
-      await stopPid(state.harness);
-      await stopPid(state.custodian);
-      rmSync(join(podDir, STATE), { force: true });
-    },
-  };
+function running(podDir: string, state: Required<PodState>): Running {
+  return { url: state.url, stop: () => stopPod(podDir, state) };
+}
+
+/** Both told at once (an Orchestrator that exits right after still stops both), then awaited. */
+async function stopPod(podDir: string, state: PodState): Promise<void> {
+  const pids = [state.harness, state.custodian].filter((p): p is number => p !== undefined);
+  pids.forEach(killPid);
+  await Promise.all(pids.map(stopPid));
+  rmSync(join(podDir, STATE), { force: true });
 }
 
 /** The pod's processes when both still run and the Harness answers. */
@@ -159,14 +168,17 @@ async function adopt(podDir: string): Promise<Running | undefined> {
   } catch {
     return undefined;
   }
-  if (!alive(state.harness) || !alive(state.custodian)) {
-    await stopPid(state.harness);
-    await stopPid(state.custodian);
+  const { harness, url, custodian } = state;
+  // Half a pod (its Orchestrator died while starting it) or a dead one: stopped, then started anew.
+  if (harness === undefined || url === undefined || !alive(harness) || !alive(custodian)) {
+    await stopPod(podDir, state);
     return undefined;
   }
-  const ok = await fetch(`${state.url}/healthz`).then(
+  const ok = await fetch(`${url}/healthz`).then(
     (r) => r.ok,
     () => false,
   );
-  return ok ? running(podDir, state) : undefined;
+  if (ok) return running(podDir, { harness, url, custodian });
+  await stopPod(podDir, state);
+  return undefined;
 }

@@ -54,7 +54,8 @@ export async function stopPid(pid: number): Promise<void> {
   for (let i = 0; i < 100 && alive(pid); i++) await new Promise((r) => setTimeout(r, 50));
 }
 
-function killPid(pid: number) {
+/** SIGTERM to its process group, without waiting. */
+export function killPid(pid: number) {
   try {
     process.kill(-pid, "SIGTERM");
   } catch {
