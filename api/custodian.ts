@@ -48,6 +48,17 @@ export const PROVIDERS_ROUTE = "/providers";
 export const CUSTODIAN_HEADER = "x-jr2-custodian";
 export const UNREACHABLE = "unreachable";
 export const REFUSED = "refused";
+/** Transport codes that prove no byte of a request was written (the connect never completed): the
+ * Custodian retries only these, and the Harness reads them as "never reached" (seed 001 ADR-0002). */
+export const NEVER_SENT_CODES: ReadonlySet<string> = new Set([
+  "ECONNREFUSED",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "UND_ERR_CONNECT_TIMEOUT",
+  "ENETUNREACH",
+  "EHOSTUNREACH",
+]);
+
 /** The message of an `unreachable` answer (the Harness quotes it). */
 export const unreachableMessage = (detail: string) => `the Custodian could not reach it (${detail})`;
 

@@ -4,6 +4,7 @@
 import {
   CUSTODIAN_HEADER,
   HOP_BY_HOP as HOP_BY_HOP_WORDS,
+  NEVER_SENT_CODES,
   ORCHESTRATOR_ROUTE,
   PROVIDERS_ROUTE,
   replaceStandIns,
@@ -269,22 +270,12 @@ export function substitute(headers: readonly Header[], origin: string, table: He
 // ---------------------------------------------------------------------------------------------
 // Upstream failures
 
-/** Transport failures that prove no byte of the request was written (the connect never completed). */
-const NOT_SENT_CODES = new Set([
-  "ECONNREFUSED",
-  "ENOTFOUND",
-  "EAI_AGAIN",
-  "UND_ERR_CONNECT_TIMEOUT",
-  "ENETUNREACH",
-  "EHOSTUNREACH",
-]);
-
 /** Whether an upstream failure happened before the request was sent: the connector said so
  * (`connectFailed`), or its code is one only a connect gives. */
 export function notSent(err: unknown, connectFailed: boolean): boolean {
   if (connectFailed) return true;
   const code = (err as { code?: unknown } | null)?.code;
-  return typeof code === "string" && NOT_SENT_CODES.has(code);
+  return typeof code === "string" && NEVER_SENT_CODES.has(code);
 }
 
 /** A failure's short detail for a message: its code and message, nothing from the request. */

@@ -7,7 +7,7 @@
 // `x-jr2-custodian: unreachable` stands for Envoy's flags UF, UH, DF and URX (the request was not
 // forwarded); a 502 without that header stands for UC, UMSDR, UPE, UR, LR and DPE (it may have
 // been). Pure: no I/O. The Harness and the tests share these builders, so there is one source.
-import { CUSTODIAN_HEADER, UNREACHABLE, unreachableMessage } from "../../api/custodian";
+import { CUSTODIAN_HEADER, NEVER_SENT_CODES, UNREACHABLE, unreachableMessage } from "../../api/custodian";
 
 // ---------------------------------------------------------------------------------------------
 // What happened
@@ -58,18 +58,8 @@ export const PICK_CASES: readonly PickCase[] = [
   "turnOver",
 ];
 
-/**
- * Transport codes that prove no byte of the request was written: the connect never completed
- * (the same set as the Custodian's own, custodian/rules.ts).
- */
-export const NEVER_SENT_CODES: ReadonlySet<string> = new Set([
-  "ECONNREFUSED",
-  "ENOTFOUND",
-  "EAI_AGAIN",
-  "UND_ERR_CONNECT_TIMEOUT",
-  "ENETUNREACH",
-  "EHOSTUNREACH",
-]);
+/** The codes that prove a request never left (api/custodian.ts, shared with the Custodian). */
+export { NEVER_SENT_CODES };
 
 // ---------------------------------------------------------------------------------------------
 // The texts (ADR-0002, word for word; `<pick>` in backquotes as the decision writes it)
