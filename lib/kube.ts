@@ -90,6 +90,17 @@ export async function kubeRequest<T>(
 
 const enc = encodeURIComponent;
 
+/** A server-side apply of `body` at `path` (the object's own path) by `fieldManager`, taking over
+ * the fields it names: a re-apply of the same object changes nothing. */
+export function applyRequest<T>(path: string, body: unknown, fieldManager: string): Promise<T> {
+  return kubeRequest<T>(
+    "PATCH",
+    `${path}?fieldManager=${enc(fieldManager)}&force=true`,
+    body,
+    "application/apply-patch+yaml",
+  );
+}
+
 /** Paths of the objects the operator writes. */
 export const paths = {
   pods: (ns: string) => `/api/v1/namespaces/${enc(ns)}/pods`,

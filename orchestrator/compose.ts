@@ -66,6 +66,20 @@ import { effectorKey, harnessToken, sandboxToken, standInBytes, tokenDigest } fr
 
 export const GROUP_VERSION = "core.jr2.dev/v1alpha1";
 
+/** What the Orchestrator writes server-side applies as (kube-port.ts, installation.ts, turns.ts). */
+export const FIELD_MANAGER = "jr2-orchestrator";
+
+/** The owner of everything the Orchestrator writes for one Sandbox: the garbage collector takes it
+ * with the CR, whoever deletes the CR. */
+export const sandboxOwnerReference = (name: string, uid: string) => ({
+  apiVersion: GROUP_VERSION,
+  kind: "Sandbox",
+  name,
+  uid,
+  controller: true,
+  blockOwnerDeletion: false,
+});
+
 /** The volumes the composition names (the operator adds `repo-<key>`, `jr2-shm` and `jr2-git-<n>`). */
 export const VOLUME = {
   work: "work",
@@ -229,16 +243,7 @@ export function ownedObjects(
     name,
     namespace,
     labels: { [SANDBOX_LABEL]: sandbox },
-    ownerReferences: [
-      {
-        apiVersion: GROUP_VERSION,
-        kind: "Sandbox",
-        name: sandbox,
-        uid,
-        controller: true,
-        blockOwnerDeletion: false,
-      },
-    ],
+    ownerReferences: [sandboxOwnerReference(sandbox, uid)],
   });
   const b64 = (text: string) => Buffer.from(text, "utf8").toString("base64");
   const objects: KubeObject[] = [

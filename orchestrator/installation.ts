@@ -17,7 +17,8 @@ import {
 } from "../api/wire";
 import { ApiError } from "../lib/api-error";
 import { issueCa } from "../lib/ca";
-import { kubeRequest } from "../lib/kube";
+import { applyRequest, kubeRequest } from "../lib/kube";
+import { FIELD_MANAGER } from "./compose";
 import { ORCHESTRATOR, ORCHESTRATOR_PORT } from "./deploy";
 import { DEFAULT_POD_CONFIG, parsePodConfig, type PodConfig } from "./pod-config";
 
@@ -27,8 +28,6 @@ export const DEFAULT_CUSTODIAN_IMAGE = "jr2/companions:local";
 /** The Orchestrator's Service in its default namespace. */
 export const DEFAULT_ORCHESTRATOR_URL = `http://${ORCHESTRATOR}.jr2-system.svc:${ORCHESTRATOR_PORT}`;
 
-const FIELD_MANAGER = "jr2-orchestrator";
-const APPLY = "application/apply-patch+yaml";
 const enc = encodeURIComponent;
 
 export type PodSettings = { config: PodConfig; custodianImage: string; orchestratorUrl: string };
@@ -136,5 +135,4 @@ async function ensureCa(namespace: string): Promise<string> {
   return Buffer.from(cert, "base64").toString("utf8");
 }
 
-const apply = (path: string, body: unknown) =>
-  kubeRequest("PATCH", `${path}?fieldManager=${FIELD_MANAGER}&force=true`, body, APPLY);
+const apply = (path: string, body: unknown) => applyRequest(path, body, FIELD_MANAGER);

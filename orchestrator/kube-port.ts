@@ -6,12 +6,19 @@
 import { request } from "undici";
 import { EFFECTOR, KEEPALIVE_ANNOTATION } from "../api/wire";
 import { ApiError } from "../lib/api-error";
-import { kubeRequest } from "../lib/kube";
+import { applyRequest, kubeRequest } from "../lib/kube";
 import type { SandboxModel } from "../api/crd";
 import type { AttachBody } from "../api/attach";
 import { AttachAnswer } from "./api";
 import type { CredentialEntry } from "./fence";
-import { GROUP_VERSION, composeSandbox, custodianConfigFor, ownedObjects, type Composition } from "./compose";
+import {
+  FIELD_MANAGER,
+  GROUP_VERSION,
+  composeSandbox,
+  custodianConfigFor,
+  ownedObjects,
+  type Composition,
+} from "./compose";
 import { DEFAULT_CUSTODIAN_IMAGE, DEFAULT_ORCHESTRATOR_URL } from "./installation";
 import { DEFAULT_POD_CONFIG, type PodConfig } from "./pod-config";
 import {
@@ -40,8 +47,6 @@ import { harnessToken } from "./tokens";
 import { CONDITION } from "../api/conditions";
 
 const enc = encodeURIComponent;
-const FIELD_MANAGER = "jr2-orchestrator";
-const APPLY = "application/apply-patch+yaml";
 const PLURAL: Record<string, string> = { Secret: "secrets", ConfigMap: "configmaps", Service: "services" };
 
 /** Maps a Sandbox to the base url its Harness answers on. In the cluster: its status.endpoint. */
@@ -269,7 +274,7 @@ export class KubeSandboxPort implements SandboxPort {
     for (const object of composed.owned(uid)) {
       const plural = PLURAL[object.kind];
       const path = `/api/v1/namespaces/${enc(this.#ns)}/${plural}/${enc(object.metadata.name)}`;
-      await kubeRequest("PATCH", `${path}?fieldManager=${FIELD_MANAGER}&force=true`, object, APPLY).catch((err) => {
+      await applyRequest(path, object, FIELD_MANAGER).catch((err) => {
         throw new PlaceFailure(
           "Refused",
           `Sandbox "${name}"'s ${object.kind} ${object.metadata.name} was refused: ${messageOf(err)}`,

@@ -10,7 +10,8 @@ import { ApiError } from "../lib/api-error";
 import { kubeRequest } from "../lib/kube";
 import type { Delivery, PickBody, PickReceipt } from "../api/agents";
 import { HttpError } from "./api";
-import { GROUP_VERSION } from "./compose";
+import { sandboxOwnerReference } from "./compose";
+import { SANDBOX_LABEL } from "../api/wire";
 import {
   EMPTY_LEDGER,
   LEDGER_KEY,
@@ -223,17 +224,9 @@ export class KubeLedgerBackend implements LedgerBackend {
               metadata: {
                 name,
                 namespace: this.namespace,
-                labels: { "app.kubernetes.io/managed-by": "jr2-orchestrator" },
-                ownerReferences: [
-                  {
-                    apiVersion: GROUP_VERSION,
-                    kind: "Sandbox",
-                    name: workspace,
-                    uid: owner.uid,
-                    controller: true,
-                    blockOwnerDeletion: false,
-                  },
-                ],
+                // The label every object the Orchestrator writes for a Sandbox carries (compose.ts).
+                labels: { [SANDBOX_LABEL]: workspace },
+                ownerReferences: [sandboxOwnerReference(workspace, owner.uid)],
               },
               data,
             })

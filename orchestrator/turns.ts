@@ -8,9 +8,9 @@ import { randomBytes } from "node:crypto";
 import { z } from "zod";
 import { Admission, ConversationId, AgentName, StreamPage, TurnBody, agentPath, abortPath } from "../api/agents";
 import { ApiError } from "../lib/api-error";
-import { kubeRequest } from "../lib/kube";
+import { applyRequest, kubeRequest } from "../lib/kube";
 import { SANDBOX_LABEL } from "../api/wire";
-import { GROUP_VERSION } from "./compose";
+import { FIELD_MANAGER, sandboxOwnerReference } from "./compose";
 import { HttpError } from "./api";
 import type { SandboxWatch } from "./sandbox-watch";
 
@@ -132,29 +132,11 @@ export class Turns {
         name: turnsConfigMap(workspace),
         namespace: this.opts.namespace,
         labels: { [SANDBOX_LABEL]: workspace },
-        ...(uid
-          ? {
-              ownerReferences: [
-                {
-                  apiVersion: GROUP_VERSION,
-                  kind: "Sandbox",
-                  name: workspace,
-                  uid,
-                  controller: true,
-                  blockOwnerDeletion: false,
-                },
-              ],
-            }
-          : {}),
+        ...(uid ? { ownerReferences: [sandboxOwnerReference(workspace, uid)] } : {}),
       },
       data: { [LEDGER_KEY]: JSON.stringify(ledger) },
     };
-    await kubeRequest(
-      "PATCH",
-      `${this.#path(workspace)}?fieldManager=jr2-orchestrator&force=true`,
-      body,
-      "application/apply-patch+yaml",
-    );
+    await applyRequest(this.#path(workspace), body, FIELD_MANAGER);
   }
 
   #path(workspace: string) {
