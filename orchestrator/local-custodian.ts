@@ -4,7 +4,7 @@
 // read from the API server and written 0600 into a 0700 directory), and the installation CA. The
 // Harness beside it gets the pod's env with the pod's paths and the Custodian's address mapped to
 // this machine's (localHarnessEnv). Used only when the Orchestrator runs outside the cluster.
-import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import {
   CA_CERT_KEY,
@@ -20,7 +20,7 @@ import type { EnvVar } from "../api/crd/generated/corev1";
 import { CUSTODIAN_ENV } from "../api/env";
 import { CONVERSATIONS_DIR, CUSTODIAN_CA_SECRET, SANDBOX_TOKEN_KEY, WORK_ROOT, tokenSecretName } from "../api/wire";
 import { kubeRequest } from "../lib/kube";
-import { startDetached, stopPid } from "./local-process";
+import { companionCommand, startDetached, stopPid } from "./local-process";
 
 export type LocalCustodian = {
   pid: number;
@@ -35,17 +35,6 @@ export type LocalCustodian = {
 
 type Secret = { data?: Record<string, string> };
 const enc = encodeURIComponent;
-
-/** The Custodian program: beside this file when bundled (dist/companions), else the build's bundle,
- * else its source through tsx. */
-function custodianCommand(): [string, string[]] {
-  const sibling = join(__dirname, "custodian.js");
-  if (existsSync(sibling)) return [process.execPath, [sibling]];
-  const root = join(__dirname, "..");
-  const bundle = join(root, "dist", "companions", "custodian.js");
-  if (existsSync(bundle)) return [process.execPath, [bundle]];
-  return [join(root, "node_modules", ".bin", "tsx"), [join(root, "custodian", "main.ts")]];
-}
 
 /** Writes the pod's Custodian files under `dir` from the API server and starts the process. */
 export async function startLocalCustodian(namespace: string, sandbox: string, dir: string): Promise<LocalCustodian> {
@@ -93,7 +82,7 @@ export async function startLocalCustodian(namespace: string, sandbox: string, di
   file(join(caDir, CA_KEY_KEY), await value(CUSTODIAN_CA_SECRET, CA_KEY_KEY));
   file(join(harnessCaDir, HARNESS_CA_KEY), caCert);
 
-  const [cmd, args] = custodianCommand();
+  const [cmd, args] = companionCommand("custodian");
   const { pid, port } = await startDetached(
     cmd,
     args,

@@ -15,7 +15,7 @@ import type { SandboxModel } from "../api/crd";
 import { startHarness } from "../harness/server";
 import { HARNESS_ENV } from "../api/env";
 import { localHarnessEnv, startLocalCustodian } from "./local-custodian";
-import { alive, killPid, startDetached, stopPid } from "./local-process";
+import { alive, companionCommand, killPid, startDetached, stopPid } from "./local-process";
 
 export type LocalHarnessOptions = {
   /** `process`: one Harness process per Sandbox (as in a pod); `inline`: a Harness server in this
@@ -31,17 +31,6 @@ export type LocalHarnessOptions = {
 };
 
 type Running = { url: string; stop(): Promise<void> };
-
-/** The Harness to run: beside this file when bundled (dist/companions), else the build's bundle,
- * else its source through tsx. */
-function harnessCommand(): [string, string[]] {
-  const sibling = join(__dirname, "harness.js");
-  if (existsSync(sibling)) return [process.execPath, [sibling]];
-  const root = join(__dirname, "..");
-  const bundle = join(root, "dist", "companions", "harness.js");
-  if (existsSync(bundle)) return [process.execPath, [bundle]];
-  return [join(root, "node_modules", ".bin", "tsx"), [join(root, "harness", "main.ts")]];
-}
 
 export class LocalHarnesses {
   readonly #running = new Map<string, Promise<Running>>();
@@ -103,7 +92,7 @@ export class LocalHarnesses {
       workRoot,
     });
     try {
-      const [cmd, args] = harnessCommand();
+      const [cmd, args] = companionCommand("harness");
       const harness = await startDetached(
         cmd,
         args,

@@ -4,8 +4,20 @@
 // state file its predecessor wrote (local-harness.ts). Used only outside the cluster.
 import { spawn } from "node:child_process";
 import { closeSync, existsSync, openSync, readFileSync } from "node:fs";
+import { join } from "node:path";
 
 export type Detached = { pid: number; port: number };
+
+/** A companion program: beside this file when bundled (dist/companions), else the build's bundle,
+ * else its source with tsx as node's loader (one process, so a signal to it reaches the program). */
+export function companionCommand(name: "harness" | "custodian"): [string, string[]] {
+  const sibling = join(__dirname, `${name}.js`);
+  if (existsSync(sibling)) return [process.execPath, [sibling]];
+  const root = join(__dirname, "..");
+  const bundle = join(root, "dist", "companions", `${name}.js`);
+  if (existsSync(bundle)) return [process.execPath, [bundle]];
+  return [process.execPath, ["--import", "tsx", join(root, name, "main.ts")]];
+}
 
 /** Starts `cmd` detached, its output appended to `logFile`, and waits for `listening` (a regexp
  * whose first group is the port) in the lines it writes after this start. */
