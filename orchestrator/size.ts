@@ -28,6 +28,12 @@ const SHM_FLOOR = 64 * 2 ** 20;
 
 export class SizeError extends Error {}
 
+/** The resources a Size splits, each read and written in whole units of its own. */
+const RESOURCES = [
+  { name: "cpu", read: milliCpu, format: formatMilliCpu, floor: HARNESS_FLOOR.cpu },
+  { name: "memory", read: bytesOf, format: formatBytes, floor: HARNESS_FLOOR.memory },
+] as const;
+
 const equal = (r: Record<string, string>): Resources => ({ requests: { ...r }, limits: { ...r } });
 
 /**
@@ -50,41 +56,30 @@ export function splitSize(
   const userShare: Record<string, string> = {};
   let shmSize: string | undefined;
 
-  if (size.cpu !== undefined) {
-    const total = milliCpu(size.cpu)!;
-    const u = user?.cpu !== undefined ? milliCpu(user.cpu)! : 0;
-    const left = total - milliCpu(slice.cpu)! - u;
-    if (left < HARNESS_FLOOR.cpu) {
+  // The same split for each resource, in its own units (millicores, bytes).
+  for (const r of RESOURCES) {
+    const stated = size[r.name];
+    if (stated === undefined) {
+      if (user?.[r.name] !== undefined)
+        throw new SizeError(
+          `userSize.${r.name} needs size.${r.name}: the User Container's share is taken from the pod's`,
+        );
+      continue;
+    }
+    const total = r.read(stated)!;
+    const u = user?.[r.name] !== undefined ? r.read(user[r.name]!)! : 0;
+    const left = total - r.read(slice[r.name])! - u;
+    if (left < r.floor) {
       throw new SizeError(
-        `size.cpu ${size.cpu} leaves the Harness ${formatMilliCpu(Math.max(left, 0))} after the Custodian's ` +
-          `${slice.cpu}${u ? ` and the User Container's ${user!.cpu}` : ""}; it needs at least ` +
-          `${formatMilliCpu(HARNESS_FLOOR.cpu)}: raise size.cpu to ${formatMilliCpu(total - left + HARNESS_FLOOR.cpu)} or more`,
+        `size.${r.name} ${stated} leaves the Harness ${r.format(Math.max(left, 0))} after the Custodian's ` +
+          `${slice[r.name]}${u ? ` and the User Container's ${user![r.name]}` : ""}; it needs at least ` +
+          `${r.format(r.floor)}: raise size.${r.name} to ${r.format(total - left + r.floor)} or more`,
       );
     }
-    pod.cpu = formatMilliCpu(total);
-    harness.cpu = formatMilliCpu(left);
-    if (u) userShare.cpu = formatMilliCpu(u);
-  } else if (user?.cpu !== undefined) {
-    throw new SizeError("userSize.cpu needs size.cpu: the User Container's share is taken from the pod's");
-  }
-
-  if (size.memory !== undefined) {
-    const total = bytesOf(size.memory)!;
-    const u = user?.memory !== undefined ? bytesOf(user.memory)! : 0;
-    const left = total - bytesOf(slice.memory)! - u;
-    if (left < HARNESS_FLOOR.memory) {
-      throw new SizeError(
-        `size.memory ${size.memory} leaves the Harness ${formatBytes(Math.max(left, 0))} after the Custodian's ` +
-          `${slice.memory}${u ? ` and the User Container's ${user!.memory}` : ""}; it needs at least ` +
-          `${formatBytes(HARNESS_FLOOR.memory)}: raise size.memory to ${formatBytes(total - left + HARNESS_FLOOR.memory)} or more`,
-      );
-    }
-    pod.memory = formatBytes(total);
-    harness.memory = formatBytes(left);
-    if (u) userShare.memory = formatBytes(u);
-    shmSize = formatBytes(Math.max(SHM_FLOOR, Math.floor(left / 4 / 2 ** 20) * 2 ** 20));
-  } else if (user?.memory !== undefined) {
-    throw new SizeError("userSize.memory needs size.memory: the User Container's share is taken from the pod's");
+    pod[r.name] = r.format(total);
+    harness[r.name] = r.format(left);
+    if (u) userShare[r.name] = r.format(u);
+    if (r.name === "memory") shmSize = formatBytes(Math.max(SHM_FLOOR, Math.floor(left / 4 / 2 ** 20) * 2 ** 20));
   }
 
   const out: SizeSplit = { custodian };
