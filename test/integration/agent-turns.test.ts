@@ -4,7 +4,7 @@
 // Custodian to the Orchestrator with the Sandbox token; the Machine answers it over the API and
 // reads the turn's events as Server-Sent Events. Then the Orchestrator is SIGKILLed mid-turn, with a
 // pick outstanding, and the restored one answers it and resumes the stream from its ledger.
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { K8s, kind } from "kubernetes-fluent-client";
@@ -14,6 +14,7 @@ import type { WorkspaceView } from "../../orchestrator/api";
 import { type Agent, startCacheAgent } from "../../dev/local-cache-agent";
 import { type LocalOrchestrator, startLocalOrchestrator } from "../../dev/local-orchestrator";
 import { startScriptedModel, type ScriptedModel } from "../../dev/scripted-model";
+import { scriptedModelPodConfig } from "./support/agents";
 import { useNamespace, waitFor } from "./support/cluster";
 
 const ns = useNamespace("turns");
@@ -84,22 +85,7 @@ beforeAll(async () => {
       { text: "done after the restart" },
     ],
   });
-  await K8s(kind.Secret).Apply({ metadata: { name: "model-keys", namespace: ns.name }, stringData: { openai: KEY } });
-  writeFileSync(
-    join(tmp, "pod.yaml"),
-    JSON.stringify({
-      custodian: {
-        providers: [{ name: "scripted", url: model.url }],
-        held: [{ secret: "model-keys", key: "openai", env: "OPENAI_API_KEY", origins: [model.url] }],
-      },
-      harness: {
-        env: [
-          { name: "JR2_MODEL_PROVIDER", value: "scripted" },
-          { name: "JR2_MODEL_ID", value: "scripted" },
-        ],
-      },
-    }),
-  );
+  await scriptedModelPodConfig(tmp, ns.name, model, KEY);
   for (const node of NODES) agents.push(await startCacheAgent(node, join(tmp, `cache-${node}`)));
   orch = await start();
 }, 90_000);

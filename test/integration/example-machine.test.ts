@@ -2,10 +2,9 @@
 // local mode, its Agent's model the scripted provider (as agent-turns.test.ts sets it up): the
 // machine creates a workspace, the Agent runs bash and picks `propose`, the test approves through
 // the machine's APPROVE event, the Agent finishes, and the machine destroys the workspace.
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { K8s, kind } from "kubernetes-fluent-client";
 import { createActor, toPromise } from "xstate";
 import { ORCHESTRATOR_ENV } from "../../api/env";
 import { type Agent, startCacheAgent } from "../../dev/local-cache-agent";
@@ -13,6 +12,7 @@ import { type LocalOrchestrator, startLocalOrchestrator } from "../../dev/local-
 import { startScriptedModel, type ScriptedModel } from "../../dev/scripted-model";
 import { proposeMachine } from "../../examples/propose-machine";
 import { OrchestratorClient, OrchestratorError } from "../../orchestrator/client";
+import { scriptedModelPodConfig } from "./support/agents";
 import { useNamespace } from "./support/cluster";
 
 const ns = useNamespace("example");
@@ -32,22 +32,7 @@ beforeAll(async () => {
       { text: "done: the change is approved" },
     ],
   });
-  await K8s(kind.Secret).Apply({ metadata: { name: "model-keys", namespace: ns.name }, stringData: { openai: KEY } });
-  writeFileSync(
-    join(tmp, "pod.yaml"),
-    JSON.stringify({
-      custodian: {
-        providers: [{ name: "scripted", url: model.url }],
-        held: [{ secret: "model-keys", key: "openai", env: "OPENAI_API_KEY", origins: [model.url] }],
-      },
-      harness: {
-        env: [
-          { name: "JR2_MODEL_PROVIDER", value: "scripted" },
-          { name: "JR2_MODEL_ID", value: "scripted" },
-        ],
-      },
-    }),
-  );
+  await scriptedModelPodConfig(tmp, ns.name, model, KEY);
   for (const node of NODES) agents.push(await startCacheAgent(node, join(tmp, `cache-${node}`)));
   orch = await startLocalOrchestrator({
     kubeconfig: process.env.KUBECONFIG!,
