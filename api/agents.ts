@@ -90,6 +90,8 @@ export const StreamEvent = z.discriminatedUnion("kind", [
   }),
   z.strictObject({ kind: z.literal("pick"), ...at, pick: z.string(), deliveryId: z.string().optional() }),
   z.strictObject({ kind: z.literal("working"), ...at, note: z.string() }),
+  /** The Allowed picks changed mid-turn and the model was told the new list (the restated Turn part). */
+  z.strictObject({ kind: z.literal("allowed"), ...at, allowed: z.array(z.string()) }),
   z.strictObject({
     kind: z.literal("end"),
     ...at,

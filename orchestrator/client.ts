@@ -1,6 +1,6 @@
 // A typed client of the Orchestrator's API (issue 13 item 3), for a Machine written in TypeScript:
 // workspaces (create, read, wait until ready, delete), an Agent's turns (submit, the events as
-// Server-Sent Events, abort) and its Menu picks (list, answer). It speaks undici's `request`; every
+// Server-Sent Events, abort, the Allowed picks) and its Menu picks (list, answer). It speaks undici's `request`; every
 // body it sends and every answer it reads goes through the same zod schemas the server uses
 // (api.ts, turns.ts, picks.ts, api/agents.ts), so there is no second copy of a type to drift. An
 // error answer becomes an OrchestratorError carrying its status, code and message.
@@ -8,7 +8,7 @@ import { request } from "undici";
 import { z } from "zod";
 import { Admission, ConversationId, StreamEvent } from "../api/agents";
 import { Created, CreateWorkspaceBody, ErrorBody, FINAL_STATES, WorkspaceView } from "./api";
-import { AnswerBody, AnswerReceipt, PickList } from "./picks";
+import { AllowedBody, AnswerBody, AnswerReceipt, PickList } from "./picks";
 import { SubmitTurnBody } from "./turns";
 
 /** `POST /v1/workspaces/:name/turns` answers the conversation and the Harness's admission. */
@@ -17,6 +17,9 @@ export type TurnSubmitted = z.infer<typeof TurnSubmitted>;
 /** `POST .../turns/:iid/abort` answers whether a running turn was aborted. */
 export const AbortReceipt = z.strictObject({ aborted: z.boolean() });
 export type AbortReceipt = z.infer<typeof AbortReceipt>;
+/** `PUT .../turns/:iid/allowed` answers the Allowed picks now. */
+export const AllowedSet = z.strictObject({ iid: ConversationId, allowed: z.array(z.string()) });
+export type AllowedSet = z.infer<typeof AllowedSet>;
 
 /** An error the API answered (`{error:{code,message}}`), or an answer this client could not read. */
 export class OrchestratorError extends Error {
@@ -94,6 +97,16 @@ export class OrchestratorClient {
     return this.call("POST", `/v1/workspaces/${enc(name)}/turns/${enc(iid)}/abort`, AbortReceipt);
   }
 
+  /** Changes the conversation's Allowed picks; its running turn is told at its next step boundary. */
+  async setAllowed(name: string, iid: string, allowed: string[]): Promise<AllowedSet> {
+    return this.call(
+      "PUT",
+      `/v1/workspaces/${enc(name)}/turns/${enc(iid)}/allowed`,
+      AllowedSet,
+      AllowedBody.parse({ allowed }),
+    );
+  }
+
   /** The workspace's outstanding picks. */
   async picks(name: string): Promise<z.infer<typeof PickList>> {
     return this.call("GET", `/v1/workspaces/${enc(name)}/picks`, PickList);
@@ -162,7 +175,12 @@ export class OrchestratorClient {
     return { authorization: `Bearer ${this.opts.token}` };
   }
 
-  private async call<S extends z.ZodType>(method: "GET" | "POST" | "DELETE", path: string, schema: S, body?: unknown) {
+  private async call<S extends z.ZodType>(
+    method: "GET" | "POST" | "PUT" | "DELETE",
+    path: string,
+    schema: S,
+    body?: unknown,
+  ) {
     const res = await request(this.base + path, {
       method,
       headers: { ...this.headers(), ...(body !== undefined ? { "content-type": "application/json" } : {}) },

@@ -15,7 +15,7 @@ import {
 } from "./api";
 import { openApiDocument } from "./openapi";
 import { PickBody } from "../api/agents";
-import { AnswerBody, waitOf, workspaceOfIid } from "./picks";
+import { AllowedBody, AnswerBody, waitOf, workspaceOfIid } from "./picks";
 import { SubmitTurnBody, type Turns } from "./turns";
 import { LONG_POLL_MS } from "../api/agents";
 import type { Picks } from "./pick-store";
@@ -63,7 +63,7 @@ type Ctx = Required<Omit<ServerOptions, "log" | "picks" | "checkSandboxToken" | 
   Pick<ServerOptions, "picks" | "checkSandboxToken" | "turns"> & { log: (entry: LogEntry) => void; openapi: string };
 
 /** What the turn routes need of turns.ts. */
-export type TurnsApi = Pick<Turns, "submit" | "page" | "abort">;
+export type TurnsApi = Pick<Turns, "submit" | "page" | "abort" | "setAllowed">;
 
 // ---------------------------------------------------------------------------------------------
 // Answers
@@ -188,10 +188,11 @@ async function events(req: Req, res: Res, ctx: Ctx, name: string): Promise<void>
 // ---------------------------------------------------------------------------------------------
 // Picks: the Harness's (Sandbox token) and the Machine's (API token)
 
-const SANDBOX_ROUTE = /^\/v1\/sandbox\/agents\/([^/]+)\/(picks|deliveries\/([^/]+))\/?$/;
+const SANDBOX_ROUTE = /^\/v1\/sandbox\/agents\/([^/]+)\/(picks|allowed|deliveries\/([^/]+))\/?$/;
 
 /**
- * `POST /v1/sandbox/agents/:iid/picks` and `GET .../deliveries/:id?wait=ms`, as the Harness calls
+ * `POST /v1/sandbox/agents/:iid/picks`, `GET .../deliveries/:id?wait=ms` and `GET .../allowed`
+ * (the Allowed picks, read at each step boundary), as the Harness calls
  * them through its Custodian. The bearer must be the Sandbox token of the workspace the
  * conversation belongs to (`<workspace>.<rest>`, picks.ts); anything else is 401, naming nothing.
  */
@@ -221,6 +222,11 @@ async function sandboxRoute(req: Req, res: Res, ctx: Ctx, m: RegExpExecArray): P
     return sendJson(res, repeated ? 200 : 202, receipt);
   }
   if (req.method !== "GET") return methodNotAllowed(res, ["GET"]);
+  if (m[2] === "allowed") {
+    const allowed = await ctx.picks.allowed(workspace, iid!);
+    if (allowed === undefined) return sendError(res, 404, "not_found", `conversation ${iid} has no Allowed picks set`);
+    return sendJson(res, 200, { allowed });
+  }
   const deliveryId = segmentOf(m[3]);
   if (deliveryId === undefined) return sendError(res, 404, "not_found", "no such delivery");
   const wait = waitOf(new URL(req.url ?? "/", "http://x").searchParams.get("wait"));
@@ -289,13 +295,13 @@ async function route(req: Req, res: Res, ctx: Ctx): Promise<void> {
       return sendError(res, 404, "not_found", `no route for ${req.method} ${path}`);
     return machinePicks(req, res, ctx, ws, deliveryId);
   }
-  const t = /^\/v1\/workspaces\/([^/]+)\/turns(?:\/([^/]+)\/(events|abort))?\/?$/.exec(path);
+  const t = /^\/v1\/workspaces\/([^/]+)\/turns(?:\/([^/]+)\/(events|abort|allowed))?\/?$/.exec(path);
   if (t) {
     const ws = nameOf(t[1]!);
     const iid = t[2] === undefined ? undefined : segmentOf(t[2]);
     if (ws === undefined || (t[2] !== undefined && iid === undefined))
       return sendError(res, 404, "not_found", `no route for ${req.method} ${path}`);
-    return turnRoutes(req, res, ctx, ws, iid, t[3] as "events" | "abort" | undefined);
+    return turnRoutes(req, res, ctx, ws, iid, t[3] as TurnAction | undefined);
   }
   const m = /^\/v1\/workspaces\/([^/]+)(\/events)?\/?$/.exec(path);
   const name = m ? nameOf(m[1]) : undefined;
@@ -303,10 +309,13 @@ async function route(req: Req, res: Res, ctx: Ctx): Promise<void> {
   return m[2] ? events(req, res, ctx, name) : workspace(req, res, ctx, name);
 }
 
+type TurnAction = "events" | "abort" | "allowed";
+
 /**
  * `POST /v1/workspaces/:name/turns` (a turn for an Agent: the Harness's admission, recorded),
  * `GET .../turns/:iid/events` (the conversation's events as Server-Sent Events from the
- * admission's offset, or after `Last-Event-ID`, until that turn's end), `POST .../turns/:iid/abort`.
+ * admission's offset, or after `Last-Event-ID`, until that turn's end), `POST .../turns/:iid/abort`,
+ * `PUT .../turns/:iid/allowed` (the conversation's Allowed picks changed; ADR-0029).
  */
 async function turnRoutes(
   req: Req,
@@ -314,7 +323,7 @@ async function turnRoutes(
   ctx: Ctx,
   name: string,
   iid: string | undefined,
-  action: "events" | "abort" | undefined,
+  action: TurnAction | undefined,
 ): Promise<void> {
   if (!ctx.turns) return sendError(res, 404, "not_found", "turns are not served here");
   if (iid === undefined) {
@@ -331,6 +340,17 @@ async function turnRoutes(
   if (action === "abort") {
     if (req.method !== "POST") return methodNotAllowed(res, ["POST"]);
     return sendJson(res, 200, await ctx.turns.abort(name, iid));
+  }
+  if (action === "allowed") {
+    if (req.method !== "PUT") return methodNotAllowed(res, ["PUT"]);
+    const body = await jsonBody(req, res);
+    if (!body) return;
+    const parsed = AllowedBody.safeParse(body.value);
+    if (!parsed.success) {
+      const message = parsed.error.issues.map((i) => `${i.path.join(".") || "body"}: ${i.message}`).join("; ");
+      return sendError(res, 400, "invalid", message);
+    }
+    return sendJson(res, 200, await ctx.turns.setAllowed(name, iid, parsed.data.allowed));
   }
   if (req.method !== "GET") return methodNotAllowed(res, ["GET"]);
   return turnEvents(req, res, ctx.turns, ctx.keepAliveMs, name, iid);

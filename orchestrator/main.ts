@@ -126,16 +126,17 @@ async function main() {
     },
   });
   await registry.restore();
+  // Agents' picks and Allowed picks: each workspace's ledger in a ConfigMap its Sandbox owns, read back lazily.
+  const picks = new PickStore({ watch, backend: new KubeLedgerBackend(namespace) });
   const server = await startOrchestratorServer(
     {
       workspaces: registry,
       checkToken: apiTokenChecker(tokens),
       metrics: async () => metrics.render(await registry.list()),
       log,
-      // Agents' picks: each workspace's ledger in a ConfigMap its Sandbox owns, read back lazily.
-      picks: new PickStore({ watch, backend: new KubeLedgerBackend(namespace) }),
+      picks,
       // Agents' turns: the Harness's admissions, each conversation's kept in `<workspace>-turns`.
-      turns: new Turns({ namespace, port: kubePort, watch }),
+      turns: new Turns({ namespace, port: kubePort, watch, allowed: picks }),
       checkSandboxToken: sandboxTokenChecker(signingKey),
     },
     port,

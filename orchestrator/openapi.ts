@@ -2,9 +2,9 @@
 // zod 4's own JSON Schema writer (docs/decisions/0003). OpenAPI 3.1 takes JSON Schema 2020-12 as is.
 import { z } from "zod";
 import { Created, CreateWorkspaceBody, ErrorBody, WorkspaceEvent, WorkspaceList, WorkspaceView } from "./api";
-import { Admission, Delivery, PickBody, PickReceipt, StreamEvent } from "../api/agents";
+import { Admission, Allowed, Delivery, PickBody, PickReceipt, StreamEvent } from "../api/agents";
 import { SubmitTurnBody } from "./turns";
-import { AnswerBody, AnswerReceipt, PickList } from "./picks";
+import { AllowedBody, AnswerBody, AnswerReceipt, PickList } from "./picks";
 
 type Json = Record<string, unknown>;
 
@@ -164,6 +164,33 @@ export function openApiDocument(): Json {
           },
         },
       },
+      "/v1/workspaces/{name}/turns/{iid}/allowed": {
+        parameters: [NAME_PARAM, IID_PARAM],
+        put: {
+          summary:
+            "Change the conversation's Allowed picks (a Gate's answer, an outside event): its running turn " +
+            "reads them at its next step boundary and is told the new list",
+          requestBody: { required: true, ...json("AllowedBody") },
+          responses: {
+            "200": {
+              description: "`{iid, allowed}`: the Allowed picks now, sorted.",
+              content: {
+                "application/json": {
+                  schema: {
+                    type: "object",
+                    properties: { iid: { type: "string" }, allowed: { type: "array", items: { type: "string" } } },
+                    required: ["iid", "allowed"],
+                  },
+                },
+              },
+            },
+            "400": error("The body is invalid."),
+            "404": error("No such workspace or conversation."),
+            "409": error("The workspace is not Ready."),
+            ...COMMON_ERRORS,
+          },
+        },
+      },
       "/v1/workspaces/{name}/picks": {
         parameters: [NAME_PARAM],
         get: {
@@ -214,6 +241,19 @@ export function openApiDocument(): Json {
             "401": error("No valid Sandbox token for the conversation's workspace."),
             "404": error("No such workspace."),
             "409": error("Another pick of this turn is outstanding."),
+          },
+        },
+      },
+      "/v1/sandbox/agents/{iid}/allowed": {
+        parameters: [IID_PARAM],
+        get: {
+          summary:
+            "A Harness's read of its conversation's Allowed picks, at each step boundary (through its Custodian)",
+          security: [{ sandbox: [] }],
+          responses: {
+            "200": answer("The Allowed picks now.", "Allowed"),
+            "401": error("No valid Sandbox token for the conversation's workspace."),
+            "404": error("No such workspace, or its Machine never set the conversation's Allowed picks."),
           },
         },
       },
@@ -283,6 +323,8 @@ export function openApiDocument(): Json {
         Error: schemaOf(ErrorBody, "output"),
         PickList: schemaOf(PickList, "output"),
         AnswerBody: schemaOf(AnswerBody, "input"),
+        AllowedBody: schemaOf(AllowedBody, "input"),
+        Allowed: schemaOf(Allowed, "output"),
         AnswerReceipt: schemaOf(AnswerReceipt, "output"),
         PickBody: schemaOf(PickBody, "input"),
         PickReceipt: schemaOf(PickReceipt, "output"),

@@ -15,6 +15,7 @@ import { SANDBOX_LABEL } from "../api/wire";
 import {
   EMPTY_LEDGER,
   LEDGER_KEY,
+  allowedOf,
   answerPick,
   deliveryOf,
   ledgerConfigMapName,
@@ -22,6 +23,7 @@ import {
   outstandingView,
   parseLedger,
   serializeLedger,
+  setAllowed,
   submitPick,
   type Ledger,
   type OutstandingPick,
@@ -44,6 +46,10 @@ export interface Picks {
   delivery(workspace: string, iid: string, deliveryId: string, waitMs: number, signal?: AbortSignal): Promise<Delivery>;
   outstanding(workspace: string): Promise<OutstandingPick[]>;
   answer(workspace: string, deliveryId: string, answer: string): Promise<void>;
+  /** The conversation's Allowed picks now; undefined when never set. */
+  allowed(workspace: string, iid: string): Promise<string[] | undefined>;
+  /** Sets them (the Machine's, with a turn or on their own). */
+  setAllowed(workspace: string, iid: string, allowed: string[]): Promise<void>;
 }
 
 type Held = { ledger: Ledger; version: string | undefined; uid: string };
@@ -101,6 +107,18 @@ export class PickStore implements Picks {
       return { ledger: r.ledger, value: undefined };
     });
     for (const wake of [...(this.#waiters.get(deliveryId) ?? [])]) wake();
+  }
+
+  async allowed(workspace: string, iid: string) {
+    return allowedOf((await this.#load(workspace)).ledger, iid);
+  }
+
+  async setAllowed(workspace: string, iid: string, allowed: string[]) {
+    await this.#change(workspace, async (held) => {
+      const r = setAllowed(held.ledger, iid, allowed);
+      if (r.kind === "too-large") throw new HttpError(413, "too_large", r.message);
+      return r.kind === "same" ? { value: undefined } : { ledger: r.ledger, value: undefined };
+    });
   }
 
   // -------------------------------------------------------------------------------------------

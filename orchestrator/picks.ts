@@ -9,7 +9,10 @@
 //   - one pick is outstanding at a time per turn (iid, submissionId): a different one meanwhile is
 //     refused (409);
 //   - a delivery is answered once: a second answer is refused (409), an unknown one is 404;
-//   - answered picks are kept, newest last, only while the ledger stays within its size bound.
+//   - answered picks are kept, newest last, only while the ledger stays within its size bound;
+//   - each conversation's Allowed picks (ADR-0029) are kept beside its picks: the Machine sets
+//     them (with a turn, or on their own when a Gate or an outside event changes them) and the
+//     Harness reads them at each step boundary (seed 001 ADR-0002, the restated Turn part).
 import { z } from "zod";
 import { ConversationId, type PickBody } from "../api/agents";
 import { WorkspaceName } from "./api";
@@ -32,7 +35,12 @@ export const LedgerPick = z.strictObject({
 });
 export type LedgerPick = z.infer<typeof LedgerPick>;
 
-export const Ledger = z.strictObject({ version: z.literal(1), picks: z.array(LedgerPick) });
+export const Ledger = z.strictObject({
+  version: z.literal(1),
+  picks: z.array(LedgerPick),
+  /** Each conversation's Allowed picks now, by iid (absent in a ledger written before they were kept). */
+  allowed: z.record(z.string(), z.array(z.string())).optional(),
+});
 export type Ledger = z.infer<typeof Ledger>;
 
 export const EMPTY_LEDGER: Ledger = { version: 1, picks: [] };
@@ -106,7 +114,7 @@ export function submitPick(
     ...(body.args !== undefined ? { args: body.args } : {}),
     at: fresh.at,
   };
-  const next = bounded({ version: 1, picks: [...ledger.picks, pick] });
+  const next = bounded({ ...ledger, picks: [...ledger.picks, pick] });
   if (!next) {
     return {
       kind: "too-large",
@@ -135,7 +143,7 @@ export function answerPick(ledger: Ledger, deliveryId: string, answer: string, a
   const pick: LedgerPick = { ...old, answer, answeredAt: at };
   const picks = [...ledger.picks];
   picks[i] = pick;
-  const next = bounded({ version: 1, picks });
+  const next = bounded({ ...ledger, picks });
   if (!next) {
     return {
       kind: "too-large",
@@ -144,6 +152,33 @@ export function answerPick(ledger: Ledger, deliveryId: string, answer: string, a
   }
   return { kind: "answered", pick, ledger: next };
 }
+
+// ---------------------------------------------------------------------------------------------
+// The Allowed picks
+
+/** The Machine's `PUT .../turns/:iid/allowed`: the picks the conversation's turn allows now. */
+export const AllowedBody = z.strictObject({
+  allowed: z
+    .array(z.string().regex(/^[a-zA-Z][a-zA-Z0-9_-]{0,63}$/, "must be a Menu tool's name"))
+    .max(256, "must be at most 256 picks"),
+});
+export type AllowedBody = z.infer<typeof AllowedBody>;
+
+export type AllowedSet = { kind: "same" } | { kind: "set"; ledger: Ledger } | { kind: "too-large"; message: string };
+
+/** The conversation's Allowed picks set to `allowed` (order and repeats do not matter). */
+export function setAllowed(ledger: Ledger, iid: string, allowed: string[]): AllowedSet {
+  const names = [...new Set(allowed)].sort();
+  const now = ledger.allowed?.[iid];
+  if (now && now.length === names.length && now.every((n, i) => n === names[i])) return { kind: "same" };
+  const next: Ledger = { ...ledger, allowed: { ...ledger.allowed, [iid]: names } };
+  const fits = bounded(next);
+  if (!fits) return { kind: "too-large", message: `the Allowed picks do not fit the workspace's picks ledger` };
+  return { kind: "set", ledger: fits };
+}
+
+/** The conversation's Allowed picks, or undefined when the Machine never set them. */
+export const allowedOf = (ledger: Ledger, iid: string): string[] | undefined => ledger.allowed?.[iid];
 
 // ---------------------------------------------------------------------------------------------
 // Reading
@@ -161,13 +196,13 @@ export const outstandingPicks = (ledger: Ledger): LedgerPick[] => ledger.picks.f
  */
 export function bounded(ledger: Ledger, max = MAX_LEDGER_BYTES): Ledger | undefined {
   let picks = ledger.picks;
-  const size = (ps: LedgerPick[]) => Buffer.byteLength(serializeLedger({ version: 1, picks: ps }), "utf8");
+  const size = (ps: LedgerPick[]) => Buffer.byteLength(serializeLedger({ ...ledger, picks: ps }), "utf8");
   while (size(picks) > max) {
     const i = picks.findIndex((p) => !isOutstanding(p));
     if (i < 0) return undefined;
     picks = [...picks.slice(0, i), ...picks.slice(i + 1)];
   }
-  return picks === ledger.picks ? ledger : { version: 1, picks };
+  return picks === ledger.picks ? ledger : { ...ledger, picks };
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ import { applyRequest, kubeRequest } from "../lib/kube";
 import { SANDBOX_LABEL } from "../api/wire";
 import { FIELD_MANAGER, sandboxOwnerReference } from "./compose";
 import { HttpError } from "./api";
+import type { Picks } from "./pick-store";
 import type { SandboxWatch } from "./sandbox-watch";
 
 /** What a Machine sends: a turn for one Agent, on a conversation (`iid`; a new one when absent). */
@@ -44,7 +45,15 @@ export class Turns {
   /** The ledgers read or written by this process, by workspace. */
   readonly #ledgers = new Map<string, Ledger>();
 
-  constructor(readonly opts: { namespace: string; port: HarnessCaller; watch: SandboxWatch }) {}
+  constructor(
+    readonly opts: {
+      namespace: string;
+      port: HarnessCaller;
+      watch: SandboxWatch;
+      /** Where a conversation's Allowed picks are kept for the Harness to read (pick-store.ts). */
+      allowed?: Pick<Picks, "setAllowed">;
+    },
+  ) {}
 
   /** Admits the turn on the workspace's Harness and records its admission before answering. */
   async submit(workspace: string, body: SubmitTurnBody): Promise<{ iid: string; admission: Admission }> {
@@ -59,6 +68,8 @@ export class Turns {
     if (held && held.agent !== body.agent)
       throw new HttpError(409, "conflict", `conversation ${iid} belongs to Agent "${held.agent}", not "${body.agent}"`);
     const { agent, iid: _iid, ...turn } = body;
+    // Kept before the admission: the Harness reads them back at the turn's first step boundary.
+    await this.opts.allowed?.setAllowed(workspace, iid, turn.allowed);
     const res = await this.opts.port.harness(workspace, "POST", agentPath(agent, iid), { ...turn, submissionId });
     if (res.status !== 202) throw harnessRefusal(workspace, res);
     const admission = Admission.parse(res.body);
@@ -92,6 +103,17 @@ export class Turns {
     const res = await this.opts.port.harness(workspace, "POST", abortPath(entry.agent, iid));
     if (res.status !== 200) throw harnessRefusal(workspace, res);
     return res.body as { aborted: boolean };
+  }
+
+  /** The conversation's Allowed picks changed by the Machine (a Gate's answer, an outside event):
+   * its running turn reads them at its next step boundary (ADR-0002's restated Turn part). */
+  async setAllowed(workspace: string, iid: string, allowed: string[]): Promise<{ iid: string; allowed: string[] }> {
+    this.#ready(workspace);
+    if (!(await this.#ledger(workspace))[iid])
+      throw new HttpError(404, "not_found", `workspace ${workspace} has no conversation ${iid}`);
+    if (!this.opts.allowed) throw new HttpError(404, "not_found", "Allowed picks are not served here");
+    await this.opts.allowed.setAllowed(workspace, iid, allowed);
+    return { iid, allowed: [...new Set(allowed)].sort() };
   }
 
   // -------------------------------------------------------------------------------------------

@@ -18,7 +18,8 @@ export type Progress =
   | { kind: "tool"; tool: string; callId: string; args: unknown }
   | { kind: "toolResult"; tool: string; callId: string; isError: boolean; text: string }
   | { kind: "pick"; pick: string; deliveryId?: string }
-  | { kind: "working"; note: string };
+  | { kind: "working"; note: string }
+  | { kind: "allowed"; allowed: string[] };
 
 export type TurnInput = {
   agent: string;

@@ -1,16 +1,21 @@
 // The turn loop on pi (decision 0024): one pi Agent per turn, rebuilt from the conversation's
 // history, with the working tools (read, write, edit, bash inside /work) and the turn's Menu as
-// tools. A Menu tool call is a pick: allowed ones go to the Orchestrator through the Custodian and
-// wait for the Machine's answer (picks/client.ts); one the turn does not allow is answered so,
-// and sent nowhere. The model is reached through the Custodian's provider route with a Stand-in
+// tools. The turn's message is followed by its Turn part (the Allowed picks, turn-part.ts). A Menu
+// tool call is a pick: allowed ones go to the Orchestrator through the Custodian and wait for the
+// Machine's answer (picks/client.ts); one the turn does not allow is answered so, and sent nowhere.
+// At each step boundary (pi's turn_end, when the loop goes on) the Allowed picks are read again
+// (picks/allowed.ts) and, when they changed, the Turn part is restated before the next model call
+// (seed 001 ADR-0002). The model is reached through the Custodian's provider route with a Stand-in
 // as its key (decision 0021): the Harness never holds the key.
 import type { AgentMessage, AgentTool } from "@mariozechner/pi-agent-core";
 import type { AssistantMessage } from "@mariozechner/pi-ai";
 import { Type } from "typebox";
 import type { MenuTool } from "../../api/agents";
+import { readAllowed } from "../picks/allowed";
 import { sendPick } from "../picks/client";
 import type { TurnInput, TurnRunner } from "./host";
 import { agentCore, agentModel, type ModelEndpoint } from "./model";
+import { restatedTurnPart, sameAllowed, turnPart } from "./turn-part";
 import { workingTools } from "./tools";
 
 export type PiRunnerOptions = {
@@ -30,9 +35,11 @@ export function piRunner(o: PiRunnerOptions): TurnRunner {
   return async (turn) => {
     const { Agent } = await agentCore();
     const { model, getApiKey } = agentModel(o.endpoint);
+    // The picks allowed now: the turn's, then each step boundary's read.
+    const allowed = { now: turn.body.allowed };
     const tools: AgentTool[] = [
       ...workingTools({ root: o.workRoot }),
-      ...turn.body.menu.map((m) => menuTool(m, turn, o)),
+      ...turn.body.menu.map((m) => menuTool(m, turn, allowed, o)),
     ];
     const agent = new Agent({
       initialState: {
@@ -43,8 +50,17 @@ export function piRunner(o: PiRunnerOptions): TurnRunner {
       },
       getApiKey,
     });
-    const unsubscribe = agent.subscribe((event) => {
-      if (event.type === "message_end" && isAssistant(event.message)) {
+    const unsubscribe = agent.subscribe(async (event) => {
+      // A step boundary where the loop goes on (tool results to answer): pi awaits this listener,
+      // and drains what is steered here before its next model call.
+      if (event.type === "turn_end" && event.toolResults.length > 0 && o.custodianUrl && turn.body.menu.length > 0) {
+        const read = await readAllowed({ custodianUrl: o.custodianUrl, iid: turn.conversation, signal: turn.signal });
+        if (read.ok && !sameAllowed(read.allowed, allowed.now)) {
+          allowed.now = read.allowed;
+          agent.steer(userText(restatedTurnPart(turn.body.menu, allowed.now)));
+          turn.emit({ kind: "allowed", allowed: allowed.now });
+        }
+      } else if (event.type === "message_end" && isAssistant(event.message)) {
         const text = textOf(event.message);
         if (text) turn.emit({ kind: "text", text });
       } else if (event.type === "tool_execution_start") {
@@ -62,7 +78,12 @@ export function piRunner(o: PiRunnerOptions): TurnRunner {
     const onAbort = () => agent.abort();
     turn.signal.addEventListener("abort", onAbort, { once: true });
     try {
-      await agent.prompt(turn.body.message);
+      const part = turnPart(turn.body.menu, allowed.now);
+      const text = part ? `${turn.body.message}\n\n${part}` : turn.body.message;
+      await agent.prompt(
+        text,
+        (turn.body.images ?? []).map((i) => ({ type: "image", data: i.data, mimeType: i.mediaType })),
+      );
     } finally {
       turn.signal.removeEventListener("abort", onAbort);
       unsubscribe();
@@ -77,7 +98,7 @@ export function piRunner(o: PiRunnerOptions): TurnRunner {
 }
 
 /** A Menu entry as a tool: its pick, sent when the turn allows it. */
-function menuTool(m: MenuTool, turn: TurnInput, o: PiRunnerOptions): AgentTool {
+function menuTool(m: MenuTool, turn: TurnInput, allowed: { now: string[] }, o: PiRunnerOptions): AgentTool {
   return {
     name: m.name,
     label: m.name,
@@ -85,9 +106,9 @@ function menuTool(m: MenuTool, turn: TurnInput, o: PiRunnerOptions): AgentTool {
     parameters: Type.Unsafe(m.parameters ?? { type: "object", properties: {} }),
     executionMode: "sequential",
     execute: async (callId, args, signal) => {
-      if (!turn.body.allowed.includes(m.name)) {
+      if (!allowed.now.includes(m.name)) {
         throw new Error(
-          `\`${m.name}\` is not allowed in this turn; the allowed picks are: ${turn.body.allowed.join(", ") || "none"}`,
+          `\`${m.name}\` is not allowed in this turn; the allowed picks are: ${allowed.now.join(", ") || "none"}`,
         );
       }
       if (!o.custodianUrl) throw new Error(`\`${m.name}\` cannot be sent: this Harness has no Custodian`);
@@ -108,6 +129,12 @@ function menuTool(m: MenuTool, turn: TurnInput, o: PiRunnerOptions): AgentTool {
     },
   };
 }
+
+const userText = (text: string): AgentMessage => ({
+  role: "user",
+  content: [{ type: "text", text }],
+  timestamp: Date.now(),
+});
 
 const isAssistant = (m: AgentMessage): m is AssistantMessage =>
   typeof m === "object" && m !== null && (m as { role?: string }).role === "assistant";

@@ -3,7 +3,8 @@
 // the scripted provider, reached through the Custodian with a Stand-in; its pick goes through the
 // Custodian to the Orchestrator with the Sandbox token; the Machine answers it over the API and
 // reads the turn's events as Server-Sent Events. Then the Orchestrator is SIGKILLed mid-turn, with a
-// pick outstanding, and the restored one answers it and resumes the stream from its ledger.
+// pick outstanding, and the restored one answers it and resumes the stream from its ledger. Last,
+// the Machine changes a running turn's Allowed picks, and the Agent is told at its next step.
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -14,6 +15,7 @@ import type { WorkspaceView } from "../../orchestrator/api";
 import { type Agent, startCacheAgent } from "../../dev/local-cache-agent";
 import { type LocalOrchestrator, startLocalOrchestrator } from "../../dev/local-orchestrator";
 import { startScriptedModel, type ScriptedModel } from "../../dev/scripted-model";
+import { OrchestratorClient } from "../../orchestrator/client";
 import { scriptedModelPodConfig } from "./support/agents";
 import { useNamespace, waitFor } from "./support/cluster";
 
@@ -30,6 +32,8 @@ const PROPOSE = {
   description: "Propose the change for a human's approval.",
   parameters: { type: "object", properties: { summary: { type: "string" } }, required: ["summary"] },
 };
+
+const ABANDON = { name: "abandon", description: "Give the change up." };
 
 /** `port`: the one before a restart, so the Custodians (which reach it by address, as a pod reaches
  * its Service) find the restored Orchestrator where they found the first. */
@@ -83,6 +87,9 @@ beforeAll(async () => {
       { text: "done: proposed" },
       { toolCalls: [{ name: "propose", arguments: { summary: "again" } }] },
       { text: "done after the restart" },
+      { toolCalls: [{ name: "propose", arguments: { summary: "third" } }] },
+      { toolCalls: [{ name: "propose", arguments: { summary: "once more" } }] },
+      { text: "done: abandoned" },
     ],
   });
   await scriptedModelPodConfig(tmp, ns.name, model, KEY);
@@ -191,5 +198,51 @@ describe("an Agent's turn, driven by a Machine over the Orchestrator's API", () 
     expect(seen.filter((e) => e.kind === "end")).toHaveLength(1);
     expect(seen.at(-1)).toMatchObject({ kind: "end", outcome: "completed", message: "done after the restart" });
     expect(existsSync(join(tmp, "orchestrator", "work", ws))).toBe(true);
+  });
+
+  it("tells a running turn of Allowed picks the Machine changed, at its next step boundary", async () => {
+    const submitted = await api<{ iid: string }>("POST", `/v1/workspaces/${ws}/turns`, {
+      agent: "coder",
+      message: "propose, or give up",
+      menu: [PROPOSE, ABANDON],
+      allowed: ["propose"],
+    });
+    expect(submitted.status).toBe(202);
+    const third = submitted.body.iid;
+    const pick = await waitFor(
+      "the third pick outstanding",
+      () => outstanding(ws),
+      (o) => o.body.items.length === 1,
+      30_000,
+    );
+    // A Gate's answer: from now on only `abandon`; then the pick's own answer.
+    // Through the typed client: the same schema the server reads.
+    const client = new OrchestratorClient({ url: orch.url, token: orch.token });
+    expect(await client.setAllowed(ws, third, ["abandon", "abandon"])).toEqual({ iid: third, allowed: ["abandon"] });
+    await api("POST", `/v1/workspaces/${ws}/picks/${pick.body.items[0]!.deliveryId}/answer`, { answer: "noted" });
+
+    const seen = await events(ws, third);
+    expect(seen.filter((e) => e.kind === "allowed")).toEqual([expect.objectContaining({ allowed: ["abandon"] })]);
+    // The model's next call had the Turn part restated; `propose` is now refused by the Harness
+    // and never reaches the Orchestrator.
+    const restated = model.requests.find((r) => r.step === 6);
+    expect(JSON.stringify(restated?.body)).toContain(
+      "The allowed picks changed while you worked. The picks allowed in this turn: `abandon`.",
+    );
+    expect(seen.filter((e) => e.kind === "toolResult" && e.tool === "propose").at(-1)).toMatchObject({
+      isError: true,
+      text: expect.stringContaining("not allowed"),
+    });
+    expect((await outstanding(ws)).body.items).toEqual([]);
+    expect(seen.at(-1)).toMatchObject({ kind: "end", outcome: "completed", message: "done: abandoned" });
+    // Refusals name what is wrong.
+    const bad = await api<{ error: { message: string } }>(
+      "PUT",
+      `/v1/workspaces/${ws}/turns/${encodeURIComponent(third)}/allowed`,
+      { allowed: ["no spaces"] },
+    );
+    expect(bad.status).toBe(400);
+    expect(bad.body.error.message).toContain("allowed.0");
+    expect((await api("PUT", `/v1/workspaces/${ws}/turns/${ws}.nope/allowed`, { allowed: [] })).status).toBe(404);
   });
 });

@@ -45,7 +45,8 @@ function portFrom(child: ChildProcess, pattern: RegExp): Promise<number> {
   });
 }
 
-// The Orchestrator's pick routes, recording: a pick is outstanding for two polls, then answered.
+// The Orchestrator's pick routes, recording: a pick is outstanding for two polls, then answered;
+// once it is answered, the conversation's Allowed picks are none (as a Gate's answer would make them).
 type Seen = { method: string; path: string; authorization?: string; body: string };
 const seen: Seen[] = [];
 let polls = 0;
@@ -64,6 +65,8 @@ const orchestrator = http.createServer((req, res) => {
       if (polls <= 2) return setTimeout(() => res.end(JSON.stringify({ state: "outstanding" })), 200);
       return res.end(JSON.stringify({ state: "answered", answer: "approved: go on" }));
     }
+    if (req.method === "GET" && /\/agents\/c1\/allowed$/.test(path))
+      return res.end(JSON.stringify({ allowed: polls > 2 ? [] : ["propose"] }));
     res.statusCode = 404;
     res.end(JSON.stringify({ error: { code: "not_found", message: "no such route" } }));
   });
@@ -210,7 +213,19 @@ describe("an Agent's turns on the Harness", () => {
       args: { summary: "wrote f.txt" },
       submissionId: "s1",
     });
-    expect(seen.filter((s) => s.method === "GET").length).toBe(3);
+    expect(seen.filter((s) => s.method === "GET" && s.path.includes("/deliveries/")).length).toBe(3);
+    // The Allowed picks were read at each step boundary (after bash, after the pick), with the token.
+    const reads = seen.filter((s) => s.path === "/v1/sandbox/agents/c1/allowed");
+    expect(reads).toHaveLength(2);
+    expect(reads.every((r) => r.authorization === `Bearer ${TOKEN}`)).toBe(true);
+    // The first model call had the turn's Turn part; the read after the answer found the list
+    // changed, so the next call had it restated and the stream says so.
+    expect(JSON.stringify(model.requests[0]!.body)).toContain("The picks allowed in this turn: `propose`.");
+    expect(JSON.stringify(model.requests[1]!.body)).not.toContain("changed while you worked");
+    expect(JSON.stringify(model.requests[2]!.body)).toContain(
+      "The allowed picks changed while you worked. No pick is allowed in this turn now",
+    );
+    expect(events.filter((e) => e.kind === "allowed")).toEqual([expect.objectContaining({ allowed: [] })]);
     // The model saw the key; the Harness held only the Stand-in.
     expect(model.requests.every((r) => r.authorization === `Bearer ${KEY}`)).toBe(true);
     // The tool result went back to the model.

@@ -177,6 +177,7 @@ describe("the OpenAPI document", () => {
       "/healthz",
       "/metrics",
       "/v1/openapi.json",
+      "/v1/sandbox/agents/{iid}/allowed",
       "/v1/sandbox/agents/{iid}/deliveries/{deliveryId}",
       "/v1/sandbox/agents/{iid}/picks",
       "/v1/workspaces",
@@ -186,6 +187,7 @@ describe("the OpenAPI document", () => {
       "/v1/workspaces/{name}/picks/{deliveryId}/answer",
       "/v1/workspaces/{name}/turns",
       "/v1/workspaces/{name}/turns/{iid}/abort",
+      "/v1/workspaces/{name}/turns/{iid}/allowed",
       "/v1/workspaces/{name}/turns/{iid}/events",
     ]);
     expect(Object.keys(doc.paths["/v1/workspaces"]).sort()).toEqual(["get", "post"]);
@@ -207,6 +209,8 @@ describe("the OpenAPI document", () => {
         "WorkspaceView",
         "PickList",
         "AnswerBody",
+        "AllowedBody",
+        "Allowed",
         "AnswerReceipt",
         "PickBody",
         "PickReceipt",

@@ -1,23 +1,26 @@
 // The picks ledger (issue 13): its pure rules (picks.ts), the store over an in-memory backend
 // (pick-store.ts: idempotence, one outstanding pick a turn, answers once, the long-poll, a lost
 // write race, a restart reading the ledger back), and its routes over real HTTP (http.ts: the
-// Sandbox token for the Harness's, an API token for the Machine's).
+// Sandbox token for the Harness's, an API token for the Machine's). Beside the picks, each
+// conversation's Allowed picks: set by the Machine, read by the Harness at a step boundary.
 import { randomBytes } from "node:crypto";
 import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { PickBody } from "../../api/agents";
-import { deliveryPath, picksPath } from "../../api/agents";
+import { allowedPath, deliveryPath, picksPath } from "../../api/agents";
 import { HttpError } from "../../orchestrator/api";
 import { startOrchestratorServer, type Workspaces } from "../../orchestrator/http";
 import { LedgerConflict, PickStore, type LedgerBackend } from "../../orchestrator/pick-store";
 import {
   EMPTY_LEDGER,
+  allowedOf,
   answerPick,
   bounded,
   deliveryOf,
   outstandingPicks,
   parseLedger,
   serializeLedger,
+  setAllowed,
   submitPick,
   waitOf,
   workspaceOfIid,
@@ -111,6 +114,29 @@ describe("the ledger's rules", () => {
     expect(() => parseLedger('{"version":2,"picks":[]}')).toThrow(/not a ledger/);
   });
 
+  it("keeps each conversation's Allowed picks as a set, and keeps them when the bound drops picks", () => {
+    expect(allowedOf(EMPTY_LEDGER, "ws-1.c")).toBeUndefined();
+    const set = setAllowed(EMPTY_LEDGER, "ws-1.c", ["propose", "abandon", "propose"]);
+    if (set.kind !== "set") throw new Error(set.kind);
+    expect(allowedOf(set.ledger, "ws-1.c")).toEqual(["abandon", "propose"]);
+    expect(allowedOf(set.ledger, "ws-1.d")).toBeUndefined();
+    expect(setAllowed(set.ledger, "ws-1.c", ["propose", "abandon"]).kind).toBe("same");
+    const none = setAllowed(set.ledger, "ws-1.c", []);
+    expect(none.kind === "set" && allowedOf(none.ledger, "ws-1.c")).toEqual([]);
+    // A ledger written before Allowed picks were kept reads back with none.
+    expect(allowedOf(parseLedger('{"version":1,"picks":[]}'), "ws-1.c")).toBeUndefined();
+
+    let ledger = set.ledger;
+    for (let i = 0; i < 3; i++) {
+      ledger = take(ledger, "ws-1.c", body({ submissionId: `s${i}`, args: "x".repeat(100) }), `d${i}`);
+      ledger = (answerPick(ledger, `d${i}`, "y", AT) as { ledger: Ledger }).ledger;
+    }
+    const cut = bounded(ledger, Buffer.byteLength(serializeLedger(ledger)) - 1)!;
+    expect(cut.picks).toHaveLength(2);
+    expect(allowedOf(cut, "ws-1.c")).toEqual(["abandon", "propose"]);
+    expect(parseLedger(serializeLedger(cut))).toEqual(cut);
+  });
+
   it("cuts a poll's wait to 25 s and reads nonsense as no wait", () => {
     expect(waitOf("300")).toBe(300);
     expect(waitOf("99999999")).toBe(25_000);
@@ -183,6 +209,19 @@ describe("the store", () => {
     expect(await restored.outstanding("ws-1")).toEqual([]);
   });
 
+  it("keeps the Allowed picks in the backend beside the picks, and a fresh store reads them back", async () => {
+    const backend = new MemoryBackend();
+    const store = storeOf(backend);
+    await store.submit("ws-1", "ws-1.c", body());
+    await store.setAllowed("ws-1", "ws-1.c", ["propose"]);
+    const writes = backend.writes;
+    await store.setAllowed("ws-1", "ws-1.c", ["propose"]);
+    expect(backend.writes).toBe(writes); // the same list again is no write
+    expect(await storeOf(backend).allowed("ws-1", "ws-1.c")).toEqual(["propose"]);
+    expect(backend.stored.get("ws-1")!.ledger.picks).toHaveLength(1);
+    expect(await storeOf(backend).allowed("ws-1", "ws-1.other")).toBeUndefined();
+  });
+
   it("refuses with the HTTP words: 409 busy, 404 unknown, 409 answered twice, 404 no workspace", async () => {
     const store = storeOf(new MemoryBackend());
     await store.submit("ws-1", "ws-1.c", body());
@@ -249,6 +288,7 @@ describe("the routes", () => {
   let server: Server;
   let base: string;
   const none = {} as Workspaces;
+  const picks = storeOf(new MemoryBackend());
 
   beforeAll(async () => {
     server = await startOrchestratorServer(
@@ -256,7 +296,7 @@ describe("the routes", () => {
         workspaces: none,
         checkToken: apiTokenChecker([API]),
         metrics: () => "",
-        picks: storeOf(new MemoryBackend()),
+        picks,
         checkSandboxToken: sandboxTokenChecker(key),
       },
       0,
@@ -322,5 +362,17 @@ describe("the routes", () => {
     expect((await call("POST", "/v1/workspaces/ws-1/picks/d1/answer", API, { answer: "again" })).status).toBe(409);
     expect((await call("POST", "/v1/workspaces/ws-1/picks/d9/answer", API, { answer: "x" })).status).toBe(404);
     expect((await call("GET", "/v1/workspaces/ws-2/picks", API)).status).toBe(404);
+  });
+
+  it("serves a conversation's Allowed picks to its Sandbox alone, 404 until they are set", async () => {
+    expect((await call("GET", allowedPath("ws-1.new"), sbx)).status).toBe(404);
+    await picks.setAllowed("ws-1", "ws-1.new", ["propose", "abandon"]);
+    expect(await call("GET", allowedPath("ws-1.new"), sbx)).toEqual({
+      status: 200,
+      json: { allowed: ["abandon", "propose"] },
+    });
+    for (const t of [API, sandboxToken(key, "ws-2")])
+      expect((await call("GET", allowedPath("ws-1.new"), t)).status).toBe(401);
+    expect((await call("POST", allowedPath("ws-1.new"), sbx, {})).status).toBe(405);
   });
 });
