@@ -19,7 +19,10 @@
 // chat request it receives is recorded (headers, the `authorization` it carried, the parsed body),
 // refused ones too, so a test can assert what the model was sent back (the tool results).
 //
-// CLI, for `npm start`: tsx dev/scripted-model.ts <script.json> [--port N] [--key-file PATH]
+// With `perConversation`, a request's step is where its own conversation is (how many assistant
+// answers it holds), so every conversation plays the whole script, turn after turn.
+//
+// CLI: tsx dev/scripted-model.ts <script.json> [--port N] [--key-file PATH] [--per-conversation]
 // The file is a JSON array of steps (or {"steps": [...]}); it prints one JSON line with the URL.
 import { readFileSync } from "node:fs";
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from "node:http";
@@ -66,6 +69,10 @@ export type ScriptedModelOptions = {
   port?: number;
   /** The model id it serves (listed by /v1/models; echoed when a request names none). */
   model?: string;
+  /** Each request gets the step its own conversation is at (the number of assistant answers it
+   * already holds, modulo the script's length) instead of the next in arrival order: the script
+   * is then every conversation's, and never runs out. What `npm start` plays. */
+  perConversation?: boolean;
 };
 
 export type ScriptedModel = {
@@ -292,7 +299,7 @@ export async function startScriptedModel(options: ScriptedModelOptions): Promise
         code: null,
       });
     }
-    if (next >= script.length) {
+    if (!options.perConversation && next >= script.length) {
       // 400 rather than a 5xx: OpenAI clients retry a 5xx, which would only repeat this.
       return refuse({
         status: 400,
@@ -301,13 +308,15 @@ export async function startScriptedModel(options: ScriptedModelOptions): Promise
         code: "script_exhausted",
       });
     }
-    const index = next++;
+    const index = options.perConversation ? answersIn(request.messages) % script.length : next;
+    next++;
     const step = script[index]!;
     record.step = index;
     record.status = 200;
     if (!(await wait(step.delayMs ?? 0, res))) return;
 
-    const answer = answerOf(step, index);
+    // Tool call ids stay unique across a conversation that plays the script more than once.
+    const answer = answerOf(step, options.perConversation ? next - 1 : index);
     const id = `chatcmpl-scripted-${++serial}`;
     const model = typeof request.model === "string" && request.model ? request.model : servedModel;
     const created = Math.floor(Date.now() / 1000);
@@ -379,6 +388,10 @@ export async function startScriptedModel(options: ScriptedModelOptions): Promise
   };
 }
 
+/** How many assistant answers a conversation already holds. */
+const answersIn = (messages: unknown[]) =>
+  messages.filter((m) => isObject(m) && m.role === "assistant").length;
+
 /** A script file: a JSON array of steps, or an object with `steps`. */
 export function readScript(file: string): ScriptStep[] {
   const parsed: unknown = JSON.parse(readFileSync(file, "utf8"));
@@ -386,13 +399,15 @@ export function readScript(file: string): ScriptStep[] {
 }
 
 async function cli(argv: string[]): Promise<void> {
-  const usage = "usage: tsx dev/scripted-model.ts <script.json> [--port N] [--key-file PATH]";
+  const usage = "usage: tsx dev/scripted-model.ts <script.json> [--port N] [--key-file PATH] [--per-conversation]";
   let file: string | undefined;
   let port = 0;
   let apiKey: string | undefined;
+  let perConversation = false;
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
     if (arg === "--port") port = Number(argv[++i]);
+    else if (arg === "--per-conversation") perConversation = true;
     else if (arg === "--key-file") apiKey = readFileSync(argv[++i] ?? "", "utf8").trim();
     else if (!arg.startsWith("--") && file === undefined) file = arg;
     else throw new Error(`${usage}\nunknown argument: ${arg}`);
@@ -400,7 +415,7 @@ async function cli(argv: string[]): Promise<void> {
   if (!file) throw new Error(usage);
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`--port is not a port number\n${usage}`);
   const script = readScript(file);
-  const model = await startScriptedModel({ script, apiKey, port });
+  const model = await startScriptedModel({ script, apiKey, port, perConversation });
   const line = { message: "scripted model listening", url: model.url, baseUrl: model.baseUrl, steps: script.length };
   process.stdout.write(`${JSON.stringify({ ...line, keyed: apiKey !== undefined })}\n`);
   const stop = () => void model.stop().then(() => process.exit(0));

@@ -221,6 +221,36 @@ describe("the script, the record, the key", () => {
     expect(model.requests[0]!.path).toBe("/v1/chat/completions");
   });
 
+  test("per conversation: each request plays its own conversation's next step, and the script never runs out", async () => {
+    const model = await startScriptedModel({
+      script: [{ toolCalls: [{ name: "bash", arguments: { command: "true" } }] }, { text: "done" }],
+      perConversation: true,
+    });
+    running.push(model);
+    const answered = { role: "assistant", content: "x" };
+    const result = { role: "tool", tool_call_id: "c", content: "" };
+    const calls = [
+      [...messages], // a new conversation: step 0
+      [...messages], // another new one: step 0 again
+      [...messages, answered, result], // one answer in: step 1
+      [...messages, answered, result, answered, { role: "user", content: "again" }], // two: step 0
+    ];
+    const ids: string[] = [];
+    for (const m of calls) {
+      const body = (await (await chat(model, { messages: m })).json()) as {
+        choices: Array<{ message: { tool_calls?: Array<{ id: string }> } }>;
+      };
+      ids.push(...(body.choices[0]!.message.tool_calls ?? []).map((c) => c.id));
+    }
+    expect(model.requests.map((r) => [r.step, r.status])).toEqual([
+      [0, 200],
+      [0, 200],
+      [1, 200],
+      [0, 200],
+    ]);
+    expect(new Set(ids).size).toBe(3);
+  });
+
   test("with a key: a request without it or with another is refused 401, recorded, and plays no step", async () => {
     const model = await start([{ text: "ok" }], "sk-held-value");
     const none = await chat(model, { messages });
