@@ -20,7 +20,7 @@ import type { EnvVar } from "../api/crd/generated/corev1";
 import { CUSTODIAN_ENV } from "../api/env";
 import { CONVERSATIONS_DIR, CUSTODIAN_CA_SECRET, SANDBOX_TOKEN_KEY, WORK_ROOT, tokenSecretName } from "../api/wire";
 import { kubeRequest } from "../lib/kube";
-import { companionCommand, startDetached, stopPid } from "./local-process";
+import { companionCommand, hostEnv, startDetached, stopPid } from "./local-process";
 
 export type LocalCustodian = {
   pid: number;
@@ -87,7 +87,7 @@ export async function startLocalCustodian(namespace: string, sandbox: string, di
     cmd,
     args,
     {
-      ...process.env,
+      ...hostEnv(),
       [CUSTODIAN_ENV.configFile]: join(configDir, CUSTODIAN_CONFIG_KEY),
       [CUSTODIAN_ENV.valuesDir]: valuesDir,
       [CUSTODIAN_ENV.caDir]: caDir,

@@ -15,7 +15,7 @@ import type { SandboxModel } from "../api/crd";
 import { startHarness } from "../harness/server";
 import { HARNESS_ENV } from "../api/env";
 import { localHarnessEnv, startLocalCustodian } from "./local-custodian";
-import { alive, companionCommand, killPid, startDetached, stopPid } from "./local-process";
+import { alive, companionCommand, hostEnv, killPid, startDetached, stopPid } from "./local-process";
 
 export type LocalHarnessOptions = {
   /** `process`: one Harness process per Sandbox (as in a pod); `inline`: a Harness server in this
@@ -97,7 +97,7 @@ export class LocalHarnesses {
         cmd,
         args,
         {
-          ...process.env,
+          ...hostEnv(),
           ...env,
           [HARNESS_ENV.port]: "0",
           [HARNESS_ENV.workRoot]: workRoot,

@@ -19,6 +19,16 @@ export function companionCommand(name: "harness" | "custodian"): [string, string
   return [process.execPath, ["--import", "tsx", join(root, name, "main.ts")]];
 }
 
+/** What a local companion gets of this machine's environment: what a container runtime gives a
+ * process (where programs are, a home, a locale, a clock), never the rest of the Orchestrator's: a
+ * key in the developer's shell (OPENAI_API_KEY, say) must not reach a Harness, which holds
+ * Stand-ins alone (decision 0021), and a proxy or model setting of the shell would send its
+ * requests around its Custodian. The pod's own env is added by the caller. */
+const HOST_ENV = ["PATH", "HOME", "USER", "LANG", "LC_ALL", "TZ", "TMPDIR"];
+export function hostEnv(from: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
+  return Object.fromEntries(HOST_ENV.filter((k) => from[k] !== undefined).map((k) => [k, from[k]]));
+}
+
 /** Starts `cmd` detached, its output appended to `logFile`, and waits for `listening` (a regexp
  * whose first group is the port) in the lines it writes after this start. */
 export async function startDetached(

@@ -23,6 +23,7 @@ const ns = useNamespace("turns");
 const NODES = ["jr2-node-0", "jr2-node-1", "jr2-node-2"];
 const tmp = mkdtempSync(join(tmpdir(), "jr2-turns-"));
 const KEY = "sk-scripted-real-key-5b1e";
+const SHELL_KEY = "sk-from-the-developers-shell-91c3";
 const agents: Agent[] = [];
 let orch: LocalOrchestrator;
 let model: ScriptedModel;
@@ -45,7 +46,8 @@ const start = (port?: number) =>
     dir: join(tmp, "orchestrator"),
     credentials: [],
     reposRoot: join(tmp, "cache-{node}"),
-    env: { [ORCHESTRATOR_ENV.podConfigFile]: join(tmp, "pod.yaml") },
+    // A key in the developer's shell, which must not reach the Harness (it holds a Stand-in).
+    env: { [ORCHESTRATOR_ENV.podConfigFile]: join(tmp, "pod.yaml"), OPENAI_API_KEY: SHELL_KEY },
   });
 
 async function api<T = unknown>(method: string, path: string, body?: unknown) {
@@ -161,6 +163,13 @@ describe("an Agent's turn, driven by a Machine over the Orchestrator's API", () 
     // The model received the key; the Harness held only its Stand-in.
     expect(model.requests.length).toBeGreaterThanOrEqual(3);
     expect(model.requests.every((r) => r.authorization === `Bearer ${KEY}`)).toBe(true);
+    // The local Harness and Custodian got the pod's env, not the Orchestrator's shell.
+    const pids = JSON.parse(readFileSync(join(tmp, "orchestrator", "work", `${ws}.pod`, "local.json"), "utf8"));
+    for (const pid of [pids.harness, pids.custodian]) {
+      const environ = readFileSync(`/proc/${pid}/environ`, "utf8").split("\0");
+      expect(environ.some((e) => e.includes(SHELL_KEY) || e.includes(KEY))).toBe(false);
+    }
+    expect(readFileSync(`/proc/${pids.harness}/environ`, "utf8")).toMatch(/(^|\0)OPENAI_API_KEY=\S+/);
     // The admission is kept in the cluster, owned by the Sandbox.
     const ledger = await K8s(kind.ConfigMap).InNamespace(ns.name).Get(`${ws}-turns`);
     expect(ledger.metadata?.ownerReferences?.[0]).toMatchObject({ kind: "Sandbox", name: ws });
