@@ -2,7 +2,9 @@
 // control plane (dev/cluster/cluster.sh); it builds the module, runs it here with admission and
 // watch in one process, and on exit removes the webhook configurations it registered, so a stopped
 // operator never blocks the cluster. Beside it: a cache agent per node and the Orchestrator's API
-// in local mode (a Harness run here per Sandbox), with a demo repository inside its fence.
+// in local mode (a Harness and a Custodian run here per Sandbox), with a demo repository inside its
+// fence, and the model its Agents ask (local-model.ts: the scripted provider on loopback, or the
+// endpoint JR2_MODEL_URL names with its key in JR2_MODEL_KEY_FILE).
 import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { join } from "node:path";
 import { existsSync, mkdirSync } from "node:fs";
@@ -10,7 +12,9 @@ import { K8s, kind } from "kubernetes-fluent-client";
 import { kubectlPath } from "./kubectl";
 import { type Agent, startCacheAgent } from "./local-cache-agent";
 import { CACHE_DIR, ROOT, startLocalOperator } from "./local-operator";
+import { type LocalModel, startLocalModel } from "./local-model";
 import { type LocalOrchestrator, startLocalOrchestrator } from "./local-orchestrator";
+import { ORCHESTRATOR_ENV } from "../api/env";
 
 const DEMO = join(ROOT, ".jr2", "demo");
 
@@ -77,11 +81,14 @@ async function main() {
   // The cache agents (one per node) and the Orchestrator, when this is the local control plane.
   const agents: Agent[] = [];
   let orch: LocalOrchestrator | undefined;
+  let model: LocalModel | undefined;
   const nodes = (await K8s(kind.Node).Get()).items.filter((n) => n.metadata?.annotations?.["kwok.x-k8s.io/node"]);
   if (nodes.length) {
     for (const n of nodes)
       agents.push(await startCacheAgent(n.metadata!.name!, join(DEMO, "caches", n.metadata!.name!)));
     const remote = demoRepository();
+    model = await startLocalModel({ namespace: "default", dir: DEMO });
+    console.log(`==> the Agents' model: ${model.summary} (its key held by each Sandbox's Custodian)`);
     orch = await startLocalOrchestrator({
       kubeconfig,
       namespace: "default",
@@ -90,13 +97,16 @@ async function main() {
       reposRoot: join(DEMO, "caches", "{node}"),
       port: Number(process.env.JR2_ORCHESTRATOR_PORT ?? 8090),
       echo: true,
+      env: { [ORCHESTRATOR_ENV.podConfigFile]: model.podConfigFile },
     });
     console.log(`
 The Orchestrator's API is at ${orch.url} (token in ${join(DEMO, "orchestrator", "api-tokens")}). A workspace:
   curl -sS -X POST ${orch.url}/v1/workspaces -H "authorization: Bearer ${orch.token}" \\
     -H 'content-type: application/json' \\
     -d '{"image":"ghcr.io/example/harness:1","branch":"feature/demo","repos":[{"slot":"app","url":"${remote}"}]}'
-  curl -sS ${orch.url}/v1/workspaces -H "authorization: Bearer ${orch.token}"`);
+  curl -sS ${orch.url}/v1/workspaces -H "authorization: Bearer ${orch.token}"
+An Agent's turn, held for your approval (examples/README.md):
+  JR2_REPO_URL=${remote} npx tsx examples/propose-machine.ts`);
   }
 
   let kubectl = "kubectl";
@@ -120,6 +130,7 @@ Ctrl-C stops it and removes its webhook configurations.
     stopping = true;
     console.log(`\n==> ${signal}: removing webhook configurations and stopping the module`);
     await orch?.stop();
+    await model?.stop();
     await Promise.all(agents.map((a) => a.stop()));
     await op.stop();
     process.exit(0);

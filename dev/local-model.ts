@@ -1,0 +1,125 @@
+// The model `npm start`'s Agents ask (issue 13 item 4): the built-in scripted provider on loopback
+// by default, so the example Machine runs here with no network; or a real OpenAI-compatible
+// endpoint, named by one environment variable (JR2_MODEL_URL) with its key in one file
+// (JR2_MODEL_KEY_FILE, default .jr2/model-key). Either way the key goes into a Secret that the
+// Custodian holds and the Harness gets a Stand-in for (decision 0021): this writes that Secret and
+// the installation's pod config (JR2_POD_CONFIG_FILE) naming the provider, the held value and the
+// Harness's model settings.
+import { randomBytes } from "node:crypto";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { K8s, kind } from "kubernetes-fluent-client";
+import { request } from "undici";
+import { HARNESS_ENV } from "../api/env";
+import type { z } from "zod";
+import { PodConfig } from "../orchestrator/pod-config";
+import { ROOT } from "./local-operator";
+import { SCRIPTED_MODEL_ID, type ScriptStep, startScriptedModel } from "./scripted-model";
+
+/** What npm start reads. */
+export const LOCAL_MODEL_ENV = { url: "JR2_MODEL_URL", keyFile: "JR2_MODEL_KEY_FILE", id: "JR2_MODEL_ID" } as const;
+const DEFAULT_KEY_FILE = join(ROOT, ".jr2", "model-key");
+
+/** The Secret holding the model's key, its key, and the Custodian's name for the provider. */
+export const MODEL_SECRET = { name: "jr2-model-key", key: "api-key" };
+const PROVIDER = "model";
+
+/** The demo's script, per conversation: change a file in the `app` slot, propose it, finish. The
+ * example Machine (examples/propose-machine.ts) asks exactly this of its Agent. */
+export const DEMO_SCRIPT: ScriptStep[] = [
+  {
+    toolCalls: [
+      {
+        name: "bash",
+        arguments: { command: "echo 'Hello from the scripted Agent.' >> app/README.md && git -C app status --short" },
+      },
+    ],
+  },
+  { toolCalls: [{ name: "propose", arguments: { summary: "app/README.md now says hello" } }] },
+  { text: "Done: app/README.md says hello, and the workflow has answered my proposal." },
+];
+
+export type LocalModel = {
+  /** The pod config file to give the Orchestrator (JR2_POD_CONFIG_FILE). */
+  podConfigFile: string;
+  /** One line for the console: which model, where. */
+  summary: string;
+  stop(): Promise<void>;
+};
+
+/** The model's base URL, key and id from the environment, or the scripted provider started here. */
+async function endpoint(env: NodeJS.ProcessEnv) {
+  const url = env[LOCAL_MODEL_ENV.url];
+  if (!url) {
+    const key = `sk-scripted-${randomBytes(12).toString("hex")}`;
+    const model = await startScriptedModel({ script: DEMO_SCRIPT, apiKey: key, perConversation: true });
+    return { baseUrl: model.baseUrl, key, id: SCRIPTED_MODEL_ID, stop: model.stop, what: "the scripted model" };
+  }
+  const baseUrl = url.replace(/\/+$/, "");
+  if (!/^https?:\/\/[^/]+(\/.*)?\/v1$/.test(baseUrl))
+    throw new Error(
+      `${LOCAL_MODEL_ENV.url}=${url}: must be an OpenAI-compatible base URL ending in /v1, e.g. http://127.0.0.1:8000/v1`,
+    );
+  const keyFile = env[LOCAL_MODEL_ENV.keyFile] || DEFAULT_KEY_FILE;
+  if (!existsSync(keyFile))
+    throw new Error(
+      `${LOCAL_MODEL_ENV.url} is set, so the model's key is read from ${keyFile}, which does not exist: ` +
+        `write the key there (chmod 600; any placeholder for an endpoint that wants none), or name another ` +
+        `file in ${LOCAL_MODEL_ENV.keyFile}`,
+    );
+  const key = readFileSync(keyFile, "utf8").trim();
+  if (!key) throw new Error(`${keyFile} is empty: it must hold the model's API key`);
+  const id = env[LOCAL_MODEL_ENV.id] || (await firstModel(baseUrl, key));
+  return { baseUrl, key, id, stop: async () => undefined, what: `${id} at ${baseUrl}` };
+}
+
+/** The endpoint's first model (`GET /models`), for an endpoint that serves one, as vLLM does. */
+async function firstModel(baseUrl: string, key: string): Promise<string> {
+  const hint = `set ${LOCAL_MODEL_ENV.id} to the model's id`;
+  try {
+    const res = await request(`${baseUrl}/models`, {
+      headers: { authorization: `Bearer ${key}` },
+      headersTimeout: 10_000,
+      bodyTimeout: 10_000,
+    });
+    const body = (await res.body.json()) as { data?: Array<{ id?: unknown }> };
+    const id = body.data?.[0]?.id;
+    if (res.statusCode === 200 && typeof id === "string" && id) return id;
+    throw new Error(`GET ${baseUrl}/models answered ${res.statusCode} with no model`);
+  } catch (err) {
+    // The error names the URL and the status, never the key.
+    throw new Error(`${err instanceof Error ? err.message : String(err)}: ${hint}`);
+  }
+}
+
+/** Starts (or names) the model, writes its key's Secret in `namespace` and the pod config in `dir`. */
+export async function startLocalModel(o: {
+  namespace: string;
+  dir: string;
+  env?: NodeJS.ProcessEnv;
+}): Promise<LocalModel> {
+  const e = await endpoint(o.env ?? process.env);
+  const origin = new URL(e.baseUrl).origin;
+  await K8s(kind.Secret).Apply(
+    { metadata: { name: MODEL_SECRET.name, namespace: o.namespace }, stringData: { [MODEL_SECRET.key]: e.key } },
+    { force: true },
+  );
+  // The Harness asks <Custodian>/providers/model/v1 (harness/main.ts): the provider is the base URL
+  // without its /v1.
+  const config: z.input<typeof PodConfig> = {
+    custodian: {
+      providers: [{ name: PROVIDER, url: e.baseUrl.replace(/\/v1$/, "") }],
+      held: [{ secret: MODEL_SECRET.name, key: MODEL_SECRET.key, env: "OPENAI_API_KEY", origins: [origin] }],
+    },
+    harness: {
+      env: [
+        { name: HARNESS_ENV.modelProvider, value: PROVIDER },
+        { name: HARNESS_ENV.modelId, value: e.id },
+      ],
+    },
+  };
+  PodConfig.parse(config); // what the Orchestrator will read: refused here first, with its words
+  const podConfigFile = join(o.dir, "pod.json");
+  writeFileSync(podConfigFile, `${JSON.stringify(config, null, 2)}\n`, { mode: 0o600 });
+  return { podConfigFile, summary: e.what, stop: e.stop };
+}

@@ -1,0 +1,158 @@
+// `npm start`'s model (dev/local-model.ts, issue 13 item 4) on the control plane: with nothing set,
+// the built-in scripted provider plays the demo, and the example Machine, run as examples/README.md
+// says (examples/propose-machine.ts `main`), creates a workspace on a real repository, gets the
+// Agent's `propose`, approves it and ends with the Agent's last word. With JR2_MODEL_URL and a key
+// file, the Agents ask that endpoint instead (here a second scripted model standing in for a remote
+// one): the key reaches it from the file through the Custodian, and the model's id is the one the
+// endpoint lists. Bad settings are refused naming the variable and the fix.
+import { execFileSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { K8s, kind } from "kubernetes-fluent-client";
+import { ORCHESTRATOR_ENV } from "../../api/env";
+import { type Agent, startCacheAgent } from "../../dev/local-cache-agent";
+import { DEMO_SCRIPT, MODEL_SECRET, startLocalModel, type LocalModel } from "../../dev/local-model";
+import { startLocalOrchestrator } from "../../dev/local-orchestrator";
+import { startScriptedModel, type ScriptedModel } from "../../dev/scripted-model";
+import { main as runExample } from "../../examples/propose-machine";
+import { OrchestratorClient } from "../../orchestrator/client";
+import { PodConfig } from "../../orchestrator/pod-config";
+import { useNamespace, waitFor } from "./support/cluster";
+
+const ns = useNamespace("model");
+const NODES = ["jr2-node-0", "jr2-node-1", "jr2-node-2"];
+const tmp = mkdtempSync(join(tmpdir(), "jr2-model-"));
+const agents: Agent[] = [];
+const cleanups: Array<() => Promise<unknown>> = [];
+
+const orchestrator = (dir: string, podConfigFile: string) =>
+  startLocalOrchestrator({
+    kubeconfig: process.env.KUBECONFIG!,
+    namespace: ns.name,
+    dir: join(tmp, dir),
+    credentials: [join(tmp, "remotes")],
+    reposRoot: join(tmp, "cache-{node}"),
+    env: { [ORCHESTRATOR_ENV.podConfigFile]: podConfigFile },
+  });
+
+/** A bare repository with one commit, inside the fence. */
+function repository(): string {
+  const src = join(tmp, "src");
+  const remote = join(tmp, "remotes", "demo.git");
+  const git = (...a: string[]) => execFileSync("git", a, { stdio: "ignore" });
+  git("init", "--quiet", "-b", "main", src);
+  git("-C", src, "-c", "user.name=t", "-c", "user.email=t@localhost", "commit", "--quiet", "--allow-empty", "-m", "x");
+  git("clone", "--quiet", "--bare", src, remote);
+  return remote;
+}
+
+beforeAll(async () => {
+  for (const node of NODES) agents.push(await startCacheAgent(node, join(tmp, `cache-${node}`)));
+}, 60_000);
+
+afterAll(async () => {
+  for (const c of cleanups.reverse()) await c();
+  await Promise.all(agents.map((a) => a.stop()));
+  rmSync(tmp, { recursive: true, force: true });
+});
+
+describe("npm start's model", () => {
+  it("by default is the scripted provider, and the example Machine runs on it as the README says", async () => {
+    const dir = join(tmp, "default");
+    mkdirSync(dir, { recursive: true });
+    const model = await startLocalModel({ namespace: ns.name, dir, env: {} });
+    cleanups.push(() => model.stop());
+    expect(model.summary).toBe("the scripted model");
+    // The pod config the Orchestrator reads: the provider and its key, held by the Custodian.
+    const config = PodConfig.parse(JSON.parse(readFileSync(model.podConfigFile, "utf8")));
+    expect(config.custodian.held).toEqual([
+      expect.objectContaining({ secret: MODEL_SECRET.name, key: MODEL_SECRET.key, env: "OPENAI_API_KEY" }),
+    ]);
+    expect(config.harness.env).toEqual(expect.arrayContaining([{ name: "JR2_MODEL_PROVIDER", value: "model" }]));
+
+    const orch = await orchestrator("orch-default", model.podConfigFile);
+    cleanups.push(() => orch.stop());
+    const output = await runExample({
+      JR2_ORCHESTRATOR_URL: orch.url,
+      JR2_API_TOKEN: orch.token,
+      JR2_REPO_URL: repository(),
+    });
+    expect(output.error).toBeUndefined();
+    const proposed = DEMO_SCRIPT[1] as { toolCalls: Array<{ arguments: unknown }> };
+    expect(output.pick).toMatchObject({ pick: "propose", args: proposed.toolCalls[0]!.arguments });
+    expect(output).toMatchObject({ outcome: "completed", message: (DEMO_SCRIPT[2] as { text: string }).text });
+  }, 180_000);
+
+  it("with JR2_MODEL_URL and a key file, asks that endpoint with the file's key and the id it lists", async () => {
+    const KEY = "sk-remote-real-key-3f8a";
+    const remote: ScriptedModel = await startScriptedModel({
+      apiKey: KEY,
+      model: "remote-model-1",
+      script: [{ text: "hello from the remote model" }],
+      perConversation: true,
+    });
+    cleanups.push(() => remote.stop());
+    const dir = join(tmp, "remote");
+    mkdirSync(dir, { recursive: true });
+    const keyFile = join(dir, "model-key");
+    writeFileSync(keyFile, `${KEY}\n`, { mode: 0o600 });
+    const model: LocalModel = await startLocalModel({
+      namespace: ns.name,
+      dir,
+      env: { JR2_MODEL_URL: `${remote.baseUrl}/`, JR2_MODEL_KEY_FILE: keyFile },
+    });
+    expect(model.summary).toBe(`remote-model-1 at ${remote.baseUrl}`);
+    const secret = await K8s(kind.Secret).InNamespace(ns.name).Get(MODEL_SECRET.name);
+    expect(Buffer.from(secret.data![MODEL_SECRET.key]!, "base64").toString()).toBe(KEY);
+    expect(readFileSync(model.podConfigFile, "utf8")).not.toContain(KEY);
+
+    const orch = await orchestrator("orch-remote", model.podConfigFile);
+    cleanups.push(() => orch.stop());
+    const client = new OrchestratorClient({ url: orch.url, token: orch.token });
+    const { name } = await client.createWorkspace({ image: "ghcr.io/example/harness:1", branch: "model/remote" });
+    await client.waitReady(name, { timeoutMs: 60_000 });
+    const { iid } = await client.submitTurn(name, { agent: "coder", message: "say hello" });
+    let end: unknown;
+    for await (const e of client.turnEvents(name, iid)) if (e.kind === "end") end = e;
+    expect(end).toMatchObject({ outcome: "completed", message: "hello from the remote model" });
+    const asked = remote.requests.filter((r) => r.status === 200);
+    expect(asked).toHaveLength(1);
+    expect(asked[0]).toMatchObject({ authorization: `Bearer ${KEY}`, body: { model: "remote-model-1" } });
+    await client.deleteWorkspace(name);
+    await waitFor(
+      "the workspace gone",
+      () => client.workspace(name).catch(() => undefined),
+      (v) => v === undefined || v.state === "destroyed",
+      60_000,
+    );
+  }, 120_000);
+
+  it("refuses settings it cannot use, naming the variable and the fix", async () => {
+    const dir = join(tmp, "bad");
+    mkdirSync(dir, { recursive: true });
+    await expect(
+      startLocalModel({ namespace: ns.name, dir, env: { JR2_MODEL_URL: "http://127.0.0.1:9/chat" } }),
+    ).rejects.toThrow(
+      /JR2_MODEL_URL=http:\/\/127\.0\.0\.1:9\/chat: must be an OpenAI-compatible base URL ending in \/v1/,
+    );
+    await expect(
+      startLocalModel({
+        namespace: ns.name,
+        dir,
+        env: { JR2_MODEL_URL: "http://127.0.0.1:9/v1", JR2_MODEL_KEY_FILE: join(dir, "absent") },
+      }),
+    ).rejects.toThrow(/does not exist: write the key there .* or name another file in JR2_MODEL_KEY_FILE/);
+    writeFileSync(join(dir, "key"), "sk-never-shown-5521");
+    const err = await startLocalModel({
+      namespace: ns.name,
+      dir,
+      env: { JR2_MODEL_URL: "http://127.0.0.1:9/v1", JR2_MODEL_KEY_FILE: join(dir, "key") },
+    }).then(
+      () => new Error("it started"),
+      (e: unknown) => e as Error,
+    );
+    expect(err.message).toMatch(/set JR2_MODEL_ID to the model's id/);
+    expect(err.message).not.toContain("sk-never-shown-5521");
+  });
+});
