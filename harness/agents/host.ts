@@ -5,7 +5,9 @@
 // Workspace: a second admission while a turn runs is refused with 409, except the same
 // submission again, which answers the same admission. A conversation's history is kept beside its
 // stream on the conversations volume, so a Harness restarted inside the pod continues it; a turn
-// the restart cut is ended there as `failed`, exactly once.
+// the restart cut is ended there as `failed`, exactly once. A turn that says nothing for a while
+// (a long tool run, a pick waiting on its Machine) gets a "still working" event, so a reader can
+// tell a quiet turn from a stuck stream.
 import { randomUUID } from "node:crypto";
 import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -58,7 +60,11 @@ export type AgentHostOptions = {
   dir: string;
   run: TurnRunner;
   log?: (entry: Record<string, unknown>) => void;
+  /** A running turn silent this long gets a `working` event. Default 15 s. */
+  workingEveryMs?: number;
 };
+
+export const WORKING_EVERY_MS = 15_000;
 
 export class AgentHost {
   readonly #conversations = new Map<string, Conversation>();
@@ -139,9 +145,19 @@ export class AgentHost {
   }
 
   async #run(c: Conversation, body: TurnBody, submissionId: string, signal: AbortSignal): Promise<void> {
+    let last = Date.now();
     const emit = (p: Progress) => {
-      if (c.running?.submissionId === submissionId) c.log.append(p);
+      if (c.running?.submissionId !== submissionId) return;
+      last = Date.now();
+      c.log.append(p);
     };
+    const every = this.opts.workingEveryMs ?? WORKING_EVERY_MS;
+    const heartbeat = setInterval(() => {
+      const quiet = Date.now() - last;
+      if (quiet >= every)
+        emit({ kind: "working", note: `still working (${Math.round(quiet / 1000)} s since the last event)` });
+    }, every);
+    heartbeat.unref();
     let end: Omit<Extract<StreamEvent, { kind: "end" }>, "offset" | "at">;
     try {
       const out = await this.opts.run({
@@ -164,6 +180,7 @@ export class AgentHost {
         : { kind: "end", submissionId, outcome: "failed", error: message };
       this.opts.log?.({ level: "warn", message: "a turn failed", agent: c.agent, conversation: c.id, error: message });
     }
+    clearInterval(heartbeat);
     // Written before the turn lets go of the Workspace: a reader that sees idle has seen the end.
     c.running = undefined;
     this.#running = undefined;

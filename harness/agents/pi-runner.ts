@@ -50,7 +50,17 @@ export function piRunner(o: PiRunnerOptions): TurnRunner {
       },
       getApiKey,
     });
+    let answering = { chars: 0, told: 0 };
     const unsubscribe = agent.subscribe(async (event) => {
+      // The model's answer as it streams, told at most once a second (progress is lossy).
+      if (event.type === "message_start" && isAssistant(event.message)) answering = { chars: 0, told: Date.now() };
+      if (event.type === "message_update" && event.assistantMessageEvent.type === "text_delta") {
+        answering.chars += event.assistantMessageEvent.delta.length;
+        if (Date.now() - answering.told >= 1_000) {
+          answering.told = Date.now();
+          turn.emit({ kind: "working", note: `the model is answering (${answering.chars} characters so far)` });
+        }
+      }
       // A step boundary where the loop goes on (tool results to answer): pi awaits this listener,
       // and drains what is steered here before its next model call.
       if (event.type === "turn_end" && event.toolResults.length > 0 && o.custodianUrl && turn.body.menu.length > 0) {

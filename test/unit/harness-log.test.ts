@@ -1,8 +1,10 @@
 // A conversation's stream log (harness/agents/log.ts): offsets, the long-poll, and the rebuild
-// from its file after a restart (a torn last line dropped), on real files in a temp directory.
+// from its file after a restart (a torn last line dropped), on real files in a temp directory; and
+// the host's "still working" event for a quiet turn (harness/agents/host.ts).
 import { appendFileSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { AgentHost } from "../../harness/agents/host";
 import { ConversationLog } from "../../harness/agents/log";
 
 const dir = mkdtempSync(join(tmpdir(), "jr2-log-"));
@@ -74,5 +76,33 @@ describe("a conversation's stream", () => {
     const lines = readFileSync(file, "utf8").trim().split("\n");
     expect(JSON.parse(lines[lines.length - 1]!)).toMatchObject({ kind: "end", offset: 2 });
     expect(new ConversationLog(file).next).toBe(3);
+  });
+});
+
+describe("a quiet turn", () => {
+  it("gets a `working` event while it says nothing, and none after its end", async () => {
+    // The runner: quiet until released, so only the heartbeat can write meanwhile.
+    let release!: () => void;
+    const released = new Promise<void>((r) => (release = r));
+    const host = new AgentHost({
+      dir: join(dir, "quiet"),
+      workingEveryMs: 20,
+      run: async () => {
+        await released;
+        return { message: "done", history: [] };
+      },
+    });
+    const admitted = host.admit("coder", "q1", { message: "wait", menu: [], allowed: [] });
+    const seen = await host.stream("coder", "q1", admitted.offset + 1, 10_000);
+    expect(seen.events[0]).toMatchObject({
+      kind: "working",
+      note: expect.stringMatching(/^still working \(\d+ s since/),
+    });
+    release();
+    let page = await host.stream("coder", "q1", seen.next, 10_000);
+    while (!page.events.some((e) => e.kind === "end")) page = await host.stream("coder", "q1", page.next, 10_000);
+    const after = page.next;
+    await new Promise((r) => setTimeout(r, 100)); // five heartbeat periods: none may be written
+    expect((await host.stream("coder", "q1", after, 0)).events).toEqual([]);
   });
 });
