@@ -52,7 +52,10 @@ export type LocalOperator = {
   stop(): Promise<void>;
 };
 
-/** The build's webhook configurations and API path, re-pointed at https://127.0.0.1:<port>. */
+/**
+ * The build's webhook configurations and API path, re-pointed at https://127.0.0.1:<port>, and its
+ * Sandbox defaults policy and binding as built.
+ */
 export function localWebhooks(manifestYaml: string, port: number, caPem: string) {
   const docs = parseAllDocuments(manifestYaml).map((d) => d.toJS() as K8sObject);
   const secret = docs.find((d) => d.kind === "Secret" && d.metadata.name === `pepr-${uuid}-api-path`) as
@@ -71,7 +74,12 @@ export function localWebhooks(manifestYaml: string, port: number, caPem: string)
       }));
       return { ...d, webhooks: hooks };
     });
-  return { apiPath, webhooks };
+  // The Sandbox defaults (decision 0026): CEL the API server runs itself, calling no process; the
+  // policy before its binding.
+  const policies = ["MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"].flatMap((kind) =>
+    docs.filter((d) => d.kind === kind),
+  );
+  return { apiPath, webhooks, policies };
 }
 
 /**
@@ -173,7 +181,7 @@ export async function startLocalOperator(opts: LocalOperatorOptions): Promise<Lo
   writeFileSync(keyPath, tls.keyPem, { mode: 0o600 });
   writeFileSync(certPath, tls.certPem);
   writeFileSync(caPath, tls.caPem);
-  const { apiPath, webhooks } = localWebhooks(readFileSync(MANIFEST, "utf8"), port, tls.caPem);
+  const { apiPath, webhooks, policies } = localWebhooks(readFileSync(MANIFEST, "utf8"), port, tls.caPem);
 
   await kubectl.apply(opts.kubeconfig, peprPrerequisites());
   await kubectl.run(opts.kubeconfig, [
@@ -211,8 +219,9 @@ export async function startLocalOperator(opts: LocalOperatorOptions): Promise<Lo
     stdio: ["ignore", out, out, "ipc"],
   });
   const exited = once(child, "exit");
+  // The webhooks, then the policy's binding, then the policy.
   const removeWebhooks = async () => {
-    for (const w of webhooks) {
+    for (const w of [...webhooks, ...[...policies].reverse()]) {
       await kubectl.run(opts.kubeconfig, ["delete", w.kind.toLowerCase(), w.metadata.name, "--ignore-not-found"]);
     }
   };
@@ -224,10 +233,11 @@ export async function startLocalOperator(opts: LocalOperatorOptions): Promise<Lo
         throw new Error(`the module exited with ${code} before it served${logFile ? `; see ${logFile}` : ""}`);
       }),
     ]);
-    // Registered only once the module answers, so the webhooks never point at nothing.
-    if (webhooks.length) {
-      await kubectl.apply(opts.kubeconfig, webhooks);
-      await waitJudged(opts.kubeconfig);
+    // Registered only once the module answers, so the webhooks never point at nothing. The policy
+    // depends on nothing of the module's, but goes with it, so every path has the same admission.
+    if (webhooks.length || policies.length) {
+      await kubectl.apply(opts.kubeconfig, [...policies, ...webhooks]);
+      await waitJudged(opts.kubeconfig, { defaults: policies.length > 0 });
     }
   } catch (err) {
     child.kill("SIGKILL");
@@ -247,26 +257,39 @@ export async function startLocalOperator(opts: LocalOperatorOptions): Promise<Lo
 }
 
 /**
- * The API server learns of webhook configurations through an informer: until a probe is actually
- * judged, a request may pass unjudged. The probe is a server-side dry run of a Sandbox that the
- * validating webhook must refuse (a hostPath volume); nothing is stored.
+ * The API server learns of webhook configurations and policies through informers: until a probe
+ * is actually judged, a request may pass unjudged. The probe is a server-side dry run of a Sandbox
+ * that the validating webhook must refuse (a hostPath volume); with `defaults`, also one of a plain
+ * Sandbox that must come back defaulted (fsGroup). Nothing is stored.
  */
-async function waitJudged(kubeconfig: string, timeoutMs = 30_000): Promise<void> {
-  const probe = JSON.stringify({
-    apiVersion: "core.jr2.dev/v1alpha1",
-    kind: "Sandbox",
-    metadata: { name: "jr2-webhook-probe", namespace: "default" },
-    spec: { image: "probe", volumes: [{ name: "probe", hostPath: { path: "/" } }] },
-  });
+async function waitJudged(kubeconfig: string, { defaults }: { defaults: boolean }, timeoutMs = 30_000) {
+  const probe = (spec: Record<string, unknown>) =>
+    JSON.stringify({
+      apiVersion: "core.jr2.dev/v1alpha1",
+      kind: "Sandbox",
+      metadata: { name: "jr2-webhook-probe", namespace: "default" },
+      spec: { image: "probe", ...spec },
+    });
+  const refused = probe({ volumes: [{ name: "probe", hostPath: { path: "/" } }] });
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const answer = await kubectl.run(kubeconfig, ["create", "--dry-run=server", "-f", "-"], probe).then(
+    const answer = await kubectl.run(kubeconfig, ["create", "--dry-run=server", "-f", "-"], refused).then(
       () => "admitted",
       (err: Error) => err.message,
     );
-    if (answer.includes("spec.volumes[0].hostPath")) return;
+    const defaulted =
+      !defaults ||
+      (await kubectl
+        .run(kubeconfig, ["create", "--dry-run=server", "-o", "jsonpath={.spec.fsGroup}", "-f", "-"], probe({}))
+        .then(
+          (out) => out.trim() !== "",
+          () => false,
+        ));
+    if (answer.includes("spec.volumes[0].hostPath") && defaulted) return;
     if (Date.now() > deadline)
-      throw new Error(`the webhooks did not judge a probe within ${timeoutMs / 1000}s: ${answer}`);
+      throw new Error(
+        `admission did not judge a probe within ${timeoutMs / 1000}s: ${answer}${defaulted ? "" : "; no defaults written"}`,
+      );
     await new Promise((r) => setTimeout(r, 200));
   }
 }

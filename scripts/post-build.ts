@@ -2,15 +2,15 @@
 // deploy from the manifest or the Helm chart rather than letting the module apply them; bundles
 // the companion workloads (one file each, for the companions image: see Dockerfile) and renders
 // their manifests (dist/jr2-<name>.yaml). JR2_COMPANION_IMAGE names the image they run.
-import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { buildSync } from "esbuild";
-import { stringify } from "yaml";
+import { parseAllDocuments, stringify } from "yaml";
 import { cacheAgentManifests } from "../cache-agent/deploy";
 import { orchestratorManifests } from "../orchestrator/deploy";
 import cfg from "../package.json";
 import { renderAll } from "./crd-yaml";
-import { scopeChartTemplate, scopeManifest } from "./webhooks";
+import { ignoredNamespaces, sandboxDefaultsChartTemplate, scopeChartTemplate, scopeManifest } from "./webhooks";
 
 const dist = join(__dirname, "..", "dist");
 const uuid = cfg.pepr.uuid;
@@ -33,11 +33,23 @@ if (!body.includes("kind: CustomResourceDefinition")) {
   writeFileSync(manifest, crds.map((c) => c.text.trimEnd()).join("\n---\n") + "\n---\n" + body);
 }
 // Each webhook scoped to what it guards (scripts/webhooks.ts, decision 0017), in the manifest
-// and in the chart's templates alike.
+// and in the chart's templates alike; the Sandbox defaults policy and its binding beside them
+// (decision 0026).
 writeFileSync(manifest, scopeManifest(readFileSync(manifest, "utf8")));
+const built = parseAllDocuments(readFileSync(manifest, "utf8")).map((d) => d.toJS() as { kind?: string });
 for (const template of ["mutation-webhook.yaml", "validation-webhook.yaml"]) {
   const file = join(chart, "templates", template);
-  if (existsSync(file)) writeFileSync(file, scopeChartTemplate(readFileSync(file, "utf8")));
+  if (!existsSync(file)) continue;
+  // Pepr writes no mutation template when no capability mutates, and leaves an earlier build's.
+  const kind = template === "mutation-webhook.yaml" ? "MutatingWebhookConfiguration" : "ValidatingWebhookConfiguration";
+  if (built.some((d) => d.kind === kind)) writeFileSync(file, scopeChartTemplate(readFileSync(file, "utf8")));
+  else rmSync(file);
+}
+if (existsSync(chart)) {
+  writeFileSync(
+    join(chart, "templates", "sandbox-defaults-policy.yaml"),
+    sandboxDefaultsChartTemplate(ignoredNamespaces(built)),
+  );
 }
 console.log(
   `CRDs added to ${manifest}${existsSync(chart) ? ` and ${chart}/crds` : ""}: ${readdirSync(join(dist, "crds")).join(", ")}`,

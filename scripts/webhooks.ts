@@ -8,11 +8,17 @@
 //   - Pods and their ephemeral containers: one webhook, called only for pods carrying the Sandbox
 //     label (`objectSelector`; an UPDATE matches when the old or the new pod carries it, so adding
 //     or removing the label is judged too).
-// The local runner (dev/local-operator.ts) registers the rewritten manifest's configurations, so
-// `npm start` and the integration tier run the same scoping as a deployment.
+// The Sandbox defaults are no webhook (decision 0026): the API server writes them, a
+// MutatingAdmissionPolicy (capabilities/admission/policy.ts) added here to the manifest and the
+// chart, its binding scoped to the namespaces the Sandbox webhook's namespaceSelector takes.
+// The local runner (dev/local-operator.ts) registers the rewritten manifest's configurations and
+// policy, so `npm start` and the integration tier run the same scoping as a deployment.
 import { parseAllDocuments, stringify } from "yaml";
 import { GROUP } from "../api/crd/sources/common";
 import { SANDBOX_NAME_LABEL } from "../api/wire";
+import { SPEC_CHANGED, sandboxDefaultsBinding, sandboxDefaultsPolicy } from "../capabilities/admission/policy";
+
+export { SPEC_CHANGED };
 
 type Rule = { apiGroups: string[]; apiVersions: string[]; operations: string[]; resources: string[] };
 export type Webhook = {
@@ -27,12 +33,6 @@ export type WebhookConfiguration = {
   kind: "MutatingWebhookConfiguration" | "ValidatingWebhookConfiguration";
   metadata: { name: string; [k: string]: unknown };
   webhooks: Webhook[];
-};
-
-/** A Sandbox UPDATE reaches admission only when its spec changes (CEL, GA since Kubernetes 1.30). */
-export const SPEC_CHANGED = {
-  name: "spec-changed",
-  expression: "request.operation != 'UPDATE' || object.spec != oldObject.spec",
 };
 
 /** Only pods carrying the Sandbox label (in the old or the new object) reach admission. */
@@ -79,24 +79,70 @@ const isWebhookConfiguration = (d: unknown): d is WebhookConfiguration => {
   return kind === "MutatingWebhookConfiguration" || kind === "ValidatingWebhookConfiguration";
 };
 
-/** A multi-document manifest with every webhook configuration scoped; other documents untouched. */
+const POLICY_KINDS = new Set(["MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"]);
+
+/**
+ * A multi-document manifest with every webhook configuration scoped (one left with no webhook
+ * dropped), and the Sandbox defaults policy and its binding at the end; other documents untouched.
+ * Idempotent: a policy already there is written again, once.
+ */
 export function scopeManifest(yaml: string): string {
-  return parseAllDocuments(yaml)
-    .map((doc) => {
-      const obj = doc.toJS() as unknown;
-      return isWebhookConfiguration(obj)
-        ? stringify(scopeWebhooks(obj), { aliasDuplicateObjects: false })
-        : doc.toString();
-    })
+  const docs = parseAllDocuments(yaml).map((doc) => ({ doc, obj: doc.toJS() as unknown }));
+  const scoped = docs
+    .filter(({ obj }) => !POLICY_KINDS.has((obj as { kind?: string } | null)?.kind ?? ""))
+    .flatMap(({ doc, obj }) => {
+      if (!isWebhookConfiguration(obj)) return [doc.toString()];
+      const config = scopeWebhooks(obj);
+      return config.webhooks.length ? [stringify(config, { aliasDuplicateObjects: false })] : [];
+    });
+  const ignored = ignoredNamespaces(docs.map(({ obj }) => obj));
+  return [...scoped, stringify(sandboxDefaultsPolicy(), { lineWidth: 0 }), stringify(sandboxDefaultsBinding(ignored))]
     .map((text) => text.replace(/^---\n/, "").trimEnd())
     .join("\n---\n")
     .concat("\n");
+}
+
+/**
+ * The namespaces admission ignores, as the build wrote them into the Sandbox webhook's
+ * namespaceSelector (Pepr's alwaysIgnore and PEPR_ADDITIONAL_IGNORED_NAMESPACES at build time).
+ */
+export function ignoredNamespaces(docs: unknown[]): string[] {
+  const sandboxHook = docs
+    .filter(isWebhookConfiguration)
+    .flatMap((c) => c.webhooks)
+    .find((w) => (w.rules ?? []).some(isSandboxRule));
+  const selector = sandboxHook?.namespaceSelector as
+    | { matchExpressions?: Array<{ key: string; operator: string; values?: string[] }> }
+    | undefined;
+  const notIn = selector?.matchExpressions?.find(
+    (e) => e.key === "kubernetes.io/metadata.name" && e.operator === "NotIn",
+  );
+  if (!notIn?.values) {
+    throw new Error("the build has no Sandbox webhook with a namespaceSelector: the policy's binding has no scope");
+  }
+  return [...new Set(notIn.values)];
 }
 
 // The Helm chart's templates carry Go template expressions, which are not YAML. Each is swapped
 // for a placeholder, the YAML scoped, and the expressions put back where their placeholders land.
 const EXPRESSION = /\{\{[^}]*\}\}/g;
 const RANGE_LINE = /^(\s*)\{\{-? *range [^}]*\}\}\n(\s*)- (\{\{[^}]*\}\})\n\s*\{\{-? *end *\}\}\n/m;
+
+/**
+ * The chart's template of the Sandbox defaults policy and its binding: the binding skips the
+ * namespaces the webhooks skip, `.Values.additionalIgnoredNamespaces` included as they take it.
+ */
+export function sandboxDefaultsChartTemplate(ignored: string[]): string {
+  const mark = "__jr2_ignored__";
+  const binding = stringify(sandboxDefaultsBinding([mark, ...ignored]));
+  const withRange = binding.replace(
+    new RegExp(`^( *)- ${mark}\n`, "m"),
+    (_w, indent: string) =>
+      `${indent}{{- range .Values.additionalIgnoredNamespaces }}\n${indent}- {{ . }}\n${indent}{{- end }}\n`,
+  );
+  if (withRange === binding) throw new Error("the binding's namespace list was not found");
+  return `${stringify(sandboxDefaultsPolicy(), { lineWidth: 0 })}---\n${withRange}`;
+}
 
 /** A chart template (mutation-webhook.yaml or validation-webhook.yaml) with its webhooks scoped. */
 export function scopeChartTemplate(template: string): string {

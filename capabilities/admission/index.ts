@@ -1,20 +1,22 @@
-// The admission capability's wiring: defaults written into Sandboxes on create and update, the
-// hardened context enforced on Sandboxes and on their pods, a pod's Sandbox label the operator's
-// alone, ephemeral containers kept away from the credential holders. The rules are pure (sandbox.ts, pods.ts, containers.ts); this file only
-// binds them. Every failure is a denial that says what failed (onError: reject, failurePolicy
-// Fail): a thrown error never lets a request through.
+// The admission capability's wiring: the hardened context enforced on Sandboxes and on their
+// pods, a pod's Sandbox label the operator's alone, ephemeral containers kept away from the
+// credential holders. The rules are pure (sandbox.ts, pods.ts, containers.ts); this file only binds
+// them. Every failure is a denial that says what failed (onError: reject, failurePolicy Fail): a
+// thrown error never lets a request through. The Sandbox defaults are not bound here: the API
+// server writes them in-process, a MutatingAdmissionPolicy generated from the same functions
+// (policy.ts, decision 0026), so a create costs one webhook round trip, not two.
 import { Capability, Log, a, type PeprValidateRequest } from "pepr";
 import { SandboxModel } from "../../api/crd";
 import { SANDBOX_NAME_LABEL } from "../../api/wire";
 import { operatorIdentity } from "./identity";
 import { podUpdateViolations, podViolations, sandboxLabelChanged, type PodRules } from "./pods";
-import { rulesFromEnv, sandboxNameViolations, sandboxViolations, withDefaults, type SandboxRules } from "./sandbox";
+import { rulesFromEnv, sandboxNameViolations, sandboxViolations, type SandboxRules } from "./sandbox";
 import { describe, type Violation } from "./violations";
 import { cacheRootFrom } from "../../api/env";
 
 export const AdmissionCapability = new Capability({
   name: "admission",
-  description: "Defaults and enforces the hardened context of Sandboxes and their pods",
+  description: "Enforces the hardened context of Sandboxes and their pods",
 });
 
 const { When } = AdmissionCapability;
@@ -45,15 +47,6 @@ async function judge<T extends { metadata?: { name?: string; namespace?: string 
     );
   }
 }
-
-// On update as on create (withDefaults is idempotent): a server-side re-apply that leaves the
-// defaulted fields out stores the same spec.
-When(SandboxModel)
-  .IsCreatedOrUpdated()
-  .Mutate((req) => {
-    // Written into the stored object, so `kubectl get sbx -o yaml` shows what the pod will get.
-    if (req.Raw.spec && typeof req.Raw.spec === "object") req.Raw.spec = withDefaults(req.Raw.spec);
-  });
 
 // A spec change is judged as a create is; an unchanged spec (a keepalive, a re-apply) is not judged
 // again. The name, which names the Service, only at create: it never changes.

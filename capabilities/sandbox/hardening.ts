@@ -1,6 +1,6 @@
 // The hardened container context (decisions 0009 and 0016): one set of functions, used by the pod
-// builder and by the admission mutation, so a Sandbox that bypassed admission still yields a
-// hardened pod.
+// builder and (as generated CEL) by the admission defaults, so a Sandbox that bypassed admission
+// still yields a hardened pod.
 //
 // Field by field: a jr2-owned seat (the Harness and every sidecar but `user`) gets the hardened
 // value of each field its context says nothing about, and keeps each field it states; admission
@@ -9,8 +9,10 @@
 // of a Repo cache (`repo-<key>`), in any container, is read-only: a mount that says nothing about
 // it gets `readOnly: true`.
 //
-// Reads what the mutating webhook is handed (not yet checked against the CRD schema) without
-// throwing: a value of the wrong shape is left as it is, for the validation to refuse.
+// The API server writes the same defaults into the stored Sandbox with a MutatingAdmissionPolicy
+// generated from these values (capabilities/admission/policy.ts, decision 0026). Reads any spec
+// (one stored without admission too) without throwing: a value of the wrong shape is left as it
+// is, for the validation to refuse.
 import type { Container, SecurityContext } from "../../api/crd/generated/corev1";
 import type { SandboxSpec } from "../../api/crd";
 import { USER, keyOfRepoVolume } from "../../api/wire";

@@ -1,10 +1,14 @@
 // The webhook configurations scoped to what they guard (scripts/webhooks.ts, decision 0017):
 // Sandboxes only on create or a spec change, pods only when they carry the Sandbox label, in the
-// manifest and in the Helm chart's templates alike.
+// manifest and in the Helm chart's templates alike; the Sandbox defaults policy beside them,
+// scoped to the namespaces the Sandbox webhook takes (decision 0026).
 import { parseAllDocuments } from "yaml";
+import { SANDBOX_DEFAULTS, sandboxDefaultsPolicy } from "../../capabilities/admission/policy";
 import {
   SANDBOX_PODS,
   SPEC_CHANGED,
+  ignoredNamespaces,
+  sandboxDefaultsChartTemplate,
   scopeChartTemplate,
   scopeManifest,
   scopeWebhooks,
@@ -107,6 +111,56 @@ describe("scopeManifest", () => {
     expect(docs[1].webhooks.map((w: { name: string }) => w.name)).toEqual([
       "sandboxes.pepr-x.pepr.dev",
       "pods.pepr-x.pepr.dev",
+    ]);
+  });
+
+  const built = [
+    JSON.stringify(generated("ValidatingWebhookConfiguration", [sandboxRule, podCreate])),
+    // A configuration left with no webhook (no capability mutates) is dropped, not applied empty.
+    JSON.stringify({ ...generated("MutatingWebhookConfiguration", []), webhooks: [] }),
+  ].join("---\n");
+
+  it("adds the Sandbox defaults policy and its binding, scoped as the Sandbox webhook, and drops an empty configuration", () => {
+    const docs = parseAllDocuments(scopeManifest(built)).map((d) => d.toJS());
+    expect(docs.map((d) => d.kind)).toEqual([
+      "ValidatingWebhookConfiguration",
+      "MutatingAdmissionPolicy",
+      "MutatingAdmissionPolicyBinding",
+    ]);
+    expect(docs[1]).toEqual(sandboxDefaultsPolicy());
+    expect(docs[1].spec.matchConditions).toContainEqual(SPEC_CHANGED);
+    expect(docs[2].spec.policyName).toBe(SANDBOX_DEFAULTS);
+    expect(docs[2].spec.matchResources.namespaceSelector).toEqual(docs[0].webhooks[0].namespaceSelector);
+  });
+
+  it("is idempotent: the policy is written once however often the build is post-processed", () => {
+    const once = scopeManifest(built);
+    expect(scopeManifest(once)).toBe(once);
+  });
+
+  it("refuses to scope the binding when the build has no Sandbox webhook", () => {
+    expect(() => ignoredNamespaces([generated("ValidatingWebhookConfiguration", [podCreate])])).toThrow(
+      /no Sandbox webhook/,
+    );
+  });
+});
+
+describe("sandboxDefaultsChartTemplate", () => {
+  const out = sandboxDefaultsChartTemplate(["kube-system", "pepr-system"]);
+
+  it("skips the chart's additionalIgnoredNamespaces, as the webhooks' templates do", () => {
+    expect(out).toContain(
+      "            {{- range .Values.additionalIgnoredNamespaces }}\n            - {{ . }}\n            {{- end }}\n            - kube-system\n",
+    );
+  });
+
+  it("renders, with values filled in, to the policy and its binding", () => {
+    const rendered = out.replace(/ *\{\{- range [^}]*\}\}\n\s*- \{\{ \. \}\}\n\s*\{\{- end \}\}\n/g, "");
+    const [policy, binding] = parseAllDocuments(rendered).map((d) => d.toJS());
+    expect(policy).toEqual(sandboxDefaultsPolicy());
+    expect(binding.spec.matchResources.namespaceSelector.matchExpressions[0].values).toEqual([
+      "kube-system",
+      "pepr-system",
     ]);
   });
 });
