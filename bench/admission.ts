@@ -1,24 +1,28 @@
 // Benchmark: what admission adds to a create, and admission round trips under load.
 //
 // 1. Side by side, in one run: BENCH_ADMISSION_CREATES (default 500) Sandboxes created one after
-//    another through the API server with the webhook configurations registered, and as many with
-//    them absent, the operator running throughout (its reconciles load both sides alike). The two
+//    another through the API server with admission registered (the webhook configurations and the
+//    Sandbox defaults policy, decision 0026), and as many with all of it absent, the operator running throughout (its reconciles load both sides alike). The two
 //    sides alternate in blocks of BENCH_ADMISSION_BLOCK (default 25) creates, in the order
 //    with, without, without, with, ..., so a shared machine's drift falls on both. Reports each
 //    side's p50/p99 and the difference (admission_added_p50_ms, _p99_ms), with the API server's own
-//    timing of each webhook call (apiserver_admission_webhook_admission_duration_seconds) beside
+//    timing of each webhook call (apiserver_admission_webhook_admission_duration_seconds) and of the
+//    policy (apiserver_mutating_admission_policy_check_duration_seconds) beside
 //    the module's (pepr_jr2_admission_duration), and the lines the module logged per review.
 //    Before them, on the quiet cluster, 8 dry-run creates each after a 6 s pause beside as many
 //    back to back: what reopening the API server's connection to the webhook costs
 //    (idle_added_p50_ms).
-// 2. 5,000 AdmissionReview requests at 32 concurrent straight to the module's /validate and /mutate
-//    endpoints, then the same number of Sandbox creates through the API server (server-side dry
-//    run, so the API server calls both webhooks and stores nothing). Reports p50/p99 of each.
+// 2. 5,000 AdmissionReview requests at 32 concurrent straight to the module's /validate endpoint
+//    (it has no mutating one), then the same number of Sandbox creates through the API server
+//    (server-side dry run: the policy defaults, the webhook judges, nothing is stored). Reports
+//    p50/p99 of each.
 import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { Agent, request } from "undici";
 import cfg from "../package.json";
+import { DEFAULT_FS_GROUP } from "../api/wire";
+import { SANDBOX_DEFAULTS } from "../capabilities/admission/policy";
 import { kubeRequest } from "../lib/kube";
 import { ApiError } from "../lib/api-error";
 import { CACHE_DIR, ROOT, localWebhooks, startLocalOperator } from "../dev/local-operator";
@@ -63,7 +67,7 @@ const sandbox = (name: string, namespace: string) => ({
   },
 });
 
-const review = (kind: "mutate" | "validate", i: number) => ({
+const review = (kind: "validate", i: number) => ({
   apiVersion: "admission.k8s.io/v1",
   kind: "AdmissionReview",
   request: {
@@ -81,7 +85,8 @@ const review = (kind: "mutate" | "validate", i: number) => ({
   },
 });
 
-type WebhookConfigurations = ReturnType<typeof localWebhooks>["webhooks"];
+/** What admission registers: the webhook configurations and the Sandbox defaults policy with its binding. */
+type Admission = Array<{ kind: string; metadata: { name: string } }>;
 
 const sandboxesPath = (ns: string, dryRun = false) =>
   `/apis/core.jr2.dev/v1alpha1/namespaces/${ns}/sandboxes${dryRun ? "?dryRun=All" : ""}`;
@@ -100,19 +105,17 @@ const applied = (name: string, namespace: string) => ({
 });
 
 /**
- * Whether the API server calls the webhooks, asked with two dry runs (nothing stored): the mutating
- * one writes Pepr's annotation into a plain Sandbox, the validating one refuses a hostPath volume.
+ * Whether the API server applies admission, asked with two dry runs (nothing stored): the policy
+ * writes the default fsGroup into a plain Sandbox, the validating webhook refuses a hostPath volume.
  * The API server learns of configuration changes through informers, so callers poll this.
  */
 async function webhooksCalled(ns: string): Promise<{ mutating: boolean; validating: boolean }> {
-  const plain = await kubeRequest<{ metadata?: { annotations?: Record<string, string> } }>(
+  const plain = await kubeRequest<{ spec?: { fsGroup?: number } }>(
     "POST",
     sandboxesPath(ns, true),
     applied("jr2-bench-probe", ns),
   );
-  const mutating = Object.keys(plain.metadata?.annotations ?? {}).some((k) =>
-    k.startsWith(`${cfg.pepr.uuid}.pepr.dev/`),
-  );
+  const mutating = plain.spec?.fsGroup === DEFAULT_FS_GROUP;
   const hostPath = { ...applied("jr2-bench-probe", ns) };
   hostPath.spec = { ...hostPath.spec, volumes: [{ name: "probe", hostPath: { path: "/" } }] } as typeof hostPath.spec;
   const validating = await kubeRequest("POST", sandboxesPath(ns, true), hostPath).then(
@@ -125,11 +128,11 @@ async function webhooksCalled(ns: string): Promise<{ mutating: boolean; validati
   return { mutating, validating };
 }
 
-/** Registers or removes the module's webhook configurations and waits until the API server acts on it. */
-async function setWebhooks(kubeconfig: string, ns: string, webhooks: WebhookConfigurations, present: boolean) {
+/** Registers or removes admission (policy before binding, binding removed first) and waits until the API server acts on it. */
+async function setWebhooks(kubeconfig: string, ns: string, webhooks: Admission, present: boolean) {
   if (present) await kubectl.apply(kubeconfig, webhooks);
   else
-    for (const w of webhooks)
+    for (const w of [...webhooks].reverse())
       await kubectl.run(kubeconfig, ["delete", w.kind.toLowerCase(), w.metadata.name, "--ignore-not-found"]);
   const deadline = Date.now() + 30_000;
   for (;;) {
@@ -141,24 +144,31 @@ async function setWebhooks(kubeconfig: string, ns: string, webhooks: WebhookConf
   }
 }
 
-/** The API server's webhook calls so far: count and seconds, per webhook type (admit, validating). */
+/**
+ * The API server's admission calls so far: count and seconds, per webhook type (admit, validating),
+ * and of the Sandbox defaults policy (its CEL, evaluated in the API server).
+ */
 function webhookCalls(apiMetrics: string) {
   const calls = (type: string) => ({
     count: sumMetric(apiMetrics, "apiserver_admission_webhook_admission_duration_seconds_count", { type }),
     seconds: sumMetric(apiMetrics, "apiserver_admission_webhook_admission_duration_seconds_sum", { type }),
   });
-  return { admit: calls("admit"), validating: calls("validating") };
+  const policy = {
+    count: sumMetric(apiMetrics, "apiserver_mutating_admission_policy_check_duration_seconds_count", {
+      policy: SANDBOX_DEFAULTS,
+    }),
+    seconds: sumMetric(apiMetrics, "apiserver_mutating_admission_policy_check_duration_seconds_sum", {
+      policy: SANDBOX_DEFAULTS,
+    }),
+  };
+  return { admit: calls("admit"), validating: calls("validating"), policy };
 }
 
 /**
  * Part 1: `count` creates one after another on each side, in alternating blocks (with, without,
  * without, with, ...). Leaves the webhooks registered, as it found them.
  */
-export async function sideBySide(
-  kubeconfig: string,
-  webhooks: WebhookConfigurations,
-  count: number,
-): Promise<Result[]> {
+export async function sideBySide(kubeconfig: string, webhooks: Admission, count: number): Promise<Result[]> {
   const ns = `bench-admission-${randomUUID().slice(0, 6)}`;
   await kubeRequest("POST", "/api/v1/namespaces", { apiVersion: "v1", kind: "Namespace", metadata: { name: ns } });
   const times = { with: [] as number[], without: [] as number[] };
@@ -195,7 +205,7 @@ export async function sideBySide(
   const w = sorted(times.with);
   const o = sorted(times.without);
   const [before, after] = [webhookCalls(apiBefore), webhookCalls(apiAfter || apiBefore)];
-  const meanMs = (k: "admit" | "validating") =>
+  const meanMs = (k: "admit" | "validating" | "policy") =>
     round(((after[k].seconds - before[k].seconds) / Math.max(1, after[k].count - before[k].count)) * 1000);
   const b = "admission";
   return [
@@ -222,6 +232,8 @@ export async function sideBySide(
     // operator's pod creates included): the round trip as it sees it.
     { bench: b, metric: "apiserver_mutating_call_mean_ms", value: meanMs("admit"), unit: "ms" },
     { bench: b, metric: "apiserver_validating_call_mean_ms", value: meanMs("validating"), unit: "ms" },
+    // The API server's timing of the Sandbox defaults policy, per check (decision 0026).
+    { bench: b, metric: "apiserver_defaults_policy_mean_ms", value: meanMs("policy"), unit: "ms" },
   ];
 }
 
@@ -269,7 +281,8 @@ export async function admission(kubeconfig: string): Promise<Result[]> {
   });
   try {
     const manifest = readFileSync(join(ROOT, "dist", `pepr-module-${cfg.pepr.uuid}.yaml`), "utf8");
-    const { apiPath, webhooks } = localWebhooks(manifest, port, op.caPem);
+    const { apiPath, webhooks: hooks, policies } = localWebhooks(manifest, port, op.caPem);
+    const webhooks = [...policies, ...hooks];
     const lines = () => (op.logFile ? readFileSync(op.logFile, "utf8").split("\n").length : NaN);
     const linesBefore = lines();
     // First, on a quiet cluster: the sequential creates leave a namespace of them being deleted.
@@ -283,7 +296,7 @@ export async function admission(kubeconfig: string): Promise<Result[]> {
     const serverSequential = (q: string) =>
       round(sumMetric(afterSequential, "pepr_jr2_admission_duration", { quantile: q }));
     const agent = new Agent({ connect: { ca: op.caPem, servername: "localhost" }, connections: CONCURRENCY });
-    const direct = (kind: "mutate" | "validate") => async (i: number) => {
+    const direct = (kind: "validate") => async (i: number) => {
       const res = await request(`https://127.0.0.1:${port}/${kind}/${apiPath}`, {
         method: "POST",
         dispatcher: agent,
@@ -296,7 +309,6 @@ export async function admission(kubeconfig: string): Promise<Result[]> {
       }
     };
     const validate = await load(TOTAL, CONCURRENCY, direct("validate"));
-    const mutate = await load(TOTAL, CONCURRENCY, direct("mutate"));
     const through = await load(TOTAL, CONCURRENCY, (i) =>
       kubeRequest(
         "POST",
@@ -334,7 +346,6 @@ export async function admission(kubeconfig: string): Promise<Result[]> {
       { bench: b, metric: "requests_each", value: TOTAL, unit: "count" },
       { bench: b, metric: "concurrency", value: CONCURRENCY, unit: "count" },
       ...figures("webhook_validate_round_trip", validate),
-      ...figures("webhook_mutate_round_trip", mutate),
       // Both kinds together: jr2_admission_duration times every review the module answered.
       { bench: b, metric: "webhook_server_p50_ms", value: server("pepr_jr2_admission_duration", "0.5"), unit: "ms" },
       {
