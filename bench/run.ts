@@ -3,7 +3,7 @@
 // plane (or KUBECONFIG) bring it up and build the module first; the others need neither.
 //   BENCH_SANDBOXES=1000 (default)   BENCH_ADMISSION_REQUESTS=5000 (default)   BENCH_ATTACH_RUNS=5 (default)
 //   BENCH_FANOUT_SANDBOXES=200   BENCH_WORKSPACES=200   BENCH_LIVE_WORKSPACES=1000
-//   BENCH_ONLY=sandbox-burst|admission|attach|repo-fanout|orchestrator
+//   BENCH_ONLY=sandbox-burst|admission|attach|repo-fanout|orchestrator|agents
 import { spawnSync } from "node:child_process";
 import { join } from "node:path";
 import { ROOT } from "../dev/local-operator";
@@ -30,6 +30,7 @@ const BENCHES: Record<string, Bench> = {
         Number(process.env.BENCH_LIVE_WORKSPACES ?? 1000),
       ),
   },
+  agents: { cluster: true, run: async (k) => (await import("./agents")).agentsBench(k) },
 };
 
 function clusterUp(): string {

@@ -1,12 +1,49 @@
 // The Orchestrator's Prometheus text for GET /metrics: workspaces by state, transitions, waits and
-// renewals. Small enough to write out by hand rather than carry a client library.
+// renewals, and how late its event loop runs. Small enough to write out by hand rather than carry a
+// client library.
+import { monitorEventLoopDelay, type IntervalHistogram } from "node:perf_hooks";
 import { WORKSPACE_STATES, type WorkspaceEvent, type WorkspaceView } from "./api";
+
+/** How often the event-loop monitor's timer asks to run (node's default). */
+export const EVENT_LOOP_RESOLUTION_MS = 10;
+
+export const EVENT_LOOP_DELAY = "jr2_orchestrator_event_loop_delay_seconds";
+export const EVENT_LOOP_DELAY_MAX = "jr2_orchestrator_event_loop_delay_max_seconds";
+
+/** What the event-loop lines read of node's histogram (nanoseconds). */
+export type DelayHistogram = Pick<IntervalHistogram, "percentile" | "max" | "count">;
+
+/**
+ * The event-loop delay lines from node's histogram. The histogram records the time between two
+ * runs of a timer due every `resolutionMs`, so the delay, how late the loop ran it, is that minus
+ * the resolution (never below zero). A histogram with no sample reads as zero delay.
+ */
+export function eventLoopDelayLines(h: DelayHistogram, resolutionMs = EVENT_LOOP_RESOLUTION_MS): string[] {
+  const late = (ns: number) => (h.count > 0 ? Math.max(0, ns / 1e6 - resolutionMs) / 1000 : 0);
+  return [
+    `# HELP ${EVENT_LOOP_DELAY} How late the event loop ran a timer due every ${resolutionMs} ms, since the previous scrape.`,
+    `# TYPE ${EVENT_LOOP_DELAY} summary`,
+    `${EVENT_LOOP_DELAY}{quantile="0.5"} ${late(h.percentile(50))}`,
+    `${EVENT_LOOP_DELAY}{quantile="0.99"} ${late(h.percentile(99))}`,
+    `${EVENT_LOOP_DELAY}_count ${h.count}`,
+    `# HELP ${EVENT_LOOP_DELAY_MAX} The longest event-loop delay since the previous scrape.`,
+    `# TYPE ${EVENT_LOOP_DELAY_MAX} gauge`,
+    `${EVENT_LOOP_DELAY_MAX} ${late(h.max)}`,
+  ];
+}
 
 export class OrchestratorMetrics {
   readonly #transitions = new Map<string, number>();
   #waits = 0;
   #renewals = 0;
   #renewFailures = 0;
+  /** Sampled from construction; reset at each render (as prom-client's event-loop lag is), so each
+   * scrape reports the window since the one before. Its timer does not keep the process alive. */
+  readonly #loop = monitorEventLoopDelay({ resolution: EVENT_LOOP_RESOLUTION_MS });
+
+  constructor() {
+    this.#loop.enable();
+  }
 
   observe(event: WorkspaceEvent): void {
     if (event.type === "transition") this.#transitions.set(event.to, (this.#transitions.get(event.to) ?? 0) + 1);
@@ -34,7 +71,14 @@ export class OrchestratorMetrics {
       "# HELP jr2_orchestrator_renew_failures_total Keepalive renewals that failed (retried).",
       "# TYPE jr2_orchestrator_renew_failures_total counter",
       `jr2_orchestrator_renew_failures_total ${this.#renewFailures}`,
+      ...eventLoopDelayLines(this.#loop),
     ];
+    this.#loop.reset();
     return lines.join("\n") + "\n";
+  }
+
+  /** Stops the event-loop monitor. */
+  close(): void {
+    this.#loop.disable();
   }
 }

@@ -1,0 +1,64 @@
+// The Orchestrator's /metrics text: the event-loop delay read from node's histogram (the pure part),
+// and a loop actually held up showing in the next scrape, and not in the one after.
+import {
+  EVENT_LOOP_DELAY,
+  EVENT_LOOP_DELAY_MAX,
+  eventLoopDelayLines,
+  OrchestratorMetrics,
+} from "../../orchestrator/metrics";
+
+const value = (text: string, sample: string) => {
+  const line = text.split("\n").find((l) => l.startsWith(`${sample} `));
+  if (line === undefined) throw new Error(`no sample ${sample} in:\n${text}`);
+  return Number(line.split(" ").pop());
+};
+
+describe("eventLoopDelayLines", () => {
+  const ms = 1e6;
+  const histogram = (p50: number, p99: number, max: number, count = 100) => ({
+    percentile: (p: number) => (p === 50 ? p50 : p99),
+    max,
+    count,
+  });
+
+  it("reports how late the timer ran: the recorded interval less the resolution, in seconds", () => {
+    const text = eventLoopDelayLines(histogram(10.5 * ms, 13 * ms, 160 * ms), 10).join("\n");
+    expect(value(text, `${EVENT_LOOP_DELAY}{quantile="0.5"}`)).toBeCloseTo(0.0005, 9);
+    expect(value(text, `${EVENT_LOOP_DELAY}{quantile="0.99"}`)).toBeCloseTo(0.003, 9);
+    expect(value(text, EVENT_LOOP_DELAY_MAX)).toBeCloseTo(0.15, 9);
+    expect(value(text, `${EVENT_LOOP_DELAY}_count`)).toBe(100);
+    expect(text).toContain(`# TYPE ${EVENT_LOOP_DELAY} summary`);
+    expect(text).toContain(`# TYPE ${EVENT_LOOP_DELAY_MAX} gauge`);
+  });
+
+  it("never reports a negative delay, and zero when there is no sample", () => {
+    const early = eventLoopDelayLines(histogram(9 * ms, 9.9 * ms, 9.9 * ms), 10).join("\n");
+    expect(value(early, EVENT_LOOP_DELAY_MAX)).toBe(0);
+    const none = eventLoopDelayLines(histogram(0, 0, 0, 0), 10).join("\n");
+    expect(value(none, `${EVENT_LOOP_DELAY}{quantile="0.99"}`)).toBe(0);
+    expect(value(none, EVENT_LOOP_DELAY_MAX)).toBe(0);
+  });
+});
+
+describe("OrchestratorMetrics", () => {
+  it("shows a blocked event loop in the next scrape, then starts a new window", async () => {
+    const metrics = new OrchestratorMetrics();
+    try {
+      metrics.render([]);
+      await new Promise((r) => setTimeout(r, 30));
+      const until = Date.now() + 120;
+      while (Date.now() < until) {
+        // held up, as a synchronous piece of work would hold it
+      }
+      await new Promise((r) => setTimeout(r, 30));
+      const blocked = metrics.render([]);
+      expect(value(blocked, EVENT_LOOP_DELAY_MAX)).toBeGreaterThanOrEqual(0.1);
+      expect(value(blocked, `${EVENT_LOOP_DELAY}_count`)).toBeGreaterThan(0);
+      await new Promise((r) => setTimeout(r, 50));
+      expect(value(metrics.render([]), EVENT_LOOP_DELAY_MAX)).toBeLessThan(0.1);
+      expect(blocked).toContain('jr2_orchestrator_workspaces{state="ready"} 0');
+    } finally {
+      metrics.close();
+    }
+  });
+});
