@@ -155,7 +155,10 @@ export class KubeSandboxPort implements SandboxPort {
 
   /**
    * One call to the Sandbox's Harness with its bearer (the agent protocol, decision 0025): the
-   * status and the JSON answer. Not re-sent: the caller decides what a failure means.
+   * status and the JSON answer. A POST is not re-sent: the caller decides what a failure means. A
+   * GET (a stream page: safe to repeat) is sent once more when a kept-alive connection turns out
+   * closed under it: the Harness's server closes an idle connection as the client reuses it, a race
+   * heavy load widens (issue 13's benchmark saw it).
    */
   async harness(
     name: string,
@@ -167,18 +170,26 @@ export class KubeSandboxPort implements SandboxPort {
     const sandbox = this.opts.watch.get(name);
     if (!sandbox?.status?.endpoint) throw new Error(`Sandbox "${name}" has no endpoint: is it Ready?`);
     const base = this.opts.resolveEndpoint ? await this.opts.resolveEndpoint(sandbox) : sandbox.status.endpoint;
-    const res = await request(new URL(path, base).toString(), {
-      method,
-      headers: {
-        authorization: `Bearer ${harnessToken(this.opts.signingKey, name)}`,
-        ...(body !== undefined ? { "content-type": "application/json" } : {}),
-      },
-      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-      ...(signal ? { signal } : {}),
-      headersTimeout: 60_000,
-    });
-    const text = await res.body.text();
-    return { status: res.statusCode, body: safeJson(text) ?? text };
+    const send = async () => {
+      const res = await request(new URL(path, base).toString(), {
+        method,
+        headers: {
+          authorization: `Bearer ${harnessToken(this.opts.signingKey, name)}`,
+          ...(body !== undefined ? { "content-type": "application/json" } : {}),
+        },
+        ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+        ...(signal ? { signal } : {}),
+        headersTimeout: 60_000,
+      });
+      const text = await res.body.text();
+      return { status: res.statusCode, body: safeJson(text) ?? text };
+    };
+    try {
+      return await send();
+    } catch (err) {
+      if (method !== "GET" || signal?.aborted || !closedUnder(err)) throw err;
+      return send();
+    }
   }
 
   async renew(name: string): Promise<void> {
@@ -403,4 +414,10 @@ function safeJson(text: string): unknown {
   } catch {
     return undefined;
   }
+}
+
+/** A connection the other side closed as it was used (not a refusal, not a timeout). */
+function closedUnder(err: unknown): boolean {
+  const code = (err as { code?: string } | undefined)?.code;
+  return code === "ECONNRESET" || code === "EPIPE" || code === "UND_ERR_SOCKET";
 }

@@ -1,6 +1,9 @@
 // The Kubernetes port's waits over a hand-driven watch (the watch is the port's only input for
 // them; no API call is made by a provision). The race it pins: a CR written a moment ago that the
-// watch has not delivered yet is not "absent".
+// watch has not delivered yet is not "absent". And a call to the Harness over a connection closed
+// under it: a GET is sent again, a POST is not.
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import type { SandboxModel } from "../../api/crd";
 import { KubeSandboxPort } from "../../orchestrator/kube-port";
 import type { SandboxListener, SandboxWatch } from "../../orchestrator/sandbox-watch";
@@ -76,5 +79,51 @@ describe("the Kubernetes port's provision wait", () => {
     const p = port(watch).provision("w2", budgets, { onWait: () => undefined });
     watch.deliver("w2", undefined);
     await expect(p).rejects.toMatchObject({ stage: "provision", reason: "Lost" });
+  });
+});
+
+describe("a call to the Harness", () => {
+  // A Harness whose first connection is closed as the request arrives (a kept-alive connection the
+  // server dropped), then answers: a GET is sent once more, a POST never.
+  async function flakyHarness() {
+    const seen: string[] = [];
+    const server = createServer((req, res) => {
+      seen.push(req.method!);
+      if (seen.length === 1) return req.socket.destroy();
+      res.setHeader("content-type", "application/json");
+      res.end(JSON.stringify({ events: [], next: 3, idle: true }));
+    });
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    return {
+      seen,
+      url,
+      close: () => {
+        server.closeAllConnections();
+        return new Promise((r) => server.close(r));
+      },
+    };
+  }
+
+  it("sends a GET again when the connection was closed under it, and a POST never", async () => {
+    for (const method of ["GET", "POST"] as const) {
+      const h = await flakyHarness();
+      const watch = new HandWatch();
+      watch.deliver("ws-1", ready("ws-1"));
+      const p = new KubeSandboxPort({
+        namespace: "ns",
+        watch: watch as unknown as SandboxWatch,
+        signingKey: Buffer.alloc(32, 1),
+        resolveEndpoint: async () => h.url,
+      });
+      try {
+        const call = p.harness("ws-1", method, "/agents/coder/c1/stream?offset=0", method === "POST" ? {} : undefined);
+        if (method === "GET") expect(await call).toEqual({ status: 200, body: { events: [], next: 3, idle: true } });
+        else await expect(call).rejects.toMatchObject({ code: expect.stringMatching(/ECONNRESET|UND_ERR_SOCKET/) });
+        expect(h.seen).toEqual(method === "GET" ? ["GET", "GET"] : ["POST"]);
+      } finally {
+        await h.close();
+      }
+    }
   });
 });
