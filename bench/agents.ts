@@ -55,22 +55,20 @@
 // it started is checked gone (`leftover_processes`; any still there is then ended by its pid).
 //
 // Local mode puts all of it on this machine: 2N pod processes, the Orchestrator, the control plane
-// and this process on its cores. Each local pod leads a session of its own, and with autogroups the
-// kernel shares the cores between sessions first, so under the bursts the Orchestrator (in this
-// process's session) gets about one pod's share. BENCH_AGENT_POD_NICE=19 lowers the pods' nice value
-// and their autogroups' once they run, which is closer to a cluster, where the Sandboxes run on
-// other nodes than the Orchestrator; the figures are then no longer local mode's as it ships.
+// and this process on its cores. Local mode runs each pod's processes at the lowest priority, their
+// autogroups too (orchestrator/local-process.ts), as a cluster keeps Sandboxes off the
+// Orchestrator's cores; before it did, the Orchestrator got about one pod's share under the bursts.
 // BENCH_AGENT_CPU_PROF=<dir> writes a V8 CPU profile of the Orchestrator there, and with
 // BENCH_AGENT_CPU_PROF_HARNESS=1 of each Harness too (sampled every 0.5 ms: slower figures; for
 // finding where time goes, not for the figures).
 //   BENCH_AGENT_WORKSPACES=50  BENCH_AGENT_STEPS=20  BENCH_AGENT_REPEATS=10  BENCH_AGENT_WARMUP=2
-//   BENCH_AGENT_POD_NICE  BENCH_AGENT_CPU_PROF  BENCH_AGENT_CPU_PROF_HARNESS   (unset)
+//   BENCH_AGENT_CPU_PROF  BENCH_AGENT_CPU_PROF_HARNESS   (unset)
 import { execFileSync, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, request, type IncomingMessage, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { setPriority, tmpdir } from "node:os";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { monitorEventLoopDelay } from "node:perf_hooks";
@@ -226,17 +224,6 @@ function mainThreadSched(pid: number): { run: number; wait: number } {
     return { run: run! / 1e9, wait: wait! / 1e9 };
   } catch {
     return { run: 0, wait: 0 };
-  }
-}
-
-/** Lower a process's priority: its nice value and its autogroup's (a detached process leads a
- * session of its own, so the kernel shares the cores between sessions before processes). */
-function deprioritize(pid: number, nice: number) {
-  setPriority(pid, nice);
-  try {
-    writeFileSync(`/proc/${pid}/autogroup`, String(nice));
-  } catch {
-    // no autogroups here: the nice value is all there is
   }
 }
 
@@ -473,7 +460,6 @@ export async function agentsBench(kubeconfig: string): Promise<Result[]> {
   const warmup = Number(process.env.BENCH_AGENT_WARMUP ?? 2);
   const cpuProf = process.env.BENCH_AGENT_CPU_PROF;
   const profileHarness = process.env.BENCH_AGENT_CPU_PROF_HARNESS === "1";
-  const podNice = process.env.BENCH_AGENT_POD_NICE ? Number(process.env.BENCH_AGENT_POD_NICE) : undefined;
   const op = await benchOperator(kubeconfig, 3447, "bench-agents-operator");
   const ns = `agents-bench-${randomBytes(3).toString("hex")}`;
   const tmp = mkdtempSync(join(tmpdir(), "jr2-agents-bench-"));
@@ -576,8 +562,6 @@ export async function agentsBench(kubeconfig: string): Promise<Result[]> {
       return { harness: p.harness, custodian: p.custodian };
     });
     for (const n of names) put(n);
-    if (podNice !== undefined)
-      for (const p of pods) for (const pid of [p.harness, p.custodian]) deprioritize(pid, podNice);
     const orchestratorBefore = memoryMb(o.process.pid!, "VmRSS");
     const burst = async (label: "cold" | "warm"): Promise<Result[]> => {
       for (const n of names) router.open(`${label}-${n}`);

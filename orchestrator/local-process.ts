@@ -2,8 +2,16 @@
 // in a session of their own, their output in a log file, so they outlive an Orchestrator that is
 // killed, as a pod outlives its Orchestrator. A restarted Orchestrator adopts them again from the
 // state file its predecessor wrote (local-harness.ts). Used only outside the cluster.
+//
+// They run at the lowest CPU priority. In a cluster a Sandbox pod has its own cgroup and its own
+// node's cores, apart from the Orchestrator; here every pod shares this machine's cores with the
+// Orchestrator, and each detached process leads a session (an autogroup) of its own, which the
+// kernel weighs as much as the Orchestrator's. Fifty Agents' turns then left the Orchestrator
+// waiting for a core for most of a burst (its event loop 200-460 ms late, issue 13's benchmark).
+// Lowered, the pods still get every idle cycle and the control path answers first.
 import { spawn } from "node:child_process";
-import { closeSync, existsSync, openSync, readFileSync } from "node:fs";
+import { closeSync, existsSync, openSync, readFileSync, writeFileSync } from "node:fs";
+import { setPriority } from "node:os";
 import { join } from "node:path";
 
 export type Detached = { pid: number; port: number };
@@ -44,6 +52,7 @@ export async function startDetached(
   const child = spawn(cmd, args, { env, detached: true, stdio: ["ignore", fd, fd] });
   closeSync(fd);
   child.unref();
+  if (child.pid !== undefined) deprioritize(child.pid);
   let exited: number | null | undefined;
   child.once("exit", (code) => (exited = code));
   const deadline = Date.now() + 30_000;
@@ -58,6 +67,18 @@ export async function startDetached(
       throw new Error(`the local ${what} did not listen within 30 s (log: ${logFile})`);
     }
     await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** The lowest priority (nice 19) for a process and its autogroup (the session it leads); children
+ * (a tool's bash, git) inherit both. Best effort: a machine without autogroups has the nice value. */
+export const LOCAL_POD_NICE = 19;
+function deprioritize(pid: number) {
+  try {
+    setPriority(pid, LOCAL_POD_NICE);
+    writeFileSync(`/proc/${pid}/autogroup`, String(LOCAL_POD_NICE));
+  } catch {
+    // gone already, or no autogroups here
   }
 }
 

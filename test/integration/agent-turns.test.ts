@@ -6,7 +6,7 @@
 // pick outstanding, and the restored one answers it and resumes the stream from its ledger. Last,
 // the Machine changes a running turn's Allowed picks, and the Agent is told at its next step.
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { getPriority, tmpdir } from "node:os";
 import { join } from "node:path";
 import { K8s, kind } from "kubernetes-fluent-client";
 import type { StreamEvent } from "../../api/agents";
@@ -16,6 +16,7 @@ import { type Agent, startCacheAgent } from "../../dev/local-cache-agent";
 import { type LocalOrchestrator, startLocalOrchestrator } from "../../dev/local-orchestrator";
 import { startScriptedModel, type ScriptedModel } from "../../dev/scripted-model";
 import { OrchestratorClient } from "../../orchestrator/client";
+import { LOCAL_POD_NICE } from "../../orchestrator/local-process";
 import { scriptedModelPodConfig } from "./support/agents";
 import { useNamespace, waitFor } from "./support/cluster";
 
@@ -170,6 +171,8 @@ describe("an Agent's turn, driven by a Machine over the Orchestrator's API", () 
       expect(environ.some((e) => e.includes(SHELL_KEY) || e.includes(KEY))).toBe(false);
     }
     expect(readFileSync(`/proc/${pids.harness}/environ`, "utf8")).toMatch(/(^|\0)OPENAI_API_KEY=\S+/);
+    // And at the lowest CPU priority: the control path answers first (local-process.ts).
+    for (const pid of [pids.harness, pids.custodian]) expect(getPriority(pid)).toBe(LOCAL_POD_NICE);
     // The admission is kept in the cluster, owned by the Sandbox.
     const ledger = await K8s(kind.ConfigMap).InNamespace(ns.name).Get(`${ws}-turns`);
     expect(ledger.metadata?.ownerReferences?.[0]).toMatchObject({ kind: "Sandbox", name: ws });
