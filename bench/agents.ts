@@ -79,7 +79,9 @@ import { OrchestratorClient } from "../orchestrator/client";
 import { EVENT_LOOP_DELAY, EVENT_LOOP_DELAY_MAX } from "../orchestrator/metrics";
 import { type Agent, startCacheAgent } from "../dev/local-cache-agent";
 import { startLocalOrchestrator, type LocalOrchestrator } from "../dev/local-orchestrator";
+import { oneCommitRepository } from "../dev/repository";
 import { startScriptedModel, type ScriptedModel, type ScriptStep } from "../dev/scripted-model";
+import { alive, killPid } from "../orchestrator/local-process";
 import { benchOperator, sumMetric, type Result } from "./sandbox-burst";
 import { percentile, round, sleep, sorted } from "./stats";
 
@@ -226,15 +228,6 @@ function mainThreadSched(pid: number): { run: number; wait: number } {
     return { run: 0, wait: 0 };
   }
 }
-
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
 
 /** The Harness and Custodian pids of each local pod the Orchestrator started (`<name>.pod/local.json`). */
 function podPids(workRoot: string): Map<string, { harness?: number; custodian?: number }> {
@@ -477,11 +470,7 @@ export async function agentsBench(kubeconfig: string): Promise<Result[]> {
   try {
     const remotes = join(tmp, "remotes");
     const remote = join(remotes, "app.git");
-    const src = join(tmp, "src");
-    const git = (...a: string[]) => execFileSync("git", a, { stdio: "ignore" });
-    git("init", "--quiet", "-b", "main", src);
-    git("-C", src, "-c", "user.name=b", "-c", "user.email=b@b", "commit", "--quiet", "--allow-empty", "-m", "one");
-    git("clone", "--quiet", "--bare", src, remote);
+    oneCommitRepository(join(tmp, "src"), remote);
     probe = await startIdleProbe();
     const control = probe;
     await router.start(steps);
@@ -698,18 +687,7 @@ export async function agentsBench(kubeconfig: string): Promise<Result[]> {
     }
     remember();
     // Whatever is still running of what the Orchestrator started here: ended by its pid.
-    for (const pid of started) {
-      if (!alive(pid)) continue;
-      try {
-        process.kill(-pid, "SIGTERM");
-      } catch {
-        try {
-          process.kill(pid, "SIGTERM");
-        } catch {
-          // gone meanwhile
-        }
-      }
-    }
+    for (const pid of started) if (alive(pid)) killPid(pid);
     await router.stop();
     await Promise.all(cacheAgents.map((a) => a.stop()));
     await K8s(kind.Namespace)

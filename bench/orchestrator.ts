@@ -4,7 +4,6 @@
 // 1000), and the keepalive writes per second over a window: at most L / lease interval. The real
 // operator, a cache agent per node, real git; the Harnesses run inline in the Orchestrator
 // (local mode), a process each would measure process start-up rather than the Orchestrator.
-import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -13,6 +12,7 @@ import { K8s, kind } from "kubernetes-fluent-client";
 import type { WorkspaceView } from "../orchestrator/api";
 import { type Agent, startCacheAgent } from "../dev/local-cache-agent";
 import { startLocalOrchestrator, type LocalOrchestrator } from "../dev/local-orchestrator";
+import { oneCommitRepository } from "../dev/repository";
 import { benchOperator, sumMetric, type Result } from "./sandbox-burst";
 import { percentile, round, sleep, sorted } from "./stats";
 import { ORCHESTRATOR_ENV } from "../api/env";
@@ -58,11 +58,7 @@ export async function orchestratorBench(kubeconfig: string, count: number, live:
   try {
     const remotes = join(tmp, "remotes");
     const remote = join(remotes, "app.git");
-    const work = join(tmp, "src");
-    const git = (...a: string[]) => execFileSync("git", a, { stdio: "ignore" });
-    git("init", "--quiet", "-b", "main", work);
-    git("-C", work, "-c", "user.name=b", "-c", "user.email=b@b", "commit", "--quiet", "--allow-empty", "-m", "one");
-    git("clone", "--quiet", "--bare", work, remote);
+    oneCommitRepository(join(tmp, "src"), remote);
     for (const node of NODES) agents.push(await startCacheAgent(node, join(tmp, `cache-${node}`)));
     await K8s(kind.Namespace).Apply({ metadata: { name: ns } });
     orch = await startLocalOrchestrator({

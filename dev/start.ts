@@ -5,11 +5,12 @@
 // in local mode (a Harness and a Custodian run here per Sandbox), with a demo repository inside its
 // fence, and the model its Agents ask (local-model.ts: the scripted provider on loopback, or the
 // endpoint JR2_MODEL_URL names with its key in JR2_MODEL_KEY_FILE).
-import { execFileSync, spawn, spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { join } from "node:path";
 import { existsSync, mkdirSync } from "node:fs";
 import { K8s, kind } from "kubernetes-fluent-client";
 import { kubectlPath } from "./kubectl";
+import { oneCommitRepository } from "./repository";
 import { type Agent, startCacheAgent } from "./local-cache-agent";
 import { CACHE_DIR, ROOT, startLocalOperator } from "./local-operator";
 import { type LocalModel, startLocalModel } from "./local-model";
@@ -22,25 +23,8 @@ const DEMO = join(ROOT, ".jr2", "demo");
 function demoRepository(): string {
   const remote = join(DEMO, "remotes", "demo.git");
   if (existsSync(remote)) return remote;
-  const src = join(DEMO, "src");
-  mkdirSync(src, { recursive: true });
-  const git = (...a: string[]) => execFileSync("git", a, { stdio: "ignore" });
-  git("init", "--quiet", "-b", "main", src);
-  git(
-    "-C",
-    src,
-    "-c",
-    "user.name=jr2",
-    "-c",
-    "user.email=jr2@localhost",
-    "commit",
-    "--quiet",
-    "--allow-empty",
-    "-m",
-    "demo",
-  );
-  git("clone", "--quiet", "--bare", src, remote);
-  return remote;
+  mkdirSync(DEMO, { recursive: true });
+  return oneCommitRepository(join(DEMO, "src"), remote);
 }
 
 function clusterUp(): Promise<string> {

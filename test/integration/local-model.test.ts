@@ -5,7 +5,6 @@
 // file, the Agents ask that endpoint instead (here a second scripted model standing in for a remote
 // one): the key reaches it from the file through the Custodian, and the model's id is the one the
 // endpoint lists. Bad settings are refused naming the variable and the fix.
-import { execFileSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -14,6 +13,7 @@ import { ORCHESTRATOR_ENV } from "../../api/env";
 import { type Agent, startCacheAgent } from "../../dev/local-cache-agent";
 import { DEMO_SCRIPT, MODEL_SECRET, startLocalModel, type LocalModel } from "../../dev/local-model";
 import { startLocalOrchestrator } from "../../dev/local-orchestrator";
+import { oneCommitRepository } from "../../dev/repository";
 import { startScriptedModel, type ScriptedModel } from "../../dev/scripted-model";
 import { main as runExample } from "../../examples/propose-machine";
 import { OrchestratorClient } from "../../orchestrator/client";
@@ -37,15 +37,7 @@ const orchestrator = (dir: string, podConfigFile: string) =>
   });
 
 /** A bare repository with one commit, inside the fence. */
-function repository(): string {
-  const src = join(tmp, "src");
-  const remote = join(tmp, "remotes", "demo.git");
-  const git = (...a: string[]) => execFileSync("git", a, { stdio: "ignore" });
-  git("init", "--quiet", "-b", "main", src);
-  git("-C", src, "-c", "user.name=t", "-c", "user.email=t@localhost", "commit", "--quiet", "--allow-empty", "-m", "x");
-  git("clone", "--quiet", "--bare", src, remote);
-  return remote;
-}
+const repository = () => oneCommitRepository(join(tmp, "src"), join(tmp, "remotes", "demo.git"));
 
 beforeAll(async () => {
   for (const node of NODES) agents.push(await startCacheAgent(node, join(tmp, `cache-${node}`)));
