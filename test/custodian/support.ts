@@ -1,6 +1,7 @@
 // What the Custodian's tests and bench share (not a test file): throwaway CAs and serving
 // certificates, a config and its values written to a temporary directory, fake upstreams on
 // loopback, requests through the proxy, and the socket faults the failure words are tested on.
+import { CUSTODIAN_ENV } from "../../api/env";
 import { spawn, type ChildProcess } from "node:child_process";
 import { generateKeyPairSync, randomBytes } from "node:crypto";
 import { once } from "node:events";
@@ -77,6 +78,19 @@ export const secretValue = (what: string) => `${what}-${randomBytes(12).toString
 export const newStandIn = () => standInFrom(randomBytes(16));
 
 export type Layout = { dir: string; configFile: string; valuesDir: string; caDir: string };
+
+/** A Custodian process's env for `layout` (port 0: any free one), and nothing of this process's but PATH. */
+export const custodianEnv = (
+  layout: Layout,
+  ports: { port: number; healthPort: number } = { port: 0, healthPort: 0 },
+) => ({
+  PATH: process.env.PATH,
+  [CUSTODIAN_ENV.configFile]: layout.configFile,
+  [CUSTODIAN_ENV.valuesDir]: layout.valuesDir,
+  [CUSTODIAN_ENV.caDir]: layout.caDir,
+  [CUSTODIAN_ENV.port]: String(ports.port),
+  [CUSTODIAN_ENV.healthPort]: String(ports.healthPort),
+});
 
 /** A temporary directory holding `config.json`, `values/` and `ca/` as the pod mounts them. */
 export function writeLayout(config: CustodianConfigInput, values: Record<string, string>, ca?: Pem): Layout {

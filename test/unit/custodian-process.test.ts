@@ -4,13 +4,13 @@
 import { spawn } from "node:child_process";
 import { once } from "node:events";
 import { join } from "node:path";
-import { CUSTODIAN_ENV } from "../../api/env";
 import {
   call,
   closedPort,
   fakeUpstream,
   json,
   newStandIn,
+  custodianEnv,
   secretValue,
   sleep,
   writeLayout,
@@ -23,14 +23,7 @@ const TSX = join(ROOT, "node_modules", ".bin", "tsx");
 function run(layout: Layout, ports: { port: number; healthPort: number }) {
   const child = spawn(TSX, [join(ROOT, "custodian", "main.ts")], {
     cwd: ROOT,
-    env: {
-      PATH: process.env.PATH,
-      [CUSTODIAN_ENV.configFile]: layout.configFile,
-      [CUSTODIAN_ENV.valuesDir]: layout.valuesDir,
-      [CUSTODIAN_ENV.caDir]: layout.caDir,
-      [CUSTODIAN_ENV.port]: String(ports.port),
-      [CUSTODIAN_ENV.healthPort]: String(ports.healthPort),
-    },
+    env: custodianEnv(layout, ports),
     stdio: ["ignore", "pipe", "pipe"],
   });
   let output = "";

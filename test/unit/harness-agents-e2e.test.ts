@@ -13,9 +13,9 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Admission, StreamEvent, StreamPage } from "../../api/agents";
-import { CUSTODIAN_ENV, HARNESS_ENV } from "../../api/env";
+import { HARNESS_ENV } from "../../api/env";
 import { startScriptedModel, type ScriptedModel } from "../../dev/scripted-model";
-import { newStandIn, secretValue, writeLayout, type Layout } from "../custodian/support";
+import { custodianEnv, newStandIn, secretValue, writeLayout, type Layout } from "../custodian/support";
 
 jest.setTimeout(120_000);
 
@@ -155,14 +155,7 @@ beforeAll(async () => {
   );
   custodian = spawn(NODE_TSX[0], [...NODE_TSX[1], join(ROOT, "custodian", "main.ts")], {
     cwd: ROOT,
-    env: {
-      PATH: process.env.PATH,
-      [CUSTODIAN_ENV.configFile]: layout.configFile,
-      [CUSTODIAN_ENV.valuesDir]: layout.valuesDir,
-      [CUSTODIAN_ENV.caDir]: layout.caDir,
-      [CUSTODIAN_ENV.port]: "0",
-      [CUSTODIAN_ENV.healthPort]: "0",
-    },
+    env: custodianEnv(layout),
     stdio: ["ignore", "pipe", "inherit"],
   });
   custodianUrl = `http://127.0.0.1:${await portFrom(custodian, /"message":"listening","port":(\d+)/)}`;

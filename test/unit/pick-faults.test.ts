@@ -12,9 +12,9 @@ import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { deliveryPath, picksPath } from "../../api/agents";
 import { ORCHESTRATOR_ROUTE } from "../../api/custodian";
-import { CUSTODIAN_ENV } from "../../api/env";
 import { sendPick, type PickOutcome, type PickRequest } from "../../harness/picks/client";
-import { closedPort, closeServer, secretValue, writeLayout, type Layout } from "../custodian/support";
+import { closedPort, closeServer, custodianEnv, secretValue, writeLayout, type Layout } from "../custodian/support";
+import { ADR } from "../support/adr-0002-texts";
 
 const ROOT = join(__dirname, "..", "..");
 /** tsx as node's loader, in one process: a SIGKILL reaches the Custodian itself (decision 0025's e2e). */
@@ -23,19 +23,6 @@ const PICK = "propose";
 const IID = "ws-1.c1";
 const DELIVERY = "d-1";
 const TOKEN = secretValue("sandbox-token");
-
-// ADR-0002's five texts, copied from the decision (not from texts.ts).
-const ADR = {
-  neverReached: (detail: string) => `the pick never reached the Orchestrator (${detail}) — try it again`,
-  unknownAfterAbort: (pick: string, detail: string) =>
-    `It is not known whether this pick reached the workflow: your turn ended while the call to \`${pick}\` waited for the workflow's answer (${detail}). A pick that the workflow takes can end the turn in this way. Do not call \`${pick}\` again before you read the next message: it tells you where the workflow is now.`,
-  unknown: (pick: string, detail: string) =>
-    `It is not known whether this pick reached the workflow: the call to \`${pick}\` failed before the workflow answered (${detail}). A second call to \`${pick}\` can run the pick twice.`,
-  reachedUnreadAfterAbort: (pick: string) =>
-    `This pick reached the workflow, and your turn ended before you read its answer. Do not call \`${pick}\` again before you read the next message: it tells you where the workflow is now.`,
-  reachedUnread: (pick: string, detail: string) =>
-    `This pick reached the workflow, and its answer did not reach you (${detail}). Do not call \`${pick}\` again before you read the next message: it tells you where the workflow is now.`,
-};
 
 // The Orchestrator's own answers keep their own texts (ADR-0002's last paragraph; ADR-0042, -0024, -0026).
 const OWN = {
@@ -175,14 +162,7 @@ async function startCustodian(orchestratorUrl: string): Promise<Running> {
   const layout = writeLayout({ version: 1, orchestrator: { url: orchestratorUrl } }, { JR2_SANDBOX_TOKEN: TOKEN });
   const child = spawn(NODE_TSX[0], [...NODE_TSX[1], join(ROOT, "custodian", "main.ts")], {
     cwd: ROOT,
-    env: {
-      PATH: process.env.PATH,
-      [CUSTODIAN_ENV.configFile]: layout.configFile,
-      [CUSTODIAN_ENV.valuesDir]: layout.valuesDir,
-      [CUSTODIAN_ENV.caDir]: layout.caDir,
-      [CUSTODIAN_ENV.port]: "0",
-      [CUSTODIAN_ENV.healthPort]: "0",
-    },
+    env: custodianEnv(layout),
     stdio: ["ignore", "pipe", "inherit"],
   });
   const r: Running = { child, url: "", layout };
