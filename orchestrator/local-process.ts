@@ -52,14 +52,17 @@ export async function startDetached(
   const child = spawn(cmd, args, { env, detached: true, stdio: ["ignore", fd, fd] });
   closeSync(fd);
   child.unref();
-  if (child.pid !== undefined) deprioritize(child.pid);
   let exited: number | null | undefined;
   child.once("exit", (code) => (exited = code));
   const deadline = Date.now() + 30_000;
   for (;;) {
     const text = readFileSync(logFile).subarray(from).toString();
     const m = listening.exec(text);
-    if (m) return { pid: child.pid!, port: Number(m[1]) };
+    if (m) {
+      // Lowered once it listens: its start-up (a few hundred ms of CPU) is not starved by a busy machine.
+      deprioritize(child.pid!);
+      return { pid: child.pid!, port: Number(m[1]) };
+    }
     if (exited !== undefined)
       throw new Error(`the local ${what} exited (${exited}) before it listened: ${lastLine(text)} (log: ${logFile})`);
     if (Date.now() > deadline) {
