@@ -49,7 +49,7 @@ export interface Picks {
   /** The conversation's Allowed picks now; undefined when never set. */
   allowed(workspace: string, iid: string): Promise<string[] | undefined>;
   /** Sets them (the Machine's, with a turn or on their own). */
-  setAllowed(workspace: string, iid: string, allowed: string[]): Promise<void>;
+  setAllowed(workspace: string, iid: string, allowed: string[]): Promise<string[]>;
 }
 
 type Held = { ledger: Ledger; version: string | undefined; uid: string };
@@ -114,10 +114,10 @@ export class PickStore implements Picks {
   }
 
   async setAllowed(workspace: string, iid: string, allowed: string[]) {
-    await this.#change(workspace, async (held) => {
+    return this.#change(workspace, async (held) => {
       const r = setAllowed(held.ledger, iid, allowed);
       if (r.kind === "too-large") throw new HttpError(413, "too_large", r.message);
-      return r.kind === "same" ? { value: undefined } : { ledger: r.ledger, value: undefined };
+      return r.kind === "same" ? { value: r.allowed } : { ledger: r.ledger, value: r.allowed };
     });
   }
 

@@ -164,17 +164,20 @@ export const AllowedBody = z.strictObject({
 });
 export type AllowedBody = z.infer<typeof AllowedBody>;
 
-export type AllowedSet = { kind: "same" } | { kind: "set"; ledger: Ledger } | { kind: "too-large"; message: string };
+export type AllowedSet =
+  | { kind: "same"; allowed: string[] }
+  | { kind: "set"; allowed: string[]; ledger: Ledger }
+  | { kind: "too-large"; message: string };
 
 /** The conversation's Allowed picks set to `allowed` (order and repeats do not matter). */
 export function setAllowed(ledger: Ledger, iid: string, allowed: string[]): AllowedSet {
   const names = [...new Set(allowed)].sort();
   const now = ledger.allowed?.[iid];
-  if (now && now.length === names.length && now.every((n, i) => n === names[i])) return { kind: "same" };
+  if (now && now.length === names.length && now.every((n, i) => n === names[i])) return { kind: "same", allowed: now };
   const next: Ledger = { ...ledger, allowed: { ...ledger.allowed, [iid]: names } };
   const fits = bounded(next);
   if (!fits) return { kind: "too-large", message: `the Allowed picks do not fit the workspace's picks ledger` };
-  return { kind: "set", ledger: fits };
+  return { kind: "set", allowed: names, ledger: fits };
 }
 
 /** The conversation's Allowed picks, or undefined when the Machine never set them. */

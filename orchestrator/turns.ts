@@ -112,8 +112,7 @@ export class Turns {
     if (!(await this.#ledger(workspace))[iid])
       throw new HttpError(404, "not_found", `workspace ${workspace} has no conversation ${iid}`);
     if (!this.opts.allowed) throw new HttpError(404, "not_found", "Allowed picks are not served here");
-    await this.opts.allowed.setAllowed(workspace, iid, allowed);
-    return { iid, allowed: [...new Set(allowed)].sort() };
+    return { iid, allowed: await this.opts.allowed.setAllowed(workspace, iid, allowed) };
   }
 
   // -------------------------------------------------------------------------------------------
