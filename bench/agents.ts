@@ -77,7 +77,7 @@ import { ORCHESTRATOR_ENV } from "../api/env";
 import type { WorkspaceView } from "../orchestrator/api";
 import { OrchestratorClient } from "../orchestrator/client";
 import { EVENT_LOOP_DELAY, EVENT_LOOP_DELAY_MAX } from "../orchestrator/metrics";
-import { type Agent, startCacheAgent } from "../dev/local-cache-agent";
+import { type Agent, localReposRoot, startCacheAgents } from "../dev/local-cache-agent";
 import { startLocalOrchestrator, type LocalOrchestrator } from "../dev/local-orchestrator";
 import { oneCommitRepository } from "../dev/repository";
 import { startScriptedModel, type ScriptedModel, type ScriptStep } from "../dev/scripted-model";
@@ -85,7 +85,6 @@ import { alive, killPid } from "../orchestrator/local-process";
 import { benchOperator, sumMetric, type Result } from "./sandbox-burst";
 import { percentile, round, sleep, sorted } from "./stats";
 
-const NODES = ["jr2-node-0", "jr2-node-1", "jr2-node-2"];
 const KEY = `sk-bench-${randomBytes(8).toString("hex")}`;
 const FILE = "bench.txt";
 const B = "agents";
@@ -497,13 +496,13 @@ export async function agentsBench(kubeconfig: string): Promise<Result[]> {
         },
       }),
     );
-    for (const node of NODES) cacheAgents.push(await startCacheAgent(node, join(tmp, `cache-${node}`)));
+    cacheAgents.push(...(await startCacheAgents(tmp)));
     orch = await startLocalOrchestrator({
       kubeconfig,
       namespace: ns,
       dir: join(tmp, "orchestrator"),
       credentials: [remotes],
-      reposRoot: join(tmp, "cache-{node}"),
+      reposRoot: localReposRoot(tmp),
       harness: "process",
       env: {
         [ORCHESTRATOR_ENV.podConfigFile]: podConfig,

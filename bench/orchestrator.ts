@@ -10,14 +10,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { K8s, kind } from "kubernetes-fluent-client";
 import type { WorkspaceView } from "../orchestrator/api";
-import { type Agent, startCacheAgent } from "../dev/local-cache-agent";
+import { type Agent, localReposRoot, startCacheAgents } from "../dev/local-cache-agent";
 import { startLocalOrchestrator, type LocalOrchestrator } from "../dev/local-orchestrator";
 import { oneCommitRepository } from "../dev/repository";
 import { benchOperator, sumMetric, type Result } from "./sandbox-burst";
 import { percentile, round, sleep, sorted } from "./stats";
 import { ORCHESTRATOR_ENV } from "../api/env";
 
-const NODES = ["jr2-node-0", "jr2-node-1", "jr2-node-2"];
 const LEASE_S = 30;
 const WINDOW_S = 60;
 
@@ -59,14 +58,14 @@ export async function orchestratorBench(kubeconfig: string, count: number, live:
     const remotes = join(tmp, "remotes");
     const remote = join(remotes, "app.git");
     oneCommitRepository(join(tmp, "src"), remote);
-    for (const node of NODES) agents.push(await startCacheAgent(node, join(tmp, `cache-${node}`)));
+    agents.push(...(await startCacheAgents(tmp)));
     await K8s(kind.Namespace).Apply({ metadata: { name: ns } });
     orch = await startLocalOrchestrator({
       kubeconfig,
       namespace: ns,
       dir: join(tmp, "orchestrator"),
       credentials: [remotes],
-      reposRoot: join(tmp, "cache-{node}"),
+      reposRoot: localReposRoot(tmp),
       harness: "inline",
       env: { [ORCHESTRATOR_ENV.leaseInterval]: `${LEASE_S}s` },
     });

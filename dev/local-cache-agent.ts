@@ -37,3 +37,17 @@ export async function startCacheAgent(node: string, root: string, env: Record<st
     },
   };
 }
+
+/** The local control plane's fake nodes (dev/cluster/cluster.sh: `jr2-node-<i>`, three of them). */
+export const LOCAL_NODES = ["jr2-node-0", "jr2-node-1", "jr2-node-2"];
+
+/** Where startCacheAgents(root) keeps each node's caches, as JR2_LOCAL_REPOS_ROOT names them. */
+export const localReposRoot = (root: string) => join(root, "cache-{node}");
+
+/** A cache agent per local node, node N's caches under `root/cache-N`. */
+export async function startCacheAgents(root: string): Promise<Agent[]> {
+  const agents: Agent[] = [];
+  for (const node of LOCAL_NODES)
+    agents.push(await startCacheAgent(node, localReposRoot(root).replace("{node}", node)));
+  return agents;
+}

@@ -12,13 +12,12 @@ import { deliveryPath, picksPath, type PickBody } from "../../api/agents";
 import type { WorkspaceView } from "../../orchestrator/api";
 import { LEDGER_KEY, ledgerConfigMapName, parseLedger } from "../../orchestrator/picks";
 import { sandboxToken, signingKeyOf } from "../../orchestrator/tokens";
-import { type Agent, startCacheAgent } from "../../dev/local-cache-agent";
+import { type Agent, localReposRoot, startCacheAgents } from "../../dev/local-cache-agent";
 import { type LocalOrchestrator, startLocalOrchestrator } from "../../dev/local-orchestrator";
 import { gitIn } from "../support/git";
 import { useNamespace, waitFor } from "./support/cluster";
 
 const ns = useNamespace("picks");
-const NODES = ["jr2-node-0", "jr2-node-1", "jr2-node-2"];
 const tmp = mkdtempSync(join(tmpdir(), "jr2-picks-"));
 const remotes = join(tmp, "remotes");
 const remote = join(remotes, "widgets.git");
@@ -31,7 +30,7 @@ const start = () =>
     namespace: ns.name,
     dir: join(tmp, "orchestrator"),
     credentials: [remotes],
-    reposRoot: join(tmp, "cache-{node}"),
+    reposRoot: localReposRoot(tmp),
   });
 
 const signingKey = () => signingKeyOf(readFileSync(join(tmp, "orchestrator", "signing-key")));
@@ -56,7 +55,7 @@ beforeAll(async () => {
   gitIn(undefined, "init", "--quiet", "-b", "main", work);
   gitIn(work, "commit", "--quiet", "--allow-empty", "-m", "first");
   gitIn(undefined, "clone", "--quiet", "--bare", work, remote);
-  for (const node of NODES) agents.push(await startCacheAgent(node, join(tmp, `cache-${node}`)));
+  agents.push(...(await startCacheAgents(tmp)));
   orch = await start();
 }, 90_000);
 

@@ -12,7 +12,7 @@ import { K8s, kind } from "kubernetes-fluent-client";
 import type { StreamEvent } from "../../api/agents";
 import { ORCHESTRATOR_ENV } from "../../api/env";
 import type { WorkspaceView } from "../../orchestrator/api";
-import { type Agent, startCacheAgent } from "../../dev/local-cache-agent";
+import { type Agent, localReposRoot, startCacheAgents } from "../../dev/local-cache-agent";
 import { type LocalOrchestrator, startLocalOrchestrator } from "../../dev/local-orchestrator";
 import { startScriptedModel, type ScriptedModel } from "../../dev/scripted-model";
 import { OrchestratorClient } from "../../orchestrator/client";
@@ -21,7 +21,6 @@ import { scriptedModelPodConfig } from "./support/agents";
 import { useNamespace, waitFor } from "./support/cluster";
 
 const ns = useNamespace("turns");
-const NODES = ["jr2-node-0", "jr2-node-1", "jr2-node-2"];
 const tmp = mkdtempSync(join(tmpdir(), "jr2-turns-"));
 const KEY = "sk-scripted-real-key-5b1e";
 const SHELL_KEY = "sk-from-the-developers-shell-91c3";
@@ -46,7 +45,7 @@ const start = (port?: number) =>
     namespace: ns.name,
     dir: join(tmp, "orchestrator"),
     credentials: [],
-    reposRoot: join(tmp, "cache-{node}"),
+    reposRoot: localReposRoot(tmp),
     // A key in the developer's shell, which must not reach the Harness (it holds a Stand-in).
     env: { [ORCHESTRATOR_ENV.podConfigFile]: join(tmp, "pod.yaml"), OPENAI_API_KEY: SHELL_KEY },
   });
@@ -96,7 +95,7 @@ beforeAll(async () => {
     ],
   });
   await scriptedModelPodConfig(tmp, ns.name, model, KEY);
-  for (const node of NODES) agents.push(await startCacheAgent(node, join(tmp, `cache-${node}`)));
+  agents.push(...(await startCacheAgents(tmp)));
   orch = await start();
 }, 90_000);
 

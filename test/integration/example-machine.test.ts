@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createActor, toPromise } from "xstate";
 import { ORCHESTRATOR_ENV } from "../../api/env";
-import { type Agent, startCacheAgent } from "../../dev/local-cache-agent";
+import { type Agent, localReposRoot, startCacheAgents } from "../../dev/local-cache-agent";
 import { type LocalOrchestrator, startLocalOrchestrator } from "../../dev/local-orchestrator";
 import { startScriptedModel, type ScriptedModel } from "../../dev/scripted-model";
 import { proposeMachine } from "../../examples/propose-machine";
@@ -16,7 +16,6 @@ import { scriptedModelPodConfig } from "./support/agents";
 import { useNamespace } from "./support/cluster";
 
 const ns = useNamespace("example");
-const NODES = ["jr2-node-0", "jr2-node-1", "jr2-node-2"];
 const tmp = mkdtempSync(join(tmpdir(), "jr2-example-"));
 const KEY = "sk-scripted-real-key-7c2d";
 const agents: Agent[] = [];
@@ -33,13 +32,13 @@ beforeAll(async () => {
     ],
   });
   await scriptedModelPodConfig(tmp, ns.name, model, KEY);
-  for (const node of NODES) agents.push(await startCacheAgent(node, join(tmp, `cache-${node}`)));
+  agents.push(...(await startCacheAgents(tmp)));
   orch = await startLocalOrchestrator({
     kubeconfig: process.env.KUBECONFIG!,
     namespace: ns.name,
     dir: join(tmp, "orchestrator"),
     credentials: [],
-    reposRoot: join(tmp, "cache-{node}"),
+    reposRoot: localReposRoot(tmp),
     env: { [ORCHESTRATOR_ENV.podConfigFile]: join(tmp, "pod.yaml") },
   });
 }, 90_000);

@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { K8s, kind } from "kubernetes-fluent-client";
 import { ORCHESTRATOR_ENV } from "../../api/env";
-import { type Agent, startCacheAgent } from "../../dev/local-cache-agent";
+import { type Agent, localReposRoot, startCacheAgents } from "../../dev/local-cache-agent";
 import { DEMO_SCRIPT, MODEL_SECRET, startLocalModel, type LocalModel } from "../../dev/local-model";
 import { startLocalOrchestrator } from "../../dev/local-orchestrator";
 import { oneCommitRepository } from "../../dev/repository";
@@ -21,7 +21,6 @@ import { PodConfig } from "../../orchestrator/pod-config";
 import { useNamespace, waitFor } from "./support/cluster";
 
 const ns = useNamespace("model");
-const NODES = ["jr2-node-0", "jr2-node-1", "jr2-node-2"];
 const tmp = mkdtempSync(join(tmpdir(), "jr2-model-"));
 const agents: Agent[] = [];
 const cleanups: Array<() => Promise<unknown>> = [];
@@ -32,7 +31,7 @@ const orchestrator = (dir: string, podConfigFile: string) =>
     namespace: ns.name,
     dir: join(tmp, dir),
     credentials: [join(tmp, "remotes")],
-    reposRoot: join(tmp, "cache-{node}"),
+    reposRoot: localReposRoot(tmp),
     env: { [ORCHESTRATOR_ENV.podConfigFile]: podConfigFile },
   });
 
@@ -40,7 +39,7 @@ const orchestrator = (dir: string, podConfigFile: string) =>
 const repository = () => oneCommitRepository(join(tmp, "src"), join(tmp, "remotes", "demo.git"));
 
 beforeAll(async () => {
-  for (const node of NODES) agents.push(await startCacheAgent(node, join(tmp, `cache-${node}`)));
+  agents.push(...(await startCacheAgents(tmp)));
 }, 60_000);
 
 afterAll(async () => {

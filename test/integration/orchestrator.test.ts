@@ -10,14 +10,13 @@ import { RepoModel, SandboxModel } from "../../api/crd";
 import { KEEPALIVE_ANNOTATION } from "../../api/wire";
 import type { WorkspaceEvent, WorkspaceView } from "../../orchestrator/api";
 import { tokenSecretName } from "../../api/wire";
-import { type Agent, startCacheAgent } from "../../dev/local-cache-agent";
+import { type Agent, localReposRoot, startCacheAgents } from "../../dev/local-cache-agent";
 import { type LocalOrchestrator, startLocalOrchestrator } from "../../dev/local-orchestrator";
 import { useNamespace, waitFor } from "./support/cluster";
 import { gitIn } from "../support/git";
 import { ORCHESTRATOR_ENV } from "../../api/env";
 
 const ns = useNamespace("orch");
-const NODES = ["jr2-node-0", "jr2-node-1", "jr2-node-2"];
 const tmp = mkdtempSync(join(tmpdir(), "jr2-orch-"));
 const remotes = join(tmp, "remotes");
 const remote = join(remotes, "widgets.git");
@@ -36,7 +35,7 @@ const start = () =>
     namespace: ns.name,
     dir: join(tmp, "orchestrator"),
     credentials: [remotes, hangingUrl],
-    reposRoot: join(tmp, "cache-{node}"),
+    reposRoot: localReposRoot(tmp),
     env: { [ORCHESTRATOR_ENV.leaseInterval]: "1s" },
   });
 
@@ -100,7 +99,7 @@ beforeAll(async () => {
   hanging = createServer((_req, res) => void held.push(res));
   await new Promise<void>((r) => hanging.listen(0, "127.0.0.1", r));
   hangingUrl = `http://127.0.0.1:${(hanging.address() as AddressInfo).port}/`;
-  for (const node of NODES) agents.push(await startCacheAgent(node, join(tmp, `cache-${node}`)));
+  agents.push(...(await startCacheAgents(tmp)));
   orch = await start();
 }, 90_000);
 

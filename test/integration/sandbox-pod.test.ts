@@ -17,13 +17,12 @@ import { ORCHESTRATOR_ENV } from "../../api/env";
 import { SANDBOX_NAME_LABEL } from "../../api/wire";
 import type { WorkspaceView } from "../../orchestrator/api";
 import { harnessToken, sandboxToken, signingKeyOf } from "../../orchestrator/tokens";
-import { type Agent, startCacheAgent } from "../../dev/local-cache-agent";
+import { type Agent, localReposRoot, startCacheAgents } from "../../dev/local-cache-agent";
 import { type LocalOrchestrator, startLocalOrchestrator } from "../../dev/local-orchestrator";
 import { gitIn } from "../support/git";
 import { useNamespace, waitFor } from "./support/cluster";
 
 const ns = useNamespace("pod");
-const NODES = ["jr2-node-0", "jr2-node-1", "jr2-node-2"];
 const tmp = mkdtempSync(join(tmpdir(), "jr2-pod-"));
 const remotes = join(tmp, "remotes");
 const remote = join(remotes, "widgets.git");
@@ -94,13 +93,13 @@ beforeAll(async () => {
       },
     }),
   );
-  for (const node of NODES) agents.push(await startCacheAgent(node, join(tmp, `cache-${node}`)));
+  agents.push(...(await startCacheAgents(tmp)));
   orch = await startLocalOrchestrator({
     kubeconfig: process.env.KUBECONFIG!,
     namespace: ns.name,
     dir: join(tmp, "orchestrator"),
     credentials: [{ match: remotes, secret: PUSH_SECRET }],
-    reposRoot: join(tmp, "cache-{node}"),
+    reposRoot: localReposRoot(tmp),
     env: {
       [ORCHESTRATOR_ENV.podConfigFile]: podConfig,
       // The Custodian's Orchestrator route goes to a recording endpoint, to see the token it adds.
