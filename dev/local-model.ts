@@ -55,6 +55,11 @@ async function endpoint(env: NodeJS.ProcessEnv) {
     const model = await startScriptedModel({ script: DEMO_SCRIPT, apiKey: key, perConversation: true });
     return { baseUrl: model.baseUrl, key, id: SCRIPTED_MODEL_ID, stop: model.stop, what: "the scripted model" };
   }
+  // A credential in the URL would be printed, and written into every Custodian's ConfigMap.
+  if (/^https?:\/\/[^/]*@/.test(url))
+    throw new Error(
+      `${LOCAL_MODEL_ENV.url}: must not carry a credential (user:password@): put the key in the key file`,
+    );
   const baseUrl = url.replace(/\/+$/, "");
   if (!/^https?:\/\/[^/]+(\/.*)?\/v1$/.test(baseUrl))
     throw new Error(

@@ -127,6 +127,16 @@ describe("npm start's model", () => {
     ).rejects.toThrow(
       /JR2_MODEL_URL=http:\/\/127\.0\.0\.1:9\/chat: must be an OpenAI-compatible base URL ending in \/v1/,
     );
+    const withCredential = await startLocalModel({
+      namespace: ns.name,
+      dir,
+      env: { JR2_MODEL_URL: "http://me:sk-in-the-url-77@127.0.0.1:9/v1" },
+    }).then(
+      () => new Error("it started"),
+      (e: unknown) => e as Error,
+    );
+    expect(withCredential.message).toMatch(/JR2_MODEL_URL: must not carry a credential .*put the key in the key file/);
+    expect(withCredential.message).not.toContain("sk-in-the-url-77");
     await expect(
       startLocalModel({
         namespace: ns.name,
