@@ -25,7 +25,9 @@ const duration = (name: string, fallback: number): number => {
 
 const node =
   process.env[CACHE_AGENT_ENV.nodeName] ||
-  fail(`${CACHE_AGENT_ENV.nodeName} is not set: set it to the node this agent serves (the downward API's spec.nodeName)`);
+  fail(
+    `${CACHE_AGENT_ENV.nodeName} is not set: set it to the node this agent serves (the downward API's spec.nodeName)`,
+  );
 const root = cacheRootFrom(process.env);
 const evictAfterMs = duration(CACHE_AGENT_ENV.evictAfter, DEFAULT_EVICT_AFTER_MS);
 const cloneTimeoutMs = duration(CACHE_AGENT_ENV.cloneTimeout, DEFAULT_CLONE_TIMEOUT_MS);

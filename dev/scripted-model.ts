@@ -389,8 +389,7 @@ export async function startScriptedModel(options: ScriptedModelOptions): Promise
 }
 
 /** How many assistant answers a conversation already holds. */
-const answersIn = (messages: unknown[]) =>
-  messages.filter((m) => isObject(m) && m.role === "assistant").length;
+const answersIn = (messages: unknown[]) => messages.filter((m) => isObject(m) && m.role === "assistant").length;
 
 /** A script file: a JSON array of steps, or an object with `steps`. */
 export function readScript(file: string): ScriptStep[] {

@@ -511,7 +511,9 @@ describe("sandboxLabelViolations and podUpdateViolations", () => {
     const vs = podUpdateViolations(swapped, labelled("a"), "alice", undefined);
     expect(paths(vs)).toEqual(["spec.containers[0].image"]);
     expect(vs[0].message).toContain("create a new Sandbox");
-    expect(paths(podUpdateViolations(swapped, labelled("a"), OPERATOR, OPERATOR))).toEqual(["spec.containers[0].image"]);
+    expect(paths(podUpdateViolations(swapped, labelled("a"), OPERATOR, OPERATOR))).toEqual([
+      "spec.containers[0].image",
+    ]);
     const ordinary = { ...labelled(), spec: { containers: [{ name: "c", image: "c:2" }] } };
     expect(podUpdateViolations(ordinary, labelled(), "alice", undefined)).toEqual([]);
   });
