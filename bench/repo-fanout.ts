@@ -35,7 +35,7 @@ export async function repoFanout(kubeconfig: string, count: number): Promise<Res
   const agents = new Map<string, Agent>();
   const root = (node: string) => join(tmp, `cache-${node}`);
   const reconciles = async () =>
-    sumMetric(await scrape(port, op.caPem), "pepr_jr2_reconciles", { controller: "sandbox" });
+    sumMetric(await scrape(op.watcherPort, op.caPem), "pepr_jr2_reconciles", { controller: "sandbox" });
   // Quiet: the counter still for three scrapes a second apart.
   const settled = async () => {
     let last = await reconciles();

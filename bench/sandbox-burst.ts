@@ -14,6 +14,7 @@ import { K8s, kind } from "kubernetes-fluent-client";
 import { SandboxModel } from "../api/crd";
 import { CACHE_DIR, startLocalOperator } from "../dev/local-operator";
 import { percentile, round } from "./stats";
+import { apiServerLoad, describeLoad } from "./apiserver-load";
 
 export type Result = { bench: string; metric: string; value: number; unit: string; target?: string };
 
@@ -160,8 +161,8 @@ export async function sandboxBurst(kubeconfig: string, count: number): Promise<R
   // Idle: up, CRDs applied, watches listed, nothing to reconcile yet, and settled (its start-up
   // garbage is given back over the first 15 s or so); then garbage collected.
   await new Promise((r) => setTimeout(r, 20_000));
-  const idle = await probeMemory(op.child.pid!, probeFile);
-  const idleRss = memoryMb(op.child.pid, "VmRSS");
+  const idle = await probeMemory(op.watcher.pid!, probeFile);
+  const idleRss = memoryMb(op.watcher.pid, "VmRSS");
   const ns = `bench-${randomBytes(3).toString("hex")}`;
   const podReady = new Map<string, number>();
   const sbxReady = new Map<string, number>();
@@ -184,7 +185,8 @@ export async function sandboxBurst(kubeconfig: string, count: number): Promise<R
     await sbxWatch.start();
     watches.push(podWatch, sbxWatch);
 
-    const before = await scrape(port, op.caPem);
+    const before = await scrape(op.watcherPort, op.caPem);
+    const loadBefore = await apiServerLoad(kubeconfig);
     const t0 = performance.now();
     const names = Array.from({ length: count }, (_, i) => `s-${i}`);
     await inBatches(names, 100, (name) =>
@@ -204,7 +206,9 @@ export async function sandboxBurst(kubeconfig: string, count: number): Promise<R
     const allReady = (Math.max(...sbxReady.values()) - t0) / 1000;
     // Let the last status writes land before the metrics are read.
     await new Promise((r) => setTimeout(r, 2000));
-    const after = await scrape(port, op.caPem);
+    const after = await scrape(op.watcherPort, op.caPem);
+    const loadAfter = await apiServerLoad(kubeconfig);
+    process.stderr.write(`API server, per Sandbox:\n  ${describeLoad(loadBefore, loadAfter, count).join("\n  ")}\n`);
 
     // The slowest few by name, to stderr, for a look at the operator's log.
     const slow = names
@@ -221,9 +225,9 @@ export async function sandboxBurst(kubeconfig: string, count: number): Promise<R
       sumMetric(after, name, labels) - sumMetric(before, name, labels);
     const reconciles = delta("pepr_jr2_reconciles", { controller: "sandbox" });
     const statusWrites = delta("pepr_jr2_api_writes", { what: "Sandbox.status" });
-    const peakRss = memoryMb(op.child.pid, "VmHWM");
-    const held = await probeMemory(op.child.pid!, probeFile);
-    const afterRss = memoryMb(op.child.pid, "VmRSS");
+    const peakRss = memoryMb(op.watcher.pid, "VmHWM");
+    const held = await probeMemory(op.watcher.pid!, probeFile);
+    const afterRss = memoryMb(op.watcher.pid, "VmRSS");
     // What is loaded at idle, by package (the heaviest first): what the idle figure is made of.
     console.error(
       `loaded at idle: ${idle.loaded
@@ -233,7 +237,12 @@ export async function sandboxBurst(kubeconfig: string, count: number): Promise<R
     );
     const writes = delta("pepr_jr2_api_writes");
     // The cluster's own limit, measured now, in the same run (the Sandboxes' pods still stand).
+    const plainBefore = await apiServerLoad(kubeconfig);
     const plain = await plainBaseline(count);
+    const plainAfter = await apiServerLoad(kubeconfig);
+    process.stderr.write(
+      `API server, per plain pod:\n  ${describeLoad(plainBefore, plainAfter, count).join("\n  ")}\n`,
+    );
 
     const b = "sandbox-burst";
     return [

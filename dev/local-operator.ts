@@ -1,6 +1,7 @@
-// Runs the built Pepr module on this machine against a cluster, admission and watch in one process
-// (Pepr's dev mode), with the webhook configurations pointing at it over TLS. Used by `npm start`
-// and by the integration tier's global setup (docs/decisions/0005-running-the-module-locally.md).
+// Runs the built Pepr module on this machine against a cluster, in the deployed layout: one
+// admission process (the webhooks point at it over TLS) and one watcher process (the controllers),
+// as the build's two Deployments run it. Used by `npm start`, the benchmarks and the integration
+// tier's global setup (docs/decisions/0005-running-the-module-locally.md, 0027).
 //
 // Why not `npx pepr dev`: its port is fixed at 3000, its certificate carries DNS names only, it
 // rebuilds on every start, and it cannot be stopped and restarted under a test's control. This
@@ -32,8 +33,10 @@ export type LocalOperatorOptions = {
   kubeconfig: string;
   /** Where the certificate, key and log go. */
   stateDir: string;
-  /** The HTTPS port for admission, metrics and health. */
+  /** The admission process's HTTPS port (reviews, its metrics, health). */
   port?: number;
+  /** The watcher's HTTPS port (the controllers' metrics, health); default port + 100. */
+  watcherPort?: number;
   /** "inherit" prints the module's logs; otherwise they go to <stateDir>/operator.log. */
   logs?: "inherit" | "file";
   logLevel?: string;
@@ -44,13 +47,26 @@ export type LocalOperatorOptions = {
 };
 
 export type LocalOperator = {
+  /** Where the webhooks point: the admission process. */
   port: number;
-  child: ChildProcess;
+  /** The watcher's /metrics: reconciles, writes, queue, phases. */
+  watcherPort: number;
+  /** The admission process: judges reviews, watches nothing (PEPR_WATCH_MODE=false). */
+  admission: ChildProcess;
+  /** The watcher: the Sandbox and Repo controllers, no admission (PEPR_WATCH_MODE=true). */
+  watcher: ChildProcess;
   caPem: string;
+  /** Both processes' log (one file, lines appended). */
   logFile?: string;
-  /** Removes the webhook configurations, then stops the process. */
+  /** Settles when either process exits, with its role and exit code. */
+  exited: Promise<{ role: Role; code: number | null }>;
+  /** SIGKILL to both, as a crash: the webhook configurations stay, failing closed. */
+  kill(): Promise<void>;
+  /** Removes the webhook configurations, then stops both processes. */
   stop(): Promise<void>;
 };
+
+type Role = "admission" | "watcher";
 
 /**
  * The build's webhook configurations and API path, re-pointed at https://127.0.0.1:<port>, and its
@@ -193,32 +209,57 @@ export async function startLocalOperator(opts: LocalOperatorOptions): Promise<Lo
 
   const logFile = opts.logs === "inherit" ? undefined : join(opts.stateDir, "operator.log");
   const out = logFile ? openSync(logFile, "a") : "inherit";
-  const child = fork(MODULE_JS, [], {
-    cwd: ROOT,
-    // Loopback only: the webhooks point at 127.0.0.1 (dev/loopback.cjs).
-    // Not this process's execArgv: under tsx that would load its loader into the module, which is
-    // plain JavaScript, and count its memory as the operator's.
-    execArgv: [
-      "--require",
-      join(ROOT, "dev", "loopback.cjs"),
-      ...(opts.memoryProbeFile ? ["--expose-gc", "--require", join(ROOT, "dev", "memory-probe.cjs")] : []),
-    ],
-    env: {
-      ...process.env,
-      KUBECONFIG: opts.kubeconfig,
-      PEPR_MODE: "dev",
-      PEPR_API_PATH: apiPath,
-      SSL_KEY_PATH: keyPath,
-      SSL_CERT_PATH: certPath,
-      [OPERATOR_ENV.peprPort]: String(port),
-      LOG_LEVEL: opts.logLevel ?? process.env.LOG_LEVEL ?? "info",
-      ...(opts.memoryProbeFile ? { JR2_MEMORY_PROBE_FILE: opts.memoryProbeFile } : {}),
-      PEPR_PRETTY_LOGS: opts.logs === "inherit" ? "true" : "false",
-      ...opts.env,
-    },
-    stdio: ["ignore", out, out, "ipc"],
-  });
-  const exited = once(child, "exit");
+  const watcherPort = opts.watcherPort ?? port + 100;
+  // Pepr's deployed layout (its two Deployments): admission in processes that watch nothing, the
+  // controllers in one that serves no review. One process for both (Pepr's dev mode) made every
+  // review wait behind the reconciles on the same event loop (decision 0027).
+  const spawn = (role: Role, rolePort: number) =>
+    fork(MODULE_JS, [], {
+      cwd: ROOT,
+      // Loopback only: the webhooks point at 127.0.0.1 (dev/loopback.cjs).
+      // Not this process's execArgv: under tsx that would load its loader into the module, which is
+      // plain JavaScript, and count its memory as the operator's.
+      execArgv: [
+        "--require",
+        join(ROOT, "dev", "loopback.cjs"),
+        ...(opts.memoryProbeFile ? ["--expose-gc", "--require", join(ROOT, "dev", "memory-probe.cjs")] : []),
+        // A CPU profile per process, written when it stops (a benchmark's look inside).
+        ...(process.env.JR2_OPERATOR_CPU_PROF_DIR
+          ? [
+              "--cpu-prof",
+              `--cpu-prof-dir=${process.env.JR2_OPERATOR_CPU_PROF_DIR}`,
+              `--cpu-prof-name=${role}.cpuprofile`,
+            ]
+          : []),
+      ],
+      env: {
+        ...withoutPeprMode(process.env),
+        KUBECONFIG: opts.kubeconfig,
+        PEPR_WATCH_MODE: role === "watcher" ? "true" : "false",
+        PEPR_API_PATH: apiPath,
+        SSL_KEY_PATH: keyPath,
+        SSL_CERT_PATH: certPath,
+        [OPERATOR_ENV.peprPort]: String(rolePort),
+        LOG_LEVEL: opts.logLevel ?? process.env.LOG_LEVEL ?? "info",
+        ...(opts.memoryProbeFile
+          ? { JR2_MEMORY_PROBE_FILE: role === "watcher" ? opts.memoryProbeFile : `${opts.memoryProbeFile}.admission` }
+          : {}),
+        PEPR_PRETTY_LOGS: opts.logs === "inherit" ? "true" : "false",
+        ...opts.env,
+      },
+      stdio: ["ignore", out, out, "ipc"],
+    });
+  const admission = spawn("admission", port);
+  const watcher = spawn("watcher", watcherPort);
+  const exitOf = (role: Role, child: ChildProcess) =>
+    once(child, "exit").then(([code]) => ({ role, code: code as number | null }));
+  const exits = [exitOf("admission", admission), exitOf("watcher", watcher)];
+  const exited = Promise.race(exits);
+  const alive = (c: ChildProcess) => c.exitCode === null && c.signalCode === null;
+  const signal = async (sig: NodeJS.Signals) => {
+    for (const c of [admission, watcher]) if (alive(c)) c.kill(sig);
+    await Promise.all(exits);
+  };
   // The webhooks, then the policy's binding, then the policy.
   const removeWebhooks = async () => {
     for (const w of [...webhooks, ...[...policies].reverse()]) {
@@ -228,9 +269,11 @@ export async function startLocalOperator(opts: LocalOperatorOptions): Promise<Lo
 
   try {
     await Promise.race([
-      waitHealthy(port, tls.caPem),
-      exited.then(([code]) => {
-        throw new Error(`the module exited with ${code} before it served${logFile ? `; see ${logFile}` : ""}`);
+      Promise.all([waitHealthy(port, tls.caPem), waitHealthy(watcherPort, tls.caPem)]),
+      exited.then(({ role, code }) => {
+        throw new Error(
+          `the module's ${role} exited with ${code} before it served${logFile ? `; see ${logFile}` : ""}`,
+        );
       }),
     ]);
     // Registered only once the module answers, so the webhooks never point at nothing. The policy
@@ -240,7 +283,7 @@ export async function startLocalOperator(opts: LocalOperatorOptions): Promise<Lo
       await waitJudged(opts.kubeconfig, { defaults: policies.length > 0 });
     }
   } catch (err) {
-    child.kill("SIGKILL");
+    await signal("SIGKILL");
     throw err;
   }
 
@@ -248,12 +291,25 @@ export async function startLocalOperator(opts: LocalOperatorOptions): Promise<Lo
   const stop = () =>
     (stopping ??= (async () => {
       await removeWebhooks();
-      if (child.exitCode === null && child.signalCode === null) {
-        child.kill("SIGTERM");
-        await exited;
-      }
+      await signal("SIGTERM");
     })());
-  return { port, child, caPem: tls.caPem, logFile, stop };
+  return {
+    port,
+    watcherPort,
+    admission,
+    watcher,
+    caPem: tls.caPem,
+    logFile,
+    exited,
+    kill: () => signal("SIGKILL"),
+    stop,
+  };
+}
+
+/** The caller's environment without PEPR_MODE: "dev" would make each process do both jobs. */
+function withoutPeprMode(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const { PEPR_MODE: _mode, PEPR_WATCH_MODE: _watch, ...rest } = env;
+  return rest;
 }
 
 /**

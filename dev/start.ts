@@ -54,7 +54,7 @@ async function main() {
   if (build.status !== 0) throw new Error("npm run build failed; run it alone to see why");
 
   const port = Number(process.env.JR2_PEPR_PORT ?? 3000);
-  console.log(`==> starting the module on https://127.0.0.1:${port} (admission + watch)`);
+  console.log(`==> starting the module: admission on https://127.0.0.1:${port}, the watcher beside it`);
   const op = await startLocalOperator({
     kubeconfig,
     stateDir: join(CACHE_DIR, "operator"),
@@ -100,7 +100,8 @@ An Agent's turn, held for your approval (examples/README.md):
     // a cluster of the user's own: their kubectl
   }
   console.log(`
-jr2-operator is running: admission at https://127.0.0.1:${port}, watching Sandboxes.
+jr2-operator is running: admission at https://127.0.0.1:${port}, the watcher (metrics) at
+https://127.0.0.1:${op.watcherPort}, watching Sandboxes.
 Try it:
   export KUBECONFIG=${kubeconfig}
   ${kubectl} apply -f ${join(ROOT, "examples", "sandbox.yaml")}
@@ -121,9 +122,9 @@ Ctrl-C stops it and removes its webhook configurations.
   };
   process.on("SIGINT", () => void stop("SIGINT"));
   process.on("SIGTERM", () => void stop("SIGTERM"));
-  op.child.on("exit", async (code) => {
+  void op.exited.then(async ({ role, code }) => {
     if (stopping) return;
-    console.error(`the module exited (${code}); removing its webhook configurations`);
+    console.error(`the module's ${role} exited (${code}); removing its webhook configurations`);
     await op.stop();
     process.exit(1);
   });

@@ -56,7 +56,9 @@ export default async function globalSetup() {
     `[integration setup] operator up: ${((Date.now() - t0) / 1000).toFixed(1)}s (log ${state.operator!.logFile})\n`,
   );
   process.env.JR2_OPERATOR_LOG = state.operator!.logFile;
-  process.env.JR2_OPERATOR_PORT = String(port);
+  // The watcher's port: the controllers' metrics; the admission process's: the webhooks'.
+  process.env.JR2_OPERATOR_PORT = String(state.operator!.watcherPort);
+  process.env.JR2_ADMISSION_PORT = String(port);
   process.env.JR2_OPERATOR_CA = state.operator!.caPem;
 
   // POST /kill: SIGKILL, as a crash (its webhooks stay, failing closed); POST /start: a fresh operator.
@@ -64,10 +66,9 @@ export default async function globalSetup() {
     const answer = (code: number, body: string) => res.writeHead(code).end(body);
     if (req.method !== "POST") return answer(405, "POST only");
     if (req.url === "/kill") {
-      const child = state.operator?.child;
-      if (!child || child.exitCode !== null) return answer(409, "not running");
-      child.once("exit", () => answer(200, "killed"));
-      child.kill("SIGKILL");
+      const op = state.operator;
+      if (!op || op.admission.exitCode !== null || op.watcher.exitCode !== null) return answer(409, "not running");
+      void op.kill().then(() => answer(200, "killed"));
       return;
     }
     // POST /start?qps=N: a slowed operator (N writes/s, no burst), for a crash in mid-burst.

@@ -15,8 +15,11 @@ afterAll(async () => {
 });
 
 describe("where local processes listen", () => {
-  it("the module binds loopback only", () => {
-    const addresses = listeners(Number(process.env.JR2_OPERATOR_PORT));
+  it.each([
+    ["admission", "JR2_ADMISSION_PORT"],
+    ["watcher", "JR2_OPERATOR_PORT"],
+  ])("the module's %s binds loopback only", (_role, variable) => {
+    const addresses = listeners(Number(process.env[variable]));
     expect(addresses.length).toBeGreaterThan(0);
     expect(addresses.filter((a) => !isLoopback(a))).toEqual([]);
   });
