@@ -18,6 +18,14 @@ describe("statusEvents", () => {
     expect(events[0].message).toContain(NODE);
   });
 
+  it("emits one Ready event, naming the node, when the pod is placed and Ready in one status", () => {
+    const events = statusEvents(undefined, next(undefined, { pod: readyPod(), service: serviceOf() }));
+    expect(events).toHaveLength(1);
+    expect(events[0]).toMatchObject({ type: "Normal", reason: "Ready" });
+    expect(events[0].message).toContain("http://sb.team-a.svc:8080");
+    expect(events[0].message).toContain(NODE);
+  });
+
   it("emits nothing for a repeat of the same status", () => {
     expect(statusEvents(scheduled, next(scheduled, { pod: unreadyPod(), service: serviceOf() }))).toEqual([]);
   });
