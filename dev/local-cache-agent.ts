@@ -3,6 +3,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { join } from "node:path";
 import { ROOT } from "./local-operator";
+import { stopper } from "./child";
 import { CACHE_AGENT_ENV } from "../api/env";
 
 /** `stop()` sends SIGTERM and resolves once the process is gone. */
@@ -27,15 +28,8 @@ export async function startCacheAgent(node: string, root: string, env: Record<st
     });
     child.once("exit", (code) => reject(new Error(`cache agent for ${node} exited ${code}`)));
   });
-  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
-  return {
-    process: child,
-    lines,
-    stop: () => {
-      if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
-      return exited;
-    },
-  };
+  const stop = stopper(child);
+  return { process: child, lines, stop: () => stop() };
 }
 
 /** The local control plane's fake nodes (dev/cluster/cluster.sh: `jr2-node-<i>`, three of them). */

@@ -18,6 +18,7 @@ import { parseAllDocuments } from "yaml";
 import cfg from "../package.json";
 import { OPERATOR_ENV } from "../api/env";
 import * as kubectl from "./kubectl";
+import { running, stopper } from "./child";
 
 export const ROOT = join(__dirname, "..");
 /** Binaries, cluster state and local operators' files (the control plane uses the same default). */
@@ -60,6 +61,8 @@ export type LocalOperator = {
   logFile?: string;
   /** Settles when either process exits, with its role and exit code. */
   exited: Promise<{ role: Role; code: number | null }>;
+  /** Both processes still run. */
+  running(): boolean;
   /** SIGKILL to both, as a crash: the webhook configurations stay, failing closed. */
   kill(): Promise<void>;
   /** Removes the webhook configurations, then stops both processes. */
@@ -222,7 +225,10 @@ export async function startLocalOperator(opts: LocalOperatorOptions): Promise<Lo
       execArgv: [
         "--require",
         join(ROOT, "dev", "loopback.cjs"),
-        ...(opts.memoryProbeFile ? ["--expose-gc", "--require", join(ROOT, "dev", "memory-probe.cjs")] : []),
+        // The probe goes in the watcher alone: the process that holds the Sandboxes.
+        ...(opts.memoryProbeFile && role === "watcher"
+          ? ["--expose-gc", "--require", join(ROOT, "dev", "memory-probe.cjs")]
+          : []),
         // A CPU profile per process, written when it stops (a benchmark's look inside).
         ...(process.env.JR2_OPERATOR_CPU_PROF_DIR
           ? [
@@ -241,9 +247,7 @@ export async function startLocalOperator(opts: LocalOperatorOptions): Promise<Lo
         SSL_CERT_PATH: certPath,
         [OPERATOR_ENV.peprPort]: String(rolePort),
         LOG_LEVEL: opts.logLevel ?? process.env.LOG_LEVEL ?? "info",
-        ...(opts.memoryProbeFile
-          ? { JR2_MEMORY_PROBE_FILE: role === "watcher" ? opts.memoryProbeFile : `${opts.memoryProbeFile}.admission` }
-          : {}),
+        ...(opts.memoryProbeFile && role === "watcher" ? { JR2_MEMORY_PROBE_FILE: opts.memoryProbeFile } : {}),
         PEPR_PRETTY_LOGS: opts.logs === "inherit" ? "true" : "false",
         ...opts.env,
       },
@@ -253,12 +257,10 @@ export async function startLocalOperator(opts: LocalOperatorOptions): Promise<Lo
   const watcher = spawn("watcher", watcherPort);
   const exitOf = (role: Role, child: ChildProcess) =>
     once(child, "exit").then(([code]) => ({ role, code: code as number | null }));
-  const exits = [exitOf("admission", admission), exitOf("watcher", watcher)];
-  const exited = Promise.race(exits);
-  const alive = (c: ChildProcess) => c.exitCode === null && c.signalCode === null;
+  const exited = Promise.race([exitOf("admission", admission), exitOf("watcher", watcher)]);
+  const stops = [stopper(admission), stopper(watcher)];
   const signal = async (sig: NodeJS.Signals) => {
-    for (const c of [admission, watcher]) if (alive(c)) c.kill(sig);
-    await Promise.all(exits);
+    await Promise.all(stops.map((stop) => stop(sig)));
   };
   // The webhooks, then the policy's binding, then the policy.
   const removeWebhooks = async () => {
@@ -301,6 +303,7 @@ export async function startLocalOperator(opts: LocalOperatorOptions): Promise<Lo
     caPem: tls.caPem,
     logFile,
     exited,
+    running: () => running(admission) && running(watcher),
     kill: () => signal("SIGKILL"),
     stop,
   };

@@ -7,6 +7,7 @@ import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ROOT } from "./local-operator";
+import { stopper } from "./child";
 import { ORCHESTRATOR_ENV as E } from "../api/env";
 
 export type LocalOrchestratorOptions = {
@@ -65,7 +66,7 @@ export async function startLocalOrchestrator(o: LocalOrchestratorOptions): Promi
     stdio: ["ignore", "pipe", "inherit"],
   });
   const lines: string[] = [];
-  const exited = new Promise<void>((r) => child.once("exit", () => r()));
+  const stop = stopper(child);
   const port = await new Promise<number>((resolve, reject) => {
     let partial = "";
     child.stdout!.on("data", (b: Buffer) => {
@@ -87,9 +88,6 @@ export async function startLocalOrchestrator(o: LocalOrchestratorOptions): Promi
     token,
     process: child,
     lines,
-    stop: (signal = "SIGTERM") => {
-      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
-      return exited;
-    },
+    stop,
   };
 }

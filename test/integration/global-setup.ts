@@ -67,7 +67,7 @@ export default async function globalSetup() {
     if (req.method !== "POST") return answer(405, "POST only");
     if (req.url === "/kill") {
       const op = state.operator;
-      if (!op || op.admission.exitCode !== null || op.watcher.exitCode !== null) return answer(409, "not running");
+      if (!op?.running()) return answer(409, "not running");
       void op.kill().then(() => answer(200, "killed"));
       return;
     }

@@ -5,6 +5,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { timingSafeEqual } from "node:crypto";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
+import { running } from "../../dev/child";
 
 export type GitHttpServerOptions = {
   /** Directory holding the bare repositories (`<root>/<name>` is served as `/<name>`). */
@@ -104,8 +105,6 @@ function sendPlain(res: http.ServerResponse, status: number, text: string, heade
   res.end(`${text}\n`);
 }
 
-const alive = (child: ChildProcess) => child.exitCode === null && child.signalCode === null;
-
 /** Runs http-backend for one authorized request: request body to its stdin, its output to the response. */
 function runBackend(
   req: http.IncomingMessage,
@@ -120,12 +119,12 @@ function runBackend(
   let headDone = false;
 
   const fail = (why: string) => {
-    if (alive(child)) child.kill("SIGKILL");
+    if (running(child)) child.kill("SIGKILL");
     sendPlain(res, 500, why);
   };
   // A client that goes away (or a response that breaks) must not leave http-backend running.
   res.on("close", () => {
-    if (alive(child)) child.kill("SIGKILL");
+    if (running(child)) child.kill("SIGKILL");
   });
   req.on("error", () => child.kill("SIGKILL"));
   child.on("error", (err) => fail(`git http-backend: ${err.message}`));
@@ -199,7 +198,7 @@ export async function startGitHttpServer(opts: GitHttpServerOptions): Promise<Gi
     stats,
     close: () =>
       new Promise<void>((resolve) => {
-        for (const child of children) if (alive(child)) child.kill("SIGKILL");
+        for (const child of children) if (running(child)) child.kill("SIGKILL");
         server.close(() => resolve());
         // git keeps its connections alive; close() alone would wait for them.
         server.closeAllConnections();
