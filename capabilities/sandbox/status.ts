@@ -274,15 +274,15 @@ export function statusEvents(prev: SandboxStatus | undefined, next: SandboxStatu
   const s0 = was(CONDITION.Scheduled);
   const s1 = now(CONDITION.Scheduled);
   const becameReady = next.phase === "Ready" && prev?.phase !== "Ready";
-  const placed =
+  const changed =
     s1 && next.phase !== "Lost" && (s1.status !== s0?.status || s1.reason !== s0?.reason || s1.message !== s0?.message);
+  const placed = changed && s1.status === "True";
   // Placed and Ready in one status (the usual case): one Event that says both, not two writes
   // (decision 0027: an Event is an API write every Sandbox pays for).
-  if (placed && s1.status === "True" && !becameReady)
-    events.push({ type: "Normal", reason: SCHEDULED_REASON.Scheduled, message: s1.message });
-  if (placed && s1.status === "False") events.push({ type: "Warning", reason: s1.reason, message: s1.message });
+  if (placed && !becameReady) events.push({ type: "Normal", reason: SCHEDULED_REASON.Scheduled, message: s1.message });
+  if (changed && s1.status === "False") events.push({ type: "Warning", reason: s1.reason, message: s1.message });
   if (becameReady) {
-    const where = placed && s1.status === "True" && s1.message ? `; ${s1.message}` : "";
+    const where = placed && s1.message ? `; ${s1.message}` : "";
     events.push({ type: "Normal", reason: "Ready", message: `the Harness answers at ${next.endpoint ?? "?"}${where}` });
   }
   if (next.phase === "Lost" && prev?.phase !== "Lost") {
