@@ -4,7 +4,8 @@
 // beside the figures (issue 14: the cluster, not the operator, is the bottleneck on two cores).
 import * as kubectl from "../dev/kubectl";
 
-/** Counters by a readable key: "POST pods", "PATCH sandboxes/status", "watch Pod", "webhook validating". */
+/** Counters by a readable key: "POST pods", "PATCH sandboxes/status", "watch pods", "webhook validating",
+ * "policy <name>" (a MutatingAdmissionPolicy's checks). */
 export type Load = Map<string, { count: number; seconds: number }>;
 
 const LABELS = /(\w+)="([^"]*)"/g;
@@ -39,6 +40,10 @@ export function parseLoad(text: string): Load {
       add(`${l.verb} ${l.resource}${l.subresource ? `/${l.subresource}` : ""}`, 0, value);
     } else if (line.startsWith("apiserver_watch_events_total{")) {
       add(`watch ${labelsOf(line).resource}`, value, 0);
+    } else if (line.startsWith("apiserver_mutating_admission_policy_check_duration_seconds_count{")) {
+      add(`policy ${labelsOf(line).policy}`, value, 0);
+    } else if (line.startsWith("apiserver_mutating_admission_policy_check_duration_seconds_sum{")) {
+      add(`policy ${labelsOf(line).policy}`, 0, value);
     } else if (line.startsWith("apiserver_admission_webhook_admission_duration_seconds_count{")) {
       add(`webhook ${labelsOf(line).type}`, value, 0);
     } else if (line.startsWith("apiserver_admission_webhook_admission_duration_seconds_sum{")) {
@@ -50,6 +55,11 @@ export function parseLoad(text: string): Load {
 
 export async function apiServerLoad(kubeconfig: string): Promise<Load> {
   return parseLoad(await kubectl.run(kubeconfig, ["get", "--raw", "/metrics"]));
+}
+
+/** The busiest keys between two readings, per unit of work, to stderr beside the figures. */
+export function printLoad(what: string, before: Load, after: Load, per: number) {
+  process.stderr.write(`API server, ${what}:\n  ${describeLoad(before, after, per).join("\n  ")}\n`);
 }
 
 /** The busiest keys between two readings, per unit of work (`per`), as one line each. */

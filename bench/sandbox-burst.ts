@@ -14,7 +14,7 @@ import { K8s, kind } from "kubernetes-fluent-client";
 import { SandboxModel } from "../api/crd";
 import { CACHE_DIR, startLocalOperator } from "../dev/local-operator";
 import { percentile, round } from "./stats";
-import { apiServerLoad, describeLoad } from "./apiserver-load";
+import { apiServerLoad, printLoad } from "./apiserver-load";
 
 export type Result = { bench: string; metric: string; value: number; unit: string; target?: string };
 
@@ -207,8 +207,7 @@ export async function sandboxBurst(kubeconfig: string, count: number): Promise<R
     // Let the last status writes land before the metrics are read.
     await new Promise((r) => setTimeout(r, 2000));
     const after = await scrape(op.watcherPort, op.caPem);
-    const loadAfter = await apiServerLoad(kubeconfig);
-    process.stderr.write(`API server, per Sandbox:\n  ${describeLoad(loadBefore, loadAfter, count).join("\n  ")}\n`);
+    printLoad("per Sandbox", loadBefore, await apiServerLoad(kubeconfig), count);
 
     // The slowest few by name, to stderr, for a look at the operator's log.
     const slow = names
@@ -239,10 +238,7 @@ export async function sandboxBurst(kubeconfig: string, count: number): Promise<R
     // The cluster's own limit, measured now, in the same run (the Sandboxes' pods still stand).
     const plainBefore = await apiServerLoad(kubeconfig);
     const plain = await plainBaseline(count);
-    const plainAfter = await apiServerLoad(kubeconfig);
-    process.stderr.write(
-      `API server, per plain pod:\n  ${describeLoad(plainBefore, plainAfter, count).join("\n  ")}\n`,
-    );
+    printLoad("per plain pod", plainBefore, await apiServerLoad(kubeconfig), count);
 
     const b = "sandbox-burst";
     return [
