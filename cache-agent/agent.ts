@@ -212,8 +212,10 @@ export class CacheAgent {
       const { fetchedAt } = created ? { fetchedAt: new Date() } : await fetchCache(dir, url, creds);
       t.lastFetch = fetchedAt.getTime();
       await this.#report(repo, { phase: "Present", fetchedAt: fetchedAt.toISOString() });
-      await consolidate(dir);
+      // Said as the node's entry says it, before the housekeeping after it (a reader of the log
+      // and of the status then agree).
       this.log("info", "Repo cache fetched", { repo: name, key });
+      await consolidate(dir);
     } catch (err) {
       const message = explain(err instanceof Error ? err.message : String(err), repo.spec?.secretRef?.name);
       this.log("warn", "Repo cache not fetched", { repo: name, key, err: message });

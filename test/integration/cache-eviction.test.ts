@@ -164,7 +164,13 @@ describe("a node's cache agent evicting and adopting", () => {
       () => getSandbox(ns.name, "asker"),
       (s) => s.status?.phase === "Ready",
     );
-    const fetches = agent.lines.filter((l) => l.includes('"Repo cache fetched"') && l.includes(kept));
+    // The agent's log reaches this process through a pipe, apart from the status the Sandbox read.
+    const fetchLines = () => agent.lines.filter((l) => l.includes('"Repo cache fetched"') && l.includes(kept));
+    const fetches = await waitFor(
+      "the asker's fetch in the agent's log",
+      async () => fetchLines(),
+      (f) => f.length >= 2,
+    );
     expect(fetches).toHaveLength(2);
   });
 });
