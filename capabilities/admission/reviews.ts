@@ -1,0 +1,137 @@
+// What each admission review is judged by, in one table: Pepr's bindings (index.ts) are made from
+// it, and the module's review server (server.ts) routes by it, so the two can never disagree. The
+// rules themselves are pure (sandbox.ts, pods.ts); a judge turns their violations into a verdict,
+// and a thrown error into a refusal, never an approval (decision 0028).
+import { Log, a } from "pepr";
+import { SandboxModel } from "../../api/crd";
+import { GROUP } from "../../api/crd/sources/common";
+import { SANDBOX_NAME_LABEL } from "../../api/wire";
+import { cacheRootFrom } from "../../api/env";
+import cfg from "../../package.json";
+import { operatorIdentity } from "./identity";
+import { podUpdateViolations, podViolations, sandboxLabelChanged, type PodRules } from "./pods";
+import { rulesFromEnv, sandboxNameViolations, sandboxViolations, type SandboxRules } from "./sandbox";
+import { describe, type Violation } from "./violations";
+
+type Obj = { metadata?: { name?: string; namespace?: string; labels?: Record<string, string> }; [k: string]: unknown };
+
+/** The part of an AdmissionReview's request the judges read (admission.k8s.io/v1). */
+export type ReviewRequest = {
+  uid: string;
+  kind: { group: string; version: string; kind: string };
+  operation: string;
+  name?: string;
+  namespace?: string;
+  subResource?: string;
+  userInfo?: { username?: string };
+  object?: Obj | null;
+  oldObject?: Obj | null;
+};
+
+export type Verdict = { allowed: true } | { allowed: false; code: number; message: string };
+
+const rules: SandboxRules = rulesFromEnv();
+
+/** The cache root the pods mount, read as the Repo capability reads it (capabilities/repo). */
+const podRules: PodRules = { cacheRoot: cacheRootFrom(process.env) };
+
+const nameOf = (req: ReviewRequest) =>
+  `${req.kind.kind} ${req.namespace ?? req.object?.metadata?.namespace ?? ""}/${req.name || req.object?.metadata?.name || "(generated)"}`;
+
+/** Runs a check; a thrown error becomes a refusal naming what failed, never an approval. */
+async function verdict(req: ReviewRequest, check: () => Violation[] | Promise<Violation[]>): Promise<Verdict> {
+  const what = nameOf(req);
+  try {
+    const found = await check();
+    return found.length ? { allowed: false, code: 422, message: describe(what, found) } : { allowed: true };
+  } catch (err) {
+    const reason = err instanceof Error ? err.message : String(err);
+    Log.error({ err: reason }, `admission check of ${what} failed`);
+    return {
+      allowed: false,
+      code: 503,
+      message: `${what} refused: the jr2 admission check failed (${reason}); retry`,
+    };
+  }
+}
+
+// A spec change is judged as a create is; an unchanged spec (a keepalive, a re-apply) is not judged
+// again. The name, which names the Service, only at create: it never changes.
+const judgeSandbox = (req: ReviewRequest) =>
+  verdict(req, () => {
+    const update = req.operation === "UPDATE";
+    return [
+      ...(update ? [] : sandboxNameViolations(req.object?.metadata?.name || req.name)),
+      ...sandboxViolations(req.object?.spec, update ? (req.oldObject?.spec ?? {}) : undefined, rules),
+    ];
+  });
+
+const judgePodCreate = (req: ReviewRequest) =>
+  verdict(req, async () => podViolations(req.object, req.userInfo?.username, await operatorIdentity(), podRules));
+
+// No label filter: a filter reads the new object only, so it would miss a label added to an
+// ordinary pod (and see no removal). The rule decides: a label added, changed or removed is the
+// operator's alone; a Sandbox pod's added ephemeral containers are checked. The webhook
+// configuration's objectSelector keeps unlabelled pods away (an update matches if either the old
+// or the new object carries the label).
+const judgePodUpdate = (req: ReviewRequest) =>
+  verdict(req, async () => {
+    const operator = sandboxLabelChanged(req.object, req.oldObject) ? await operatorIdentity() : undefined;
+    return podUpdateViolations(req.object, req.oldObject, req.userInfo?.username, operator, req.subResource);
+  });
+
+export type Review = {
+  /** The kind judged, as Pepr binds it. */
+  model: typeof SandboxModel | typeof a.Pod;
+  group: string;
+  kind: string;
+  operations: readonly ("CREATE" | "UPDATE")[];
+  /** Judged only when the new object carries this label. */
+  label?: string;
+  judge: (req: ReviewRequest) => Promise<Verdict>;
+};
+
+/** Every review the module judges. A request none of them takes is allowed, as Pepr allows it. */
+export const REVIEWS: readonly Review[] = [
+  { model: SandboxModel, group: GROUP, kind: "Sandbox", operations: ["CREATE", "UPDATE"], judge: judgeSandbox },
+  {
+    model: a.Pod,
+    group: "",
+    kind: "Pod",
+    operations: ["CREATE"],
+    label: SANDBOX_NAME_LABEL,
+    judge: judgePodCreate,
+  },
+  { model: a.Pod, group: "", kind: "Pod", operations: ["UPDATE"], judge: judgePodUpdate },
+];
+
+/** Namespaces Pepr never judges (package.json pepr.alwaysIgnore; the webhooks' namespaceSelector too). */
+const IGNORED = new Set(cfg.pepr.alwaysIgnore.namespaces);
+
+/** The reviews a request is judged by, as Pepr's binding filters pick them. Pure. */
+export function reviewsFor(req: ReviewRequest): Review[] {
+  const namespace = req.object?.metadata?.namespace ?? req.namespace;
+  if (namespace && IGNORED.has(namespace)) return [];
+  return REVIEWS.filter(
+    (r) =>
+      r.group === req.kind.group &&
+      r.kind === req.kind.kind &&
+      r.operations.includes(req.operation as "CREATE") &&
+      (!r.label || req.object?.metadata?.labels?.[r.label] !== undefined),
+  );
+}
+
+/** The verdict on a request: every review that takes it must allow it. */
+export async function judge(req: ReviewRequest): Promise<Verdict> {
+  const denials: { code: number; message: string }[] = [];
+  for (const r of reviewsFor(req)) {
+    const v = await r.judge(req);
+    if (!v.allowed) denials.push(v);
+  }
+  if (!denials.length) return { allowed: true };
+  return {
+    allowed: false,
+    code: Math.max(...denials.map((d) => d.code)),
+    message: denials.map((d) => d.message).join("; "),
+  };
+}

@@ -1,0 +1,103 @@
+// The module's review endpoint, answered in front of Pepr's HTTPS server (decision 0028). Pepr's
+// own pipeline (express, its body parser and router, a request log, a filter walk over every
+// binding of every capability, six log calls) made each review cost the API server about 2 ms
+// more than a plain Node server answering the same review; a Sandbox create waits on it. This
+// answers POST /validate/<api path> directly: read the body, judge by the table Pepr's bindings
+// are made from (reviews.ts), write one response. Everything else (health, metrics, a wrong path,
+// /mutate) goes on to Pepr's server unchanged.
+import { readFileSync } from "node:fs";
+import type { IncomingMessage, RequestListener, ServerResponse } from "node:http";
+import { Log } from "pepr";
+import { judge, type ReviewRequest, type Verdict } from "./reviews";
+
+/** The largest review read, as Pepr's body parser takes it (express.json limit "2mb"). */
+export const MAX_REVIEW_BYTES = 2 * 1024 * 1024;
+
+/** Where Pepr reads the path its webhooks carry: PEPR_API_PATH, or the deployed Secret's file. */
+export function apiPathFrom(env: NodeJS.ProcessEnv, file = "/app/api-path/value"): string {
+  const path = env.PEPR_API_PATH || readFileSync(file, "utf8").trim();
+  if (!path) throw new Error(`no API path: set PEPR_API_PATH or mount it at ${file}`);
+  return path;
+}
+
+class BadReview extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+function readBody(req: IncomingMessage): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on("data", (chunk: Buffer) => {
+      size += chunk.length;
+      // Past the limit the rest is read and dropped, so the refusal reaches the client.
+      if (size > MAX_REVIEW_BYTES)
+        reject(new BadReview(413, `an AdmissionReview larger than ${MAX_REVIEW_BYTES} bytes`));
+      else chunks.push(chunk);
+    });
+    req.on("end", () => resolve(Buffer.concat(chunks)));
+    req.on("error", reject);
+  });
+}
+
+/** The review's request, or why it is not one. */
+export function reviewRequest(body: Buffer): ReviewRequest {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body.toString("utf8"));
+  } catch {
+    throw new BadReview(400, "the body is not JSON: send an admission.k8s.io/v1 AdmissionReview");
+  }
+  const request = (parsed as { request?: Partial<ReviewRequest> } | null)?.request;
+  if (typeof request?.uid !== "string" || typeof request.kind?.kind !== "string" || !request.operation) {
+    throw new BadReview(400, "request.uid, request.kind and request.operation are required: send an AdmissionReview");
+  }
+  const { group = "", version = "", kind } = request.kind;
+  return { ...request, kind: { group, version, kind } } as ReviewRequest;
+}
+
+/** The AdmissionReview answering `uid` (admission.k8s.io/v1). */
+export const reviewResponse = (uid: string, v: Verdict) => ({
+  apiVersion: "admission.k8s.io/v1",
+  kind: "AdmissionReview",
+  response: v.allowed ? { uid, allowed: true } : { uid, allowed: false, status: { code: v.code, message: v.message } },
+});
+
+function send(res: ServerResponse, status: number, body: string, type: string) {
+  // One write: the headers go out with the body.
+  res.writeHead(status, { "content-type": type, "content-length": Buffer.byteLength(body) }).end(body);
+}
+
+/**
+ * `next` with POST /validate/<apiPath> answered here. `answered` gets each review's time in ms,
+ * from its arrival to its answer. A review that cannot be read gets a 4xx, which the API server
+ * treats as the webhook failing: failurePolicy Fail refuses the request.
+ */
+export function reviewServer(apiPath: string, next: RequestListener, answered?: (ms: number) => void): RequestListener {
+  const path = `/validate/${apiPath}`;
+  return (req, res) => {
+    // The API server adds its timeout as a query (`?timeout=10s`).
+    if (req.method !== "POST" || (req.url ?? "").split("?", 1)[0] !== path) return next(req, res);
+    const started = performance.now();
+    readBody(req)
+      .then(async (body) => {
+        const request = reviewRequest(body);
+        const v = await judge(request);
+        if (v.allowed) Log.debug({ uid: request.uid }, "review allowed");
+        else Log.info({ uid: request.uid, code: v.code, message: v.message }, "review denied");
+        send(res, 200, JSON.stringify(reviewResponse(request.uid, v)), "application/json");
+        answered?.(performance.now() - started);
+      })
+      .catch((err: unknown) => {
+        const status = err instanceof BadReview ? err.status : 500;
+        const message = err instanceof Error ? err.message : String(err);
+        Log.warn({ status, err: message }, "review not answered");
+        if (!res.headersSent && !res.destroyed) send(res, status, message, "text/plain");
+      });
+  };
+}

@@ -1,0 +1,154 @@
+// The admission table (capabilities/admission/reviews.ts) and the module's review endpoint
+// (server.ts): Pepr's bindings are exactly the table's entries, a request is routed as Pepr's
+// binding filters route it, and the endpoint answers a review over real HTTP with the table's
+// verdict, refusing what it cannot read (decision 0028).
+import { once } from "node:events";
+import { createServer, request, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { AdmissionCapability } from "../../capabilities/admission";
+import { REVIEWS, judge, reviewsFor, type ReviewRequest } from "../../capabilities/admission/reviews";
+import { MAX_REVIEW_BYTES, reviewServer } from "../../capabilities/admission/server";
+import { SANDBOX_NAME_LABEL } from "../../api/wire";
+
+const SANDBOX_KIND = { group: "core.jr2.dev", version: "v1alpha1", kind: "Sandbox" };
+const POD_KIND = { group: "", version: "v1", kind: "Pod" };
+
+const sandbox = (name: string, spec: Record<string, unknown>): ReviewRequest => ({
+  uid: `uid-${name}`,
+  kind: SANDBOX_KIND,
+  operation: "CREATE",
+  name,
+  namespace: "team-a",
+  object: { metadata: { name, namespace: "team-a" }, spec },
+});
+const GOOD = { image: "ghcr.io/example/harness:1" };
+
+describe("the admission table", () => {
+  it("is what Pepr binds: one validating binding per entry, same kind, events and label", () => {
+    const bindings = AdmissionCapability.bindings.map((b) => ({
+      group: b.kind.group,
+      kind: b.kind.kind,
+      event: b.event,
+      labels: Object.keys(b.filters.labels),
+      validates: typeof b.validateCallback === "function",
+    }));
+    const expected = REVIEWS.map((r) => ({
+      group: r.group,
+      kind: r.kind,
+      event: r.operations.length === 2 ? "CREATEORUPDATE" : r.operations[0],
+      labels: r.label ? [r.label] : [],
+      validates: true,
+    }));
+    expect(bindings).toEqual(expected);
+  });
+
+  it("routes a request as Pepr's binding filters do", () => {
+    const names = (req: ReviewRequest) => reviewsFor(req).map((r) => `${r.kind}:${r.operations.join("+")}`);
+    const pod = (operation: string, labels?: Record<string, string>, namespace = "team-a"): ReviewRequest => ({
+      uid: "u",
+      kind: POD_KIND,
+      operation,
+      namespace,
+      object: { metadata: { name: "p", namespace, labels } },
+    });
+    expect(names(sandbox("a", GOOD))).toEqual(["Sandbox:CREATE+UPDATE"]);
+    expect(names({ ...sandbox("a", GOOD), operation: "UPDATE" })).toEqual(["Sandbox:CREATE+UPDATE"]);
+    expect(names({ ...sandbox("a", GOOD), operation: "DELETE" })).toEqual([]);
+    expect(names(pod("CREATE"))).toEqual([]);
+    expect(names(pod("CREATE", { [SANDBOX_NAME_LABEL]: "a" }))).toEqual(["Pod:CREATE"]);
+    expect(names(pod("UPDATE"))).toEqual(["Pod:UPDATE"]);
+    expect(names(pod("CREATE", { [SANDBOX_NAME_LABEL]: "a" }, "kube-system"))).toEqual([]);
+    expect(names({ ...pod("CREATE"), kind: { group: "apps", version: "v1", kind: "Deployment" } })).toEqual([]);
+  });
+
+  it("refuses a Sandbox that states something weaker, naming the field, and allows a plain one", async () => {
+    expect(await judge(sandbox("plain", GOOD))).toEqual({ allowed: true });
+    const v = await judge(sandbox("host", { ...GOOD, volumes: [{ name: "root", hostPath: { path: "/" } }] }));
+    expect(v.allowed).toBe(false);
+    expect(v.allowed === false && v.code).toBe(422);
+    expect(v.allowed === false && v.message).toMatch(/^Sandbox team-a\/host refused: spec\.volumes\[0\]/);
+  });
+
+  it("refuses a name that cannot name the Service at create, not at a later update", async () => {
+    const v = await judge(sandbox("dotted.name", GOOD));
+    expect(v.allowed === false && v.message).toMatch(/metadata\.name/);
+    const update = { ...sandbox("dotted.name", GOOD), operation: "UPDATE", oldObject: { spec: GOOD } };
+    expect(await judge(update)).toEqual({ allowed: true });
+  });
+});
+
+describe("the review endpoint", () => {
+  let server: Server;
+  let port: number;
+  const passedOn: string[] = [];
+
+  beforeAll(async () => {
+    server = createServer(
+      reviewServer("secret-path", (req, res) => {
+        passedOn.push(`${req.method} ${req.url}`);
+        res.end("pepr");
+      }),
+    ).listen(0, "127.0.0.1");
+    await once(server, "listening");
+    port = (server.address() as AddressInfo).port;
+  });
+  afterAll(() => new Promise((done) => server.close(done)));
+
+  const post = (path: string, body: string | Buffer) =>
+    new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const req = request({ host: "127.0.0.1", port, path, method: "POST" }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on("data", (c: Buffer) => chunks.push(c));
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString() }));
+      });
+      req.on("error", reject);
+      req.end(body);
+    });
+  const review = (r: ReviewRequest) =>
+    JSON.stringify({ apiVersion: "admission.k8s.io/v1", kind: "AdmissionReview", request: r });
+
+  it("answers a review with the table's verdict and the request's uid", async () => {
+    // As the API server calls it: its timeout rides in the query.
+    const ok = await post("/validate/secret-path?timeout=10s", review(sandbox("plain", GOOD)));
+    expect(ok.status).toBe(200);
+    expect(JSON.parse(ok.body)).toEqual({
+      apiVersion: "admission.k8s.io/v1",
+      kind: "AdmissionReview",
+      response: { uid: "uid-plain", allowed: true },
+    });
+    const bad = await post(
+      "/validate/secret-path",
+      review(sandbox("priv", { ...GOOD, securityContext: { privileged: true } })),
+    );
+    const { response } = JSON.parse(bad.body);
+    expect(response).toMatchObject({ uid: "uid-priv", allowed: false, status: { code: 422 } });
+    expect(response.status.message).toMatch(/^Sandbox team-a\/priv refused: /);
+  });
+
+  it("allows what no review takes, as Pepr does", async () => {
+    const other = { uid: "u-cm", kind: { group: "", version: "v1", kind: "ConfigMap" }, operation: "CREATE" };
+    expect(JSON.parse((await post("/validate/secret-path", review(other as ReviewRequest))).body).response).toEqual({
+      uid: "u-cm",
+      allowed: true,
+    });
+  });
+
+  it("refuses what it cannot read with a 4xx, so the API server's failure policy refuses the request", async () => {
+    const notJson = await post("/validate/secret-path", "{");
+    expect(notJson.status).toBe(400);
+    expect(notJson.body).toMatch(/not JSON/);
+    const noRequest = await post("/validate/secret-path", JSON.stringify({ kind: "AdmissionReview" }));
+    expect(noRequest.status).toBe(400);
+    expect(noRequest.body).toMatch(/request\.uid/);
+    const huge = await post("/validate/secret-path", Buffer.alloc(MAX_REVIEW_BYTES + 1, 32));
+    expect(huge.status).toBe(413);
+  });
+
+  it("passes everything else on to Pepr's server: another path, another method", async () => {
+    passedOn.length = 0;
+    await post("/validate/wrong-path", review(sandbox("plain", GOOD)));
+    await post("/mutate/secret-path", review(sandbox("plain", GOOD)));
+    await new Promise((resolve) => request({ host: "127.0.0.1", port, path: "/healthz" }, resolve).end());
+    expect(passedOn).toEqual(["POST /validate/wrong-path", "POST /mutate/secret-path", "GET /healthz"]);
+  });
+});
