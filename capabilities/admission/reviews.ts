@@ -2,9 +2,9 @@
 // it, and the module's review server (server.ts) routes by it, so the two can never disagree. The
 // rules themselves are pure (sandbox.ts, pods.ts); a judge turns their violations into a verdict,
 // and a thrown error into a refusal, never an approval (decision 0028).
+import { modelToGroupVersionKind } from "kubernetes-fluent-client";
 import { Log, a } from "pepr";
 import { SandboxModel } from "../../api/crd";
-import { GROUP } from "../../api/crd/sources/common";
 import { SANDBOX_NAME_LABEL } from "../../api/wire";
 import { cacheRootFrom } from "../../api/env";
 import cfg from "../../package.json";
@@ -80,9 +80,12 @@ const judgePodUpdate = (req: ReviewRequest) =>
     return podUpdateViolations(req.object, req.oldObject, req.userInfo?.username, operator, req.subResource);
   });
 
+type Model = typeof SandboxModel | typeof a.Pod;
+
 export type Review = {
   /** The kind judged, as Pepr binds it. */
-  model: typeof SandboxModel | typeof a.Pod;
+  model: Model;
+  /** The model's group and kind, as Pepr reads them (the kind's registration). */
   group: string;
   kind: string;
   operations: readonly ("CREATE" | "UPDATE")[];
@@ -91,18 +94,16 @@ export type Review = {
   judge: (req: ReviewRequest) => Promise<Verdict>;
 };
 
+const review = (model: Model, r: Omit<Review, "model" | "group" | "kind">): Review => {
+  const { group, kind } = modelToGroupVersionKind(model.name);
+  return { model, group, kind, ...r };
+};
+
 /** Every review the module judges. A request none of them takes is allowed, as Pepr allows it. */
 export const REVIEWS: readonly Review[] = [
-  { model: SandboxModel, group: GROUP, kind: "Sandbox", operations: ["CREATE", "UPDATE"], judge: judgeSandbox },
-  {
-    model: a.Pod,
-    group: "",
-    kind: "Pod",
-    operations: ["CREATE"],
-    label: SANDBOX_NAME_LABEL,
-    judge: judgePodCreate,
-  },
-  { model: a.Pod, group: "", kind: "Pod", operations: ["UPDATE"], judge: judgePodUpdate },
+  review(SandboxModel, { operations: ["CREATE", "UPDATE"], judge: judgeSandbox }),
+  review(a.Pod, { operations: ["CREATE"], label: SANDBOX_NAME_LABEL, judge: judgePodCreate }),
+  review(a.Pod, { operations: ["UPDATE"], judge: judgePodUpdate }),
 ];
 
 /** Namespaces Pepr never judges (package.json pepr.alwaysIgnore; the webhooks' namespaceSelector too). */

@@ -35,7 +35,7 @@ function readBody(req: IncomingMessage): Promise<Buffer> {
     let size = 0;
     req.on("data", (chunk: Buffer) => {
       size += chunk.length;
-      // Past the limit the rest is read and dropped, so the refusal reaches the client.
+      // Past the limit nothing more is kept; the refusal closes the connection.
       if (size > MAX_REVIEW_BYTES)
         reject(new BadReview(413, `an AdmissionReview larger than ${MAX_REVIEW_BYTES} bytes`));
       else chunks.push(chunk);
@@ -97,6 +97,8 @@ export function reviewServer(apiPath: string, next: RequestListener, answered?: 
         const status = err instanceof BadReview ? err.status : 500;
         const message = err instanceof Error ? err.message : String(err);
         Log.warn({ status, err: message }, "review not answered");
+        // Too large: the connection closes after the answer, rather than read an endless body.
+        if (status === 413) res.shouldKeepAlive = false;
         if (!res.headersSent && !res.destroyed) send(res, status, message, "text/plain");
       });
   };

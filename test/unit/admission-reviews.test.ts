@@ -95,11 +95,17 @@ describe("the review endpoint", () => {
   afterAll(() => new Promise((done) => server.close(done)));
 
   const post = (path: string, body: string | Buffer) =>
-    new Promise<{ status: number; body: string }>((resolve, reject) => {
+    new Promise<{ status: number; body: string; connection?: string }>((resolve, reject) => {
       const req = request({ host: "127.0.0.1", port, path, method: "POST" }, (res) => {
         const chunks: Buffer[] = [];
         res.on("data", (c: Buffer) => chunks.push(c));
-        res.on("end", () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString() }));
+        res.on("end", () =>
+          resolve({
+            status: res.statusCode ?? 0,
+            body: Buffer.concat(chunks).toString(),
+            connection: res.headers.connection,
+          }),
+        );
       });
       req.on("error", reject);
       req.end(body);
@@ -142,6 +148,7 @@ describe("the review endpoint", () => {
     expect(noRequest.body).toMatch(/request\.uid/);
     const huge = await post("/validate/secret-path", Buffer.alloc(MAX_REVIEW_BYTES + 1, 32));
     expect(huge.status).toBe(413);
+    expect(huge.connection).toBe("close");
   });
 
   it("passes everything else on to Pepr's server: another path, another method", async () => {
