@@ -307,7 +307,7 @@ export async function admission(kubeconfig: string): Promise<Result[]> {
   });
   try {
     const manifest = readFileSync(join(ROOT, "dist", `pepr-module-${cfg.pepr.uuid}.yaml`), "utf8");
-    const { apiPath, webhooks: hooks, policies } = localWebhooks(manifest, port, op.caPem);
+    const { apiPath, webhooks: hooks, policies } = localWebhooks(manifest, port, op.caPem, op.operator);
     const webhooks = [...policies, ...hooks];
     const lines = () => (op.logFile ? readFileSync(op.logFile, "utf8").split("\n").length : NaN);
     const linesBefore = lines();

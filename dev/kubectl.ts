@@ -36,3 +36,10 @@ export const apply = (kubeconfig: string, objects: unknown[]) =>
     ["apply", "--server-side", "--force-conflicts", "--field-manager=jr2-local", "-f", "-"],
     JSON.stringify({ apiVersion: "v1", kind: "List", items: objects }),
   );
+
+/** Who the API server says this kubeconfig is (a SelfSubjectReview). */
+export async function whoAmI(kubeconfig: string): Promise<string> {
+  const name = (await run(kubeconfig, ["auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"])).trim();
+  if (!name) throw new Error("kubectl auth whoami named no user");
+  return name;
+}

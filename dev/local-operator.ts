@@ -19,6 +19,8 @@ import cfg from "../package.json";
 import { OPERATOR_ENV } from "../api/env";
 import * as kubectl from "./kubectl";
 import { running, stopper } from "./child";
+import { DEPLOYED_OPERATOR, forOperator, type Webhook as ScopedWebhook } from "../scripts/webhooks";
+import { operatorKubeconfig } from "./operator-identity";
 
 export const ROOT = join(__dirname, "..");
 /** Binaries, cluster state and local operators' files (the control plane uses the same default). */
@@ -28,7 +30,7 @@ export const MODULE_JS = join(ROOT, "dist", `pepr-${uuid}.js`);
 const MANIFEST = join(ROOT, "dist", `pepr-module-${uuid}.yaml`);
 
 type K8sObject = { apiVersion: string; kind: string; metadata: { name: string }; [k: string]: unknown };
-type Webhook = { name: string; clientConfig: { url?: string; caBundle?: string; service?: unknown } };
+type Webhook = ScopedWebhook & { clientConfig: { url?: string; caBundle?: string; service?: unknown } };
 
 export type LocalOperatorOptions = {
   kubeconfig: string;
@@ -57,6 +59,8 @@ export type LocalOperator = {
   /** The watcher: the Sandbox and Repo controllers, no admission (PEPR_WATCH_MODE=true). */
   watcher: ChildProcess;
   caPem: string;
+  /** Who the operator is to the API server (its kubeconfig's user). */
+  operator: string;
   /** Both processes' log (one file, lines appended). */
   logFile?: string;
   /** Settles when either process exits, with its role and exit code. */
@@ -75,7 +79,7 @@ type Role = "admission" | "watcher";
  * The build's webhook configurations and API path, re-pointed at https://127.0.0.1:<port>, and its
  * Sandbox defaults policy and binding as built.
  */
-export function localWebhooks(manifestYaml: string, port: number, caPem: string) {
+export function localWebhooks(manifestYaml: string, port: number, caPem: string, operator: string) {
   const docs = parseAllDocuments(manifestYaml).map((d) => d.toJS() as K8sObject);
   const secret = docs.find((d) => d.kind === "Secret" && d.metadata.name === `pepr-${uuid}-api-path`) as
     | (K8sObject & { data: { value: string } })
@@ -87,8 +91,10 @@ export function localWebhooks(manifestYaml: string, port: number, caPem: string)
     .filter((d) => d.kind === "MutatingWebhookConfiguration" || d.kind === "ValidatingWebhookConfiguration")
     .map((d) => {
       const kind = d.kind === "MutatingWebhookConfiguration" ? "mutate" : "validate";
+      // The operator's own pod creates skip the pod webhook by its identity (decision 0029): here,
+      // whoever the local operator's kubeconfig says it is.
       const hooks = (d.webhooks as Webhook[]).map((w) => ({
-        ...w,
+        ...forOperator(w, operator),
         clientConfig: { url: `https://127.0.0.1:${port}/${kind}/${apiPath}`, caBundle },
       }));
       return { ...d, webhooks: hooks };
@@ -200,7 +206,11 @@ export async function startLocalOperator(opts: LocalOperatorOptions): Promise<Lo
   writeFileSync(keyPath, tls.keyPem, { mode: 0o600 });
   writeFileSync(certPath, tls.certPem);
   writeFileSync(caPath, tls.caPem);
-  const { apiPath, webhooks, policies } = localWebhooks(readFileSync(MANIFEST, "utf8"), port, tls.caPem);
+  // The operator's own identity (decision 0029): the deployed service account's name where the
+  // cluster's CA is at hand, else the kubeconfig's user; the pod webhook skips its pod creates.
+  const operatorConfig = operatorKubeconfig(opts.kubeconfig, opts.stateDir, DEPLOYED_OPERATOR);
+  const operator = await kubectl.whoAmI(operatorConfig);
+  const { apiPath, webhooks, policies } = localWebhooks(readFileSync(MANIFEST, "utf8"), port, tls.caPem, operator);
 
   await kubectl.apply(opts.kubeconfig, peprPrerequisites());
   await kubectl.run(opts.kubeconfig, [
@@ -240,7 +250,7 @@ export async function startLocalOperator(opts: LocalOperatorOptions): Promise<Lo
       ],
       env: {
         ...withoutPeprMode(process.env),
-        KUBECONFIG: opts.kubeconfig,
+        KUBECONFIG: operatorConfig,
         PEPR_WATCH_MODE: role === "watcher" ? "true" : "false",
         PEPR_API_PATH: apiPath,
         SSL_KEY_PATH: keyPath,
@@ -301,6 +311,7 @@ export async function startLocalOperator(opts: LocalOperatorOptions): Promise<Lo
     admission,
     watcher,
     caPem: tls.caPem,
+    operator,
     logFile,
     exited,
     running: () => running(admission) && running(watcher),

@@ -7,7 +7,8 @@
 //     (`matchConditions`), so metadata and status writes never depend on admission;
 //   - Pods and their ephemeral containers: one webhook, called only for pods carrying the Sandbox
 //     label (`objectSelector`; an UPDATE matches when the old or the new pod carries it, so adding
-//     or removing the label is judged too).
+//     or removing the label is judged too), and not for the operator's own pod creates: the
+//     reconcile runs the pod guard's rules on each pod it builds before writing it (decision 0029).
 // The Sandbox defaults are no webhook (decision 0026): the API server writes them, a
 // MutatingAdmissionPolicy (capabilities/admission/policy.ts) added here to the manifest and the
 // chart, its binding scoped to the namespaces the Sandbox webhook's namespaceSelector takes.
@@ -16,6 +17,7 @@
 import { parseAllDocuments, stringify } from "yaml";
 import { GROUP } from "../api/crd/sources/common";
 import { SANDBOX_NAME_LABEL } from "../api/wire";
+import cfg from "../package.json";
 import { SPEC_CHANGED, sandboxDefaultsBinding, sandboxDefaultsPolicy } from "../capabilities/admission/policy";
 
 export { SPEC_CHANGED };
@@ -37,6 +39,30 @@ export type WebhookConfiguration = {
 
 /** Only pods carrying the Sandbox label (in the old or the new object) reach admission. */
 export const SANDBOX_PODS = { matchExpressions: [{ key: SANDBOX_NAME_LABEL, operator: "Exists" }] };
+
+/** Who the deployed operator is to the API server: Pepr's service account for this module. */
+export const DEPLOYED_OPERATOR = `system:serviceaccount:pepr-system:pepr-${cfg.pepr.uuid}`;
+
+const OPERATOR_POD_CREATE = "not-the-operators-pod-create";
+
+/**
+ * The operator's own pod creates skip the pod webhook (decision 0029): the reconcile holds each pod
+ * it builds to the pod guard's rules before writing it, and the round trip cost every Sandbox a
+ * webhook call while Sandboxes were being created. Anyone else's labelled pod is judged as before.
+ */
+export const notOperatorPodCreate = (operator: string) => ({
+  name: OPERATOR_POD_CREATE,
+  expression: `request.operation != 'CREATE' || request.userInfo.username != ${JSON.stringify(operator)}`,
+});
+
+/** A scoped webhook with its operator condition naming `operator` (the local runner's own identity). */
+export function forOperator<W extends Webhook>(w: W, operator: string): W {
+  if (!w.matchConditions?.some((c) => c.name === OPERATOR_POD_CREATE)) return w;
+  const matchConditions = w.matchConditions.map((c) =>
+    c.name === OPERATOR_POD_CREATE ? notOperatorPodCreate(operator) : c,
+  );
+  return { ...w, matchConditions };
+}
 
 const isSandboxRule = (r: Rule) => r.apiGroups.includes(GROUP) && r.resources.includes("sandboxes");
 const isPodRule = (r: Rule) =>
@@ -68,7 +94,17 @@ export function scopeWebhooks(config: WebhookConfiguration): WebhookConfiguratio
       ...(sandboxes.length
         ? [{ ...base, name: named("sandboxes", w), rules: sandboxes, matchConditions: [SPEC_CHANGED] }]
         : []),
-      ...(pods.length ? [{ ...base, name: named("pods", w), rules: pods, objectSelector: SANDBOX_PODS }] : []),
+      ...(pods.length
+        ? [
+            {
+              ...base,
+              name: named("pods", w),
+              rules: pods,
+              objectSelector: SANDBOX_PODS,
+              matchConditions: [notOperatorPodCreate(DEPLOYED_OPERATOR)],
+            },
+          ]
+        : []),
     ];
   });
   return { ...config, webhooks };

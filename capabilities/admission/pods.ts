@@ -57,6 +57,16 @@ export function podViolations(
       ),
     );
   }
+  return [...out, ...builtPodViolations(pod, rules)];
+}
+
+/**
+ * Whether a pod keeps the rules a Sandbox's pod is built to, whoever creates it: the webhook runs
+ * it on every labelled pod but the operator's own, the reconcile on each pod it builds, before the
+ * write (decision 0029).
+ */
+export function builtPodViolations(pod: unknown, rules: PodRules = DEFAULT_POD_RULES): Violation[] {
+  const out: Violation[] = [];
   const spec = asObject(asObject(pod).spec);
   out.push(...podLevelViolations(spec), ...appArmorAnnotationViolations(pod));
   asArray(spec.containers).forEach((c, i) => {

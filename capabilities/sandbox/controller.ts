@@ -41,7 +41,11 @@ export type ReadyContributor = (
 ) => { gates?: ReadyGate[]; conditions?: Omit<Condition, "lastTransitionTime">[] };
 
 /** Why no pod may be built from a Sandbox (the reconcile's own admission check), or undefined. */
-export type PodGate = (sandbox: Sandbox) => Refusal | undefined;
+/** Why no pod may be built from a Sandbox (`spec`), or written as built (`pod`); undefined when it may. */
+export type PodGate = {
+  spec: (sandbox: Sandbox) => Refusal | undefined;
+  pod: (sandbox: Sandbox, pod: kind.Pod) => Refusal | undefined;
+};
 
 /** Told of every Sandbox the cache takes in (or, undefined, lets go), by key. */
 export type SandboxListener = (key: string, sandbox: Sandbox | undefined) => void;
@@ -58,7 +62,7 @@ export class SandboxController {
   readonly #contributors: PodContributor[] = [];
   readonly #readiness: ReadyContributor[] = [];
   readonly #listeners: SandboxListener[] = [];
-  #gate: PodGate = () => undefined;
+  #gate: PodGate = { spec: () => undefined, pod: () => undefined };
   readonly queue: WorkQueue;
 
   constructor() {
@@ -96,7 +100,7 @@ export class SandboxController {
     this.#readiness.push(c);
   }
 
-  /** Sets the check every Sandbox passes before a pod is built from it (capabilities/sandbox/gate.ts). */
+  /** Sets the checks a Sandbox passes before its pod is built, and its pod before it is written (gate.ts). */
   gatePods(gate: PodGate) {
     this.#gate = gate;
   }
@@ -178,7 +182,7 @@ export class SandboxController {
     // The second gate (decision 0017): a spec admission would refuse, or one from a namespace it
     // ignores, never becomes a pod or a Service; the status and an Event say why. A pod built
     // from an admitted spec is left as it is: a later spec never reaches it anyway.
-    const gated = this.pods.get(key) || sbx.status?.podUID ? undefined : this.#gate(sbx);
+    const gated = this.pods.get(key) || sbx.status?.podUID ? undefined : this.#gate.spec(sbx);
     if (gated) {
       await this.#writeStatus(key, sbx, computeStatus({ sandbox: sbx, refusal: gated, now: new Date(now) }));
       return { requeueAfterMs: lease.deadline - now };
@@ -244,13 +248,14 @@ export class SandboxController {
 
   async #createPod(key: string, sbx: Sandbox): Promise<{ pod?: kind.Pod; refusal?: Refusal }> {
     const parts = this.#contributors.map((c) => c(sbx)).filter((p): p is PodContribution => !!p);
+    const built = withSpecDigest(buildPod(sbx, parts), sbx.spec);
+    // The pod guard's rules, on exactly what is written: the operator's own creates skip the
+    // webhook (decision 0029).
+    const refusal = this.#gate.pod(sbx, built);
+    if (refusal) return { refusal };
     try {
       const pod = await write("Pod.create", () =>
-        kubeRequest<kind.Pod>(
-          "POST",
-          paths.pods(sbx.metadata.namespace),
-          withSpecDigest(buildPod(sbx, parts), sbx.spec),
-        ),
+        kubeRequest<kind.Pod>("POST", paths.pods(sbx.metadata.namespace), built),
       );
       this.pods.set(key, pod);
       return { pod };

@@ -105,6 +105,20 @@ describe("admission of Sandbox pods", () => {
     expect(out).toContain('"jr2-test-human"');
   });
 
+  // Decision 0029: only the operator's own pod creates skip the webhook, by its identity (locally a
+  // certificate naming its service account), so the developer's labelled pod is judged as anyone's.
+  it("judges a labelled pod from the cluster's admin too: the operator alone skips the webhook", async () => {
+    const { code, out } = await kubectl(["create", "-f", "-"], {
+      apiVersion: "v1",
+      kind: "Pod",
+      metadata: { name: "admin-impostor", namespace: ns.name, labels: { "sandbox.jr2.dev/name": "plain" } },
+      spec: { containers: [{ name: "harness", image: "x" }] },
+    });
+    expect(code).not.toBe(0);
+    expect(out).toContain("only the jr2 operator creates Sandbox pods");
+    expect(out).toContain("spec.containers[0].securityContext");
+  });
+
   it("refuses an ephemeral container that targets the custodian", async () => {
     await waitPhase(ns.name, "plain", "Ready");
     const { code, out } = await kubectl(["debug", "-n", ns.name, "plain", "--image=busybox", "--target=custodian"]);

@@ -2,7 +2,9 @@
 // admission would refuse, or a Sandbox in a namespace admission ignores, is refused with every
 // field path named, and the refusal is final for the status and for a client.
 import { DEFAULT_RULES } from "../../capabilities/admission/sandbox";
-import { gateRefusal } from "../../capabilities/sandbox/gate";
+import { DEFAULT_POD_RULES } from "../../capabilities/admission/pods";
+import { builtPodRefusal, gateRefusal } from "../../capabilities/sandbox/gate";
+import { buildPod } from "../../capabilities/sandbox/pod";
 import { computeStatus } from "../../capabilities/sandbox/status";
 import { placingVerdict } from "../../orchestrator/provision-rules";
 
@@ -54,5 +56,26 @@ describe("gateRefusal", () => {
       expect(verdict.failure.reason).toBe("Refused");
       expect(verdict.failure.message).toContain("spec.securityContext.privileged");
     }
+  });
+});
+
+// The operator's own pod creates skip the webhook (decision 0029): the pod guard's rules run on the
+// pod as built, before it is written.
+describe("builtPodRefusal", () => {
+  const sbx = { metadata: { name: "sb", namespace: "team-a", uid: "u-1" }, spec: good };
+
+  it("lets the pod the builder makes through", () => {
+    expect(builtPodRefusal(sbx, buildPod(sbx), DEFAULT_POD_RULES)).toBeUndefined();
+  });
+
+  it("refuses a built pod the pod guard would refuse, naming each field path, and writes nothing", () => {
+    const pod = buildPod(sbx);
+    pod.spec!.containers[0].securityContext = { ...pod.spec!.containers[0].securityContext, privileged: true };
+    pod.spec!.volumes = [...(pod.spec!.volumes ?? []), { name: "repo-root", hostPath: { path: "/" } }];
+    const r = builtPodRefusal(sbx, pod, DEFAULT_POD_RULES)!;
+    expect(r.reason).toBe("SpecRefused");
+    expect(r.message).toContain("the pod built for Sandbox team-a/sb");
+    expect(r.message).toContain("spec.containers[0].securityContext.privileged");
+    expect(r.message).toMatch(/spec\.volumes\[\d+\]/);
   });
 });

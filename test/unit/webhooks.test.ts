@@ -5,9 +5,12 @@
 import { parseAllDocuments } from "yaml";
 import { SANDBOX_DEFAULTS, sandboxDefaultsPolicy } from "../../capabilities/admission/policy";
 import {
+  DEPLOYED_OPERATOR,
   SANDBOX_PODS,
   SPEC_CHANGED,
+  forOperator,
   ignoredNamespaces,
+  notOperatorPodCreate,
   sandboxDefaultsChartTemplate,
   scopeChartTemplate,
   scopeManifest,
@@ -74,7 +77,24 @@ describe("scopeWebhooks", () => {
     expect(pods.rules).toEqual([podCreate, podUpdate]);
     expect(pods.objectSelector).toEqual(SANDBOX_PODS);
     expect(SANDBOX_PODS).toEqual({ matchExpressions: [{ key: "sandbox.jr2.dev/name", operator: "Exists" }] });
-    expect(pods.matchConditions).toBeUndefined();
+  });
+
+  // Decision 0029: the reconcile holds each pod it builds to the pod guard's rules itself.
+  it("skips the operator's own pod creates by its service account, and nobody else's", () => {
+    const [, pods] = validating.webhooks;
+    expect(DEPLOYED_OPERATOR).toBe("system:serviceaccount:pepr-system:pepr-c429e662-1716-4c8e-9246-78f6de555b19");
+    expect(pods.matchConditions).toEqual([notOperatorPodCreate(DEPLOYED_OPERATOR)]);
+    expect(pods.matchConditions![0].expression).toBe(
+      `request.operation != 'CREATE' || request.userInfo.username != "${DEPLOYED_OPERATOR}"`,
+    );
+  });
+
+  it("names another operator identity where a local run says who it is, the Sandbox webhook untouched", () => {
+    const [sandboxes, pods] = validating.webhooks;
+    expect(forOperator(pods, "kwok-admin").matchConditions).toEqual([notOperatorPodCreate("kwok-admin")]);
+    expect(forOperator(sandboxes, "kwok-admin")).toBe(sandboxes);
+    // A name with a quote stays one CEL string literal.
+    expect(notOperatorPodCreate('a"b').expression).toContain('!= "a\\"b"');
   });
 
   it("leaves a configuration of Sandbox rules alone but for the spec condition (the mutating one)", () => {
@@ -238,6 +258,7 @@ webhooks:
     expect(doc.webhooks.map((w) => w.name)).toEqual(["sandboxes.pepr-x.pepr.dev", "pods.pepr-x.pepr.dev"]);
     expect(doc.webhooks[0].matchConditions).toEqual([SPEC_CHANGED]);
     expect(doc.webhooks[1].objectSelector).toEqual(SANDBOX_PODS);
+    expect(doc.webhooks[1].matchConditions).toEqual([notOperatorPodCreate(DEPLOYED_OPERATOR)]);
     expect(doc.webhooks[1].failurePolicy).toBe("Fail");
   });
 });
