@@ -4,6 +4,7 @@
 // is read once, credentials are refreshed every minute (bound service-account tokens rotate), and
 // one undici Agent keeps connections alive (docs/decisions/0008-pooled-api-client.md).
 // Watches stay on kubernetes-fluent-client, through Pepr.
+import { Readable } from "node:stream";
 import { KubeConfig } from "@kubernetes/client-node";
 import type { RequestOptions } from "node:https";
 import { Agent, request } from "undici";
@@ -54,8 +55,9 @@ export type Method = "GET" | "POST" | "PATCH" | "DELETE";
 
 /**
  * One API call; a non-2xx answer is thrown as an ApiError with the server's Status words. A DELETE
- * takes its options in the query (`?propagationPolicy=Background`), never a body: over HTTP/2
- * undici refuses a body on a method that does not expect one.
+ * takes most options in the query (`?propagationPolicy=Background`); its body (DeleteOptions, for
+ * preconditions the query cannot carry) is streamed: over HTTP/2 undici refuses a buffer body on a
+ * method that does not expect one ("buffer body must have content length").
  */
 export async function kubeRequest<T>(
   method: Method,
@@ -63,8 +65,6 @@ export async function kubeRequest<T>(
   body?: unknown,
   contentType = "application/json",
 ): Promise<T> {
-  if (method === "DELETE" && body !== undefined)
-    throw new Error("kubeRequest: a DELETE takes its options in the query");
   const s = await current();
   const res = await request(s.server + path, {
     method,
@@ -75,7 +75,12 @@ export async function kubeRequest<T>(
       "user-agent": "jr2-operator",
       ...(body !== undefined ? { "content-type": contentType } : {}),
     },
-    body: body === undefined ? undefined : JSON.stringify(body),
+    body:
+      body === undefined
+        ? undefined
+        : method === "DELETE"
+          ? Readable.from([JSON.stringify(body)])
+          : JSON.stringify(body),
   });
   const text = await res.body.text();
   if (res.statusCode >= 200 && res.statusCode < 300) return (text ? JSON.parse(text) : undefined) as T;

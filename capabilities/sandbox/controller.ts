@@ -325,18 +325,30 @@ export class SandboxController {
 
   async #reap(sbx: Sandbox): Promise<void> {
     const { name, namespace } = sbx.metadata;
-    Log.info({ namespace, name }, `reaping Sandbox: no keepalive within spec.idleTimeout ${sbx.spec.idleTimeout}`);
-    this.#event(sbx, "Normal", "Reaped", `no keepalive for spec.idleTimeout (${sbx.spec.idleTimeout}): deleted`);
     try {
-      // Background propagation: the garbage collector takes the pod and Service.
+      // Background propagation: the garbage collector takes the pod and Service. Only the Sandbox
+      // as judged: a keepalive renewed since (a newer resourceVersion) is a 409, and the watch
+      // brings the renewed Sandbox back to the lease's judge.
       await write(
         "Sandbox.delete",
-        () => kubeRequest("DELETE", `${paths.sandbox(namespace, name)}?propagationPolicy=Background`),
+        () =>
+          kubeRequest("DELETE", `${paths.sandbox(namespace, name)}?propagationPolicy=Background`, {
+            apiVersion: "v1",
+            kind: "DeleteOptions",
+            preconditions: { uid: sbx.metadata.uid, resourceVersion: sbx.metadata.resourceVersion },
+          }),
         "finish",
       );
     } catch (err) {
-      if (!isNotFound(err)) throw err;
+      if (isConflict(err)) {
+        Log.info({ namespace, name }, "not reaped: the Sandbox changed since its lease was judged");
+        return;
+      }
+      if (isNotFound(err)) return;
+      throw err;
     }
+    Log.info({ namespace, name }, `reaped Sandbox: no keepalive within spec.idleTimeout ${sbx.spec.idleTimeout}`);
+    this.#event(sbx, "Normal", "Reaped", `no keepalive for spec.idleTimeout (${sbx.spec.idleTimeout}): deleted`);
   }
 
   #getPod(sbx: Sandbox): Promise<kind.Pod | undefined> {

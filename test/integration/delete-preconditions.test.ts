@@ -1,0 +1,76 @@
+// A DELETE with preconditions through the pooled client (lib/kube.ts), over HTTP/1.1 and HTTP/2:
+// the lease's reap deletes only the Sandbox it judged (decision 0014), so a keepalive renewed in
+// between is a 409 that deletes nothing. Over HTTP/2 undici once refused any DELETE body.
+import { useNamespace } from "./support/cluster";
+
+const ns = useNamespace("delete-pre");
+
+type Kube = typeof import("../../lib/kube");
+type Api = typeof import("../../lib/api");
+
+/** lib/kube.ts loaded afresh with JR2_API_HTTP2 set as asked (it reads it once, at its first call). */
+async function clientFor(http2: boolean): Promise<{ kube: Kube; api: Api }> {
+  const before = process.env.JR2_API_HTTP2;
+  process.env.JR2_API_HTTP2 = http2 ? "1" : "0";
+  let loaded: { kube: Kube; api: Api } | undefined;
+  await jest.isolateModulesAsync(async () => {
+    loaded = { kube: await import("../../lib/kube"), api: await import("../../lib/api") };
+  });
+  if (before === undefined) delete process.env.JR2_API_HTTP2;
+  else process.env.JR2_API_HTTP2 = before;
+  return loaded!;
+}
+
+type ConfigMap = { metadata: { name: string; uid: string; resourceVersion: string }; data?: Record<string, string> };
+
+describe.each([
+  ["HTTP/1.1", false],
+  ["HTTP/2", true],
+])("a DELETE with preconditions over %s", (_label, http2) => {
+  let kube: Kube;
+  let api: Api;
+  beforeAll(async () => {
+    ({ kube, api } = await clientFor(http2));
+  });
+  const path = (name?: string) => `/api/v1/namespaces/${ns.name}/configmaps${name ? `/${name}` : ""}`;
+  const deleteAsOf = (cm: ConfigMap) =>
+    kube.kubeRequest("DELETE", `${path(cm.metadata.name)}?propagationPolicy=Background`, {
+      apiVersion: "v1",
+      kind: "DeleteOptions",
+      preconditions: { uid: cm.metadata.uid, resourceVersion: cm.metadata.resourceVersion },
+    });
+
+  it("deletes nothing when the object changed since it was read, and deletes it as last read", async () => {
+    const name = `lease-${http2 ? "h2" : "h1"}`;
+    const judged = await kube.kubeRequest<ConfigMap>("POST", path(), {
+      apiVersion: "v1",
+      kind: "ConfigMap",
+      metadata: { name },
+      data: { keepalive: "first" },
+    });
+    // A renewal after the judgement.
+    const renewed = await kube.kubeRequest<ConfigMap>(
+      "PATCH",
+      path(name),
+      { data: { keepalive: "renewed" } },
+      "application/merge-patch+json",
+    );
+    expect(renewed.metadata.resourceVersion).not.toBe(judged.metadata.resourceVersion);
+
+    const refused = await deleteAsOf(judged).then(
+      () => undefined,
+      (err: unknown) => err,
+    );
+    expect(refused).toBeDefined();
+    expect(api.isConflict(refused)).toBe(true);
+    const still = await kube.kubeRequest<ConfigMap>("GET", path(name));
+    expect(still.data).toEqual({ keepalive: "renewed" });
+
+    await deleteAsOf(still);
+    const gone = await kube.kubeRequest("GET", path(name)).then(
+      () => false,
+      (err: unknown) => api.isNotFound(err),
+    );
+    expect(gone).toBe(true);
+  });
+});
