@@ -18,11 +18,6 @@ export type ReconcileResult = void | { requeueAfterMs?: number };
 export type WorkQueueOptions = {
   name: string;
   workers: number;
-  /**
-   * Workers only keys added first may take (decision 0020): however many slow reconciles of new
-   * keys are in flight, a key whose news finishes work finds a worker at once. Default 0.
-   */
-  reservedForFirst?: number;
   reconcile: (key: string) => Promise<ReconcileResult>;
   /** First retry delay after a failure; doubles per consecutive failure of the key. */
   baseDelayMs?: number;
@@ -35,10 +30,6 @@ export type WorkQueueOptions = {
 
 export class WorkQueue {
   readonly #o: Required<Omit<WorkQueueOptions, "onError" | "onDone">> & Pick<WorkQueueOptions, "onError" | "onDone">;
-  /** Waiting keys that were added first (at the head of #fifo, or to go there when their run ends). */
-  readonly #first = new Set<string>();
-  /** Running reconciles of keys not added first: at most workers - reservedForFirst. */
-  #activeRest = 0;
   /** Keys waiting to run, in order. */
   readonly #fifo: string[] = [];
   /** Keys that must run (again): in #fifo, or waiting for their running reconcile to end. */
@@ -53,7 +44,7 @@ export class WorkQueue {
   #idleWaiters: (() => void)[] = [];
 
   constructor(opts: WorkQueueOptions) {
-    this.#o = { baseDelayMs: 100, maxDelayMs: 10_000, reservedForFirst: 0, ...opts };
+    this.#o = { baseDelayMs: 100, maxDelayMs: 10_000, ...opts };
   }
 
   /** Keys waiting to run (not counting those running). */
@@ -80,7 +71,6 @@ export class WorkQueue {
    */
   addFirst(key: string): void {
     if (this.#stopped) return;
-    this.#first.add(key);
     if (this.#dirty.has(key)) {
       const at = this.#fifo.indexOf(key);
       if (at > 0) {
@@ -142,25 +132,15 @@ export class WorkQueue {
     this.#timers.clear();
     this.#fifo.length = 0;
     this.#dirty.clear();
-    this.#first.clear();
   }
 
   #pump(): void {
-    const restMax = Math.max(1, this.#o.workers - this.#o.reservedForFirst);
     while (this.#active < this.#o.workers && this.#fifo.length > 0) {
-      // With the rest's workers all busy, only a key added first may start (the next one in line:
-      // near the head, behind at most a few keys that changed during their own reconcile).
-      const restFull = this.#activeRest >= restMax;
-      const at = restFull ? this.#fifo.findIndex((k) => this.#first.has(k)) : 0;
-      if (at < 0) break;
-      const key = this.#fifo.splice(at, 1)[0];
-      const first = this.#first.has(key);
+      const key = this.#fifo.shift()!;
       this.#dirty.delete(key);
-      this.#first.delete(key);
       this.#processing.add(key);
       this.#active++;
-      if (!first) this.#activeRest++;
-      void this.#run(key, first);
+      void this.#run(key);
     }
     if (this.#active === 0 && this.#fifo.length === 0) {
       const waiters = this.#idleWaiters;
@@ -169,7 +149,7 @@ export class WorkQueue {
     }
   }
 
-  async #run(key: string, first: boolean): Promise<void> {
+  async #run(key: string): Promise<void> {
     const started = Date.now();
     try {
       const result = await this.#o.reconcile(key);
@@ -183,7 +163,6 @@ export class WorkQueue {
     } finally {
       this.#processing.delete(key);
       this.#active--;
-      if (!first) this.#activeRest--;
       if (this.#dirty.has(key)) this.#requeueDirty(key);
       else this.#streaks.delete(key);
       this.#pump();
@@ -197,8 +176,8 @@ export class WorkQueue {
    */
   #requeueDirty(key: string): void {
     const streak = (this.#streaks.get(key) ?? 0) + 1;
-    if (streak <= MAX_FRONT_STREAK || this.#first.has(key)) {
-      this.#streaks.set(key, Math.min(streak, MAX_FRONT_STREAK + 1));
+    if (streak <= MAX_FRONT_STREAK) {
+      this.#streaks.set(key, streak);
       this.#fifo.unshift(key);
     } else {
       this.#streaks.delete(key);

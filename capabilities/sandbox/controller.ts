@@ -22,8 +22,6 @@ import { specAppliedCondition, withSpecDigest } from "./spec-changes";
 
 /** Seed 000: a fixed number of workers; one Sandbox is never reconciled twice at once. */
 export const SANDBOX_WORKERS = 16;
-/** Of those, the workers only a finishing Sandbox (its pod Ready, ended or gone) may take. */
-export const FINISH_WORKERS = 4;
 
 export type Sandbox = SandboxModel & {
   metadata: { name: string; namespace: string; uid: string };
@@ -71,9 +69,6 @@ export class SandboxController {
     this.queue = new WorkQueue({
       name: "sandbox",
       workers: SANDBOX_WORKERS,
-      // Creates held up by a busy API server never take every worker: a Sandbox whose pod turned
-      // Ready is finished at once (decision 0020).
-      reservedForFirst: FINISH_WORKERS,
       reconcile: (key) => this.reconcile(key),
       baseDelayMs: 200,
       maxDelayMs: 10_000,

@@ -75,63 +75,6 @@ describe("WorkQueue with a reconcile the test releases", () => {
     expect(order).toEqual(["busy", "fresh", "ready", "s1", "s2"]);
   });
 
-  // Decision 0020: slow reconciles of new keys never hold every worker, so a finishing key starts
-  // at once, even with the rest's workers all busy and new keys waiting.
-  it("keeps reservedForFirst workers for keys added first, however many new keys wait", async () => {
-    const g = gated();
-    const q = queue({ workers: 3, reservedForFirst: 1, reconcile: g.reconcile });
-    for (const k of ["s1", "s2", "s3", "s4"]) q.add(k);
-    await flush();
-    expect(q.running).toBe(2);
-    expect(g.runs("s3")).toBe(0);
-    q.addFirst("ready");
-    await flush();
-    expect(g.runs("ready")).toBe(1);
-    expect(q.running).toBe(3);
-    // A second finishing key waits for the reserved worker, still ahead of the new keys.
-    q.addFirst("lost");
-    await flush();
-    expect(g.runs("lost")).toBe(0);
-    g.release("ready");
-    await flush();
-    expect(g.runs("lost")).toBe(1);
-    expect(g.runs("s3")).toBe(0);
-    // A rest worker freed goes to the next new key.
-    g.release("s1");
-    await flush();
-    expect(g.runs("s3")).toBe(1);
-    for (const k of ["lost", "s2", "s3"]) g.release(k);
-    await flush();
-    g.release("s4");
-    await q.idle();
-    expect(["s1", "s2", "s3", "s4", "ready", "lost"].map((k) => g.runs(k))).toEqual([1, 1, 1, 1, 1, 1]);
-  });
-
-  it("lets a key added first past new keys that changed during their own run", async () => {
-    const g = gated();
-    const q = queue({ workers: 2, reservedForFirst: 1, reconcile: g.reconcile });
-    q.add("s1");
-    await flush();
-    q.add("s1"); // changed during its run: goes back to the head when it ends
-    q.add("s2");
-    q.addFirst("ready");
-    await flush();
-    expect(g.runs("ready")).toBe(1);
-    g.release("s1");
-    await flush();
-    // s1 went back to the head and took the rest's worker; s2 waits.
-    expect(g.runs("s1")).toBe(2);
-    expect(g.runs("s2")).toBe(0);
-    q.addFirst("lost");
-    g.release("ready");
-    await flush();
-    expect(g.runs("lost")).toBe(1);
-    for (const k of ["s1", "lost"]) g.release(k);
-    await flush();
-    g.release("s2");
-    await q.idle();
-  });
-
   it("coalesces ten adds of a key waiting behind busy workers into one reconcile", async () => {
     const g = gated();
     const q = queue({ workers: 1, reconcile: g.reconcile });
