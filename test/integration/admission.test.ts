@@ -93,13 +93,17 @@ describe("admission of Sandboxes", () => {
 });
 
 describe("admission of Sandbox pods", () => {
-  it("refuses a hand-made pod carrying the Sandbox label", async () => {
-    const { code, out } = await kubectl(["create", "--as=jr2-test-human", "--as-group=system:masters", "-f", "-"], {
+  /** A hand-made pod claiming to be the Sandbox "plain"'s, created with kubectl's extra `as` flags. */
+  const createImpostor = (name: string, as: string[]) =>
+    kubectl(["create", ...as, "-f", "-"], {
       apiVersion: "v1",
       kind: "Pod",
-      metadata: { name: "impostor", namespace: ns.name, labels: { "sandbox.jr2.dev/name": "plain" } },
+      metadata: { name, namespace: ns.name, labels: { "sandbox.jr2.dev/name": "plain" } },
       spec: { containers: [{ name: "harness", image: "x" }] },
     });
+
+  it("refuses a hand-made pod carrying the Sandbox label", async () => {
+    const { code, out } = await createImpostor("impostor", ["--as=jr2-test-human", "--as-group=system:masters"]);
     expect(code).not.toBe(0);
     expect(out).toContain("only the jr2 operator creates Sandbox pods");
     expect(out).toContain('"jr2-test-human"');
@@ -108,12 +112,7 @@ describe("admission of Sandbox pods", () => {
   // Decision 0029: only the operator's own pod creates skip the webhook, by its identity (locally a
   // certificate naming its service account), so the developer's labelled pod is judged as anyone's.
   it("judges a labelled pod from the cluster's admin too: the operator alone skips the webhook", async () => {
-    const { code, out } = await kubectl(["create", "-f", "-"], {
-      apiVersion: "v1",
-      kind: "Pod",
-      metadata: { name: "admin-impostor", namespace: ns.name, labels: { "sandbox.jr2.dev/name": "plain" } },
-      spec: { containers: [{ name: "harness", image: "x" }] },
-    });
+    const { code, out } = await createImpostor("admin-impostor", []);
     expect(code).not.toBe(0);
     expect(out).toContain("only the jr2 operator creates Sandbox pods");
     expect(out).toContain("spec.containers[0].securityContext");
