@@ -33,7 +33,8 @@ function clientCertificate(caCrtPem: string, caKeyPem: string, username: string,
   const keys = forge.pki.rsa.generateKeyPair(2048);
   const cert = forge.pki.createCertificate();
   cert.publicKey = keys.publicKey;
-  cert.serialNumber = createHash("sha256").update(`${username}${Date.now()}`).digest("hex").slice(0, 16);
+  // A leading 01 keeps the DER integer positive: Go's x509 (the API server) refuses a negative serial.
+  cert.serialNumber = `01${createHash("sha256").update(`${username}${Date.now()}`).digest("hex").slice(0, 16)}`;
   cert.validity.notBefore = new Date(Date.now() - 60_000);
   cert.validity.notAfter = new Date(Date.now() + 365 * 24 * 3600 * 1000);
   cert.setSubject([
