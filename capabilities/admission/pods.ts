@@ -3,6 +3,7 @@
 // Sandbox label is set, changed or removed by the operator alone (the Sandbox's Service selects
 // by it); an ephemeral container (kubectl debug) may not sit beside the credential holders, mount
 // a Secret or read one into its environment, or run privileged.
+import { cacheRootFrom } from "../../api/env";
 import { CUSTODIAN, DEFAULT_CACHE_ROOT, EFFECTOR, SANDBOX_NAME_LABEL, USER, keyOfRepoVolume } from "../../api/wire";
 import { isGitCredentialVolume } from "../git-credentials/validate";
 import { baselineViolations, hostPortViolations, restrictedViolations, sharedControlViolations } from "./containers";
@@ -16,6 +17,9 @@ export type PodRules = {
 };
 
 export const DEFAULT_POD_RULES: PodRules = { cacheRoot: DEFAULT_CACHE_ROOT };
+
+/** The pod rules as the environment sets them: the cache root read as the Repo capability reads it. */
+export const podRulesFromEnv = (env: NodeJS.ProcessEnv = process.env): PodRules => ({ cacheRoot: cacheRootFrom(env) });
 
 /** The sysctls the baseline profile allows a pod to set (namespaced, and safe to share a node). */
 export const SAFE_SYSCTLS = new Set([

@@ -6,10 +6,9 @@ import { modelToGroupVersionKind } from "kubernetes-fluent-client";
 import { Log, a } from "pepr";
 import { SandboxModel } from "../../api/crd";
 import { SANDBOX_NAME_LABEL } from "../../api/wire";
-import { cacheRootFrom } from "../../api/env";
 import cfg from "../../package.json";
 import { operatorIdentity } from "./identity";
-import { podUpdateViolations, podViolations, sandboxLabelChanged, type PodRules } from "./pods";
+import { podRulesFromEnv, podUpdateViolations, podViolations, sandboxLabelChanged, type PodRules } from "./pods";
 import { rulesFromEnv, sandboxNameViolations, sandboxViolations, type SandboxRules } from "./sandbox";
 import { describe, type Violation } from "./violations";
 
@@ -32,8 +31,7 @@ export type Verdict = { allowed: true } | { allowed: false; code: number; messag
 
 const rules: SandboxRules = rulesFromEnv();
 
-/** The cache root the pods mount, read as the Repo capability reads it (capabilities/repo). */
-const podRules: PodRules = { cacheRoot: cacheRootFrom(process.env) };
+const podRules: PodRules = podRulesFromEnv();
 
 const nameOf = (req: ReviewRequest) =>
   `${req.kind.kind} ${req.namespace ?? req.object?.metadata?.namespace ?? ""}/${req.name || req.object?.metadata?.name || "(generated)"}`;

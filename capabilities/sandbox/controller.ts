@@ -40,7 +40,6 @@ export type ReadyContributor = (
   pod: kind.Pod | undefined,
 ) => { gates?: ReadyGate[]; conditions?: Omit<Condition, "lastTransitionTime">[] };
 
-/** Why no pod may be built from a Sandbox (the reconcile's own admission check), or undefined. */
 /** Why no pod may be built from a Sandbox (`spec`), or written as built (`pod`); undefined when it may. */
 export type PodGate = {
   spec: (sandbox: Sandbox) => Refusal | undefined;

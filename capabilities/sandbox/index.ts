@@ -7,7 +7,7 @@ import { Capability, Log, a } from "pepr";
 import cfg from "../../package.json";
 import { SandboxModel } from "../../api/crd";
 import { MANAGED_BY, MANAGED_BY_LABEL } from "../../api/wire";
-import { cacheRootFrom } from "../../api/env";
+import { podRulesFromEnv } from "../admission/pods";
 import { rulesFromEnv } from "../admission/sandbox";
 import { SandboxController, type Sandbox } from "./controller";
 import { builtPodRefusal, gateRefusal } from "./gate";
@@ -28,7 +28,7 @@ export const IGNORED_NAMESPACES: readonly string[] = [
 // The reconcile runs admission's rules before it builds a pod (decision 0017), and the pod guard's
 // on the pod it built before writing it (decision 0029).
 const gate = { rules: rulesFromEnv(), ignoredNamespaces: IGNORED_NAMESPACES };
-const podRules = { cacheRoot: cacheRootFrom(process.env) };
+const podRules = podRulesFromEnv();
 sandboxController.gatePods({
   spec: (sbx) => gateRefusal(sbx, gate),
   pod: (sbx, pod) => builtPodRefusal(sbx, pod, podRules),

@@ -2,7 +2,7 @@
 // admission would refuse, or a Sandbox in a namespace admission ignores, is refused with every
 // field path named, and the refusal is final for the status and for a client.
 import { DEFAULT_RULES } from "../../capabilities/admission/sandbox";
-import { DEFAULT_POD_RULES } from "../../capabilities/admission/pods";
+import { DEFAULT_POD_RULES, podRulesFromEnv } from "../../capabilities/admission/pods";
 import { builtPodRefusal, gateRefusal } from "../../capabilities/sandbox/gate";
 import { buildPod } from "../../capabilities/sandbox/pod";
 import { computeStatus } from "../../capabilities/sandbox/status";
@@ -66,6 +66,11 @@ describe("builtPodRefusal", () => {
 
   it("lets the pod the builder makes through", () => {
     expect(builtPodRefusal(sbx, buildPod(sbx), DEFAULT_POD_RULES)).toBeUndefined();
+  });
+
+  it("reads the cache root the pods mount as the Repo capability does (JR2_CACHE_ROOT)", () => {
+    expect(podRulesFromEnv({ JR2_CACHE_ROOT: "/srv/repos" })).toEqual({ cacheRoot: "/srv/repos" });
+    expect(podRulesFromEnv({})).toEqual(DEFAULT_POD_RULES);
   });
 
   it("refuses a built pod the pod guard would refuse, naming each field path, and writes nothing", () => {
