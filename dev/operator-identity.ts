@@ -7,7 +7,7 @@
 // no CA key at hand) the operator runs as the kubeconfig's user, and the webhook names that user.
 import { createHash } from "node:crypto";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import forge from "node-forge";
 import { parse, stringify } from "yaml";
 
@@ -18,11 +18,13 @@ type Kubeconfig = {
 };
 
 /** The cluster's CA (certificate and key files) when the kubeconfig's cluster names one with its key beside it. */
-function clusterCa(config: Kubeconfig): { crt: string; key: string; server: string } | undefined {
+function clusterCa(config: Kubeconfig, base: string): { crt: string; key: string; server: string } | undefined {
   const context = config.contexts?.find((c) => c.name === config["current-context"])?.context;
   const cluster = config.clusters?.find((c) => c.name === context?.cluster)?.cluster;
-  const crt = cluster?.["certificate-authority"];
-  if (!cluster || !crt) return undefined;
+  const named = cluster?.["certificate-authority"];
+  if (!cluster || !named) return undefined;
+  // A relative path is the kubeconfig's own directory's, as kubectl reads it.
+  const crt = resolve(base, named);
   const key = join(dirname(crt), "ca.key");
   return existsSync(crt) && existsSync(key) ? { crt, key, server: cluster.server } : undefined;
 }
@@ -56,7 +58,7 @@ function clientCertificate(caCrtPem: string, caKeyPem: string, username: string,
  * of their own naming `username` (kept in `stateDir` while the CA stays the same); else `kubeconfig`.
  */
 export function operatorKubeconfig(kubeconfig: string, stateDir: string, username: string): string {
-  const ca = clusterCa(parse(readFileSync(kubeconfig, "utf8")) as Kubeconfig);
+  const ca = clusterCa(parse(readFileSync(kubeconfig, "utf8")) as Kubeconfig, dirname(kubeconfig));
   if (!ca) return kubeconfig;
   const caPem = readFileSync(ca.crt, "utf8");
   const file = join(stateDir, "operator.kubeconfig");

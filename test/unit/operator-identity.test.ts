@@ -78,6 +78,17 @@ describe("operatorKubeconfig", () => {
     expect(ca.verify(renewed.cert)).toBe(true);
   });
 
+  it("reads a relative CA path from the kubeconfig's own directory, as kubectl does", () => {
+    const dir = mkdtempSync(join(tmpdir(), "jr2-identity-"));
+    const { kubeconfig, ca } = cluster(dir);
+    const config = parse(readFileSync(kubeconfig, "utf8"));
+    config.clusters[0].cluster["certificate-authority"] = "ca.crt";
+    writeFileSync(kubeconfig, stringify(config));
+    const file = operatorKubeconfig(kubeconfig, mkdtempSync(join(dir, "state-")), USER);
+    expect(file).not.toBe(kubeconfig);
+    expect(ca.verify(clientCert(file).cert)).toBe(true);
+  });
+
   it("returns the kubeconfig as given when the CA's key is not at hand (another cluster)", () => {
     const dir = mkdtempSync(join(tmpdir(), "jr2-identity-"));
     const { kubeconfig } = cluster(dir, false);
