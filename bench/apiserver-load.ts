@@ -63,7 +63,7 @@ export function printLoad(what: string, before: Load, after: Load, per: number) 
 }
 
 /** The busiest keys between two readings, per unit of work (`per`), as one line each. */
-export function describeLoad(before: Load, after: Load, per: number, top = 14): string[] {
+export function describeLoad(before: Load, after: Load, per: number, top = 20): string[] {
   const rows = [...after].map(([key, v]) => {
     const b = before.get(key) ?? { count: 0, seconds: 0 };
     return { key, count: (v.count - b.count) / per, ms: ((v.seconds - b.seconds) * 1000) / per };
