@@ -153,7 +153,25 @@ async function plainBaseline(count: number): Promise<{ createSeconds: number; al
 
 const isReady = (pod: kind.Pod) => pod.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True");
 
+/**
+ * Waits until no namespace of an earlier run is left: deleting thousands of pods takes the cluster
+ * many minutes, and a run that overlaps it measures the deletion too (and an operator that caches
+ * the dying pods).
+ */
+async function earlierRunsGone() {
+  const deadline = Date.now() + 40 * 60_000;
+  for (let said = false; ; said = true) {
+    const list = await kubeRequest<{ items: { metadata: { name: string } }[] }>("GET", "/api/v1/namespaces");
+    const left = list.items.map((n) => n.metadata.name).filter((n) => n.startsWith("bench-"));
+    if (!left.length) return;
+    if (Date.now() > deadline) throw new Error(`earlier runs' namespaces still terminating: ${left.join(", ")}`);
+    if (!said) process.stderr.write(`waiting for earlier runs' namespaces to go: ${left.join(", ")}\n`);
+    await new Promise((r) => setTimeout(r, 5000));
+  }
+}
+
 export async function sandboxBurst(kubeconfig: string, count: number): Promise<Result[]> {
+  await earlierRunsGone();
   const port = 3444;
   const qps = process.env.BENCH_WRITE_QPS;
   const probeFile = join(CACHE_DIR, "bench-operator", "memory.json");
