@@ -26,7 +26,7 @@ import { Agent, request } from "undici";
 import cfg from "../package.json";
 import { DEFAULT_FS_GROUP } from "../api/wire";
 import { SANDBOX_DEFAULTS } from "../capabilities/admission/policy";
-import { kubeRequest } from "../lib/kube";
+import { kubeRequest, paths } from "../lib/kube";
 import { ApiError } from "../lib/api-error";
 import { CACHE_DIR, ROOT, localWebhooks, startLocalOperator } from "../dev/local-operator";
 import * as kubectl from "../dev/kubectl";
@@ -92,8 +92,7 @@ const review = (kind: "validate", i: number) => ({
 /** What admission registers: the webhook configurations and the Sandbox defaults policy with its binding. */
 type Admission = Array<{ kind: string; metadata: { name: string } }>;
 
-const sandboxesPath = (ns: string, dryRun = false) =>
-  `/apis/core.jr2.dev/v1alpha1/namespaces/${ns}/sandboxes${dryRun ? "?dryRun=All" : ""}`;
+const sandboxesPath = (ns: string, dryRun = false) => `${paths.sandboxes(ns)}${dryRun ? "?dryRun=All" : ""}`;
 
 /** The Sandbox a person applies (examples/sandbox.yaml). */
 const applied = (name: string, namespace: string) => ({
@@ -338,11 +337,7 @@ export async function admission(kubeconfig: string): Promise<Result[]> {
     };
     const validate = await load(TOTAL, CONCURRENCY, direct("validate"));
     const through = await load(TOTAL, CONCURRENCY, (i) =>
-      kubeRequest(
-        "POST",
-        "/apis/core.jr2.dev/v1alpha1/namespaces/default/sandboxes?dryRun=All",
-        sandbox(`bench-api-${i}`, "default"),
-      ),
+      kubeRequest("POST", sandboxesPath("default", true), sandbox(`bench-api-${i}`, "default")),
     );
     await agent.close();
     // The module's own timing of each review, from its arrival to its answer (Pepr's summaries).

@@ -10,6 +10,7 @@ import type { RequestOptions } from "node:https";
 import { Agent, request } from "undici";
 import { ApiError } from "./api-error";
 import { API_HTTP2_ENV } from "../api/env";
+import { API_VERSION } from "../api/crd/sources/common";
 
 const CREDENTIAL_TTL_MS = 60_000;
 
@@ -93,18 +94,30 @@ export async function kubeRequest<T>(
   throw new ApiError(res.statusCode, status.reason ?? `HTTP${res.statusCode}`, status.message ?? text);
 }
 
-const enc = encodeURIComponent;
+/**
+ * One path segment, encoded. URL parsing resolves a "." or ".." segment (even encoded), so such a
+ * name would reach another path: no Kubernetes object is named so, and none is sent.
+ */
+function enc(segment: string): string {
+  if (segment === "" || segment === "." || segment === "..") {
+    throw new Error(`${JSON.stringify(segment)} is not a Kubernetes name: refused as a path segment`);
+  }
+  return encodeURIComponent(segment);
+}
 
 /** A server-side apply of `body` at `path` (the object's own path) by `fieldManager`, taking over
  * the fields it names: a re-apply of the same object changes nothing. */
 export function applyRequest<T>(path: string, body: unknown, fieldManager: string): Promise<T> {
   return kubeRequest<T>(
     "PATCH",
-    `${path}?fieldManager=${enc(fieldManager)}&force=true`,
+    `${path}?fieldManager=${encodeURIComponent(fieldManager)}&force=true`,
     body,
     "application/apply-patch+yaml",
   );
 }
+
+/** The namespaced path prefix of jr2's own kinds, from the one API version (api/crd). */
+const jr2 = (ns: string) => `/apis/${API_VERSION}/namespaces/${enc(ns)}`;
 
 /** Paths of the objects the operator writes. */
 export const paths = {
@@ -113,9 +126,8 @@ export const paths = {
   services: (ns: string) => `/api/v1/namespaces/${enc(ns)}/services`,
   service: (ns: string, name: string) => `/api/v1/namespaces/${enc(ns)}/services/${enc(name)}`,
   events: (ns: string) => `/api/v1/namespaces/${enc(ns)}/events`,
-  sandbox: (ns: string, name: string) => `/apis/core.jr2.dev/v1alpha1/namespaces/${enc(ns)}/sandboxes/${enc(name)}`,
-  repoStatus: (ns: string, name: string) =>
-    `/apis/core.jr2.dev/v1alpha1/namespaces/${enc(ns)}/repos/${enc(name)}/status`,
-  sandboxStatus: (ns: string, name: string) =>
-    `/apis/core.jr2.dev/v1alpha1/namespaces/${enc(ns)}/sandboxes/${enc(name)}/status`,
+  sandboxes: (ns: string) => `${jr2(ns)}/sandboxes`,
+  sandbox: (ns: string, name: string) => `${jr2(ns)}/sandboxes/${enc(name)}`,
+  repoStatus: (ns: string, name: string) => `${jr2(ns)}/repos/${enc(name)}/status`,
+  sandboxStatus: (ns: string, name: string) => `${jr2(ns)}/sandboxes/${enc(name)}/status`,
 };
