@@ -230,7 +230,7 @@ export async function sandboxBurst(kubeconfig: string, count: number): Promise<R
     const names = Array.from({ length: count }, (_, i) => `s-${i}`);
     await inBatches(names, 100, (name) => {
       createdAt.set(name, performance.now());
-      return kubeRequest("POST", `/apis/core.jr2.dev/v1alpha1/namespaces/${ns}/sandboxes`, {
+      return kubeRequest("POST", paths.sandboxes(ns), {
         apiVersion: "core.jr2.dev/v1alpha1",
         kind: "Sandbox",
         metadata: { name },
@@ -262,16 +262,14 @@ export async function sandboxBurst(kubeconfig: string, count: number): Promise<R
       .map((n) => Math.max(0, sbxReady.get(n)! - podReady.get(n)!))
       .sort((a, b) => a - b);
     // What the operator adds over the cluster's own work: from the later of pod Ready and its
-    // Service's arrival to Sandbox Ready.
-    const added = names
+    // Service's arrival to Sandbox Ready, slowest first.
+    const addedBy = names
       .filter((n) => podReady.has(n) && serviceSeen.has(n))
-      .map((n) => Math.max(0, sbxReady.get(n)! - Math.max(podReady.get(n)!, serviceSeen.get(n)!)))
-      .sort((a, b) => a - b);
+      .map((n) => [n, Math.max(0, sbxReady.get(n)! - Math.max(podReady.get(n)!, serviceSeen.get(n)!))] as const)
+      .sort((a, b) => b[1] - a[1]);
+    const added = addedBy.map(([, ms]) => ms).reverse();
     const at = (m: Map<string, number>, n: string) => Math.round(m.get(n)! - t0);
-    const slowAdded = names
-      .filter((n) => podReady.has(n) && serviceSeen.has(n))
-      .map((n) => [n, sbxReady.get(n)! - Math.max(podReady.get(n)!, serviceSeen.get(n)!)] as const)
-      .sort((a, b) => b[1] - a[1])
+    const slowAdded = addedBy
       .slice(0, 5)
       .map(
         ([n, ms]) =>
