@@ -1,7 +1,7 @@
 // Benchmark: N Sandboxes (default 1000) created at once on the local cluster (3 fake nodes).
 // Measures the time until all are Ready, pod Ready -> Sandbox Ready, the operator's own share of
-// it (Sandbox Ready after both its pod is Ready and its Service exists: the API server makes
-// ClusterIP Services one at a time, decision 0020), create -> Sandbox Ready (all observed by this
+// it (Sandbox Ready after both its pod is Ready and its Service exists: decision 0020 found the
+// API server's Service creation there, decision 0030 made the Service headless), create -> Sandbox Ready (all observed by this
 // process's watches), reconciles and status writes per Sandbox
 // (from the operator's /metrics) and the operator's memory (idle, after the burst, peak). In the
 // same run, the cluster's own limit: the same number of plain Pods and Services created straight
@@ -20,6 +20,7 @@ import { CACHE_DIR, startLocalOperator } from "../dev/local-operator";
 import { percentile, round } from "./stats";
 import { apiServerLoad, printLoad } from "./apiserver-load";
 import { kubeRequest, paths } from "../lib/kube";
+import { serviceSpec } from "../capabilities/sandbox/service";
 
 export type Result = { bench: string; metric: string; value: number; unit: string; target?: string };
 
@@ -132,7 +133,8 @@ async function plainBaseline(count: number): Promise<{ createSeconds: number; al
           apiVersion: "v1",
           kind: "Service",
           metadata: { name },
-          spec: { selector: { app: name }, ports: [{ name: "http", port: 8080, targetPort: 8080 }] },
+          // The operator's own Service shape (decision 0030), selecting the plain pod.
+          spec: { ...serviceSpec(name), selector: { app: name } },
         }),
       ]),
     );

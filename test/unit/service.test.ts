@@ -3,8 +3,9 @@ import { buildService, endpointOf } from "../../capabilities/sandbox/service";
 const svc = buildService({ metadata: { name: "sb", namespace: "team-a", uid: "sbx-uid" } });
 
 describe("buildService", () => {
-  it("is a ClusterIP Service named after the Sandbox, in its namespace", () => {
-    expect(svc.spec?.type).toBe("ClusterIP");
+  it("is a headless Service named after the Sandbox, in its namespace", () => {
+    expect(svc.spec?.clusterIP).toBe("None");
+    expect(svc.spec?.type).toBeUndefined();
     expect(svc.metadata?.name).toBe("sb");
     expect(svc.metadata?.namespace).toBe("team-a");
   });
@@ -15,6 +16,10 @@ describe("buildService", () => {
     expect(owner.kind).toBe("Sandbox");
     expect(owner.uid).toBe("sbx-uid");
     expect(owner.controller).toBe(true);
+  });
+
+  it("publishes the pod's address before it is Ready, as a virtual IP resolved before", () => {
+    expect(svc.spec?.publishNotReadyAddresses).toBe(true);
   });
 
   it("selects the Sandbox's pod by the sandbox.jr2.dev/name label", () => {
