@@ -84,7 +84,10 @@ describe("a Sandbox becomes one hardened Pod and one Service", () => {
       expect.objectContaining({ emptyDir: { medium: "Memory", sizeLimit: "128Mi" } }),
     );
 
-    expect(svc.spec?.type).toBe("ClusterIP");
+    // Headless as written (decision 0030): the API server allocated no virtual IP.
+    expect(svc.spec?.clusterIP).toBe("None");
+    expect(svc.spec?.clusterIPs).toEqual(["None"]);
+    expect(svc.spec?.publishNotReadyAddresses).toBe(true);
     expect(svc.spec?.selector).toEqual({ "sandbox.jr2.dev/name": "ready" });
     expect(svc.spec?.ports?.[0]).toMatchObject({ name: "http", port: 8080 });
     expect(svc.metadata?.ownerReferences?.[0]).toMatchObject({ uid: created.metadata.uid, controller: true });
