@@ -15,7 +15,15 @@ import { KEEPALIVE_ANNOTATION, SANDBOX_NAME_LABEL } from "../../api/wire";
 import { KeepaliveSightings, leaseOf } from "./lease";
 import { buildPod, type PodContribution } from "./pod";
 import { buildService } from "./service";
-import { computeStatus, lossOf, statusEvents, type Loss, type ReadyGate, type Refusal } from "./status";
+import {
+  computeStatus,
+  firstStatusWaitMs,
+  lossOf,
+  statusEvents,
+  type Loss,
+  type ReadyGate,
+  type Refusal,
+} from "./status";
 import type { Condition } from "../../api/crd";
 import { SCHEDULED_REASON } from "../../api/conditions";
 import { specAppliedCondition, withSpecDigest } from "./spec-changes";
@@ -56,6 +64,9 @@ export class SandboxController {
   readonly pods = new ObjectCache<kind.Pod>();
   readonly services = new ObjectCache<kind.Service>();
   readonly #warnedKeepalive = new Map<string, string>();
+  /** The pods this process created whose uid no status records yet (decision 0031): while a first
+   * status waits, this is the record that makes a vanished pod Lost rather than replaced. */
+  readonly #created = new Map<string, { sandboxUID: string; podUID: string; at: number }>();
   /** When each keepalive value was first seen: a future one counts from then (leaseOf). */
   readonly #keepalives = new KeepaliveSightings();
   readonly #contributors: PodContributor[] = [];
@@ -117,6 +128,7 @@ export class SandboxController {
       this.#store(key, undefined, sbx as Sandbox);
       this.#warnedKeepalive.delete(key);
       this.#keepalives.forget(key);
+      this.#created.delete(key);
       return;
     }
     if (!this.#store(key, sbx as Sandbox)) return;
@@ -214,6 +226,10 @@ export class SandboxController {
       extraConditions: [...said.flatMap((x) => x.conditions ?? []), ...(applied ? [applied] : [])],
       now: new Date(now),
     });
+    // A new Sandbox's first status waits a moment for its pod's news (decision 0031).
+    const wait =
+      serviceResult.status === "fulfilled" ? firstStatusWaitMs(sbx.status, status, this.#podAge(key, sbx)) : 0;
+    if (wait > 0) return { requeueAfterMs: Math.min(wait, lease.deadline - now) };
     await this.#writeStatus(key, sbx, status);
     // Last, so the Warning also tells an observer that this reconcile is done.
     this.#warnInvalidKeepalive(key, sbx, lease.invalidKeepalive);
@@ -226,7 +242,7 @@ export class SandboxController {
   /** The Sandbox's one pod: created when it never had one, confirmed by a direct GET before it is called lost. */
   async #ensurePod(key: string, sbx: Sandbox): Promise<{ pod?: kind.Pod; refusal?: Refusal; loss?: Loss }> {
     if (sbx.status?.phase === "Lost") return {};
-    const recorded = sbx.status?.podUID;
+    const recorded = sbx.status?.podUID ?? this.#createdUID(key, sbx);
     let pod = this.pods.get(key);
     if (pod && !ownedBy(pod, sbx)) pod = undefined;
 
@@ -257,6 +273,8 @@ export class SandboxController {
         kubeRequest<kind.Pod>("POST", paths.pods(sbx.metadata.namespace), built),
       );
       this.pods.set(key, pod);
+      if (pod.metadata?.uid)
+        this.#created.set(key, { sandboxUID: sbx.metadata.uid, podUID: pod.metadata.uid, at: performance.now() });
       return { pod };
     } catch (err) {
       if (isConflict(err)) {
@@ -272,6 +290,18 @@ export class SandboxController {
       if (!refusal) throw err;
       return { refusal };
     }
+  }
+
+  /** The uid of the pod this process created for this very Sandbox, while no status records it. */
+  #createdUID(key: string, sbx: Sandbox): string | undefined {
+    const c = this.#created.get(key);
+    return c && c.sandboxUID === sbx.metadata.uid ? c.podUID : undefined;
+  }
+
+  /** How old the pod this process created for the Sandbox is; undefined when it created none. */
+  #podAge(key: string, sbx: Sandbox): number | undefined {
+    const c = this.#created.get(key);
+    return c && c.sandboxUID === sbx.metadata.uid ? performance.now() - c.at : undefined;
   }
 
   async #ensureService(key: string, sbx: Sandbox): Promise<kind.Service | undefined> {
@@ -309,6 +339,8 @@ export class SandboxController {
       lane,
     );
     this.#store(key, updated as Sandbox);
+    // The status records the pod now (or the Sandbox is Lost): the in-memory record is done.
+    if (status.podUID || status.phase === "Lost") this.#created.delete(key);
     if (lane === "finish") {
       // The operator's own share of pod Ready -> Sandbox Ready: from the pod event to this write.
       const seen = this.#finishSeen.get(key);

@@ -7,8 +7,9 @@ import { CONDITION, FINAL_REFUSALS, LOST_REASON, READY_REASON, SCHEDULED_REASON 
 import { EFFECTOR, HARNESS } from "../../api/wire";
 import { endpointOf } from "./service";
 
-/** Why a pod is gone for good (decision 0013): the Sandbox is Lost and never gets another. */
-export type Loss = { reason: string; message: string };
+/** Why a pod is gone for good (decision 0013): the Sandbox is Lost and never gets another.
+ * `podUID`: the gone pod's, when only a record of it is left (decision 0031). */
+export type Loss = { reason: string; message: string; podUID?: string };
 
 /** Why the last pod create was refused (a ResourceQuota, a missing PriorityClass, ...). */
 export type Refusal = { reason: string; message: string };
@@ -46,7 +47,7 @@ export function lossOf(
 ): Loss | undefined {
   if (!pod) {
     return recordedUID && goneConfirmed
-      ? { reason: LOST_REASON.PodDeleted, message: `its pod (uid ${recordedUID}) was deleted` }
+      ? { reason: LOST_REASON.PodDeleted, message: `its pod (uid ${recordedUID}) was deleted`, podUID: recordedUID }
       : undefined;
   }
   const name = pod.metadata?.name;
@@ -228,7 +229,7 @@ export function computeStatus(o: Observed): SandboxStatus {
   const effector = loss ? prev?.effector : reportOf(pod, EFFECTOR);
   const waiting = loss ? [] : waitingOf(pod);
   const podName = pod?.metadata?.name ?? prev?.podName;
-  const podUID = pod?.metadata?.uid ?? prev?.podUID;
+  const podUID = pod?.metadata?.uid ?? prev?.podUID ?? loss?.podUID;
   const nodeName = pod?.spec?.nodeName ?? (loss ? prev?.nodeName : undefined);
 
   return {
@@ -290,4 +291,33 @@ export function statusEvents(prev: SandboxStatus | undefined, next: SandboxStatu
     events.push({ type: "Warning", reason: "Lost", message: `${l?.reason ?? "Lost"}: ${l?.message ?? ""}` });
   }
   return events;
+}
+
+/**
+ * How long a new Sandbox's first status may wait for news (decision 0031): a pod is usually Ready
+ * within it, and then one status write says placed and Ready at once, where two said Pending first.
+ */
+export const FIRST_STATUS_QUIET_MS = 2000;
+
+/** Ready's reasons that only say the start is under way: nothing a client acts on. */
+const UNDER_WAY: readonly string[] = [READY_REASON.PodNotReady, READY_REASON.ServiceNotCreated];
+
+/**
+ * The milliseconds a status may still wait before it is written (pure); 0: write it now. Only a
+ * Sandbox's first status waits, only while its pod is younger than FIRST_STATUS_QUIET_MS
+ * (`podAgeMs`: undefined when this process did not create it), and only while it says nothing but
+ * "under way": a condition False for any other reason (a refusal, Unschedulable, a Repo hold) or a
+ * container waiting for a reason worth naming is written at once.
+ */
+export function firstStatusWaitMs(
+  prev: SandboxStatus | undefined,
+  next: SandboxStatus,
+  podAgeMs: number | undefined,
+): number {
+  if (prev || podAgeMs === undefined || podAgeMs >= FIRST_STATUS_QUIET_MS) return 0;
+  if (next.phase !== "Pending" || next.waiting?.length) return 0;
+  const news = (next.conditions ?? []).some(
+    (c) => c.status === "False" && !(c.type === CONDITION.Ready && UNDER_WAY.includes(c.reason)),
+  );
+  return news ? 0 : FIRST_STATUS_QUIET_MS - podAgeMs;
 }

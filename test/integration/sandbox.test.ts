@@ -4,6 +4,7 @@
 import { randomBytes } from "node:crypto";
 import { K8s, kind } from "kubernetes-fluent-client";
 import { SandboxModel } from "../../api/crd";
+import { kubeRequest, paths } from "../../lib/kube";
 import {
   condition,
   createSandbox,
@@ -13,6 +14,7 @@ import {
   useNamespace,
   waitFor,
   waitPhase,
+  withKubeletsStalled,
   type Sbx,
 } from "./support/cluster";
 
@@ -215,6 +217,32 @@ describe("a Sandbox becomes one hardened Pod and one Service", () => {
     expect(await listPods(ns.name, "deleted")).toHaveLength(0);
     expect((await getSandbox(ns.name, "deleted")).status?.phase).toBe("Lost");
     expect((await eventsFor(ns.name, "deleted")).some((e) => e.reason === "Lost" && e.type === "Warning")).toBe(true);
+  });
+
+  it("is Lost when its pod is deleted before any status names it, and never gets a second pod (decision 0031)", async () => {
+    // Kubelets stalled, the pod is bound but never Ready, so its first status waits (up to 2 s);
+    // deleted at once (grace 0) in that wait, only the operator's own record of its create tells
+    // it a pod existed.
+    const lost = await withKubeletsStalled(async () => {
+      await createSandbox(ns.name, "early");
+      const [pod] = await waitFor(
+        "the pod of Sandbox early",
+        () => listPods(ns.name, "early"),
+        (pods) => pods.length > 0,
+      );
+      await kubeRequest("DELETE", paths.pod(ns.name, "early"), {
+        apiVersion: "v1",
+        kind: "DeleteOptions",
+        gracePeriodSeconds: 0,
+      });
+      const lost = await waitPhase(ns.name, "early", "Lost");
+      return { lost, podUID: pod.metadata!.uid! };
+    });
+    expect(condition(lost.lost, "Lost")).toMatchObject({ status: "True", reason: "PodDeleted" });
+    expect(condition(lost.lost, "Lost")?.message).toContain(lost.podUID);
+    expect(lost.lost.status?.podUID).toBe(lost.podUID);
+    await reconciledAfterThis("early");
+    expect(await listPods(ns.name, "early")).toHaveLength(0);
   });
 
   it("is Lost with the pod's own words when its pod fails, or is evicted", async () => {

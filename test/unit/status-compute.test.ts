@@ -1,5 +1,5 @@
 import type { SandboxStatus } from "../../api/crd";
-import { computeStatus, type Observed } from "../../capabilities/sandbox/status";
+import { computeStatus, lossOf, type Observed } from "../../capabilities/sandbox/status";
 import { NODE, POD_UID, conditionOf, podOf, readyPod, sandboxOf, serviceOf, unreadyPod } from "./support";
 
 const T0 = new Date("2026-03-01T12:00:00.000Z");
@@ -143,6 +143,12 @@ describe("computeStatus: Lost", () => {
     expect(conditionOf(s, "Lost")?.reason).toBe("PodDeleted");
     expect(conditionOf(s, "Lost")?.message).toBe(loss.message);
     expect(conditionOf(s, "Ready")?.status).toBe("False");
+  });
+
+  it("names the gone pod's uid when only a record of it is left (no status had named it, decision 0031)", () => {
+    const gone = lossOf(undefined, POD_UID, true);
+    expect(gone?.podUID).toBe(POD_UID);
+    expect(status({ loss: gone }).podUID).toBe(POD_UID);
   });
 
   it("stays Lost once Lost, even when a Ready pod is passed in", () => {

@@ -1,6 +1,8 @@
 // What integration tests share: a namespace per test file, waits on real objects, and the
 // operator's control endpoint. Everything talks to the real API server through the typed models.
 import { randomBytes } from "node:crypto";
+import { existsSync, readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { K8s, kind } from "kubernetes-fluent-client";
 import { SandboxModel, type SandboxSpec } from "../../../api/crd";
 
@@ -90,4 +92,23 @@ export async function operator(action: "kill" | "start", opts: { qps?: number } 
   const query = opts.qps ? `?qps=${opts.qps}` : "";
   const res = await fetch(`${process.env.JR2_TEST_CONTROL}/${action}${query}`, { method: "POST" });
   if (!res.ok) throw new Error(`operator ${action}: ${res.status} ${await res.text()}`);
+}
+
+/**
+ * Runs `fn` with the local cluster's kubelets stalled, as nodes that stop reporting: kwok is
+ * paused (SIGSTOP) and resumed (SIGCONT) however `fn` ends, so no pod turns Ready meanwhile. Only
+ * the local control plane (npm run cluster), whose kubeconfig sits beside kwokctl's pid files.
+ */
+export async function withKubeletsStalled<T>(fn: () => Promise<T>): Promise<T> {
+  const pidFile = join(dirname(process.env.KUBECONFIG ?? ""), "pids", "kwok-controller.pid");
+  if (!existsSync(pidFile)) {
+    throw new Error(`no kwok pid file at ${pidFile}: this test needs the local cluster (npm run cluster -- up)`);
+  }
+  const pid = Number(readFileSync(pidFile, "utf8").trim());
+  process.kill(pid, "SIGSTOP");
+  try {
+    return await fn();
+  } finally {
+    process.kill(pid, "SIGCONT");
+  }
 }
