@@ -8,7 +8,8 @@ import { EFFECTOR, HARNESS } from "../../api/wire";
 import { endpointOf } from "./service";
 
 /** Why a pod is gone for good (decision 0013): the Sandbox is Lost and never gets another.
- * `podUID`: the gone pod's, when only a record of it is left (decision 0031). */
+ * `podUID`: the pod the verdict is about, so a status can name it even when none named it
+ * before (decision 0031). */
 export type Loss = { reason: string; message: string; podUID?: string };
 
 /** Why the last pod create was refused (a ResourceQuota, a missing PriorityClass, ...). */
@@ -50,6 +51,13 @@ export function lossOf(
       ? { reason: LOST_REASON.PodDeleted, message: `its pod (uid ${recordedUID}) was deleted`, podUID: recordedUID }
       : undefined;
   }
+  // Every verdict names the pod it is about: the recorded one, else the one seen (decision 0031).
+  const loss = verdictOn(pod, recordedUID);
+  return loss && { ...loss, podUID: recordedUID ?? pod.metadata?.uid };
+}
+
+/** Why a pod that is still there ends its Sandbox, or undefined while it lives (pure). */
+function verdictOn(pod: kind.Pod, recordedUID: string | undefined): Omit<Loss, "podUID"> | undefined {
   const name = pod.metadata?.name;
   if (recordedUID && pod.metadata?.uid !== recordedUID) {
     return {

@@ -41,6 +41,15 @@ describe("lossOf", () => {
     expect(lossOf(readyPod({ deletionTimestamp: "2026-03-01T12:00:00Z" }), POD_UID, false)?.reason).toBe("PodDeleted");
   });
 
+  it("names the pod it is about: the recorded uid, else the uid of the pod seen (decision 0031)", () => {
+    // A pod deleted before any status named it is seen with its deletionTimestamp and no record.
+    const deleting = readyPod({ deletionTimestamp: "2026-03-01T12:00:00Z" });
+    expect(lossOf(deleting, undefined, false)?.podUID).toBe(POD_UID);
+    expect(lossOf(podOf({ phase: "Failed" }), undefined, false)?.podUID).toBe(POD_UID);
+    // Replaced by another pod: the verdict is about the recorded one, not the newcomer.
+    expect(lossOf(readyPod({ uid: "another-uid" }), POD_UID, true)?.podUID).toBe(POD_UID);
+  });
+
   it("is undefined for a running pod with the recorded uid", () => {
     expect(lossOf(readyPod(), POD_UID, true)).toBeUndefined();
   });
