@@ -119,18 +119,21 @@ export function sandboxDefaultsPolicy() {
         ],
       },
       matchConditions: [SPEC_CHANGED, { name: "has-spec", expression: "has(object.spec)" }],
+      // One mutation, not one per part: the API server applies each mutation's patch to the whole
+      // object in turn, and four cost four times the one (decision 0026, amended).
       mutations: [
-        // The Harness: its context and its Repo mounts.
         jsonPatch(
-          `${contextPatches("object.spec", '"/spec/securityContext"')} + ${repoMountPatches("object.spec", '"/spec"')}`,
-        ),
-        // Every sidecar's context but the user seat's; every sidecar's Repo mounts.
-        jsonPatch(eachOf("sidecars", sidecar)),
-        // Init containers: their contexts as stated, their Repo mounts read-only.
-        jsonPatch(eachOf("initContainers", repoMountPatches)),
-        jsonPatch(
-          `(has(object.spec.fsGroup) ? [] : [${add('"/spec/fsGroup"', DEFAULT_FS_GROUP)}]) + ` +
+          [
+            // The Harness: its context and its Repo mounts.
+            contextPatches("object.spec", '"/spec/securityContext"'),
+            repoMountPatches("object.spec", '"/spec"'),
+            // Every sidecar's context but the user seat's; every sidecar's Repo mounts.
+            eachOf("sidecars", sidecar),
+            // Init containers: their contexts as stated, their Repo mounts read-only.
+            eachOf("initContainers", repoMountPatches),
+            `(has(object.spec.fsGroup) ? [] : [${add('"/spec/fsGroup"', DEFAULT_FS_GROUP)}])`,
             `(has(object.spec.idleTimeout) ? [] : [${add('"/spec/idleTimeout"', DEFAULT_IDLE_TIMEOUT)}])`,
+          ].join(" + "),
         ),
       ],
     },
