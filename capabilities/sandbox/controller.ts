@@ -227,8 +227,9 @@ export class SandboxController {
       now: new Date(now),
     });
     // A new Sandbox's first status waits a moment for its pod's news (decision 0031).
-    const wait =
-      serviceResult.status === "fulfilled" ? firstStatusWaitMs(sbx.status, status, this.#podAge(key, sbx)) : 0;
+    const created = this.#ownCreate(key, sbx);
+    const podAge = created && performance.now() - created.at;
+    const wait = serviceResult.status === "fulfilled" ? firstStatusWaitMs(sbx.status, status, podAge) : 0;
     if (wait > 0) return { requeueAfterMs: Math.min(wait, lease.deadline - now) };
     await this.#writeStatus(key, sbx, status);
     // Last, so the Warning also tells an observer that this reconcile is done.
@@ -242,7 +243,7 @@ export class SandboxController {
   /** The Sandbox's one pod: created when it never had one, confirmed by a direct GET before it is called lost. */
   async #ensurePod(key: string, sbx: Sandbox): Promise<{ pod?: kind.Pod; refusal?: Refusal; loss?: Loss }> {
     if (sbx.status?.phase === "Lost") return {};
-    const recorded = sbx.status?.podUID ?? this.#createdUID(key, sbx);
+    const recorded = sbx.status?.podUID ?? this.#ownCreate(key, sbx)?.podUID;
     let pod = this.pods.get(key);
     if (pod && !ownedBy(pod, sbx)) pod = undefined;
 
@@ -292,16 +293,10 @@ export class SandboxController {
     }
   }
 
-  /** The uid of the pod this process created for this very Sandbox, while no status records it. */
-  #createdUID(key: string, sbx: Sandbox): string | undefined {
+  /** This process's create of this very Sandbox's pod, while no status records it (decision 0031). */
+  #ownCreate(key: string, sbx: Sandbox): { podUID: string; at: number } | undefined {
     const c = this.#created.get(key);
-    return c && c.sandboxUID === sbx.metadata.uid ? c.podUID : undefined;
-  }
-
-  /** How old the pod this process created for the Sandbox is; undefined when it created none. */
-  #podAge(key: string, sbx: Sandbox): number | undefined {
-    const c = this.#created.get(key);
-    return c && c.sandboxUID === sbx.metadata.uid ? performance.now() - c.at : undefined;
+    return c && c.sandboxUID === sbx.metadata.uid ? c : undefined;
   }
 
   async #ensureService(key: string, sbx: Sandbox): Promise<kind.Service | undefined> {
@@ -339,8 +334,8 @@ export class SandboxController {
       lane,
     );
     this.#store(key, updated as Sandbox);
-    // The status records the pod now (or the Sandbox is Lost): the in-memory record is done.
-    if (status.podUID || status.phase === "Lost") this.#created.delete(key);
+    // The status records the pod now (a Lost one too, lossOf names it): the in-memory record is done.
+    if (status.podUID) this.#created.delete(key);
     if (lane === "finish") {
       // The operator's own share of pod Ready -> Sandbox Ready: from the pod event to this write.
       const seen = this.#finishSeen.get(key);

@@ -220,9 +220,9 @@ describe("a Sandbox becomes one hardened Pod and one Service", () => {
   });
 
   it("is Lost when its pod is deleted before any status names it, and never gets a second pod (decision 0031)", async () => {
-    // Kubelets stalled, the pod is bound but never Ready, so its first status waits (up to 2 s);
-    // deleted at once (grace 0) in that wait, only the operator's own record of its create tells
-    // it a pod existed.
+    // Kubelets stalled, the pod is bound but never Ready, so its first status waits (up to 2 s).
+    // Deleted in that wait (grace 0), the pod is either seen going (deletionTimestamp) or already
+    // gone; in the second case only the operator's own record of its create tells it a pod existed.
     const lost = await withKubeletsStalled(async () => {
       await createSandbox(ns.name, "early");
       const [pod] = await waitFor(
