@@ -10,10 +10,10 @@
 import { type ChildProcess, fork } from "node:child_process";
 import { once } from "node:events";
 import { existsSync, mkdirSync, openSync, readFileSync, writeFileSync } from "node:fs";
+import { createPrivateKey } from "node:crypto";
 import { request } from "node:https";
 import { homedir } from "node:os";
 import { join } from "node:path";
-import forge from "node-forge";
 import { parseAllDocuments } from "yaml";
 import cfg from "../package.json";
 import { OPERATOR_ENV } from "../api/env";
@@ -21,6 +21,7 @@ import * as kubectl from "./kubectl";
 import { running, stopper } from "./child";
 import { DEPLOYED_OPERATOR, forOperator, type Webhook as ScopedWebhook } from "../scripts/webhooks";
 import { operatorKubeconfig } from "./operator-identity";
+import { servingCertificate, type ServingCertificate } from "../lib/serving-certificate";
 
 export const ROOT = join(__dirname, "..");
 /** Binaries, cluster state and local operators' files (the control plane uses the same default). */
@@ -139,51 +140,16 @@ export const peprPrerequisites = () => [
   },
 ];
 
-/** A key pair and a certificate for it, valid for a year from now. */
-function newCertificate(serialNumber: string) {
-  const keys = forge.pki.rsa.generateKeyPair(2048);
-  const cert = forge.pki.createCertificate();
-  cert.publicKey = keys.publicKey;
-  cert.serialNumber = serialNumber;
-  cert.validity.notBefore = new Date();
-  cert.validity.notAfter = new Date(Date.now() + 365 * 24 * 3600 * 1000);
-  return { keys, cert };
-}
+/**
+ * A throwaway CA and a serving certificate for 127.0.0.1 and localhost (SANs, not a CN), ECDSA
+ * (decision 0032): the API server checks the SANs, and in a burst it handshakes again for most
+ * reviews.
+ */
+export const localCertificate = (): ServingCertificate =>
+  servingCertificate({ dnsNames: ["localhost"], ips: ["127.0.0.1"] });
 
-/** A throwaway CA and a serving certificate for 127.0.0.1 and localhost (SANs, not a CN). */
-export function localCertificate(): { caPem: string; certPem: string; keyPem: string } {
-  const caName = [{ name: "commonName", value: "jr2-operator local CA" }];
-  const ca = newCertificate("01");
-  ca.cert.setSubject(caName);
-  ca.cert.setIssuer(caName);
-  ca.cert.setExtensions([
-    { name: "basicConstraints", cA: true },
-    { name: "keyUsage", keyCertSign: true, cRLSign: true },
-  ]);
-  ca.cert.sign(ca.keys.privateKey, forge.md.sha256.create());
-
-  const leaf = newCertificate("02");
-  leaf.cert.setSubject([{ name: "commonName", value: "jr2-operator" }]);
-  leaf.cert.setIssuer(caName);
-  leaf.cert.setExtensions([
-    { name: "basicConstraints", cA: false },
-    { name: "keyUsage", digitalSignature: true, keyEncipherment: true },
-    { name: "extKeyUsage", serverAuth: true },
-    {
-      name: "subjectAltName",
-      altNames: [
-        { type: 7, ip: "127.0.0.1" },
-        { type: 2, value: "localhost" },
-      ],
-    },
-  ]);
-  leaf.cert.sign(ca.keys.privateKey, forge.md.sha256.create());
-  return {
-    caPem: forge.pki.certificateToPem(ca.cert),
-    certPem: forge.pki.certificateToPem(leaf.cert),
-    keyPem: forge.pki.privateKeyToPem(leaf.keys.privateKey),
-  };
-}
+/** A stored key of the kind localCertificate makes: an earlier run's RSA pair is made again. */
+const isCurrentKey = (keyPem: string) => createPrivateKey(keyPem).asymmetricKeyType === "ec";
 
 export async function startLocalOperator(opts: LocalOperatorOptions): Promise<LocalOperator> {
   if (!existsSync(MODULE_JS) || !existsSync(MANIFEST)) {
@@ -196,7 +162,8 @@ export async function startLocalOperator(opts: LocalOperatorOptions): Promise<Lo
   const caPath = join(opts.stateDir, "ca.crt");
   // Kept across restarts: the webhooks a killed operator left behind still trust its CA, so a
   // restarted one serves at once instead of failing its own pod creates until they are re-applied.
-  const tls = [keyPath, certPath, caPath].every((f) => existsSync(f))
+  const stored = [keyPath, certPath, caPath].every((f) => existsSync(f)) && isCurrentKey(readFileSync(keyPath, "utf8"));
+  const tls = stored
     ? {
         keyPem: readFileSync(keyPath, "utf8"),
         certPem: readFileSync(certPath, "utf8"),

@@ -11,6 +11,11 @@ describe("the local runner's certificate", () => {
     expect(cert.subjectAltName).toContain("DNS:localhost");
   });
 
+  it("is ECDSA P-256, cheap for the API server's many new connections (decision 0032)", () => {
+    expect(cert.publicKey.asymmetricKeyType).toBe("ec");
+    expect(ca.publicKey.asymmetricKeyType).toBe("ec");
+  });
+
   it("is signed by the CA whose bundle goes into the webhook configurations", () => {
     expect(cert.checkIssued(ca)).toBe(true);
     expect(cert.verify(ca.publicKey)).toBe(true);
