@@ -18,6 +18,10 @@ const uuid = cfg.pepr.uuid;
 const manifest = join(dist, `pepr-module-${uuid}.yaml`);
 const chart = join(dist, `${uuid}-chart`);
 if (!existsSync(manifest)) throw new Error(`${manifest} is missing: run \`npx pepr build\` first`);
+// `pepr build` exits 0 when its TypeScript compile fails, leaving an earlier build in dist/; the
+// prebuild step removed the module, so its absence here is that failure.
+const moduleJs = join(dist, `pepr-${uuid}.js`);
+if (!existsSync(moduleJs)) throw new Error(`pepr build wrote no ${moduleJs}: it failed (its errors are above)`);
 
 const crds = renderAll();
 mkdirSync(join(dist, "crds"), { recursive: true });
