@@ -160,7 +160,7 @@ const isReady = (pod: kind.Pod) => pod.status?.conditions?.some((c) => c.type ==
  * many minutes, and a run that overlaps it measures the deletion too (and an operator that caches
  * the dying pods).
  */
-async function earlierRunsGone() {
+export async function earlierRunsGone() {
   const deadline = Date.now() + 40 * 60_000;
   for (let said = false; ; said = true) {
     const list = await kubeRequest<{ items: { metadata: { name: string } }[] }>("GET", "/api/v1/namespaces");
