@@ -10,7 +10,6 @@ import { cacheAgentManifests } from "../cache-agent/deploy";
 import { orchestratorManifests } from "../orchestrator/deploy";
 import cfg from "../package.json";
 import { renderAll } from "./crd-yaml";
-import { applyTlsSwap, servingTlsSwap } from "./serving-tls";
 import { ignoredNamespaces, sandboxDefaultsChartTemplate, scopeChartTemplate, scopeManifest } from "./webhooks";
 
 const dist = join(__dirname, "..", "dist");
@@ -55,26 +54,6 @@ if (existsSync(chart)) {
     join(chart, "templates", "sandbox-defaults-policy.yaml"),
     sandboxDefaultsChartTemplate(ignoredNamespaces(built)),
   );
-}
-// The webhook certificate: ECDSA in place of Pepr's RSA-2048, the same names, in the manifest
-// and the chart's templates alike (scripts/serving-tls.ts, decision 0032).
-const swap = servingTlsSwap(readFileSync(manifest, "utf8"), uuid);
-if (swap) {
-  const swapped = applyTlsSwap(readFileSync(manifest, "utf8"), swap);
-  if (swapped.replaced !== swap.size)
-    throw new Error(`${manifest}: the TLS swap found ${swapped.replaced} of ${swap.size} values`);
-  writeFileSync(manifest, swapped.text);
-  const templates = join(chart, "templates");
-  let inChart = 0;
-  for (const file of existsSync(templates) ? readdirSync(templates) : []) {
-    const out = applyTlsSwap(readFileSync(join(templates, file), "utf8"), swap);
-    if (out.replaced) writeFileSync(join(templates, file), out.text);
-    inChart += out.replaced;
-  }
-  // tls-secret.yaml carries two values, the webhook templates the third.
-  if (existsSync(templates) && inChart < swap.size) {
-    throw new Error(`${chart}: its TLS values are not the manifest's (another build's chart?)`);
-  }
 }
 console.log(
   `CRDs added to ${manifest}${existsSync(chart) ? ` and ${chart}/crds` : ""}: ${readdirSync(join(dist, "crds")).join(", ")}`,
