@@ -2,10 +2,11 @@
 // installation's CA (its certificate and RSA key mounted from a Secret; the Harness trusts the
 // certificate alone). One key pair per process, made by Node; node-forge builds and signs each
 // certificate (decision 0019). Leaves are cached per host and made again a day before they end.
-import { generateKeyPairSync, randomBytes, X509Certificate } from "node:crypto";
+import { generateKeyPairSync, X509Certificate } from "node:crypto";
 import { isIP } from "node:net";
 import { createSecureContext, type SecureContext } from "node:tls";
 import forge from "node-forge";
+import { positiveSerial } from "../lib/ca";
 
 const HOUR = 3_600_000;
 const LEAF_LIFE = 7 * 24 * HOUR;
@@ -70,10 +71,7 @@ export class LeafIssuer {
     const now = this.#now();
     const cert = forge.pki.createCertificate();
     cert.publicKey = this.#publicKey;
-    // 16 random bytes, the first below 0x80 so the serial is positive.
-    const serial = randomBytes(16);
-    serial[0] &= 0x7f;
-    cert.serialNumber = serial.toString("hex");
+    cert.serialNumber = positiveSerial();
     const notAfter = Math.min(now + LEAF_LIFE, this.#ca.cert.validity.notAfter.getTime());
     cert.validity.notBefore = new Date(now - HOUR);
     cert.validity.notAfter = new Date(notAfter);

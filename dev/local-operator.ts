@@ -148,8 +148,17 @@ export const peprPrerequisites = () => [
 export const localCertificate = (): ServingCertificate =>
   servingCertificate({ dnsNames: ["localhost"], ips: ["127.0.0.1"] });
 
-/** A stored key of the kind localCertificate makes: an earlier run's RSA pair is made again. */
-const isCurrentKey = (keyPem: string) => createPrivateKey(keyPem).asymmetricKeyType === "ec";
+/** The pair an earlier run stored, if it is of the kind localCertificate makes (not RSA, not unreadable). */
+function storedCertificate(keyPath: string, certPath: string, caPath: string): ServingCertificate | undefined {
+  if (![keyPath, certPath, caPath].every((f) => existsSync(f))) return undefined;
+  const keyPem = readFileSync(keyPath, "utf8");
+  try {
+    if (createPrivateKey(keyPem).asymmetricKeyType !== "ec") return undefined;
+  } catch {
+    return undefined; // unreadable: a new pair, as for none
+  }
+  return { keyPem, certPem: readFileSync(certPath, "utf8"), caPem: readFileSync(caPath, "utf8") };
+}
 
 export async function startLocalOperator(opts: LocalOperatorOptions): Promise<LocalOperator> {
   if (!existsSync(MODULE_JS) || !existsSync(MANIFEST)) {
@@ -162,14 +171,7 @@ export async function startLocalOperator(opts: LocalOperatorOptions): Promise<Lo
   const caPath = join(opts.stateDir, "ca.crt");
   // Kept across restarts: the webhooks a killed operator left behind still trust its CA, so a
   // restarted one serves at once instead of failing its own pod creates until they are re-applied.
-  const stored = [keyPath, certPath, caPath].every((f) => existsSync(f)) && isCurrentKey(readFileSync(keyPath, "utf8"));
-  const tls = stored
-    ? {
-        keyPem: readFileSync(keyPath, "utf8"),
-        certPem: readFileSync(certPath, "utf8"),
-        caPem: readFileSync(caPath, "utf8"),
-      }
-    : localCertificate();
+  const tls = storedCertificate(keyPath, certPath, caPath) ?? localCertificate();
   writeFileSync(keyPath, tls.keyPem, { mode: 0o600 });
   writeFileSync(certPath, tls.certPem);
   writeFileSync(caPath, tls.caPem);

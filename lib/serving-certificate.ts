@@ -4,8 +4,9 @@
 // one event loop: about 0.9 ms with RSA-2048, 0.03 ms with P-256.
 // Node makes the keys and signs; node-forge writes the certificate's fields (decision 0019), since
 // Node cannot write a certificate and forge signs with RSA only. Pure apart from the randomness.
-import { generateKeyPairSync, type KeyObject, randomBytes, sign } from "node:crypto";
+import { generateKeyPairSync, type KeyObject, sign } from "node:crypto";
 import forge from "node-forge";
+import { positiveSerial } from "./ca";
 
 export type ServingCertificate = { caPem: string; certPem: string; keyPem: string };
 
@@ -25,13 +26,6 @@ const ecdsaWithSha256 = () =>
     asn1.create(asn1.Class.UNIVERSAL, asn1.Type.OID, false, asn1.oidToDer(ECDSA_WITH_SHA256).getBytes()),
   ]);
 
-/** A positive serial: the first byte's top bit clear. */
-function serialNumber(): string {
-  const serial = randomBytes(16);
-  serial[0]! &= 0x7f;
-  return serial.toString("hex");
-}
-
 type Fields = {
   subject: string;
   issuer: string;
@@ -45,7 +39,7 @@ type Fields = {
 /** One certificate, PEM: forge lays out the fields, the EC key goes in as DER, Node signs. */
 function certificate(f: Fields): string {
   const cert = forge.pki.createCertificate();
-  cert.serialNumber = serialNumber();
+  cert.serialNumber = positiveSerial();
   cert.validity.notBefore = f.notBefore;
   cert.validity.notAfter = f.notAfter;
   cert.setSubject([{ name: "commonName", value: f.subject }]);
@@ -79,7 +73,8 @@ export function servingCertificate(names: ServingNames, days = 365, now = Date.n
   const leaf = generateKeyPairSync("ec", { namedCurve: "P-256" });
   const notBefore = new Date(now - 60_000);
   const notAfter = new Date(now + days * DAY);
-  const caName = `${names.dnsNames[0] ?? names.ips?.[0] ?? "jr2-operator"} CA`;
+  const subject = names.dnsNames[0] ?? names.ips?.[0] ?? "jr2-operator";
+  const caName = `${subject} CA`;
   const caPem = certificate({
     subject: caName,
     issuer: caName,
@@ -93,7 +88,7 @@ export function servingCertificate(names: ServingNames, days = 365, now = Date.n
     notAfter,
   });
   const certPem = certificate({
-    subject: names.dnsNames[0] ?? names.ips?.[0] ?? "jr2-operator",
+    subject,
     issuer: caName,
     extensions: [
       { name: "basicConstraints", cA: false, critical: true },
