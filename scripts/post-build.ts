@@ -10,7 +10,14 @@ import { cacheAgentManifests } from "../cache-agent/deploy";
 import { orchestratorManifests } from "../orchestrator/deploy";
 import cfg from "../package.json";
 import { renderAll } from "./crd-yaml";
-import { ignoredNamespaces, sandboxDefaultsChartTemplate, scopeChartTemplate, scopeManifest } from "./webhooks";
+import { applyTlsSwap, servingTlsSwap } from "./serving-tls";
+import {
+  caBundleOf,
+  ignoredNamespaces,
+  sandboxDefaultsChartTemplate,
+  scopeChartTemplate,
+  scopeManifest,
+} from "./webhooks";
 
 const dist = join(__dirname, "..", "dist");
 const uuid = cfg.pepr.uuid;
@@ -46,7 +53,8 @@ for (const template of ["mutation-webhook.yaml", "validation-webhook.yaml"]) {
   if (!existsSync(file)) continue;
   // Pepr writes no mutation template when no capability mutates, and leaves an earlier build's.
   const kind = template === "mutation-webhook.yaml" ? "MutatingWebhookConfiguration" : "ValidatingWebhookConfiguration";
-  if (built.some((d) => d.kind === kind)) writeFileSync(file, scopeChartTemplate(readFileSync(file, "utf8")));
+  if (built.some((d) => d.kind === kind))
+    writeFileSync(file, scopeChartTemplate(readFileSync(file, "utf8"), caBundleOf(built)));
   else rmSync(file);
 }
 if (existsSync(chart)) {
@@ -54,6 +62,26 @@ if (existsSync(chart)) {
     join(chart, "templates", "sandbox-defaults-policy.yaml"),
     sandboxDefaultsChartTemplate(ignoredNamespaces(built)),
   );
+}
+// The webhook certificate: ECDSA in place of Pepr's RSA-2048, the same names, in the manifest
+// and the chart's templates alike (scripts/serving-tls.ts, decision 0032).
+const swap = servingTlsSwap(readFileSync(manifest, "utf8"), uuid);
+if (swap) {
+  const swapped = applyTlsSwap(readFileSync(manifest, "utf8"), swap);
+  if (swapped.replaced !== swap.size)
+    throw new Error(`${manifest}: the TLS swap found ${swapped.replaced} of ${swap.size} values`);
+  writeFileSync(manifest, swapped.text);
+  const templates = join(chart, "templates");
+  let inChart = 0;
+  for (const file of existsSync(templates) ? readdirSync(templates) : []) {
+    const out = applyTlsSwap(readFileSync(join(templates, file), "utf8"), swap);
+    if (out.replaced) writeFileSync(join(templates, file), out.text);
+    inChart += out.replaced;
+  }
+  // tls-secret.yaml carries two values, the webhook templates the third (made the manifest's above).
+  if (existsSync(templates) && inChart < swap.size) {
+    throw new Error(`${chart}: its TLS values are not the manifest's (another build's chart?)`);
+  }
 }
 console.log(
   `CRDs added to ${manifest}${existsSync(chart) ? ` and ${chart}/crds` : ""}: ${readdirSync(join(dist, "crds")).join(", ")}`,

@@ -110,6 +110,11 @@ export function scopeWebhooks(config: WebhookConfiguration): WebhookConfiguratio
   return { ...config, webhooks };
 }
 
+const withCaBundle = (w: Webhook, caBundle: string): Webhook => ({
+  ...w,
+  clientConfig: { ...(w.clientConfig as Record<string, unknown>), caBundle },
+});
+
 const isWebhookConfiguration = (d: unknown): d is WebhookConfiguration => {
   const kind = (d as { kind?: string } | null)?.kind;
   return kind === "MutatingWebhookConfiguration" || kind === "ValidatingWebhookConfiguration";
@@ -180,8 +185,26 @@ export function sandboxDefaultsChartTemplate(ignored: string[]): string {
   return `${stringify(sandboxDefaultsPolicy(), { lineWidth: 0 })}---\n${withRange}`;
 }
 
-/** A chart template (mutation-webhook.yaml or validation-webhook.yaml) with its webhooks scoped. */
-export function scopeChartTemplate(template: string): string {
+/** The one CA bundle a manifest's webhook configurations trust; throws unless there is exactly one. */
+export function caBundleOf(docs: unknown[]): string {
+  const bundles = new Set(
+    docs
+      .filter(isWebhookConfiguration)
+      .flatMap((c) => c.webhooks)
+      .map((w) => (w.clientConfig as { caBundle?: string } | undefined)?.caBundle)
+      .filter((b): b is string => !!b),
+  );
+  if (bundles.size !== 1) throw new Error(`the build's webhooks carry ${bundles.size} CA bundles; expected one`);
+  return [...bundles][0]!;
+}
+
+/**
+ * A chart template (mutation-webhook.yaml or validation-webhook.yaml) with its webhooks scoped and
+ * trusting `caBundle`, the manifest's. Pepr 1.1.4 templates the timeout by replacing its digits
+ * ("10") everywhere in the dumped YAML, so about one build in three had them replaced inside the
+ * CA bundle too, and a Helm install whose API server could not trust the webhook.
+ */
+export function scopeChartTemplate(template: string, caBundle: string): string {
   const held: string[] = [];
   const hold = (text: string) => `__jr2_${held.push(text) - 1}__`;
   // A `range` block over a list becomes one placeholder list item, kept whole.
@@ -191,7 +214,8 @@ export function scopeChartTemplate(template: string): string {
   }
   text = text.replace(EXPRESSION, (e) => hold(e));
   const doc = parseAllDocuments(text)[0].toJS() as WebhookConfiguration;
-  let out = stringify(scopeWebhooks(doc), { lineWidth: 0, aliasDuplicateObjects: false });
+  const trusting = { ...doc, webhooks: doc.webhooks.map((w) => withCaBundle(w, caBundle)) };
+  let out = stringify(scopeWebhooks(trusting), { lineWidth: 0, aliasDuplicateObjects: false });
   // A held range block goes back at its list item's indentation.
   out = out.replace(/^(\s*)- (["']?)__jr2_(\d+)__\2\n/gm, (whole, indent: string, _q, i: string) => {
     const block = held[Number(i)];

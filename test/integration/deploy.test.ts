@@ -1,8 +1,11 @@
 // The build output's companion manifests on the real control plane: applied with strict field
 // validation, the cache agent's DaemonSet puts one agent on every node (kwok plays the kubelets),
-// and its service account may do what the agent does and nothing it does not.
-import { readFileSync } from "node:fs";
+// and its service account may do what the agent does and nothing it does not. And the module's
+// own manifest and chart: one ECDSA serving pair, trusted by every webhook in both.
+import { X509Certificate } from "node:crypto";
+import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
+import { parseAllDocuments } from "yaml";
 import { K8s, kind } from "kubernetes-fluent-client";
 import { CACHE_AGENT, COMPANION_NAMESPACE } from "../../cache-agent/deploy";
 import { GROUP } from "../../api/crd/sources/common";
@@ -11,6 +14,8 @@ import { ROOT } from "../../dev/local-operator";
 import { run } from "../../dev/kubectl";
 import { waitFor } from "./support/cluster";
 import { CACHE_AGENT_ENV } from "../../api/env";
+import { caBundleOf } from "../../scripts/webhooks";
+import cfg from "../../package.json";
 
 const kubeconfig = () => process.env.KUBECONFIG!;
 const manifest = join(ROOT, "dist", "jr2-cache-agent.yaml");
@@ -110,5 +115,35 @@ describe("the companions' manifests in the build output", () => {
     expect(await can("list", "pods", ns, ORCHESTRATOR)).toBe(false);
     expect(await can("list", "secrets", ns, ORCHESTRATOR)).toBe(false);
     expect(await can("patch", `repos.${GROUP}`, ns, ORCHESTRATOR)).toBe(false);
+  });
+});
+
+describe("the module's manifest and Helm chart in the build output (decision 0032)", () => {
+  const uuid = cfg.pepr.uuid;
+  const moduleManifest = readFileSync(join(ROOT, "dist", `pepr-module-${uuid}.yaml`), "utf8");
+  const templates = join(ROOT, "dist", `${uuid}-chart`, "templates");
+  const docs = parseAllDocuments(moduleManifest).map((d) => d.toJS() as Record<string, never>);
+  const secret = docs.find((d: { kind?: string; metadata?: { name?: string } }) => {
+    return d.kind === "Secret" && d.metadata?.name === `pepr-${uuid}-tls`;
+  }) as unknown as { data: Record<string, string> };
+  const caBundle = caBundleOf(docs);
+
+  it("serves an ECDSA certificate its webhooks' CA signed", () => {
+    const cert = new X509Certificate(Buffer.from(secret.data["tls.crt"], "base64"));
+    const ca = new X509Certificate(Buffer.from(caBundle, "base64"));
+    expect(cert.publicKey.asymmetricKeyType).toBe("ec");
+    expect(cert.checkIssued(ca) && cert.verify(ca.publicKey)).toBe(true);
+    expect(cert.checkHost(`pepr-${uuid}.pepr-system.svc`)).toBeTruthy();
+  });
+
+  it("has the chart carry the manifest's pair and every chart webhook trust the manifest's CA", () => {
+    const tls = readFileSync(join(templates, "tls-secret.yaml"), "utf8").replace(/\s+/g, " ");
+    expect(tls).toContain(secret.data["tls.crt"]);
+    expect(tls).toContain(secret.data["tls.key"]);
+    const bundles = readdirSync(templates)
+      .filter((f) => f.endsWith("-webhook.yaml"))
+      .flatMap((f) => [...readFileSync(join(templates, f), "utf8").matchAll(/caBundle: (\S+)/g)].map((m) => m[1]));
+    expect(bundles.length).toBeGreaterThan(0);
+    expect(new Set(bundles)).toEqual(new Set([caBundle]));
   });
 });

@@ -233,7 +233,7 @@ webhooks:
     sideEffects: None
     timeoutSeconds: {{ .Values.admission.webhookTimeout }}
 `;
-  const out = scopeChartTemplate(template);
+  const out = scopeChartTemplate(template, "Q0EtT0Y=");
 
   it("keeps every Helm expression, the range block whole at its list's indentation", () => {
     expect(out).toContain("  name: {{ .Values.uuid }}\n");
@@ -246,6 +246,20 @@ webhooks:
     );
     expect(out).not.toMatch(/__jr2_\d+__/);
     expect(out).not.toMatch(/&a\d|\*a\d/); // no YAML anchors: Helm users read these files
+  });
+
+  it("trusts the manifest's CA bundle, whatever bundle the template carried", () => {
+    expect(out.match(/^ +caBundle: Q0EtT0Y=$/gm)).toHaveLength(2);
+    // Pepr 1.1.4 templates the timeout by replacing "10" everywhere, inside the bundle too.
+    const caBundle = "TFMwdExTMUNSVWQ10pUaUJEUlZKVQ==";
+    const corrupted = template.replace(
+      "    clientConfig:\n",
+      `    clientConfig:\n      caBundle: ${caBundle.replace("10", "{{ .Values.admission.webhookTimeout }}")}\n`,
+    );
+    expect(corrupted).toContain("VWQ{{ .Values.admission.webhookTimeout }}pUa");
+    const fixed = scopeChartTemplate(corrupted, caBundle);
+    expect(fixed.match(/^ +caBundle: (.*)$/gm)).toEqual([`      caBundle: ${caBundle}`, `      caBundle: ${caBundle}`]);
+    expect(fixed.match(/timeoutSeconds: \{\{ \.Values\.admission\.webhookTimeout \}\}/g)).toHaveLength(2);
   });
 
   it("renders, with values filled in, to the scoped webhooks", () => {
