@@ -17,7 +17,7 @@ import { monitorEventLoopDelay } from "node:perf_hooks";
 import { K8s, kind } from "kubernetes-fluent-client";
 import { SandboxModel } from "../api/crd";
 import { CACHE_DIR, startLocalOperator } from "../dev/local-operator";
-import { percentile, round } from "./stats";
+import { percentile, round, sorted } from "./stats";
 import { apiServerLoad, printLoad } from "./apiserver-load";
 import { kubeRequest, paths } from "../lib/kube";
 import { serviceSpec } from "../capabilities/sandbox/service";
@@ -197,6 +197,8 @@ export async function sandboxBurst(kubeconfig: string, count: number): Promise<R
   const sbxReady = new Map<string, number>();
   const serviceSeen = new Map<string, number>();
   const createdAt = new Map<string, number>();
+  /** When this client first saw each Sandbox's pod: the operator's pickup ends there. */
+  const podSeen = new Map<string, number>();
   const watches: { close(): void }[] = [];
   try {
     await K8s(kind.Namespace).Apply({ metadata: { name: ns } });
@@ -204,6 +206,7 @@ export async function sandboxBurst(kubeconfig: string, count: number): Promise<R
       .InNamespace(ns)
       .Watch((pod) => {
         const name = pod.metadata?.labels?.["sandbox.jr2.dev/name"];
+        if (name && !podSeen.has(name)) podSeen.set(name, performance.now());
         if (name && isReady(pod) && !podReady.has(name)) podReady.set(name, performance.now());
       });
     const sbxWatch = K8s(SandboxModel)
@@ -282,6 +285,12 @@ export async function sandboxBurst(kubeconfig: string, count: number): Promise<R
     process.stderr.write(`slowest operator-added (first create at ${firstCreate}): ${slowAdded.join("; ")}\n`);
     const waitedOnService = names.filter((n) => serviceSeen.get(n)! > podReady.get(n)!).length;
     const toReady = names.map((n) => sbxReady.get(n)! - createdAt.get(n)!).sort((a, b) => a - b);
+    // Where create -> Sandbox Ready goes: the operator's pickup (create -> its pod seen) and the
+    // cluster's part (pod seen -> pod Ready: the scheduler and the fake kubelets).
+    const between = (from: Map<string, number>, to: Map<string, number>) =>
+      sorted(names.filter((n) => from.has(n) && to.has(n)).map((n) => to.get(n)! - from.get(n)!));
+    const pickup = between(createdAt, podSeen);
+    const podStart = between(podSeen, podReady);
     const delta = (name: string, labels?: Record<string, string>) =>
       sumMetric(after, name, labels) - sumMetric(before, name, labels);
     const reconciles = delta("pepr_jr2_reconciles", { controller: "sandbox" });
@@ -323,6 +332,10 @@ export async function sandboxBurst(kubeconfig: string, count: number): Promise<R
       { bench: b, metric: "service_after_pod_ready", value: waitedOnService, unit: "count" },
       { bench: b, metric: "create_to_sandbox_ready_p50_ms", value: round(percentile(toReady, 50)), unit: "ms" },
       { bench: b, metric: "create_to_sandbox_ready_p99_ms", value: round(percentile(toReady, 99)), unit: "ms" },
+      { bench: b, metric: "create_to_pod_seen_p50_ms", value: round(percentile(pickup, 50)), unit: "ms" },
+      { bench: b, metric: "create_to_pod_seen_p99_ms", value: round(percentile(pickup, 99)), unit: "ms" },
+      { bench: b, metric: "pod_seen_to_pod_ready_p50_ms", value: round(percentile(podStart, 50)), unit: "ms" },
+      { bench: b, metric: "pod_seen_to_pod_ready_p99_ms", value: round(percentile(podStart, 99)), unit: "ms" },
       { bench: b, metric: "bench_client_loop_delay_p99_ms", value: round(loop.percentile(99) / 1e6), unit: "ms" },
       { bench: b, metric: "bench_client_loop_delay_max_ms", value: round(loop.max / 1e6), unit: "ms" },
       { bench: b, metric: "plain_create_seconds", value: round(plain.createSeconds), unit: "s" },
