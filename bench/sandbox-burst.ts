@@ -284,11 +284,11 @@ export async function sandboxBurst(kubeconfig: string, count: number): Promise<R
     const firstCreate = new Date(Date.now() - (performance.now() - t0)).toISOString();
     process.stderr.write(`slowest operator-added (first create at ${firstCreate}): ${slowAdded.join("; ")}\n`);
     const waitedOnService = names.filter((n) => serviceSeen.get(n)! > podReady.get(n)!).length;
-    const toReady = names.map((n) => sbxReady.get(n)! - createdAt.get(n)!).sort((a, b) => a - b);
-    // Where create -> Sandbox Ready goes: the operator's pickup (create -> its pod seen) and the
-    // cluster's part (pod seen -> pod Ready: the scheduler and the fake kubelets).
+    // Create -> Sandbox Ready, and where it goes: the operator's pickup (create -> its pod seen)
+    // and the cluster's part (pod seen -> pod Ready: the scheduler and the fake kubelets).
     const between = (from: Map<string, number>, to: Map<string, number>) =>
       sorted(names.filter((n) => from.has(n) && to.has(n)).map((n) => to.get(n)! - from.get(n)!));
+    const toReady = between(createdAt, sbxReady);
     const pickup = between(createdAt, podSeen);
     const podStart = between(podSeen, podReady);
     const delta = (name: string, labels?: Record<string, string>) =>

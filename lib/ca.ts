@@ -1,13 +1,13 @@
-// A self-signed CA for an installation's Custodians (decision 0021), and the positive serial every
-// certificate the project writes carries. Node makes the RSA key,
+// A self-signed CA for an installation's Custodians (decision 0021): Node makes the RSA key,
 // node-forge builds and signs the certificate (decision 0019: Node has no certificate builder).
+// Also what every certificate the project writes shares: its positive serial, the day's length.
 // Pure apart from the randomness.
 import { generateKeyPairSync, randomBytes } from "node:crypto";
 import forge from "node-forge";
 
 export type CaPem = { certPem: string; keyPem: string };
 
-const DAY = 86_400_000;
+export const DAY = 86_400_000;
 
 /** A certificate serial, hex: 16 random bytes, the first byte's top bit clear so it is positive. */
 export function positiveSerial(): string {

@@ -6,14 +6,13 @@
 // Node cannot write a certificate and forge signs with RSA only. Pure apart from the randomness.
 import { generateKeyPairSync, type KeyObject, sign } from "node:crypto";
 import forge from "node-forge";
-import { positiveSerial } from "./ca";
+import { DAY, positiveSerial } from "./ca";
 
 export type ServingCertificate = { caPem: string; certPem: string; keyPem: string };
 
 /** Who the serving certificate is for (subjectAltName): DNS names and IP addresses. */
 export type ServingNames = { dnsNames: string[]; ips?: string[] };
 
-const DAY = 86_400_000;
 const ECDSA_WITH_SHA256 = "1.2.840.10045.4.3.2";
 const { asn1 } = forge;
 /** forge's TBSCertificate writer, which its type declarations leave out. */

@@ -10,7 +10,7 @@ import { cacheAgentManifests } from "../cache-agent/deploy";
 import { orchestratorManifests } from "../orchestrator/deploy";
 import cfg from "../package.json";
 import { renderAll } from "./crd-yaml";
-import { applyTlsSwap, servingTlsSwap } from "./serving-tls";
+import { applyTlsSwap, servingTlsSwap, tlsSecretOf } from "./serving-tls";
 import {
   caBundleOf,
   ignoredNamespaces,
@@ -47,6 +47,17 @@ if (!body.includes("kind: CustomResourceDefinition")) {
 // and in the chart's templates alike; the Sandbox defaults policy and its binding beside them
 // (decision 0026).
 writeFileSync(manifest, scopeManifest(readFileSync(manifest, "utf8")));
+// The webhook certificate: ECDSA in place of Pepr's RSA-2048, the same names, swapped in the
+// manifest (scripts/serving-tls.ts, decision 0032).
+const swap = servingTlsSwap(readFileSync(manifest, "utf8"), uuid);
+if (swap) {
+  const swapped = applyTlsSwap(readFileSync(manifest, "utf8"), swap);
+  if (swapped.replaced !== swap.size)
+    throw new Error(`${manifest}: the TLS swap found ${swapped.replaced} of ${swap.size} values`);
+  writeFileSync(manifest, swapped.text);
+}
+// The chart follows the manifest, the one output Pepr writes without text replacement (decision
+// 0032): its webhooks scoped alike and trusting the manifest's CA, its TLS Secret the manifest's.
 const built = parseAllDocuments(readFileSync(manifest, "utf8")).map((d) => d.toJS() as { kind?: string });
 for (const template of ["mutation-webhook.yaml", "validation-webhook.yaml"]) {
   const file = join(chart, "templates", template);
@@ -62,26 +73,7 @@ if (existsSync(chart)) {
     join(chart, "templates", "sandbox-defaults-policy.yaml"),
     sandboxDefaultsChartTemplate(ignoredNamespaces(built)),
   );
-}
-// The webhook certificate: ECDSA in place of Pepr's RSA-2048, the same names, in the manifest
-// and the chart's templates alike (scripts/serving-tls.ts, decision 0032).
-const swap = servingTlsSwap(readFileSync(manifest, "utf8"), uuid);
-if (swap) {
-  const swapped = applyTlsSwap(readFileSync(manifest, "utf8"), swap);
-  if (swapped.replaced !== swap.size)
-    throw new Error(`${manifest}: the TLS swap found ${swapped.replaced} of ${swap.size} values`);
-  writeFileSync(manifest, swapped.text);
-  const templates = join(chart, "templates");
-  let inChart = 0;
-  for (const file of existsSync(templates) ? readdirSync(templates) : []) {
-    const out = applyTlsSwap(readFileSync(join(templates, file), "utf8"), swap);
-    if (out.replaced) writeFileSync(join(templates, file), out.text);
-    inChart += out.replaced;
-  }
-  // tls-secret.yaml carries two values, the webhook templates the third (made the manifest's above).
-  if (existsSync(templates) && inChart < swap.size) {
-    throw new Error(`${chart}: its TLS values are not the manifest's (another build's chart?)`);
-  }
+  writeFileSync(join(chart, "templates", "tls-secret.yaml"), stringify(tlsSecretOf(built, uuid), { lineWidth: 0 }));
 }
 console.log(
   `CRDs added to ${manifest}${existsSync(chart) ? ` and ${chart}/crds` : ""}: ${readdirSync(join(dist, "crds")).join(", ")}`,

@@ -15,6 +15,7 @@ import { run } from "../../dev/kubectl";
 import { waitFor } from "./support/cluster";
 import { CACHE_AGENT_ENV } from "../../api/env";
 import { caBundleOf } from "../../scripts/webhooks";
+import { tlsSecretOf } from "../../scripts/serving-tls";
 import cfg from "../../package.json";
 
 const kubeconfig = () => process.env.KUBECONFIG!;
@@ -122,10 +123,8 @@ describe("the module's manifest and Helm chart in the build output (decision 003
   const uuid = cfg.pepr.uuid;
   const moduleManifest = readFileSync(join(ROOT, "dist", `pepr-module-${uuid}.yaml`), "utf8");
   const templates = join(ROOT, "dist", `${uuid}-chart`, "templates");
-  const docs = parseAllDocuments(moduleManifest).map((d) => d.toJS() as Record<string, never>);
-  const secret = docs.find((d: { kind?: string; metadata?: { name?: string } }) => {
-    return d.kind === "Secret" && d.metadata?.name === `pepr-${uuid}-tls`;
-  }) as unknown as { data: Record<string, string> };
+  const docs = parseAllDocuments(moduleManifest).map((d) => d.toJS() as unknown);
+  const secret = tlsSecretOf(docs, uuid);
   const caBundle = caBundleOf(docs);
 
   it("serves an ECDSA certificate its webhooks' CA signed", () => {
