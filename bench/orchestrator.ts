@@ -5,7 +5,7 @@
 // operator, a cache agent per node, real git; the Harnesses run inline in the Orchestrator
 // (local mode), a process each would measure process start-up rather than the Orchestrator.
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { K8s, kind } from "kubernetes-fluent-client";
@@ -19,6 +19,7 @@ import { ORCHESTRATOR_ENV } from "../api/env";
 
 const LEASE_S = 30;
 const WINDOW_S = 60;
+const CUSTODIAN_CPU = "50m";
 
 async function call(orch: LocalOrchestrator, method: string, path: string, body?: unknown) {
   const res = await fetch(orch.url + path, {
@@ -60,6 +61,11 @@ export async function orchestratorBench(kubeconfig: string, count: number, live:
     oneCommitRepository(join(tmp, "src"), remote);
     agents.push(...(await startCacheAgents(tmp)));
     await K8s(kind.Namespace).Apply({ metadata: { name: ns } });
+    // What is measured is the API and the lease, not packing: at the default Custodian slice
+    // (100m) the 1000 workspaces would ask for more CPU than the three local nodes' 95.25 cores
+    // allocatable, and the last ones would wait Unschedulable. A dense cluster's setting, 50m.
+    const podConfig = join(tmp, "pod-config.json");
+    writeFileSync(podConfig, JSON.stringify({ custodian: { resources: { cpu: CUSTODIAN_CPU } } }));
     orch = await startLocalOrchestrator({
       kubeconfig,
       namespace: ns,
@@ -67,7 +73,7 @@ export async function orchestratorBench(kubeconfig: string, count: number, live:
       credentials: [remotes],
       reposRoot: localReposRoot(tmp),
       harness: "inline",
-      env: { [ORCHESTRATOR_ENV.leaseInterval]: `${LEASE_S}s` },
+      env: { [ORCHESTRATOR_ENV.leaseInterval]: `${LEASE_S}s`, [ORCHESTRATOR_ENV.podConfigFile]: podConfig },
     });
     const o = orch;
 
