@@ -9,6 +9,7 @@
 // the pooled client the Orchestrator uses (lib/kube.ts), not a new TLS connection per create.
 //   BENCH_WRITE_QPS: the operator's JR2_WRITE_QPS (`0`: no client-side limit; default: its own).
 //   BENCH_EVENT_QPS: the operator's JR2_EVENT_QPS (its Event budget; default: its own).
+//   BENCH_OPERATOR_HTTP2: the operator's JR2_API_HTTP2 (`1`: HTTP/2, decision 0033; default: its own).
 import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { request } from "node:https";
@@ -184,6 +185,7 @@ export async function sandboxBurst(kubeconfig: string, count: number): Promise<R
     {
       ...(qps !== undefined ? { JR2_WRITE_QPS: qps } : {}),
       ...(process.env.BENCH_EVENT_QPS !== undefined ? { JR2_EVENT_QPS: process.env.BENCH_EVENT_QPS } : {}),
+      ...(process.env.BENCH_OPERATOR_HTTP2 !== undefined ? { JR2_API_HTTP2: process.env.BENCH_OPERATOR_HTTP2 } : {}),
     },
     probeFile,
   );

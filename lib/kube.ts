@@ -27,23 +27,33 @@ async function open(previous?: Session): Promise<Session> {
   await kc.applyToHTTPSOptions(opts);
   const headers: Record<string, string> = {};
   for (const [k, v] of Object.entries(opts.headers ?? {})) if (typeof v === "string") headers[k] = v;
-  const agent =
-    previous?.agent ??
-    new Agent({
-      keepAliveTimeout: 30_000,
-      // JR2_API_HTTP2=1: a burst multiplexes on one connection instead of opening one TLS
-      // connection per request in flight. The Orchestrator turns it on (its create p50 under a burst
-      // of 200: 1.39 s -> 0.30 s); the operator stays on HTTP/1.1, whose reconcile tail under a
-      // burst of 1000 was the shorter (decision 0008).
-      allowH2: process.env[API_HTTP2_ENV] === "1",
-      connect: {
-        ca: opts.ca as string | undefined,
-        cert: opts.cert as string | undefined,
-        key: opts.key as string | undefined,
-        rejectUnauthorized: !cluster.skipTLSVerify,
-      },
-    });
+  const agent = previous?.agent ?? newAgent(cluster.skipTLSVerify, opts);
   return { server: cluster.server.replace(/\/$/, ""), agent, headers, at: Date.now() };
+}
+
+/** Streams one HTTP/2 connection carries at once: far below a Go server's limit (250). */
+export const H2_STREAMS = 100;
+
+const http2 = () => process.env[API_HTTP2_ENV] === "1";
+
+/**
+ * JR2_API_HTTP2=1: a burst multiplexes on one connection instead of opening one TLS connection
+ * per request in flight (decision 0008). undici needs two things for that: `pipelining` (its
+ * default, 1, lets a connection carry one request at a time, HTTP/2 or not) and each request
+ * marked idempotent (see kubeRequest).
+ */
+function newAgent(skipTLSVerify: boolean | undefined, opts: RequestOptions): Agent {
+  return new Agent({
+    keepAliveTimeout: 30_000,
+    allowH2: http2(),
+    ...(http2() ? { pipelining: H2_STREAMS } : {}),
+    connect: {
+      ca: opts.ca as string | undefined,
+      cert: opts.cert as string | undefined,
+      key: opts.key as string | undefined,
+      rejectUnauthorized: !skipTLSVerify,
+    },
+  });
 }
 
 async function current(): Promise<Session> {
@@ -70,6 +80,10 @@ export async function kubeRequest<T>(
   const res = await request(s.server + path, {
     method,
     dispatcher: s.agent,
+    // undici starts a request it may not repeat (POST, PATCH) only on an idle connection, since a
+    // connection lost under it could not be retried. Nothing here retries a request: a failed one
+    // is its caller's to retry (the work queue) or to report, so each may share the connection.
+    idempotent: true,
     headers: {
       ...s.headers,
       accept: "application/json",

@@ -1,25 +1,10 @@
 // A DELETE with preconditions through the pooled client (lib/kube.ts), over HTTP/1.1 and HTTP/2:
 // the lease's reap deletes only the Sandbox it judged (decision 0014), so a keepalive renewed in
 // between is a 409 that deletes nothing. Over HTTP/2 undici once refused any DELETE body.
+import { clientFor, type Api, type Kube } from "./support/api-client";
 import { useNamespace } from "./support/cluster";
 
 const ns = useNamespace("delete-pre");
-
-type Kube = typeof import("../../lib/kube");
-type Api = typeof import("../../lib/api");
-
-/** lib/kube.ts loaded afresh with JR2_API_HTTP2 set as asked (it reads it once, at its first call). */
-async function clientFor(http2: boolean): Promise<{ kube: Kube; api: Api }> {
-  const before = process.env.JR2_API_HTTP2;
-  process.env.JR2_API_HTTP2 = http2 ? "1" : "0";
-  let loaded: { kube: Kube; api: Api } | undefined;
-  await jest.isolateModulesAsync(async () => {
-    loaded = { kube: await import("../../lib/kube"), api: await import("../../lib/api") };
-  });
-  if (before === undefined) delete process.env.JR2_API_HTTP2;
-  else process.env.JR2_API_HTTP2 = before;
-  return loaded!;
-}
 
 type ConfigMap = { metadata: { name: string; uid: string; resourceVersion: string }; data?: Record<string, string> };
 
@@ -30,7 +15,9 @@ describe.each([
   let kube: Kube;
   let api: Api;
   beforeAll(async () => {
-    ({ kube, api } = await clientFor(http2));
+    let protocol: string;
+    ({ kube, api, protocol } = await clientFor(http2));
+    expect(protocol).toBe(http2 ? "h2" : "http/1.1");
   });
   const path = (name?: string) => `/api/v1/namespaces/${ns.name}/configmaps${name ? `/${name}` : ""}`;
   const deleteAsOf = (cm: ConfigMap) =>
