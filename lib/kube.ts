@@ -31,16 +31,16 @@ async function open(previous?: Session): Promise<Session> {
   return { server: cluster.server.replace(/\/$/, ""), agent, headers, at: Date.now() };
 }
 
-/** Streams one HTTP/2 connection carries at once: far below a Go server's limit (250). */
-export const H2_STREAMS = 100;
+/** Streams one HTTP/2 connection carries at once: below what the API server allows (Go's 250 or more). */
+const H2_STREAMS = 100;
 
 const http2 = () => process.env[API_HTTP2_ENV] === "1";
 
 /**
  * JR2_API_HTTP2=1: a burst multiplexes on one connection instead of opening one TLS connection
- * per request in flight (decision 0008). undici needs two things for that: `pipelining` (its
- * default, 1, lets a connection carry one request at a time, HTTP/2 or not) and each request
- * marked idempotent (see kubeRequest).
+ * per request in flight. undici needs two things for that: `pipelining` (its default, 1, lets a
+ * connection carry one request at a time, HTTP/2 or not) and each request marked idempotent (see
+ * kubeRequest). The Orchestrator turns it on; the operator stays on HTTP/1.1 (decision 0033).
  */
 function newAgent(skipTLSVerify: boolean | undefined, opts: RequestOptions): Agent {
   return new Agent({
