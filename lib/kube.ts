@@ -34,8 +34,6 @@ async function open(previous?: Session): Promise<Session> {
 /** Streams one HTTP/2 connection carries at once: below what the API server allows (Go's 250 or more). */
 const H2_STREAMS = 100;
 
-const http2 = () => process.env[API_HTTP2_ENV] === "1";
-
 /**
  * JR2_API_HTTP2=1: a burst multiplexes on one connection instead of opening one TLS connection
  * per request in flight. undici needs two things for that: `pipelining` (its default, 1, lets a
@@ -43,10 +41,11 @@ const http2 = () => process.env[API_HTTP2_ENV] === "1";
  * kubeRequest). The Orchestrator turns it on; the operator stays on HTTP/1.1 (decision 0033).
  */
 function newAgent(skipTLSVerify: boolean | undefined, opts: RequestOptions): Agent {
+  const h2 = process.env[API_HTTP2_ENV] === "1";
   return new Agent({
     keepAliveTimeout: 30_000,
-    allowH2: http2(),
-    ...(http2() ? { pipelining: H2_STREAMS } : {}),
+    allowH2: h2,
+    ...(h2 ? { pipelining: H2_STREAMS } : {}),
     connect: {
       ca: opts.ca as string | undefined,
       cert: opts.cert as string | undefined,

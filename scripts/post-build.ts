@@ -46,12 +46,13 @@ if (!body.includes("kind: CustomResourceDefinition")) {
 // Each webhook scoped to what it guards (scripts/webhooks.ts, decision 0017), in the manifest
 // and in the chart's templates alike; the Sandbox defaults policy and its binding beside them
 // (decision 0026).
-writeFileSync(manifest, scopeManifest(readFileSync(manifest, "utf8")));
+const scoped = scopeManifest(readFileSync(manifest, "utf8"));
+writeFileSync(manifest, scoped);
 // The webhook certificate: ECDSA in place of Pepr's RSA-2048, the same names, swapped in the
 // manifest (scripts/serving-tls.ts, decision 0032).
-const swap = servingTlsSwap(readFileSync(manifest, "utf8"), uuid);
+const swap = servingTlsSwap(scoped, uuid);
 if (swap) {
-  const swapped = applyTlsSwap(readFileSync(manifest, "utf8"), swap);
+  const swapped = applyTlsSwap(scoped, swap);
   if (swapped.replaced !== swap.size)
     throw new Error(`${manifest}: the TLS swap found ${swapped.replaced} of ${swap.size} values`);
   writeFileSync(manifest, swapped.text);

@@ -2,7 +2,7 @@
 // writes and reads shares one connection, as the Orchestrator relies on; over HTTP/1.1 each
 // request in flight takes a connection of its own. undici, by default, runs one request at a time
 // per connection and a POST or PATCH only on an idle one, HTTP/2 or not.
-import { clientFor, connectionsOpenedBy, type Kube } from "./support/api-client";
+import { connectionsOpenedBy, useClient, type Kube } from "./support/api-client";
 import { useNamespace } from "./support/cluster";
 
 const ns = useNamespace("api-conn");
@@ -31,28 +31,23 @@ async function burst(kube: Kube, tag: string): Promise<ConfigMap[]> {
 }
 
 describe("the pooled API client over HTTP/2", () => {
-  let kube: Kube;
-  beforeAll(async () => {
-    let protocol: string;
-    ({ kube, protocol } = await clientFor(true));
-    expect(protocol).toBe("h2");
-  });
+  const client = useClient(true);
 
   it(`carries ${BURST} writes and reads at once on the one connection it has`, async () => {
-    const { result, opened } = await connectionsOpenedBy(() => burst(kube, "h2"));
+    const { result, opened } = await connectionsOpenedBy(() => burst(client.kube, "h2"));
     expect(result.every((c) => c.data?.tag === "h2")).toBe(true);
     expect(opened).toEqual([]);
   });
 
   it("completes a DELETE with a body (preconditions) sent amid a burst of creates", async () => {
-    const victim = await kube.kubeRequest<ConfigMap>("POST", path(), {
+    const victim = await client.kube.kubeRequest<ConfigMap>("POST", path(), {
       apiVersion: "v1",
       kind: "ConfigMap",
       metadata: { name: "h2-victim" },
     });
     const creates = (from: number) =>
       Array.from({ length: BURST / 2 }, (_, i) =>
-        kube.kubeRequest("POST", path(), {
+        client.kube.kubeRequest("POST", path(), {
           apiVersion: "v1",
           kind: "ConfigMap",
           metadata: { name: `h2d-${from + i}` },
@@ -62,14 +57,14 @@ describe("the pooled API client over HTTP/2", () => {
     // before it, and the creates after it go on without it.
     await Promise.all([
       ...creates(0),
-      kube.kubeRequest("DELETE", path(victim.metadata.name), {
+      client.kube.kubeRequest("DELETE", path(victim.metadata.name), {
         apiVersion: "v1",
         kind: "DeleteOptions",
         preconditions: { uid: victim.metadata.uid, resourceVersion: victim.metadata.resourceVersion },
       }),
       ...creates(BURST / 2),
     ]);
-    const left = await kube.kubeRequest<{ items: ConfigMap[] }>("GET", path());
+    const left = await client.kube.kubeRequest<{ items: ConfigMap[] }>("GET", path());
     const names = new Set(left.items.map((c) => c.metadata.name));
     expect(names.has("h2-victim")).toBe(false);
     expect(Array.from({ length: BURST }, (_, i) => names.has(`h2d-${i}`)).every(Boolean)).toBe(true);
@@ -77,16 +72,11 @@ describe("the pooled API client over HTTP/2", () => {
 });
 
 describe("the pooled API client over HTTP/1.1", () => {
-  let kube: Kube;
-  beforeAll(async () => {
-    let protocol: string;
-    ({ kube, protocol } = await clientFor(false));
-    expect(protocol).toBe("http/1.1");
-  });
+  const client = useClient(false);
 
   // The contrast: what HTTP/2 saves, and proof that the count above sees new connections.
   it(`opens a connection for each request in flight beyond the first`, async () => {
-    const { result, opened } = await connectionsOpenedBy(() => burst(kube, "h1"));
+    const { result, opened } = await connectionsOpenedBy(() => burst(client.kube, "h1"));
     expect(result.every((c) => c.data?.tag === "h1")).toBe(true);
     expect(opened.length).toBeGreaterThanOrEqual(BURST / 2);
     expect(new Set(opened)).toEqual(new Set(["http/1.1"]));

@@ -29,6 +29,20 @@ export async function clientFor(http2: boolean): Promise<{ kube: Kube; api: Api;
 }
 
 /**
+ * For a describe block: the client over the protocol asked, loaded before its tests, which fail
+ * at once if the connection negotiated another protocol.
+ */
+export function useClient(http2: boolean): { kube: Kube; api: Api } {
+  const client = {} as { kube: Kube; api: Api };
+  beforeAll(async () => {
+    const { protocol, ...loaded } = await clientFor(http2);
+    expect(protocol).toBe(http2 ? "h2" : "http/1.1");
+    Object.assign(client, loaded);
+  });
+  return client;
+}
+
+/**
  * Runs `fn` and lists the connections any undici client in this process opened meanwhile, by the
  * protocol each negotiated.
  */
