@@ -18,6 +18,11 @@ export type ReconcileResult = void | { requeueAfterMs?: number };
 export type WorkQueueOptions = {
   name: string;
   workers: number;
+  /**
+   * Workers beyond `workers` that only keys added by addFirst may take (default 0): slow reconciles
+   * that start new work never hold every worker while a key that finishes one waits (decision 0034).
+   */
+  extraForFirst?: number;
   reconcile: (key: string) => Promise<ReconcileResult>;
   /** First retry delay after a failure; doubles per consecutive failure of the key. */
   baseDelayMs?: number;
@@ -32,6 +37,8 @@ export class WorkQueue {
   readonly #o: Required<Omit<WorkQueueOptions, "onError" | "onDone">> & Pick<WorkQueueOptions, "onError" | "onDone">;
   /** Keys waiting to run, in order. */
   readonly #fifo: string[] = [];
+  /** Keys added by addFirst that have not started since: they may take an extra worker. */
+  readonly #first = new Set<string>();
   /** Keys that must run (again): in #fifo, or waiting for their running reconcile to end. */
   readonly #dirty = new Set<string>();
   readonly #processing = new Set<string>();
@@ -40,11 +47,13 @@ export class WorkQueue {
   /** How many times in a row a key went to the front after changing during its own reconcile. */
   readonly #streaks = new Map<string, number>();
   #active = 0;
+  /** How many of the running keys were added first when they started. */
+  #activeFirst = 0;
   #stopped = false;
   #idleWaiters: (() => void)[] = [];
 
   constructor(opts: WorkQueueOptions) {
-    this.#o = { baseDelayMs: 100, maxDelayMs: 10_000, ...opts };
+    this.#o = { baseDelayMs: 100, maxDelayMs: 10_000, extraForFirst: 0, ...opts };
   }
 
   /** Keys waiting to run (not counting those running). */
@@ -71,6 +80,7 @@ export class WorkQueue {
    */
   addFirst(key: string): void {
     if (this.#stopped) return;
+    this.#first.add(key);
     if (this.#dirty.has(key)) {
       const at = this.#fifo.indexOf(key);
       if (at > 0) {
@@ -132,15 +142,17 @@ export class WorkQueue {
     this.#timers.clear();
     this.#fifo.length = 0;
     this.#dirty.clear();
+    this.#first.clear();
   }
 
   #pump(): void {
-    while (this.#active < this.#o.workers && this.#fifo.length > 0) {
-      const key = this.#fifo.shift()!;
+    for (let key = this.#next(); key !== undefined; key = this.#next()) {
+      const first = this.#first.delete(key);
       this.#dirty.delete(key);
       this.#processing.add(key);
       this.#active++;
-      void this.#run(key);
+      if (first) this.#activeFirst++;
+      void this.#run(key, first);
     }
     if (this.#active === 0 && this.#fifo.length === 0) {
       const waiters = this.#idleWaiters;
@@ -149,7 +161,21 @@ export class WorkQueue {
     }
   }
 
-  async #run(key: string): Promise<void> {
+  /**
+   * Takes the next key a free worker may run: the head while an ordinary worker is free, else the
+   * first key added by addFirst while an extra one is (usually the head too; a key requeued by
+   * #requeueDirty can stand before it). Running keys added first fill the extra workers first.
+   */
+  #next(): string | undefined {
+    if (this.#fifo.length === 0 || this.#active >= this.#o.workers + this.#o.extraForFirst) return undefined;
+    const ordinary = this.#active - Math.min(this.#activeFirst, this.#o.extraForFirst);
+    if (ordinary < this.#o.workers) return this.#fifo.shift();
+    if (this.#first.size === 0) return undefined;
+    const at = this.#fifo.findIndex((k) => this.#first.has(k));
+    return at < 0 ? undefined : this.#fifo.splice(at, 1)[0];
+  }
+
+  async #run(key: string, first: boolean): Promise<void> {
     const started = Date.now();
     try {
       const result = await this.#o.reconcile(key);
@@ -163,6 +189,7 @@ export class WorkQueue {
     } finally {
       this.#processing.delete(key);
       this.#active--;
+      if (first) this.#activeFirst--;
       if (this.#dirty.has(key)) this.#requeueDirty(key);
       else this.#streaks.delete(key);
       this.#pump();

@@ -30,6 +30,8 @@ import { specAppliedCondition, withSpecDigest } from "./spec-changes";
 
 /** Seed 000: a fixed number of workers; one Sandbox is never reconciled twice at once. */
 export const SANDBOX_WORKERS = 16;
+/** Beyond those, workers only a key whose pod news finishes its Sandbox may take (decision 0034). */
+export const SANDBOX_WORKERS_FOR_FINISHING = 16;
 
 export type Sandbox = SandboxModel & {
   metadata: { name: string; namespace: string; uid: string };
@@ -79,6 +81,7 @@ export class SandboxController {
     this.queue = new WorkQueue({
       name: "sandbox",
       workers: SANDBOX_WORKERS,
+      extraForFirst: SANDBOX_WORKERS_FOR_FINISHING,
       reconcile: (key) => this.reconcile(key),
       baseDelayMs: 200,
       maxDelayMs: 10_000,

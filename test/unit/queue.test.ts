@@ -309,3 +309,92 @@ describe("WorkQueue: a key that changed during its own reconcile", () => {
     expect(order).toEqual(["hot", "hot", "hot", "hot", "a", "b", "hot"]);
   });
 });
+
+describe("WorkQueue: workers only keys added first may take (decision 0034)", () => {
+  it("runs a key added first at once while every ordinary worker is busy; an ordinary key never takes the extra one", async () => {
+    const g = gated();
+    const q = queue({ workers: 2, extraForFirst: 1, reconcile: g.reconcile });
+    q.add("s1");
+    q.add("s2");
+    q.add("s3");
+    expect(q.running).toBe(2);
+    q.addFirst("ready");
+    expect(g.runs("ready")).toBe(1);
+    expect(q.running).toBe(3);
+    // The extra worker frees; the ordinary key waiting still does not take it.
+    g.release("ready");
+    await flush();
+    expect(q.running).toBe(2);
+    expect(g.runs("s3")).toBe(0);
+    // Two keys added first: one takes the extra worker, the other waits for it.
+    q.addFirst("r1");
+    q.addFirst("r2");
+    expect(q.running).toBe(3);
+    expect(g.runs("r1") + g.runs("r2")).toBe(1);
+    const took = g.runs("r2") ? "r2" : "r1";
+    g.release(took);
+    await flush();
+    expect(g.runs("r1") + g.runs("r2")).toBe(2);
+    // An ordinary worker frees while a key added first runs on the extra one: the ordinary key takes it.
+    g.release("s1");
+    await flush();
+    expect(g.runs("s3")).toBe(1);
+    expect(q.running).toBe(3);
+    for (const k of ["s2", "s3", took === "r1" ? "r2" : "r1"]) g.release(k);
+    await q.idle();
+    expect(q.running).toBe(0);
+  });
+
+  it("a key added first takes an ordinary worker when one is free, and the extra one stays open", async () => {
+    const g = gated();
+    const q = queue({ workers: 2, extraForFirst: 1, reconcile: g.reconcile });
+    q.addFirst("r1");
+    q.add("s1");
+    expect(q.running).toBe(2);
+    // r1 counts against the extra worker, so one ordinary worker is still free for s2.
+    q.add("s2");
+    expect(g.runs("s2")).toBe(1);
+    q.add("s3");
+    expect(g.runs("s3")).toBe(0);
+    for (const k of ["r1", "s1", "s2"]) g.release(k);
+    await flush();
+    g.release("s3");
+    await q.idle();
+  });
+
+  it("a key added first behind a requeued key still takes the extra worker", async () => {
+    const g = gated();
+    const q = queue({ workers: 1, extraForFirst: 1, reconcile: g.reconcile });
+    q.add("hot");
+    q.add("hot"); // changed during its run: requeued at the front when the run ends
+    q.add("s1");
+    g.release("hot");
+    await flush();
+    expect(g.runs("hot")).toBe(2);
+    q.add("hot"); // requeued at the front again, ahead of any key added first meanwhile
+    q.addFirst("ready");
+    expect(g.runs("ready")).toBe(1);
+    expect(q.running).toBe(2);
+    g.release("ready");
+    g.release("hot");
+    await flush();
+    g.release("hot");
+    await flush();
+    g.release("s1");
+    await q.idle();
+    expect(g.runs("s1")).toBe(1);
+  });
+
+  it("with no extra workers, a key added first waits for an ordinary worker like any other", async () => {
+    const g = gated();
+    const q = queue({ workers: 1, reconcile: g.reconcile });
+    q.add("s1");
+    q.addFirst("ready");
+    expect(g.runs("ready")).toBe(0);
+    g.release("s1");
+    await flush();
+    expect(g.runs("ready")).toBe(1);
+    g.release("ready");
+    await q.idle();
+  });
+});
