@@ -37,8 +37,10 @@ export class WorkQueue {
   readonly #o: Required<Omit<WorkQueueOptions, "onError" | "onDone">> & Pick<WorkQueueOptions, "onError" | "onDone">;
   /** Keys waiting to run, in order. */
   readonly #fifo: string[] = [];
-  /** Keys added by addFirst that have not started since: they may take an extra worker. */
-  readonly #first = new Set<string>();
+  /** Keys added by addFirst waiting to run: before #fifo, and they may take an extra worker. */
+  readonly #front: string[] = [];
+  /** Running keys added by addFirst meanwhile: they go to #front when their reconcile ends. */
+  readonly #firstAfterRun = new Set<string>();
   /** Keys that must run (again): in #fifo, or waiting for their running reconcile to end. */
   readonly #dirty = new Set<string>();
   readonly #processing = new Set<string>();
@@ -58,7 +60,7 @@ export class WorkQueue {
 
   /** Keys waiting to run (not counting those running). */
   get depth(): number {
-    return this.#fifo.length;
+    return this.#front.length + this.#fifo.length;
   }
 
   get running(): number {
@@ -80,17 +82,17 @@ export class WorkQueue {
    */
   addFirst(key: string): void {
     if (this.#stopped) return;
-    this.#first.add(key);
-    if (this.#dirty.has(key)) {
-      const at = this.#fifo.indexOf(key);
-      if (at > 0) {
-        this.#fifo.splice(at, 1);
-        this.#fifo.unshift(key);
-      }
+    if (this.#processing.has(key)) {
+      this.#dirty.add(key);
+      this.#firstAfterRun.add(key);
       return;
     }
+    if (this.#dirty.has(key)) {
+      const lane = this.#front.includes(key) ? this.#front : this.#fifo;
+      lane.splice(lane.indexOf(key), 1);
+    }
     this.#dirty.add(key);
-    if (!this.#processing.has(key)) this.#fifo.unshift(key);
+    this.#front.unshift(key);
     this.#pump();
   }
 
@@ -132,7 +134,7 @@ export class WorkQueue {
 
   /** Resolves when nothing is queued or running (timers may still be pending). */
   idle(): Promise<void> {
-    if (this.#active === 0 && this.#fifo.length === 0) return Promise.resolve();
+    if (this.#active === 0 && this.depth === 0) return Promise.resolve();
     return new Promise((resolve) => this.#idleWaiters.push(resolve));
   }
 
@@ -141,20 +143,21 @@ export class WorkQueue {
     for (const { timer } of this.#timers.values()) clearTimeout(timer);
     this.#timers.clear();
     this.#fifo.length = 0;
+    this.#front.length = 0;
     this.#dirty.clear();
-    this.#first.clear();
+    this.#firstAfterRun.clear();
   }
 
   #pump(): void {
-    for (let key = this.#next(); key !== undefined; key = this.#next()) {
-      const first = this.#first.delete(key);
+    for (let next = this.#next(); next; next = this.#next()) {
+      const { key, first } = next;
       this.#dirty.delete(key);
       this.#processing.add(key);
       this.#active++;
       if (first) this.#activeFirst++;
       void this.#run(key, first);
     }
-    if (this.#active === 0 && this.#fifo.length === 0) {
+    if (this.#active === 0 && this.depth === 0) {
       const waiters = this.#idleWaiters;
       this.#idleWaiters = [];
       waiters.forEach((w) => w());
@@ -162,17 +165,17 @@ export class WorkQueue {
   }
 
   /**
-   * Takes the next key a free worker may run: the head while an ordinary worker is free, else the
-   * first key added by addFirst while an extra one is (usually the head too; a key requeued by
-   * #requeueDirty can stand before it). Running keys added first fill the extra workers first.
+   * Takes the next key a free worker may run: from #front, then #fifo, while an ordinary worker is
+   * free; from #front alone while only an extra one is. Running keys added first fill the extra
+   * workers first, so they never take an ordinary worker from the keys behind them.
    */
-  #next(): string | undefined {
-    if (this.#fifo.length === 0 || this.#active >= this.#o.workers + this.#o.extraForFirst) return undefined;
+  #next(): { key: string; first: boolean } | undefined {
+    if (this.#active >= this.#o.workers + this.#o.extraForFirst) return undefined;
+    const front = this.#front.shift();
+    if (front !== undefined) return { key: front, first: true };
     const ordinary = this.#active - Math.min(this.#activeFirst, this.#o.extraForFirst);
-    if (ordinary < this.#o.workers) return this.#fifo.shift();
-    if (this.#first.size === 0) return undefined;
-    const at = this.#fifo.findIndex((k) => this.#first.has(k));
-    return at < 0 ? undefined : this.#fifo.splice(at, 1)[0];
+    const key = ordinary < this.#o.workers ? this.#fifo.shift() : undefined;
+    return key === undefined ? undefined : { key, first: false };
   }
 
   async #run(key: string, first: boolean): Promise<void> {
@@ -198,17 +201,19 @@ export class WorkQueue {
 
   /**
    * A key that changed while it was being reconciled holds the freshest news there is (a pod that
-   * turned Ready while its create was answered): it goes to the front, not behind a burst of
-   * others, but only a few times in a row, so a key that never settles cannot starve the rest.
+   * turned Ready while its create was answered): it goes to the front of its lane (#front when it
+   * was added first meanwhile), not behind a burst of others, but only a few times in a row, so a
+   * key that never settles cannot starve the rest.
    */
   #requeueDirty(key: string): void {
+    const lane = this.#firstAfterRun.delete(key) ? this.#front : this.#fifo;
     const streak = (this.#streaks.get(key) ?? 0) + 1;
     if (streak <= MAX_FRONT_STREAK) {
       this.#streaks.set(key, streak);
-      this.#fifo.unshift(key);
+      lane.unshift(key);
     } else {
       this.#streaks.delete(key);
-      this.#fifo.push(key);
+      lane.push(key);
     }
   }
 }
