@@ -47,6 +47,10 @@ export const CONVERSATIONS_DIR = "/conversations";
  * (a ConfigMap, key `ca.crt`, at /etc/jr2/ca). */
 export const CUSTODIAN_CA_SECRET = "jr2-custodian-ca";
 export const CA_CONFIGMAP = "jr2-ca";
+/** The label every object an installation of jr2 writes carries (companions, CA, policy). */
+export const PART_OF_JR2 = { "app.kubernetes.io/part-of": "jr2" } as const;
+/** Where the companions (the Orchestrator, the cache agents) install unless told otherwise. */
+export const COMPANION_NAMESPACE = "jr2-system";
 /** Per namespace: ingress to Sandbox pods from the Orchestrator alone (seed 000). */
 export const SANDBOX_INGRESS_POLICY = "jr2-sandbox-ingress";
 

@@ -5,11 +5,10 @@
 // The agent runs as root with every capability dropped: the cache root is a root-owned hostPath
 // the kubelet may create, and root's own files are the only ones it writes; no capability means
 // no reading or writing anyone else's (decision 0010).
-import { DEFAULT_CACHE_ROOT } from "../api/wire";
+import { COMPANION_NAMESPACE, DEFAULT_CACHE_ROOT, PART_OF_JR2 } from "../api/wire";
 import { GROUP } from "../api/crd/sources/common";
 import { CACHE_AGENT_ENV } from "../api/env";
 
-export const COMPANION_NAMESPACE = "jr2-system";
 export const CACHE_AGENT = "jr2-cache-agent";
 
 export type CacheAgentDeployOptions = {
@@ -19,7 +18,7 @@ export type CacheAgentDeployOptions = {
   evictAfter?: string;
 };
 
-const labels = { "app.kubernetes.io/name": CACHE_AGENT, "app.kubernetes.io/part-of": "jr2" };
+const labels = { "app.kubernetes.io/name": CACHE_AGENT, ...PART_OF_JR2 };
 
 export function cacheAgentManifests(opts: CacheAgentDeployOptions): Array<Record<string, unknown>> {
   const namespace = opts.namespace ?? COMPANION_NAMESPACE;
@@ -28,7 +27,7 @@ export function cacheAgentManifests(opts: CacheAgentDeployOptions): Array<Record
     {
       apiVersion: "v1",
       kind: "Namespace",
-      metadata: { name: namespace, labels: { "app.kubernetes.io/part-of": "jr2" } },
+      metadata: { name: namespace, labels: { ...PART_OF_JR2 } },
     },
     { apiVersion: "v1", kind: "ServiceAccount", metadata: { name: CACHE_AGENT, namespace, labels } },
     {

@@ -5,6 +5,7 @@
 // (`jr2-orchestrator`, keys `signing-key` and `api-tokens`); the fence from a ConfigMap.
 import { GROUP } from "../api/crd/sources/common";
 import { ORCHESTRATOR_ENV } from "../api/env";
+import { COMPANION_NAMESPACE, PART_OF_JR2 } from "../api/wire";
 
 export const ORCHESTRATOR = "jr2-orchestrator";
 export const ORCHESTRATOR_PORT = 8090;
@@ -17,16 +18,16 @@ export type OrchestratorDeployOptions = {
   workspaceNamespace?: string;
 };
 
-const labels = { "app.kubernetes.io/name": ORCHESTRATOR, "app.kubernetes.io/part-of": "jr2" };
+const labels = { "app.kubernetes.io/name": ORCHESTRATOR, ...PART_OF_JR2 };
 
 export function orchestratorManifests(opts: OrchestratorDeployOptions): Array<Record<string, unknown>> {
-  const namespace = opts.namespace ?? "jr2-system";
+  const namespace = opts.namespace ?? COMPANION_NAMESPACE;
   const workspaces = opts.workspaceNamespace ?? namespace;
   return [
     {
       apiVersion: "v1",
       kind: "Namespace",
-      metadata: { name: namespace, labels: { "app.kubernetes.io/part-of": "jr2" } },
+      metadata: { name: namespace, labels: { ...PART_OF_JR2 } },
     },
     { apiVersion: "v1", kind: "ServiceAccount", metadata: { name: ORCHESTRATOR, namespace, labels } },
     {

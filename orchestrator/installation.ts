@@ -8,11 +8,13 @@ import { CA_CERT_KEY, CA_KEY_KEY, HARNESS_CA_KEY } from "../api/custodian";
 import { ORCHESTRATOR_ENV as E } from "../api/env";
 import {
   CA_CONFIGMAP,
+  COMPANION_NAMESPACE,
   CUSTODIAN_CA_SECRET,
   EFFECTOR_PORT,
   HARNESS_PORT,
   MANAGED_BY,
   MANAGED_BY_LABEL,
+  PART_OF_JR2,
   SANDBOX_INGRESS_POLICY,
 } from "../api/wire";
 import { ApiError } from "../lib/api-error";
@@ -26,7 +28,7 @@ import { DEFAULT_POD_CONFIG, parsePodConfig, type PodConfig } from "./pod-config
  * local use; the Orchestrator's manifest sets JR2_CUSTODIAN_IMAGE to its own image). */
 export const DEFAULT_CUSTODIAN_IMAGE = "jr2/companions:local";
 /** The Orchestrator's Service in its default namespace. */
-export const DEFAULT_ORCHESTRATOR_URL = `http://${ORCHESTRATOR}.jr2-system.svc:${ORCHESTRATOR_PORT}`;
+export const DEFAULT_ORCHESTRATOR_URL = `http://${ORCHESTRATOR}.${COMPANION_NAMESPACE}.svc:${ORCHESTRATOR_PORT}`;
 
 const enc = encodeURIComponent;
 
@@ -62,7 +64,7 @@ export async function ensureInstallation(namespace: string, orchestratorNamespac
   await apply(`/api/v1/namespaces/${enc(namespace)}/configmaps/${CA_CONFIGMAP}`, {
     apiVersion: "v1",
     kind: "ConfigMap",
-    metadata: { name: CA_CONFIGMAP, namespace, labels: { "app.kubernetes.io/part-of": "jr2" } },
+    metadata: { name: CA_CONFIGMAP, namespace, labels: { ...PART_OF_JR2 } },
     data: { [HARNESS_CA_KEY]: certPem },
   });
   await apply(
@@ -76,7 +78,7 @@ export function ingressPolicy(namespace: string, orchestratorNamespace: string) 
   return {
     apiVersion: "networking.k8s.io/v1",
     kind: "NetworkPolicy",
-    metadata: { name: SANDBOX_INGRESS_POLICY, namespace, labels: { "app.kubernetes.io/part-of": "jr2" } },
+    metadata: { name: SANDBOX_INGRESS_POLICY, namespace, labels: { ...PART_OF_JR2 } },
     spec: {
       podSelector: { matchLabels: { [MANAGED_BY_LABEL]: MANAGED_BY } },
       policyTypes: ["Ingress"],
@@ -118,7 +120,7 @@ async function ensureCa(namespace: string): Promise<string> {
       secret = await kubeRequest<Secret>("POST", path, {
         apiVersion: "v1",
         kind: "Secret",
-        metadata: { name: CUSTODIAN_CA_SECRET, namespace, labels: { "app.kubernetes.io/part-of": "jr2" } },
+        metadata: { name: CUSTODIAN_CA_SECRET, namespace, labels: { ...PART_OF_JR2 } },
         type: "kubernetes.io/tls",
         data: { [CA_CERT_KEY]: b64(ca.certPem), [CA_KEY_KEY]: b64(ca.keyPem) },
       });
