@@ -88,8 +88,10 @@ export class WorkQueue {
       return;
     }
     if (this.#dirty.has(key)) {
-      const lane = this.#front.includes(key) ? this.#front : this.#fifo;
-      lane.splice(lane.indexOf(key), 1);
+      // Waiting in one lane or the other: one search of #front, and of #fifo only when not there.
+      const at = this.#front.indexOf(key);
+      if (at >= 0) this.#front.splice(at, 1);
+      else this.#fifo.splice(this.#fifo.indexOf(key), 1);
     }
     this.#dirty.add(key);
     this.#front.unshift(key);

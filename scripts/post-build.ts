@@ -47,19 +47,20 @@ if (!body.includes("kind: CustomResourceDefinition")) {
 // and in the chart's templates alike; the Sandbox defaults policy and its binding beside them
 // (decision 0026).
 const scoped = scopeManifest(readFileSync(manifest, "utf8"));
-writeFileSync(manifest, scoped);
 // The webhook certificate: ECDSA in place of Pepr's RSA-2048, the same names, swapped in the
 // manifest (scripts/serving-tls.ts, decision 0032).
 const swap = servingTlsSwap(scoped, uuid);
+let final = scoped;
 if (swap) {
   const swapped = applyTlsSwap(scoped, swap);
   if (swapped.replaced !== swap.size)
     throw new Error(`${manifest}: the TLS swap found ${swapped.replaced} of ${swap.size} values`);
-  writeFileSync(manifest, swapped.text);
+  final = swapped.text;
 }
+writeFileSync(manifest, final);
 // The chart follows the manifest, the one output Pepr writes without text replacement (decision
 // 0032): its webhooks scoped alike and trusting the manifest's CA, its TLS Secret the manifest's.
-const built = parseAllDocuments(readFileSync(manifest, "utf8")).map((d) => d.toJS() as { kind?: string });
+const built = parseAllDocuments(final).map((d) => d.toJS() as { kind?: string });
 for (const template of ["mutation-webhook.yaml", "validation-webhook.yaml"]) {
   const file = join(chart, "templates", template);
   if (!existsSync(file)) continue;
