@@ -5,7 +5,7 @@
 #                                    its supervisor; last stdout line: KUBECONFIG=<absolute path>
 #   npm run cluster -- down          stop the supervisor, then every process it started; remove state
 #   npm run cluster -- status        up/down, supervisor, kubeconfig, nodes; exit 0 if up, 1 if down
-#   npm run cluster -- env           KUBECONFIG=<path> and KUBECTL=<path> (for scripts)
+#   npm run cluster -- env           KUBECONFIG=<path>, KUBECTL=<path>, CRANE=<path> (for scripts)
 #   npm run cluster -- kubectl-path  path of the cached kubectl
 #   npm run cluster -- kubectl ARGS  run the cached kubectl against the cluster
 #
@@ -68,13 +68,17 @@ mod_version() {
 KUBE_VERSION=$(mod_version "$GO_DIR/kube" k8s.io/kubernetes)
 ETCD_VERSION=$(mod_version "$GO_DIR/etcd" go.etcd.io/etcd/server/v3)
 KWOK_VERSION=$(mod_version "$GO_DIR/kwok" sigs.k8s.io/kwok)
-[[ -n $KUBE_VERSION && -n $ETCD_VERSION && -n $KWOK_VERSION ]] ||
-  die "cannot read pinned versions from $GO_DIR/{kube,etcd,kwok}/go.mod"
+CRANE_VERSION=$(mod_version "$GO_DIR/crane" github.com/google/go-containerregistry)
+REGISTRY_VERSION=$(mod_version "$GO_DIR/registry" github.com/distribution/distribution/v3)
+[[ -n $KUBE_VERSION && -n $ETCD_VERSION && -n $KWOK_VERSION && -n $CRANE_VERSION && -n $REGISTRY_VERSION ]] ||
+  die "cannot read pinned versions from $GO_DIR/{kube,etcd,kwok,crane,registry}/go.mod"
 
 # Directories are keyed by version so a version bump builds new binaries next to the old.
 KUBE_BIN="$BIN_DIR/kube-$KUBE_VERSION"
 ETCD_BIN="$BIN_DIR/etcd-$ETCD_VERSION"
 KWOK_BIN="$BIN_DIR/kwok-$KWOK_VERSION"
+CRANE_BIN="$BIN_DIR/crane-$CRANE_VERSION"
+REGISTRY_BIN="$BIN_DIR/registry-$REGISTRY_VERSION"
 
 # Without these -X flags the binaries report v0.0.0-master, which kwokctl cannot interpret.
 # buildDate is fixed so that the same sources give the same binary.
@@ -103,6 +107,8 @@ fingerprint() {
 KUBE_FP=$(fingerprint "$GO_DIR/kube/go.mod" "$GO_DIR/kube/go.sum" -- "$KUBE_LDFLAGS")
 ETCD_FP=$(fingerprint "$GO_DIR/etcd/go.mod" "$GO_DIR/etcd/go.sum" "$GO_DIR/etcd/main.go")
 KWOK_FP=$(fingerprint "$GO_DIR/kwok/go.mod" "$GO_DIR/kwok/go.sum")
+CRANE_FP=$(fingerprint "$GO_DIR/crane/go.mod" "$GO_DIR/crane/go.sum")
+REGISTRY_FP=$(fingerprint "$GO_DIR/registry/go.mod" "$GO_DIR/registry/go.sum")
 
 KUBECTL="$KUBE_BIN/kubectl"
 KWOKCTL="$KWOK_BIN/kwokctl"
@@ -159,6 +165,9 @@ ensure_binaries() {
   done
   build kwok "$KWOK_VERSION" "$GO_DIR/kwok" sigs.k8s.io/kwok/cmd/kwok "$KWOK_BIN" "$KWOK_FP"
   build kwokctl "$KWOK_VERSION" "$GO_DIR/kwok" sigs.k8s.io/kwok/cmd/kwokctl "$KWOK_BIN" "$KWOK_FP"
+  # Images are assembled with crane and served by a registry on loopback (no container engine).
+  build crane "$CRANE_VERSION" "$GO_DIR/crane" github.com/google/go-containerregistry/cmd/crane "$CRANE_BIN" "$CRANE_FP"
+  build registry "$REGISTRY_VERSION" "$GO_DIR/registry" github.com/distribution/distribution/v3/cmd/registry "$REGISTRY_BIN" "$REGISTRY_FP"
   link_kubectl
 }
 
@@ -643,6 +652,7 @@ cmd_status() {
 cmd_env() {
   echo "KUBECONFIG=$KUBECONFIG_PATH"
   echo "KUBECTL=$KUBECTL_LINK"
+  echo "CRANE=$CRANE_BIN/crane"
 }
 
 cmd_kubectl_path() {
