@@ -63,11 +63,11 @@ export const boundaries = [
   {
     // Local mode runs the real Harness beside the Orchestrator, outside any cluster: the one place a
     // companion starts another (docs/decisions/0012). The Harness never imports the Orchestrator.
-    files: ["orchestrator/local-harness.ts"],
+    files: ["orchestrator/local/local-harness.ts"],
     rules: {
       "no-restricted-imports": refuse(
         ["capabilities", "cache-agent", "custodian", ...TOOLING],
-        "orchestrator/local-harness.ts may start the Harness, nothing else outside the shared home",
+        "orchestrator/local/local-harness.ts may start the Harness, nothing else outside the shared home",
       ),
     },
   },

@@ -4,6 +4,7 @@
 // delivery polls to the Orchestrator (through the Custodian, with the Sandbox token). Both sides
 // import these schemas; nothing here does I/O.
 import { z } from "zod";
+import { pathFor } from "./orchestrator-routes";
 
 // ---------------------------------------------------------------------------------------------
 // Names and paths
@@ -22,10 +23,9 @@ export const streamPath = (name: string, id: string) => `${agentPath(name, id)}/
 export const abortPath = (name: string, id: string) => `${agentPath(name, id)}/abort`;
 
 /** The Orchestrator's routes for a Harness (behind the Custodian's `/orchestrator` route). */
-export const picksPath = (iid: string) => `/v1/sandbox/agents/${encodeURIComponent(iid)}/picks`;
-export const deliveryPath = (iid: string, deliveryId: string) =>
-  `/v1/sandbox/agents/${encodeURIComponent(iid)}/deliveries/${encodeURIComponent(deliveryId)}`;
-export const allowedPath = (iid: string) => `/v1/sandbox/agents/${encodeURIComponent(iid)}/allowed`;
+export const picksPath = (iid: string) => pathFor("takePick", { iid });
+export const deliveryPath = (iid: string, deliveryId: string) => pathFor("readDelivery", { iid, deliveryId });
+export const allowedPath = (iid: string) => pathFor("readAllowed", { iid });
 
 /** A long-poll's hold (ADR-0002: about 25 s a request, so no timer on the path ever fires). */
 export const LONG_POLL_MS = 25_000;

@@ -80,7 +80,7 @@ export const ORCHESTRATOR_ENV = {
   localHarness: "JR2_LOCAL_HARNESS",
   localReposRoot: "JR2_LOCAL_REPOS_ROOT",
   localWorkRoot: "JR2_LOCAL_WORK_ROOT",
-  /** The Sandbox pod's composition (orchestrator/pod-config.ts): YAML or JSON; absent, the defaults. */
+  /** The Sandbox pod's composition (orchestrator/workspaces/pod-config.ts): YAML or JSON; absent, the defaults. */
   podConfigFile: "JR2_POD_CONFIG_FILE",
   /** The image the `custodian` container runs (the companions image); the pod config may override. */
   custodianImage: "JR2_CUSTODIAN_IMAGE",

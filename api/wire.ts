@@ -1,6 +1,8 @@
 // Names on the wire, kept from jr2 so a jr2 Orchestrator's CRs work unchanged (docs/decisions/0001).
 export const MANAGED_BY_LABEL = "app.kubernetes.io/managed-by";
 export const MANAGED_BY = "jr2-operator";
+/** What the Orchestrator's server-side applies are written as (its own field manager). */
+export const ORCHESTRATOR_FIELD_MANAGER = "jr2-orchestrator";
 export const SANDBOX_NAME_LABEL = "sandbox.jr2.dev/name";
 export const KEEPALIVE_ANNOTATION = "jr2.dev/keepalive";
 

@@ -56,7 +56,7 @@
 //
 // Local mode puts all of it on this machine: 2N pod processes, the Orchestrator, the control plane
 // and this process on its cores. Local mode runs each pod's processes at the lowest priority, their
-// autogroups too (orchestrator/local-process.ts), as a cluster keeps Sandboxes off the
+// autogroups too (orchestrator/local/local-process.ts), as a cluster keeps Sandboxes off the
 // Orchestrator's cores; before it did, the Orchestrator got about one pod's share under the bursts.
 // BENCH_AGENT_CPU_PROF=<dir> writes a V8 CPU profile of the Orchestrator there, and with
 // BENCH_AGENT_CPU_PROF_HARNESS=1 of each Harness too (sampled every 0.5 ms: slower figures; for
@@ -74,14 +74,14 @@ import { createInterface } from "node:readline";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { K8s, kind } from "kubernetes-fluent-client";
 import { ORCHESTRATOR_ENV } from "../api/env";
-import type { WorkspaceView } from "../orchestrator/api";
-import { OrchestratorClient } from "../orchestrator/client";
+import type { WorkspaceView } from "../orchestrator/schemas";
+import { OrchestratorClient } from "../orchestrator/http/client";
 import { EVENT_LOOP_DELAY, EVENT_LOOP_DELAY_MAX } from "../orchestrator/metrics";
 import { type Agent, localReposRoot, startCacheAgents } from "../dev/local-cache-agent";
 import { startLocalOrchestrator, type LocalOrchestrator } from "../dev/local-orchestrator";
 import { oneCommitRepository } from "../dev/repository";
 import { startScriptedModel, type ScriptedModel, type ScriptStep } from "../dev/scripted-model";
-import { alive, killPid } from "../orchestrator/local-process";
+import { alive, killPid } from "../orchestrator/local/local-process";
 import { benchOperator, sumMetric, type Result } from "./sandbox-burst";
 import { percentile, round, sleep, sorted } from "./stats";
 
@@ -361,7 +361,7 @@ type Run = {
 const MAX_RESUMES = 5;
 
 /** Submits the tagged turn on the workspace and reads its events to the end, as a Machine does:
- * a stream that fails is resumed after the last event read (orchestrator/client.ts). */
+ * a stream that fails is resumed after the last event read (orchestrator/http/client.ts). */
 async function runTurn(client: OrchestratorClient, ws: string, tag: string, steps: number): Promise<Run> {
   const run: Run = { tag, ws, submitted: performance.now(), resumes: 0, resumedFor: [] };
   try {

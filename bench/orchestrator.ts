@@ -9,7 +9,8 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { K8s, kind } from "kubernetes-fluent-client";
-import type { WorkspaceView } from "../orchestrator/api";
+import type { WorkspaceView } from "../orchestrator/schemas";
+import { pathFor } from "../api/orchestrator-routes";
 import { type Agent, localReposRoot, startCacheAgents } from "../dev/local-cache-agent";
 import { startLocalOrchestrator, type LocalOrchestrator } from "../dev/local-orchestrator";
 import { oneCommitRepository } from "../dev/repository";
@@ -37,7 +38,7 @@ async function untilReady(orch: LocalOrchestrator, names: Set<string>, readyAt: 
   const deadline = Date.now() + ms;
   while ([...names].some((n) => !readyAt.has(n))) {
     if (Date.now() > deadline) throw new Error(`only ${readyAt.size}/${names.size} workspaces ready in time`);
-    const { items } = JSON.parse(await call(orch, "GET", "/v1/workspaces")) as { items: WorkspaceView[] };
+    const { items } = JSON.parse(await call(orch, "GET", pathFor("listWorkspaces", {}))) as { items: WorkspaceView[] };
     const now = performance.now();
     for (const v of items) {
       if (!names.has(v.name) || readyAt.has(v.name)) continue;
@@ -86,7 +87,7 @@ export async function orchestratorBench(kubeconfig: string, count: number, live:
     const names = await Promise.all(
       Array.from({ length: count }, async () => {
         const started = performance.now();
-        const { name } = JSON.parse(await call(o, "POST", "/v1/workspaces", body)) as { name: string };
+        const { name } = JSON.parse(await call(o, "POST", pathFor("createWorkspace", {}), body)) as { name: string };
         latencies.push(performance.now() - started);
         createdAt.set(name, started);
         return name;
@@ -103,7 +104,7 @@ export async function orchestratorBench(kubeconfig: string, count: number, live:
       more.push(
         ...(await Promise.all(
           Array.from({ length: batch }, async () => {
-            const created = JSON.parse(await call(o, "POST", "/v1/workspaces", { image: body.image, branch: "b" }));
+            const created = JSON.parse(await call(o, "POST", pathFor("createWorkspace", {}), { image: body.image, branch: "b" }));
             return created.name as string;
           }),
         )),

@@ -12,7 +12,7 @@ import { K8s, kind } from "kubernetes-fluent-client";
 import { request } from "undici";
 import { HARNESS_ENV } from "../api/env";
 import type { z } from "zod";
-import { PodConfig } from "../orchestrator/pod-config";
+import { PodConfig } from "../orchestrator/workspaces/pod-config";
 import { ROOT } from "./local-operator";
 import { SCRIPTED_MODEL_ID, type ScriptStep, startScriptedModel } from "./scripted-model";
 

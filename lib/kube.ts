@@ -141,6 +141,7 @@ export const paths = {
   events: (ns: string) => `/api/v1/namespaces/${enc(ns)}/events`,
   sandboxes: (ns: string) => `${jr2(ns)}/sandboxes`,
   sandbox: (ns: string, name: string) => `${jr2(ns)}/sandboxes/${enc(name)}`,
+  repos: (ns: string) => `${jr2(ns)}/repos`,
   repoStatus: (ns: string, name: string) => `${jr2(ns)}/repos/${enc(name)}/status`,
   sandboxStatus: (ns: string, name: string) => `${jr2(ns)}/sandboxes/${enc(name)}/status`,
 };

@@ -1,5 +1,5 @@
 // Kubernetes quantities (`500m`, `2`, `192Mi`, `1.5Gi`) read into numbers and written back, for the
-// arithmetic of a Size split (orchestrator/size.ts). Pure. Only the plain decimal spellings with a
+// arithmetic of a Size split (orchestrator/workspaces/size.ts). Pure. Only the plain decimal spellings with a
 // suffix are read (no exponent form): what the Orchestrator's own Size schema admits.
 
 const SUFFIX: Record<string, number> = {

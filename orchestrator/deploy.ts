@@ -64,7 +64,7 @@ export function orchestratorManifests(opts: OrchestratorDeployOptions): Array<Re
       apiVersion: "v1",
       kind: "ConfigMap",
       metadata: { name: `${ORCHESTRATOR}-pod`, namespace, labels },
-      // What every Sandbox pod holds (orchestrator/pod-config.ts): the Custodian's providers, held
+      // What every Sandbox pod holds (orchestrator/workspaces/pod-config.ts): the Custodian's providers, held
       // secrets and tunnels. Empty: a Custodian that routes only to the Orchestrator.
       data: { "pod.yaml": "{}\n" },
     },

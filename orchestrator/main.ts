@@ -10,7 +10,7 @@
 //   JR2_POD_BUDGET, JR2_REPO_BUDGET   provision budgets (Go durations, 120s and 25m)
 //   JR2_LOCAL_HARNESS          off (default) | process | inline: outside the cluster only, run each
 //                              Sandbox's Harness here (JR2_LOCAL_REPOS_ROOT with {node}, JR2_LOCAL_WORK_ROOT)
-//   JR2_POD_CONFIG_FILE        what every Sandbox pod holds (orchestrator/pod-config.ts; absent: defaults)
+//   JR2_POD_CONFIG_FILE        what every Sandbox pod holds (orchestrator/workspaces/pod-config.ts; absent: defaults)
 //   JR2_CUSTODIAN_IMAGE        the custodian container's image (the companions image)
 //   JR2_ORCHESTRATOR_URL       how a Custodian reaches this Orchestrator (default: its Service in
 //                              POD_NAMESPACE, the namespace its pod runs in)
@@ -21,17 +21,17 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { envDuration } from "../lib/duration";
 import { DEFAULT_CACHE_ROOT } from "../api/wire";
-import { parseCredentials } from "./fence";
-import { startOrchestratorServer } from "./http";
-import { KubeSandboxPort } from "./kube-port";
-import { ensureInstallation, podSettingsFrom, type PodSettings } from "./installation";
-import { LocalHarnesses } from "./local-harness";
+import { parseCredentials } from "./workspaces/fence";
+import { startOrchestratorServer } from "./http/api-server";
+import { KubeSandboxGateway } from "./workspaces/kube-gateway";
+import { ensureInstallation, podSettingsFrom, type PodSettings } from "./workspaces/installation";
+import { LocalHarnesses } from "./local/local-harness";
 import { OrchestratorMetrics } from "./metrics";
-import { SandboxWatch } from "./sandbox-watch";
-import { KubeLedgerBackend, PickStore } from "./pick-store";
-import { Turns } from "./turns";
+import { SandboxWatch } from "./workspaces/sandbox-watch";
+import { KubeLedgerBackend, PickStore } from "./agents/pick-store";
+import { Turns } from "./agents/turns";
 import { apiTokenChecker, readApiTokens, readSigningKey, sandboxTokenChecker } from "./tokens";
-import { WorkspaceRegistry } from "./workspaces";
+import { WorkspaceRegistry } from "./workspaces/registry";
 import { API_HTTP2_ENV, ORCHESTRATOR_ENV as E } from "../api/env";
 import { listenHost } from "../lib/http-json";
 
@@ -104,7 +104,7 @@ async function main() {
   );
   const watch = new SandboxWatch(namespace);
   await watch.start();
-  const kubePort = new KubeSandboxPort({
+  const gateway = new KubeSandboxGateway({
     namespace,
     watch,
     signingKey,
@@ -113,7 +113,7 @@ async function main() {
   });
   const metrics = new OrchestratorMetrics();
   const registry = new WorkspaceRegistry({
-    port: kubePort,
+    gateway,
     watch,
     credentials,
     podConfig: pod.config,
@@ -136,7 +136,7 @@ async function main() {
       log,
       picks,
       // Agents' turns: the Harness's admissions, each conversation's kept in `<workspace>-turns`.
-      turns: new Turns({ namespace, port: kubePort, watch, allowed: picks }),
+      turns: new Turns({ namespace, gateway, watch, allowed: picks }),
       checkSandboxToken: sandboxTokenChecker(signingKey),
     },
     port,

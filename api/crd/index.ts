@@ -5,3 +5,4 @@ export * from "./sources/sandbox";
 export * from "./sources/repo";
 export { SandboxModel, RepoModel } from "./models";
 export { crds, crdFor, SANDBOX_KIND, REPO_KIND } from "./definitions";
+export { sandboxOwnerReference } from "./references";

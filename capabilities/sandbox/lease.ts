@@ -1,7 +1,7 @@
 // The keepalive lease (decision 0014): a Sandbox is abandoned once
 // spec.idleTimeout has passed since max(creation, last keepalive). Pure. This is the one place the
 // lease is judged: the controller reaps by leaseOf alone, the Orchestrator only writes the keepalive
-// (orchestrator/lease.ts).
+// (orchestrator/workspaces/keepalive.ts).
 import { KEEPALIVE_ANNOTATION, DEFAULT_IDLE_TIMEOUT } from "../../api/wire";
 import { IDLE_TIMEOUT_MAX_MS } from "../../api/crd/sources/sandbox";
 import { parseGoDuration } from "../../lib/duration";

@@ -11,12 +11,12 @@ import { join } from "node:path";
 import { K8s, kind } from "kubernetes-fluent-client";
 import type { StreamEvent } from "../../api/agents";
 import { ORCHESTRATOR_ENV } from "../../api/env";
-import type { WorkspaceView } from "../../orchestrator/api";
+import type { WorkspaceView } from "../../orchestrator/schemas";
 import { type Agent, localReposRoot, startCacheAgents } from "../../dev/local-cache-agent";
 import { type LocalOrchestrator, startLocalOrchestrator } from "../../dev/local-orchestrator";
 import { startScriptedModel, type ScriptedModel } from "../../dev/scripted-model";
-import { OrchestratorClient } from "../../orchestrator/client";
-import { LOCAL_POD_NICE } from "../../orchestrator/local-process";
+import { OrchestratorClient } from "../../orchestrator/http/client";
+import { LOCAL_POD_NICE } from "../../orchestrator/local/local-process";
 import { scriptedModelPodConfig } from "./support/agents";
 import { useNamespace, waitFor } from "./support/cluster";
 

@@ -16,8 +16,8 @@ import { startLocalOrchestrator } from "../../dev/local-orchestrator";
 import { oneCommitRepository } from "../../dev/repository";
 import { startScriptedModel, type ScriptedModel } from "../../dev/scripted-model";
 import { main as runExample } from "../../examples/propose-machine";
-import { OrchestratorClient } from "../../orchestrator/client";
-import { PodConfig } from "../../orchestrator/pod-config";
+import { OrchestratorClient } from "../../orchestrator/http/client";
+import { PodConfig } from "../../orchestrator/workspaces/pod-config";
 import { useNamespace, waitFor } from "./support/cluster";
 
 const ns = useNamespace("model");

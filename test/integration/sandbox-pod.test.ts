@@ -15,7 +15,7 @@ import type { Container, EnvVar, Volume } from "../../api/crd/generated/corev1";
 import { STAND_IN } from "../../api/custodian";
 import { ORCHESTRATOR_ENV } from "../../api/env";
 import { SANDBOX_NAME_LABEL } from "../../api/wire";
-import type { WorkspaceView } from "../../orchestrator/api";
+import type { WorkspaceView } from "../../orchestrator/schemas";
 import { harnessToken, sandboxToken, signingKeyOf } from "../../orchestrator/tokens";
 import { type Agent, localReposRoot, startCacheAgents } from "../../dev/local-cache-agent";
 import { type LocalOrchestrator, startLocalOrchestrator } from "../../dev/local-orchestrator";

@@ -61,7 +61,7 @@ const allowed: Array<[string, string]> = [
   ["harness/probe.ts", "../lib/http-json"],
   ["orchestrator/probe.ts", "../api/conditions"],
   ["orchestrator/probe.ts", "./fence"],
-  ["orchestrator/local-harness.ts", "../harness/server"],
+  ["orchestrator/local/local-harness.ts", "../../harness/server"],
   ["cache-agent/probe.ts", "../api/repo-identity"],
   ["api/crd/probe.ts", "../wire"],
   ["lib/probe.ts", "../api/env"],

@@ -6,7 +6,7 @@ import { DEFAULT_POD_RULES, podRulesFromEnv } from "../../capabilities/admission
 import { builtPodRefusal, gateRefusal } from "../../capabilities/sandbox/gate";
 import { buildPod } from "../../capabilities/sandbox/pod";
 import { computeStatus } from "../../capabilities/sandbox/status";
-import { placingVerdict } from "../../orchestrator/provision-rules";
+import { placingVerdict } from "../../orchestrator/workspaces/provision-rules";
 
 const opts = { rules: DEFAULT_RULES, ignoredNamespaces: ["kube-system", "kube-public"] };
 const sandbox = (spec: unknown, namespace = "team-a") => ({ metadata: { name: "sb", namespace }, spec });

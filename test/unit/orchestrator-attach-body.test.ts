@@ -1,14 +1,14 @@
 // The attach request the Orchestrator sends and keeps on the Sandbox (pure).
 import { ATTACH_ANNOTATION } from "../../api/wire";
-import { attachBodyOf, readAttach } from "../../orchestrator/attach-body";
+import { attachBodyOf, readAttach } from "../../orchestrator/workspaces/attach-body";
 import { repoIdentity, repoKey } from "../../api/repo-identity";
 import { AttachBody, parseAttachBody } from "../../api/attach";
-import { fenceSlots, parseCredentials } from "../../orchestrator/fence";
-import type { PlaceRepo, PlacedRepo } from "../../orchestrator/port";
+import { fenceSlots, parseCredentials } from "../../orchestrator/workspaces/fence";
+import type { PlaceRepo, PlacedRepo } from "../../orchestrator/workspaces/sandbox-gateway";
 
 const ENTRIES = parseCredentials("- github.com/Acme\n- example.com/a\n");
 
-/** The create's one fence, as workspaces.ts runs it. */
+/** The create's one fence, as registry.ts runs it. */
 function fenced(slots: PlaceRepo[]): PlacedRepo[] {
   const r = fenceSlots(slots, ENTRIES);
   if (!r.ok) throw r.error;

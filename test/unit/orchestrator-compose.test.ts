@@ -1,4 +1,4 @@
-// The Sandbox pod the Orchestrator composes (orchestrator/compose.ts), held to seed 001 ADR-0005's
+// The Sandbox pod the Orchestrator composes (orchestrator/workspaces/compose.ts), held to seed 001 ADR-0005's
 // mounts table and seed 002 crFor: who mounts what, who holds which credential (the Harness none),
 // the Size split, the owned objects, and admission and the pod builder accepting all of it.
 import type { SandboxSpec } from "../../api/crd";
@@ -10,9 +10,9 @@ import { podViolations } from "../../capabilities/admission/pods";
 import { sandboxNameViolations, sandboxViolations, withDefaults } from "../../capabilities/admission/sandbox";
 import { repoCachesContribution } from "../../capabilities/repo/caches";
 import { buildPod } from "../../capabilities/sandbox/pod";
-import { composeSandbox, type ComposeInput } from "../../orchestrator/compose";
-import { parsePodConfig } from "../../orchestrator/pod-config";
-import type { PlaceRequest } from "../../orchestrator/port";
+import { composeSandbox, type ComposeInput } from "../../orchestrator/workspaces/compose";
+import { parsePodConfig } from "../../orchestrator/workspaces/pod-config";
+import type { PlaceRequest } from "../../orchestrator/workspaces/sandbox-gateway";
 import { effectorKey, harnessToken, sandboxToken, tokenDigest } from "../../orchestrator/tokens";
 
 const KEY = Buffer.alloc(32, 7);

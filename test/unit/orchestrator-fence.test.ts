@@ -1,7 +1,7 @@
 // The fence: per-run repo urls must fall under a git.credentials entry, by Repo identity prefix.
 import { repoKey } from "../../api/repo-identity";
-import type { SandboxWatch } from "../../orchestrator/sandbox-watch";
-import { WorkspaceRegistry } from "../../orchestrator/workspaces";
+import type { SandboxWatch } from "../../orchestrator/workspaces/sandbox-watch";
+import { WorkspaceRegistry } from "../../orchestrator/workspaces/registry";
 import {
   CredentialsFileError,
   fence,
@@ -10,8 +10,8 @@ import {
   parseCredentials,
   prefixOf,
   underPrefix,
-} from "../../orchestrator/fence";
-import { PlaceFailure, type PlaceRequest, type SandboxPort } from "../../orchestrator/port";
+} from "../../orchestrator/workspaces/fence";
+import { PlaceFailure, type PlaceRequest, type SandboxGateway } from "../../orchestrator/workspaces/sandbox-gateway";
 
 const FILE = `
 # the fence's entries
@@ -226,7 +226,7 @@ describe("the fence reads each url once, with the Repo identity's one rule", () 
     expect(said).not.toMatch(/[^*]ss@/);
   });
 
-  it("fenceSlots hands over each slot's identity, key and entry, so the port recomputes nothing", () => {
+  it("fenceSlots hands over each slot's identity, key and entry, so the gateway recomputes nothing", () => {
     const r = fenceSlots([{ slot: "demo", url: "/srv/jr2/demo/remotes/demo.git", ref: "main" }], acme);
     expect(r).toEqual({
       ok: true,
@@ -247,28 +247,28 @@ describe("the fence reads each url once, with the Repo identity's one rule", () 
   });
 });
 
-describe("a create fences once, before anything is written, and hands the port what it fenced", () => {
+describe("a create fences once, before anything is written, and hands the gateway what it fenced", () => {
   const acme = parseCredentials("- match: host/acme\n  secret: push-acme\n");
-  /** A port that records the place request and never answers (the actor waits in `placing`). */
-  const recordingPort = () => {
+  /** A gateway that records the place request and never answers (the actor waits in `placing`). */
+  const recordingGateway = () => {
     const placed: PlaceRequest[] = [];
     const never = () => new Promise<never>(() => undefined);
-    const port = {
+    const gateway = {
       place: (req: PlaceRequest) => (placed.push(req), never()),
       provision: never,
       attach: never,
       renew: async () => undefined,
       continuity: async () => ({ kind: "present" as const }),
       destroy: async () => undefined,
-    } as unknown as SandboxPort;
-    return { port, placed };
+    } as unknown as SandboxGateway;
+    return { gateway, placed };
   };
-  const registry = (port: SandboxPort) =>
-    new WorkspaceRegistry({ port, watch: {} as unknown as SandboxWatch, credentials: acme });
+  const registry = (gateway: SandboxGateway) =>
+    new WorkspaceRegistry({ gateway, watch: {} as unknown as SandboxWatch, credentials: acme });
 
-  it("the port gets the fenced repos and the attach body built once from them", async () => {
-    const { port, placed } = recordingPort();
-    const reg = registry(port);
+  it("the gateway gets the fenced repos and the attach body built once from them", async () => {
+    const { gateway, placed } = recordingGateway();
+    const reg = registry(gateway);
     await reg.create({ image: "h", branch: "feat", repos: [{ slot: "app", url: "https://host/acme/app.git" }] });
     reg.stop();
     expect(placed).toHaveLength(1);
@@ -291,9 +291,9 @@ describe("a create fences once, before anything is written, and hands the port w
     });
   });
 
-  it("a refusal is a 403 before the port hears anything, and names no password", async () => {
-    const { port, placed } = recordingPort();
-    const reg = registry(port);
+  it("a refusal is a 403 before the gateway hears anything, and names no password", async () => {
+    const { gateway, placed } = recordingGateway();
+    const reg = registry(gateway);
     const create = reg.create({
       image: "h",
       branch: "feat",

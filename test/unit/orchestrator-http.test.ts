@@ -7,9 +7,10 @@ import {
   type WorkspaceEvent,
   type WorkspaceState,
   type WorkspaceView,
-} from "../../orchestrator/api";
-import { startOrchestratorServer, type LogEntry, type Workspaces } from "../../orchestrator/http";
+} from "../../orchestrator/schemas";
+import { startOrchestratorServer, type LogEntry, type Workspaces } from "../../orchestrator/http/api-server";
 import { apiTokenChecker } from "../../orchestrator/tokens";
+import { ROUTES, pathFor, type Route, type RouteId } from "../../api/orchestrator-routes";
 
 const TOKEN = "t0ken-for-the-http-tests-7f3a";
 const AUTH = { authorization: `Bearer ${TOKEN}` };
@@ -203,6 +204,22 @@ describe("workspaces", () => {
     expect((await call("POST", "/v1/workspaces/ws-1")).headers.get("allow")).toBe("GET, DELETE");
     expect((await call("POST", "/healthz")).status).toBe(405);
     expect((await call("DELETE", "/metrics")).status).toBe(405);
+  });
+
+  it("routes every route of the table to its handler, by its auth", async () => {
+    // No such workspace: each handler answers at once (an event stream of a live one would stay open).
+    const sample = { name: "ws-none", iid: "ws-none.c", deliveryId: "d1" };
+    for (const [id, r] of Object.entries(ROUTES) as Array<[RouteId, Route]>) {
+      const path = pathFor(id, sample as never);
+      const body = r.method === "POST" || r.method === "PUT" ? "{}" : undefined;
+      const a = await call(r.method, path, body ? { body, headers: { "content-type": "application/json" } } : {});
+      expect([id, a.status]).not.toEqual([id, 405]);
+      if (r.method !== "HEAD")
+        expect([id, a.json?.error?.message ?? ""]).not.toEqual([id, expect.stringMatching(/^no route/)]);
+      // A Harness's route asks for the Sandbox token (none is valid here); the others pass the API token.
+      if (r.auth === "sandbox") expect([id, a.json.error.message]).toEqual([id, "a valid Sandbox token is required"]);
+      else expect([id, a.status]).not.toEqual([id, 401]);
+    }
   });
 
   it("answers 404 for an unknown route", async () => {

@@ -1,4 +1,4 @@
-// The Orchestrator's lease on its own (orchestrator/lease.ts): the interval from the idle timeout,
+// The Orchestrator's lease on its own (orchestrator/workspaces/keepalive.ts): the interval from the idle timeout,
 // the jitter's bounds, and the renewal actor under jest's fake timers. The lease inside a whole
 // workspace (from the CR's write, through every stage, on a restore) is in orchestrator-lifecycle.
 // Last, the idle-timeout range: the API, admission and the CRD read the same bounds.
@@ -12,7 +12,7 @@ import {
 } from "../../api/crd/sources/sandbox";
 import { sandboxViolations } from "../../capabilities/admission/sandbox";
 import { parseGoDuration } from "../../lib/duration";
-import { parseCreateBody } from "../../orchestrator/api";
+import { parseCreateBody } from "../../orchestrator/schemas";
 import {
   DEFAULT_LEASE_INTERVAL_MS,
   MIN_RENEWAL_INTERVAL_MS,
@@ -20,8 +20,8 @@ import {
   leaseLogic,
   leaseSettings,
   renewalIntervalMs,
-} from "../../orchestrator/lease";
-import type { SandboxPort } from "../../orchestrator/port";
+} from "../../orchestrator/workspaces/keepalive";
+import type { SandboxGateway } from "../../orchestrator/workspaces/sandbox-gateway";
 
 const T0 = Date.parse("2026-03-01T12:00:00.000Z");
 const S = 1000;
@@ -106,10 +106,10 @@ describe("the renewal actor", () => {
   beforeEach(() => jest.useFakeTimers({ now: T0 }));
   afterEach(() => jest.useRealTimers());
 
-  /** A port that answers present and records each renewal's time. */
-  function port() {
+  /** A gateway that answers present and records each renewal's time. */
+  function gateway() {
     const renewals: number[] = [];
-    const p: SandboxPort = {
+    const p: SandboxGateway = {
       place: () => Promise.reject(new Error("unused")),
       provision: () => Promise.reject(new Error("unused")),
       attach: () => Promise.reject(new Error("unused")),
@@ -122,9 +122,9 @@ describe("the renewal actor", () => {
 
   /** Runs the actor for `forMs` with the configured 5m and random draws; answers the gaps. */
   async function gaps(idleTimeout: string | undefined, forMs: number): Promise<number[]> {
-    const { p, renewals } = port();
+    const { p, renewals } = gateway();
     const settings = leaseSettings({ intervalMs: 5 * MIN, random: Math.random }, idleTimeout);
-    const actor = createActor(leaseLogic, { input: { ...settings, name: "ws-1", port: p, immediate: false } });
+    const actor = createActor(leaseLogic, { input: { ...settings, name: "ws-1", gateway: p, immediate: false } });
     actor.start();
     await jest.advanceTimersByTimeAsync(forMs);
     actor.stop();

@@ -1,14 +1,14 @@
-// The workspace lifecycle (xstate v5) against a hand-written fake port, under jest's fake timers:
+// The workspace lifecycle (xstate v5) against a hand-written fake gateway, under jest's fake timers:
 // the machine's transitions, waits, failures and lease are pure logic, so time is the test's.
 import type { AttachBody } from "../../api/attach";
-import { WorkspaceEvent, WorkspaceView } from "../../orchestrator/api";
+import { WorkspaceEvent, WorkspaceView } from "../../orchestrator/schemas";
 import {
   startWorkspace,
   viewOf,
   type LeaseOptions,
   type WorkspaceActor,
   type WorkspaceInput,
-} from "../../orchestrator/lifecycle";
+} from "../../orchestrator/workspaces/lifecycle";
 import {
   AttachFailure,
   PlaceFailure,
@@ -20,8 +20,8 @@ import {
   type PlaceRequest,
   type Provisioned,
   type ProvisionHooks,
-  type SandboxPort,
-} from "../../orchestrator/port";
+  type SandboxGateway,
+} from "../../orchestrator/workspaces/sandbox-gateway";
 import { deferred } from "./support";
 
 const NAME = "ws-1";
@@ -45,8 +45,8 @@ const ATTACHED: Attached = {
   stale: { app: 'Repo "app-1" on node n is stale: timeout' },
 };
 
-/** A port whose every answer the test gives, recording what was asked. */
-class FakePort implements SandboxPort {
+/** A gateway whose every answer the test gives, recording what was asked. */
+class FakeGateway implements SandboxGateway {
   calls: string[] = [];
   placing = deferred<void>();
   provisioning = deferred<Provisioned>();
@@ -98,8 +98,8 @@ class FakePort implements SandboxPort {
   count = (prefix: string) => this.calls.filter((c) => c.startsWith(prefix)).length;
 }
 
-/** The same port, with a continuity watch. */
-class WatchingPort extends FakePort {
+/** The same gateway, with a continuity watch. */
+class WatchingPort extends FakeGateway {
   watchContinuity(_name: string, listener: (c: Continuity) => void) {
     this.watchers.add(listener);
     return () => void this.watchers.delete(listener);
@@ -109,10 +109,10 @@ class WatchingPort extends FakePort {
 let actors: WorkspaceActor[] = [];
 let events: WorkspaceEvent[] = [];
 
-function start(port: SandboxPort, input: Partial<WorkspaceInput> = {}, lease: LeaseOptions = {}) {
+function start(gateway: SandboxGateway, input: Partial<WorkspaceInput> = {}, lease: LeaseOptions = {}) {
   const actor = startWorkspace({
     name: NAME,
-    port,
+    gateway,
     place: PLACE,
     attach: ATTACH,
     lease: { random: () => 0.5, jitter: 0, ...lease },
@@ -145,27 +145,27 @@ afterEach(() => {
 
 describe("the happy path", () => {
   it("places, provisions, attaches and is ready", async () => {
-    const port = new FakePort();
-    const actor = start(port);
+    const gateway = new FakeGateway();
+    const actor = start(gateway);
     expect(stateOf(actor)).toBe("placing");
-    expect(port.calls).toEqual([`place ${NAME}`]);
+    expect(gateway.calls).toEqual([`place ${NAME}`]);
 
-    port.placeHooks!.onWritten();
-    port.placeHooks!.onWait({ kind: "node", message: "0/3 nodes are available" });
+    gateway.placeHooks!.onWritten();
+    gateway.placeHooks!.onWait({ kind: "node", message: "0/3 nodes are available" });
     expect(actor.getSnapshot().context.wait).toEqual({ kind: "node", message: "0/3 nodes are available" });
-    port.placing.resolve();
+    gateway.placing.resolve();
     await settle();
     expect(stateOf(actor)).toBe("provisioning");
     expect(actor.getSnapshot().context.wait).toBeUndefined();
-    expect(port.budgets).toEqual({ podMs: 120_000, repoMs: 25 * MIN });
+    expect(gateway.budgets).toEqual({ podMs: 120_000, repoMs: 25 * MIN });
 
-    port.provisionHooks!.onWait({ kind: "repo", reason: "RepoPending", message: 'Repo "app-1" pending' });
-    port.provisioning.resolve({ endpoint: ENDPOINT });
+    gateway.provisionHooks!.onWait({ kind: "repo", reason: "RepoPending", message: 'Repo "app-1" pending' });
+    gateway.provisioning.resolve({ endpoint: ENDPOINT });
     await settle();
     expect(stateOf(actor)).toBe("attaching");
-    expect(port.attachBody).toEqual(ATTACH);
+    expect(gateway.attachBody).toEqual(ATTACH);
 
-    port.attaching.resolve(ATTACHED);
+    gateway.attaching.resolve(ATTACHED);
     await settle();
     expect(stateOf(actor)).toBe("ready");
     expect(actor.getSnapshot().status).toBe("active");
@@ -192,28 +192,28 @@ describe("the happy path", () => {
   });
 
   it("skips the attach for a workspace with no Repo Slot", async () => {
-    const port = new FakePort();
-    const actor = start(port, { attach: undefined });
-    port.placing.resolve();
-    port.provisioning.resolve({ endpoint: ENDPOINT });
+    const gateway = new FakeGateway();
+    const actor = start(gateway, { attach: undefined });
+    gateway.placing.resolve();
+    gateway.provisioning.resolve({ endpoint: ENDPOINT });
     await settle();
     expect(stateOf(actor)).toBe("ready");
-    expect(port.count("attach")).toBe(0);
+    expect(gateway.count("attach")).toBe(0);
     expect(transitions()).toEqual(["placing", "provisioning", "ready"]);
   });
 
   it("passes its budgets to the provision", async () => {
-    const port = new FakePort();
-    start(port, { budgets: { podMs: 1_000, repoMs: 2_000 } });
-    port.placing.resolve();
+    const gateway = new FakeGateway();
+    start(gateway, { budgets: { podMs: 1_000, repoMs: 2_000 } });
+    gateway.placing.resolve();
     await settle();
-    expect(port.budgets).toEqual({ podMs: 1_000, repoMs: 2_000 });
+    expect(gateway.budgets).toEqual({ podMs: 1_000, repoMs: 2_000 });
   });
 
   it("merges what the Sandbox reports into its view", async () => {
-    const port = new FakePort();
-    const actor = start(port);
-    port.placeHooks!.onWait({ kind: "quota", message: "exceeded quota" });
+    const gateway = new FakeGateway();
+    const actor = start(gateway);
+    gateway.placeHooks!.onWait({ kind: "quota", message: "exceeded quota" });
     const condition = {
       type: "Scheduled",
       status: "False" as const,
@@ -234,17 +234,17 @@ describe("the happy path", () => {
   });
 
   it("refuses to start with neither a place request nor a resume", () => {
-    expect(() => startWorkspace({ name: NAME, port: new FakePort() })).toThrow("give a place request or a resume");
+    expect(() => startWorkspace({ name: NAME, gateway: new FakeGateway() })).toThrow("give a place request or a resume");
   });
 
   it("goes on when an event listener throws", async () => {
-    const port = new FakePort();
-    const actor = start(port, {
+    const gateway = new FakeGateway();
+    const actor = start(gateway, {
       onEvent: () => {
         throw new Error("listener bug");
       },
     });
-    port.placing.resolve();
+    gateway.placing.resolve();
     await settle();
     expect(stateOf(actor)).toBe("provisioning");
   });
@@ -252,9 +252,9 @@ describe("the happy path", () => {
 
 describe("named failures", () => {
   it("a fence refusal while placing fails it, named", async () => {
-    const port = new FakePort();
-    const actor = start(port);
-    port.placing.reject(new PlaceFailure("FenceRefused", "the fence refuses url x", { entries: [] }));
+    const gateway = new FakeGateway();
+    const actor = start(gateway);
+    gateway.placing.reject(new PlaceFailure("FenceRefused", "the fence refuses url x", { entries: [] }));
     await settle();
     expect(stateOf(actor)).toBe("failed");
     expect(actor.getSnapshot().status).toBe("done");
@@ -268,7 +268,7 @@ describe("named failures", () => {
       to: "failed",
       failure: { reason: "FenceRefused" },
     });
-    expect(port.count("renew")).toBe(0);
+    expect(gateway.count("renew")).toBe(0);
   });
 
   it.each([
@@ -280,11 +280,11 @@ describe("named failures", () => {
     ["PodBudgetExceeded", { budgetMs: 120_000 }],
     ["RepoBudgetExceeded", { budgetMs: 1_500_000 }],
   ] as const)("a provision that fails with %s fails the workspace, named", async (reason, details) => {
-    const port = new FakePort();
-    const actor = start(port);
-    port.placing.resolve();
+    const gateway = new FakeGateway();
+    const actor = start(gateway);
+    gateway.placing.resolve();
     await settle();
-    port.provisioning.reject(new ProvisionFailure(reason, `it failed: ${reason}`, details));
+    gateway.provisioning.reject(new ProvisionFailure(reason, `it failed: ${reason}`, details));
     await settle();
     expect(stateOf(actor)).toBe("failed");
     expect(actor.getSnapshot().context.failure).toEqual({
@@ -297,11 +297,11 @@ describe("named failures", () => {
   });
 
   it("a Sandbox lost while provisioning ends lost, with the operator's reason and the named failure", async () => {
-    const port = new FakePort();
-    const actor = start(port);
-    port.placing.resolve();
+    const gateway = new FakeGateway();
+    const actor = start(gateway);
+    gateway.placing.resolve();
     await settle();
-    port.provisioning.reject(new ProvisionFailure("Lost", "lost", { reason: "Evicted", message: "node pressure" }));
+    gateway.provisioning.reject(new ProvisionFailure("Lost", "lost", { reason: "Evicted", message: "node pressure" }));
     await settle();
     expect(stateOf(actor)).toBe("lost");
     expect(actor.getSnapshot().output).toMatchObject({
@@ -313,20 +313,20 @@ describe("named failures", () => {
   });
 
   it("a Sandbox lost while placing ends lost", async () => {
-    const port = new FakePort();
-    const actor = start(port);
-    port.placing.reject(new PlaceFailure("Lost", "gone", { reason: "Absent", message: "no longer exists" }));
+    const gateway = new FakeGateway();
+    const actor = start(gateway);
+    gateway.placing.reject(new PlaceFailure("Lost", "gone", { reason: "Absent", message: "no longer exists" }));
     await settle();
     expect(actor.getSnapshot().output).toMatchObject({ state: "lost", lost: { reason: "Absent" } });
   });
 
   it("an attach failure fails the workspace, named", async () => {
-    const port = new FakePort();
-    const actor = start(port);
-    port.placing.resolve();
-    port.provisioning.resolve({ endpoint: ENDPOINT });
+    const gateway = new FakeGateway();
+    const actor = start(gateway);
+    gateway.placing.resolve();
+    gateway.provisioning.resolve({ endpoint: ENDPOINT });
     await settle();
-    port.attaching.reject(new AttachFailure("AttachRefused", "the attach failed (500)", { status: 500 }));
+    gateway.attaching.reject(new AttachFailure("AttachRefused", "the attach failed (500)", { status: 500 }));
     await settle();
     expect(actor.getSnapshot().output).toEqual({
       state: "failed",
@@ -340,9 +340,9 @@ describe("named failures", () => {
   });
 
   it("an unnamed error is a failure named Error, with its words", async () => {
-    const port = new FakePort();
-    const actor = start(port);
-    port.placing.reject(new Error("the API server refused the CR: admission denied"));
+    const gateway = new FakeGateway();
+    const actor = start(gateway);
+    gateway.placing.reject(new Error("the API server refused the CR: admission denied"));
     await settle();
     expect(actor.getSnapshot().context.failure).toEqual({
       stage: "place",
@@ -354,21 +354,21 @@ describe("named failures", () => {
 
 describe("waits", () => {
   it("reports each wait as an event and keeps the current one in the view", async () => {
-    const port = new FakePort();
-    const actor = start(port);
-    port.placeHooks!.onWait({ kind: "quota", message: "exceeded quota: pods" });
-    port.placeHooks!.onWait({ kind: "node", message: "0/1 nodes: Insufficient cpu" });
+    const gateway = new FakeGateway();
+    const actor = start(gateway);
+    gateway.placeHooks!.onWait({ kind: "quota", message: "exceeded quota: pods" });
+    gateway.placeHooks!.onWait({ kind: "node", message: "0/1 nodes: Insufficient cpu" });
     expect(viewOf(actor.getSnapshot().context).wait).toEqual({ kind: "node", message: "0/1 nodes: Insufficient cpu" });
-    port.placing.resolve();
+    gateway.placing.resolve();
     await settle();
-    port.provisionHooks!.onWait({ kind: "container", container: "harness", reason: "ImagePullBackOff", message: "m" });
-    port.provisionHooks!.onWait({ kind: "repo", reason: "RepoMissing", message: 'no Repo has key "k"' });
+    gateway.provisionHooks!.onWait({ kind: "container", container: "harness", reason: "ImagePullBackOff", message: "m" });
+    gateway.provisionHooks!.onWait({ kind: "repo", reason: "RepoMissing", message: 'no Repo has key "k"' });
     expect(viewOf(actor.getSnapshot().context).wait).toEqual({
       kind: "repo",
       reason: "RepoMissing",
       message: 'no Repo has key "k"',
     });
-    port.provisioning.resolve({ endpoint: ENDPOINT });
+    gateway.provisioning.resolve({ endpoint: ENDPOINT });
     await settle();
     expect(viewOf(actor.getSnapshot().context).wait).toBeUndefined();
     const waits = events.filter((e) => e.type === "wait");
@@ -380,11 +380,11 @@ describe("waits", () => {
     });
   });
 
-  it("ignores a wait from a stage it has left (the port's hook outlived its call)", async () => {
-    const port = new FakePort();
-    const actor = start(port);
-    const hooks = port.placeHooks!;
-    port.placing.resolve();
+  it("ignores a wait from a stage it has left (the gateway's hook outlived its call)", async () => {
+    const gateway = new FakeGateway();
+    const actor = start(gateway);
+    const hooks = gateway.placeHooks!;
+    gateway.placing.resolve();
     await settle();
     hooks.onWait({ kind: "node", message: "late" });
     expect(actor.getSnapshot().context.wait).toBeUndefined();
@@ -394,53 +394,53 @@ describe("waits", () => {
 
 describe("the lease", () => {
   it("starts when the CR is written, while the node wait goes on", async () => {
-    const port = new FakePort();
-    start(port, {}, { random: () => 0.5 });
+    const gateway = new FakeGateway();
+    start(gateway, {}, { random: () => 0.5 });
     await jest.advanceTimersByTimeAsync(10 * MIN);
-    expect(port.count("renew")).toBe(0); // not written yet: nothing to renew
-    port.placeHooks!.onWritten();
+    expect(gateway.count("renew")).toBe(0); // not written yet: nothing to renew
+    gateway.placeHooks!.onWritten();
     await jest.advanceTimersByTimeAsync(5 * MIN - 1);
-    expect(port.count("renew")).toBe(0);
+    expect(gateway.count("renew")).toBe(0);
     await jest.advanceTimersByTimeAsync(1);
-    expect(port.count("renew")).toBe(1);
+    expect(gateway.count("renew")).toBe(1);
     await jest.advanceTimersByTimeAsync(5 * MIN);
-    expect(port.count("renew")).toBe(2);
-    expect(port.count("place")).toBe(1);
+    expect(gateway.count("renew")).toBe(2);
+    expect(gateway.count("place")).toBe(1);
   });
 
-  it("starts when the place resolves if the port never said it wrote", async () => {
-    const port = new FakePort();
-    start(port);
-    port.placing.resolve();
+  it("starts when the place resolves if the gateway never said it wrote", async () => {
+    const gateway = new FakeGateway();
+    start(gateway);
+    gateway.placing.resolve();
     await settle();
     await jest.advanceTimersByTimeAsync(5 * MIN);
-    expect(port.count("renew")).toBe(1);
+    expect(gateway.count("renew")).toBe(1);
   });
 
   it("starts once, however often it is told", async () => {
-    const port = new FakePort();
-    start(port);
-    port.placeHooks!.onWritten();
-    port.placeHooks!.onWritten();
-    port.placing.resolve();
+    const gateway = new FakeGateway();
+    start(gateway);
+    gateway.placeHooks!.onWritten();
+    gateway.placeHooks!.onWritten();
+    gateway.placing.resolve();
     await settle();
     await jest.advanceTimersByTimeAsync(5 * MIN);
-    expect(port.count("renew")).toBe(1);
+    expect(gateway.count("renew")).toBe(1);
   });
 
   it("renews every interval through every stage, counting each renewal", async () => {
-    const port = new FakePort();
-    const actor = start(port, {}, { intervalMs: MIN, random: () => 0.5 });
-    port.placeHooks!.onWritten();
+    const gateway = new FakeGateway();
+    const actor = start(gateway, {}, { intervalMs: MIN, random: () => 0.5 });
+    gateway.placeHooks!.onWritten();
     await jest.advanceTimersByTimeAsync(MIN);
-    port.placing.resolve();
+    gateway.placing.resolve();
     await jest.advanceTimersByTimeAsync(MIN);
-    port.provisioning.resolve({ endpoint: ENDPOINT });
+    gateway.provisioning.resolve({ endpoint: ENDPOINT });
     await jest.advanceTimersByTimeAsync(MIN);
-    port.attaching.resolve(ATTACHED);
+    gateway.attaching.resolve(ATTACHED);
     await jest.advanceTimersByTimeAsync(MIN);
     expect(stateOf(actor)).toBe("ready");
-    expect(port.renewals).toEqual([T0 + MIN, T0 + 2 * MIN, T0 + 3 * MIN, T0 + 4 * MIN]);
+    expect(gateway.renewals).toEqual([T0 + MIN, T0 + 2 * MIN, T0 + 3 * MIN, T0 + 4 * MIN]);
     expect(actor.getSnapshot().context.renewals).toBe(4);
     expect(viewOf(actor.getSnapshot().context).renewedAt).toBe(new Date(T0 + 4 * MIN).toISOString());
     const renewed = events.filter((e) => e.type === "renewed");
@@ -451,11 +451,11 @@ describe("the lease", () => {
     // The lowest and the highest random draws: 0.8 (first) or 1.0 (later) and (almost) 1.2 times the interval.
     const draws = [0, 0.999999, 0.25, 0.75, 0];
     let i = 0;
-    const port = new FakePort();
-    start(port, {}, { jitter: 0.2, random: () => draws[i++ % draws.length] });
-    port.placeHooks!.onWritten();
+    const gateway = new FakeGateway();
+    start(gateway, {}, { jitter: 0.2, random: () => draws[i++ % draws.length] });
+    gateway.placeHooks!.onWritten();
     await jest.advanceTimersByTimeAsync(60 * MIN);
-    const gaps = port.renewals.map((t, k) => t - (k === 0 ? T0 : port.renewals[k - 1]));
+    const gaps = gateway.renewals.map((t, k) => t - (k === 0 ? T0 : gateway.renewals[k - 1]));
     expect(gaps.slice(0, 5)).toEqual([
       4 * MIN,
       Math.round(5 * MIN * (1 + 0.2 * 0.999999)),
@@ -471,36 +471,36 @@ describe("the lease", () => {
   });
 
   it("renews a workspace asking for idleTimeout 1m every 20 s, not at the configured 5m", async () => {
-    const port = new FakePort();
-    start(port, { place: { ...PLACE, idleTimeout: "1m" } }, { intervalMs: 5 * MIN });
-    port.placeHooks!.onWritten();
+    const gateway = new FakeGateway();
+    start(gateway, { place: { ...PLACE, idleTimeout: "1m" } }, { intervalMs: 5 * MIN });
+    gateway.placeHooks!.onWritten();
     await jest.advanceTimersByTimeAsync(2 * MIN);
-    expect(port.renewals).toEqual([1, 2, 3, 4, 5, 6].map((k) => T0 + k * 20_000));
+    expect(gateway.renewals).toEqual([1, 2, 3, 4, 5, 6].map((k) => T0 + k * 20_000));
   });
 
   it("renews a workspace asking for idleTimeout 168h at the configured interval", async () => {
-    const port = new FakePort();
-    start(port, { place: { ...PLACE, idleTimeout: "168h" } }, { intervalMs: 5 * MIN });
-    port.placeHooks!.onWritten();
+    const gateway = new FakeGateway();
+    start(gateway, { place: { ...PLACE, idleTimeout: "168h" } }, { intervalMs: 5 * MIN });
+    gateway.placeHooks!.onWritten();
     await jest.advanceTimersByTimeAsync(10 * MIN);
-    expect(port.renewals).toEqual([T0 + 5 * MIN, T0 + 10 * MIN]);
+    expect(gateway.renewals).toEqual([T0 + 5 * MIN, T0 + 10 * MIN]);
   });
 
   it("keeps 1000 workspaces under 1000 / interval renewals a second on average", async () => {
-    const port = new FakePort();
+    const gateway = new FakeGateway();
     for (let k = 0; k < 1000; k++) {
       const actor = startWorkspace({
         name: `ws-${k}`,
-        port,
+        gateway,
         resume: { at: "ready", endpoint: ENDPOINT },
         lease: { random: Math.random },
       });
       actors.push(actor);
     }
     await settle();
-    const first = port.renewals.length; // each renews once at once on a restore
+    const first = gateway.renewals.length; // each renews once at once on a restore
     await jest.advanceTimersByTimeAsync(60 * MIN);
-    const perSecond = (port.renewals.length - first) / 3600;
+    const perSecond = (gateway.renewals.length - first) / 3600;
     expect(first).toBe(1000);
     // No gap after the first is shorter than the interval: the bound holds for any draws.
     expect(perSecond).toBeLessThanOrEqual(1000 / 300);
@@ -508,49 +508,49 @@ describe("the lease", () => {
   });
 
   it("retries a failed renewal sooner, and reports it", async () => {
-    const port = new FakePort();
-    const actor = start(port, {}, { intervalMs: 5 * MIN, retryMs: 30_000 });
-    port.placeHooks!.onWritten();
-    port.renewError = new Error("etcdserver: request timed out");
+    const gateway = new FakeGateway();
+    const actor = start(gateway, {}, { intervalMs: 5 * MIN, retryMs: 30_000 });
+    gateway.placeHooks!.onWritten();
+    gateway.renewError = new Error("etcdserver: request timed out");
     await jest.advanceTimersByTimeAsync(5 * MIN);
     expect(events.filter((e) => e.type === "renew_failed")).toEqual([
       { type: "renew_failed", message: "etcdserver: request timed out", at: new Date(T0 + 5 * MIN).toISOString() },
     ]);
-    port.renewError = undefined;
+    gateway.renewError = undefined;
     await jest.advanceTimersByTimeAsync(30_000);
-    expect(port.renewals).toEqual([T0 + 5 * MIN + 30_000]);
+    expect(gateway.renewals).toEqual([T0 + 5 * MIN + 30_000]);
     expect(stateOf(actor)).toBe("placing");
   });
 
   it("treats a failed continuity read as unknown, not loss, and renews anyway", async () => {
-    const port = new FakePort();
-    port.continuity = async () => {
+    const gateway = new FakeGateway();
+    gateway.continuity = async () => {
       throw new Error("watch not synced");
     };
-    const actor = start(port);
-    port.placeHooks!.onWritten();
+    const actor = start(gateway);
+    gateway.placeHooks!.onWritten();
     await jest.advanceTimersByTimeAsync(5 * MIN);
-    expect(port.renewals).toHaveLength(1);
+    expect(gateway.renewals).toHaveLength(1);
     expect(stateOf(actor)).toBe("placing");
   });
 });
 
 describe("lost", () => {
-  async function ready(port: FakePort, lease: LeaseOptions = {}) {
-    const actor = start(port, {}, lease);
-    port.placeHooks!.onWritten();
-    port.placing.resolve();
-    port.provisioning.resolve({ endpoint: ENDPOINT });
-    port.attaching.resolve(ATTACHED);
+  async function ready(gateway: FakeGateway, lease: LeaseOptions = {}) {
+    const actor = start(gateway, {}, lease);
+    gateway.placeHooks!.onWritten();
+    gateway.placing.resolve();
+    gateway.provisioning.resolve({ endpoint: ENDPOINT });
+    gateway.attaching.resolve(ATTACHED);
     await settle();
     expect(stateOf(actor)).toBe("ready");
     return actor;
   }
 
   it("at the next lease tick when continuity says lost, with the operator's reason", async () => {
-    const port = new FakePort();
-    const actor = await ready(port);
-    port.state = { kind: "lost", reason: "PodDeleted", message: "its pod (uid u) was deleted" };
+    const gateway = new FakeGateway();
+    const actor = await ready(gateway);
+    gateway.state = { kind: "lost", reason: "PodDeleted", message: "its pod (uid u) was deleted" };
     await jest.advanceTimersByTimeAsync(5 * MIN);
     expect(actor.getSnapshot().output).toEqual({
       state: "lost",
@@ -562,108 +562,108 @@ describe("lost", () => {
       to: "lost",
       lost: { reason: "PodDeleted" },
     });
-    expect(port.count("renew")).toBe(0); // a lost Sandbox is not renewed
+    expect(gateway.count("renew")).toBe(0); // a lost Sandbox is not renewed
     await jest.advanceTimersByTimeAsync(30 * MIN);
-    expect(port.count("continuity")).toBe(1);
+    expect(gateway.count("continuity")).toBe(1);
   });
 
   it("when continuity says absent", async () => {
-    const port = new FakePort();
-    const actor = await ready(port);
-    port.state = { kind: "absent" };
+    const gateway = new FakeGateway();
+    const actor = await ready(gateway);
+    gateway.state = { kind: "absent" };
     await jest.advanceTimersByTimeAsync(5 * MIN);
     expect(actor.getSnapshot().output).toMatchObject({ state: "lost", lost: { reason: "Absent" } });
   });
 
   it("at once through a continuity watch", async () => {
-    const port = new WatchingPort();
-    const actor = await ready(port);
-    port.say({ kind: "present" });
-    port.say({ kind: "lost", reason: "Evicted", message: "The node was low on resource: memory." });
+    const gateway = new WatchingPort();
+    const actor = await ready(gateway);
+    gateway.say({ kind: "present" });
+    gateway.say({ kind: "lost", reason: "Evicted", message: "The node was low on resource: memory." });
     expect(actor.getSnapshot().output).toMatchObject({ state: "lost", lost: { reason: "Evicted" } });
-    expect(port.watchers.size).toBe(0); // unsubscribed when the lease stopped
+    expect(gateway.watchers.size).toBe(0); // unsubscribed when the lease stopped
   });
 
   it("a watch that says absent before it ever said present is not heard as a loss", async () => {
-    const port = new WatchingPort();
-    const actor = start(port);
-    port.placeHooks!.onWritten();
-    port.watchers.forEach((w) => w({ kind: "absent" }));
+    const gateway = new WatchingPort();
+    const actor = start(gateway);
+    gateway.placeHooks!.onWritten();
+    gateway.watchers.forEach((w) => w({ kind: "absent" }));
     expect(stateOf(actor)).toBe("placing");
-    port.say({ kind: "present" });
-    port.say({ kind: "absent" });
+    gateway.say({ kind: "present" });
+    gateway.say({ kind: "absent" });
     expect(actor.getSnapshot().output).toMatchObject({ state: "lost", lost: { reason: "Absent" } });
   });
 
   it("while placing or provisioning too, stopping the wait", async () => {
-    const port = new WatchingPort();
-    const actor = start(port);
-    port.placeHooks!.onWritten();
-    port.say({ kind: "lost", reason: "PodDeleted", message: "deleted" });
+    const gateway = new WatchingPort();
+    const actor = start(gateway);
+    gateway.placeHooks!.onWritten();
+    gateway.say({ kind: "lost", reason: "PodDeleted", message: "deleted" });
     expect(stateOf(actor)).toBe("lost");
-    expect(port.placeHooks!.signal?.aborted).toBe(true);
+    expect(gateway.placeHooks!.signal?.aborted).toBe(true);
   });
 });
 
 describe("destroy", () => {
   it("while placing: the place's wait is aborted and the CR deleted", async () => {
-    const port = new FakePort();
-    const actor = start(port);
-    port.placeHooks!.onWritten();
+    const gateway = new FakeGateway();
+    const actor = start(gateway);
+    gateway.placeHooks!.onWritten();
     actor.send({ type: "DESTROY" });
     expect(stateOf(actor)).toBe("destroying");
-    expect(port.placeHooks!.signal?.aborted).toBe(true);
-    port.destroying.resolve();
+    expect(gateway.placeHooks!.signal?.aborted).toBe(true);
+    gateway.destroying.resolve();
     await settle();
     expect(actor.getSnapshot().output).toEqual({ state: "destroyed" });
     expect(transitions()).toEqual(["placing", "destroying", "destroyed"]);
-    expect(port.calls).toEqual([`place ${NAME}`, `destroy ${NAME}`]);
+    expect(gateway.calls).toEqual([`place ${NAME}`, `destroy ${NAME}`]);
   });
 
   it("while placing, before the CR is written (no lease to stop)", async () => {
-    const port = new FakePort();
-    const actor = start(port);
+    const gateway = new FakeGateway();
+    const actor = start(gateway);
     actor.send({ type: "DESTROY" });
-    port.destroying.resolve();
+    gateway.destroying.resolve();
     await settle();
     expect(actor.getSnapshot().output).toEqual({ state: "destroyed" });
-    expect(port.count("destroy")).toBe(1);
+    expect(gateway.count("destroy")).toBe(1);
   });
 
   it.each(["provisioning", "attaching", "ready"] as const)("while %s", async (stage) => {
-    const port = new FakePort();
-    const actor = start(port);
-    port.placeHooks!.onWritten();
-    port.placing.resolve();
-    if (stage !== "provisioning") port.provisioning.resolve({ endpoint: ENDPOINT });
-    if (stage === "ready") port.attaching.resolve(ATTACHED);
+    const gateway = new FakeGateway();
+    const actor = start(gateway);
+    gateway.placeHooks!.onWritten();
+    gateway.placing.resolve();
+    if (stage !== "provisioning") gateway.provisioning.resolve({ endpoint: ENDPOINT });
+    if (stage === "ready") gateway.attaching.resolve(ATTACHED);
     await settle();
     expect(stateOf(actor)).toBe(stage);
     actor.send({ type: "DESTROY" });
-    port.destroying.resolve();
+    gateway.destroying.resolve();
     await settle();
     expect(actor.getSnapshot().output).toEqual({ state: "destroyed" });
-    expect(port.count("destroy")).toBe(1);
+    expect(gateway.count("destroy")).toBe(1);
     expect(events.at(-2)).toMatchObject({ type: "transition", from: stage, to: "destroying" });
   });
 
   it("stops the lease before the delete: no renewal after", async () => {
-    const port = new FakePort();
-    const actor = start(port);
-    port.placeHooks!.onWritten();
+    const gateway = new FakeGateway();
+    const actor = start(gateway);
+    gateway.placeHooks!.onWritten();
     actor.send({ type: "DESTROY" });
     await jest.advanceTimersByTimeAsync(30 * MIN);
-    expect(port.count("renew")).toBe(0);
-    expect(port.count("continuity")).toBe(0);
+    expect(gateway.count("renew")).toBe(0);
+    expect(gateway.count("continuity")).toBe(0);
     expect(stateOf(actor)).toBe("destroying");
   });
 
   it("a destroy that fails ends failed, named, and the lease stays stopped", async () => {
-    const port = new FakePort();
-    const actor = start(port);
-    port.placeHooks!.onWritten();
+    const gateway = new FakeGateway();
+    const actor = start(gateway);
+    gateway.placeHooks!.onWritten();
     actor.send({ type: "DESTROY" });
-    port.destroying.reject(new Error("connection refused"));
+    gateway.destroying.reject(new Error("connection refused"));
     await settle();
     expect(actor.getSnapshot().output).toEqual({
       state: "failed",
@@ -672,42 +672,42 @@ describe("destroy", () => {
   });
 
   it("a late loss while destroying changes nothing", async () => {
-    const port = new WatchingPort();
-    const actor = start(port);
-    port.placeHooks!.onWritten();
-    port.say({ kind: "present" });
+    const gateway = new WatchingPort();
+    const actor = start(gateway);
+    gateway.placeHooks!.onWritten();
+    gateway.say({ kind: "present" });
     actor.send({ type: "DESTROY" });
-    port.say({ kind: "absent" });
+    gateway.say({ kind: "absent" });
     expect(stateOf(actor)).toBe("destroying");
-    port.destroying.resolve();
+    gateway.destroying.resolve();
     await settle();
     expect(stateOf(actor)).toBe("destroyed");
   });
 
   it("is ignored once the workspace has ended", async () => {
-    const port = new FakePort();
-    const actor = start(port);
-    port.placing.reject(new Error("x"));
+    const gateway = new FakeGateway();
+    const actor = start(gateway);
+    gateway.placing.reject(new Error("x"));
     await settle();
     actor.send({ type: "DESTROY" });
     expect(stateOf(actor)).toBe("failed");
-    expect(port.count("destroy")).toBe(0);
+    expect(gateway.count("destroy")).toBe(0);
   });
 });
 
 describe("restore", () => {
   it("into ready: no place, no provision, no attach; renews at once, then every interval", async () => {
-    const port = new FakePort();
-    const actor = start(port, {
+    const gateway = new FakeGateway();
+    const actor = start(gateway, {
       place: undefined,
       resume: { at: "ready", endpoint: ENDPOINT, attached: ATTACHED, createdAt: T0 - 60 * MIN },
     });
     expect(stateOf(actor)).toBe("ready");
     await settle();
-    expect(port.renewals).toEqual([T0]);
+    expect(gateway.renewals).toEqual([T0]);
     await jest.advanceTimersByTimeAsync(10 * MIN);
-    expect(port.renewals).toEqual([T0, T0 + 5 * MIN, T0 + 10 * MIN]);
-    expect(port.count("place") + port.count("provision") + port.count("attach")).toBe(0);
+    expect(gateway.renewals).toEqual([T0, T0 + 5 * MIN, T0 + 10 * MIN]);
+    expect(gateway.count("place") + gateway.count("provision") + gateway.count("attach")).toBe(0);
     expect(events[0]).toEqual({
       type: "transition",
       from: null,
@@ -724,41 +724,41 @@ describe("restore", () => {
   });
 
   it("into ready with the Sandbox's idleTimeout 1m: renews at once, then every 20 s (the same rule)", async () => {
-    const port = new FakePort();
-    start(port, { place: undefined, resume: { at: "ready", endpoint: ENDPOINT, idleTimeout: "1m" } });
+    const gateway = new FakeGateway();
+    start(gateway, { place: undefined, resume: { at: "ready", endpoint: ENDPOINT, idleTimeout: "1m" } });
     await jest.advanceTimersByTimeAsync(MIN);
-    expect(port.renewals).toEqual([T0, T0 + 20_000, T0 + 40_000, T0 + MIN]);
+    expect(gateway.renewals).toEqual([T0, T0 + 20_000, T0 + 40_000, T0 + MIN]);
   });
 
   it("into ready, then lost at the next tick", async () => {
-    const port = new FakePort();
-    const actor = start(port, { place: undefined, resume: { at: "ready" } });
+    const gateway = new FakeGateway();
+    const actor = start(gateway, { place: undefined, resume: { at: "ready" } });
     await settle();
-    port.state = { kind: "lost", reason: "PodDeleted", message: "gone" };
+    gateway.state = { kind: "lost", reason: "PodDeleted", message: "gone" };
     await jest.advanceTimersByTimeAsync(5 * MIN);
     expect(stateOf(actor)).toBe("lost");
   });
 
   it("into provisioning: waits for Ready again, never re-places", async () => {
-    const port = new FakePort();
-    const actor = start(port, { place: undefined, resume: { at: "provisioning" } });
+    const gateway = new FakeGateway();
+    const actor = start(gateway, { place: undefined, resume: { at: "provisioning" } });
     expect(stateOf(actor)).toBe("provisioning");
     await settle();
-    expect(port.calls).toEqual([`provision ${NAME}`, `continuity ${NAME}`, `renew ${NAME}`]);
-    port.provisioning.resolve({ endpoint: ENDPOINT });
-    port.attaching.resolve(ATTACHED);
+    expect(gateway.calls).toEqual([`provision ${NAME}`, `continuity ${NAME}`, `renew ${NAME}`]);
+    gateway.provisioning.resolve({ endpoint: ENDPOINT });
+    gateway.attaching.resolve(ATTACHED);
     await settle();
     expect(stateOf(actor)).toBe("ready");
-    expect(port.count("place")).toBe(0);
+    expect(gateway.count("place")).toBe(0);
   });
 
   it("into attaching: attaches again (the Harness's attach is idempotent)", async () => {
-    const port = new FakePort();
-    const actor = start(port, { place: undefined, resume: { at: "attaching", endpoint: ENDPOINT } });
+    const gateway = new FakeGateway();
+    const actor = start(gateway, { place: undefined, resume: { at: "attaching", endpoint: ENDPOINT } });
     expect(stateOf(actor)).toBe("attaching");
-    port.attaching.resolve(ATTACHED);
+    gateway.attaching.resolve(ATTACHED);
     await settle();
     expect(stateOf(actor)).toBe("ready");
-    expect(port.count("attach")).toBe(1);
+    expect(gateway.count("attach")).toBe(1);
   });
 });

@@ -1,6 +1,6 @@
-// The picks ledger (issue 13): its pure rules (picks.ts), the store over an in-memory backend
+// The picks ledger (issue 13): its pure rules (pick-ledger.ts), the store over an in-memory backend
 // (pick-store.ts: idempotence, one outstanding pick a turn, answers once, the long-poll, a lost
-// write race, a restart reading the ledger back), and its routes over real HTTP (http.ts: the
+// write race, a restart reading the ledger back), and its routes over real HTTP (api-server.ts: the
 // Sandbox token for the Harness's, an API token for the Machine's). Beside the picks, each
 // conversation's Allowed picks: set by the Machine, read by the Harness at a step boundary.
 import { randomBytes } from "node:crypto";
@@ -8,9 +8,9 @@ import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { PickBody } from "../../api/agents";
 import { allowedPath, deliveryPath, picksPath } from "../../api/agents";
-import { HttpError } from "../../orchestrator/api";
-import { startOrchestratorServer, type Workspaces } from "../../orchestrator/http";
-import { LedgerConflict, PickStore, type LedgerBackend } from "../../orchestrator/pick-store";
+import { HttpError } from "../../orchestrator/schemas";
+import { startOrchestratorServer, type Workspaces } from "../../orchestrator/http/api-server";
+import { LedgerConflict, PickStore, type LedgerBackend } from "../../orchestrator/agents/pick-store";
 import {
   EMPTY_LEDGER,
   allowedOf,
@@ -25,8 +25,8 @@ import {
   waitOf,
   workspaceOfIid,
   type Ledger,
-} from "../../orchestrator/picks";
-import type { SandboxWatch } from "../../orchestrator/sandbox-watch";
+} from "../../orchestrator/agents/pick-ledger";
+import type { SandboxWatch } from "../../orchestrator/workspaces/sandbox-watch";
 import { apiTokenChecker, sandboxToken, sandboxTokenChecker } from "../../orchestrator/tokens";
 
 const AT = "2026-03-01T12:00:00.000Z";

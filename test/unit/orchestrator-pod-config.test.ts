@@ -1,7 +1,7 @@
-// The installation's pod config (orchestrator/pod-config.ts, decision 0021): the defaults, a full file,
+// The installation's pod config (orchestrator/workspaces/pod-config.ts, decision 0021): the defaults, a full file,
 // and each refusal naming the file, the field's path and its fix.
-import { DEFAULT_POD_CONFIG, parsePodConfig, type PodConfig } from "../../orchestrator/pod-config";
-import { CUSTODIAN_SLICE } from "../../orchestrator/size";
+import { DEFAULT_POD_CONFIG, parsePodConfig, type PodConfig } from "../../orchestrator/workspaces/pod-config";
+import { CUSTODIAN_SLICE } from "../../orchestrator/workspaces/size";
 
 const FILE = "/etc/jr2/pod-config.yaml";
 

@@ -7,7 +7,7 @@ import type { SandboxStatus } from "../../api/crd/sources/sandbox";
 import type { RepoNode } from "../../api/crd/sources/repo";
 import { repoVerdict, type RepoView } from "../../capabilities/repo/caches";
 import { computeStatus, type Observed } from "../../capabilities/sandbox/status";
-import { DEFAULT_BUDGETS, ProvisionFailure } from "../../orchestrator/port";
+import { DEFAULT_BUDGETS, ProvisionFailure } from "../../orchestrator/workspaces/sandbox-gateway";
 import {
   budgetFailure,
   budgetOf,
@@ -21,7 +21,7 @@ import {
   scheduledAt,
   staleSlots,
   type ProvisionVerdict,
-} from "../../orchestrator/provision-rules";
+} from "../../orchestrator/workspaces/provision-rules";
 import { NAME, NAMESPACE, podOf, readyPod, sandboxOf, serviceOf, unreadyPod } from "./support";
 
 const T = "2026-03-01T12:00:00Z";

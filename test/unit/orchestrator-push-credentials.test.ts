@@ -1,9 +1,9 @@
-// The push Secrets an Effector's pushes spend (orchestrator/fence.ts pushCredentials): each pushed slot's
+// The push Secrets an Effector's pushes spend (orchestrator/workspaces/fence.ts pushCredentials): each pushed slot's
 // fence entry's `secret`, once each in order of first use, or a refusal naming the slot and the fix.
 import { repoKey } from "../../api/repo-identity";
-import type { CredentialEntry } from "../../orchestrator/fence";
-import { pushCredentials } from "../../orchestrator/fence";
-import type { PlacedRepo } from "../../orchestrator/port";
+import type { CredentialEntry } from "../../orchestrator/workspaces/fence";
+import { pushCredentials } from "../../orchestrator/workspaces/fence";
+import type { PlacedRepo } from "../../orchestrator/workspaces/sandbox-gateway";
 
 const entry = (match: string, extra?: Record<string, unknown>): CredentialEntry => ({
   match,

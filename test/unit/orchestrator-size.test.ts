@@ -1,9 +1,9 @@
 // Kubernetes quantities read and written (lib/quantity.ts) and a workspace's Size split inside its pod
-// (orchestrator/size.ts): the shares, each refusal and its fix; property: the parts sum to the pod.
+// (orchestrator/workspaces/size.ts): the shares, each refusal and its fix; property: the parts sum to the pod.
 import fc from "fast-check";
 import { bytesOf, formatBytes, formatMilliCpu, milliCpu, quantityValue } from "../../lib/quantity";
-import type { Size } from "../../orchestrator/api";
-import { CUSTODIAN_SLICE, HARNESS_FLOOR, SizeError, splitSize, type Resources } from "../../orchestrator/size";
+import type { Size } from "../../orchestrator/schemas";
+import { CUSTODIAN_SLICE, HARNESS_FLOOR, SizeError, splitSize, type Resources } from "../../orchestrator/workspaces/size";
 
 const Mi = 2 ** 20;
 const Gi = 2 ** 30;

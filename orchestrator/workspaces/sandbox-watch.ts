@@ -3,9 +3,9 @@
 // and no event can fall between a write and its wait. Never a Pod read: the operator publishes on
 // the Sandbox's status what a client needs.
 import { K8s, WatchEvent } from "kubernetes-fluent-client";
-import { SandboxModel } from "../api/crd";
-import { ObjectCache } from "../lib/cache";
-import { RUN_LABEL } from "../api/wire";
+import { SandboxModel } from "../../api/crd";
+import { ObjectCache } from "../../lib/cache";
+import { RUN_LABEL } from "../../api/wire";
 
 export type SandboxListener = (sandbox: SandboxModel | undefined) => void;
 

@@ -2,14 +2,15 @@
 // workspaces (create, read, wait until ready, delete), an Agent's turns (submit, the events as
 // Server-Sent Events, abort, the Allowed picks) and its Menu picks (list, answer). It speaks undici's `request`; every
 // body it sends and every answer it reads goes through the same zod schemas the server uses
-// (api.ts, turns.ts, picks.ts, api/agents.ts), so there is no second copy of a type to drift. An
+// (schemas.ts, turns.ts, pick-ledger.ts, api/agents.ts), so there is no second copy of a type to drift. An
 // error answer becomes an OrchestratorError carrying its status, code and message.
 import { request } from "undici";
 import { z } from "zod";
-import { Admission, ConversationId, StreamEvent } from "../api/agents";
-import { Created, CreateWorkspaceBody, ErrorBody, FINAL_STATES, WorkspaceView } from "./api";
-import { AllowedBody, AnswerBody, AnswerReceipt, PickList } from "./picks";
-import { SubmitTurnBody } from "./turns";
+import { Admission, ConversationId, StreamEvent } from "../../api/agents";
+import { Created, CreateWorkspaceBody, ErrorBody, FINAL_STATES, WorkspaceView } from "../schemas";
+import { AllowedBody, AnswerBody, AnswerReceipt, PickList } from "../agents/pick-ledger";
+import { SubmitTurnBody } from "../agents/turns";
+import { pathFor, type Method } from "../../api/orchestrator-routes";
 
 /** `POST /v1/workspaces/:name/turns` answers the conversation and the Harness's admission. */
 export const TurnSubmitted = z.strictObject({ iid: ConversationId, admission: Admission });
@@ -40,7 +41,6 @@ export type ClientOptions = {
   token: string;
 };
 
-const enc = encodeURIComponent;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export class OrchestratorClient {
@@ -52,11 +52,11 @@ export class OrchestratorClient {
 
   /** Places a workspace; answers its name (the workspace then moves on by itself). */
   async createWorkspace(body: z.input<typeof CreateWorkspaceBody>): Promise<Created> {
-    return this.call("POST", "/v1/workspaces", Created, CreateWorkspaceBody.parse(body));
+    return this.call("POST", pathFor("createWorkspace", {}), Created, CreateWorkspaceBody.parse(body));
   }
 
   async workspace(name: string): Promise<WorkspaceView> {
-    return this.call("GET", `/v1/workspaces/${enc(name)}`, WorkspaceView);
+    return this.call("GET", pathFor("getWorkspace", { name }), WorkspaceView);
   }
 
   /** Polls the workspace until it is ready; throws naming the failure when it ends otherwise, or
@@ -84,24 +84,24 @@ export class OrchestratorClient {
 
   /** Ends the workspace (202: it is being destroyed). */
   async deleteWorkspace(name: string): Promise<Created> {
-    return this.call("DELETE", `/v1/workspaces/${enc(name)}`, Created);
+    return this.call("DELETE", pathFor("deleteWorkspace", { name }), Created);
   }
 
   /** Gives one of the workspace's Agents a turn; answers the conversation's iid and the admission. */
   async submitTurn(name: string, body: z.input<typeof SubmitTurnBody>): Promise<TurnSubmitted> {
-    return this.call("POST", `/v1/workspaces/${enc(name)}/turns`, TurnSubmitted, SubmitTurnBody.parse(body));
+    return this.call("POST", pathFor("submitTurn", { name }), TurnSubmitted, SubmitTurnBody.parse(body));
   }
 
   /** Aborts the conversation's running turn. */
   async abort(name: string, iid: string): Promise<AbortReceipt> {
-    return this.call("POST", `/v1/workspaces/${enc(name)}/turns/${enc(iid)}/abort`, AbortReceipt);
+    return this.call("POST", pathFor("abortTurn", { name, iid }), AbortReceipt);
   }
 
   /** Changes the conversation's Allowed picks; its running turn is told at its next step boundary. */
   async setAllowed(name: string, iid: string, allowed: string[]): Promise<AllowedSet> {
     return this.call(
       "PUT",
-      `/v1/workspaces/${enc(name)}/turns/${enc(iid)}/allowed`,
+      pathFor("setAllowed", { name, iid }),
       AllowedSet,
       AllowedBody.parse({ allowed }),
     );
@@ -109,14 +109,14 @@ export class OrchestratorClient {
 
   /** The workspace's outstanding picks. */
   async picks(name: string): Promise<z.infer<typeof PickList>> {
-    return this.call("GET", `/v1/workspaces/${enc(name)}/picks`, PickList);
+    return this.call("GET", pathFor("listPicks", { name }), PickList);
   }
 
   /** Answers a pick: the text the Agent's model reads as the Menu tool's result. */
   async answer(name: string, deliveryId: string, answer: string): Promise<z.infer<typeof AnswerReceipt>> {
     return this.call(
       "POST",
-      `/v1/workspaces/${enc(name)}/picks/${enc(deliveryId)}/answer`,
+      pathFor("answerPick", { name, deliveryId }),
       AnswerReceipt,
       AnswerBody.parse({ answer }),
     );
@@ -133,7 +133,7 @@ export class OrchestratorClient {
     iid: string,
     opts: { lastEventId?: number; signal?: AbortSignal } = {},
   ): AsyncGenerator<StreamEvent, void, undefined> {
-    const res = await request(`${this.base}/v1/workspaces/${enc(name)}/turns/${enc(iid)}/events`, {
+    const res = await request(`${this.base}${pathFor("turnEvents", { name, iid })}`, {
       method: "GET",
       headers: {
         ...this.headers(),
@@ -176,7 +176,7 @@ export class OrchestratorClient {
   }
 
   private async call<S extends z.ZodType>(
-    method: "GET" | "POST" | "PUT" | "DELETE",
+    method: Method,
     path: string,
     schema: S,
     body?: unknown,

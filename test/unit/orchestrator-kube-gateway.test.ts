@@ -1,12 +1,12 @@
-// The Kubernetes port's waits over a hand-driven watch (the watch is the port's only input for
+// The Kubernetes gateway's waits over a hand-driven watch (the watch is the gateway's only input for
 // them; no API call is made by a provision). The race it pins: a CR written a moment ago that the
 // watch has not delivered yet is not "absent". And a call to the Harness over a connection closed
 // under it: a GET is sent again, a POST is not.
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { SandboxModel } from "../../api/crd";
-import { KubeSandboxPort } from "../../orchestrator/kube-port";
-import type { SandboxListener, SandboxWatch } from "../../orchestrator/sandbox-watch";
+import { KubeSandboxGateway } from "../../orchestrator/workspaces/kube-gateway";
+import type { SandboxListener, SandboxWatch } from "../../orchestrator/workspaces/sandbox-watch";
 
 class HandWatch {
   held = new Map<string, SandboxModel>();
@@ -53,20 +53,20 @@ const ready = (name: string): SandboxModel =>
     },
   }) as unknown as SandboxModel;
 
-function port(watch: HandWatch) {
-  return new KubeSandboxPort({
+function gateway(watch: HandWatch) {
+  return new KubeSandboxGateway({
     namespace: "ns",
     watch: watch as unknown as SandboxWatch,
     signingKey: Buffer.alloc(32, 1),
   });
 }
 
-describe("the Kubernetes port's provision wait", () => {
+describe("the Kubernetes gateway's provision wait", () => {
   const budgets = { podMs: 60_000, repoMs: 60_000 };
 
   it("waits through a watch that has not delivered the Sandbox yet, then answers Ready", async () => {
     const watch = new HandWatch();
-    const p = port(watch).provision("w1", budgets, { onWait: () => undefined });
+    const p = gateway(watch).provision("w1", budgets, { onWait: () => undefined });
     await new Promise((r) => setImmediate(r));
     watch.deliver("w1", ready("w1"));
     await expect(p).resolves.toEqual({ endpoint: "http://w1.ns.svc:8080" });
@@ -76,7 +76,7 @@ describe("the Kubernetes port's provision wait", () => {
     const watch = new HandWatch();
     const pending = { ...ready("w2"), status: { phase: "Pending", conditions: [] } } as unknown as SandboxModel;
     watch.deliver("w2", pending);
-    const p = port(watch).provision("w2", budgets, { onWait: () => undefined });
+    const p = gateway(watch).provision("w2", budgets, { onWait: () => undefined });
     watch.deliver("w2", undefined);
     await expect(p).rejects.toMatchObject({ stage: "provision", reason: "Lost" });
   });
@@ -110,7 +110,7 @@ describe("a call to the Harness", () => {
       const h = await flakyHarness();
       const watch = new HandWatch();
       watch.deliver("ws-1", ready("ws-1"));
-      const p = new KubeSandboxPort({
+      const p = new KubeSandboxGateway({
         namespace: "ns",
         watch: watch as unknown as SandboxWatch,
         signingKey: Buffer.alloc(32, 1),

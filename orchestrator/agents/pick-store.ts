@@ -1,4 +1,4 @@
-// The picks ledger's I/O (issue 13; its rules: picks.ts). Each workspace's ledger lives in a
+// The picks ledger's I/O (issue 13; its rules: pick-ledger.ts). Each workspace's ledger lives in a
 // ConfigMap `<workspace>-agents` (key `ledger.json`) owned by the workspace's Sandbox (its uid, from
 // the one watch), so it goes with the Sandbox and an Orchestrator restarted while a pick is
 // outstanding reads it back (lazily, at the first request that needs it) and answers it. Every
@@ -6,12 +6,12 @@
 // for the first): a write that lost a race re-reads and decides again. Changes of one workspace
 // are made one at a time in this process; a delivery poll is held here until its pick is answered.
 import { randomBytes } from "node:crypto";
-import { ApiError } from "../lib/api-error";
-import { kubeRequest } from "../lib/kube";
-import type { Delivery, PickBody, PickReceipt } from "../api/agents";
-import { HttpError } from "./api";
-import { sandboxOwnerReference } from "./compose";
-import { SANDBOX_LABEL } from "../api/wire";
+import { ApiError } from "../../lib/api-error";
+import { kubeRequest } from "../../lib/kube";
+import type { Delivery, PickBody, PickReceipt } from "../../api/agents";
+import { HttpError } from "../schemas";
+import { sandboxOwnerReference } from "../../api/crd";
+import { SANDBOX_LABEL } from "../../api/wire";
 import {
   EMPTY_LEDGER,
   LEDGER_KEY,
@@ -27,8 +27,8 @@ import {
   submitPick,
   type Ledger,
   type OutstandingPick,
-} from "./picks";
-import type { SandboxWatch } from "./sandbox-watch";
+} from "./pick-ledger";
+import type { SandboxWatch } from "../workspaces/sandbox-watch";
 
 /** Where ledgers are kept: read answers the ledger and its version (undefined: none yet); write
  * succeeds only over `version` (undefined: create) and answers the new version, else throws
@@ -40,7 +40,7 @@ export interface LedgerBackend {
 
 export class LedgerConflict extends Error {}
 
-/** What the HTTP API serves for picks (http.ts). Refusals are HttpErrors. */
+/** What the HTTP API serves for picks (api-server.ts). Refusals are HttpErrors. */
 export interface Picks {
   submit(workspace: string, iid: string, body: PickBody): Promise<{ receipt: PickReceipt; repeated: boolean }>;
   delivery(workspace: string, iid: string, deliveryId: string, waitMs: number, signal?: AbortSignal): Promise<Delivery>;

@@ -1,6 +1,6 @@
 // The Sandbox pod the Orchestrator asks for (seed 002 `crFor`, seed 001 ADR-0005's mounts table;
 // decision 0021), pure: the CR, and the objects it owns from birth (the token Secret, the
-// Custodian's ConfigMap, the Effector's key Secret and Service). kube-port.ts writes them; local
+// Custodian's ConfigMap, the Effector's key Secret and Service). kube-gateway.ts writes them; local
 // mode (local-harness.ts) runs the same Custodian config beside each local Harness.
 //
 // Who holds what, stated once (the asymmetry the Custodian exists for, decision 0018):
@@ -29,10 +29,10 @@ import {
   standInFrom,
   type CustodianConfig,
   type CustodianConfigInput,
-} from "../api/custodian";
-import type { SandboxSpecInput } from "../api/crd";
-import type { Container, SecurityContext, Volume } from "../api/crd/generated/corev1";
-import { CUSTODIAN_ENV, EFFECTOR_ENV, HARNESS_ENV } from "../api/env";
+} from "../../api/custodian";
+import { API_VERSION, sandboxOwnerReference, type SandboxSpecInput } from "../../api/crd";
+import type { Container, SecurityContext, Volume } from "../../api/crd/generated/corev1";
+import { CUSTODIAN_ENV, EFFECTOR_ENV, HARNESS_ENV } from "../../api/env";
 import {
   ATTACH_ANNOTATION,
   CA_CONFIGMAP,
@@ -58,27 +58,12 @@ import {
   effectorServiceName,
   repoVolumeName,
   tokenSecretName,
-} from "../api/wire";
+} from "../../api/wire";
 import type { PodConfig, HeldSecret } from "./pod-config";
-import type { PlaceRequest } from "./port";
+import type { PlaceRequest } from "./sandbox-gateway";
 import { splitSize, type SizeSplit } from "./size";
-import { effectorKey, harnessToken, sandboxToken, standInBytes, tokenDigest } from "./tokens";
+import { effectorKey, harnessToken, sandboxToken, standInBytes, tokenDigest } from "../tokens";
 
-export const GROUP_VERSION = "core.jr2.dev/v1alpha1";
-
-/** What the Orchestrator writes server-side applies as (kube-port.ts, installation.ts, turns.ts). */
-export const FIELD_MANAGER = "jr2-orchestrator";
-
-/** The owner of everything the Orchestrator writes for one Sandbox: the garbage collector takes it
- * with the CR, whoever deletes the CR. */
-export const sandboxOwnerReference = (name: string, uid: string) => ({
-  apiVersion: GROUP_VERSION,
-  kind: "Sandbox",
-  name,
-  uid,
-  controller: true,
-  blockOwnerDeletion: false,
-});
 
 /** The volumes the composition names (the operator adds `repo-<key>`, `jr2-shm` and `jr2-git-<n>`). */
 export const VOLUME = {
@@ -203,7 +188,7 @@ export function composeSandbox(input: ComposeInput): Composition {
   };
 
   const sandbox = {
-    apiVersion: GROUP_VERSION,
+    apiVersion: API_VERSION,
     kind: "Sandbox",
     metadata: {
       name: req.name,
@@ -232,7 +217,7 @@ export function composeSandbox(input: ComposeInput): Composition {
 /**
  * What a Sandbox owns, given its uid: the token Secret, the Custodian's ConfigMap and, with an
  * Effector, its key Secret and Service. Also what a restored Orchestrator writes again, create-if-absent,
- * for a Sandbox whose first writes it may not have finished (kube-port.ts resumeOwned).
+ * for a Sandbox whose first writes it may not have finished (kube-gateway.ts resumeOwned).
  */
 export function ownedObjects(
   o: { name: string; namespace: string; signingKey: Buffer; config: CustodianConfig; effector: boolean },

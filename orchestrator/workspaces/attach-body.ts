@@ -1,9 +1,9 @@
 // The Harness's attach request for a workspace, and where it is kept on the Sandbox (an
 // annotation), so a restarted Orchestrator can send it again: the attach is idempotent.
-import type { SandboxModel } from "../api/crd";
-import type { AttachBody } from "../api/attach";
-import { ATTACH_ANNOTATION } from "../api/wire";
-import type { PlacedRepo } from "./port";
+import type { SandboxModel } from "../../api/crd";
+import type { AttachBody } from "../../api/attach";
+import { ATTACH_ANNOTATION } from "../../api/wire";
+import type { PlacedRepo } from "./sandbox-gateway";
 
 /** The Harness's attach body from the fenced repos (fence.ts fenceSlots): their identity and key
  * as the fence computed them, once. None when the workspace names no Repo Slot. */

@@ -4,8 +4,8 @@
 // certificate as the `jr2-ca` ConfigMap the Harness containers trust, and the namespace's ingress
 // policy: Sandbox pods take connections on :8080 and :8082 from the Orchestrator alone (seed 000).
 import { readFileSync } from "node:fs";
-import { CA_CERT_KEY, CA_KEY_KEY, HARNESS_CA_KEY } from "../api/custodian";
-import { ORCHESTRATOR_ENV as E } from "../api/env";
+import { CA_CERT_KEY, CA_KEY_KEY, HARNESS_CA_KEY } from "../../api/custodian";
+import { ORCHESTRATOR_ENV as E } from "../../api/env";
 import {
   CA_CONFIGMAP,
   COMPANION_NAMESPACE,
@@ -14,14 +14,14 @@ import {
   HARNESS_PORT,
   MANAGED_BY,
   MANAGED_BY_LABEL,
+  ORCHESTRATOR_FIELD_MANAGER,
   PART_OF_JR2,
   SANDBOX_INGRESS_POLICY,
-} from "../api/wire";
-import { ApiError } from "../lib/api-error";
-import { issueCa } from "../lib/ca";
-import { applyRequest, kubeRequest } from "../lib/kube";
-import { FIELD_MANAGER } from "./compose";
-import { ORCHESTRATOR, ORCHESTRATOR_PORT } from "./deploy";
+} from "../../api/wire";
+import { ApiError } from "../../lib/api-error";
+import { issueCa } from "../../lib/ca";
+import { applyRequest, kubeRequest } from "../../lib/kube";
+import { ORCHESTRATOR, ORCHESTRATOR_PORT } from "../deploy";
 import { DEFAULT_POD_CONFIG, parsePodConfig, type PodConfig } from "./pod-config";
 
 /** The companions image a Custodian runs when nothing says otherwise (`npm run build`'s tag for
@@ -137,4 +137,4 @@ async function ensureCa(namespace: string): Promise<string> {
   return Buffer.from(cert, "base64").toString("utf8");
 }
 
-const apply = (path: string, body: unknown) => applyRequest(path, body, FIELD_MANAGER);
+const apply = (path: string, body: unknown) => applyRequest(path, body, ORCHESTRATOR_FIELD_MANAGER);

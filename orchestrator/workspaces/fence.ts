@@ -17,10 +17,10 @@
 // `github.com/acme/app` and not `github.com/acme-evil/app`.
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
-import { RepoUrlError, repoIdentity, repoKey } from "../api/repo-identity";
-import { urlWithoutCredentials } from "../lib/redact";
-import { zodIssuesToMessage } from "./api";
-import { PlaceFailure, type PlaceRepo, type PlacedRepo } from "./port";
+import { RepoUrlError, repoIdentity, repoKey } from "../../api/repo-identity";
+import { urlWithoutCredentials } from "../../lib/redact";
+import { zodIssuesToMessage } from "../schemas";
+import { PlaceFailure, type PlaceRepo, type PlacedRepo } from "./sandbox-gateway";
 
 export type CredentialEntry = {
   /** As written in the file. */

@@ -2,14 +2,14 @@
 // waiting (on which wait) or failed (by which name), which budget applies, and its continuity.
 // The Orchestrator never reads a Pod (decision 0013): the operator publishes everything judged
 // here on the Sandbox's status (capabilities/sandbox/status.ts, capabilities/repo/caches.ts).
-// The real port (kube-port.ts) runs these on every watch event of one Sandbox.
-import type { SandboxModel } from "../api/crd/models";
-import type { Condition } from "../api/crd/sources/common";
-import type { ContainerReport, ContainerWaiting } from "../api/crd/sources/sandbox";
-import { EFFECTOR, HARNESS } from "../api/wire";
-import type { Loss } from "./api";
-import { PlaceFailure, ProvisionFailure, type Budgets, type Continuity, type Wait } from "./port";
-import { CONDITION, FINAL_REFUSALS, REPO_HOLD, REPO_WAITS, SCHEDULED_REASON, type RepoWait } from "../api/conditions";
+// The real gateway (kube-gateway.ts) runs these on every watch event of one Sandbox.
+import type { SandboxModel } from "../../api/crd/models";
+import type { Condition } from "../../api/crd/sources/common";
+import type { ContainerReport, ContainerWaiting } from "../../api/crd/sources/sandbox";
+import { EFFECTOR, HARNESS } from "../../api/wire";
+import type { Loss } from "../schemas";
+import { PlaceFailure, ProvisionFailure, type Budgets, type Continuity, type Wait } from "./sandbox-gateway";
+import { CONDITION, FINAL_REFUSALS, REPO_HOLD, REPO_WAITS, SCHEDULED_REASON, type RepoWait } from "../../api/conditions";
 
 /** A Sandbox as the watch holds it (a SandboxModel or anything shaped like one). */
 export type SandboxObject = Pick<SandboxModel, "metadata" | "status">;
@@ -309,7 +309,7 @@ const minutes = (ms: number) => `${Math.round(ms / 60_000)}m`;
 const seconds = (ms: number) => `${Math.round(ms / 1000)}s`;
 
 // ---------------------------------------------------------------------------------------------
-// Trackers: the per-wait memory a port keeps across watch events (a said wait, a sticky hold)
+// Trackers: the per-wait memory a gateway keeps across watch events (a said wait, a sticky hold)
 
 const sameWait = (a: Wait | undefined, b: Wait | undefined) => JSON.stringify(a ?? null) === JSON.stringify(b ?? null);
 

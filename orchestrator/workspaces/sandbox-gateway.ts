@@ -1,25 +1,25 @@
-// The Sandbox port: the workspace lifecycle's only contact with the world (decision 0011's
-// SandboxPort). The real one (kube-port.ts) drives Sandbox CRs over one watch and never reads a
+// The Sandbox gateway: the workspace lifecycle's only contact with the world (decision 0011's
+// SandboxGateway). The real one (kube-gateway.ts) drives Sandbox CRs over one watch and never reads a
 // Pod (decision 0013); the unit tests drive the lifecycle with a fake. Every operation is idempotent,
 // so a restarted Orchestrator may repeat any of them for the same name.
-import type { AttachBody } from "../api/attach";
-import type { AttachAnswer, Failure, Loss, RepoSlot, Size, Wait } from "./api";
-import type { REPO_HOLD } from "../api/conditions";
+import type { AttachBody } from "../../api/attach";
+import type { AttachAnswer, Failure, Loss, RepoSlot, Size, Wait } from "../schemas";
+import type { REPO_HOLD } from "../../api/conditions";
 import type { CredentialEntry } from "./fence";
-import type { SandboxModel } from "../api/crd";
+import type { SandboxModel } from "../../api/crd";
 
-export type { Wait } from "./api";
+export type { Wait } from "../schemas";
 
 /** One Repo Slot to fence. `bound`: a url the Machine's own code binds, which passes the fence. */
 export type PlaceRepo = RepoSlot & { bound?: boolean };
 
 /** One Repo Slot the fence admitted (fence.ts fenceSlots, once per create): its Repo identity, the
  * cache key derived from it and the entry that admitted it (whose `secret` a new Repo names). The
- * port writes these as they are; it never reads the url again. */
+ * gateway writes these as they are; it never reads the url again. */
 export type PlacedRepo = PlaceRepo & { identity: string; key: string; bound: boolean; entry?: CredentialEntry };
 
 /** What `place` writes: the Repos, the Sandbox CR (with its labels and the attach annotation) and
- * the objects it owns (compose.ts). Everything is checked before: the port only composes and writes. */
+ * the objects it owns (compose.ts). Everything is checked before: the gateway only composes and writes. */
 export type PlaceRequest = {
   name: string;
   image: string;
@@ -28,7 +28,7 @@ export type PlaceRequest = {
   attach?: AttachBody;
   userImage?: string;
   size?: Size;
-  /** The User Container's share of `size` (orchestrator/size.ts). */
+  /** The User Container's share of `size` (orchestrator/workspaces/size.ts). */
   userSize?: Size;
   /** A Sandbox Effector: its image (default: the pod config's, else `image`) and the push Secrets
    * its pushed slots' fence entries name (fence.ts pushCredentials), for spec.gitCredentials. */
@@ -75,7 +75,7 @@ export type Attached = {
 /** The watch's word on a Sandbox: still there, gone, or Lost with the operator's reason. */
 export type Continuity = { kind: "present" } | { kind: "absent" } | ({ kind: "lost" } & Loss);
 
-export interface SandboxPort {
+export interface SandboxGateway {
   /** The fenced repos' Repos, then the CR, then its token Secret (owned by the CR's uid), then the
    * wait for a node, with no deadline. Rejects with a PlaceFailure. The fence runs before (a
    * FenceRefused PlaceFailure, answered 403 before anything is written): `req.repos` are admitted. */

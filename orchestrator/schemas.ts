@@ -1,6 +1,6 @@
 // The Orchestrator's HTTP API v1 as zod schemas: every body it reads and every answer it writes.
 // One source of truth (docs/decisions/0003): the TypeScript types are inferred from these, the
-// server validates with them, and `/v1/openapi.json` is generated from them (openapi.ts).
+// server validates with them, and `/v1/openapi.json` is generated from them (openapi-document.ts).
 // Shapes the Orchestrator shares with others come from their owners: the Sandbox's conditions and
 // phases from the CRD sources, the slot, branch, ref and url rules from api/names.ts, which the
 // Harness's `/attach` schema uses too, so a body this API accepts is one the Harness accepts.

@@ -6,9 +6,9 @@
 // Custodian's own config (api/custodian.ts) is composed from this per Sandbox (compose.ts).
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
-import { fieldPath } from "../api/attach";
-import { EnvName, HeaderName, HostPattern, Origin, Provider, Timeout } from "../api/custodian";
-import { milliCpu, bytesOf } from "../lib/quantity";
+import { fieldPath } from "../../api/attach";
+import { EnvName, HeaderName, HostPattern, Origin, Provider, Timeout } from "../../api/custodian";
+import { milliCpu, bytesOf } from "../../lib/quantity";
 import { CUSTODIAN_SLICE } from "./size";
 
 const SecretName = z
@@ -127,7 +127,7 @@ export function parsePodConfig(text: string, file: string): PodConfig {
   const issues = r.error.issues.map((i) => {
     const where = i.path.length ? fieldPath(i.path) : "the file";
     // zod names an unknown key without the fix: say which keys are known there.
-    if (i.code === "unrecognized_keys") return `${where}: ${i.message}: remove it (see orchestrator/pod-config.ts)`;
+    if (i.code === "unrecognized_keys") return `${where}: ${i.message}: remove it (see orchestrator/workspaces/pod-config.ts)`;
     return `${where}: ${i.message}`;
   });
   throw new Error(`${file}: ${issues.join("; ")}`);

@@ -6,14 +6,14 @@
 // mid-turn finds the stream again from its ledger and never admits the turn twice.
 import { randomBytes } from "node:crypto";
 import { z } from "zod";
-import { Admission, ConversationId, AgentName, StreamPage, TurnBody, agentPath, abortPath } from "../api/agents";
-import { ApiError } from "../lib/api-error";
-import { applyRequest, kubeRequest } from "../lib/kube";
-import { SANDBOX_LABEL } from "../api/wire";
-import { FIELD_MANAGER, sandboxOwnerReference } from "./compose";
-import { HttpError } from "./api";
+import { Admission, ConversationId, AgentName, StreamPage, TurnBody, agentPath, abortPath } from "../../api/agents";
+import { ApiError } from "../../lib/api-error";
+import { applyRequest, kubeRequest } from "../../lib/kube";
+import { ORCHESTRATOR_FIELD_MANAGER, SANDBOX_LABEL } from "../../api/wire";
+import { sandboxOwnerReference } from "../../api/crd";
+import { HttpError } from "../schemas";
 import type { Picks } from "./pick-store";
-import type { SandboxWatch } from "./sandbox-watch";
+import type { SandboxWatch } from "../workspaces/sandbox-watch";
 
 /** What a Machine sends: a turn for one Agent, on a conversation (`iid`; a new one when absent). */
 export const SubmitTurnBody = TurnBody.extend({
@@ -30,7 +30,7 @@ export const turnsConfigMap = (workspace: string) => `${workspace}-turns`;
 const LEDGER_KEY = "turns.json";
 const enc = encodeURIComponent;
 
-/** The Harness calls this needs (kube-port.ts `harness`). */
+/** The Harness calls this needs (kube-gateway.ts `harness`). */
 export type HarnessCaller = {
   harness(
     name: string,
@@ -48,7 +48,7 @@ export class Turns {
   constructor(
     readonly opts: {
       namespace: string;
-      port: HarnessCaller;
+      gateway: HarnessCaller;
       watch: SandboxWatch;
       /** Where a conversation's Allowed picks are kept for the Harness to read (pick-store.ts). */
       allowed?: Pick<Picks, "setAllowed">;
@@ -58,7 +58,7 @@ export class Turns {
   /** Admits the turn on the workspace's Harness and records its admission before answering. */
   async submit(workspace: string, body: SubmitTurnBody): Promise<{ iid: string; admission: Admission }> {
     this.#ready(workspace);
-    // A conversation belongs to its workspace by name (picks.ts workspaceOfIid): `<workspace>.<rest>`.
+    // A conversation belongs to its workspace by name (pick-ledger.ts workspaceOfIid): `<workspace>.<rest>`.
     const iid = body.iid ?? `${workspace}.c-${randomBytes(6).toString("hex")}`;
     if (!iid.startsWith(`${workspace}.`))
       throw new HttpError(400, "invalid", `iid: must begin with "${workspace}." (the workspace's name and a dot)`);
@@ -70,7 +70,7 @@ export class Turns {
     const { agent, iid: _iid, ...turn } = body;
     // Kept before the admission: the Harness reads them back at the turn's first step boundary.
     await this.opts.allowed?.setAllowed(workspace, iid, turn.allowed);
-    const res = await this.opts.port.harness(workspace, "POST", agentPath(agent, iid), { ...turn, submissionId });
+    const res = await this.opts.gateway.harness(workspace, "POST", agentPath(agent, iid), { ...turn, submissionId });
     if (res.status !== 202) throw harnessRefusal(workspace, res);
     const admission = Admission.parse(res.body);
     ledger[iid] = { agent, admission };
@@ -84,7 +84,7 @@ export class Turns {
     const entry = (await this.#ledger(workspace))[iid];
     if (!entry) throw new HttpError(404, "not_found", `workspace ${workspace} has no conversation ${iid}`);
     const from = offset ?? entry.admission.offset;
-    const res = await this.opts.port.harness(
+    const res = await this.opts.gateway.harness(
       workspace,
       "GET",
       `${entry.admission.streamUrl}?offset=${from}&wait=${waitMs}`,
@@ -100,7 +100,7 @@ export class Turns {
     this.#ready(workspace);
     const entry = (await this.#ledger(workspace))[iid];
     if (!entry) throw new HttpError(404, "not_found", `workspace ${workspace} has no conversation ${iid}`);
-    const res = await this.opts.port.harness(workspace, "POST", abortPath(entry.agent, iid));
+    const res = await this.opts.gateway.harness(workspace, "POST", abortPath(entry.agent, iid));
     if (res.status !== 200) throw harnessRefusal(workspace, res);
     return res.body as { aborted: boolean };
   }
@@ -157,7 +157,7 @@ export class Turns {
       },
       data: { [LEDGER_KEY]: JSON.stringify(ledger) },
     };
-    await applyRequest(this.#path(workspace), body, FIELD_MANAGER);
+    await applyRequest(this.#path(workspace), body, ORCHESTRATOR_FIELD_MANAGER);
   }
 
   #path(workspace: string) {

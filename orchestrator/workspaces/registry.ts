@@ -1,14 +1,14 @@
-// The registry of workspace actors: what the HTTP API serves (http.ts Workspaces). One xstate
+// The registry of workspace actors: what the HTTP API serves (api-server.ts Workspaces). One xstate
 // actor per workspace, every event kept for its stream; on boot, the Sandboxes this Orchestrator
 // wrote are read back from the one watch and each actor is rebuilt in the state the Sandbox's
 // status says, renewing again at once (restart re-attach, decision 0011).
 import { randomBytes } from "node:crypto";
 import { attachBodyOf, readAttach } from "./attach-body";
-import { FINAL_STATES, HttpError, type CreateWorkspaceBody, type WorkspaceEvent, type WorkspaceView } from "./api";
+import { FINAL_STATES, HttpError, type CreateWorkspaceBody, type WorkspaceEvent, type WorkspaceView } from "../schemas";
 import { fenceSlots, pushCredentials, type CredentialEntry } from "./fence";
 import { DEFAULT_POD_CONFIG, type PodConfig } from "./pod-config";
 import { SizeError, splitSize } from "./size";
-import { RUN_LABEL } from "../api/wire";
+import { RUN_LABEL } from "../../api/wire";
 import {
   startWorkspace,
   viewOf,
@@ -17,12 +17,12 @@ import {
   type WorkspaceActor,
   type WorkspaceInput,
 } from "./lifecycle";
-import type { Workspaces } from "./http";
-import type { Budgets, PlaceRequest, SandboxPort } from "./port";
+import type { Workspaces } from "../http/api-server";
+import type { Budgets, PlaceRequest, SandboxGateway } from "./sandbox-gateway";
 import type { SandboxWatch } from "./sandbox-watch";
 
 export type RegistryOptions = {
-  port: SandboxPort;
+  gateway: SandboxGateway;
   watch: SandboxWatch;
   credentials: readonly CredentialEntry[];
   /** The installation's pod composition (its Custodian slice bounds what a Size may split). */
@@ -45,7 +45,7 @@ export class WorkspaceRegistry implements Workspaces {
 
   async create(body: CreateWorkspaceBody): Promise<string> {
     // The fence answers before anything is written, by name; it runs once, here: its repos
-    // (identity, key, entry) are what the port writes and what the attach body carries.
+    // (identity, key, entry) are what the gateway writes and what the attach body carries.
     const fenced = fenceSlots(body.repos, this.opts.credentials);
     if (!fenced.ok) throw new HttpError(403, "fence_refused", fenced.error.message);
     // The Size split and the Effector's push Secrets are checked here too: a refusal writes nothing.
@@ -95,7 +95,7 @@ export class WorkspaceRegistry implements Workspaces {
     if (!entry) return false;
     const state = entry.actor.getSnapshot().context.state;
     // A lost or failed workspace is final: its CR (if any is left) is deleted here.
-    if (state && FINAL_STATES.includes(state)) await this.opts.port.destroy(name);
+    if (state && FINAL_STATES.includes(state)) await this.opts.gateway.destroy(name);
     else entry.actor.send({ type: "DESTROY" });
     return true;
   }
@@ -130,11 +130,11 @@ export class WorkspaceRegistry implements Workspaces {
         at: sandbox.status?.phase === "Ready" ? (attach ? "attaching" : "ready") : "provisioning",
         ...(sandbox.status?.endpoint ? { endpoint: sandbox.status.endpoint } : {}),
         createdAt: Date.parse(String(sandbox.metadata?.creationTimestamp ?? "")) || undefined,
-        // The renewal interval follows the Sandbox's own idle timeout (orchestrator/lease.ts).
+        // The renewal interval follows the Sandbox's own idle timeout (orchestrator/workspaces/keepalive.ts).
         ...(sandbox.spec?.idleTimeout ? { idleTimeout: sandbox.spec.idleTimeout } : {}),
       };
-      if (resume.at === "provisioning" && this.opts.port.resumeOwned) {
-        this.opts.port.resumeOwned(sandbox).catch((err: unknown) =>
+      if (resume.at === "provisioning" && this.opts.gateway.resumeOwned) {
+        this.opts.gateway.resumeOwned(sandbox).catch((err: unknown) =>
           this.opts.log?.({
             level: "warn",
             message: "the Sandbox's owned objects could not be made sure of",
@@ -175,7 +175,7 @@ export class WorkspaceRegistry implements Workspaces {
     };
     entry.actor = startWorkspace({
       name,
-      port: this.opts.port,
+      gateway: this.opts.gateway,
       ...input,
       ...(this.opts.budgets ? { budgets: this.opts.budgets } : {}),
       ...(this.opts.lease ? { lease: this.opts.lease } : {}),

@@ -3,13 +3,13 @@
 // leaseOf); this side only writes `jr2.dev/keepalive`, often enough that a live workspace is never
 // reaped. Here: how often (the interval from the idle timeout, the jitter) and the renewal actor,
 // an xstate callback actor the workspace lifecycle (lifecycle.ts) spawns once the Sandbox is
-// written. Pure: the world is the SandboxPort, time an injected timer pair.
+// written. Pure: the world is the SandboxGateway, time an injected timer pair.
 import { fromCallback } from "xstate";
-import { DEFAULT_IDLE_TIMEOUT } from "../api/wire";
-import { IDLE_TIMEOUT_MAX_MS, IDLE_TIMEOUT_MIN_MS } from "../api/crd/sources/sandbox";
-import { parseGoDuration } from "../lib/duration";
-import type { Loss } from "./api";
-import type { Continuity, SandboxPort } from "./port";
+import { DEFAULT_IDLE_TIMEOUT } from "../../api/wire";
+import { IDLE_TIMEOUT_MAX_MS, IDLE_TIMEOUT_MIN_MS } from "../../api/crd/sources/sandbox";
+import { parseGoDuration } from "../../lib/duration";
+import type { Loss } from "../schemas";
+import type { Continuity, SandboxGateway } from "./sandbox-gateway";
 import { absentLoss } from "./provision-rules";
 
 /** The timers the lease schedules with; the default reads the globals at call time, so jest's fake
@@ -89,7 +89,7 @@ export function leaseSettings(options: LeaseOptions = {}, idleTimeout?: string):
 
 export type LeaseInput = Required<LeaseOptions> & {
   name: string;
-  port: SandboxPort;
+  gateway: SandboxGateway;
   /** Renew at once (a restore: the lease may be close to lapsing), then every interval. */
   immediate: boolean;
 };
@@ -130,7 +130,7 @@ export const leaseLogic = fromCallback<LeaseEvent, LeaseInput>(({ input, sendBac
     if (stopped) return;
     let continuity: Continuity | undefined;
     try {
-      continuity = await input.port.continuity(input.name);
+      continuity = await input.gateway.continuity(input.name);
     } catch {
       continuity = undefined;
     }
@@ -139,7 +139,7 @@ export const leaseLogic = fromCallback<LeaseEvent, LeaseInput>(({ input, sendBac
     if (lost) return lose(lost);
     let failed = false;
     try {
-      await input.port.renew(input.name);
+      await input.gateway.renew(input.name);
       send({ type: "RENEWED" });
     } catch (err) {
       failed = true;
@@ -148,7 +148,7 @@ export const leaseLogic = fromCallback<LeaseEvent, LeaseInput>(({ input, sendBac
     schedule(failed ? Math.min(input.retryMs, next()) : next());
   }
 
-  const unwatch = input.port.watchContinuity?.(input.name, (c) => {
+  const unwatch = input.gateway.watchContinuity?.(input.name, (c) => {
     if (c.kind === "present") seenPresent = true;
     if (c.kind === "absent" && !seenPresent) return;
     const lost = lossOfContinuity(c, input.name);

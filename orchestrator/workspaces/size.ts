@@ -3,8 +3,8 @@
 // the request states one, and the Harness container the rest. Every request equals its limit, so
 // the pod is Guaranteed and the CPU limit is enforced. `disk` is the Harness's ephemeral-storage
 // request (for `/work`), with no limit: a full disk is a tool's error, not an eviction.
-import { bytesOf, formatBytes, formatMilliCpu, milliCpu } from "../lib/quantity";
-import type { Size } from "./api";
+import { bytesOf, formatBytes, formatMilliCpu, milliCpu } from "../../lib/quantity";
+import type { Size } from "../schemas";
 
 export type Resources = { requests: Record<string, string>; limits: Record<string, string> };
 

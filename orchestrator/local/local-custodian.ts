@@ -15,11 +15,11 @@ import {
   HARNESS_CA_KEY,
   custodianConfigMapName,
   parseCustodianConfigText,
-} from "../api/custodian";
-import type { EnvVar } from "../api/crd/generated/corev1";
-import { CUSTODIAN_ENV } from "../api/env";
-import { CONVERSATIONS_DIR, CUSTODIAN_CA_SECRET, SANDBOX_TOKEN_KEY, WORK_ROOT, tokenSecretName } from "../api/wire";
-import { kubeRequest } from "../lib/kube";
+} from "../../api/custodian";
+import type { EnvVar } from "../../api/crd/generated/corev1";
+import { CUSTODIAN_ENV } from "../../api/env";
+import { CONVERSATIONS_DIR, CUSTODIAN_CA_SECRET, SANDBOX_TOKEN_KEY, WORK_ROOT, tokenSecretName } from "../../api/wire";
+import { kubeRequest } from "../../lib/kube";
 import { companionCommand, hostEnv, startDetached, stopPid } from "./local-process";
 
 export type LocalCustodian = {

@@ -4,16 +4,14 @@
 // endpoint resolver says). Every operation is idempotent, so a restarted Orchestrator may repeat
 // any of them for the same name.
 import { request } from "undici";
-import { EFFECTOR, KEEPALIVE_ANNOTATION } from "../api/wire";
-import { ApiError } from "../lib/api-error";
-import { applyRequest, kubeRequest } from "../lib/kube";
-import type { SandboxModel } from "../api/crd";
-import type { AttachBody } from "../api/attach";
-import { AttachAnswer } from "./api";
+import { EFFECTOR, KEEPALIVE_ANNOTATION, ORCHESTRATOR_FIELD_MANAGER } from "../../api/wire";
+import { ApiError } from "../../lib/api-error";
+import { applyRequest, kubeRequest, paths } from "../../lib/kube";
+import { API_VERSION, type SandboxModel } from "../../api/crd";
+import type { AttachBody } from "../../api/attach";
+import { AttachAnswer } from "../schemas";
 import type { CredentialEntry } from "./fence";
 import {
-  FIELD_MANAGER,
-  GROUP_VERSION,
   composeSandbox,
   custodianConfigFor,
   ownedObjects,
@@ -32,8 +30,8 @@ import {
   type PlacedRepo,
   type ProvisionHooks,
   type Provisioned,
-  type SandboxPort,
-} from "./port";
+  type SandboxGateway,
+} from "./sandbox-gateway";
 import {
   budgetFailure,
   conditionOf,
@@ -43,8 +41,8 @@ import {
   staleSlots,
 } from "./provision-rules";
 import type { SandboxWatch } from "./sandbox-watch";
-import { harnessToken } from "./tokens";
-import { CONDITION } from "../api/conditions";
+import { harnessToken } from "../tokens";
+import { CONDITION } from "../../api/conditions";
 
 const enc = encodeURIComponent;
 const PLURAL: Record<string, string> = { Secret: "secrets", ConfigMap: "configmaps", Service: "services" };
@@ -52,7 +50,7 @@ const PLURAL: Record<string, string> = { Secret: "secrets", ConfigMap: "configma
 /** Maps a Sandbox to the base url its Harness answers on. In the cluster: its status.endpoint. */
 export type EndpointResolver = (sandbox: SandboxModel) => Promise<string>;
 
-export type KubePortOptions = {
+export type KubeGatewayOptions = {
   namespace: string;
   watch: SandboxWatch;
   signingKey: Buffer;
@@ -66,8 +64,8 @@ export type KubePortOptions = {
   now?: () => number;
 };
 
-export class KubeSandboxPort implements SandboxPort {
-  constructor(readonly opts: KubePortOptions) {}
+export class KubeSandboxGateway implements SandboxGateway {
+  constructor(readonly opts: KubeGatewayOptions) {}
 
   get #ns() {
     return this.opts.namespace;
@@ -238,7 +236,7 @@ export class KubeSandboxPort implements SandboxPort {
   }
 
   #sandboxPath(name: string) {
-    return `/apis/${GROUP_VERSION}/namespaces/${enc(this.#ns)}/sandboxes/${enc(name)}`;
+    return paths.sandbox(this.#ns, name);
   }
 
   /** Repos this process made sure of in the last minute: a burst of workspaces on one Repo asks
@@ -258,22 +256,19 @@ export class KubeSandboxPort implements SandboxPort {
   async #writeRepo({ key, url, identity, entry }: PlacedRepo) {
     const secret = secretOf(entry);
     const body = {
-      apiVersion: GROUP_VERSION,
+      apiVersion: API_VERSION,
       kind: "Repo",
       metadata: { name: key, namespace: this.#ns },
       spec: { url, ...(secret ? { secretRef: { name: secret } } : {}) },
     };
-    await createOrKeep(`/apis/${GROUP_VERSION}/namespaces/${enc(this.#ns)}/repos`, body).catch((err) => {
+    await createOrKeep(paths.repos(this.#ns), body).catch((err) => {
       throw new PlaceFailure("Refused", `the Repo for ${identity} could not be written: ${messageOf(err)}`);
     });
   }
 
   async #createSandbox(req: PlaceRequest, composed: Composition): Promise<SandboxModel> {
     try {
-      return await createOrKeep<SandboxModel>(
-        `/apis/${GROUP_VERSION}/namespaces/${enc(this.#ns)}/sandboxes`,
-        composed.sandbox,
-      );
+      return await createOrKeep<SandboxModel>(paths.sandboxes(this.#ns), composed.sandbox);
     } catch (err) {
       throw new PlaceFailure("Refused", `Sandbox "${req.name}" was refused: ${messageOf(err)}`);
     }
@@ -285,7 +280,7 @@ export class KubeSandboxPort implements SandboxPort {
     for (const object of composed.owned(uid)) {
       const plural = PLURAL[object.kind];
       const path = `/api/v1/namespaces/${enc(this.#ns)}/${plural}/${enc(object.metadata.name)}`;
-      await applyRequest(path, object, FIELD_MANAGER).catch((err) => {
+      await applyRequest(path, object, ORCHESTRATOR_FIELD_MANAGER).catch((err) => {
         throw new PlaceFailure(
           "Refused",
           `Sandbox "${name}"'s ${object.kind} ${object.metadata.name} was refused: ${messageOf(err)}`,

@@ -1,11 +1,11 @@
-// The workspace lifecycle as an xstate v5 machine (issue 6, item 3): placing -> provisioning ->
-// attaching -> ready, ending lost | failed | destroyed. Pure logic: the world is the SandboxPort in
+// The workspace lifecycle as an xstate v5 statechart (issue 6, item 3): placing -> provisioning ->
+// attaching -> ready, ending lost | failed | destroyed. Pure logic: the world is the SandboxGateway in
 // its input, time is an injected clock and timer pair, and every transition and wait is handed to
 // an injected `onEvent` (the HTTP API streams them). A lease child renews the Sandbox's keepalive
 // from the moment its CR is written (decision 0014) and watches its continuity (decision 0013); it
-// lives in lease.ts, and renews at a third of the Sandbox's idle timeout at most.
+// lives in keepalive.ts, and renews at a third of the Sandbox's idle timeout at most.
 import { assign, createActor, enqueueActions, fromPromise, setup, stopChild } from "xstate";
-import type { AttachBody } from "../api/attach";
+import type { AttachBody } from "../../api/attach";
 import {
   FINAL_STATES,
   type Failure,
@@ -14,7 +14,7 @@ import {
   type WorkspaceEvent,
   type WorkspaceState,
   type WorkspaceView,
-} from "./api";
+} from "../schemas";
 import {
   DEFAULT_BUDGETS,
   WorkspaceFailure,
@@ -23,18 +23,18 @@ import {
   type Budgets,
   type PlaceRequest,
   type Provisioned,
-  type SandboxPort,
-} from "./port";
+  type SandboxGateway,
+} from "./sandbox-gateway";
 import type { SandboxObject } from "./provision-rules";
-import { leaseLogic, leaseSettings, type LeaseEvent, type LeaseOptions } from "./lease";
+import { leaseLogic, leaseSettings, type LeaseEvent, type LeaseOptions } from "./keepalive";
 
 // ---------------------------------------------------------------------------------------------
-// The lease lives in lease.ts (its timing, jitter and renewal actor); a workspace's options name it.
+// The lease lives in keepalive.ts (its timing, jitter and renewal actor); a workspace's options name it.
 
-export type { LeaseOptions } from "./lease";
+export type { LeaseOptions } from "./keepalive";
 
 // ---------------------------------------------------------------------------------------------
-// The machine
+// The statechart
 
 /** Where a restored workspace resumes: what its Sandbox's status says (the registry decides). */
 export type Resume = {
@@ -50,7 +50,7 @@ export type Resume = {
 
 export type WorkspaceInput = {
   name: string;
-  port: SandboxPort;
+  gateway: SandboxGateway;
   /** What to place; required unless `resume` is given. */
   place?: PlaceRequest;
   /** The Harness's attach body; absent, the workspace has no Repo Slot and skips the attach. */
@@ -66,7 +66,7 @@ export type WorkspaceInput = {
 
 export type WorkspaceContext = {
   name: string;
-  port: SandboxPort;
+  gateway: SandboxGateway;
   place?: PlaceRequest;
   attach?: AttachBody;
   budgets: Budgets;
@@ -91,7 +91,7 @@ export type WorkspaceContext = {
   endedAt?: number;
 };
 
-export type WorkspaceMachineEvent =
+export type WorkspaceLifecycleEvent =
   | { type: "WRITTEN" }
   | { type: "WAIT"; wait: Wait }
   | { type: "DESTROY" }
@@ -99,10 +99,10 @@ export type WorkspaceMachineEvent =
 
 export type WorkspaceOutcome = { state: WorkspaceState; failure?: Failure; lost?: Loss };
 
-/** How a port call's hooks reach the machine (its own `send`). */
-type Notify = (event: WorkspaceMachineEvent) => void;
+/** How a gateway call's hooks reach the statechart (its own `send`). */
+type Notify = (event: WorkspaceLifecycleEvent) => void;
 
-/** Runs a port call whose hooks speak only while the call is current: not once it has settled, nor
+/** Runs a gateway call whose hooks speak only while the call is current: not once it has settled, nor
  * once the lifecycle left the state that made it (its signal aborted). A late word from a finished
  * wait must not pass for news about the next one. */
 async function hooked<T>(signal: AbortSignal, notify: Notify, call: (notify: Notify) => Promise<T>): Promise<T> {
@@ -133,7 +133,7 @@ function initialContext(input: WorkspaceInput): WorkspaceContext {
   const now = input.now ?? Date.now;
   return {
     name: input.name,
-    port: input.port,
+    gateway: input.gateway,
     ...(input.place ? { place: input.place } : {}),
     ...(input.attach ? { attach: input.attach } : {}),
     budgets: input.budgets ?? DEFAULT_BUDGETS,
@@ -163,33 +163,33 @@ function lossOfFailure(err: unknown): Loss {
   return { reason, message };
 }
 
-export const workspaceMachine = setup({
+export const workspaceLifecycle = setup({
   types: {
     input: {} as WorkspaceInput,
     context: {} as WorkspaceContext,
-    events: {} as WorkspaceMachineEvent,
+    events: {} as WorkspaceLifecycleEvent,
     output: {} as WorkspaceOutcome,
   },
   actors: {
-    place: fromPromise<void, { port: SandboxPort; request: PlaceRequest; notify: Notify }>(({ input, signal }) =>
+    place: fromPromise<void, { gateway: SandboxGateway; request: PlaceRequest; notify: Notify }>(({ input, signal }) =>
       hooked(signal, input.notify, (notify) =>
-        input.port.place(input.request, {
+        input.gateway.place(input.request, {
           onWritten: () => notify({ type: "WRITTEN" }),
           onWait: (wait) => notify({ type: "WAIT", wait }),
           signal,
         }),
       ),
     ),
-    provision: fromPromise<Provisioned, { port: SandboxPort; name: string; budgets: Budgets; notify: Notify }>(
+    provision: fromPromise<Provisioned, { gateway: SandboxGateway; name: string; budgets: Budgets; notify: Notify }>(
       ({ input, signal }) =>
         hooked(signal, input.notify, (notify) =>
-          input.port.provision(input.name, input.budgets, { onWait: (wait) => notify({ type: "WAIT", wait }), signal }),
+          input.gateway.provision(input.name, input.budgets, { onWait: (wait) => notify({ type: "WAIT", wait }), signal }),
         ),
     ),
-    attach: fromPromise<Attached, { port: SandboxPort; name: string; body: AttachBody }>(({ input }) =>
-      input.port.attach(input.name, input.body),
+    attach: fromPromise<Attached, { gateway: SandboxGateway; name: string; body: AttachBody }>(({ input }) =>
+      input.gateway.attach(input.name, input.body),
     ),
-    destroy: fromPromise<void, { port: SandboxPort; name: string }>(({ input }) => input.port.destroy(input.name)),
+    destroy: fromPromise<void, { gateway: SandboxGateway; name: string }>(({ input }) => input.gateway.destroy(input.name)),
     lease: leaseLogic,
   },
   actions: {
@@ -215,7 +215,7 @@ export const workspaceMachine = setup({
       if (context.leaseStarted) return;
       enqueue.spawnChild("lease", {
         id: "lease",
-        input: { ...context.lease, name: context.name, port: context.port, immediate: context.resume !== undefined },
+        input: { ...context.lease, name: context.name, gateway: context.gateway, immediate: context.resume !== undefined },
       });
       enqueue.assign({ leaseStarted: true });
     }),
@@ -284,11 +284,11 @@ export const workspaceMachine = setup({
           invoke: {
             src: "place",
             input: ({ context, self }) => ({
-              port: context.port,
+              gateway: context.gateway,
               request: context.place!,
-              notify: (e: WorkspaceMachineEvent) => self.send(e),
+              notify: (e: WorkspaceLifecycleEvent) => self.send(e),
             }),
-            // A port that never said "written" still wrote the CR by now: the lease starts anyway.
+            // A gateway that never said "written" still wrote the CR by now: the lease starts anyway.
             onDone: { target: "provisioning", actions: ["placed", "startLease"] },
             onError: [
               {
@@ -313,10 +313,10 @@ export const workspaceMachine = setup({
           invoke: {
             src: "provision",
             input: ({ context, self }) => ({
-              port: context.port,
+              gateway: context.gateway,
               name: context.name,
               budgets: context.budgets,
-              notify: (e: WorkspaceMachineEvent) => self.send(e),
+              notify: (e: WorkspaceLifecycleEvent) => self.send(e),
             }),
             onDone: [
               {
@@ -351,7 +351,7 @@ export const workspaceMachine = setup({
           entry: [{ type: "setState", params: { state: "attaching" } }, "announce"],
           invoke: {
             src: "attach",
-            input: ({ context }) => ({ port: context.port, name: context.name, body: context.attach! }),
+            input: ({ context }) => ({ gateway: context.gateway, name: context.name, body: context.attach! }),
             onDone: { target: "ready", actions: assign(({ event }) => ({ attached: event.output })) },
             onError: {
               target: "#workspace.failed",
@@ -369,7 +369,7 @@ export const workspaceMachine = setup({
       entry: ["stopLease", { type: "setState", params: { state: "destroying" } }, "announce"],
       invoke: {
         src: "destroy",
-        input: ({ context }) => ({ port: context.port, name: context.name }),
+        input: ({ context }) => ({ gateway: context.gateway, name: context.name }),
         onDone: { target: "destroyed" },
         // The CR may outlive this: its lease has stopped, so the operator's idle GC reaps it.
         onError: { target: "failed", actions: assign(({ event }) => ({ failure: failureOf("destroy", event.error) })) },
@@ -385,7 +385,7 @@ export const workspaceMachine = setup({
 export function startWorkspace(input: WorkspaceInput) {
   // Checked here too, so a bad input throws at the caller instead of leaving an errored actor.
   if (!input.resume && !input.place) throw new Error(`workspace "${input.name}": give a place request or a resume`);
-  return createActor(workspaceMachine, { input }).start();
+  return createActor(workspaceLifecycle, { input }).start();
 }
 export type WorkspaceActor = ReturnType<typeof startWorkspace>;
 

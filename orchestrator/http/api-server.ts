@@ -1,0 +1,404 @@
+// The Orchestrator's HTTP API v1 on node:http (issue 6, item 5): workspaces for Machines. The
+// server holds no state of its own: it validates, authenticates and routes to an injected
+// Workspaces service, and streams each workspace's events as Server-Sent Events. Every answer is
+// JSON, every error `{error: {code, message}}`; a bad request never crashes it, and no header (so
+// no token) is ever logged.
+import http from "node:http";
+import type { z } from "zod";
+import {
+  FINAL_STATES,
+  HttpError,
+  WorkspaceName,
+  parseCreateBody,
+  type CreateWorkspaceBody,
+  type WorkspaceEvent,
+  type WorkspaceView,
+} from "../schemas";
+import { openApiDocument } from "./openapi-document";
+import { PickBody } from "../../api/agents";
+import { AllowedBody, AnswerBody, waitOf, workspaceOfIid } from "../agents/pick-ledger";
+import { SubmitTurnBody, type Turns } from "../agents/turns";
+import { LONG_POLL_MS } from "../../api/agents";
+import {
+  matchPath,
+  pathFor,
+  segmentOf,
+  type Method,
+  type Param,
+  type RouteId,
+} from "../../api/orchestrator-routes";
+import type { Picks } from "../agents/pick-store";
+import { bearerOf, listen, logRequest, pathOf, readBody, sendError, sendJson } from "../../lib/http-json";
+
+/** What the API serves; the registry of workspace actors implements it. */
+export interface Workspaces {
+  /** Starts a workspace and answers its name. Throws HttpError to refuse (e.g. 403 for the fence). */
+  create(body: CreateWorkspaceBody): Promise<string>;
+  list(): Promise<WorkspaceView[]>;
+  get(name: string): Promise<WorkspaceView | undefined>;
+  /** Starts its destruction; false when no such workspace. */
+  delete(name: string): Promise<boolean>;
+  /** Every event from now on; undefined when no such workspace. Returns the unsubscribe. */
+  subscribe(name: string, listener: (event: WorkspaceEvent) => void): (() => void) | undefined;
+}
+
+export type LogEntry = Record<string, unknown>;
+
+export type ServerOptions = {
+  workspaces: Workspaces;
+  /** True for a valid API token (tokens.ts apiTokenChecker). */
+  checkToken: (token: string) => boolean;
+  /** The Prometheus text for /metrics. */
+  metrics: () => string | Promise<string>;
+  log?: (entry: LogEntry) => void;
+  /** How often an idle event stream gets a keep-alive comment. Default 15 s. */
+  keepAliveMs?: number;
+  /** Agents' picks (pick-store.ts): absent, their routes answer 404. */
+  picks?: Picks;
+  /** Agents' turns (turns.ts): absent, their routes answer 404. */
+  turns?: TurnsApi;
+  /** True when `token` is the Sandbox token of workspace `name` (tokens.ts sandboxTokenChecker):
+   * the Harness-facing routes' authentication, through the pod's Custodian. */
+  checkSandboxToken?: (name: string, token: string) => boolean;
+};
+
+/** Bodies above this are refused with 413 before they are buffered. */
+export const MAX_BODY_BYTES = 1024 * 1024;
+const DEFAULT_KEEPALIVE_MS = 15_000;
+
+type Req = http.IncomingMessage;
+type Res = http.ServerResponse;
+type Ctx = Required<Omit<ServerOptions, "log" | "picks" | "checkSandboxToken" | "turns">> &
+  Pick<ServerOptions, "picks" | "checkSandboxToken" | "turns"> & { log: (entry: LogEntry) => void; openapi: string };
+
+/** What the turn routes need of turns.ts. */
+export type TurnsApi = Pick<Turns, "submit" | "page" | "abort" | "setAllowed">;
+
+// ---------------------------------------------------------------------------------------------
+// Bodies
+
+/** A JSON body, or an error already answered (undefined). */
+async function jsonBody(req: Req, res: Res): Promise<{ value: unknown } | undefined> {
+  const type = req.headers["content-type"];
+  if (type !== undefined && !/^application\/json\s*(;|$)/i.test(type)) {
+    sendError(res, 415, "unsupported_media_type", "the body must be application/json");
+    return undefined;
+  }
+  const raw = await readBody(req, MAX_BODY_BYTES);
+  if (raw === undefined) {
+    // Close the connection rather than drain an arbitrarily long remainder.
+    sendError(res, 413, "too_large", `the body exceeds ${MAX_BODY_BYTES} bytes`, { connection: "close" });
+    return undefined;
+  }
+  try {
+    return { value: JSON.parse(raw.toString("utf8")) };
+  } catch {
+    sendError(res, 400, "invalid", "body: not valid JSON");
+    return undefined;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Handlers, one per route of the table (api/orchestrator-routes.ts)
+
+/** The route's decoded path parameters; on a Harness's route also the workspace its token is for. */
+type Params = Partial<Record<Param, string>> & { workspace?: string };
+type Handler = (req: Req, res: Res, ctx: Ctx, params: Params) => Promise<void> | void;
+
+const notFound = (res: Res, name: string) => sendError(res, 404, "not_found", `no workspace "${name}"`);
+
+const sseFrame = (id: number, event: WorkspaceEvent | { type: "snapshot" }, data: unknown) =>
+  `id: ${id}\nevent: ${event.type}\ndata: ${JSON.stringify(data)}\n\n`;
+
+const isFinalEvent = (e: WorkspaceEvent) => e.type === "transition" && FINAL_STATES.includes(e.to);
+
+/** A body parsed by a zod schema, or an error already answered (undefined). */
+async function parsedBody<S extends z.ZodType>(req: Req, res: Res, schema: S): Promise<z.output<S> | undefined> {
+  const body = await jsonBody(req, res);
+  if (!body) return undefined;
+  const parsed = schema.safeParse(body.value);
+  if (parsed.success) return parsed.data;
+  const message = parsed.error.issues.map((i) => `${i.path.join(".") || "body"}: ${i.message}`).join("; ");
+  sendError(res, 400, "invalid", message);
+  return undefined;
+}
+
+/**
+ * The workspace's events as Server-Sent Events: first a `snapshot` (its view now), then every
+ * transition and wait as it happens, a keep-alive comment while idle, and the end of the stream
+ * after a final state. Subscribed before the snapshot is read, so nothing falls between; events
+ * heard meanwhile are held and sent after it.
+ */
+async function workspaceEvents(_req: Req, res: Res, ctx: Ctx, name: string): Promise<void> {
+  let id = 0;
+  let held: WorkspaceEvent[] | undefined = [];
+  let closed = false;
+  const send = (e: WorkspaceEvent) => {
+    if (closed) return;
+    res.write(sseFrame(++id, e, e));
+    if (isFinalEvent(e)) finish();
+  };
+  const unsubscribe = ctx.workspaces.subscribe(name, (e) => (held ? held.push(e) : send(e)));
+  if (!unsubscribe) return notFound(res, name);
+  const timer = setInterval(() => {
+    if (!closed) res.write(": keep-alive\n\n");
+  }, ctx.keepAliveMs);
+  const stop = () => {
+    closed = true;
+    clearInterval(timer);
+    unsubscribe();
+  };
+  const finish = () => {
+    if (closed) return;
+    stop();
+    res.end();
+  };
+  res.on("close", finish);
+  let view: WorkspaceView | undefined;
+  try {
+    view = await ctx.workspaces.get(name);
+  } catch (err) {
+    stop(); // the error handler answers 500: nothing is sent yet
+    throw err;
+  }
+  if (closed) return; // the client left while the snapshot was read
+  res.writeHead(200, {
+    "content-type": "text/event-stream; charset=utf-8",
+    "cache-control": "no-cache, no-transform",
+    connection: "keep-alive",
+    // Proxies that buffer would hold every event until the stream ends.
+    "x-accel-buffering": "no",
+  });
+  if (view) res.write(sseFrame(++id, { type: "snapshot" }, view));
+  const pending = held;
+  held = undefined;
+  for (const e of pending) send(e);
+  if (view && FINAL_STATES.includes(view.state)) finish();
+}
+
+/** The turn's events, each with its offset as the SSE id, ending after its `end`. */
+async function turnEvents(req: Req, res: Res, turns: TurnsApi, keepAliveMs: number, name: string, iid: string) {
+  const last = req.headers["last-event-id"];
+  let offset = last !== undefined && /^\d+$/.test(String(last)) ? Number(last) + 1 : undefined;
+  const gone = new AbortController();
+  res.on("close", () => gone.abort());
+  // The first page before the headers: a refusal (no such conversation) is still an HTTP error.
+  let { page, submissionId } = await turns.page(name, iid, offset, 0, gone.signal);
+  res.writeHead(200, {
+    "content-type": "text/event-stream; charset=utf-8",
+    "cache-control": "no-cache, no-transform",
+    connection: "keep-alive",
+    "x-accel-buffering": "no",
+  });
+  const timer = setInterval(() => res.write(": keep-alive\n\n"), keepAliveMs);
+  try {
+    for (;;) {
+      for (const e of page.events) res.write(`id: ${e.offset}\nevent: ${e.kind}\ndata: ${JSON.stringify(e)}\n\n`);
+      offset = page.next;
+      if (page.events.some((e) => e.kind === "end" && e.submissionId === submissionId) || gone.signal.aborted) break;
+      ({ page, submissionId } = await turns.page(name, iid, offset, LONG_POLL_MS, gone.signal));
+    }
+  } catch (err) {
+    // Headers are out: say it on the stream; the client resumes with Last-Event-ID.
+    if (!gone.signal.aborted)
+      res.write(`event: error\ndata: ${JSON.stringify({ message: String((err as Error).message) })}\n\n`);
+  } finally {
+    clearInterval(timer);
+    res.end();
+  }
+}
+
+/** A pick's delivery, held while outstanding up to `wait` ms; the client leaving ends the hold (a
+ * Harness's poll cut by a reset is sent again). */
+async function readDelivery(req: Req, res: Res, picks: Picks, workspace: string, iid: string, deliveryId: string) {
+  const wait = waitOf(new URL(req.url ?? "/", "http://x").searchParams.get("wait"));
+  const gone = new AbortController();
+  const onClose = () => gone.abort();
+  res.on("close", onClose);
+  try {
+    const delivery = await picks.delivery(workspace, iid, deliveryId, wait, gone.signal);
+    if (!gone.signal.aborted) sendJson(res, 200, delivery);
+  } finally {
+    res.off("close", onClose);
+  }
+}
+
+const picksOf = (res: Res, ctx: Ctx): Picks | undefined => {
+  if (!ctx.picks) sendError(res, 404, "not_found", "picks are not served here");
+  return ctx.picks;
+};
+const turnsOf = (res: Res, ctx: Ctx): TurnsApi | undefined => {
+  if (!ctx.turns) sendError(res, 404, "not_found", "turns are not served here");
+  return ctx.turns;
+};
+
+/** Every route's handler: a route added to the table without one does not compile. The router
+ * has checked the caller and decoded every parameter the route's path names. */
+const HANDLERS: Record<RouteId, Handler> = {
+  async createWorkspace(req, res, ctx) {
+    const body = await jsonBody(req, res);
+    if (!body) return;
+    const parsed = parseCreateBody(body.value);
+    if (!parsed.ok) return sendError(res, 400, "invalid", parsed.message);
+    const name = await ctx.workspaces.create(parsed.body);
+    sendJson(res, 202, { name }, { location: pathFor("getWorkspace", { name }) });
+  },
+  async listWorkspaces(_req, res, ctx) {
+    sendJson(res, 200, { items: await ctx.workspaces.list() });
+  },
+  async getWorkspace(_req, res, ctx, { name }) {
+    const view = await ctx.workspaces.get(name!);
+    return view ? sendJson(res, 200, view) : notFound(res, name!);
+  },
+  async deleteWorkspace(_req, res, ctx, { name }) {
+    return (await ctx.workspaces.delete(name!)) ? sendJson(res, 202, { name }) : notFound(res, name!);
+  },
+  workspaceEvents: (req, res, ctx, { name }) => workspaceEvents(req, res, ctx, name!),
+  async submitTurn(req, res, ctx, { name }) {
+    const turns = turnsOf(res, ctx);
+    if (!turns) return;
+    const body = await parsedBody(req, res, SubmitTurnBody);
+    if (body) sendJson(res, 202, await turns.submit(name!, body));
+  },
+  async turnEvents(req, res, ctx, { name, iid }) {
+    const turns = turnsOf(res, ctx);
+    if (turns) await turnEvents(req, res, turns, ctx.keepAliveMs, name!, iid!);
+  },
+  async abortTurn(_req, res, ctx, { name, iid }) {
+    const turns = turnsOf(res, ctx);
+    if (turns) sendJson(res, 200, await turns.abort(name!, iid!));
+  },
+  async setAllowed(req, res, ctx, { name, iid }) {
+    const turns = turnsOf(res, ctx);
+    if (!turns) return;
+    const body = await parsedBody(req, res, AllowedBody);
+    if (body) sendJson(res, 200, await turns.setAllowed(name!, iid!, body.allowed));
+  },
+  async listPicks(_req, res, ctx, { name }) {
+    const picks = picksOf(res, ctx);
+    if (picks) sendJson(res, 200, { items: await picks.outstanding(name!) });
+  },
+  async answerPick(req, res, ctx, { name, deliveryId }) {
+    const picks = picksOf(res, ctx);
+    if (!picks) return;
+    const body = await parsedBody(req, res, AnswerBody);
+    if (!body) return;
+    await picks.answer(name!, deliveryId!, body.answer);
+    sendJson(res, 200, { deliveryId, answered: true });
+  },
+  async takePick(req, res, ctx, { iid, workspace }) {
+    const picks = picksOf(res, ctx);
+    if (!picks) return;
+    const body = await parsedBody(req, res, PickBody);
+    if (!body) return;
+    const { receipt, repeated } = await picks.submit(workspace!, iid!, body);
+    sendJson(res, repeated ? 200 : 202, receipt);
+  },
+  async readAllowed(_req, res, ctx, { iid, workspace }) {
+    const picks = picksOf(res, ctx);
+    if (!picks) return;
+    const allowed = await picks.allowed(workspace!, iid!);
+    if (allowed === undefined) return sendError(res, 404, "not_found", `conversation ${iid} has no Allowed picks set`);
+    sendJson(res, 200, { allowed });
+  },
+  async readDelivery(req, res, ctx, { iid, deliveryId, workspace }) {
+    const picks = picksOf(res, ctx);
+    if (picks) await readDelivery(req, res, picks, workspace!, iid!, deliveryId!);
+  },
+  healthz: (_req, res) => sendJson(res, 200, { ok: true }),
+  healthzHead: (_req, res) => sendJson(res, 200, { ok: true }),
+  async metrics(_req, res, ctx) {
+    const text = await ctx.metrics();
+    res.writeHead(200, { "content-type": "text/plain; version=0.0.4; charset=utf-8" });
+    res.end(text);
+  },
+  openapi(_req, res, ctx) {
+    res.writeHead(200, { "content-type": "application/json; charset=utf-8" });
+    res.end(ctx.openapi);
+  },
+};
+
+// ---------------------------------------------------------------------------------------------
+// The router
+
+/** The order an Allow header lists methods in. */
+const METHOD_ORDER: Method[] = ["GET", "HEAD", "POST", "PUT", "DELETE"];
+
+/** A raw path segment as the parameter it stands for, or undefined (then no such object exists).
+ * A workspace name must be one the API could have made. */
+function paramOf(param: Param, raw: string): string | undefined {
+  const text = segmentOf(raw);
+  if (param !== "name" || text === undefined) return text;
+  return WorkspaceName.safeParse(text).success ? text : undefined;
+}
+
+const unauthorized = (res: Res, message: string) =>
+  sendError(res, 401, "unauthorized", message, { "www-authenticate": "Bearer" });
+
+/**
+ * Who may call is settled first, before anything is read or said about the route: a Harness's
+ * route needs the Sandbox token of the workspace its conversation belongs to (`<workspace>.<rest>`,
+ * pick-ledger.ts), anything but the health check an API token, an unknown path included. Then each
+ * parameter is decoded (one that cannot name anything is a 404), then the method.
+ */
+async function route(req: Req, res: Res, ctx: Ctx): Promise<void> {
+  const path = pathOf(req);
+  const match = matchPath(path);
+  const auth = match?.entry.auth ?? "api";
+  const token = bearerOf(req.headers.authorization);
+  const params: Params = {};
+  if (auth === "sandbox") {
+    const iid = paramOf("iid", match!.raw.iid);
+    const workspace = iid === undefined ? undefined : workspaceOfIid(iid);
+    if (token === undefined || workspace === undefined || !ctx.checkSandboxToken?.(workspace, token))
+      return unauthorized(res, "a valid Sandbox token is required");
+    params.workspace = workspace;
+  } else if (auth === "api" && (token === undefined || !ctx.checkToken(token))) {
+    return unauthorized(res, "a valid bearer token is required");
+  }
+  const noRoute = () => sendError(res, 404, "not_found", `no route for ${req.method} ${path}`);
+  if (!match) return noRoute();
+  for (const [param, raw] of Object.entries(match.raw) as Array<[Param, string]>) {
+    const value = paramOf(param, raw);
+    if (value === undefined) return noRoute();
+    params[param] = value;
+  }
+  const found = match.entry.routes.find((r) => r.method === req.method);
+  if (!found) {
+    const allow = match.entry.routes.map((r) => r.method).sort((a, b) => METHOD_ORDER.indexOf(a) - METHOD_ORDER.indexOf(b));
+    return sendError(res, 405, "method_not_allowed", `use ${allow.join(" or ")}`, { allow: allow.join(", ") });
+  }
+  return HANDLERS[found.id](req, res, ctx, params);
+}
+
+/** The API as a request handler. Logs one line per request: method, path, status, duration. */
+export function createOrchestratorServer(opts: ServerOptions): http.Server {
+  const ctx: Ctx = {
+    workspaces: opts.workspaces,
+    checkToken: opts.checkToken,
+    metrics: opts.metrics,
+    log: opts.log ?? (() => undefined),
+    keepAliveMs: opts.keepAliveMs ?? DEFAULT_KEEPALIVE_MS,
+    openapi: JSON.stringify(openApiDocument()),
+    ...(opts.picks ? { picks: opts.picks } : {}),
+    ...(opts.turns ? { turns: opts.turns } : {}),
+    ...(opts.checkSandboxToken ? { checkSandboxToken: opts.checkSandboxToken } : {}),
+  };
+  return http.createServer((req, res) => {
+    logRequest(req, res, ctx.log);
+    route(req, res, ctx).catch((err: unknown) => {
+      if (err instanceof HttpError) {
+        if (!res.headersSent) return sendError(res, err.status, err.code, err.message);
+      } else {
+        ctx.log({ level: "error", path: pathOf(req), message: err instanceof Error ? err.message : String(err) });
+        if (!res.headersSent) return sendError(res, 500, "internal", "internal error");
+      }
+      res.destroy();
+    });
+  });
+}
+
+/** Creates the server and listens; resolves once the port is bound. */
+export async function startOrchestratorServer(opts: ServerOptions, port: number, host?: string): Promise<http.Server> {
+  return listen(createOrchestratorServer(opts), port, host);
+}
