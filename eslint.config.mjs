@@ -11,7 +11,7 @@ import tsParser from "@typescript-eslint/parser";
 import js from "@eslint/js";
 
 /** An import path reaching the top-level folder `name`: only `../` steps before it (a folder of that
- * name inside another, such as api/custodian.ts, is not it). */
+ * name inside another, such as api/custodian-config.ts, is not it). */
 const folder = (name) => `^(\\.\\./)+${name}(/|$)|^\\./${name}/`;
 
 const TOOLING = ["dev", "scripts", "bench", "test", "examples"];

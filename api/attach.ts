@@ -1,6 +1,6 @@
 // The body of POST /attach. Strict objects, so a misspelt field is an error rather than silently
 // ignored. The slot, branch, ref and url follow the one rule of names.ts (the Orchestrator's API
-// uses the same); the branch name is also checked by git itself (harness/attach.ts
+// uses the same); the branch name is also checked by git itself (harness/attach-git.ts
 // checkBranchName), which this schema cannot do synchronously.
 import { z } from "zod";
 import { BranchName, RefName, SlotName, SlotUrl } from "./names";

@@ -90,7 +90,7 @@ export const ORCHESTRATOR_ENV = {
   podNamespace: "POD_NAMESPACE",
 } as const;
 
-/** The Custodian (custodian/main.ts); written by the Sandbox pod's `custodian` container (api/custodian.ts
+/** The Custodian (custodian/main.ts); written by the Sandbox pod's `custodian` container (api/custodian-config.ts
  * holds the defaults: the ports, the mounts' paths). */
 export const CUSTODIAN_ENV = {
   /** The loopback listener's port (routes and proxy; always 127.0.0.1), default 8081. */

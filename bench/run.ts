@@ -7,11 +7,11 @@
 import { spawnSync } from "node:child_process";
 import { join } from "node:path";
 import { ROOT } from "../dev/local-operator";
-import { admission } from "./admission";
-import { attach } from "./attach";
-import { orchestratorBench } from "./orchestrator";
-import { repoFanout } from "./repo-fanout";
-import { sandboxBurst, type Result } from "./sandbox-burst";
+import { admission } from "./admission-bench";
+import { attach } from "./attach-bench";
+import { orchestratorBench } from "./orchestrator-bench";
+import { repoFanout } from "./repo-fanout-bench";
+import { sandboxBurst, type Result } from "./sandbox-burst-bench";
 
 type Bench = { cluster: boolean; run: (kubeconfig: string) => Promise<Result[]> };
 
@@ -19,7 +19,7 @@ const BENCHES: Record<string, Bench> = {
   "sandbox-burst": { cluster: true, run: (k) => sandboxBurst(k, Number(process.env.BENCH_SANDBOXES ?? 1000)) },
   admission: { cluster: true, run: (k) => admission(k) },
   attach: { cluster: false, run: () => attach() },
-  custodian: { cluster: false, run: async () => (await import("./custodian")).custodianBench() },
+  custodian: { cluster: false, run: async () => (await import("./custodian-bench")).custodianBench() },
   "repo-fanout": { cluster: true, run: (k) => repoFanout(k, Number(process.env.BENCH_FANOUT_SANDBOXES ?? 200)) },
   orchestrator: {
     cluster: true,
@@ -30,7 +30,7 @@ const BENCHES: Record<string, Bench> = {
         Number(process.env.BENCH_LIVE_WORKSPACES ?? 1000),
       ),
   },
-  agents: { cluster: true, run: async (k) => (await import("./agents")).agentsBench(k) },
+  agents: { cluster: true, run: async (k) => (await import("./agents-bench")).agentsBench(k) },
 };
 
 function clusterUp(): string {

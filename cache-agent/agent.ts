@@ -23,7 +23,7 @@ import {
   pin,
   type EnsureOptions,
   type GitCreds,
-} from "./git";
+} from "./bare-checkouts";
 
 type Log = (level: "info" | "warn", msg: string, fields?: Record<string, unknown>) => void;
 

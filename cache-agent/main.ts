@@ -7,7 +7,7 @@
 import { mkdirSync } from "node:fs";
 import { envDuration } from "../lib/duration";
 import { CacheAgent, DEFAULT_EVICT_AFTER_MS } from "./agent";
-import { DEFAULT_CLONE_TIMEOUT_MS } from "./git";
+import { DEFAULT_CLONE_TIMEOUT_MS } from "./bare-checkouts";
 import { CACHE_AGENT_ENV, cacheRootFrom } from "../api/env";
 
 function fail(message: string): never {

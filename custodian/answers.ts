@@ -5,7 +5,7 @@
 // Stand-ins before it leaves.
 import { STATUS_CODES, type ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
-import { CUSTODIAN_HEADER, REFUSED, UNREACHABLE, unreachableMessage } from "../api/custodian";
+import { CUSTODIAN_HEADER, REFUSED, UNREACHABLE, unreachableMessage } from "../api/custodian-config";
 import { sendError } from "../lib/http-json";
 import { redact } from "../lib/redact";
 import type { Ctx, Trace } from "./context";

@@ -1,9 +1,9 @@
 // What every Custodian handler shares: the config, the held values once loaded, the upstream
 // client, the leaf issuer, metrics and the log; and the trace each request leaves (one log line,
 // one count), which never holds a header, a body, a path or a value.
-import type { CustodianConfig } from "../api/custodian";
+import type { CustodianConfig } from "../api/custodian-config";
 import type { LeafIssuer } from "./leaf";
-import type { CustodianMetrics, Outcome } from "./metrics";
+import type { CustodianMetrics, Outcome } from "./custodian-metrics";
 import type { HeldTable } from "./rules";
 import type { Upstream } from "./upstream";
 

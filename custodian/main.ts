@@ -24,11 +24,11 @@ import {
   CUSTODIAN_VALUES_DIR,
   parseCustodianConfigText,
   type CustodianConfig,
-} from "../api/custodian";
+} from "../api/custodian-config";
 import { CUSTODIAN_ENV as E } from "../api/env";
 import { listenHost } from "../lib/http-json";
 import type { CaFiles } from "./leaf";
-import { Custodian } from "./server";
+import { Custodian } from "./custodian-server";
 
 const log = (entry: Record<string, unknown>) =>
   process.stdout.write(`${JSON.stringify({ time: new Date().toISOString(), ...entry })}\n`);

@@ -10,7 +10,7 @@ import {
   replaceStandIns,
   standInsIn,
   type CustodianConfig,
-} from "../api/custodian";
+} from "../api/custodian-config";
 
 export type Header = [name: string, value: string];
 
@@ -157,7 +157,7 @@ export function tunnelAllowed(patterns: readonly string[], host: string, port: n
 // ---------------------------------------------------------------------------------------------
 // Headers
 
-/** The hop-by-hop headers (api/custodian.ts), and `expect`: Node answers `100-continue` itself and
+/** The hop-by-hop headers (api/custodian-config.ts), and `expect`: Node answers `100-continue` itself and
  * undici refuses to send it. */
 const HOP_BY_HOP: ReadonlySet<string> = new Set([...HOP_BY_HOP_WORDS, "expect"]);
 

@@ -3,7 +3,7 @@
 // fix, never by its content; the Custodian stays unready until every one loads.
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import type { CustodianConfig } from "../api/custodian";
+import type { CustodianConfig } from "../api/custodian-config";
 import { heldValueOf, heldValueProblem } from "./rules";
 
 export type LoadedValues = { ok: true; values: Map<string, string> } | { ok: false; problems: string[] };

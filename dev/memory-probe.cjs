@@ -1,5 +1,5 @@
 // Preloaded (`node --expose-gc --require`) into the Pepr module by the burst benchmark only
-// (bench/sandbox-burst.ts): on SIGUSR2 it collects garbage (twice: weak references and finalizers
+// (bench/sandbox-burst-bench.ts): on SIGUSR2 it collects garbage (twice: weak references and finalizers
 // free more on the second pass) and writes what the process holds to JR2_MEMORY_PROBE_FILE, so a
 // figure is what is retained rather than what the heap has not yet given back. It also lists
 // what is loaded: each package's count of CommonJS modules and bytes of source (ES modules, such as

@@ -1,5 +1,5 @@
 // An example Machine (issue 13 item 3): an xstate v5 machine that drives one workspace through the
-// Orchestrator's API with the typed client (orchestrator/http/client.ts). It creates a workspace on a
+// Orchestrator's API with the typed client (orchestrator/http/orchestrator-client.ts). It creates a workspace on a
 // repository, asks the Agent for a change with a `propose` Menu tool allowed, holds the Agent's
 // `propose` pick for a human's approval (an APPROVE or REJECT event; by default it prints the pick
 // and approves it), answers it, reads the turn to its end and destroys the workspace.
@@ -10,9 +10,9 @@
 // The token is JR2_API_TOKEN, or the first line of .jr2/demo/orchestrator/api-tokens (`npm start`).
 import { existsSync, readFileSync } from "node:fs";
 import { assign, createActor, fromPromise, setup, toPromise } from "xstate";
-import type { MenuTool, StreamEvent } from "../api/agents";
+import type { MenuTool, StreamEvent } from "../api/agent-protocol";
 import type { CreateWorkspaceBody } from "../orchestrator/schemas";
-import { OrchestratorClient, type TurnSubmitted } from "../orchestrator/http/client";
+import { OrchestratorClient, type TurnSubmitted } from "../orchestrator/http/orchestrator-client";
 import type { OutstandingPick } from "../orchestrator/agents/pick-ledger";
 
 export const PROPOSE: MenuTool = {

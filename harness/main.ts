@@ -2,10 +2,10 @@
 // Logs are JSON lines on stdout, one per request; neither headers nor bodies are ever logged.
 import { HARNESS_ENV } from "../api/env";
 import { HARNESS_PORT, REPOS_MOUNT } from "../api/wire";
-import { HARNESS_CUSTODIAN_URL_ENV, PROVIDERS_ROUTE } from "../api/custodian";
+import { HARNESS_CUSTODIAN_URL_ENV, PROVIDERS_ROUTE } from "../api/custodian-config";
 import { AgentHost } from "./agents/host";
 import { piRunner } from "./agents/pi-runner";
-import { startHarness, type LogEntry } from "./server";
+import { startHarness, type LogEntry } from "./harness-server";
 
 const log = (entry: LogEntry) =>
   process.stdout.write(`${JSON.stringify({ time: new Date().toISOString(), ...entry })}\n`);

@@ -26,7 +26,7 @@ import { startOrchestratorServer } from "./http/api-server";
 import { KubeSandboxGateway } from "./workspaces/kube-gateway";
 import { ensureInstallation, podSettingsFrom, type PodSettings } from "./workspaces/installation";
 import { LocalHarnesses } from "./local/local-harness";
-import { OrchestratorMetrics } from "./metrics";
+import { OrchestratorMetrics } from "./orchestrator-metrics";
 import { SandboxWatch } from "./workspaces/sandbox-watch";
 import { KubeLedgerBackend, PickStore } from "./agents/pick-store";
 import { Turns } from "./agents/turns";

@@ -43,7 +43,7 @@ export function effectorKey(signingKey: Buffer, sandboxName: string): string {
   return createHmac("sha256", signingKey).update(`${EFFECTOR_KEY_PURPOSE}\0${sandboxName}`, "utf8").digest("base64url");
 }
 
-/** The Stand-in of one held value in one Sandbox: 24 derived bytes (api/custodian.ts standInFrom),
+/** The Stand-in of one held value in one Sandbox: 24 derived bytes (api/custodian-config.ts standInFrom),
  * the same on every provision, different in every Sandbox. */
 export function standInBytes(signingKey: Buffer, sandboxName: string, secret: string, key: string): Buffer {
   return createHmac("sha256", signingKey)

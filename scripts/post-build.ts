@@ -6,8 +6,8 @@ import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync,
 import { join } from "node:path";
 import { buildSync } from "esbuild";
 import { parseAllDocuments, stringify } from "yaml";
-import { cacheAgentManifests } from "../cache-agent/deploy";
-import { orchestratorManifests } from "../orchestrator/deploy";
+import { cacheAgentManifests } from "../cache-agent/cache-agent-manifests";
+import { orchestratorManifests } from "../orchestrator/orchestrator-manifests";
 import cfg from "../package.json";
 import { renderAll } from "./crd-yaml";
 import { applyTlsSwap, servingTlsSwap, tlsSecretOf } from "./serving-tls";

@@ -11,7 +11,7 @@
 import { randomUUID } from "node:crypto";
 import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { streamPath, type Admission, type StreamEvent, type StreamPage, type TurnBody } from "../../api/agents";
+import { streamPath, type Admission, type StreamEvent, type StreamPage, type TurnBody } from "../../api/agent-protocol";
 import { ConversationLog } from "./log";
 
 /** What a runner may say while a turn runs (the host stamps and stores it). */

@@ -6,7 +6,7 @@
 // before it is announced, so it is never lost once a reader has seen it.
 import { appendFileSync, existsSync, mkdirSync, readFileSync } from "node:fs";
 import { dirname } from "node:path";
-import { StreamEvent, type StreamPage } from "../../api/agents";
+import { StreamEvent, type StreamPage } from "../../api/agent-protocol";
 
 type Unstamped = StreamEvent extends infer E ? (E extends StreamEvent ? Omit<E, "offset" | "at"> : never) : never;
 

@@ -10,9 +10,9 @@
 import type { AgentMessage, AgentTool } from "@mariozechner/pi-agent-core";
 import type { AssistantMessage } from "@mariozechner/pi-ai";
 import { Type } from "typebox";
-import type { MenuTool } from "../../api/agents";
+import type { MenuTool } from "../../api/agent-protocol";
 import { readAllowed } from "../picks/allowed";
-import { sendPick } from "../picks/client";
+import { sendPick } from "../picks/pick-client";
 import type { TurnInput, TurnRunner } from "./host";
 import { agentCore, agentModel, type ModelEndpoint } from "./model";
 import { restatedTurnPart, sameAllowed, turnPart } from "./turn-part";

@@ -3,7 +3,7 @@
 // own pick changes them (a Gate's answer, an outside event), the Harness reads the new list at a
 // step boundary (ADR-0002) and appends it restated. Only fixed text and Menu names are ever said:
 // nothing the Machine writes reaches the model by this path.
-import type { MenuTool } from "../../api/agents";
+import type { MenuTool } from "../../api/agent-protocol";
 
 /** The Allowed picks that are in the Menu, in the Menu's order (a name outside it is no tool). */
 export function allowedInMenu(menu: MenuTool[], allowed: readonly string[]): string[] {

@@ -4,8 +4,8 @@
 // turn's current list in place and the next step boundary reads again, so it never holds a step up
 // for long nor ends a turn.
 import { request } from "undici";
-import { Allowed, allowedPath } from "../../api/agents";
-import { ORCHESTRATOR_ROUTE } from "../../api/custodian";
+import { Allowed, allowedPath } from "../../api/agent-protocol";
+import { ORCHESTRATOR_ROUTE } from "../../api/custodian-config";
 
 /** How long one read may take before the step goes on with the list it has. */
 export const ALLOWED_READ_MS = 5_000;

@@ -7,7 +7,7 @@
 // `x-jr2-custodian: unreachable` stands for Envoy's flags UF, UH, DF and URX (the request was not
 // forwarded); a 502 without that header stands for UC, UMSDR, UPE, UR, LR and DPE (it may have
 // been). Pure: no I/O. The Harness and the tests share these builders, so there is one source.
-import { CUSTODIAN_HEADER, NEVER_SENT_CODES, UNREACHABLE, unreachableMessage } from "../../api/custodian";
+import { CUSTODIAN_HEADER, NEVER_SENT_CODES, UNREACHABLE, unreachableMessage } from "../../api/custodian-config";
 
 // ---------------------------------------------------------------------------------------------
 // What happened
@@ -58,7 +58,7 @@ export const PICK_CASES: readonly PickCase[] = [
   "turnOver",
 ];
 
-/** The codes that prove a request never left (api/custodian.ts, shared with the Custodian). */
+/** The codes that prove a request never left (api/custodian-config.ts, shared with the Custodian). */
 export { NEVER_SENT_CODES };
 
 // ---------------------------------------------------------------------------------------------

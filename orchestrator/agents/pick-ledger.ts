@@ -14,7 +14,7 @@
 //     them (with a turn, or on their own when a Gate or an outside event changes them) and the
 //     Harness reads them at each step boundary (seed 001 ADR-0002, the restated Turn part).
 import { z } from "zod";
-import { ConversationId, type PickBody } from "../../api/agents";
+import { ConversationId, type PickBody } from "../../api/agent-protocol";
 import { WorkspaceName } from "../schemas";
 
 // ---------------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@
 import { randomBytes } from "node:crypto";
 import { ApiError } from "../../lib/api-error";
 import { kubeRequest } from "../../lib/kube";
-import type { Delivery, PickBody, PickReceipt } from "../../api/agents";
+import type { Delivery, PickBody, PickReceipt } from "../../api/agent-protocol";
 import { HttpError } from "../schemas";
 import { sandboxOwnerReference } from "../../api/crd";
 import { SANDBOX_LABEL } from "../../api/wire";

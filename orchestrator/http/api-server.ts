@@ -15,10 +15,10 @@ import {
   type WorkspaceView,
 } from "../schemas";
 import { openApiDocument } from "./openapi-document";
-import { PickBody } from "../../api/agents";
+import { PickBody } from "../../api/agent-protocol";
 import { AllowedBody, AnswerBody, waitOf, workspaceOfIid } from "../agents/pick-ledger";
 import { SubmitTurnBody, type Turns } from "../agents/turns";
-import { LONG_POLL_MS } from "../../api/agents";
+import { LONG_POLL_MS } from "../../api/agent-protocol";
 import {
   matchPath,
   pathFor,

@@ -2,7 +2,7 @@
 // zod 4's own JSON Schema writer (docs/decisions/0003). OpenAPI 3.1 takes JSON Schema 2020-12 as is.
 import { z } from "zod";
 import { Created, CreateWorkspaceBody, ErrorBody, WorkspaceEvent, WorkspaceList, WorkspaceView } from "../schemas";
-import { Admission, Allowed, Delivery, PickBody, PickReceipt, StreamEvent } from "../../api/agents";
+import { Admission, Allowed, Delivery, PickBody, PickReceipt, StreamEvent } from "../../api/agent-protocol";
 import { SubmitTurnBody } from "../agents/turns";
 import { AllowedBody, AnswerBody, AnswerReceipt, PickList } from "../agents/pick-ledger";
 import { PATHS, paramsOf, type Param, type RouteId } from "../../api/orchestrator-routes";

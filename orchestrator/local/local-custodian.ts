@@ -15,7 +15,7 @@ import {
   HARNESS_CA_KEY,
   custodianConfigMapName,
   parseCustodianConfigText,
-} from "../../api/custodian";
+} from "../../api/custodian-config";
 import type { EnvVar } from "../../api/crd/generated/corev1";
 import { CUSTODIAN_ENV } from "../../api/env";
 import { CONVERSATIONS_DIR, CUSTODIAN_CA_SECRET, SANDBOX_TOKEN_KEY, WORK_ROOT, tokenSecretName } from "../../api/wire";

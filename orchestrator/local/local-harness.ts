@@ -12,7 +12,7 @@ import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import type { SandboxModel } from "../../api/crd";
-import { startHarness } from "../../harness/server";
+import { startHarness } from "../../harness/harness-server";
 import { HARNESS_ENV } from "../../api/env";
 import { localHarnessEnv, startLocalCustodian } from "./local-custodian";
 import { alive, companionCommand, hostEnv, killPid, startDetached, stopPid } from "./local-process";

@@ -29,7 +29,7 @@ import {
   standInFrom,
   type CustodianConfig,
   type CustodianConfigInput,
-} from "../../api/custodian";
+} from "../../api/custodian-config";
 import { API_VERSION, sandboxOwnerReference, type SandboxSpecInput } from "../../api/crd";
 import type { Container, SecurityContext, Volume } from "../../api/crd/generated/corev1";
 import { CUSTODIAN_ENV, EFFECTOR_ENV, HARNESS_ENV } from "../../api/env";

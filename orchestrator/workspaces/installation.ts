@@ -4,7 +4,7 @@
 // certificate as the `jr2-ca` ConfigMap the Harness containers trust, and the namespace's ingress
 // policy: Sandbox pods take connections on :8080 and :8082 from the Orchestrator alone (seed 000).
 import { readFileSync } from "node:fs";
-import { CA_CERT_KEY, CA_KEY_KEY, HARNESS_CA_KEY } from "../../api/custodian";
+import { CA_CERT_KEY, CA_KEY_KEY, HARNESS_CA_KEY } from "../../api/custodian-config";
 import { ORCHESTRATOR_ENV as E } from "../../api/env";
 import {
   CA_CONFIGMAP,
@@ -21,7 +21,7 @@ import {
 import { ApiError } from "../../lib/api-error";
 import { issueCa } from "../../lib/ca";
 import { applyRequest, kubeRequest } from "../../lib/kube";
-import { ORCHESTRATOR, ORCHESTRATOR_PORT } from "../deploy";
+import { ORCHESTRATOR, ORCHESTRATOR_PORT } from "../orchestrator-manifests";
 import { DEFAULT_POD_CONFIG, parsePodConfig, type PodConfig } from "./pod-config";
 
 /** The companions image a Custodian runs when nothing says otherwise (`npm run build`'s tag for

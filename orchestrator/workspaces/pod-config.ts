@@ -3,11 +3,11 @@
 // (each a key of a Secret in the Sandboxes' namespace, bound to its origins, with the env name the
 // Harness gets its Stand-in under), the hosts tools may tunnel to, and the Effector's default image.
 // Pure: parsed once at boot; a bad file ends the Orchestrator naming each field and its fix. The
-// Custodian's own config (api/custodian.ts) is composed from this per Sandbox (compose.ts).
+// Custodian's own config (api/custodian-config.ts) is composed from this per Sandbox (compose.ts).
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { fieldPath } from "../../api/attach";
-import { EnvName, HeaderName, HostPattern, Origin, Provider, Timeout } from "../../api/custodian";
+import { EnvName, HeaderName, HostPattern, Origin, Provider, Timeout } from "../../api/custodian-config";
 import { milliCpu, bytesOf } from "../../lib/quantity";
 import { CUSTODIAN_SLICE } from "./size";
 

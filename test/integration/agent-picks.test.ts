@@ -8,13 +8,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { K8s, kind } from "kubernetes-fluent-client";
 import { SandboxModel } from "../../api/crd";
-import { deliveryPath, picksPath, type PickBody } from "../../api/agents";
+import { deliveryPath, picksPath, type PickBody } from "../../api/agent-protocol";
 import type { WorkspaceView } from "../../orchestrator/schemas";
 import { LEDGER_KEY, ledgerConfigMapName, parseLedger } from "../../orchestrator/agents/pick-ledger";
 import { sandboxToken, signingKeyOf } from "../../orchestrator/tokens";
 import { type Agent, localReposRoot, startCacheAgents } from "../../dev/local-cache-agent";
 import { type LocalOrchestrator, startLocalOrchestrator } from "../../dev/local-orchestrator";
-import { gitIn } from "../support/git";
+import { gitIn } from "../support/git-fixtures";
 import { useNamespace, waitFor } from "./support/cluster";
 
 const ns = useNamespace("picks");

@@ -9,15 +9,15 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { getPriority, tmpdir } from "node:os";
 import { join } from "node:path";
 import { K8s, kind } from "kubernetes-fluent-client";
-import type { StreamEvent } from "../../api/agents";
+import type { StreamEvent } from "../../api/agent-protocol";
 import { ORCHESTRATOR_ENV } from "../../api/env";
 import type { WorkspaceView } from "../../orchestrator/schemas";
 import { type Agent, localReposRoot, startCacheAgents } from "../../dev/local-cache-agent";
 import { type LocalOrchestrator, startLocalOrchestrator } from "../../dev/local-orchestrator";
 import { startScriptedModel, type ScriptedModel } from "../../dev/scripted-model";
-import { OrchestratorClient } from "../../orchestrator/http/client";
+import { OrchestratorClient } from "../../orchestrator/http/orchestrator-client";
 import { LOCAL_POD_NICE } from "../../orchestrator/local/local-process";
-import { scriptedModelPodConfig } from "./support/agents";
+import { scriptedModelPodConfig } from "./support/agent-fixtures";
 import { useNamespace, waitFor } from "./support/cluster";
 
 const ns = useNamespace("turns");

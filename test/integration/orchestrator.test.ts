@@ -13,7 +13,7 @@ import { tokenSecretName } from "../../api/wire";
 import { type Agent, localReposRoot, startCacheAgents } from "../../dev/local-cache-agent";
 import { type LocalOrchestrator, startLocalOrchestrator } from "../../dev/local-orchestrator";
 import { useNamespace, waitFor } from "./support/cluster";
-import { gitIn } from "../support/git";
+import { gitIn } from "../support/git-fixtures";
 import { ORCHESTRATOR_ENV } from "../../api/env";
 
 const ns = useNamespace("orch");

@@ -7,10 +7,10 @@ import type { AddressInfo } from "node:net";
 import { mkdir, mkdtemp, readdir, rm, stat } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import { gitIn } from "../support/git";
+import { gitIn } from "../support/git-fixtures";
 import { explain } from "../../cache-agent/agent";
 import { evictable, mountedKeys, type CacheEntry } from "../../cache-agent/eviction";
-import { cacheKeys, ensureCache, evictCache, ownedByAgent, pin } from "../../cache-agent/git";
+import { cacheKeys, ensureCache, evictCache, ownedByAgent, pin } from "../../cache-agent/bare-checkouts";
 
 const sh = (cwd: string, ...args: string[]) => gitIn(cwd, ...args);
 

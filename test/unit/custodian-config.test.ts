@@ -1,4 +1,4 @@
-// The Custodian's config schema (api/custodian.ts): defaults, each refusal naming its field and its
+// The Custodian's config schema (api/custodian-config.ts): defaults, each refusal naming its field and its
 // fix without quoting the value, the Stand-in format, and the Harness env a config implies;
 // property: no input makes the parser throw, and whatever it accepts has canonical origins.
 import fc from "fast-check";
@@ -11,7 +11,7 @@ import {
   STAND_IN,
   timeoutsMs,
   type CustodianConfigInput,
-} from "../../api/custodian";
+} from "../../api/custodian-config";
 import { CUSTODIAN_ENV } from "../../api/env";
 
 const S1 = `jr2-stand-in-${"a".repeat(32)}`;

@@ -5,11 +5,11 @@
 // body, plain or gzipped.
 import { gzipSync } from "node:zlib";
 import fc from "fast-check";
-import { parseCustodianConfig, standInsIn } from "../../api/custodian";
+import { parseCustodianConfig, standInsIn } from "../../api/custodian-config";
 import { Masker, maskStep, maskText } from "../../custodian/mask";
 import { substitute, type Header, type HeldTable } from "../../custodian/rules";
-import { Custodian } from "../../custodian/server";
-import { call, fakeUpstream, writeLayout, type Fake } from "../custodian/support";
+import { Custodian } from "../../custodian/custodian-server";
+import { call, fakeUpstream, writeLayout, type Fake } from "../support/custodian-fixtures";
 
 const ORIGINS = [
   "https://a.example",

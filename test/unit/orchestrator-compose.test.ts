@@ -3,7 +3,7 @@
 // the Size split, the owned objects, and admission and the pod builder accepting all of it.
 import type { SandboxSpec } from "../../api/crd";
 import type { Container, EnvVar, Volume } from "../../api/crd/generated/corev1";
-import { parseCustodianConfig, STAND_IN } from "../../api/custodian";
+import { parseCustodianConfig, STAND_IN } from "../../api/custodian-config";
 import { SANDBOX_LABEL, SANDBOX_TOKEN_KEY } from "../../api/wire";
 import { restrictedViolations } from "../../capabilities/admission/containers";
 import { podViolations } from "../../capabilities/admission/pods";

@@ -22,7 +22,7 @@ import {
   type ProvisionHooks,
   type SandboxGateway,
 } from "../../orchestrator/workspaces/sandbox-gateway";
-import { deferred } from "./support";
+import { deferred } from "./unit-fixtures";
 
 const NAME = "ws-1";
 const T0 = Date.parse("2026-03-01T12:00:00.000Z");

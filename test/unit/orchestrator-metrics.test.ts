@@ -5,7 +5,7 @@ import {
   EVENT_LOOP_DELAY_MAX,
   eventLoopDelayLines,
   OrchestratorMetrics,
-} from "../../orchestrator/metrics";
+} from "../../orchestrator/orchestrator-metrics";
 
 const value = (text: string, sample: string) => {
   const line = text.split("\n").find((l) => l.startsWith(`${sample} `));

@@ -22,7 +22,7 @@ import {
   staleSlots,
   type ProvisionVerdict,
 } from "../../orchestrator/workspaces/provision-rules";
-import { NAME, NAMESPACE, podOf, readyPod, sandboxOf, serviceOf, unreadyPod } from "./support";
+import { NAME, NAMESPACE, podOf, readyPod, sandboxOf, serviceOf, unreadyPod } from "./unit-fixtures";
 
 const T = "2026-03-01T12:00:00Z";
 const T_MS = Date.parse(T);

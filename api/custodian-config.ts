@@ -156,7 +156,7 @@ const ValueFile = z
   .max(253, "must be at most 253 characters (a Secret key's limit)");
 
 const StandIn = z.string().regex(STAND_IN, {
-  message: `must be ${STAND_IN_PREFIX} and 32 to 64 lower-case hex digits (standInFrom in api/custodian.ts makes one)`,
+  message: `must be ${STAND_IN_PREFIX} and 32 to 64 lower-case hex digits (standInFrom in api/custodian-config.ts makes one)`,
 });
 
 export const HeaderName = z

@@ -15,7 +15,7 @@ import {
   sleep,
   writeLayout,
   type Layout,
-} from "../custodian/support";
+} from "../support/custodian-fixtures";
 
 const ROOT = join(__dirname, "..", "..");
 const TSX = join(ROOT, "node_modules", ".bin", "tsx");

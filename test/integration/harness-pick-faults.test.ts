@@ -1,5 +1,5 @@
 // The texts of seed 001 ADR-0002's three cases, and the Orchestrator's own answers, produced by real
-// faults on real loopback sockets (issue 13's Tests): the Harness's real client (harness/picks/client.ts
+// faults on real loopback sockets (issue 13's Tests): the Harness's real client (harness/picks/pick-client.ts
 // sendPick) against servers that refuse, reset after reading the request, hold it until the turn is
 // aborted, or cut a 2xx's body; and through the real Custodian process, whose Orchestrator refuses
 // connections or resets. Each text is asserted whole, written out here as the decision words it, so a
@@ -10,10 +10,10 @@ import { rmSync } from "node:fs";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
-import { deliveryPath, picksPath } from "../../api/agents";
-import { ORCHESTRATOR_ROUTE } from "../../api/custodian";
-import { sendPick, type PickOutcome, type PickRequest } from "../../harness/picks/client";
-import { closedPort, closeServer, custodianEnv, secretValue, writeLayout, type Layout } from "../custodian/support";
+import { deliveryPath, picksPath } from "../../api/agent-protocol";
+import { ORCHESTRATOR_ROUTE } from "../../api/custodian-config";
+import { sendPick, type PickOutcome, type PickRequest } from "../../harness/picks/pick-client";
+import { closedPort, closeServer, custodianEnv, secretValue, writeLayout, type Layout } from "../support/custodian-fixtures";
 import { ADR } from "../support/adr-0002-texts";
 
 const ROOT = join(__dirname, "..", "..");

@@ -6,8 +6,8 @@
 import { randomBytes } from "node:crypto";
 import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import type { PickBody } from "../../api/agents";
-import { allowedPath, deliveryPath, picksPath } from "../../api/agents";
+import type { PickBody } from "../../api/agent-protocol";
+import { allowedPath, deliveryPath, picksPath } from "../../api/agent-protocol";
 import { HttpError } from "../../orchestrator/schemas";
 import { startOrchestratorServer, type Workspaces } from "../../orchestrator/http/api-server";
 import { LedgerConflict, PickStore, type LedgerBackend } from "../../orchestrator/agents/pick-store";

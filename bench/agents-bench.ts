@@ -42,7 +42,7 @@
 //    stream resumes (a stream that fails is resumed after its last event, as the client's contract
 //    says; counted, not hidden), wall time (first submit to last `end`), the three figures of 1
 //    under that load, and the Orchestrator's event-loop delay p99 and max (from its /metrics: the
-//    window starts at a scrape, which resets it, orchestrator/metrics.ts) against the 100 ms target.
+//    window starts at a scrape, which resets it, orchestrator/orchestrator-metrics.ts) against the 100 ms target.
 //    Beside it, to say where the time goes: the same delay in an idle node process (the machine's
 //    floor: a process that only waits for a core) and in this one (which plays the Machines and the
 //    model, so its lateness inflates the step figures); the CPU seconds used by the Orchestrator,
@@ -75,14 +75,14 @@ import { monitorEventLoopDelay } from "node:perf_hooks";
 import { K8s, kind } from "kubernetes-fluent-client";
 import { ORCHESTRATOR_ENV } from "../api/env";
 import type { WorkspaceView } from "../orchestrator/schemas";
-import { OrchestratorClient } from "../orchestrator/http/client";
-import { EVENT_LOOP_DELAY, EVENT_LOOP_DELAY_MAX } from "../orchestrator/metrics";
+import { OrchestratorClient } from "../orchestrator/http/orchestrator-client";
+import { EVENT_LOOP_DELAY, EVENT_LOOP_DELAY_MAX } from "../orchestrator/orchestrator-metrics";
 import { type Agent, localReposRoot, startCacheAgents } from "../dev/local-cache-agent";
 import { startLocalOrchestrator, type LocalOrchestrator } from "../dev/local-orchestrator";
 import { oneCommitRepository } from "../dev/repository";
 import { startScriptedModel, type ScriptedModel, type ScriptStep } from "../dev/scripted-model";
 import { alive, killPid } from "../orchestrator/local/local-process";
-import { benchOperator, sumMetric, type Result } from "./sandbox-burst";
+import { benchOperator, sumMetric, type Result } from "./sandbox-burst-bench";
 import { percentile, round, sleep, sorted } from "./stats";
 
 const KEY = `sk-bench-${randomBytes(8).toString("hex")}`;
@@ -340,7 +340,7 @@ process.on("exit", () => session.post("Profiler.stop", (err, r) => {
   return file;
 }
 
-/** How late a timer due every 10 ms ran, in ms, from node's histogram (orchestrator/metrics.ts). */
+/** How late a timer due every 10 ms ran, in ms, from node's histogram (orchestrator/orchestrator-metrics.ts). */
 const late = (count: number, ns: number) => (count > 0 ? Math.max(0, ns / 1e6 - 10) : 0);
 
 // ---------------------------------------------------------------------------------------------
@@ -361,7 +361,7 @@ type Run = {
 const MAX_RESUMES = 5;
 
 /** Submits the tagged turn on the workspace and reads its events to the end, as a Machine does:
- * a stream that fails is resumed after the last event read (orchestrator/http/client.ts). */
+ * a stream that fails is resumed after the last event read (orchestrator/http/orchestrator-client.ts). */
 async function runTurn(client: OrchestratorClient, ws: string, tag: string, steps: number): Promise<Run> {
   const run: Run = { tag, ws, submitted: performance.now(), resumes: 0, resumedFor: [] };
   try {
@@ -475,7 +475,7 @@ export async function agentsBench(kubeconfig: string): Promise<Result[]> {
     await router.start(steps);
     await K8s(kind.Namespace).Apply({ metadata: { name: ns } });
     // The installation's model provider is the router, its key held in a Secret the Custodian
-    // mounts; the Harness is told to use it (test/integration/support/agents.ts, for the router).
+    // mounts; the Harness is told to use it (test/integration/support/agent-fixtures.ts, for the router).
     await K8s(kind.Secret).Apply({ metadata: { name: "model-keys", namespace: ns }, stringData: { openai: KEY } });
     const podConfig = join(tmp, "pod.yaml");
     writeFileSync(

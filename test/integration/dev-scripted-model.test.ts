@@ -1,6 +1,6 @@
 // The scripted model provider (dev/scripted-model.ts) over real HTTP: the chunks an OpenAI-compatible
 // client parses, streamed and whole, the key check, the recorded requests, the per-step delay and
-// the CLI. The full loop through pi against it is test/unit/pi-agent.test.ts.
+// the CLI. The full loop through pi against it is test/unit/harness-pi-agent.test.ts.
 import { spawn } from "node:child_process";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import os from "node:os";

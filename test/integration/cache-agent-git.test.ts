@@ -4,9 +4,9 @@ import { existsSync } from "node:fs";
 import { mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import { consolidate, ensureCache, fetchCache, GitError, objectCounts } from "../../cache-agent/git";
+import { consolidate, ensureCache, fetchCache, GitError, objectCounts } from "../../cache-agent/bare-checkouts";
 import { redact, urlWithoutCredentials } from "../../lib/redact";
-import { gitIn } from "../support/git";
+import { gitIn } from "../support/git-fixtures";
 import { startGitHttpServer, type GitHttpServer } from "../support/git-http-server";
 
 const sh = (cwd: string, ...args: string[]) => gitIn(cwd, ...args);

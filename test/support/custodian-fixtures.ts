@@ -13,7 +13,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import tls from "node:tls";
 import forge from "node-forge";
-import { standInFrom, type CustodianConfigInput } from "../../api/custodian";
+import { standInFrom, type CustodianConfigInput } from "../../api/custodian-config";
 
 // ---------------------------------------------------------------------------------------------
 // Certificates

@@ -1,5 +1,5 @@
 import { MAX_REQUEUE_DELAY_MS, WorkQueue, type ReconcileResult, type WorkQueueOptions } from "../../lib/queue";
-import { deferred } from "./support";
+import { deferred } from "./unit-fixtures";
 
 /** Lets every settled promise's continuations run (real timers only). */
 const flush = () => new Promise((r) => setImmediate(r));

@@ -4,10 +4,10 @@
 // its events, POST /agents/:name/:id/abort ends it. Every answer is JSON; every error is
 // {error:{code,message}}.
 import http from "node:http";
-import { attach, AttachError, checkBranchName, createMutex, execRunner, type Roots, type Runner } from "./attach";
+import { attach, AttachError, checkBranchName, createMutex, execRunner, type Roots, type Runner } from "./attach-git";
 import { authorized } from "./auth";
 import { parseAttachBody } from "../api/attach";
-import { AgentName, ConversationId, LONG_POLL_MS, TurnBody } from "../api/agents";
+import { AgentName, ConversationId, LONG_POLL_MS, TurnBody } from "../api/agent-protocol";
 import { AgentHost, HostError } from "./agents/host";
 import { listen, logRequest, pathOf, readBody, sendError, sendJson } from "../lib/http-json";
 import { redact } from "../lib/redact";

@@ -7,7 +7,7 @@
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { performance } from "node:perf_hooks";
-import { timeoutsMs, type CustodianConfig } from "../api/custodian";
+import { timeoutsMs, type CustodianConfig } from "../api/custodian-config";
 import { readBody, sendJson, listen } from "../lib/http-json";
 import { redact } from "../lib/redact";
 import { answer, notReady, refusal } from "./answers";
@@ -15,7 +15,7 @@ import { interceptedOrigins, onConnect } from "./connect";
 import type { Ctx, Held, Log, Trace } from "./context";
 import { forward, type Exchange } from "./forward";
 import { LeafIssuer, type CaFiles } from "./leaf";
-import { CustodianMetrics } from "./metrics";
+import { CustodianMetrics } from "./custodian-metrics";
 import {
   endToEnd,
   hasDotSegment,

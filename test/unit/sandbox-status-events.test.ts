@@ -1,6 +1,6 @@
 import type { SandboxStatus } from "../../api/crd";
 import { computeStatus, statusEvents, type Observed } from "../../capabilities/sandbox/status";
-import { NODE, POD_UID, readyPod, sandboxOf, serviceOf, unreadyPod } from "./support";
+import { NODE, POD_UID, readyPod, sandboxOf, serviceOf, unreadyPod } from "./unit-fixtures";
 
 const NOW = new Date("2026-03-01T12:00:00Z");
 const next = (prev: SandboxStatus | undefined, o: Partial<Observed>) =>

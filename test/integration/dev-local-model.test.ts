@@ -16,7 +16,7 @@ import { startLocalOrchestrator } from "../../dev/local-orchestrator";
 import { oneCommitRepository } from "../../dev/repository";
 import { startScriptedModel, type ScriptedModel } from "../../dev/scripted-model";
 import { main as runExample } from "../../examples/propose-machine";
-import { OrchestratorClient } from "../../orchestrator/http/client";
+import { OrchestratorClient } from "../../orchestrator/http/orchestrator-client";
 import { PodConfig } from "../../orchestrator/workspaces/pod-config";
 import { useNamespace, waitFor } from "./support/cluster";
 

@@ -1,5 +1,5 @@
 import { lossOf, reportOf, waitingOf } from "../../capabilities/sandbox/status";
-import { POD_UID, podOf, readyPod } from "./support";
+import { POD_UID, podOf, readyPod } from "./unit-fixtures";
 
 describe("lossOf", () => {
   it("is PodFailed with the pod's message when the pod Failed", () => {

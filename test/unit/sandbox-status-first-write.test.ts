@@ -6,7 +6,7 @@ import {
   firstStatusWaitMs,
   type Observed,
 } from "../../capabilities/sandbox/status";
-import { podOf, readyPod, sandboxOf, serviceOf, unreadyPod } from "./support";
+import { podOf, readyPod, sandboxOf, serviceOf, unreadyPod } from "./unit-fixtures";
 
 const now = new Date("2026-03-01T12:00:00.000Z");
 const status = (o: Partial<Observed> = {}): SandboxStatus => computeStatus({ sandbox: sandboxOf(), now, ...o });

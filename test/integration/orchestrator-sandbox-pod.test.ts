@@ -12,14 +12,14 @@ import { X509Certificate } from "node:crypto";
 import { K8s, kind } from "kubernetes-fluent-client";
 import { SandboxModel } from "../../api/crd";
 import type { Container, EnvVar, Volume } from "../../api/crd/generated/corev1";
-import { STAND_IN } from "../../api/custodian";
+import { STAND_IN } from "../../api/custodian-config";
 import { ORCHESTRATOR_ENV } from "../../api/env";
 import { SANDBOX_NAME_LABEL } from "../../api/wire";
 import type { WorkspaceView } from "../../orchestrator/schemas";
 import { harnessToken, sandboxToken, signingKeyOf } from "../../orchestrator/tokens";
 import { type Agent, localReposRoot, startCacheAgents } from "../../dev/local-cache-agent";
 import { type LocalOrchestrator, startLocalOrchestrator } from "../../dev/local-orchestrator";
-import { gitIn } from "../support/git";
+import { gitIn } from "../support/git-fixtures";
 import { useNamespace, waitFor } from "./support/cluster";
 
 const ns = useNamespace("pod");

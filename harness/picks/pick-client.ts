@@ -5,8 +5,8 @@
 // repeat, so a reset, a stopping Orchestrator's 503 and a park cost a retry, never the pick. Every
 // failure becomes the text of its case (texts.ts). undici for every call (the choice).
 import { request } from "undici";
-import { Delivery, LONG_POLL_MS, PickReceipt, deliveryPath, picksPath, type PickBody } from "../../api/agents";
-import { ORCHESTRATOR_ROUTE } from "../../api/custodian";
+import { Delivery, LONG_POLL_MS, PickReceipt, deliveryPath, picksPath, type PickBody } from "../../api/agent-protocol";
+import { ORCHESTRATOR_ROUTE } from "../../api/custodian-config";
 import { causeOf, pickText, type PickAnswer, type PickCause } from "./texts";
 
 export type PickRequest = PickBody & {

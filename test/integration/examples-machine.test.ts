@@ -11,8 +11,8 @@ import { type Agent, localReposRoot, startCacheAgents } from "../../dev/local-ca
 import { type LocalOrchestrator, startLocalOrchestrator } from "../../dev/local-orchestrator";
 import { startScriptedModel, type ScriptedModel } from "../../dev/scripted-model";
 import { proposeMachine } from "../../examples/propose-machine";
-import { OrchestratorClient, OrchestratorError } from "../../orchestrator/http/client";
-import { scriptedModelPodConfig } from "./support/agents";
+import { OrchestratorClient, OrchestratorError } from "../../orchestrator/http/orchestrator-client";
+import { scriptedModelPodConfig } from "./support/agent-fixtures";
 import { useNamespace } from "./support/cluster";
 
 const ns = useNamespace("example");

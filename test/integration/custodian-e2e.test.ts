@@ -4,13 +4,13 @@
 // CA (the client trusts that CA alone), tunnels an allowed host untouched and refuses the rest;
 // each failure word is checked on a real refused, reset and timed-out socket and a real 503.
 // Every log line of the run is grepped, at the end, for every secret, the token and each Stand-in.
-import { Custodian } from "../../custodian/server";
+import { Custodian } from "../../custodian/custodian-server";
 import {
   CUSTODIAN_HEADER,
   parseCustodianConfig,
   type CustodianConfig,
   type CustodianConfigInput,
-} from "../../api/custodian";
+} from "../../api/custodian-config";
 import {
   call,
   closedPort,
@@ -27,7 +27,7 @@ import {
   sleep,
   writeLayout,
   type Fake,
-} from "../custodian/support";
+} from "../support/custodian-fixtures";
 
 const TOKEN = secretValue("sandbox-token");
 const KEY = secretValue("provider-key");

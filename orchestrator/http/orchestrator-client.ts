@@ -2,11 +2,11 @@
 // workspaces (create, read, wait until ready, delete), an Agent's turns (submit, the events as
 // Server-Sent Events, abort, the Allowed picks) and its Menu picks (list, answer). It speaks undici's `request`; every
 // body it sends and every answer it reads goes through the same zod schemas the server uses
-// (schemas.ts, turns.ts, pick-ledger.ts, api/agents.ts), so there is no second copy of a type to drift. An
+// (schemas.ts, turns.ts, pick-ledger.ts, api/agent-protocol.ts), so there is no second copy of a type to drift. An
 // error answer becomes an OrchestratorError carrying its status, code and message.
 import { request } from "undici";
 import { z } from "zod";
-import { Admission, ConversationId, StreamEvent } from "../../api/agents";
+import { Admission, ConversationId, StreamEvent } from "../../api/agent-protocol";
 import { Created, CreateWorkspaceBody, ErrorBody, FINAL_STATES, WorkspaceView } from "../schemas";
 import { AllowedBody, AnswerBody, AnswerReceipt, PickList } from "../agents/pick-ledger";
 import { SubmitTurnBody } from "../agents/turns";

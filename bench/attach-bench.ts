@@ -13,10 +13,10 @@ import { lstat, mkdir, mkdtemp, readdir, rename, rm } from "node:fs/promises";
 import type { AddressInfo } from "node:net";
 import os from "node:os";
 import path from "node:path";
-import { ensureCache } from "../cache-agent/git";
-import { startHarness } from "../harness/server";
+import { ensureCache } from "../cache-agent/bare-checkouts";
+import { startHarness } from "../harness/harness-server";
 import { CACHE_DIR } from "../dev/local-operator";
-import type { Result } from "./sandbox-burst";
+import type { Result } from "./sandbox-burst-bench";
 import { percentile, round } from "./stats";
 
 const B = "attach";

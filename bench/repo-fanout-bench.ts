@@ -12,7 +12,7 @@ import { K8s, kind } from "kubernetes-fluent-client";
 import { RepoModel, SandboxModel } from "../api/crd";
 import { repoIdentity, repoKey } from "../api/repo-identity";
 import { type Agent, startCacheAgent } from "../dev/local-cache-agent";
-import { benchOperator, type Result, scrape, sumMetric } from "./sandbox-burst";
+import { benchOperator, type Result, scrape, sumMetric } from "./sandbox-burst-bench";
 import { sleep } from "./stats";
 
 const NODES = ["jr2-node-0", "jr2-node-1", "jr2-node-2"];

@@ -18,8 +18,8 @@ import { join } from "node:path";
 import { buildSync } from "esbuild";
 import { Pool } from "undici";
 import { CUSTODIAN_ENV } from "../api/env";
-import { closedPort, newStandIn, secretValue, writeLayout } from "../test/custodian/support";
-import type { Result } from "./sandbox-burst";
+import { closedPort, newStandIn, secretValue, writeLayout } from "../test/support/custodian-fixtures";
+import type { Result } from "./sandbox-burst-bench";
 import { percentile, round, sleep, sorted } from "./stats";
 
 const B = "custodian";

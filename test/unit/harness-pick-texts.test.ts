@@ -4,7 +4,7 @@
 // word; and properties over generated failures (one case each, "never reached" only when proven, texts name
 // the pick).
 import fc from "fast-check";
-import { CUSTODIAN_HEADER, REFUSED, UNREACHABLE, unreachableMessage } from "../../api/custodian";
+import { CUSTODIAN_HEADER, REFUSED, UNREACHABLE, unreachableMessage } from "../../api/custodian-config";
 import {
   NEVER_SENT_CODES,
   PICK_CASES,

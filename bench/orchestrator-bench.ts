@@ -14,7 +14,7 @@ import { pathFor } from "../api/orchestrator-routes";
 import { type Agent, localReposRoot, startCacheAgents } from "../dev/local-cache-agent";
 import { startLocalOrchestrator, type LocalOrchestrator } from "../dev/local-orchestrator";
 import { oneCommitRepository } from "../dev/repository";
-import { benchOperator, sumMetric, type Result } from "./sandbox-burst";
+import { benchOperator, sumMetric, type Result } from "./sandbox-burst-bench";
 import { percentile, round, sleep, sorted } from "./stats";
 import { ORCHESTRATOR_ENV } from "../api/env";
 

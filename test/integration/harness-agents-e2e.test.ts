@@ -12,10 +12,10 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { Admission, StreamEvent, StreamPage } from "../../api/agents";
+import type { Admission, StreamEvent, StreamPage } from "../../api/agent-protocol";
 import { HARNESS_ENV } from "../../api/env";
 import { startScriptedModel, type ScriptedModel } from "../../dev/scripted-model";
-import { custodianEnv, newStandIn, secretValue, writeLayout, type Layout } from "../custodian/support";
+import { custodianEnv, newStandIn, secretValue, writeLayout, type Layout } from "../support/custodian-fixtures";
 
 jest.setTimeout(120_000);
 

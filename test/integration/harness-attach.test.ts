@@ -8,7 +8,7 @@ import type { AddressInfo } from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
-import { startHarness, type LogEntry } from "../../harness/server";
+import { startHarness, type LogEntry } from "../../harness/harness-server";
 
 const exec = promisify(execFile);
 const TOKEN = randomBytes(24).toString("hex");

@@ -1,6 +1,6 @@
 import type { SandboxStatus } from "../../api/crd";
 import { computeStatus, lossOf, type Observed } from "../../capabilities/sandbox/status";
-import { NODE, POD_UID, conditionOf, podOf, readyPod, sandboxOf, serviceOf, unreadyPod } from "./support";
+import { NODE, POD_UID, conditionOf, podOf, readyPod, sandboxOf, serviceOf, unreadyPod } from "./unit-fixtures";
 
 const T0 = new Date("2026-03-01T12:00:00.000Z");
 const T1 = new Date("2026-03-01T12:05:00.000Z");

@@ -10,7 +10,7 @@ import { RepoModel, SandboxModel } from "../../api/crd";
 import { repoIdentity, repoKey } from "../../api/repo-identity";
 import { type Agent, startCacheAgent } from "../../dev/local-cache-agent";
 import { condition, createSandbox, getSandbox, useNamespace, waitFor } from "./support/cluster";
-import { gitIn } from "../support/git";
+import { gitIn } from "../support/git-fixtures";
 import { CACHE_AGENT_ENV } from "../../api/env";
 
 const ns = useNamespace("eviction");

@@ -30,7 +30,7 @@ import { kubeRequest, paths } from "../lib/kube";
 import { ApiError } from "../lib/api-error";
 import { CACHE_DIR, ROOT, localWebhooks, startLocalOperator } from "../dev/local-operator";
 import * as kubectl from "../dev/kubectl";
-import { earlierRunsGone, scrape, sumMetric, type Result } from "./sandbox-burst";
+import { earlierRunsGone, scrape, sumMetric, type Result } from "./sandbox-burst-bench";
 import { apiServerLoad, type Load } from "./apiserver-load";
 import { percentile, round, sleep, sorted } from "./stats";
 
