@@ -49,8 +49,7 @@ export function pathFor<R extends RouteId>(id: R, params: ParamsFor<R>): string 
 }
 
 /** The parameters a template names, in order. */
-export const paramsOf = (template: string): Param[] =>
-  [...template.matchAll(/\{(\w+)\}/g)].map((m) => m[1] as Param);
+export const paramsOf = (template: string): Param[] => [...template.matchAll(/\{(\w+)\}/g)].map((m) => m[1] as Param);
 
 /** One path template and the routes (methods) it serves, in table order. */
 export type PathEntry = { template: string; auth: Auth; routes: Array<{ id: RouteId; method: Method }> };

@@ -104,7 +104,9 @@ export async function orchestratorBench(kubeconfig: string, count: number, live:
       more.push(
         ...(await Promise.all(
           Array.from({ length: batch }, async () => {
-            const created = JSON.parse(await call(o, "POST", pathFor("createWorkspace", {}), { image: body.image, branch: "b" }));
+            const created = JSON.parse(
+              await call(o, "POST", pathFor("createWorkspace", {}), { image: body.image, branch: "b" }),
+            );
             return created.name as string;
           }),
         )),

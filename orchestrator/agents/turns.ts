@@ -6,7 +6,15 @@
 // mid-turn finds the stream again from its ledger and never admits the turn twice.
 import { randomBytes } from "node:crypto";
 import { z } from "zod";
-import { Admission, ConversationId, AgentName, StreamPage, TurnBody, agentPath, abortPath } from "../../api/agent-protocol";
+import {
+  Admission,
+  ConversationId,
+  AgentName,
+  StreamPage,
+  TurnBody,
+  agentPath,
+  abortPath,
+} from "../../api/agent-protocol";
 import { ApiError } from "../../lib/api-error";
 import { applyRequest, kubeRequest } from "../../lib/kube";
 import { ORCHESTRATOR_FIELD_MANAGER, SANDBOX_LABEL } from "../../api/wire";

@@ -19,14 +19,7 @@ import { PickBody } from "../../api/agent-protocol";
 import { AllowedBody, AnswerBody, waitOf, workspaceOfIid } from "../agents/pick-ledger";
 import { SubmitTurnBody, type Turns } from "../agents/turns";
 import { LONG_POLL_MS } from "../../api/agent-protocol";
-import {
-  matchPath,
-  pathFor,
-  segmentOf,
-  type Method,
-  type Param,
-  type RouteId,
-} from "../../api/orchestrator-routes";
+import { matchPath, pathFor, segmentOf, type Method, type Param, type RouteId } from "../../api/orchestrator-routes";
 import type { Picks } from "../agents/pick-store";
 import { bearerOf, listen, logRequest, pathOf, readBody, sendError, sendJson } from "../../lib/http-json";
 
@@ -365,7 +358,9 @@ async function route(req: Req, res: Res, ctx: Ctx): Promise<void> {
   }
   const found = match.entry.routes.find((r) => r.method === req.method);
   if (!found) {
-    const allow = match.entry.routes.map((r) => r.method).sort((a, b) => METHOD_ORDER.indexOf(a) - METHOD_ORDER.indexOf(b));
+    const allow = match.entry.routes
+      .map((r) => r.method)
+      .sort((a, b) => METHOD_ORDER.indexOf(a) - METHOD_ORDER.indexOf(b));
     return sendError(res, 405, "method_not_allowed", `use ${allow.join(" or ")}`, { allow: allow.join(", ") });
   }
   return HANDLERS[found.id](req, res, ctx, params);

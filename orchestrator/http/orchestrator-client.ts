@@ -99,12 +99,7 @@ export class OrchestratorClient {
 
   /** Changes the conversation's Allowed picks; its running turn is told at its next step boundary. */
   async setAllowed(name: string, iid: string, allowed: string[]): Promise<AllowedSet> {
-    return this.call(
-      "PUT",
-      pathFor("setAllowed", { name, iid }),
-      AllowedSet,
-      AllowedBody.parse({ allowed }),
-    );
+    return this.call("PUT", pathFor("setAllowed", { name, iid }), AllowedSet, AllowedBody.parse({ allowed }));
   }
 
   /** The workspace's outstanding picks. */
@@ -114,12 +109,7 @@ export class OrchestratorClient {
 
   /** Answers a pick: the text the Agent's model reads as the Menu tool's result. */
   async answer(name: string, deliveryId: string, answer: string): Promise<z.infer<typeof AnswerReceipt>> {
-    return this.call(
-      "POST",
-      pathFor("answerPick", { name, deliveryId }),
-      AnswerReceipt,
-      AnswerBody.parse({ answer }),
-    );
+    return this.call("POST", pathFor("answerPick", { name, deliveryId }), AnswerReceipt, AnswerBody.parse({ answer }));
   }
 
   /**
@@ -175,12 +165,7 @@ export class OrchestratorClient {
     return { authorization: `Bearer ${this.opts.token}` };
   }
 
-  private async call<S extends z.ZodType>(
-    method: Method,
-    path: string,
-    schema: S,
-    body?: unknown,
-  ) {
+  private async call<S extends z.ZodType>(method: Method, path: string, schema: S, body?: unknown) {
     const res = await request(this.base + path, {
       method,
       headers: { ...this.headers(), ...(body !== undefined ? { "content-type": "application/json" } : {}) },

@@ -64,7 +64,6 @@ import type { PlaceRequest } from "./sandbox-gateway";
 import { splitSize, type SizeSplit } from "./size";
 import { effectorKey, harnessToken, sandboxToken, standInBytes, tokenDigest } from "../tokens";
 
-
 /** The volumes the composition names (the operator adds `repo-<key>`, `jr2-shm` and `jr2-git-<n>`). */
 export const VOLUME = {
   work: "work",

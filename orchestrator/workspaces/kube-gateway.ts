@@ -11,12 +11,7 @@ import { API_VERSION, type SandboxModel } from "../../api/crd";
 import type { AttachBody } from "../../api/attach";
 import { AttachAnswer } from "../schemas";
 import type { CredentialEntry } from "./fence";
-import {
-  composeSandbox,
-  custodianConfigFor,
-  ownedObjects,
-  type Composition,
-} from "./compose";
+import { composeSandbox, custodianConfigFor, ownedObjects, type Composition } from "./compose";
 import { DEFAULT_CUSTODIAN_IMAGE, DEFAULT_ORCHESTRATOR_URL } from "./installation";
 import { DEFAULT_POD_CONFIG, type PodConfig } from "./pod-config";
 import {

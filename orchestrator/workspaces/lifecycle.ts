@@ -183,13 +183,18 @@ export const workspaceLifecycle = setup({
     provision: fromPromise<Provisioned, { gateway: SandboxGateway; name: string; budgets: Budgets; notify: Notify }>(
       ({ input, signal }) =>
         hooked(signal, input.notify, (notify) =>
-          input.gateway.provision(input.name, input.budgets, { onWait: (wait) => notify({ type: "WAIT", wait }), signal }),
+          input.gateway.provision(input.name, input.budgets, {
+            onWait: (wait) => notify({ type: "WAIT", wait }),
+            signal,
+          }),
         ),
     ),
     attach: fromPromise<Attached, { gateway: SandboxGateway; name: string; body: AttachBody }>(({ input }) =>
       input.gateway.attach(input.name, input.body),
     ),
-    destroy: fromPromise<void, { gateway: SandboxGateway; name: string }>(({ input }) => input.gateway.destroy(input.name)),
+    destroy: fromPromise<void, { gateway: SandboxGateway; name: string }>(({ input }) =>
+      input.gateway.destroy(input.name),
+    ),
     lease: leaseLogic,
   },
   actions: {
@@ -215,7 +220,12 @@ export const workspaceLifecycle = setup({
       if (context.leaseStarted) return;
       enqueue.spawnChild("lease", {
         id: "lease",
-        input: { ...context.lease, name: context.name, gateway: context.gateway, immediate: context.resume !== undefined },
+        input: {
+          ...context.lease,
+          name: context.name,
+          gateway: context.gateway,
+          immediate: context.resume !== undefined,
+        },
       });
       enqueue.assign({ leaseStarted: true });
     }),

@@ -127,7 +127,8 @@ export function parsePodConfig(text: string, file: string): PodConfig {
   const issues = r.error.issues.map((i) => {
     const where = i.path.length ? fieldPath(i.path) : "the file";
     // zod names an unknown key without the fix: say which keys are known there.
-    if (i.code === "unrecognized_keys") return `${where}: ${i.message}: remove it (see orchestrator/workspaces/pod-config.ts)`;
+    if (i.code === "unrecognized_keys")
+      return `${where}: ${i.message}: remove it (see orchestrator/workspaces/pod-config.ts)`;
     return `${where}: ${i.message}`;
   });
   throw new Error(`${file}: ${issues.join("; ")}`);

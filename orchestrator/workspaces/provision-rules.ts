@@ -9,7 +9,14 @@ import type { ContainerReport, ContainerWaiting } from "../../api/crd/sources/sa
 import { EFFECTOR, HARNESS } from "../../api/wire";
 import type { Loss } from "../schemas";
 import { PlaceFailure, ProvisionFailure, type Budgets, type Continuity, type Wait } from "./sandbox-gateway";
-import { CONDITION, FINAL_REFUSALS, REPO_HOLD, REPO_WAITS, SCHEDULED_REASON, type RepoWait } from "../../api/conditions";
+import {
+  CONDITION,
+  FINAL_REFUSALS,
+  REPO_HOLD,
+  REPO_WAITS,
+  SCHEDULED_REASON,
+  type RepoWait,
+} from "../../api/conditions";
 
 /** A Sandbox as the watch holds it (a SandboxModel or anything shaped like one). */
 export type SandboxObject = Pick<SandboxModel, "metadata" | "status">;

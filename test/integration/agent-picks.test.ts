@@ -3,6 +3,7 @@
 // the bearer) against the Orchestrator's Harness-facing routes, and a Machine lists and answers
 // the picks with an API token. The ledger is a ConfigMap the Sandbox owns: a pick outstanding
 // when the Orchestrator is SIGKILLed is answered by the restarted one, and its poll gets the answer.
+import { orchestratorApi } from "./support/orchestrator-api";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -36,19 +37,12 @@ const start = () =>
 const signingKey = () => signingKeyOf(readFileSync(join(tmp, "orchestrator", "signing-key")));
 
 type Json = Record<string, unknown> & { error?: { code: string; message: string } };
-async function call(method: string, path: string, token: string, body?: unknown) {
-  const res = await fetch(orch.url + path, {
-    method,
-    headers: {
-      authorization: `Bearer ${token}`,
-      ...(body !== undefined ? { "content-type": "application/json" } : {}),
-    },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  return { status: res.status, body: (text ? JSON.parse(text) : undefined) as Json };
-}
-const api = (method: string, path: string, body?: unknown) => call(method, path, orch.token, body);
+const api = orchestratorApi(
+  () => orch.url,
+  () => orch.token,
+);
+/** The Harness's calls: the token first, as the Custodian adds it. */
+const call = (method: string, path: string, token: string, body?: unknown) => api<Json>(method, path, body, token);
 
 beforeAll(async () => {
   const work = join(tmp, "work-src");

@@ -5,6 +5,7 @@
 // reads the turn's events as Server-Sent Events. Then the Orchestrator is SIGKILLed mid-turn, with a
 // pick outstanding, and the restored one answers it and resumes the stream from its ledger. Last,
 // the Machine changes a running turn's Allowed picks, and the Agent is told at its next step.
+import { orchestratorApi } from "./support/orchestrator-api";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { getPriority, tmpdir } from "node:os";
 import { join } from "node:path";
@@ -50,15 +51,10 @@ const start = (port?: number) =>
     env: { [ORCHESTRATOR_ENV.podConfigFile]: join(tmp, "pod.yaml"), OPENAI_API_KEY: SHELL_KEY },
   });
 
-async function api<T = unknown>(method: string, path: string, body?: unknown) {
-  const res = await fetch(orch.url + path, {
-    method,
-    headers: { authorization: `Bearer ${orch.token}`, "content-type": "application/json" },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  return { status: res.status, body: (text ? JSON.parse(text) : undefined) as T };
-}
+const api = orchestratorApi(
+  () => orch.url,
+  () => orch.token,
+);
 
 /** The turn's Server-Sent Events until the stream ends (after the turn's end). */
 async function events(ws: string, iid: string, lastEventId?: number): Promise<StreamEvent[]> {

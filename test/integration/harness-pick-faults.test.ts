@@ -13,7 +13,14 @@ import { join } from "node:path";
 import { deliveryPath, picksPath } from "../../api/agent-protocol";
 import { ORCHESTRATOR_ROUTE } from "../../api/custodian-config";
 import { sendPick, type PickOutcome, type PickRequest } from "../../harness/picks/pick-client";
-import { closedPort, closeServer, custodianEnv, secretValue, writeLayout, type Layout } from "../support/custodian-fixtures";
+import {
+  closedPort,
+  closeServer,
+  custodianEnv,
+  secretValue,
+  writeLayout,
+  type Layout,
+} from "../support/custodian-fixtures";
 import { ADR } from "../support/adr-0002-texts";
 
 const ROOT = join(__dirname, "..", "..");

@@ -3,6 +3,7 @@
 // ingress policy, and the pod the operator builds, field by field against the mounts table. Then
 // end to end through the local Custodian (item 3): a fake model provider receives the real key and
 // a fake Orchestrator endpoint the real Sandbox token, while the Harness's env held only Stand-ins.
+import { orchestratorApi } from "./support/orchestrator-api";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -46,15 +47,10 @@ async function fake(): Promise<Fake> {
 let provider: Fake;
 let orchestratorEndpoint: Fake;
 
-async function api<T = unknown>(method: string, path: string, body?: unknown) {
-  const res = await fetch(orch.url + path, {
-    method,
-    headers: { authorization: `Bearer ${orch.token}`, "content-type": "application/json" },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  return { status: res.status, body: (text ? JSON.parse(text) : undefined) as T };
-}
+const api = orchestratorApi(
+  () => orch.url,
+  () => orch.token,
+);
 
 const view = async (name: string) => (await api<WorkspaceView>("GET", `/v1/workspaces/${name}`)).body;
 

@@ -1,5 +1,6 @@
 // The Orchestrator end to end: its HTTP API as a Machine uses it, the real operator and control
 // plane, a cache agent per kwok node, a real Harness process per Sandbox (local mode) and real git.
+import { orchestratorApi } from "./support/orchestrator-api";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { createServer, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -39,18 +40,10 @@ const start = () =>
     env: { [ORCHESTRATOR_ENV.leaseInterval]: "1s" },
   });
 
-async function api<T = unknown>(method: string, path: string, body?: unknown, token = orch.token) {
-  const res = await fetch(orch.url + path, {
-    method,
-    headers: {
-      ...(token ? { authorization: `Bearer ${token}` } : {}),
-      ...(body !== undefined ? { "content-type": "application/json" } : {}),
-    },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  return { status: res.status, body: (text ? JSON.parse(text) : undefined) as T };
-}
+const api = orchestratorApi(
+  () => orch.url,
+  () => orch.token,
+);
 
 const view = async (name: string) => (await api<WorkspaceView>("GET", `/v1/workspaces/${name}`)).body;
 const sandbox = (name: string) => K8s(SandboxModel).InNamespace(ns.name).Get(name);

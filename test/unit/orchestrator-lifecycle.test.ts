@@ -234,7 +234,9 @@ describe("the happy path", () => {
   });
 
   it("refuses to start with neither a place request nor a resume", () => {
-    expect(() => startWorkspace({ name: NAME, gateway: new FakeGateway() })).toThrow("give a place request or a resume");
+    expect(() => startWorkspace({ name: NAME, gateway: new FakeGateway() })).toThrow(
+      "give a place request or a resume",
+    );
   });
 
   it("goes on when an event listener throws", async () => {
@@ -361,7 +363,12 @@ describe("waits", () => {
     expect(viewOf(actor.getSnapshot().context).wait).toEqual({ kind: "node", message: "0/1 nodes: Insufficient cpu" });
     gateway.placing.resolve();
     await settle();
-    gateway.provisionHooks!.onWait({ kind: "container", container: "harness", reason: "ImagePullBackOff", message: "m" });
+    gateway.provisionHooks!.onWait({
+      kind: "container",
+      container: "harness",
+      reason: "ImagePullBackOff",
+      message: "m",
+    });
     gateway.provisionHooks!.onWait({ kind: "repo", reason: "RepoMissing", message: 'no Repo has key "k"' });
     expect(viewOf(actor.getSnapshot().context).wait).toEqual({
       kind: "repo",

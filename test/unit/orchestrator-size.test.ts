@@ -3,7 +3,13 @@
 import fc from "fast-check";
 import { bytesOf, formatBytes, formatMilliCpu, milliCpu, quantityValue } from "../../lib/quantity";
 import type { Size } from "../../orchestrator/schemas";
-import { CUSTODIAN_SLICE, HARNESS_FLOOR, SizeError, splitSize, type Resources } from "../../orchestrator/workspaces/size";
+import {
+  CUSTODIAN_SLICE,
+  HARNESS_FLOOR,
+  SizeError,
+  splitSize,
+  type Resources,
+} from "../../orchestrator/workspaces/size";
 
 const Mi = 2 ** 20;
 const Gi = 2 ** 30;
