@@ -6,7 +6,7 @@
 import { OPERATOR_ENV } from "../../api/env";
 import { parseGoDuration } from "../../lib/duration";
 import { DEFAULT_FS_GROUP, DEFAULT_IDLE_TIMEOUT, EFFECTOR, HARNESS, USER, keyOfRepoVolume } from "../../api/wire";
-import { hardenSpec } from "../sandbox/hardening";
+import { hardenSpec } from "../../api/hardening";
 import type { SandboxSpec } from "../../api/crd";
 import { gitCredentialViolations } from "../git-credentials/validate";
 import { baselineViolations, hostPortViolations, weakerThanRestricted } from "./containers";

@@ -5,7 +5,7 @@ import type { Container, Probe, Volume, VolumeMount } from "../../api/crd/genera
 import type { SandboxSpec } from "../../api/crd";
 import { DEFAULT_FS_GROUP, HARNESS, HARNESS_PORT, SHM_VOLUME } from "../../api/wire";
 import { gitCredentialsProjection } from "../git-credentials/projection";
-import { hardenSidecar, hardenSpec, hardenedContext } from "./hardening";
+import { hardenSidecar, hardenSpec, hardenedContext } from "../../api/hardening";
 import { type SandboxRef, managedLabels, ownerReference } from "./refs";
 
 /**

@@ -13,7 +13,7 @@ import { ApiError } from "../../lib/api-error";
 import { kubeRequest } from "../../lib/kube";
 import { withDefaults } from "../../capabilities/admission/sandbox";
 import { SANDBOX_DEFAULTS } from "../../capabilities/admission/policy";
-import { hardenedSecurityContext } from "../../capabilities/sandbox/hardening";
+import { hardenedSecurityContext } from "../../api/hardening";
 import { getSandbox, useNamespace, type Sbx } from "./support/cluster";
 
 const ns = useNamespace("policy");

@@ -6,7 +6,7 @@ import {
   restrictedViolations,
   weakerThanRestricted,
 } from "../../capabilities/admission/containers";
-import { hardenedSecurityContext } from "../../capabilities/sandbox/hardening";
+import { hardenedSecurityContext } from "../../api/hardening";
 
 const P = "spec.sidecars[1].securityContext";
 const OWNED = 'for a jr2-owned container (only the "user" container may run as root)';

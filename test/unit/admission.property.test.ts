@@ -10,7 +10,7 @@ import { sandboxNameViolations, sandboxViolations, withDefaults } from "../../ca
 import type { SandboxSpec } from "../../api/crd";
 import type { SecurityContext } from "../../api/crd/generated/corev1";
 import { repoCachesContribution } from "../../capabilities/repo/caches";
-import { hardenedContext, hardenedSecurityContext } from "../../capabilities/sandbox/hardening";
+import { hardenedContext, hardenedSecurityContext } from "../../api/hardening";
 import { buildPod } from "../../capabilities/sandbox/pod";
 
 type Obj = Record<string, unknown>;
