@@ -1,6 +1,6 @@
 // The Sandbox defaults as a MutatingAdmissionPolicy (decision 0026): the API server writes them
 // in-process with CEL, so a Sandbox create costs one webhook round trip (validation) instead of two,
-// and the module has no mutating webhook. What it writes is exactly `withDefaults` (sandbox.ts):
+// and the module has no mutating webhook. What it writes is exactly `withDefaults` (rules/sandbox.ts):
 // the primary container's and every sidecar's but `user`'s securityContext completed field by
 // field (api/hardening.ts), every `repo-<key>` mount that says nothing about readOnly made read-only
 // (the Harness's, the sidecars', the init containers'), fsGroup and idleTimeout. The CEL is

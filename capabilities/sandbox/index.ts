@@ -7,8 +7,8 @@ import { Capability, Log, a } from "pepr";
 import cfg from "../../package.json";
 import { SandboxModel } from "../../api/crd";
 import { MANAGED_BY, MANAGED_BY_LABEL } from "../../api/wire";
-import { podRulesFromEnv } from "../admission/pods";
-import { rulesFromEnv } from "../admission/sandbox";
+import { podRulesFromEnv } from "../rules/pods";
+import { rulesFromEnv } from "../rules/sandbox";
 import { SandboxController, type Sandbox } from "./controller";
 import { builtPodRefusal, gateRefusal } from "./gate";
 

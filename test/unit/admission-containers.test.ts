@@ -5,7 +5,7 @@ import {
   hostPortViolations,
   restrictedViolations,
   weakerThanRestricted,
-} from "../../capabilities/admission/containers";
+} from "../../capabilities/rules/containers";
 import { hardenedSecurityContext } from "../../api/hardening";
 
 const P = "spec.sidecars[1].securityContext";
