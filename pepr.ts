@@ -1,19 +1,16 @@
 // The Pepr module: registers the capabilities, and in the processes that watch (the watcher
 // Deployment, or `pepr dev`) applies the CRDs first, so `npx pepr deploy` alone yields a working
-// operator (docs/decisions/0003).
+// operator (docs/decisions/0003), then builds the controllers and starts their watches (the
+// binding table, capabilities/bindings.ts; decision 0035).
 import type { RequestListener } from "node:http";
 import https from "node:https";
-import { Capability, Log, PeprModule } from "pepr";
+import { Log, PeprModule } from "pepr";
 import cfg from "./package.json";
 import { installCRDs } from "./lib/crd-install";
-import { SandboxCapability, startSandboxWatches } from "./capabilities/sandbox";
-import { AdmissionCapability } from "./capabilities/admission";
+import { buildControllers, capabilities, startWatches } from "./capabilities/bindings";
 import { apiPathFrom, reviewServer } from "./capabilities/admission/server";
-import { RepoCapability } from "./capabilities/repo";
 import { metrics } from "./lib/metrics";
 import { OPERATOR_ENV } from "./api/env";
-
-const capabilities: Capability[] = [AdmissionCapability, SandboxCapability, RepoCapability];
 
 /**
  * The API server's webhook client keeps an idle connection 90 s (Go's http.Transport default);
@@ -56,14 +53,14 @@ const watches = process.env.PEPR_WATCH_MODE === "true" || process.env.PEPR_MODE 
 (watches ? installCRDs((msg) => Log.info(msg)) : Promise.resolve())
   .then(() => {
     // deferStart lets a local run pick its port (dev/local-operator.ts); deployed, it is 3000.
-    const module = new PeprModule(cfg, capabilities, { deferStart: true });
+    const module = new PeprModule(cfg, capabilities(), { deferStart: true });
     if (process.env.PEPR_MODE !== "build") {
       startServer(module, Number(process.env[OPERATOR_ENV.peprPort] ?? 3000), process.env.PEPR_WATCH_MODE !== "true");
     }
-    // The Sandbox controller's watches: one per kind (decision 0023).
+    // The controllers and their watches, one per kind (decisions 0023, 0035), here alone.
     if (watches && process.env.PEPR_MODE !== "build")
-      startSandboxWatches().catch((err: unknown) => {
-        Log.error({ err: String(err) }, "jr2-operator could not start its Sandbox watches");
+      startWatches(buildControllers()).catch((err: unknown) => {
+        Log.error({ err: String(err) }, "jr2-operator could not start its watches");
         process.exit(1);
       });
   })

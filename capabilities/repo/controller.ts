@@ -2,6 +2,7 @@
 // caches' views for the Sandbox pods and Ready (caches.ts decides), and each Repo's identity and
 // key written to its status. A Repo event wakes only the Sandboxes it changes (decision 0010): a status
 // change wakes those whose pod's node entry changed; anything else wakes all that name the Repo.
+import type { kind } from "kubernetes-fluent-client";
 import { Log } from "pepr";
 import type { RepoModel } from "../../api/crd";
 import type { RepoStatus } from "../../api/crd/sources/repo";
@@ -10,7 +11,8 @@ import { kubeRequest, paths } from "../../lib/kube";
 import { metrics } from "../../lib/metrics";
 import { statusMergePatch } from "../../lib/patch";
 import { WorkQueue } from "../../lib/queue";
-import type { SandboxController } from "../sandbox/controller";
+import type { ReadyContributor, Sandbox, SandboxController } from "../sandbox/controller";
+import type { PodContribution } from "../sandbox/pod";
 import { repoCachesContribution, repoVerdict, sandboxesToWake, type RepoView } from "./caches";
 import { RepoUrlError, checkRepoUrl, repoKey } from "../../api/repo-identity";
 import { cacheRootFrom } from "../../api/env";
@@ -45,6 +47,9 @@ export function repoStatusOf(url: string, status: RepoStatus | undefined): RepoS
   }
 }
 
+/** What the Repo controller reads of the Sandbox controller: the pods' nodes, and its queue to wake. */
+export type SandboxesSeen = Pick<SandboxController, "pods" | "queue">;
+
 export class RepoController {
   /** `<namespace>/<repo key>` -> the Repo (by the key its url derives). */
   readonly #byKey = new Map<string, Repo>();
@@ -55,9 +60,10 @@ export class RepoController {
   readonly #byName = new Map<string, Repo>();
   readonly queue: WorkQueue;
 
+  /** Built once, in the watching process, beside the Sandbox controller (capabilities/bindings.ts). */
   constructor(
-    private readonly sandboxes: SandboxController,
-    cacheRoot = cacheRootFrom(process.env),
+    private readonly sandboxes: SandboxesSeen,
+    private readonly cacheRoot = cacheRootFrom(process.env),
   ) {
     this.queue = new WorkQueue({
       name: "repo",
@@ -66,15 +72,26 @@ export class RepoController {
       onError: (key, err, retryInMs) => Log.warn({ repo: key, retryInMs, err: String(err) }, "Repo status not written"),
       onDone: (_key, result, ms) => metrics.reconciled("repo", result, ms),
     });
-    const view = (namespace: string) => (key: string) => this.view(namespace, key);
-    sandboxes.contribute((sbx) => repoCachesContribution(sbx.spec, view(sbx.metadata.namespace), cacheRoot));
-    sandboxes.gateReady((sbx, pod) => {
-      const created = new Date(sbx.metadata.creationTimestamp ?? 0);
-      const v = repoVerdict(sbx.spec, pod?.spec?.nodeName, created, view(sbx.metadata.namespace));
-      return { gates: v.gates, conditions: v.fresh ? [v.fresh] : [] };
-    });
-    sandboxes.onSandboxChange((key, sbx) => this.#indexSandbox(key, sbx?.spec.repos?.map((r) => r.key) ?? []));
   }
+
+  /** The caches' volumes and mounts for a Sandbox's pod (caches.ts). */
+  podContribution(sbx: Sandbox): PodContribution | undefined {
+    return repoCachesContribution(sbx.spec, this.#viewIn(sbx.metadata.namespace), this.cacheRoot);
+  }
+
+  /** What the caches say about a Sandbox's Ready: its holds, and the freshness condition. */
+  readiness(sbx: Sandbox, pod: kind.Pod | undefined): ReturnType<ReadyContributor> {
+    const created = new Date(sbx.metadata.creationTimestamp ?? 0);
+    const v = repoVerdict(sbx.spec, pod?.spec?.nodeName, created, this.#viewIn(sbx.metadata.namespace));
+    return { gates: v.gates, conditions: v.fresh ? [v.fresh] : [] };
+  }
+
+  /** Keeps the index from Repo key to the Sandboxes naming it, as the Sandbox cache changes. */
+  onSandboxChange(sbxKey: string, sbx: Sandbox | undefined) {
+    this.#indexSandbox(sbxKey, sbx?.spec.repos?.map((r) => r.key) ?? []);
+  }
+
+  #viewIn = (namespace: string) => (key: string) => this.view(namespace, key);
 
   view(namespace: string, key: string): RepoView | undefined {
     const repo = this.#byKey.get(`${namespace}/${key}`);

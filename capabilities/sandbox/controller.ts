@@ -56,6 +56,12 @@ export type PodGate = {
   pod: (sandbox: Sandbox, pod: kind.Pod) => Refusal | undefined;
 };
 
+/** What the controller is built with. */
+export type SandboxControllerParts = {
+  /** The checks a Sandbox passes before its pod is built, and its pod before it is written (gate.ts). */
+  gate: PodGate;
+};
+
 /** Told of every Sandbox the cache takes in (or, undefined, lets go), by key. */
 export type SandboxListener = (key: string, sandbox: Sandbox | undefined) => void;
 
@@ -74,10 +80,12 @@ export class SandboxController {
   readonly #contributors: PodContributor[] = [];
   readonly #readiness: ReadyContributor[] = [];
   readonly #listeners: SandboxListener[] = [];
-  #gate: PodGate = { spec: () => undefined, pod: () => undefined };
+  readonly #gate: PodGate;
   readonly queue: WorkQueue;
 
-  constructor() {
+  /** Built once, in the watching process (capabilities/bindings.ts). */
+  constructor({ gate }: SandboxControllerParts) {
+    this.#gate = gate;
     this.queue = new WorkQueue({
       name: "sandbox",
       workers: SANDBOX_WORKERS,
@@ -111,11 +119,6 @@ export class SandboxController {
   /** Lets another capability hold a Sandbox's Ready and add conditions to its status. */
   gateReady(c: ReadyContributor) {
     this.#readiness.push(c);
-  }
-
-  /** Sets the checks a Sandbox passes before its pod is built, and its pod before it is written (gate.ts). */
-  gatePods(gate: PodGate) {
-    this.#gate = gate;
   }
 
   /** Lets another capability keep an index of the Sandboxes (the Repo capability's key index). */
