@@ -4,12 +4,12 @@
 // binding table, capabilities/bindings.ts; decision 0035).
 import type { RequestListener } from "node:http";
 import https from "node:https";
-import { Log, PeprModule } from "pepr";
+import { Log, PeprModule, metricsCollector } from "pepr";
 import cfg from "./package.json";
 import { installCRDs } from "./lib/crd-install";
 import { buildControllers, capabilities, startWatches } from "./capabilities/bindings";
 import { apiPathFrom, reviewServer } from "./capabilities/admission/server";
-import { metrics } from "./lib/metrics";
+import { operatorMetrics, type OperatorMetrics } from "./lib/metrics";
 import { OPERATOR_ENV } from "./api/env";
 
 /**
@@ -26,7 +26,7 @@ const KEEP_ALIVE_MS = 100_000;
  * server.ts, decision 0028). Pepr does not expose its server, so its one `https.createServer`
  * call during `start` is observed and its request listener wrapped.
  */
-function startServer(module: PeprModule, port: number, answersReviews: boolean) {
+function startServer(module: PeprModule, port: number, answersReviews: boolean, metrics: OperatorMetrics) {
   const node = https as { createServer: typeof https.createServer };
   const create = node.createServer;
   let server: https.Server | undefined;
@@ -54,12 +54,14 @@ const watches = process.env.PEPR_WATCH_MODE === "true" || process.env.PEPR_MODE 
   .then(() => {
     // deferStart lets a local run pick its port (dev/local-operator.ts); deployed, it is 3000.
     const module = new PeprModule(cfg, capabilities(), { deferStart: true });
-    if (process.env.PEPR_MODE !== "build") {
-      startServer(module, Number(process.env[OPERATOR_ENV.peprPort] ?? 3000), process.env.PEPR_WATCH_MODE !== "true");
-    }
+    if (process.env.PEPR_MODE === "build") return;
+    // The operator's metrics on Pepr's collector, one set per process (lib/ loads no framework).
+    const metrics = operatorMetrics(metricsCollector);
+    const port = Number(process.env[OPERATOR_ENV.peprPort] ?? 3000);
+    startServer(module, port, process.env.PEPR_WATCH_MODE !== "true", metrics);
     // The controllers and their watches, one per kind (decisions 0023, 0035), here alone.
-    if (watches && process.env.PEPR_MODE !== "build")
-      startWatches(buildControllers()).catch((err: unknown) => {
+    if (watches)
+      startWatches(buildControllers(metrics)).catch((err: unknown) => {
         Log.error({ err: String(err) }, "jr2-operator could not start its watches");
         process.exit(1);
       });

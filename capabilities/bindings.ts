@@ -17,6 +17,8 @@ import cfg from "../package.json";
 import { RepoModel, SandboxModel } from "../api/crd";
 import { cacheRootFrom } from "../api/env";
 import { MANAGED_BY, MANAGED_BY_LABEL } from "../api/wire";
+import { ApiWriter } from "../lib/api";
+import type { OperatorMetrics } from "../lib/metrics";
 import { REVIEWS, type Review, type ReviewRequest } from "./admission/reviews";
 import { RepoController } from "./repo/controller";
 import { podRulesFromEnv } from "./rules/pods";
@@ -151,22 +153,26 @@ export function ignoredNamespaces(env: NodeJS.ProcessEnv = process.env): string[
 }
 
 /**
- * The controllers, built and joined: the Repo controller adds the caches' mounts to each Sandbox
- * pod and holds its Ready while they are missing, keeps its index of which Sandboxes name which
- * Repo, and wakes only the Sandboxes a Repo change concerns (decision 0010).
+ * The controllers, built and joined: both write through one writer, so every write of the process
+ * waits on the one bucket (decision 0006); the Repo controller adds the caches' mounts to each
+ * Sandbox pod and holds its Ready while they are missing, keeps its index of which Sandboxes name
+ * which Repo, and wakes only the Sandboxes a Repo change concerns (decision 0010).
  */
-export function buildControllers(env: NodeJS.ProcessEnv = process.env): Controllers {
+export function buildControllers(metrics: OperatorMetrics, env: NodeJS.ProcessEnv = process.env): Controllers {
+  const api = new ApiWriter(metrics, env);
   // The reconcile runs admission's rules before it builds a pod (decision 0017), and the pod
   // guard's on the pod it built before writing it (decision 0029).
   const gate = { rules: rulesFromEnv(env), ignoredNamespaces: ignoredNamespaces(env) };
   const podRules = podRulesFromEnv(env);
   const sandbox = new SandboxController({
+    api,
+    metrics,
     gate: {
       spec: (sbx) => gateRefusal(sbx, gate),
       pod: (sbx, pod) => builtPodRefusal(sbx, pod, podRules),
     },
   });
-  const repo = new RepoController(sandbox, cacheRootFrom(env));
+  const repo = new RepoController({ sandboxes: sandbox, api, metrics, cacheRoot: cacheRootFrom(env) });
   sandbox.contribute((sbx) => repo.podContribution(sbx));
   sandbox.gateReady((sbx, pod) => repo.readiness(sbx, pod));
   sandbox.onSandboxChange((key, sbx) => repo.onSandboxChange(key, sbx));

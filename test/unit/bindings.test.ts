@@ -4,6 +4,7 @@
 import type { Capability } from "pepr";
 import { checkRepoUrl, repoKey } from "../../api/repo-identity";
 import { MANAGED_BY, MANAGED_BY_LABEL } from "../../api/wire";
+import { operatorMetrics } from "../../lib/metrics";
 import {
   WATCHES,
   buildControllers,
@@ -102,7 +103,8 @@ describe("the controllers", () => {
   });
 
   it("are built by one call and joined: the Repo controller indexes the Sandboxes and wakes those a Repo concerns", () => {
-    const c = buildControllers({});
+    const none = { addGauge() {}, addSummary() {}, incGauge() {}, observeEnd() {} };
+    const c = buildControllers(operatorMetrics(none), {});
     // Stopped queues take nothing: nothing here reaches an API server.
     c.sandbox.queue.stop();
     c.repo.queue.stop();

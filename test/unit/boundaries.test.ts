@@ -1,8 +1,10 @@
-// The import boundaries (eslint.config.mjs `boundaries`, docs/decisions/0012): each crossing the
-// layout forbids is refused by the linter, and each import it allows passes. ESLint runs in a
-// child Node (the config is an ES module jest's loader cannot evaluate), on the rules alone.
+// The import boundaries (eslint.config.mjs `boundaries`, docs/decisions/0012 and 0035): each
+// crossing the layout forbids is refused by the linter, and each import it allows passes. ESLint
+// runs in a child Node (the config is an ES module jest's loader cannot evaluate), on the rules
+// alone. And what the rules promise, checked where it matters: loading lib/ and api/ loads no Pepr.
 import { execFileSync } from "node:child_process";
-import { join } from "node:path";
+import { readdirSync } from "node:fs";
+import { join, relative } from "node:path";
 
 const ROOT = join(__dirname, "..", "..");
 
@@ -83,4 +85,43 @@ describe("import boundaries", () => {
   it.each(allowed.map((c, i) => [...c, forbidden.length + i] as const))("%s may import %s", (_file, _spec, i) => {
     expect(verdicts[i].errors).toEqual([]);
   });
+});
+
+/** Every .ts file under a folder of the repository, as a path from its root. */
+const tsFiles = (dir: string): string[] =>
+  readdirSync(join(ROOT, dir), { withFileTypes: true, recursive: true })
+    .filter((e) => e.isFile() && e.name.endsWith(".ts"))
+    .map((e) => relative(ROOT, join(e.parentPath, e.name)))
+    .sort();
+
+describe("lib/ and api/ load no framework", () => {
+  // Required one by one in a plain Node (tsx's CommonJS loader), as a companion loads them; after
+  // each, Node's module cache says whether Pepr came with it. A capability that imports Pepr is
+  // required last, so the check is seen to notice Pepr when it is there.
+  it("requiring any file of lib/ or api/ loads no Pepr", () => {
+    const files = [...tsFiles("lib"), ...tsFiles("api")];
+    const script = `
+      const path = require("node:path");
+      const pepr = () =>
+        Object.keys(require.cache).filter((k) => k.split(path.sep).join("/").includes("/node_modules/pepr/")).length;
+      const out = {};
+      for (const f of JSON.parse(process.env.FILES)) {
+        require("./" + f);
+        out[f] = pepr();
+      }
+      require("./capabilities/admission/server.ts");
+      out.control = pepr();
+      console.log(JSON.stringify(out));
+    `;
+    const stdout = execFileSync(process.execPath, ["--require", "tsx/cjs", "-e", script], {
+      cwd: ROOT,
+      env: { ...process.env, FILES: JSON.stringify(files) },
+      encoding: "utf8",
+    });
+    const loaded = JSON.parse(stdout.trim().split("\n").pop()!) as Record<string, number>;
+    expect(files).toContain("lib/api.ts");
+    expect(files).toContain("lib/metrics.ts");
+    expect(loaded.control).toBeGreaterThan(0);
+    expect(files.filter((f) => loaded[f] !== 0)).toEqual([]);
+  }, 180_000);
 });
