@@ -1,4 +1,4 @@
-// What each admission review is judged by, in one table: Pepr's bindings (index.ts) are made from
+// What each admission review is judged by, in one table: Pepr's bindings (bindings.ts) are made from
 // it, and the module's review server (server.ts) routes by it, so the two can never disagree. The
 // rules themselves are pure (capabilities/rules/); a judge turns their violations into a verdict,
 // and a thrown error into a refusal, never an approval (decision 0028).
