@@ -1,8 +1,10 @@
 // Lint config: `npm run lint` (part of `npm test`) and `npx pepr build` lint every .ts file with it.
 // The import boundaries below are the layout's rule (docs/decisions/0012-shared-contracts.md):
-//   api/           every word on the wire; imports nothing of ours but api/
-//   lib/           plumbing any workload may use; imports api/ and lib/
-//   capabilities/  the Pepr module; imports api/, lib/ and capabilities/, never a companion
+//   api/           every word on the wire; imports nothing of ours but api/, and no framework
+//   lib/           plumbing any workload may use; imports api/ and lib/, and no framework
+//   capabilities/  the Pepr module; imports api/, lib/ and capabilities/, never a companion; inside
+//                  it, each folder imports the shared rules (rules/) and only what CAPABILITY_FOLDERS
+//                  allows, the binding table (capabilities/*.ts) all (docs/decisions/0035)
 //   harness/, cache-agent/, custodian/, orchestrator/   the companions; each imports api/, lib/ and
 //                  itself, never a capability and never another companion (one exception below)
 //   dev/, scripts/, bench/, test/   tooling: may import anything; product code never imports them
@@ -17,19 +19,69 @@ const folder = (name) => `^(\\.\\./)+${name}(/|$)|^\\./${name}/`;
 const TOOLING = ["dev", "scripts", "bench", "test", "examples"];
 const COMPANIONS = ["harness", "cache-agent", "custodian", "orchestrator"];
 
-/** A no-restricted-imports rule refusing the given top-level folders, saying why. */
-const refuse = (folders, why) => [
-  "error",
-  { patterns: folders.map((f) => ({ regex: folder(f), message: `${why} (docs/decisions/0012-shared-contracts.md)` })) },
-];
+const LAYOUT = "docs/decisions/0012-shared-contracts.md";
+const CONTROLLERS = "docs/decisions/0035-one-controller-style.md";
+
+/**
+ * Packages only the Pepr module may load. A companion imports lib/ and api/, so a framework there
+ * would load into every companion (lib/metrics.ts is given Pepr's collector instead).
+ * kubernetes-fluent-client is not one: it is the Kubernetes client the companions use too, and
+ * loads no Pepr.
+ */
+const FRAMEWORKS = ["pepr"];
+
+/** Patterns refusing the given top-level folders, saying why. */
+const folders = (names, why, decision = LAYOUT) =>
+  names.map((f) => ({ regex: folder(f), message: `${why} (${decision})` }));
+
+/** Patterns refusing the given packages (and any file inside them), saying why. */
+const packages = (names, why, decision = LAYOUT) =>
+  names.map((p) => ({ regex: `^${p}(/|$)`, message: `${why} (${decision})` }));
+
+/** A no-restricted-imports rule made of these patterns. */
+const refuse = (...patterns) => ["error", { patterns: patterns.flat() }];
+
+/**
+ * capabilities/: which of its folders each folder may import besides itself (decision 0035); every
+ * folder of capabilities/ is listed (test/unit/boundaries.test.ts checks).
+ * rules/ is the neutral home of the rules both the webhooks (admission/) and the reconcile
+ * (sandbox/gate.ts) hold a Sandbox and its pod to, so neither imports the other; the Repo
+ * controller adds to the Sandbox controller's pods and Ready, never the reverse. Only the binding
+ * table (capabilities/bindings.ts) joins them.
+ */
+export const CAPABILITY_FOLDERS = {
+  rules: [],
+  admission: ["rules"],
+  sandbox: ["rules"],
+  repo: ["rules", "sandbox"],
+};
+
+/** Patterns refusing, from a folder of capabilities/, every other part of capabilities/ but `allowed`. */
+const capabilityParts = (self, allowed, why) => {
+  const ok = [self, ...allowed].join("|");
+  return [
+    // ../<part>: a sibling folder, or a file directly in capabilities/ (the binding table).
+    { regex: `^\\.\\./(?!(${ok})(/|$))[^./]`, message: `${why} (${CONTROLLERS})` },
+    // ../../capabilities/<part>: the same, the long way round.
+    { regex: `^(\\.\\./)+capabilities/(?!(${ok})/)`, message: `${why} (${CONTROLLERS})` },
+  ];
+};
+
+const NEVER_FROM_THE_MODULE = folders(
+  [...COMPANIONS, ...TOOLING],
+  "the Pepr module never imports a companion workload or tooling",
+);
 
 export const boundaries = [
   {
     files: ["api/**/*.ts"],
     rules: {
       "no-restricted-imports": refuse(
-        ["lib", "capabilities", ...COMPANIONS, ...TOOLING],
-        "api/ holds the words on the wire and imports only api/",
+        folders(
+          ["lib", "capabilities", ...COMPANIONS, ...TOOLING],
+          "api/ holds the words on the wire and imports only api/",
+        ),
+        packages(FRAMEWORKS, "api/ loads no framework: every workload imports it, and Pepr is the module's alone"),
       ),
     },
   },
@@ -37,26 +89,43 @@ export const boundaries = [
     files: ["lib/**/*.ts"],
     rules: {
       "no-restricted-imports": refuse(
-        ["capabilities", ...COMPANIONS, ...TOOLING],
-        "lib/ is shared plumbing: it imports api/ and lib/ only",
+        folders(["capabilities", ...COMPANIONS, ...TOOLING], "lib/ is shared plumbing: it imports api/ and lib/ only"),
+        packages(
+          FRAMEWORKS,
+          "lib/ loads no framework: every workload imports it, and Pepr is the module's alone (pass in what needs it)",
+        ),
       ),
     },
   },
   {
     files: ["capabilities/**/*.ts", "pepr.ts"],
+    rules: { "no-restricted-imports": refuse(NEVER_FROM_THE_MODULE) },
+  },
+  ...Object.entries(CAPABILITY_FOLDERS).map(([self, allowed]) => ({
+    files: [`capabilities/${self}/**/*.ts`],
     rules: {
       "no-restricted-imports": refuse(
-        [...COMPANIONS, ...TOOLING],
-        "the Pepr module never imports a companion workload or tooling",
+        NEVER_FROM_THE_MODULE,
+        capabilityParts(
+          self,
+          allowed,
+          allowed.length
+            ? `capabilities/${self}/ imports ${allowed.map((a) => `${a}/`).join(" and ")} of capabilities/, nothing else: the binding table joins the rest`
+            : `capabilities/${self}/ is the neutral home of the shared rules: it imports api/, lib/ and itself`,
+        ),
+        // The rules are pure and run in every process: no framework.
+        self === "rules" ? packages(FRAMEWORKS, "capabilities/rules/ is pure and loads no framework", CONTROLLERS) : [],
       ),
     },
-  },
+  })),
   ...COMPANIONS.map((self) => ({
     files: [`${self}/**/*.ts`],
     rules: {
       "no-restricted-imports": refuse(
-        ["capabilities", ...COMPANIONS.filter((c) => c !== self), ...TOOLING],
-        `${self}/ imports the shared home (api/, lib/) and itself, never a capability or another companion`,
+        folders(
+          ["capabilities", ...COMPANIONS.filter((c) => c !== self), ...TOOLING],
+          `${self}/ imports the shared home (api/, lib/) and itself, never a capability or another companion`,
+        ),
       ),
     },
   })),
@@ -66,8 +135,10 @@ export const boundaries = [
     files: ["orchestrator/local/local-harness.ts"],
     rules: {
       "no-restricted-imports": refuse(
-        ["capabilities", "cache-agent", "custodian", ...TOOLING],
-        "orchestrator/local/local-harness.ts may start the Harness, nothing else outside the shared home",
+        folders(
+          ["capabilities", "cache-agent", "custodian", ...TOOLING],
+          "orchestrator/local/local-harness.ts may start the Harness, nothing else outside the shared home",
+        ),
       ),
     },
   },

@@ -1,19 +1,16 @@
 // The Pepr module: registers the capabilities, and in the processes that watch (the watcher
 // Deployment, or `pepr dev`) applies the CRDs first, so `npx pepr deploy` alone yields a working
-// operator (docs/decisions/0003).
+// operator (docs/decisions/0003), then builds the controllers and starts their watches (the
+// binding table, capabilities/bindings.ts; decision 0035).
 import type { RequestListener } from "node:http";
 import https from "node:https";
-import { Capability, Log, PeprModule } from "pepr";
+import { Log, PeprModule, metricsCollector } from "pepr";
 import cfg from "./package.json";
 import { installCRDs } from "./lib/crd-install";
-import { SandboxCapability, startSandboxWatches } from "./capabilities/sandbox";
-import { AdmissionCapability } from "./capabilities/admission";
+import { buildControllers, capabilities, startWatches } from "./capabilities/bindings";
 import { apiPathFrom, reviewServer } from "./capabilities/admission/server";
-import { RepoCapability } from "./capabilities/repo";
-import { metrics } from "./lib/metrics";
+import { operatorMetrics, type OperatorMetrics } from "./lib/metrics";
 import { OPERATOR_ENV } from "./api/env";
-
-const capabilities: Capability[] = [AdmissionCapability, SandboxCapability, RepoCapability];
 
 /**
  * The API server's webhook client keeps an idle connection 90 s (Go's http.Transport default);
@@ -29,7 +26,7 @@ const KEEP_ALIVE_MS = 100_000;
  * server.ts, decision 0028). Pepr does not expose its server, so its one `https.createServer`
  * call during `start` is observed and its request listener wrapped.
  */
-function startServer(module: PeprModule, port: number, answersReviews: boolean) {
+function startServer(module: PeprModule, port: number, answersReviews: boolean, metrics: OperatorMetrics) {
   const node = https as { createServer: typeof https.createServer };
   const create = node.createServer;
   let server: https.Server | undefined;
@@ -56,14 +53,16 @@ const watches = process.env.PEPR_WATCH_MODE === "true" || process.env.PEPR_MODE 
 (watches ? installCRDs((msg) => Log.info(msg)) : Promise.resolve())
   .then(() => {
     // deferStart lets a local run pick its port (dev/local-operator.ts); deployed, it is 3000.
-    const module = new PeprModule(cfg, capabilities, { deferStart: true });
-    if (process.env.PEPR_MODE !== "build") {
-      startServer(module, Number(process.env[OPERATOR_ENV.peprPort] ?? 3000), process.env.PEPR_WATCH_MODE !== "true");
-    }
-    // The Sandbox controller's watches: one per kind (decision 0023).
-    if (watches && process.env.PEPR_MODE !== "build")
-      startSandboxWatches().catch((err: unknown) => {
-        Log.error({ err: String(err) }, "jr2-operator could not start its Sandbox watches");
+    const module = new PeprModule(cfg, capabilities(), { deferStart: true });
+    if (process.env.PEPR_MODE === "build") return;
+    // The operator's metrics on Pepr's collector, one set per process (lib/ loads no framework).
+    const metrics = operatorMetrics(metricsCollector);
+    const port = Number(process.env[OPERATOR_ENV.peprPort] ?? 3000);
+    startServer(module, port, process.env.PEPR_WATCH_MODE !== "true", metrics);
+    // The controllers and their watches, one per kind (decisions 0023, 0035), here alone.
+    if (watches)
+      startWatches(buildControllers(metrics)).catch((err: unknown) => {
+        Log.error({ err: String(err) }, "jr2-operator could not start its watches");
         process.exit(1);
       });
   })

@@ -1,24 +1,21 @@
 // The operator's calls to the API server: every write waits for a token of the one write bucket
 // (decision 0006: 100 requests/s, burst 200) and is counted by kind; whatever a client threw
-// (kubernetes-fluent-client's `{ok: false, status, data}` objects too) becomes an ApiError.
+// (kubernetes-fluent-client's `{ok: false, status, data}` objects too) becomes an ApiError. What
+// counts the writes is passed in (lib/metrics.ts on Pepr's collector, in the module), so this
+// loads no framework (decision 0012).
 import { hostname } from "node:os";
 import { ApiError } from "./api-error";
 import { kubeRequest, paths } from "./kube";
 import { TokenBucket, type Lane } from "./ratelimit";
-import { metrics } from "./metrics";
+import type { OperatorMetrics } from "./metrics";
 import { OPERATOR_ENV } from "../api/env";
 
 /** A limit from the environment: unset or unreadable, the default; `0`, no client-side limit. */
-const envNumber = (name: string, fallback: number) => {
-  const raw = process.env[name];
+const envNumber = (env: NodeJS.ProcessEnv, name: string, fallback: number) => {
+  const raw = env[name];
   const n = Number(raw);
   return raw !== undefined && raw.trim() !== "" && Number.isFinite(n) && n >= 0 ? n : fallback;
 };
-
-/** The operator's writes, in two lanes (lib/ratelimit.ts); events have their own bucket, so a burst
- * of them never spends what status writes need. */
-export const writes = new TokenBucket(envNumber(OPERATOR_ENV.writeQps, 100), envNumber(OPERATOR_ENV.writeBurst, 200));
-const eventWrites = new TokenBucket(envNumber(OPERATOR_ENV.eventQps, 50), envNumber(OPERATOR_ENV.eventBurst, 100));
 
 export { ApiError };
 
@@ -52,17 +49,6 @@ function statusOf(data: unknown): Status | undefined {
 export const isNotFound = (err: unknown) => apiError(err).status === 404;
 export const isConflict = (err: unknown) => apiError(err).status === 409;
 
-/** Runs one write under the bucket, in its lane, counting it by kind and verb. */
-export async function write<T>(what: string, fn: () => Promise<T>, lane: Lane = "start"): Promise<T> {
-  metrics.writeWaited(lane, await writes.take(lane));
-  metrics.apiWrite(what);
-  try {
-    return await fn();
-  } catch (err) {
-    throw apiError(err);
-  }
-}
-
 /** A GET that answers undefined for 404. */
 export async function getOrUndefined<T>(fn: () => Promise<T>): Promise<T | undefined> {
   try {
@@ -77,34 +63,72 @@ export type EventTarget = { apiVersion: string; kind: string; name: string; name
 
 const INSTANCE = hostname();
 
-/** Records a Kubernetes Event on an object; best effort, never fails the caller. */
-export async function recordEvent(
-  target: EventTarget,
-  type: "Normal" | "Warning",
-  reason: string,
-  message: string,
-  log: (err: unknown) => void,
-): Promise<void> {
-  const now = new Date().toISOString();
-  try {
-    await eventWrites.take();
-    metrics.apiWrite("Event.create");
-    await kubeRequest("POST", paths.events(target.namespace), {
-      apiVersion: "v1",
-      kind: "Event",
-      metadata: { generateName: `${target.name}.`, namespace: target.namespace },
-      involvedObject: { ...target },
-      type,
-      reason,
-      message: message.slice(0, 1024),
-      source: { component: "jr2-operator" },
-      reportingComponent: "jr2.dev/operator",
-      reportingInstance: INSTANCE,
-      firstTimestamp: now,
-      lastTimestamp: now,
-      count: 1,
-    });
-  } catch (err) {
-    log(apiError(err));
+/** What counts the writes (lib/metrics.ts). */
+export type WriteMeter = Pick<OperatorMetrics, "writeWaited" | "apiWrite">;
+
+/**
+ * The operator's writes: one per process, shared by its controllers (capabilities/bindings.ts
+ * builds it), so every write waits on the same bucket.
+ */
+export class ApiWriter {
+  /** The writes' bucket, in two lanes (lib/ratelimit.ts). */
+  readonly writes: TokenBucket;
+  /** Events have their own bucket, so a burst of them never spends what status writes need. */
+  readonly #events: TokenBucket;
+  readonly #meter: WriteMeter;
+
+  constructor(meter: WriteMeter, env: NodeJS.ProcessEnv = process.env) {
+    this.#meter = meter;
+    this.writes = new TokenBucket(
+      envNumber(env, OPERATOR_ENV.writeQps, 100),
+      envNumber(env, OPERATOR_ENV.writeBurst, 200),
+    );
+    this.#events = new TokenBucket(
+      envNumber(env, OPERATOR_ENV.eventQps, 50),
+      envNumber(env, OPERATOR_ENV.eventBurst, 100),
+    );
+  }
+
+  /** Runs one write under the bucket, in its lane, counting it by kind and verb. */
+  async write<T>(what: string, fn: () => Promise<T>, lane: Lane = "start"): Promise<T> {
+    this.#meter.writeWaited(lane, await this.writes.take(lane));
+    this.#meter.apiWrite(what);
+    try {
+      return await fn();
+    } catch (err) {
+      throw apiError(err);
+    }
+  }
+
+  /** Records a Kubernetes Event on an object; best effort, never fails the caller. */
+  async recordEvent(
+    target: EventTarget,
+    type: "Normal" | "Warning",
+    reason: string,
+    message: string,
+    log: (err: unknown) => void,
+  ): Promise<void> {
+    const now = new Date().toISOString();
+    try {
+      await this.#events.take();
+      this.#meter.apiWrite("Event.create");
+      await kubeRequest("POST", paths.events(target.namespace), {
+        apiVersion: "v1",
+        kind: "Event",
+        metadata: { generateName: `${target.name}.`, namespace: target.namespace },
+        involvedObject: { ...target },
+        type,
+        reason,
+        message: message.slice(0, 1024),
+        source: { component: "jr2-operator" },
+        reportingComponent: "jr2.dev/operator",
+        reportingInstance: INSTANCE,
+        firstTimestamp: now,
+        lastTimestamp: now,
+        count: 1,
+      });
+    } catch (err) {
+      log(apiError(err));
+    }
   }
 }

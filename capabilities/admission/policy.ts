@@ -1,8 +1,8 @@
 // The Sandbox defaults as a MutatingAdmissionPolicy (decision 0026): the API server writes them
 // in-process with CEL, so a Sandbox create costs one webhook round trip (validation) instead of two,
-// and the module has no mutating webhook. What it writes is exactly `withDefaults` (sandbox.ts):
+// and the module has no mutating webhook. What it writes is exactly `withDefaults` (rules/sandbox.ts):
 // the primary container's and every sidecar's but `user`'s securityContext completed field by
-// field (hardening.ts), every `repo-<key>` mount that says nothing about readOnly made read-only
+// field (api/hardening.ts), every `repo-<key>` mount that says nothing about readOnly made read-only
 // (the Harness's, the sidecars', the init containers'), fsGroup and idleTimeout. The CEL is
 // generated here from the same constants, so no hardened value is typed twice; an integration test
 // (test/integration/admission-policy.test.ts) holds the API server's result to `withDefaults` on
@@ -12,7 +12,7 @@
 // mark nullable (none is) before admission, so the policy sees it absent, as `withDefaults` reads it.
 import { GROUP, VERSION } from "../../api/crd/sources/common";
 import { DEFAULT_FS_GROUP, DEFAULT_IDLE_TIMEOUT, USER, repoVolumeName } from "../../api/wire";
-import { hardenedSecurityContext } from "../sandbox/hardening";
+import { hardenedSecurityContext } from "../../api/hardening";
 
 /** The policy's and its binding's name. */
 export const SANDBOX_DEFAULTS = "jr2-sandbox-defaults";
@@ -61,7 +61,7 @@ const under = (path: string, field: string) =>
 /**
  * The patches that complete the securityContext of the container the CEL expression `c` reads, whose
  * context sits at the pointer `path`: the hardened context when it states none, else each hardened
- * field it says nothing about (hardening.ts hardenedContext).
+ * field it says nothing about (api/hardening.ts hardenedContext).
  */
 function contextPatches(c: string, path: string): string {
   const sc = `${c}.securityContext`;

@@ -2,18 +2,19 @@
 // caches' views for the Sandbox pods and Ready (caches.ts decides), and each Repo's identity and
 // key written to its status. A Repo event wakes only the Sandboxes it changes (decision 0010): a status
 // change wakes those whose pod's node entry changed; anything else wakes all that name the Repo.
+import type { kind } from "kubernetes-fluent-client";
 import { Log } from "pepr";
 import type { RepoModel } from "../../api/crd";
 import type { RepoStatus } from "../../api/crd/sources/repo";
-import { write } from "../../lib/api";
+import type { ApiWriter } from "../../lib/api";
 import { kubeRequest, paths } from "../../lib/kube";
-import { metrics } from "../../lib/metrics";
+import type { OperatorMetrics } from "../../lib/metrics";
 import { statusMergePatch } from "../../lib/patch";
 import { WorkQueue } from "../../lib/queue";
-import type { SandboxController } from "../sandbox/controller";
+import type { ReadyContributor, Sandbox, SandboxController } from "../sandbox/controller";
+import type { PodContribution } from "../sandbox/pod";
 import { repoCachesContribution, repoVerdict, sandboxesToWake, type RepoView } from "./caches";
 import { RepoUrlError, checkRepoUrl, repoKey } from "../../api/repo-identity";
-import { cacheRootFrom } from "../../api/env";
 
 /** Seed 000: the Repo controller runs 4 workers. */
 export const REPO_WORKERS = 4;
@@ -45,6 +46,17 @@ export function repoStatusOf(url: string, status: RepoStatus | undefined): RepoS
   }
 }
 
+/** What the Repo controller is built with. */
+export type RepoControllerParts = {
+  /** What it reads of the Sandbox controller: the pods' nodes, and its queue to wake. */
+  sandboxes: Pick<SandboxController, "pods" | "queue">;
+  /** The process's one writer, shared with the Sandbox controller (decision 0006). */
+  api: ApiWriter;
+  metrics: OperatorMetrics;
+  /** Where the node caches live (JR2_CACHE_ROOT). */
+  cacheRoot: string;
+};
+
 export class RepoController {
   /** `<namespace>/<repo key>` -> the Repo (by the key its url derives). */
   readonly #byKey = new Map<string, Repo>();
@@ -53,12 +65,16 @@ export class RepoController {
   /** Sandbox key -> the repo keys it names, to take it out of the index again. */
   readonly #named = new Map<string, string[]>();
   readonly #byName = new Map<string, Repo>();
+  readonly #sandboxes: RepoControllerParts["sandboxes"];
+  readonly #api: ApiWriter;
+  readonly #cacheRoot: string;
   readonly queue: WorkQueue;
 
-  constructor(
-    private readonly sandboxes: SandboxController,
-    cacheRoot = cacheRootFrom(process.env),
-  ) {
+  /** Built once, in the watching process, beside the Sandbox controller (capabilities/bindings.ts). */
+  constructor({ sandboxes, api, metrics, cacheRoot }: RepoControllerParts) {
+    this.#sandboxes = sandboxes;
+    this.#api = api;
+    this.#cacheRoot = cacheRoot;
     this.queue = new WorkQueue({
       name: "repo",
       workers: REPO_WORKERS,
@@ -66,15 +82,26 @@ export class RepoController {
       onError: (key, err, retryInMs) => Log.warn({ repo: key, retryInMs, err: String(err) }, "Repo status not written"),
       onDone: (_key, result, ms) => metrics.reconciled("repo", result, ms),
     });
-    const view = (namespace: string) => (key: string) => this.view(namespace, key);
-    sandboxes.contribute((sbx) => repoCachesContribution(sbx.spec, view(sbx.metadata.namespace), cacheRoot));
-    sandboxes.gateReady((sbx, pod) => {
-      const created = new Date(sbx.metadata.creationTimestamp ?? 0);
-      const v = repoVerdict(sbx.spec, pod?.spec?.nodeName, created, view(sbx.metadata.namespace));
-      return { gates: v.gates, conditions: v.fresh ? [v.fresh] : [] };
-    });
-    sandboxes.onSandboxChange((key, sbx) => this.#indexSandbox(key, sbx?.spec.repos?.map((r) => r.key) ?? []));
   }
+
+  /** The caches' volumes and mounts for a Sandbox's pod (caches.ts). */
+  podContribution(sbx: Sandbox): PodContribution | undefined {
+    return repoCachesContribution(sbx.spec, this.#viewIn(sbx.metadata.namespace), this.#cacheRoot);
+  }
+
+  /** What the caches say about a Sandbox's Ready: its holds, and the freshness condition. */
+  readiness(sbx: Sandbox, pod: kind.Pod | undefined): ReturnType<ReadyContributor> {
+    const created = new Date(sbx.metadata.creationTimestamp ?? 0);
+    const v = repoVerdict(sbx.spec, pod?.spec?.nodeName, created, this.#viewIn(sbx.metadata.namespace));
+    return { gates: v.gates, conditions: v.fresh ? [v.fresh] : [] };
+  }
+
+  /** Keeps the index from Repo key to the Sandboxes naming it, as the Sandbox cache changes. */
+  onSandboxChange(sbxKey: string, sbx: Sandbox | undefined) {
+    this.#indexSandbox(sbxKey, sbx?.spec.repos?.map((r) => r.key) ?? []);
+  }
+
+  #viewIn = (namespace: string) => (key: string) => this.view(namespace, key);
 
   view(namespace: string, key: string): RepoView | undefined {
     const repo = this.#byKey.get(`${namespace}/${key}`);
@@ -110,9 +137,9 @@ export class RepoController {
     const wake = sandboxesToWake(
       { specChanged, before: before?.status?.nodes, after: r.status?.nodes },
       this.naming(r.metadata.namespace, key),
-      (sbx) => this.sandboxes.pods.get(sbx)?.spec?.nodeName,
+      (sbx) => this.#sandboxes.pods.get(sbx)?.spec?.nodeName,
     );
-    for (const sbx of wake) this.sandboxes.queue.add(sbx);
+    for (const sbx of wake) this.#sandboxes.queue.add(sbx);
   }
 
   #indexSandbox(sbxKey: string, repoKeys: string[]) {
@@ -135,7 +162,7 @@ export class RepoController {
     const patch = statusMergePatch(repo.status, repoStatusOf(repo.spec.url, repo.status));
     if (!patch) return;
     const [namespace, repoName] = name.split("/");
-    await write("Repo.status", () =>
+    await this.#api.write("Repo.status", () =>
       kubeRequest("PATCH", paths.repoStatus(namespace, repoName), { status: patch }, "application/merge-patch+json"),
     );
   }

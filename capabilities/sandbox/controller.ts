@@ -5,9 +5,9 @@ import type { kind } from "kubernetes-fluent-client";
 import { Log } from "pepr";
 import { SandboxModel, type SandboxSpec } from "../../api/crd";
 import { API_VERSION } from "../../api/crd/sources/common";
-import { apiError, getOrUndefined, isConflict, isNotFound, recordEvent, write, type ApiError } from "../../lib/api";
+import { apiError, getOrUndefined, isConflict, isNotFound, type ApiError, type ApiWriter } from "../../lib/api";
 import { kubeRequest, paths } from "../../lib/kube";
-import { metrics } from "../../lib/metrics";
+import type { OperatorMetrics } from "../../lib/metrics";
 import { statusMergePatch } from "../../lib/patch";
 import { WorkQueue } from "../../lib/queue";
 import { ObjectCache } from "../../lib/cache";
@@ -56,6 +56,15 @@ export type PodGate = {
   pod: (sandbox: Sandbox, pod: kind.Pod) => Refusal | undefined;
 };
 
+/** What the controller is built with. */
+export type SandboxControllerParts = {
+  /** The process's one writer: every write waits on its bucket (decision 0006). */
+  api: ApiWriter;
+  metrics: OperatorMetrics;
+  /** The checks a Sandbox passes before its pod is built, and its pod before it is written (gate.ts). */
+  gate: PodGate;
+};
+
 /** Told of every Sandbox the cache takes in (or, undefined, lets go), by key. */
 export type SandboxListener = (key: string, sandbox: Sandbox | undefined) => void;
 
@@ -74,10 +83,16 @@ export class SandboxController {
   readonly #contributors: PodContributor[] = [];
   readonly #readiness: ReadyContributor[] = [];
   readonly #listeners: SandboxListener[] = [];
-  #gate: PodGate = { spec: () => undefined, pod: () => undefined };
+  readonly #gate: PodGate;
+  readonly #api: ApiWriter;
+  readonly #metrics: OperatorMetrics;
   readonly queue: WorkQueue;
 
-  constructor() {
+  /** Built once, in the watching process (capabilities/bindings.ts). */
+  constructor({ api, metrics, gate }: SandboxControllerParts) {
+    this.#api = api;
+    this.#metrics = metrics;
+    this.#gate = gate;
     this.queue = new WorkQueue({
       name: "sandbox",
       workers: SANDBOX_WORKERS,
@@ -97,8 +112,8 @@ export class SandboxController {
       },
       onDone: (_key, result, ms, err) => {
         // A refused create waiting for its retry is not a failure of the operator.
-        metrics.reconciled("sandbox", err instanceof RetryLater ? "waiting" : result, ms);
-        metrics.queueDepth("sandbox", this.queue.depth);
+        this.#metrics.reconciled("sandbox", err instanceof RetryLater ? "waiting" : result, ms);
+        this.#metrics.queueDepth("sandbox", this.queue.depth);
       },
     });
   }
@@ -111,11 +126,6 @@ export class SandboxController {
   /** Lets another capability hold a Sandbox's Ready and add conditions to its status. */
   gateReady(c: ReadyContributor) {
     this.#readiness.push(c);
-  }
-
-  /** Sets the checks a Sandbox passes before its pod is built, and its pod before it is written (gate.ts). */
-  gatePods(gate: PodGate) {
-    this.#gate = gate;
   }
 
   /** Lets another capability keep an index of the Sandboxes (the Repo capability's key index). */
@@ -144,7 +154,7 @@ export class SandboxController {
     if (next && !this.sandboxes.set(key, next)) return false;
     if (!next) this.sandboxes.delete(key, gone);
     const phase = (s: Sandbox | undefined) => (s ? (s.status?.phase ?? "Pending") : undefined);
-    metrics.phase(phase(old), phase(this.sandboxes.get(key)));
+    this.#metrics.phase(phase(old), phase(this.sandboxes.get(key)));
     for (const l of this.#listeners) l(key, this.sandboxes.get(key));
     return true;
   }
@@ -273,7 +283,7 @@ export class SandboxController {
     const refusal = this.#gate.pod(sbx, built);
     if (refusal) return { refusal };
     try {
-      const pod = await write("Pod.create", () =>
+      const pod = await this.#api.write("Pod.create", () =>
         kubeRequest<kind.Pod>("POST", paths.pods(sbx.metadata.namespace), built),
       );
       this.pods.set(key, pod);
@@ -304,7 +314,7 @@ export class SandboxController {
 
   async #ensureService(key: string, sbx: Sandbox): Promise<kind.Service | undefined> {
     try {
-      const svc = await write("Service.create", () =>
+      const svc = await this.#api.write("Service.create", () =>
         kubeRequest<kind.Service>("POST", paths.services(sbx.metadata.namespace), buildService(sbx)),
       );
       this.services.set(key, svc);
@@ -325,7 +335,7 @@ export class SandboxController {
     if (!patch) return;
     // A status that finishes a Sandbox (Ready, Lost) goes before new work (decision 0020).
     const lane = status.phase === "Ready" || status.phase === "Lost" ? "finish" : "start";
-    const updated = await write(
+    const updated = await this.#api.write(
       "Sandbox.status",
       () =>
         kubeRequest<Sandbox>(
@@ -342,7 +352,7 @@ export class SandboxController {
     if (lane === "finish") {
       // The operator's own share of pod Ready -> Sandbox Ready: from the pod event to this write.
       const seen = this.#finishSeen.get(key);
-      if (seen !== undefined) metrics.finished(seen);
+      if (seen !== undefined) this.#metrics.finished(seen);
     }
     this.#finishSeen.delete(key);
     for (const e of statusEvents(sbx.status, status)) this.#event(sbx, e.type, e.reason, e.message);
@@ -358,7 +368,7 @@ export class SandboxController {
       // Background propagation: the garbage collector takes the pod and Service. Only the Sandbox
       // as judged: a keepalive renewed since (a newer resourceVersion) is a 409, and the watch
       // brings the renewed Sandbox back to the lease's judge.
-      await write(
+      await this.#api.write(
         "Sandbox.delete",
         () =>
           kubeRequest("DELETE", `${paths.sandbox(namespace, name)}?propagationPolicy=Background`, {
@@ -398,8 +408,12 @@ export class SandboxController {
 
   #event(sbx: Sandbox, type: "Normal" | "Warning", reason: string, message: string) {
     const { name, namespace, uid } = sbx.metadata;
-    void recordEvent({ apiVersion: API_VERSION, kind: "Sandbox", name, namespace, uid }, type, reason, message, (err) =>
-      Log.debug({ namespace, name, err: String(err) }, "event not recorded"),
+    void this.#api.recordEvent(
+      { apiVersion: API_VERSION, kind: "Sandbox", name, namespace, uid },
+      type,
+      reason,
+      message,
+      (err) => Log.debug({ namespace, name, err: String(err) }, "event not recorded"),
     );
   }
 }

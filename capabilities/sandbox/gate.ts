@@ -1,14 +1,14 @@
 // The reconcile's own admission check (pure; decision 0017): a Sandbox stored while no webhook
 // was registered (the module down after its configurations were removed, or before they were
 // written), or in a namespace admission ignores, never becomes a pod. The same rules as the
-// webhooks (capabilities/admission), so nothing admission would refuse is ever built; and the pod
-// guard's rules on each pod as built, since the operator's own pod creates skip the webhook
-// (decision 0029).
+// webhooks (capabilities/rules/, which admission/reviews.ts judges by), so nothing admission would
+// refuse is ever built; and the pod guard's rules on each pod as built, since the operator's own
+// pod creates skip the webhook (decision 0029).
 import type { kind } from "kubernetes-fluent-client";
 import { SCHEDULED_REASON } from "../../api/conditions";
-import { builtPodViolations, type PodRules } from "../admission/pods";
-import { sandboxNameViolations, sandboxViolations, type SandboxRules } from "../admission/sandbox";
-import { describe } from "../admission/violations";
+import { builtPodViolations, type PodRules } from "../rules/pods";
+import { sandboxNameViolations, sandboxViolations, type SandboxRules } from "../rules/sandbox";
+import { describe } from "../rules/violations";
 import type { Refusal } from "./status";
 
 export type GateOptions = {

@@ -3,14 +3,17 @@
 import type { kind } from "kubernetes-fluent-client";
 import type { Container, Probe, Volume, VolumeMount } from "../../api/crd/generated/corev1";
 import type { SandboxSpec } from "../../api/crd";
-import { DEFAULT_FS_GROUP, HARNESS, HARNESS_PORT, SHM_VOLUME } from "../../api/wire";
-import { gitCredentialsProjection } from "../git-credentials/projection";
-import { hardenSidecar, hardenSpec, hardenedContext } from "./hardening";
+import { DEFAULT_FS_GROUP, EFFECTOR, GIT_CREDENTIALS_ROOT, HARNESS, HARNESS_PORT, SHM_VOLUME } from "../../api/wire";
+import { hardenSidecar, hardenSpec, hardenedContext } from "../../api/hardening";
+import { gitCredentialVolumeName } from "../rules/git-credentials";
 import { type SandboxRef, managedLabels, ownerReference } from "./refs";
 
+export { GIT_CREDENTIALS_ROOT };
+
 /**
- * Seams for the pieces other capabilities own: the Repo cache mounts (issue 5) and the
- * gitCredentials projection (issue 4) each contribute volumes, mounts and affinity here.
+ * What a part other than the pod builder adds to the pod: the gitCredentials projection (below,
+ * decision 0009) and the Repo caches (capabilities/repo/caches.ts, decision 0010) each contribute
+ * volumes, mounts and affinity here.
  */
 export type PodContribution = {
   volumes?: Volume[];
@@ -48,6 +51,35 @@ export function shmVolume(spec: SandboxSpec): Volume {
   return {
     name: SHM_VOLUME,
     emptyDir: { medium: "Memory", ...(spec.shmSize !== undefined ? { sizeLimit: spec.shmSize } : {}) },
+  };
+}
+
+export const gitCredentialMountPath = (name: string) => `${GIT_CREDENTIALS_ROOT}/${name}/`;
+
+/**
+ * spec.gitCredentials -> what the pod gets: each named Secret, by reference, projected read-only
+ * (0400) into the effector sidecar alone at /run/jr2/secrets/@git/<name>/ (decision 0009). The
+ * operator never reads these Secrets; the kubelet does.
+ *
+ * One projected volume per Secret, not one for all: a projected volume has no per-source
+ * directory, so one volume with a directory per Secret would need each Secret's keys when the pod
+ * is built, that is reading the Secret (docs/decisions/0009-admission.md).
+ */
+export function gitCredentialsProjection(spec: Pick<SandboxSpec, "gitCredentials">): PodContribution | undefined {
+  const creds = spec.gitCredentials ?? [];
+  if (!creds.length) return undefined;
+  return {
+    volumes: creds.map(({ name }, i) => ({
+      name: gitCredentialVolumeName(i),
+      projected: { defaultMode: 0o400, sources: [{ secret: { name } }] },
+    })),
+    sidecarMounts: {
+      [EFFECTOR]: creds.map(({ name }, i) => ({
+        name: gitCredentialVolumeName(i),
+        mountPath: gitCredentialMountPath(name),
+        readOnly: true,
+      })),
+    },
   };
 }
 

@@ -31,6 +31,7 @@ import {
   type CustodianConfigInput,
 } from "../../api/custodian-config";
 import { API_VERSION, sandboxOwnerReference, type SandboxSpecInput } from "../../api/crd";
+import { hardenedSecurityContext } from "../../api/hardening";
 import type { Container, SecurityContext, Volume } from "../../api/crd/generated/corev1";
 import { CUSTODIAN_ENV, EFFECTOR_ENV, HARNESS_ENV } from "../../api/env";
 import {
@@ -292,14 +293,8 @@ function harnessEnv(input: ComposeInput, config: CustodianConfig) {
 // The containers
 
 /** The restricted profile, stated in full (the operator completes only what a context leaves out). */
-const hardened = (runAsUser?: number): SecurityContext => ({
-  runAsNonRoot: true,
-  ...(runAsUser !== undefined ? { runAsUser, runAsGroup: runAsUser } : {}),
-  allowPrivilegeEscalation: false,
-  readOnlyRootFilesystem: true,
-  capabilities: { drop: ["ALL"] },
-  seccompProfile: { type: "RuntimeDefault" },
-});
+const hardened = (runAsUser?: number): SecurityContext =>
+  hardenedSecurityContext({ runAsUser, runAsGroup: runAsUser, readOnlyRootFilesystem: true });
 
 function custodianContainer(image: string, split: SizeSplit): Container {
   return {

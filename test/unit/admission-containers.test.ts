@@ -5,8 +5,8 @@ import {
   hostPortViolations,
   restrictedViolations,
   weakerThanRestricted,
-} from "../../capabilities/admission/containers";
-import { hardenedSecurityContext } from "../../capabilities/sandbox/hardening";
+} from "../../capabilities/rules/containers";
+import { hardenedSecurityContext } from "../../api/hardening";
 
 const P = "spec.sidecars[1].securityContext";
 const OWNED = 'for a jr2-owned container (only the "user" container may run as root)';

@@ -9,9 +9,9 @@
 import type { SandboxSpec } from "../../api/crd";
 import type { Container, SecurityContext, VolumeMount } from "../../api/crd/generated/corev1";
 import { DEFAULT_CACHE_ROOT } from "../../api/wire";
-import { restrictedViolations } from "../../capabilities/admission/containers";
-import { podViolations } from "../../capabilities/admission/pods";
-import { sandboxNameViolations, sandboxViolations, withDefaults } from "../../capabilities/admission/sandbox";
+import { restrictedViolations } from "../../capabilities/rules/containers";
+import { podViolations } from "../../capabilities/rules/pods";
+import { sandboxNameViolations, sandboxViolations, withDefaults } from "../../capabilities/rules/sandbox";
 import { repoCachesContribution } from "../../capabilities/repo/caches";
 import { buildPod } from "../../capabilities/sandbox/pod";
 

@@ -5,11 +5,11 @@ import {
   podViolations,
   sandboxLabelChanged,
   sandboxLabelViolations,
-} from "../../capabilities/admission/pods";
+} from "../../capabilities/rules/pods";
 import { DEFAULT_CACHE_ROOT } from "../../api/wire";
 import { repoCachesContribution } from "../../capabilities/repo/caches";
-import { withDefaults } from "../../capabilities/admission/sandbox";
-import type { Violation } from "../../capabilities/admission/violations";
+import { withDefaults } from "../../capabilities/rules/sandbox";
+import type { Violation } from "../../capabilities/rules/violations";
 import type { SandboxSpec } from "../../api/crd";
 import { buildPod } from "../../capabilities/sandbox/pod";
 

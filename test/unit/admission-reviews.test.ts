@@ -1,11 +1,11 @@
 // The admission table (capabilities/admission/reviews.ts) and the module's review endpoint
-// (server.ts): Pepr's bindings are exactly the table's entries, a request is routed as Pepr's
-// binding filters route it, and the endpoint answers a review over real HTTP with the table's
-// verdict, refusing what it cannot read (decision 0028).
+// (server.ts): Pepr's bindings (capabilities/bindings.ts) are exactly the table's entries, a
+// request is routed as Pepr's binding filters route it, and the endpoint answers a review over
+// real HTTP with the table's verdict, refusing what it cannot read (decision 0028).
 import { once } from "node:events";
 import { createServer, request, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { AdmissionCapability } from "../../capabilities/admission";
+import { capabilities } from "../../capabilities/bindings";
 import { REVIEWS, judge, reviewsFor, type ReviewRequest } from "../../capabilities/admission/reviews";
 import { MAX_REVIEW_BYTES, reviewServer } from "../../capabilities/admission/server";
 import { SANDBOX_NAME_LABEL } from "../../api/wire";
@@ -25,7 +25,14 @@ const GOOD = { image: "ghcr.io/example/harness:1" };
 
 describe("the admission table", () => {
   it("is what Pepr binds: one validating binding per entry, same kind, events and label", () => {
-    const bindings = AdmissionCapability.bindings.map((b) => ({
+    const [admission, ...rest] = capabilities({});
+    expect(admission.name).toBe("admission");
+    // Outside Pepr's build the other capabilities bind nothing: their watches are the module's own.
+    expect(rest.map((c) => [c.name, c.bindings.length])).toEqual([
+      ["sandbox", 0],
+      ["repo", 0],
+    ]);
+    const bindings = admission.bindings.map((b) => ({
       group: b.kind.group,
       kind: b.kind.kind,
       event: b.event,

@@ -4,13 +4,13 @@
 // defaulting is idempotent; a stated context is refused exactly when its completion is not
 // restricted; an unchanged spec is never judged again).
 import fc from "fast-check";
-import { restrictedViolations, weakerThanRestricted } from "../../capabilities/admission/containers";
-import { podViolations } from "../../capabilities/admission/pods";
-import { sandboxNameViolations, sandboxViolations, withDefaults } from "../../capabilities/admission/sandbox";
+import { restrictedViolations, weakerThanRestricted } from "../../capabilities/rules/containers";
+import { podViolations } from "../../capabilities/rules/pods";
+import { sandboxNameViolations, sandboxViolations, withDefaults } from "../../capabilities/rules/sandbox";
 import type { SandboxSpec } from "../../api/crd";
 import type { SecurityContext } from "../../api/crd/generated/corev1";
 import { repoCachesContribution } from "../../capabilities/repo/caches";
-import { hardenedContext, hardenedSecurityContext } from "../../capabilities/sandbox/hardening";
+import { hardenedContext, hardenedSecurityContext } from "../../api/hardening";
 import { buildPod } from "../../capabilities/sandbox/pod";
 
 type Obj = Record<string, unknown>;

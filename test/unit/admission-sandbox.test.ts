@@ -1,6 +1,6 @@
-import { sandboxNameViolations, sandboxViolations, withDefaults } from "../../capabilities/admission/sandbox";
-import type { Violation } from "../../capabilities/admission/violations";
-import { hardenedSecurityContext } from "../../capabilities/sandbox/hardening";
+import { sandboxNameViolations, sandboxViolations, withDefaults } from "../../capabilities/rules/sandbox";
+import type { Violation } from "../../capabilities/rules/violations";
+import { hardenedSecurityContext } from "../../api/hardening";
 
 type Spec = Record<string, unknown>;
 

@@ -1,4 +1,4 @@
-import { describe as describeViolations } from "../../capabilities/admission/violations";
+import { describe as describeViolations } from "../../capabilities/rules/violations";
 
 describe("describe (violations)", () => {
   it("joins every violation as '<what> refused: <path>: <message>; ...'", () => {

@@ -1,18 +1,20 @@
-// The import boundaries (eslint.config.mjs `boundaries`, docs/decisions/0012): each crossing the
-// layout forbids is refused by the linter, and each import it allows passes. ESLint runs in a
-// child Node (the config is an ES module jest's loader cannot evaluate), on the rules alone.
+// The import boundaries (eslint.config.mjs `boundaries`, docs/decisions/0012 and 0035): each
+// crossing the layout forbids is refused by the linter, and each import it allows passes. ESLint
+// runs in a child Node (the config is an ES module jest's loader cannot evaluate), on the rules
+// alone. And what the rules promise, checked where it matters: loading lib/ and api/ loads no Pepr.
 import { execFileSync } from "node:child_process";
-import { join } from "node:path";
+import { readdirSync } from "node:fs";
+import { join, relative } from "node:path";
 
 const ROOT = join(__dirname, "..", "..");
 
 type Verdict = { filePath: string; errors: string[] };
 
-function lint(cases: Array<{ filePath: string; code: string }>): Verdict[] {
+function lint(cases: Array<{ filePath: string; code: string }>): { verdicts: Verdict[]; capabilityFolders: string[] } {
   const script = `
     import { ESLint } from "eslint";
     import tsParser from "@typescript-eslint/parser";
-    import { boundaries } from "./eslint.config.mjs";
+    import { CAPABILITY_FOLDERS, boundaries } from "./eslint.config.mjs";
     const eslint = new ESLint({
       cwd: process.cwd(),
       overrideConfigFile: true,
@@ -24,17 +26,18 @@ function lint(cases: Array<{ filePath: string; code: string }>): Verdict[] {
       const [r] = await eslint.lintText(c.code, { filePath: c.filePath });
       out.push({ filePath: c.filePath, errors: r.messages.map((m) => m.ruleId + ": " + m.message) });
     }
-    process.stdout.write(JSON.stringify(out));
+    process.stdout.write(JSON.stringify({ verdicts: out, capabilityFolders: Object.keys(CAPABILITY_FOLDERS) }));
   `;
   const stdout = execFileSync(process.execPath, ["--input-type=module", "-e", script], {
     cwd: ROOT,
     env: { ...process.env, CASES: JSON.stringify(cases) },
     encoding: "utf8",
   });
-  return JSON.parse(stdout) as Verdict[];
+  return JSON.parse(stdout) as { verdicts: Verdict[]; capabilityFolders: string[] };
 }
 
-const forbidden: Array<[string, string]> = [
+/** [file, import, the decision its refusal cites (0012 unless said)] */
+const forbidden: Array<[string, string, string?]> = [
   ["capabilities/sandbox/probe.ts", "../../orchestrator/api"],
   ["capabilities/sandbox/probe.ts", "../../harness/server"],
   ["capabilities/sandbox/probe.ts", "../../dev/kubectl"],
@@ -51,12 +54,29 @@ const forbidden: Array<[string, string]> = [
   ["api/crd/probe.ts", "../../capabilities/sandbox/pod"],
   ["lib/probe.ts", "../capabilities/sandbox/status"],
   ["lib/probe.ts", "../orchestrator/api"],
+  // lib/ and api/ load no framework: every workload imports them.
+  ["lib/probe.ts", "pepr"],
+  ["lib/probe.ts", "pepr/dist/lib"],
+  ["api/probe.ts", "pepr"],
+  ["api/crd/probe.ts", "pepr"],
+  // Inside capabilities/: the shared rules are the neutral home; admission and the Sandbox
+  // controller never import each other, the Sandbox controller never the Repo controller, and
+  // only the binding table joins them (decision 0035).
+  ["capabilities/sandbox/probe.ts", "../admission/reviews", "0035"],
+  ["capabilities/sandbox/probe.ts", "../repo/caches", "0035"],
+  ["capabilities/sandbox/probe.ts", "../bindings", "0035"],
+  ["capabilities/admission/probe.ts", "../sandbox/pod", "0035"],
+  ["capabilities/admission/probe.ts", "../../capabilities/repo/controller", "0035"],
+  ["capabilities/repo/probe.ts", "../admission/reviews", "0035"],
+  ["capabilities/rules/probe.ts", "../sandbox/hardening", "0035"],
+  ["capabilities/rules/probe.ts", "../admission/violations", "0035"],
+  ["capabilities/rules/probe.ts", "pepr", "0035"],
+  ["capabilities/rules/probe.ts", "../../orchestrator/compose"],
 ];
 
 const allowed: Array<[string, string]> = [
   ["capabilities/sandbox/probe.ts", "../../api/wire"],
   ["capabilities/sandbox/probe.ts", "../../lib/queue"],
-  ["capabilities/sandbox/probe.ts", "../repo/caches"],
   ["harness/probe.ts", "../api/attach"],
   ["harness/probe.ts", "../lib/http-json"],
   ["orchestrator/probe.ts", "../api/conditions"],
@@ -67,20 +87,87 @@ const allowed: Array<[string, string]> = [
   ["lib/probe.ts", "../api/env"],
   ["dev/probe.ts", "../orchestrator/main"],
   ["test/unit/probe.ts", "../../capabilities/sandbox/pod"],
+  ["orchestrator/probe.ts", "../api/hardening"],
+  ["lib/probe.ts", "kubernetes-fluent-client"],
+  ["api/crd/probe.ts", "kubernetes-fluent-client"],
+  ["lib/probe.ts", "pepr-like"],
+  ["pepr.ts", "pepr"],
+  ["capabilities/probe.ts", "./sandbox/controller"],
+  ["capabilities/probe.ts", "./admission/reviews"],
+  ["capabilities/sandbox/probe.ts", "pepr"],
+  ["capabilities/sandbox/probe.ts", "../rules/sandbox"],
+  ["capabilities/sandbox/probe.ts", "./controller"],
+  ["capabilities/admission/probe.ts", "../rules/pods"],
+  ["capabilities/repo/probe.ts", "../sandbox/status"],
+  ["capabilities/repo/probe.ts", "../rules/violations"],
+  ["capabilities/rules/probe.ts", "./violations"],
+  ["capabilities/rules/probe.ts", "../../api/hardening"],
+  ["capabilities/rules/probe.ts", "../../lib/duration"],
 ];
 
 const code = (spec: string) => `import { x } from "${spec}";\nexport const y = x;\n`;
 
 describe("import boundaries", () => {
-  const verdicts = lint([...forbidden, ...allowed].map(([filePath, spec]) => ({ filePath, code: code(spec) })));
+  const { verdicts, capabilityFolders } = lint(
+    [...forbidden, ...allowed].map(([filePath, spec]) => ({ filePath, code: code(spec) })),
+  );
 
-  it.each(forbidden.map((c, i) => [...c, i] as const))("%s may not import %s", (_file, _spec, i) => {
-    const v = verdicts[i];
-    expect(v.errors).toHaveLength(1);
-    expect(v.errors[0]).toMatch(/^no-restricted-imports: .*docs\/decisions\/0012/);
-  });
+  it.each(forbidden.map(([file, spec, decision], i) => [file, spec, decision ?? "0012", i] as const))(
+    "%s may not import %s (decision %s)",
+    (_file, _spec, decision, i) => {
+      const v = verdicts[i];
+      expect(v.errors).toHaveLength(1);
+      expect(v.errors[0]).toMatch(new RegExp(`^no-restricted-imports: .*docs/decisions/${decision}-`));
+    },
+  );
 
   it.each(allowed.map((c, i) => [...c, forbidden.length + i] as const))("%s may import %s", (_file, _spec, i) => {
     expect(verdicts[i].errors).toEqual([]);
   });
+
+  it("says, for every folder of capabilities/, which of the others it may import", () => {
+    const present = readdirSync(join(ROOT, "capabilities"), { withFileTypes: true })
+      .filter((e) => e.isDirectory())
+      .map((e) => e.name);
+    expect([...capabilityFolders].sort()).toEqual(present.sort());
+  });
+});
+
+/** Every .ts file under a folder of the repository, as a path from its root. */
+const tsFiles = (dir: string): string[] =>
+  readdirSync(join(ROOT, dir), { withFileTypes: true, recursive: true })
+    .filter((e) => e.isFile() && e.name.endsWith(".ts"))
+    .map((e) => relative(ROOT, join(e.parentPath, e.name)))
+    .sort();
+
+describe("lib/ and api/ load no framework", () => {
+  // Required one by one in a plain Node (tsx's CommonJS loader), as a companion loads them; after
+  // each, Node's module cache says whether Pepr came with it. A capability that imports Pepr is
+  // required last, so the check is seen to notice Pepr when it is there.
+  it("requiring any file of lib/ or api/ loads no Pepr", () => {
+    const files = [...tsFiles("lib"), ...tsFiles("api")];
+    const script = `
+      const path = require("node:path");
+      const pepr = () =>
+        Object.keys(require.cache).filter((k) => k.split(path.sep).join("/").includes("/node_modules/pepr/")).length;
+      const out = {};
+      for (const f of JSON.parse(process.env.FILES)) {
+        require("./" + f);
+        out[f] = pepr();
+      }
+      require("./capabilities/admission/server.ts");
+      out.control = pepr();
+      console.log(JSON.stringify(out));
+    `;
+    const stdout = execFileSync(process.execPath, ["--require", "tsx/cjs", "-e", script], {
+      cwd: ROOT,
+      env: { ...process.env, FILES: JSON.stringify(files) },
+      encoding: "utf8",
+    });
+    const loaded = JSON.parse(stdout.trim().split("\n").pop()!) as Record<string, number>;
+    expect(files).toContain("lib/api.ts");
+    expect(files).toContain("lib/metrics.ts");
+    expect(loaded.control).toBeGreaterThan(0);
+    expect(files.filter((f) => loaded[f] !== 0)).toEqual([]);
+  }, 180_000);
 });

@@ -1,14 +1,17 @@
 import {
-  GIT_CREDENTIALS_ROOT,
-  gitCredentialMountPath,
+  gitCredentialViolations,
   gitCredentialVolumeName,
-  gitCredentialsProjection,
-} from "../../capabilities/git-credentials/projection";
-import { gitCredentialViolations, isGitCredentialVolume } from "../../capabilities/git-credentials/validate";
-import type { Violation } from "../../capabilities/admission/violations";
+  isGitCredentialVolume,
+} from "../../capabilities/rules/git-credentials";
+import type { Violation } from "../../capabilities/rules/violations";
 import type { SandboxSpec } from "../../api/crd";
 import type { Container, Volume } from "../../api/crd/generated/corev1";
-import { buildPod } from "../../capabilities/sandbox/pod";
+import {
+  GIT_CREDENTIALS_ROOT,
+  buildPod,
+  gitCredentialMountPath,
+  gitCredentialsProjection,
+} from "../../capabilities/sandbox/pod";
 
 const paths = (vs: Violation[]) => vs.map((v) => v.path);
 

@@ -7,7 +7,7 @@ import {
   hardenedContext,
   hardenedSecurityContext,
   readOnlyRepoMounts,
-} from "../../capabilities/sandbox/hardening";
+} from "../../api/hardening";
 
 const spec = (over: Partial<SandboxSpec> = {}): SandboxSpec => ({ image: "harness:1", idleTimeout: "30m", ...over });
 const init: Container = { name: "init", image: "init:1" };
@@ -19,6 +19,38 @@ describe("hardenedSecurityContext", () => {
   it("forbids privilege escalation", () => expect(sc.allowPrivilegeEscalation).toBe(false));
   it("drops ALL capabilities", () => expect(sc.capabilities?.drop).toEqual(["ALL"]));
   it("uses the RuntimeDefault seccomp profile", () => expect(sc.seccompProfile?.type).toBe("RuntimeDefault"));
+
+  // One profile for the operator's pods, the generated policy's CEL and the Orchestrator's composed
+  // containers: pinned byte for byte, key order included, as each of them has always stated it.
+  it("states the profile in one order", () => {
+    expect(JSON.stringify(sc)).toBe(
+      '{"runAsNonRoot":true,"allowPrivilegeEscalation":false,"capabilities":{"drop":["ALL"]},' +
+        '"seccompProfile":{"type":"RuntimeDefault"}}',
+    );
+  });
+
+  it("places what a composer fixes where the composed pods have always had it", () => {
+    const fixed = hardenedSecurityContext({ runAsUser: 65532, runAsGroup: 65532, readOnlyRootFilesystem: true });
+    expect(JSON.stringify(fixed)).toBe(
+      '{"runAsNonRoot":true,"runAsUser":65532,"runAsGroup":65532,"allowPrivilegeEscalation":false,' +
+        '"readOnlyRootFilesystem":true,"capabilities":{"drop":["ALL"]},"seccompProfile":{"type":"RuntimeDefault"}}',
+    );
+    const noUser = hardenedSecurityContext({
+      runAsUser: undefined,
+      runAsGroup: undefined,
+      readOnlyRootFilesystem: true,
+    });
+    expect(JSON.stringify(noUser)).toBe(
+      '{"runAsNonRoot":true,"allowPrivilegeEscalation":false,"readOnlyRootFilesystem":true,' +
+        '"capabilities":{"drop":["ALL"]},"seccompProfile":{"type":"RuntimeDefault"}}',
+    );
+  });
+
+  it("is a fresh object on every call", () => {
+    const a = hardenedSecurityContext();
+    a.capabilities!.drop!.push("NET_RAW");
+    expect(hardenedSecurityContext().capabilities?.drop).toEqual(["ALL"]);
+  });
 });
 
 describe("hardenSidecar", () => {

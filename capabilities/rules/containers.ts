@@ -5,7 +5,7 @@
 //
 // Two readings of the restricted profile: `weakerThanRestricted` judges a context as a Sandbox
 // states it, refusing only what states something weaker (what it leaves out, the mutation
-// completes: capabilities/sandbox/hardening.ts); `restrictedViolations` judges a context as it
+// completes: api/hardening.ts); `restrictedViolations` judges a context as it
 // will run (a pod's), where a field left out is a field missing.
 import { asArray, asObject, isObject, str, violation, type Violation } from "./violations";
 

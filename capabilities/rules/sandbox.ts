@@ -6,9 +6,9 @@
 import { OPERATOR_ENV } from "../../api/env";
 import { parseGoDuration } from "../../lib/duration";
 import { DEFAULT_FS_GROUP, DEFAULT_IDLE_TIMEOUT, EFFECTOR, HARNESS, USER, keyOfRepoVolume } from "../../api/wire";
-import { hardenSpec } from "../sandbox/hardening";
+import { hardenSpec } from "../../api/hardening";
 import type { SandboxSpec } from "../../api/crd";
-import { gitCredentialViolations } from "../git-credentials/validate";
+import { gitCredentialViolations } from "./git-credentials";
 import { baselineViolations, hostPortViolations, weakerThanRestricted } from "./containers";
 import { isOperatorVolume, repoMountViolations, volumeTypeViolations } from "./volumes";
 import { asArray, asObject, isObject, str, violation, type Violation } from "./violations";

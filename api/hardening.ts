@@ -1,6 +1,10 @@
-// The hardened container context (decisions 0009 and 0016): one set of functions, used by the pod
-// builder and (as generated CEL) by the admission defaults, so a Sandbox that bypassed admission
-// still yields a hardened pod.
+// The hardened container context (decisions 0009 and 0016): the restricted profile, stated once
+// here for the operator and the Orchestrator alike, and one set of functions completing a Sandbox's
+// contexts from it, used by the pod builder (capabilities/sandbox/pod.ts) and (as generated CEL) by
+// the admission defaults, so a Sandbox that bypassed admission still yields a hardened pod. In
+// api/ because these defaults are what a stored Sandbox says (decision 0026), words on the wire as
+// api/wire.ts's fsGroup and idleTimeout defaults are, and because a companion may import api/ and
+// never a capability (decision 0012).
 //
 // Field by field: a jr2-owned seat (the Harness and every sidecar but `user`) gets the hardened
 // value of each field its context says nothing about, and keeps each field it states; admission
@@ -13,14 +17,25 @@
 // generated from these values (capabilities/admission/policy.ts, decision 0026). Reads any spec
 // (one stored without admission too) without throwing: a value of the wrong shape is left as it
 // is, for the validation to refuse.
-import type { Container, SecurityContext } from "../../api/crd/generated/corev1";
-import type { SandboxSpec } from "../../api/crd";
-import { USER, keyOfRepoVolume } from "../../api/wire";
+import type { Container, SecurityContext } from "./crd/generated/corev1";
+import type { SandboxSpec } from "./crd";
+import { USER, keyOfRepoVolume } from "./wire";
 
-/** The restricted profile's values: what a jr2-owned seat gets for each field it leaves out. */
-export const hardenedSecurityContext = (): SecurityContext => ({
+/** What a composer fixes beside the profile: a user and group, a read-only root filesystem. */
+export type Fixed = { runAsUser?: number; runAsGroup?: number; readOnlyRootFilesystem?: boolean };
+
+/**
+ * The restricted profile's values: what a jr2-owned seat gets for each field it leaves out, and,
+ * with what the Orchestrator fixes besides (`fixed`), the context it states in full for the
+ * containers it composes (orchestrator/compose.ts). The keys keep one order, the generated
+ * policy's CEL (capabilities/admission/policy.ts) and the composed pods' as before.
+ */
+export const hardenedSecurityContext = (fixed: Fixed = {}): SecurityContext => ({
   runAsNonRoot: true,
+  ...(fixed.runAsUser !== undefined ? { runAsUser: fixed.runAsUser } : {}),
+  ...(fixed.runAsGroup !== undefined ? { runAsGroup: fixed.runAsGroup } : {}),
   allowPrivilegeEscalation: false,
+  ...(fixed.readOnlyRootFilesystem !== undefined ? { readOnlyRootFilesystem: fixed.readOnlyRootFilesystem } : {}),
   capabilities: { drop: ["ALL"] },
   seccompProfile: { type: "RuntimeDefault" },
 });
@@ -39,21 +54,23 @@ const unstated = (v: unknown) => v === undefined || v === null;
 export function hardenedContext(stated: SecurityContext | undefined): SecurityContext {
   if (unstated(stated)) return hardenedSecurityContext();
   if (!isObject(stated)) return stated as SecurityContext;
+  // Each value from the one profile above, fresh per call.
+  const profile = hardenedSecurityContext();
   const out: Obj = { ...stated };
-  if (unstated(out.runAsNonRoot)) out.runAsNonRoot = true;
-  if (unstated(out.allowPrivilegeEscalation)) out.allowPrivilegeEscalation = false;
-  if (unstated(out.capabilities)) out.capabilities = { drop: ["ALL"] };
+  if (unstated(out.runAsNonRoot)) out.runAsNonRoot = profile.runAsNonRoot;
+  if (unstated(out.allowPrivilegeEscalation)) out.allowPrivilegeEscalation = profile.allowPrivilegeEscalation;
+  if (unstated(out.capabilities)) out.capabilities = profile.capabilities;
   else if (isObject(out.capabilities) && unstated(out.capabilities.drop)) {
-    out.capabilities = { ...out.capabilities, drop: ["ALL"] };
+    out.capabilities = { ...out.capabilities, drop: profile.capabilities?.drop };
   }
-  if (unstated(out.seccompProfile)) out.seccompProfile = { type: "RuntimeDefault" };
+  if (unstated(out.seccompProfile)) out.seccompProfile = profile.seccompProfile;
   else if (
     isObject(out.seccompProfile) &&
     unstated(out.seccompProfile.type) &&
     unstated(out.seccompProfile.localhostProfile)
   ) {
     // An empty profile says nothing; one naming only a localhostProfile is refused, not guessed.
-    out.seccompProfile = { ...out.seccompProfile, type: "RuntimeDefault" };
+    out.seccompProfile = { ...out.seccompProfile, type: profile.seccompProfile?.type };
   }
   return out as SecurityContext;
 }

@@ -5,7 +5,7 @@
 // a Secret or read one into its environment, or run privileged.
 import { cacheRootFrom } from "../../api/env";
 import { CUSTODIAN, DEFAULT_CACHE_ROOT, EFFECTOR, SANDBOX_NAME_LABEL, USER, keyOfRepoVolume } from "../../api/wire";
-import { isGitCredentialVolume } from "../git-credentials/validate";
+import { isGitCredentialVolume } from "./git-credentials";
 import { baselineViolations, hostPortViolations, restrictedViolations, sharedControlViolations } from "./containers";
 import { repoMountViolations, volumeTypeViolations } from "./volumes";
 import { asArray, asObject, isObject, str, violation, type Violation } from "./violations";

@@ -1,9 +1,14 @@
-// What spec.gitCredentials must satisfy (pure): valid, unique Secret names; only with an effector
-// sidecar; and no container but the effector may reach those Secrets, by a volume, env.valueFrom
-// or envFrom. Never echoes a Secret's data (it never sees any).
+// What spec.gitCredentials must satisfy (pure; decision 0009): valid, unique Secret names; only
+// with an effector sidecar; and no container but the effector may reach those Secrets, by a volume,
+// env.valueFrom or envFrom. Never echoes a Secret's data (it never sees any). The names of the
+// volumes the pod builder projects them into (capabilities/sandbox/pod.ts) are defined here, with
+// the rule that reserves them.
 import { EFFECTOR } from "../../api/wire";
-import { GIT_CREDENTIAL_VOLUME_PREFIX } from "./projection";
-import { asArray, asObject, str, violation, type Violation } from "../admission/violations";
+import { asArray, asObject, str, violation, type Violation } from "./violations";
+
+export const GIT_CREDENTIAL_VOLUME_PREFIX = "jr2-git-";
+
+export const gitCredentialVolumeName = (index: number) => `${GIT_CREDENTIAL_VOLUME_PREFIX}${index}`;
 
 const SECRET_NAME = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 

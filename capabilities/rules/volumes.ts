@@ -3,7 +3,7 @@
 // exactly, and a Repo cache mounted read-only wherever it is mounted. Reads hostile input
 // without throwing.
 import { SHM_VOLUME, keyOfRepoVolume } from "../../api/wire";
-import { isGitCredentialVolume } from "../git-credentials/validate";
+import { isGitCredentialVolume } from "./git-credentials";
 import { asArray, asObject, isObject, str, violation, type Violation } from "./violations";
 
 /** The volume types the restricted profile allows (the image volume included). */
