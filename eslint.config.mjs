@@ -24,7 +24,7 @@ const CONTROLLERS = "docs/decisions/0035-one-controller-style.md";
 
 /**
  * Packages only the Pepr module may load. A companion imports lib/ and api/, so a framework there
- * would load into every companion (lib/metrics.ts is given Pepr's collector instead).
+ * would load into every companion (lib/operator-metrics.ts is given Pepr's collector instead).
  * kubernetes-fluent-client is not one: it is the Kubernetes client the companions use too, and
  * loads no Pepr.
  */

@@ -8,8 +8,8 @@ import { Log, PeprModule, metricsCollector } from "pepr";
 import cfg from "./package.json";
 import { installCRDs } from "./lib/crd-install";
 import { buildControllers, capabilities, startWatches } from "./capabilities/bindings";
-import { apiPathFrom, reviewServer } from "./capabilities/admission/server";
-import { operatorMetrics, type OperatorMetrics } from "./lib/metrics";
+import { apiPathFrom, reviewServer } from "./capabilities/admission/review-server";
+import { operatorMetrics, type OperatorMetrics } from "./lib/operator-metrics";
 import { OPERATOR_ENV } from "./api/env";
 
 /**
@@ -23,7 +23,7 @@ const KEEP_ALIVE_MS = 100_000;
 /**
  * Starts Pepr's server, keeps its idle connections open longer than the API server does, and in
  * the admission process answers reviews in front of Pepr's pipeline (capabilities/admission/
- * server.ts, decision 0028). Pepr does not expose its server, so its one `https.createServer`
+ * review-server.ts, decision 0028). Pepr does not expose its server, so its one `https.createServer`
  * call during `start` is observed and its request listener wrapped.
  */
 function startServer(module: PeprModule, port: number, answersReviews: boolean, metrics: OperatorMetrics) {

@@ -17,13 +17,13 @@ import cfg from "../package.json";
 import { RepoModel, SandboxModel } from "../api/crd";
 import { cacheRootFrom } from "../api/env";
 import { MANAGED_BY, MANAGED_BY_LABEL } from "../api/wire";
-import { ApiWriter } from "../lib/api";
-import type { OperatorMetrics } from "../lib/metrics";
+import { ApiWriter } from "../lib/api-writer";
+import type { OperatorMetrics } from "../lib/operator-metrics";
 import { REVIEWS, type Review, type ReviewRequest } from "./admission/reviews";
-import { RepoController } from "./repo/controller";
+import { RepoController } from "./repo/repo-controller";
 import { podRulesFromEnv } from "./rules/pods";
-import { rulesFromEnv } from "./rules/sandbox";
-import { SandboxController } from "./sandbox/controller";
+import { rulesFromEnv } from "./rules/sandbox-rules";
+import { SandboxController } from "./sandbox/sandbox-controller";
 import { builtPodRefusal, gateRefusal } from "./sandbox/gate";
 
 /** The controllers of the watching process. */

@@ -9,13 +9,13 @@ import { CUSTODIAN_HEADER, REFUSED, UNREACHABLE, unreachableMessage } from "../a
 import { sendError } from "../lib/http-json";
 import { redact } from "../lib/redact";
 import type { Ctx, Trace } from "./context";
-import type { Refusal } from "./rules";
+import type { ProxyRefusal } from "./rules";
 
 export type Answer = { status: number; code: string; message: string; word?: string };
 
 const clean = (ctx: Ctx, text: string) => redact(text, ctx.held()?.redactions ?? []);
 
-export const refusal = (r: Refusal): Answer => ({ ...r, word: REFUSED });
+export const refusal = (r: ProxyRefusal): Answer => ({ ...r, word: REFUSED });
 
 export const unreachable = (detail: string): Answer => ({
   status: 502,

@@ -194,8 +194,8 @@ export const withoutHeader = (headers: readonly Header[], name: string): Header[
 // ---------------------------------------------------------------------------------------------
 // The substitution
 
-export type Refusal = { status: number; code: string; message: string };
-export type Substituted = { ok: true; headers: Header[]; used: string[] } | ({ ok: false } & Refusal);
+export type ProxyRefusal = { status: number; code: string; message: string };
+export type Substituted = { ok: true; headers: Header[]; used: string[] } | ({ ok: false } & ProxyRefusal);
 
 const BASIC = /^(Basic)([ \t]+)([A-Za-z0-9+/=]+)[ \t]*$/i;
 
@@ -221,7 +221,7 @@ function standInsOf(value: string): string[] {
 }
 
 /** Why the Stand-in may not leave in header `name` toward `origin`, or undefined. */
-function refusalOf(standIn: string, entry: HeldEntry | undefined, name: string, origin: string): Refusal | undefined {
+function refusalOf(standIn: string, entry: HeldEntry | undefined, name: string, origin: string): ProxyRefusal | undefined {
   if (!entry) {
     return {
       status: 400,

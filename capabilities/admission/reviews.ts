@@ -1,5 +1,5 @@
 // What each admission review is judged by, in one table: Pepr's bindings (bindings.ts) are made from
-// it, and the module's review server (server.ts) routes by it, so the two can never disagree. The
+// it, and the module's review server (review-server.ts) routes by it, so the two can never disagree. The
 // rules themselves are pure (capabilities/rules/); a judge turns their violations into a verdict,
 // and a thrown error into a refusal, never an approval (decision 0028).
 import { modelToGroupVersionKind } from "kubernetes-fluent-client";
@@ -9,7 +9,7 @@ import { SANDBOX_NAME_LABEL } from "../../api/wire";
 import cfg from "../../package.json";
 import { operatorIdentity } from "./identity";
 import { podRulesFromEnv, podUpdateViolations, podViolations, sandboxLabelChanged, type PodRules } from "../rules/pods";
-import { rulesFromEnv, sandboxNameViolations, sandboxViolations, type SandboxRules } from "../rules/sandbox";
+import { rulesFromEnv, sandboxNameViolations, sandboxViolations, type SandboxRules } from "../rules/sandbox-rules";
 import { describe, type Violation } from "../rules/violations";
 
 type Obj = { metadata?: { name?: string; namespace?: string; labels?: Record<string, string> }; [k: string]: unknown };

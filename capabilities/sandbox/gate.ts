@@ -7,9 +7,9 @@
 import type { kind } from "kubernetes-fluent-client";
 import { SCHEDULED_REASON } from "../../api/conditions";
 import { builtPodViolations, type PodRules } from "../rules/pods";
-import { sandboxNameViolations, sandboxViolations, type SandboxRules } from "../rules/sandbox";
+import { sandboxNameViolations, sandboxViolations, type SandboxRules } from "../rules/sandbox-rules";
 import { describe } from "../rules/violations";
-import type { Refusal } from "./status";
+import type { PodRefusal } from "./status";
 
 export type GateOptions = {
   rules: SandboxRules;
@@ -21,7 +21,7 @@ export type GateOptions = {
 export function gateRefusal(
   sandbox: { metadata: { name: string; namespace: string }; spec: unknown },
   opts: GateOptions,
-): Refusal | undefined {
+): PodRefusal | undefined {
   const { name, namespace } = sandbox.metadata;
   if (opts.ignoredNamespaces.includes(namespace)) {
     return {
@@ -48,7 +48,7 @@ export function builtPodRefusal(
   sandbox: { metadata: { name: string; namespace: string } },
   pod: kind.Pod,
   rules: PodRules,
-): Refusal | undefined {
+): PodRefusal | undefined {
   const violations = builtPodViolations(pod, rules);
   if (!violations.length) return undefined;
   const { name, namespace } = sandbox.metadata;

@@ -10,10 +10,11 @@ import { endpointOf } from "./service";
 /** Why a pod is gone for good (decision 0013): the Sandbox is Lost and never gets another.
  * `podUID`: the pod the verdict is about, so a status can name it even when none named it
  * before (decision 0031). */
-export type Loss = { reason: string; message: string; podUID?: string };
+export type PodLoss = { reason: string; message: string; podUID?: string };
 
-/** Why the last pod create was refused (a ResourceQuota, a missing PriorityClass, ...). */
-export type Refusal = { reason: string; message: string };
+/** Why no pod is made: its create was refused (a ResourceQuota, a missing PriorityClass, ...), or
+ * the reconcile's gate refuses the spec (gate.ts). */
+export type PodRefusal = { reason: string; message: string };
 
 /** A further hold on Ready (issue 5's Repo caches): the first one holding names the wait. */
 export type ReadyGate = { reason: string; message: string };
@@ -25,8 +26,8 @@ export type Observed = {
   };
   pod?: kind.Pod;
   service?: kind.Service;
-  refusal?: Refusal;
-  loss?: Loss;
+  refusal?: PodRefusal;
+  loss?: PodLoss;
   gates?: ReadyGate[];
   /** Extra conditions computed elsewhere (ReposFresh), already in condition shape. */
   extraConditions?: Omit<Condition, "lastTransitionTime">[];
@@ -45,7 +46,7 @@ export function lossOf(
   pod: kind.Pod | undefined,
   recordedUID: string | undefined,
   goneConfirmed: boolean,
-): Loss | undefined {
+): PodLoss | undefined {
   if (!pod) {
     return recordedUID && goneConfirmed
       ? { reason: LOST_REASON.PodDeleted, message: `its pod (uid ${recordedUID}) was deleted`, podUID: recordedUID }
@@ -57,7 +58,7 @@ export function lossOf(
 }
 
 /** Why a pod that is still there ends its Sandbox, or undefined while it lives (pure). */
-function verdictOn(pod: kind.Pod, recordedUID: string | undefined): Omit<Loss, "podUID"> | undefined {
+function verdictOn(pod: kind.Pod, recordedUID: string | undefined): Omit<PodLoss, "podUID"> | undefined {
   const name = pod.metadata?.name;
   if (recordedUID && pod.metadata?.uid !== recordedUID) {
     return {
@@ -179,7 +180,7 @@ function scheduledCondition(o: Observed): Cond {
   };
 }
 
-function readyCondition(o: Observed, loss: Loss | undefined): Cond {
+function readyCondition(o: Observed, loss: PodLoss | undefined): Cond {
   if (loss) return { type: CONDITION.Ready, status: "False", reason: READY_REASON.Lost, message: loss.message };
   const { pod } = o;
   if (!pod) {
@@ -222,7 +223,7 @@ export function computeStatus(o: Observed): SandboxStatus {
   const prev = o.sandbox.status;
   const { name, namespace } = o.sandbox.metadata;
   // Lost is terminal: once said, it stays, whatever the pod does next (decision 0013).
-  const loss: Loss | undefined = prev?.phase === "Lost" ? lostOf(prev) : o.loss;
+  const loss: PodLoss | undefined = prev?.phase === "Lost" ? lostOf(prev) : o.loss;
   const pod = loss ? undefined : o.pod;
   // A lost pod keeps the Scheduled condition it had: where it ran is history worth keeping.
   const scheduledBefore = prev?.conditions?.find((c) => c.type === CONDITION.Scheduled);
@@ -268,7 +269,7 @@ export function computeStatus(o: Observed): SandboxStatus {
   };
 }
 
-function lostOf(status: SandboxStatus): Loss {
+function lostOf(status: SandboxStatus): PodLoss {
   const c = status.conditions?.find((x) => x.type === CONDITION.Lost);
   return { reason: c?.reason ?? "Lost", message: c?.message ?? "its pod is gone" };
 }

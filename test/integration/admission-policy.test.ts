@@ -11,7 +11,7 @@ import cfg from "../../package.json";
 import { SandboxModel } from "../../api/crd";
 import { ApiError } from "../../lib/api-error";
 import { kubeRequest } from "../../lib/kube";
-import { withDefaults } from "../../capabilities/rules/sandbox";
+import { withDefaults } from "../../capabilities/rules/sandbox-rules";
 import { SANDBOX_DEFAULTS } from "../../capabilities/admission/policy";
 import { hardenedSecurityContext } from "../../api/hardening";
 import { getSandbox, useNamespace, type Sbx } from "./support/cluster";

@@ -11,7 +11,7 @@ import type { Container, SecurityContext, VolumeMount } from "../../api/crd/gene
 import { DEFAULT_CACHE_ROOT } from "../../api/wire";
 import { restrictedViolations } from "../../capabilities/rules/containers";
 import { podViolations } from "../../capabilities/rules/pods";
-import { sandboxNameViolations, sandboxViolations, withDefaults } from "../../capabilities/rules/sandbox";
+import { sandboxNameViolations, sandboxViolations, withDefaults } from "../../capabilities/rules/sandbox-rules";
 import { repoCachesContribution } from "../../capabilities/repo/caches";
 import { buildPod } from "../../capabilities/sandbox/pod";
 

@@ -1,5 +1,5 @@
 // The admission table (capabilities/admission/reviews.ts) and the module's review endpoint
-// (server.ts): Pepr's bindings (capabilities/bindings.ts) are exactly the table's entries, a
+// (review-server.ts): Pepr's bindings (capabilities/bindings.ts) are exactly the table's entries, a
 // request is routed as Pepr's binding filters route it, and the endpoint answers a review over
 // real HTTP with the table's verdict, refusing what it cannot read (decision 0028).
 import { once } from "node:events";
@@ -7,7 +7,7 @@ import { createServer, request, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { capabilities } from "../../capabilities/bindings";
 import { REVIEWS, judge, reviewsFor, type ReviewRequest } from "../../capabilities/admission/reviews";
-import { MAX_REVIEW_BYTES, reviewServer } from "../../capabilities/admission/server";
+import { MAX_REVIEW_BYTES, reviewServer } from "../../capabilities/admission/review-server";
 import { SANDBOX_NAME_LABEL } from "../../api/wire";
 
 const SANDBOX_KIND = { group: "core.jr2.dev", version: "v1alpha1", kind: "Sandbox" };

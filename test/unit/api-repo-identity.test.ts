@@ -1,6 +1,6 @@
 import { RepoUrlError, checkRepoUrl, readRepoUrl, repoIdentity, repoKey } from "../../api/repo-identity";
 import { redact, urlWithoutCredentials } from "../../lib/redact";
-import { repoStatusOf } from "../../capabilities/repo/controller";
+import { repoStatusOf } from "../../capabilities/repo/repo-controller";
 
 describe("repoIdentity: every spelling of one repository is one identity", () => {
   const same = [

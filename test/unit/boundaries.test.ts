@@ -38,22 +38,22 @@ function lint(cases: Array<{ filePath: string; code: string }>): { verdicts: Ver
 
 /** [file, import, the decision its refusal cites (0012 unless said)] */
 const forbidden: Array<[string, string, string?]> = [
-  ["capabilities/sandbox/probe.ts", "../../orchestrator/api"],
-  ["capabilities/sandbox/probe.ts", "../../harness/server"],
+  ["capabilities/sandbox/probe.ts", "../../orchestrator/schemas"],
+  ["capabilities/sandbox/probe.ts", "../../harness/harness-server"],
   ["capabilities/sandbox/probe.ts", "../../dev/kubectl"],
   ["pepr.ts", "./orchestrator/main"],
-  ["harness/probe.ts", "../orchestrator/api"],
+  ["harness/probe.ts", "../orchestrator/schemas"],
   ["harness/probe.ts", "../capabilities/sandbox/pod"],
   ["orchestrator/probe.ts", "../capabilities/repo/caches"],
-  ["orchestrator/probe.ts", "../harness/server"],
-  ["orchestrator/probe.ts", "../cache-agent/git"],
+  ["orchestrator/probe.ts", "../harness/harness-server"],
+  ["orchestrator/probe.ts", "../cache-agent/bare-checkouts"],
   ["cache-agent/probe.ts", "../capabilities/repo/caches"],
-  ["cache-agent/probe.ts", "../orchestrator/fence"],
-  ["custodian/probe.ts", "../harness/attach"],
+  ["cache-agent/probe.ts", "../orchestrator/workspaces/fence"],
+  ["custodian/probe.ts", "../harness/attach-git"],
   ["api/probe.ts", "../lib/kube"],
   ["api/crd/probe.ts", "../../capabilities/sandbox/pod"],
   ["lib/probe.ts", "../capabilities/sandbox/status"],
-  ["lib/probe.ts", "../orchestrator/api"],
+  ["lib/probe.ts", "../orchestrator/schemas"],
   // lib/ and api/ load no framework: every workload imports them.
   ["lib/probe.ts", "pepr"],
   ["lib/probe.ts", "pepr/dist/lib"],
@@ -66,12 +66,12 @@ const forbidden: Array<[string, string, string?]> = [
   ["capabilities/sandbox/probe.ts", "../repo/caches", "0035"],
   ["capabilities/sandbox/probe.ts", "../bindings", "0035"],
   ["capabilities/admission/probe.ts", "../sandbox/pod", "0035"],
-  ["capabilities/admission/probe.ts", "../../capabilities/repo/controller", "0035"],
+  ["capabilities/admission/probe.ts", "../../capabilities/repo/repo-controller", "0035"],
   ["capabilities/repo/probe.ts", "../admission/reviews", "0035"],
   ["capabilities/rules/probe.ts", "../sandbox/hardening", "0035"],
   ["capabilities/rules/probe.ts", "../admission/violations", "0035"],
   ["capabilities/rules/probe.ts", "pepr", "0035"],
-  ["capabilities/rules/probe.ts", "../../orchestrator/compose"],
+  ["capabilities/rules/probe.ts", "../../orchestrator/workspaces/compose"],
 ];
 
 const allowed: Array<[string, string]> = [
@@ -80,8 +80,8 @@ const allowed: Array<[string, string]> = [
   ["harness/probe.ts", "../api/attach"],
   ["harness/probe.ts", "../lib/http-json"],
   ["orchestrator/probe.ts", "../api/conditions"],
-  ["orchestrator/probe.ts", "./fence"],
-  ["orchestrator/local/local-harness.ts", "../../harness/server"],
+  ["orchestrator/workspaces/probe.ts", "./fence"],
+  ["orchestrator/local/local-harness.ts", "../../harness/harness-server"],
   ["cache-agent/probe.ts", "../api/repo-identity"],
   ["api/crd/probe.ts", "../wire"],
   ["lib/probe.ts", "../api/env"],
@@ -92,11 +92,11 @@ const allowed: Array<[string, string]> = [
   ["api/crd/probe.ts", "kubernetes-fluent-client"],
   ["lib/probe.ts", "pepr-like"],
   ["pepr.ts", "pepr"],
-  ["capabilities/probe.ts", "./sandbox/controller"],
+  ["capabilities/probe.ts", "./sandbox/sandbox-controller"],
   ["capabilities/probe.ts", "./admission/reviews"],
   ["capabilities/sandbox/probe.ts", "pepr"],
-  ["capabilities/sandbox/probe.ts", "../rules/sandbox"],
-  ["capabilities/sandbox/probe.ts", "./controller"],
+  ["capabilities/sandbox/probe.ts", "../rules/sandbox-rules"],
+  ["capabilities/sandbox/probe.ts", "./sandbox-controller"],
   ["capabilities/admission/probe.ts", "../rules/pods"],
   ["capabilities/repo/probe.ts", "../sandbox/status"],
   ["capabilities/repo/probe.ts", "../rules/violations"],
@@ -155,7 +155,7 @@ describe("lib/ and api/ load no framework", () => {
         require("./" + f);
         out[f] = pepr();
       }
-      require("./capabilities/admission/server.ts");
+      require("./capabilities/admission/review-server.ts");
       out.control = pepr();
       console.log(JSON.stringify(out));
     `;
@@ -165,8 +165,8 @@ describe("lib/ and api/ load no framework", () => {
       encoding: "utf8",
     });
     const loaded = JSON.parse(stdout.trim().split("\n").pop()!) as Record<string, number>;
-    expect(files).toContain("lib/api.ts");
-    expect(files).toContain("lib/metrics.ts");
+    expect(files).toContain("lib/api-writer.ts");
+    expect(files).toContain("lib/operator-metrics.ts");
     expect(loaded.control).toBeGreaterThan(0);
     expect(files.filter((f) => loaded[f] !== 0)).toEqual([]);
   }, 180_000);

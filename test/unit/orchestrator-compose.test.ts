@@ -7,7 +7,7 @@ import { parseCustodianConfig, STAND_IN } from "../../api/custodian-config";
 import { SANDBOX_LABEL, SANDBOX_TOKEN_KEY } from "../../api/wire";
 import { restrictedViolations } from "../../capabilities/rules/containers";
 import { podViolations } from "../../capabilities/rules/pods";
-import { sandboxNameViolations, sandboxViolations, withDefaults } from "../../capabilities/rules/sandbox";
+import { sandboxNameViolations, sandboxViolations, withDefaults } from "../../capabilities/rules/sandbox-rules";
 import { repoCachesContribution } from "../../capabilities/repo/caches";
 import { buildPod } from "../../capabilities/sandbox/pod";
 import { composeSandbox, type ComposeInput } from "../../orchestrator/workspaces/compose";

@@ -10,7 +10,7 @@ import {
   IDLE_TIMEOUT_RANGE,
   idleTimeoutInRange,
 } from "../../api/crd/sources/sandbox";
-import { sandboxViolations } from "../../capabilities/rules/sandbox";
+import { sandboxViolations } from "../../capabilities/rules/sandbox-rules";
 import { parseGoDuration } from "../../lib/duration";
 import { parseCreateBody } from "../../orchestrator/schemas";
 import {

@@ -1,7 +1,7 @@
 // The reconcile's own admission check (capabilities/sandbox/gate.ts, decision 0017): a spec
 // admission would refuse, or a Sandbox in a namespace admission ignores, is refused with every
 // field path named, and the refusal is final for the status and for a client.
-import { DEFAULT_RULES } from "../../capabilities/rules/sandbox";
+import { DEFAULT_RULES } from "../../capabilities/rules/sandbox-rules";
 import { DEFAULT_POD_RULES, podRulesFromEnv } from "../../capabilities/rules/pods";
 import { builtPodRefusal, gateRefusal } from "../../capabilities/sandbox/gate";
 import { buildPod } from "../../capabilities/sandbox/pod";

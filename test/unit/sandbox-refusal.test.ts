@@ -1,5 +1,5 @@
-import { refusalOf } from "../../capabilities/sandbox/controller";
-import { ApiError } from "../../lib/api";
+import { refusalOf } from "../../capabilities/sandbox/sandbox-controller";
+import { ApiError } from "../../lib/api-writer";
 
 describe("refusalOf", () => {
   it("names a 403 'exceeded quota' QuotaExceeded, keeping the server's message", () => {

@@ -4,7 +4,7 @@ import diagnostics from "node:diagnostics_channel";
 import type { TLSSocket } from "node:tls";
 
 export type Kube = typeof import("../../../lib/kube");
-export type Api = typeof import("../../../lib/api");
+export type Api = typeof import("../../../lib/api-writer");
 
 /**
  * lib/kube.ts loaded afresh with JR2_API_HTTP2 set as asked. It reads the setting when it opens
@@ -17,7 +17,7 @@ export async function clientFor(http2: boolean): Promise<{ kube: Kube; api: Api;
   try {
     let loaded: { kube: Kube; api: Api } | undefined;
     await jest.isolateModulesAsync(async () => {
-      loaded = { kube: await import("../../../lib/kube"), api: await import("../../../lib/api") };
+      loaded = { kube: await import("../../../lib/kube"), api: await import("../../../lib/api-writer") };
     });
     const { opened } = await connectionsOpenedBy(() => loaded!.kube.kubeRequest("GET", "/version"));
     if (opened.length !== 1) throw new Error(`the first call opened ${opened.length} connections, not 1`);

@@ -4,7 +4,7 @@
 import type { Capability } from "pepr";
 import { checkRepoUrl, repoKey } from "../../api/repo-identity";
 import { MANAGED_BY, MANAGED_BY_LABEL } from "../../api/wire";
-import { operatorMetrics } from "../../lib/metrics";
+import { operatorMetrics } from "../../lib/operator-metrics";
 import {
   WATCHES,
   buildControllers,

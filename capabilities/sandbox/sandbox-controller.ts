@@ -5,9 +5,9 @@ import type { kind } from "kubernetes-fluent-client";
 import { Log } from "pepr";
 import { SandboxModel, type SandboxSpec } from "../../api/crd";
 import { API_VERSION } from "../../api/crd/sources/common";
-import { apiError, getOrUndefined, isConflict, isNotFound, type ApiError, type ApiWriter } from "../../lib/api";
+import { apiError, getOrUndefined, isConflict, isNotFound, type ApiError, type ApiWriter } from "../../lib/api-writer";
 import { kubeRequest, paths } from "../../lib/kube";
-import type { OperatorMetrics } from "../../lib/metrics";
+import type { OperatorMetrics } from "../../lib/operator-metrics";
 import { statusMergePatch } from "../../lib/patch";
 import { WorkQueue } from "../../lib/queue";
 import { ObjectCache } from "../../lib/cache";
@@ -20,9 +20,9 @@ import {
   firstStatusWaitMs,
   lossOf,
   statusEvents,
-  type Loss,
+  type PodLoss,
   type ReadyGate,
-  type Refusal,
+  type PodRefusal,
 } from "./status";
 import type { Condition } from "../../api/crd";
 import { SCHEDULED_REASON } from "../../api/conditions";
@@ -52,8 +52,8 @@ export type ReadyContributor = (
 
 /** Why no pod may be built from a Sandbox (`spec`), or written as built (`pod`); undefined when it may. */
 export type PodGate = {
-  spec: (sandbox: Sandbox) => Refusal | undefined;
-  pod: (sandbox: Sandbox, pod: kind.Pod) => Refusal | undefined;
+  spec: (sandbox: Sandbox) => PodRefusal | undefined;
+  pod: (sandbox: Sandbox, pod: kind.Pod) => PodRefusal | undefined;
 };
 
 /** What the controller is built with. */
@@ -254,7 +254,7 @@ export class SandboxController {
   }
 
   /** The Sandbox's one pod: created when it never had one, confirmed by a direct GET before it is called lost. */
-  async #ensurePod(key: string, sbx: Sandbox): Promise<{ pod?: kind.Pod; refusal?: Refusal; loss?: Loss }> {
+  async #ensurePod(key: string, sbx: Sandbox): Promise<{ pod?: kind.Pod; refusal?: PodRefusal; loss?: PodLoss }> {
     if (sbx.status?.phase === "Lost") return {};
     const recorded = sbx.status?.podUID ?? this.#ownCreate(key, sbx)?.podUID;
     let pod = this.pods.get(key);
@@ -275,7 +275,7 @@ export class SandboxController {
     return { pod };
   }
 
-  async #createPod(key: string, sbx: Sandbox): Promise<{ pod?: kind.Pod; refusal?: Refusal }> {
+  async #createPod(key: string, sbx: Sandbox): Promise<{ pod?: kind.Pod; refusal?: PodRefusal }> {
     const parts = this.#contributors.map((c) => c(sbx)).filter((p): p is PodContribution => !!p);
     const built = withSpecDigest(buildPod(sbx, parts), sbx.spec);
     // The pod guard's rules, on exactly what is written: the operator's own creates skip the
@@ -429,7 +429,7 @@ const ownedBy = (obj: { metadata?: { ownerReferences?: { uid: string }[] } }, sb
   !!obj.metadata?.ownerReferences?.some((o) => o.uid === sbx.metadata.uid);
 
 /** A pod create the API server refused for a reason worth waiting on, named (pure). */
-export function refusalOf(e: ApiError): Refusal | undefined {
+export function refusalOf(e: ApiError): PodRefusal | undefined {
   if (e.status === 403 && /exceeded quota/i.test(e.message))
     return { reason: SCHEDULED_REASON.QuotaExceeded, message: e.message };
   if (e.status === 403 && /no PriorityClass with name/i.test(e.message)) {

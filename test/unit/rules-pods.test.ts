@@ -8,7 +8,7 @@ import {
 } from "../../capabilities/rules/pods";
 import { DEFAULT_CACHE_ROOT } from "../../api/wire";
 import { repoCachesContribution } from "../../capabilities/repo/caches";
-import { withDefaults } from "../../capabilities/rules/sandbox";
+import { withDefaults } from "../../capabilities/rules/sandbox-rules";
 import type { Violation } from "../../capabilities/rules/violations";
 import type { SandboxSpec } from "../../api/crd";
 import { buildPod } from "../../capabilities/sandbox/pod";

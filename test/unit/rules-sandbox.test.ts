@@ -1,4 +1,4 @@
-import { sandboxNameViolations, sandboxViolations, withDefaults } from "../../capabilities/rules/sandbox";
+import { sandboxNameViolations, sandboxViolations, withDefaults } from "../../capabilities/rules/sandbox-rules";
 import type { Violation } from "../../capabilities/rules/violations";
 import { hardenedSecurityContext } from "../../api/hardening";
 

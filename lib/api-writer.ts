@@ -1,13 +1,13 @@
 // The operator's calls to the API server: every write waits for a token of the one write bucket
 // (decision 0006: 100 requests/s, burst 200) and is counted by kind; whatever a client threw
 // (kubernetes-fluent-client's `{ok: false, status, data}` objects too) becomes an ApiError. What
-// counts the writes is passed in (lib/metrics.ts on Pepr's collector, in the module), so this
+// counts the writes is passed in (lib/operator-metrics.ts on Pepr's collector, in the module), so this
 // loads no framework (decision 0012).
 import { hostname } from "node:os";
 import { ApiError } from "./api-error";
 import { kubeRequest, paths } from "./kube";
 import { TokenBucket, type Lane } from "./ratelimit";
-import type { OperatorMetrics } from "./metrics";
+import type { OperatorMetrics } from "./operator-metrics";
 import { OPERATOR_ENV } from "../api/env";
 
 /** A limit from the environment: unset or unreadable, the default; `0`, no client-side limit. */
@@ -63,7 +63,7 @@ export type EventTarget = { apiVersion: string; kind: string; name: string; name
 
 const INSTANCE = hostname();
 
-/** What counts the writes (lib/metrics.ts). */
+/** What counts the writes (lib/operator-metrics.ts). */
 export type WriteMeter = Pick<OperatorMetrics, "writeWaited" | "apiWrite">;
 
 /**

@@ -6,7 +6,7 @@
 import fc from "fast-check";
 import { restrictedViolations, weakerThanRestricted } from "../../capabilities/rules/containers";
 import { podViolations } from "../../capabilities/rules/pods";
-import { sandboxNameViolations, sandboxViolations, withDefaults } from "../../capabilities/rules/sandbox";
+import { sandboxNameViolations, sandboxViolations, withDefaults } from "../../capabilities/rules/sandbox-rules";
 import type { SandboxSpec } from "../../api/crd";
 import type { SecurityContext } from "../../api/crd/generated/corev1";
 import { repoCachesContribution } from "../../capabilities/repo/caches";
