@@ -1,0 +1,134 @@
+// What goes into the images (decision 0041): the Debian mirror read from the machine's own apt
+// sources, a lock that pins every package and holds no build tool, drift from it named package by
+// package; the controller's packages walked from what runs, at the lockfile's versions, with the
+// CLI-only ones left out and every package Pepr's runtime requires kept.
+import { readFileSync } from "node:fs";
+import { builtinModules } from "node:module";
+import { join } from "node:path";
+import {
+  CONTROLLER_ROOTS,
+  NOT_AT_RUNTIME,
+  controllerClosure,
+  resolveIn,
+  type Lockfile,
+} from "../../scripts/images/controller-deps";
+import { LOCK_FILE, formatLock, lockDrift, mirrorLines, parseLock, preferences } from "../../scripts/images/debian";
+import { BASE_PACKAGES } from "../../scripts/images/spec";
+
+const ROOT = join(__dirname, "..", "..");
+
+describe("the Debian mirror, from the machine's apt sources", () => {
+  test("deb822: comment lines do not split a paragraph; other suites, deb-src and disabled entries are left", () => {
+    const text = [
+      "Types: deb deb-src",
+      "# a snapshot this mirror follows",
+      "URIs: http://mirror.example/debian",
+      "Suites: bookworm bookworm-updates trixie",
+      "Components: main contrib",
+      "",
+      "Types: deb-src",
+      "URIs: http://src.example/debian",
+      "Suites: bookworm",
+      "Components: main",
+      "",
+      "Types: deb",
+      "URIs: http://off.example/debian",
+      "Suites: bookworm",
+      "Components: main",
+      "Enabled: no",
+      "",
+      "Types: deb",
+      "URIs: http://security.example/debian-security",
+      "Suites: bookworm-security",
+      "Components: main",
+    ].join("\n");
+    expect(mirrorLines(text)).toEqual([
+      "deb http://mirror.example/debian bookworm main contrib",
+      "deb http://mirror.example/debian bookworm-updates main contrib",
+      "deb http://security.example/debian-security bookworm-security main",
+    ]);
+  });
+
+  test("one-line sources, options included", () => {
+    const text =
+      "deb [signed-by=/k.gpg] http://m.example/debian bookworm main\n# deb http://x bookworm main\ndeb http://m.example/debian sid main\n";
+    expect(mirrorLines(text)).toEqual(["deb http://m.example/debian bookworm main"]);
+  });
+});
+
+describe("the Debian lock", () => {
+  const lock = parseLock(readFileSync(LOCK_FILE, "utf8"));
+  const names = lock.map((p) => p.name);
+
+  test("pins every package of the base, the base's own among them, once each", () => {
+    for (const p of BASE_PACKAGES) expect(names).toContain(p);
+    expect(new Set(names).size).toBe(names.length);
+    for (const p of lock) expect(p.version).toMatch(/^[0-9][A-Za-z0-9.+~:-]*$/);
+  });
+
+  test("holds no compiler, build tool or package fetcher", () => {
+    const tools =
+      /^(gcc|gcc-\d+|g\+\+.*|cpp|cpp-\d+|clang.*|make|binutils.*|libc6-dev|libgcc-.*-dev|apt|apt-utils|python3?|npm|nodejs)$/;
+    expect(names.filter((n) => tools.test(n))).toEqual([]);
+  });
+
+  test("round-trips through its format, and pins each version for apt", () => {
+    expect(parseLock(formatLock(lock))).toEqual([...lock].sort((a, b) => (a.name < b.name ? -1 : 1)));
+    const prefs = preferences([{ name: "git", version: "1:2.39.5-0+deb12u3", arch: "amd64" }]);
+    expect(prefs).toBe("Package: git\nPin: version 1:2.39.5-0+deb12u3\nPin-Priority: 1001\n");
+  });
+
+  test("drift names each package: superseded, missing, or unlocked", () => {
+    const want = [
+      { name: "git", version: "1", arch: "amd64" },
+      { name: "tini", version: "2", arch: "amd64" },
+    ];
+    const got = [
+      { name: "git", version: "1b", arch: "amd64" },
+      { name: "perl", version: "5", arch: "amd64" },
+    ];
+    expect(lockDrift(want, got)).toEqual([
+      "git: locked 1 amd64, the mirror gave 1b amd64",
+      "tini 2: locked, not installed",
+      "perl 5: installed, not locked",
+    ]);
+    expect(lockDrift(want, want)).toEqual([]);
+  });
+});
+
+describe("the controller's packages", () => {
+  const lock = JSON.parse(readFileSync(join(ROOT, "package-lock.json"), "utf8")) as Lockfile;
+  const closure = controllerClosure(lock);
+  const names = closure.map((p) => p.slice(p.lastIndexOf("node_modules/") + "node_modules/".length));
+
+  test("hold the roots and what they depend on, and nothing only a CLI or a type checker uses", () => {
+    for (const r of CONTROLLER_ROOTS) expect(names).toContain(r);
+    expect(names).toContain("ws"); // @kubernetes/client-node's watch
+    for (const n of names) expect(NOT_AT_RUNTIME.some((x) => x.match.test(n))).toBe(false);
+    for (const cli of ["typescript", "esbuild", "eslint", "ts-morph", "quicktype-core", "tsx", "commander", "prettier"])
+      expect(names).not.toContain(cli);
+  });
+
+  test("need no install script (the image takes node_modules as npm ci left it)", () => {
+    expect(closure.filter((p) => lock.packages[p].hasInstallScript)).toEqual([]);
+  });
+
+  test("cover every package Pepr's controller and its library require", () => {
+    const builtin = new Set([...builtinModules, ...builtinModules.map((m) => `node:${m}`)]);
+    for (const file of ["dist/controller.js", "dist/lib.js"]) {
+      const text = readFileSync(join(ROOT, "node_modules", "pepr", file), "utf8");
+      const required = [...text.matchAll(/require\("([^"]+)"\)/g)]
+        .map((m) => m[1])
+        .filter((s) => !builtin.has(s) && !s.startsWith("."));
+      expect(required.length).toBeGreaterThan(0);
+      for (const spec of required) {
+        const pkg = spec.startsWith("@") ? spec.split("/").slice(0, 2).join("/") : spec.split("/")[0];
+        expect({ file, pkg, in: closure.includes(resolveIn(lock, "node_modules/pepr", pkg) ?? "") }).toEqual({
+          file,
+          pkg,
+          in: true,
+        });
+      }
+    }
+  });
+});
