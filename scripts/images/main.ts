@@ -348,9 +348,15 @@ function runBuild(refs: Record<ImageName, string>, log: (s: string) => void) {
   const r = spawnSync("npm", ["run", "build", "--silent"], {
     cwd: ROOT,
     env: { ...process.env, [IMAGE_ENV.companions]: refs.companions, [IMAGE_ENV.controller]: refs.controller },
-    stdio: ["ignore", "ignore", "inherit"],
+    encoding: "utf8",
+    maxBuffer: 256 << 20,
+    // pepr build reports bundle sizes on stdout: shown only when the build fails, with its errors.
+    stdio: ["ignore", "pipe", "inherit"],
   });
-  if (r.status !== 0) throw new Error(`npm run build failed (exit ${r.status}): its errors are above`);
+  if (r.status !== 0) {
+    process.stderr.write(r.stdout ?? "");
+    throw new Error(`npm run build failed (exit ${r.status}): its output is above`);
+  }
 }
 
 /** --lock-debian: the base's packages resolved afresh from the mirror, written to the lock. */

@@ -1,10 +1,13 @@
 // What goes into the images (decision 0041): the Debian mirror read from the machine's own apt
 // sources, a lock that pins every package and holds no build tool, drift from it named package by
 // package; the controller's packages walked from what runs, at the lockfile's versions, with the
-// CLI-only ones left out and every package Pepr's runtime requires kept.
-import { readFileSync } from "node:fs";
+// CLI-only ones left out and every package Pepr's runtime requires kept; dist/ rebuilt exactly when
+// its manifests name other images than the ones being built.
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { builtinModules } from "node:module";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
+import cfg from "../../package.json";
 import {
   CONTROLLER_ROOTS,
   NOT_AT_RUNTIME,
@@ -13,7 +16,8 @@ import {
   type Lockfile,
 } from "../../scripts/images/controller-deps";
 import { LOCK_FILE, formatLock, lockDrift, mirrorLines, parseLock, preferences } from "../../scripts/images/debian";
-import { BASE_PACKAGES } from "../../scripts/images/spec";
+import { builtFor, expandCopy, manifestImages, parseArgs } from "../../scripts/images/main";
+import { APP_COPY, BASE_PACKAGES } from "../../scripts/images/spec";
 
 const ROOT = join(__dirname, "..", "..");
 
@@ -130,5 +134,54 @@ describe("the controller's packages", () => {
         });
       }
     }
+  });
+});
+
+describe("npm run images and dist/", () => {
+  let root: string;
+  beforeEach(() => {
+    root = mkdtempSync(join(tmpdir(), "jr2-images-dist-"));
+  });
+  afterEach(() => rmSync(root, { recursive: true, force: true }));
+
+  const refs = {
+    companions: "127.0.0.1:5000/jr2/companions:0.1.0",
+    sandbox: "127.0.0.1:5000/jr2/sandbox:0.1.0",
+    controller: "127.0.0.1:5000/jr2/controller:0.1.0",
+  };
+  const write = (rel: string, text: string) => {
+    mkdirSync(join(root, rel, ".."), { recursive: true });
+    writeFileSync(join(root, rel), text);
+  };
+  const moduleYaml = `dist/pepr-module-${cfg.pepr.uuid}.yaml`;
+
+  test("rebuilds dist/ when the bundles are missing or a manifest names another image, and not otherwise", () => {
+    expect(builtFor(refs, root)).toEqual({ ok: false, why: "dist/companions/*.js is missing" });
+    write("dist/companions/orchestrator.js", "");
+    write("dist/companions/orchestrator.js.map", "");
+    expect(expandCopy(root, APP_COPY.companions.from)).toEqual([join(root, "dist/companions/orchestrator.js")]);
+    write("dist/jr2-orchestrator.yaml", "spec:\n  containers:\n    - name: o\n      image: jr2/companions:0.1.0\n");
+    expect(builtFor(refs, root).why).toBe(
+      "dist/'s companion manifests name jr2/companions:0.1.0, not 127.0.0.1:5000/jr2/companions:0.1.0",
+    );
+    write("dist/jr2-orchestrator.yaml", `containers:\n  - image: ${refs.companions}\n`);
+    write("dist/jr2-cache-agent.yaml", `containers:\n  - name: c\n    image: "${refs.companions}"\n`);
+    // The module's CRD schemas say `image:` with no value: not an image.
+    write(moduleYaml, `properties:\n  image:\n    type: string\n---\n          image: '${refs.controller}'\n`);
+    expect(manifestImages(root)).toEqual({ companions: [refs.companions], controller: [refs.controller] });
+    expect(builtFor(refs, root)).toEqual({ ok: true, why: "" });
+  });
+
+  test("reads its flags, and refuses what it does not know", () => {
+    expect(parseArgs([])).toEqual({ registry: undefined, push: true, build: false, lockDebian: false });
+    expect(parseArgs(["--registry", "127.0.0.1:5000", "--no-push", "--build"])).toEqual({
+      registry: "127.0.0.1:5000",
+      push: false,
+      build: true,
+      lockDebian: false,
+    });
+    expect(parseArgs(["--registry=h:1"]).registry).toBe("h:1");
+    expect(() => parseArgs(["--registry"])).toThrow(/needs HOST:PORT/);
+    expect(() => parseArgs(["--push"])).toThrow(/unknown argument --push/);
   });
 });
