@@ -98,9 +98,9 @@ const fileEntry = (path: string, file: string): TarEntry => ({
 
 export type Context = { root: string; store: BlobStore; epoch: number; log: (s: string) => void };
 
-/** The code that makes a layer, by content: a change to how a layer is made is a new key. */
-const codeOf = (...files: string[]) =>
-  ["tar.ts", "oci.ts", "spec.ts", ...files].map((f) => [f, sha256File(join(__dirname, f))]);
+/** The code that makes a layer, by content: a change to how a layer is made is a new key. (The
+ * values a layer takes from spec.ts are in its key themselves.) */
+const codeOf = (...files: string[]) => ["tar.ts", "oci.ts", ...files].map((f) => [f, sha256File(join(__dirname, f))]);
 
 /** What every key shares: the mtime, and the compressor (zlib's version decides the gzip bytes). */
 const common = (epoch: number) => ({ epoch, zlib: process.versions.zlib });
@@ -146,14 +146,16 @@ export function recipes(ctx: Context): Record<LayerId, () => Recipe> {
     "companions-app": () => {
       const files = expandCopy(root, APP_COPY.companions.from);
       if (!files.length) throw new Error(`no ${APP_COPY.companions.from}: run npm run build`);
+      const to = APP_COPY.companions.to.slice(1, -1);
       return {
         key: contentKey({
           ...common(epoch),
           layer: "companions-app",
           code: codeOf("main.ts"),
+          to,
           files: files.map((f) => [basename(f), sha256File(f)]),
         }),
-        entries: () => [dirEntry("app"), ...files.map((f) => fileEntry(`app/${basename(f)}`, f))],
+        entries: () => [dirEntry(to), ...files.map((f) => fileEntry(`${to}/${basename(f)}`, f))],
       };
     },
     "sandbox-harness": () => {
@@ -166,6 +168,7 @@ export function recipes(ctx: Context): Record<LayerId, () => Recipe> {
           ...common(epoch),
           layer: "sandbox-harness",
           code: codeOf("main.ts"),
+          uid: RUN_UID,
           harness: sha256File(harness),
           owned,
           to,
@@ -185,6 +188,8 @@ export function recipes(ctx: Context): Record<LayerId, () => Recipe> {
         ...common(epoch),
         layer: "controller-deps",
         code: codeOf("controller-deps.ts"),
+        copy: APP_COPY.controller,
+        uid: RUN_UID,
         packages: closureKey(lock, closure),
       });
       // dist/controller is the COPY source of scripts/images/controller.Dockerfile.

@@ -37,7 +37,7 @@ export const NODE_PATH = "/usr/local/bin/node";
 /** Debian's PATH, as the official node images set it. */
 export const PATH_ENV = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
-/** The Harness inside the Sandbox image (seed 002 puts the jr2 runtime under /opt/jr2). */
+/** The Harness in the Sandbox image: /opt/jr2 keeps jr2's files apart from the image's own. */
 export const HARNESS_DIR = "/opt/jr2";
 export const HARNESS_JS = `${HARNESS_DIR}/harness.js`;
 
