@@ -1,11 +1,22 @@
-# The companions image: the cache agent, the Harness and the Orchestrator as the one-file bundles
-# `npm run build` writes to dist/companions/, on Node 20 with git (and ssh and ACL tools, which
-# the cache agent and the Harness call). Build after `npm run build`:
+# The companions image: the cache agent, the Custodian, the Harness and the Orchestrator as the
+# one-file bundles `npm run build` writes to dist/companions/, on Node 20 with git (and ssh and ACL
+# tools, which the cache agent and the Harness call). Each manifest picks its program with
+# `command: ["node", "/app/<name>.js"]`.
+#
+# `npm run images` builds this image with no engine (scripts/images/, decision 0041) on the base the
+# three images share; this file states the same image for those with an engine, and
+# test/unit/images-dockerfiles.test.ts holds the two to the same packages, user, paths and command.
+# Build after `npm run build`:
 #   docker build -t jr2/companions:0.1.0 .
-# Each manifest picks its program with `command: ["node", "/app/<name>.js"]`.
 FROM node:20-bookworm-slim
 RUN apt-get update \
- && apt-get install -y --no-install-recommends git openssh-client acl ca-certificates \
- && rm -rf /var/lib/apt/lists/*
-COPY dist/companions/ /app/
+ && apt-get install -y --no-install-recommends acl ca-certificates git libstdc++6 openssh-client tini \
+ && rm -rf /var/lib/apt/lists/* \
+ && rm -rf /usr/local/lib/node_modules /usr/local/bin/npm /usr/local/bin/npx /usr/local/bin/corepack \
+    /usr/local/bin/yarn /usr/local/bin/yarnpkg /opt/yarn-* \
+ && groupadd -g 65532 jr2 && useradd -u 65532 -g 65532 -d /home/jr2 -m -s /bin/bash jr2
+COPY dist/companions/*.js /app/
+WORKDIR /app
 USER 65532:65532
+ENTRYPOINT []
+CMD ["node"]
