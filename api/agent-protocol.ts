@@ -1,4 +1,4 @@
-// The agent protocol's words on the wire (seed 001 ADR-0002, decision 0025), pure: what the
+// The agent protocol's words on the wire (decision 0025), pure: what the
 // Orchestrator sends the Harness to admit a turn and what it answers (the admission, the durable
 // handle), the turn's stream read from an offset, the abort, and the Harness's picks and their
 // delivery polls to the Orchestrator (through the Custodian, with the Sandbox token). Both sides
@@ -27,13 +27,13 @@ export const picksPath = (iid: string) => pathFor("takePick", { iid });
 export const deliveryPath = (iid: string, deliveryId: string) => pathFor("readDelivery", { iid, deliveryId });
 export const allowedPath = (iid: string) => pathFor("readAllowed", { iid });
 
-/** A long-poll's hold (ADR-0002: about 25 s a request, so no timer on the path ever fires). */
+/** A long-poll's hold (decision 0025: about 25 s a request, so no timer on the path ever fires). */
 export const LONG_POLL_MS = 25_000;
 
 // ---------------------------------------------------------------------------------------------
 // Admitting a turn
 
-/** One Menu tool: a transition the invoking state offers (ADR-0015), presented to the model as a tool. */
+/** One Menu tool: a transition the invoking state offers (decision 0025), presented to the model as a tool. */
 export const MenuTool = z.strictObject({
   name: z
     .string()
@@ -54,7 +54,7 @@ export const TurnImage = z.strictObject({
 export const TurnBody = z.strictObject({
   message: z.string().min(1, "must not be empty").max(1_000_000, "must be at most 1,000,000 characters"),
   images: z.array(TurnImage).max(16, "must be at most 16 images").optional(),
-  /** The Menu: fixed for a conversation (ADR-0029); repeated on each turn so a restart needs nothing kept. */
+  /** The Menu: fixed for a conversation (decision 0025); repeated on each turn so a restart needs nothing kept. */
   menu: z.array(MenuTool).default([]),
   /** The picks this turn allows now (names in `menu`); re-read from the Orchestrator at each step. */
   allowed: z.array(z.string()).default([]),
@@ -63,7 +63,7 @@ export const TurnBody = z.strictObject({
 });
 export type TurnBody = z.infer<typeof TurnBody>;
 
-/** The admission: the durable handle (ADR-0002). `offset` is where this turn's events begin. */
+/** The admission: the durable handle (decision 0025). `offset` is where this turn's events begin. */
 export const Admission = z.strictObject({
   streamUrl: z.string(),
   offset: z.number().int().min(0),
@@ -137,5 +137,5 @@ export const Delivery = z.discriminatedUnion("state", [
 ]);
 export type Delivery = z.infer<typeof Delivery>;
 
-/** The Allowed picks now (read at each step boundary; ADR-0029). */
+/** The Allowed picks now (read at each step boundary; decision 0025). */
 export const Allowed = z.strictObject({ allowed: z.array(z.string()) });

@@ -49,7 +49,7 @@ export const CUSTODIAN_HEADER = "x-jr2-custodian";
 export const UNREACHABLE = "unreachable";
 export const REFUSED = "refused";
 /** Transport codes that prove no byte of a request was written (the connect never completed): the
- * Custodian retries only these, and the Harness reads them as "never reached" (seed 001 ADR-0002). */
+ * Custodian retries only these, and the Harness reads them as "never reached" (decision 0025). */
 export const NEVER_SENT_CODES: ReadonlySet<string> = new Set([
   "ECONNREFUSED",
   "ENOTFOUND",

@@ -17,7 +17,7 @@ export const HARNESS_ENV = {
   port: "PORT",
   /** Unset: every interface (the pod's Service must reach it); local mode says 127.0.0.1. */
   host: LISTEN_HOST,
-  /** Where it keeps its conversations (seed 002 ADR-0031), a volume of its own. */
+  /** Where it keeps its conversations (decision 0025), a volume of its own. */
   conversationsDir: "JR2_CONVERSATIONS_DIR",
   /** The model its Agents ask (an OpenAI-compatible endpoint): the Custodian's provider route by
    * name (`<JR2_CUSTODIAN_URL>/providers/<name>/v1`), or a base url outright; the model's id; and the
@@ -28,7 +28,7 @@ export const HARNESS_ENV = {
   modelKeyEnv: "JR2_MODEL_KEY_ENV",
 } as const;
 
-/** The Sandbox Effector (seed 002 `sandboxEffectorContainer`): where its mounts are. */
+/** The Sandbox Effector (decision 0021): where its mounts are. */
 export const EFFECTOR_ENV = {
   port: "JR2_EFFECTOR_PORT",
   work: "JR2_EFFECTOR_WORK",

@@ -6,7 +6,7 @@ export const ORCHESTRATOR_FIELD_MANAGER = "jr2-orchestrator";
 export const SANDBOX_NAME_LABEL = "sandbox.jr2.dev/name";
 export const KEEPALIVE_ANNOTATION = "jr2.dev/keepalive";
 
-/** The labels an Orchestrator puts on what it writes (seed 002's CRs carry them). */
+/** The labels an Orchestrator puts on what it writes (jr2's CRs carry them, decision 0001). */
 export const RUN_LABEL = "jr2.dev/run";
 export const WORKFLOW_LABEL = "jr2.dev/workflow";
 /** The Harness's attach body, kept on the Sandbox so a restarted Orchestrator can send it again. */
@@ -14,10 +14,10 @@ export const ATTACH_ANNOTATION = "jr2.dev/attach";
 /** On the pod: a digest per spec field it was built from, so a later spec change can be named. */
 export const SPEC_DIGEST_ANNOTATION = "jr2.dev/spec-digest";
 
-/** The Sandbox token Secret `<sandbox>-token` and its one key (the Custodian reads it, seed 002). */
+/** The Sandbox token Secret `<sandbox>-token` and its one key (the Custodian reads it, decision 0021). */
 export const SANDBOX_TOKEN_KEY = "JR2_SANDBOX_TOKEN";
 export const tokenSecretName = (sandbox: string) => `${sandbox}-token`;
-/** On every object the Orchestrator writes for one Sandbox beside its CR (seed 002's label). */
+/** On every object the Orchestrator writes for one Sandbox beside its CR (decision 0021). */
 export const SANDBOX_LABEL = "jr2.dev/sandbox";
 
 /** Container names the operator and its clients agree on. */
@@ -39,9 +39,9 @@ export const EFFECTOR_KEY_KEY = "key";
 export const EFFECTOR_SECRETS_DIR = "/run/jr2/secrets";
 export const GIT_CREDENTIALS_ROOT = `${EFFECTOR_SECRETS_DIR}/@git`;
 
-/** The one volume every seat shares (seed 001 ADR-0005): an emptyDir, so a non-root uid can write it. */
+/** The one volume every seat shares (decision 0021): an emptyDir, so a non-root uid can write it. */
 export const WORK_ROOT = "/work";
-/** The Harness's conversations (seed 002: an emptyDir in the Harness container alone). */
+/** The Harness's conversations (decision 0021: an emptyDir in the Harness container alone). */
 export const CONVERSATIONS_DIR = "/conversations";
 
 /** Per installation, in the Sandboxes' namespace: the CA the Custodians sign leaves with (a
@@ -53,7 +53,7 @@ export const CA_CONFIGMAP = "jr2-ca";
 export const PART_OF_JR2 = { "app.kubernetes.io/part-of": "jr2" } as const;
 /** Where the companions (the Orchestrator, the cache agents) install unless told otherwise. */
 export const COMPANION_NAMESPACE = "jr2-system";
-/** Per namespace: ingress to Sandbox pods from the Orchestrator alone (seed 000). */
+/** Per namespace: ingress to Sandbox pods from the Orchestrator alone (decision 0021). */
 export const SANDBOX_INGRESS_POLICY = "jr2-sandbox-ingress";
 
 /** Where each node keeps its bare Repo checkouts (the cache agents and the pods agree on it), and
@@ -61,7 +61,7 @@ export const SANDBOX_INGRESS_POLICY = "jr2-sandbox-ingress";
 export const DEFAULT_CACHE_ROOT = "/var/lib/jr2/repos";
 export const REPOS_MOUNT = "/repos";
 
-/** The pod's work group when the spec states none (seed 002 DEFAULT_WORK_GROUP). */
+/** The pod's work group when the spec states none (decision 0021). */
 export const DEFAULT_FS_GROUP = 2000;
 export const DEFAULT_IDLE_TIMEOUT = "30m";
 

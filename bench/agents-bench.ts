@@ -1,4 +1,4 @@
-// Benchmark: an Agent's turn end to end (issue 13's Benchmark section), on the local control plane
+// Benchmark: an Agent's turn end to end (decision 0025's figures), on the local control plane
 // in local mode: the real module, the Orchestrator (its bundle, a process), and per workspace the
 // real Harness and Custodian processes it starts; the model is the scripted one (dev/scripted-model.ts)
 // answering at once, reached through the Custodian's provider route with the held key, as in

@@ -1,7 +1,7 @@
 // What the API server served during a stretch of a benchmark, from its own /metrics: requests by
 // verb and resource with the time it spent on them, and watch events sent by kind. The sandbox-burst
 // bench prints it per Sandbox and per plain pod, so where the control plane's CPU goes is visible
-// beside the figures (issue 14: the cluster, not the operator, is the bottleneck on two cores).
+// beside the figures (decision 0020: the cluster, not the operator, is the bottleneck on two cores).
 import * as kubectl from "../dev/kubectl";
 
 /** Counters by a readable key: "POST pods", "PATCH sandboxes/status", "watch pods", "webhook validating",

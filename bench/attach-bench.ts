@@ -1,5 +1,5 @@
-// Benchmark: the Harness's attach of a large repository versus a full `git clone` of it (issue 5,
-// "Benchmark"). A generated repository (20,000 files, 2,000 commits) is built once and kept under
+// Benchmark: the Harness's attach of a large repository versus a full `git clone` of it (decision 0010).
+// A generated repository (20,000 files, 2,000 commits) is built once and kept under
 // the cache directory; each run makes a bare node cache of it the cache agent's way, then times
 // (a) POST /attach to an in-process Harness (a shared clone plus a worktree into a fresh /work) and
 // (b) `git clone --no-local` (objects really copied, as over a network). Sizes are the pod-local

@@ -1,4 +1,4 @@
-// Benchmark: what the Custodian adds (issue 12, "Benchmark"). The Custodian runs as the pod runs it,
+// Benchmark: what the Custodian adds (decision 0018). The Custodian runs as the pod runs it,
 // its esbuild bundle in its own Node process, its provider route bound to a fake provider on
 // loopback; every proxied request carries a Stand-in, so the swap and the answer's mask are both
 // paid. In one run, each request is sent three ways in turn (keep-alive on each): directly, through

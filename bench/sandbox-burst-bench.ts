@@ -326,7 +326,7 @@ export async function sandboxBurst(kubeconfig: string, count: number): Promise<R
         metric: "pod_ready_to_sandbox_ready_p99_ms",
         value: round(percentile(latencies, 99)),
         unit: "ms",
-        target: "<= 500 with no limit, <= 1000 at the default limits (issue 14)",
+        target: "<= 500 with no limit, <= 1000 at the default limits (decision 0020)",
       },
       { bench: b, metric: "operator_added_p50_ms", value: round(percentile(added, 50)), unit: "ms" },
       { bench: b, metric: "operator_added_p90_ms", value: round(percentile(added, 90)), unit: "ms" },

@@ -1,5 +1,5 @@
-// Which caches a node's agent may evict: pure, so the rule is tested on its own (issue 5, item 5;
-// decision 0010). A cache goes only when all of these hold:
+// Which caches a node's agent may evict: pure, so the rule is tested on its own (decision 0010).
+// A cache goes only when all of these hold:
 //   - the agent built it itself (an adopted checkout is pinned: someone else put it there);
 //   - no pod on the node mounts it (no Sandbox placed here names its key);
 //   - no bound Repo wants it (a Machine's slot keeps its caches warm everywhere);

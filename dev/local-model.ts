@@ -1,4 +1,4 @@
-// The model `npm start`'s Agents ask (issue 13 item 4): the built-in scripted provider on loopback
+// The model `npm start`'s Agents ask (decision 0025): the built-in scripted provider on loopback
 // by default, so the example Machine runs here with no network; or a real OpenAI-compatible
 // endpoint, named by one environment variable (JR2_MODEL_URL) with its key in one file
 // (JR2_MODEL_KEY_FILE, default .jr2/model-key). Either way the key goes into a Secret that the

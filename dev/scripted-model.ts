@@ -1,4 +1,4 @@
-// The built-in scripted model provider (issue 13): an OpenAI-compatible Chat Completions endpoint on
+// The built-in scripted model provider (decision 0025): an OpenAI-compatible Chat Completions endpoint on
 // loopback that plays a fixed script, so Agents run here with no network and tests know what the
 // model will say. node:http only.
 //

@@ -1,4 +1,4 @@
-// An example Machine (issue 13 item 3): an xstate v5 machine that drives one workspace through the
+// An example Machine (decision 0025): an xstate v5 machine that drives one workspace through the
 // Orchestrator's API with the typed client (orchestrator/http/orchestrator-client.ts). It creates a workspace on a
 // repository, asks the Agent for a change with a `propose` Menu tool allowed, holds the Agent's
 // `propose` pick for a human's approval (an APPROVE or REJECT event; by default it prints the pick

@@ -1,5 +1,5 @@
 // The Harness's HTTP surface: GET /healthz for the kubelet's probe, POST /attach for the client
-// that prepares the Sandbox's repositories, and the agent protocol (seed 001 ADR-0002, decision
+// that prepares the Sandbox's repositories, and the agent protocol (decision 0025, decision
 // 0025): POST /agents/:name/:id admits a turn, GET /agents/:name/:id/stream?offset=N long-polls
 // its events, POST /agents/:name/:id/abort ends it. Every answer is JSON; every error is
 // {error:{code,message}}.
@@ -95,7 +95,7 @@ async function agentRoute(req: http.IncomingMessage, res: Res, ctx: Ctx, m: RegE
         return sendError(res, 400, "invalid", "offset: must be a whole number from 0 (the admission's offset)");
       const wait = Number(url.searchParams.get("wait") ?? LONG_POLL_MS);
       const hold = Number.isFinite(wait) ? Math.min(Math.max(wait, 0), LONG_POLL_MS) : LONG_POLL_MS;
-      // A reader that goes away stops holding; it is never an abort of the turn (ADR-0002).
+      // A reader that goes away stops holding; it is never an abort of the turn (decision 0025).
       const gone = new AbortController();
       res.once("close", () => gone.abort());
       return sendJson(res, 200, await ctx.agents.stream(agent, conversation, offset, hold, gone.signal));

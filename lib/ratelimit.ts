@@ -1,4 +1,4 @@
-// A token bucket for the operator's writes (seed 000: 100 requests/s, burst 200), with two lanes
+// A token bucket for the operator's writes (decision 0020: 100 requests/s, burst 200), with two lanes
 // (decision 0020): while tokens are scarce, a write that finishes a Sandbox
 // (its status once the pod is Ready, a Lost mark, a reap) goes before one that starts new work (a
 // pod or Service create), so a burst of new Sandboxes never holds back the one write a ready one

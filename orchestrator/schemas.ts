@@ -45,7 +45,7 @@ export const Size = z
     }),
   })
   .refine((s) => s.cpu !== undefined || s.memory !== undefined || s.disk !== undefined, "must name cpu, memory or disk")
-  .meta({ description: "The workspace's Size: the pod-level ceiling (seed 002 ADR-0060)." });
+  .meta({ description: "The workspace's Size: the pod-level ceiling (decision 0015)." });
 export type Size = z.infer<typeof Size>;
 
 // The one rule for names that cross a process (api/names.ts), which the Harness's /attach uses
@@ -106,7 +106,7 @@ export const CreateWorkspaceBody = z
           }),
       })
       .optional()
-      .meta({ description: "A Sandbox Effector beside the Harness (seed 002 ADR-0068)." }),
+      .meta({ description: "A Sandbox Effector beside the Harness (decision 0021)." }),
     idleTimeout: idleTimeoutField("idleTimeout")
       .optional()
       .meta({

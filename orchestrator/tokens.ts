@@ -38,7 +38,7 @@ export function sandboxTokenChecker(signingKey: Buffer): (sandboxName: string, c
   };
 }
 
-/** The Effector's key (seed 002 ADR-0068): what its requests are signed with, per Sandbox. */
+/** The Effector's key (decision 0021): what its requests are signed with, per Sandbox. */
 export function effectorKey(signingKey: Buffer, sandboxName: string): string {
   return createHmac("sha256", signingKey).update(`${EFFECTOR_KEY_PURPOSE}\0${sandboxName}`, "utf8").digest("base64url");
 }

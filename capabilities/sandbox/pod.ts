@@ -1,5 +1,5 @@
 // Sandbox -> its one Pod (pure; decision 0013): the Harness is the primary container and the
-// sidecars are opaque fragments scheduled without being understood; seed 002 `crFor` is the client.
+// sidecars are opaque fragments scheduled without being understood; jr2's Orchestrator (`crFor`) is the client (decision 0001).
 import type { kind } from "kubernetes-fluent-client";
 import type { Container, Probe, Volume, VolumeMount } from "../../api/crd/generated/corev1";
 import type { SandboxSpec } from "../../api/crd";

@@ -5,12 +5,12 @@ import { type SandboxRef, managedLabels, ownerReference } from "./refs";
 
 /** The Service's spec (pure): the same for the operator and for the bench's plain baseline. */
 export const serviceSpec = (name: string): NonNullable<kind.Service["spec"]> => ({
-  // Headless (decision 0030, seed 000 R14): the name resolves to the pod's own address, and the
+  // Headless (decision 0030): the name resolves to the pod's own address, and the
   // API server allocates no virtual IP, which is what held a burst's Sandboxes back.
   clusterIP: "None",
   // The name resolves while the pod has an address, as a virtual IP's did: a client that dials
   // the moment Ready is written, or while the Harness restarts, is refused, never sent an NXDOMAIN
-  // its resolver caches (seed 002 ADR-0068 does the same for the Effector's Service).
+  // its resolver caches (decision 0021: jr2's Orchestrator does the same for the Effector's Service).
   publishNotReadyAddresses: true,
   selector: { [SANDBOX_NAME_LABEL]: name },
   ports: [{ name: "http", port: HARNESS_PORT, targetPort: HARNESS_PORT, protocol: "TCP" }],

@@ -16,7 +16,7 @@ export type PodLoss = { reason: string; message: string; podUID?: string };
  * the reconcile's gate refuses the spec (gate.ts). */
 export type PodRefusal = { reason: string; message: string };
 
-/** A further hold on Ready (issue 5's Repo caches): the first one holding names the wait. */
+/** A further hold on Ready (the Repo caches, decision 0010): the first one holding names the wait. */
 export type ReadyGate = { reason: string; message: string };
 
 export type Observed = {

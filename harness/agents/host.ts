@@ -1,4 +1,4 @@
-// The Harness's Agent host (seed 001 ADR-0002, decision 0025): admits a turn on a conversation
+// The Harness's Agent host (decision 0025): admits a turn on a conversation
 // (`POST /agents/:name/:id`) and answers at once with the admission, the durable handle; runs it
 // through a TurnRunner (the pi loop, pi-runner.ts) in the background; serves the conversation's
 // stream from any offset (log.ts); aborts a turn only when asked. One Agent runs at a time per

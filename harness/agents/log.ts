@@ -1,4 +1,4 @@
-// A conversation's stream (seed 001 ADR-0002, decision 0025): every event of its turns at an
+// A conversation's stream (decision 0025): every event of its turns at an
 // offset, read from any offset by a long-poll that answers as soon as there is something past it
 // or after its hold. Kept on the conversations volume as JSON lines, so a Harness restarted inside
 // a living pod rebuilds it, and a reader that reconnects from an old offset gets what followed.

@@ -1,4 +1,4 @@
-// The model an Agent talks to (issue 13, decision 0024): a pi-ai `Model` for an OpenAI-compatible
+// The model an Agent talks to (decision 0024): a pi-ai `Model` for an OpenAI-compatible
 // Chat Completions endpoint (vLLM, the scripted model of dev/scripted-model.ts, a hosted provider
 // reached through the Custodian), the key resolver that carries its API key, and the loader of
 // pi-agent-core. In a pod the key given here is the Harness's Stand-in: the Custodian swaps it for the

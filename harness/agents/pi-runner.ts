@@ -5,7 +5,7 @@
 // Machine's answer (picks/client.ts); one the turn does not allow is answered so, and sent nowhere.
 // At each step boundary (pi's turn_end, when the loop goes on) the Allowed picks are read again
 // (picks/allowed.ts) and, when they changed, the Turn part is restated before the next model call
-// (seed 001 ADR-0002). The model is reached through the Custodian's provider route with a Stand-in
+// (decision 0025). The model is reached through the Custodian's provider route with a Stand-in
 // as its key (decision 0021): the Harness never holds the key.
 import type { AgentMessage, AgentTool } from "@mariozechner/pi-agent-core";
 import type { AssistantMessage } from "@mariozechner/pi-ai";
@@ -133,7 +133,7 @@ function menuTool(m: MenuTool, turn: TurnInput, allowed: { now: string[] }, o: P
         signal: both,
         onOutstanding: (deliveryId) => turn.emit({ kind: "pick", pick: m.name, deliveryId }),
       });
-      // A failure the model must not read as a failed pick is the call's answer (ADR-0002).
+      // A failure the model must not read as a failed pick is the call's answer (decision 0025).
       if (outcome.isError) throw new Error(outcome.text);
       return { content: [{ type: "text", text: outcome.text }], details: { answered: outcome.answered } };
     },

@@ -1,4 +1,4 @@
-// An Agent's working tools (issue 13, decision 0024): read, write, edit and bash, as pi-agent-core
+// An Agent's working tools (decision 0024): read, write, edit and bash, as pi-agent-core
 // `AgentTool`s, confined to one root directory (the Harness's `/work`).
 //
 // The file tools resolve every path against the root and refuse one that lands outside it once

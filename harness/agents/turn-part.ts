@@ -1,7 +1,7 @@
-// The Turn part (seed 001 ADR-0029, decision 0025): what a turn tells the model of its Allowed
+// The Turn part (decision 0025): what a turn tells the model of its Allowed
 // picks, pure. The first time it follows the turn's message; when something other than the Agent's
 // own pick changes them (a Gate's answer, an outside event), the Harness reads the new list at a
-// step boundary (ADR-0002) and appends it restated. Only fixed text and Menu names are ever said:
+// step boundary (decision 0025) and appends it restated. Only fixed text and Menu names are ever said:
 // nothing the Machine writes reaches the model by this path.
 import type { MenuTool } from "../../api/agent-protocol";
 

@@ -1,4 +1,4 @@
-// The Harness's read of a conversation's Allowed picks at a step boundary (seed 001 ADR-0002, the
+// The Harness's read of a conversation's Allowed picks at a step boundary (decision 0025, the
 // restated Turn part; decision 0025): a GET to the Orchestrator through the pod's Custodian, which
 // adds the Sandbox token. A pull, and lossy by design: a read that fails or is slow leaves the
 // turn's current list in place and the next step boundary reads again, so it never holds a step up

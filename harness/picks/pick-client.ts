@@ -1,4 +1,4 @@
-// A Menu tool call's pick, sent the way seed 001 ADR-0002 says (decision 0025): the pick's POST
+// A Menu tool call's pick, sent the way decision 0025 says: the pick's POST
 // goes to the Orchestrator through the pod's Custodian (which adds the Sandbox token) and answers
 // at once, outstanding, with a delivery id; inside the same tool call the Harness long-polls the
 // delivery, about 25 s a request, until the Machine answers, with no time bound. A poll is safe to

@@ -1,9 +1,9 @@
-// What a Menu tool call tells the Agent when its pick got no receipt or no answer (seed 001
-// ADR-0002, "A held tool result is a poll, never a held socket"): a pick's POST, or the long-poll
+// What a Menu tool call tells the Agent when its pick got no receipt or no answer (decision 0025,
+// "A held tool result is a poll, never a held socket"): a pick's POST, or the long-poll
 // of its delivery, failed; which of the three cases that is (never reached / not known whether it
 // reached / reached but its answer unread), or which of the Orchestrator's own answers (503 while
 // stopping, 409 while a pick is outstanding, 404 when the Turn is over); and the exact text, word
-// for word from ADR-0002. Our Custodian is TypeScript, not Envoy: its 502 with
+// for word from decision 0025. Our Custodian is TypeScript, not Envoy: its 502 with
 // `x-jr2-custodian: unreachable` stands for Envoy's flags UF, UH, DF and URX (the request was not
 // forwarded); a 502 without that header stands for UC, UMSDR, UPE, UR, LR and DPE (it may have
 // been). Pure: no I/O. The Harness and the tests share these builders, so there is one source.
@@ -40,7 +40,7 @@ export type PickFailure = {
 };
 
 /**
- * The three cases of ADR-0002 and the Orchestrator's own answers:
+ * The three cases of decision 0025 and the Orchestrator's own answers:
  * - `neverReached`: the request never left the Harness (a proving connect failure, or the
  *   Custodian's unreachable 502), and the call was not aborted;
  * - `unknown`: it is not known whether the Orchestrator took the pick;
@@ -62,7 +62,7 @@ export const PICK_CASES: readonly PickCase[] = [
 export { NEVER_SENT_CODES };
 
 // ---------------------------------------------------------------------------------------------
-// The texts (ADR-0002, word for word; `<pick>` in backquotes as the decision writes it)
+// The texts (decision 0025, word for word; `<pick>` in backquotes as the decision writes it)
 
 const paren = (message: string | undefined) => (message ? ` (${message})` : "");
 
@@ -86,14 +86,14 @@ export const pickTexts = {
   reachedUnread: (pick: string, detail: string) =>
     `This pick reached the workflow, and its answer did not reach you (${detail}). Do not call \`${pick}\` ` +
     `again before you read the next message: it tells you where the workflow is now.`,
-  /** 503 to the POST: a stopping Orchestrator did not take the pick (ADR-0042). */
+  /** 503 to the POST: a stopping Orchestrator did not take the pick (decision 0025). */
   stopping: (pick: string, message?: string) =>
     `the pick \`${pick}\` was not taken: the Orchestrator is stopping${paren(message)} — try it again`,
-  /** 409 to the POST: a pick of this Turn is already outstanding (ADR-0024). */
+  /** 409 to the POST: a pick of this Turn is already outstanding (decision 0025). */
   outstanding: (pick: string, message?: string) =>
     `the pick \`${pick}\` was not taken: another pick of this turn is outstanding${paren(message)}. ` +
     `Do not call \`${pick}\` again before you read that pick's answer.`,
-  /** 404: the Turn is over (ADR-0026). */
+  /** 404: the Turn is over (decision 0025). */
   turnOver: (pick: string, message?: string) =>
     `This turn is over${paren(message)}: the workflow answers no pick in it, and the call to \`${pick}\` has ` +
     `no answer. Do not call \`${pick}\` again before you read the next message: it tells you where the ` +

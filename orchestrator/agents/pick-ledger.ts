@@ -1,4 +1,4 @@
-// The picks ledger's rules, pure (issue 13): a workspace's Agents' picks as the Harness sends them
+// The picks ledger's rules, pure (decision 0025): a workspace's Agents' picks as the Harness sends them
 // (through the Custodian, with the Sandbox token) and the Machine's answers. One ledger per
 // workspace, kept by pick-store.ts in a ConfigMap the workspace's Sandbox owns, so an Orchestrator
 // restarted while a pick is outstanding still knows it and answers it. The rules:
@@ -10,9 +10,9 @@
 //     refused (409);
 //   - a delivery is answered once: a second answer is refused (409), an unknown one is 404;
 //   - answered picks are kept, newest last, only while the ledger stays within its size bound;
-//   - each conversation's Allowed picks (ADR-0029) are kept beside its picks: the Machine sets
+//   - each conversation's Allowed picks (decision 0025) are kept beside its picks: the Machine sets
 //     them (with a turn, or on their own when a Gate or an outside event changes them) and the
-//     Harness reads them at each step boundary (seed 001 ADR-0002, the restated Turn part).
+//     Harness reads them at each step boundary (decision 0025, the restated Turn part).
 import { z } from "zod";
 import { ConversationId, type PickBody } from "../../api/agent-protocol";
 import { WorkspaceName } from "../schemas";
@@ -243,7 +243,7 @@ export const outstandingView = (p: LedgerPick): OutstandingPick => ({
   at: p.at,
 });
 
-/** The longest a delivery poll holds (ADR-0002's 25 s): `?wait=` beyond it is cut to it. */
+/** The longest a delivery poll holds (decision 0025's 25 s): `?wait=` beyond it is cut to it. */
 export function waitOf(query: string | null): number {
   const n = Number(query ?? 0);
   if (!Number.isFinite(n) || n <= 0) return 0;

@@ -1,4 +1,4 @@
-// The picks ledger's I/O (issue 13; its rules: pick-ledger.ts). Each workspace's ledger lives in a
+// The picks ledger's I/O (decision 0025; its rules: pick-ledger.ts). Each workspace's ledger lives in a
 // ConfigMap `<workspace>-agents` (key `ledger.json`) owned by the workspace's Sandbox (its uid, from
 // the one watch), so it goes with the Sandbox and an Orchestrator restarted while a pick is
 // outstanding reads it back (lazily, at the first request that needs it) and answers it. Every

@@ -1,6 +1,6 @@
-// A Machine's turns on a workspace's Agents (issue 13 item 2, decision 0025): submit a turn (the
+// A Machine's turns on a workspace's Agents (decision 0025): submit a turn (the
 // Harness's admission, answered at once), read its events from the Harness's stream (resumable
-// from an offset), abort it. The admission is the durable handle (seed 001 ADR-0002): each
+// from an offset), abort it. The admission is the durable handle (decision 0025): each
 // conversation's `iid → {agent, admission}` is kept in the cluster, in the ConfigMap
 // `<workspace>-turns` owned by the Sandbox, before the submit answers, so an Orchestrator restarted
 // mid-turn finds the stream again from its ledger and never admits the turn twice.
@@ -114,7 +114,7 @@ export class Turns {
   }
 
   /** The conversation's Allowed picks changed by the Machine (a Gate's answer, an outside event):
-   * its running turn reads them at its next step boundary (ADR-0002's restated Turn part). */
+   * its running turn reads them at its next step boundary (decision 0025's restated Turn part). */
   async setAllowed(workspace: string, iid: string, allowed: string[]): Promise<{ iid: string; allowed: string[] }> {
     this.#ready(workspace);
     if (!(await this.#ledger(workspace))[iid])

@@ -1,4 +1,4 @@
-// The Orchestrator's HTTP API v1 on node:http (issue 6, item 5): workspaces for Machines. The
+// The Orchestrator's HTTP API v1 on node:http (decision 0011): workspaces for Machines. The
 // server holds no state of its own: it validates, authenticates and routes to an injected
 // Workspaces service, and streams each workspace's events as Server-Sent Events. Every answer is
 // JSON, every error `{error: {code, message}}`; a bad request never crashes it, and no header (so

@@ -1,4 +1,4 @@
-// A typed client of the Orchestrator's API (issue 13 item 3), for a Machine written in TypeScript:
+// A typed client of the Orchestrator's API (decision 0025), for a Machine written in TypeScript:
 // workspaces (create, read, wait until ready, delete), an Agent's turns (submit, the events as
 // Server-Sent Events, abort, the Allowed picks) and its Menu picks (list, answer). It speaks undici's `request`; every
 // body it sends and every answer it reads goes through the same zod schemas the server uses

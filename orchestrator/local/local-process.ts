@@ -7,7 +7,7 @@
 // node's cores, apart from the Orchestrator; here every pod shares this machine's cores with the
 // Orchestrator, and each detached process leads a session (an autogroup) of its own, which the
 // kernel weighs as much as the Orchestrator's. Fifty Agents' turns then left the Orchestrator
-// waiting for a core for most of a burst (its event loop 200-460 ms late, issue 13's benchmark).
+// waiting for a core for most of a burst (its event loop 200-460 ms late, in the agents bench).
 // Lowered, the pods still get every idle cycle and the control path answers first.
 import { spawn } from "node:child_process";
 import { closeSync, existsSync, openSync, readFileSync, writeFileSync } from "node:fs";

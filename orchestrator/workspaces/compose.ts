@@ -1,5 +1,5 @@
-// The Sandbox pod the Orchestrator asks for (seed 002 `crFor`, seed 001 ADR-0005's mounts table;
-// decision 0021), pure: the CR, and the objects it owns from birth (the token Secret, the
+// The Sandbox pod the Orchestrator asks for (decision 0021: jr2's `crFor` and its mounts
+// table), pure: the CR, and the objects it owns from birth (the token Secret, the
 // Custodian's ConfigMap, the Effector's key Secret and Service). kube-gateway.ts writes them; local
 // mode (local-harness.ts) runs the same Custodian config beside each local Harness.
 //
@@ -82,7 +82,7 @@ export const CUSTODIAN_COMMAND = ["node", "/app/custodian.js"];
 /** The uid the companions image runs as (Dockerfile `USER 65532`), stated so the kubelet need not read the image. */
 export const COMPANIONS_UID = 65532;
 
-/** Where the effector keeps its key, and its $HOME (seed 002 `sandboxEffectorContainer`). */
+/** Where the effector keeps its key, and its $HOME (decision 0021). */
 const EFFECTOR_OWN_DIR = "/run/jr2/effector";
 const EFFECTOR_SCRATCH_DIR = "/run/jr2/scratch";
 
@@ -154,7 +154,7 @@ export function composeSandbox(input: ComposeInput): Composition {
   const spec: SandboxSpecInput = {
     image: req.image,
     ...(req.idleTimeout ? { idleTimeout: req.idleTimeout } : {}),
-    // The work group: every seat writes /work whatever its uid (seed 002 ADR-0005).
+    // The work group: every seat writes /work whatever its uid (decision 0021).
     fsGroup: DEFAULT_FS_GROUP,
     ...(split.harness ? { resources: split.harness } : {}),
     ...(split.pod ? { podResources: split.pod } : {}),
@@ -179,7 +179,7 @@ export function composeSandbox(input: ComposeInput): Composition {
       ...custodianVolumes(req.name, input.pod.custodian.held),
       ...(effector ? effectorVolumes(req.name) : []),
     ],
-    // The Harness's own: none of the Custodian's volumes (seed 001 ADR-0005).
+    // The Harness's own: none of the Custodian's volumes (decision 0021).
     volumeMounts: [
       { name: VOLUME.work, mountPath: WORK_ROOT },
       { name: VOLUME.conversations, mountPath: CONVERSATIONS_DIR },
@@ -261,7 +261,7 @@ export function ownedObjects(
         kind: "Service",
         metadata: meta(effectorServiceName(sandbox)),
         // Headless, and publishing a not-ready address: the Effector answers while the Harness
-        // beside it restarts (seed 002 applyEffectorService).
+        // beside it restarts (decision 0021).
         spec: {
           clusterIP: "None",
           publishNotReadyAddresses: true,
@@ -275,9 +275,9 @@ export function ownedObjects(
 }
 
 /**
- * The Harness's env: the installation's passthrough first (seed 002 harnessEnv), then what the
+ * The Harness's env: the installation's passthrough first (decision 0021), then what the
  * composition owns, which wins: an entry of the passthrough with one of its names is dropped rather
- * than listed twice. The bearer's digest last, so nothing can choose it (seed 002 ADR-0058).
+ * than listed twice. The bearer's digest last, so nothing can choose it (decision 0021).
  */
 function harnessEnv(input: ComposeInput, config: CustodianConfig) {
   const owned = [
@@ -323,7 +323,7 @@ function custodianContainer(image: string, split: SizeSplit): Container {
   };
 }
 
-/** No securityContext: the operator reads none as the User Container's exemption (seed 002). */
+/** No securityContext: the operator reads none as the User Container's exemption (decision 0009). */
 function userContainer(image: string, keys: string[], split: SizeSplit): Container {
   return {
     name: USER,

@@ -4,7 +4,7 @@
 // Machine's own code binds passes without a match: it is code the instance deployed.
 //
 // The entries file (JR2_GIT_CREDENTIALS_FILE) is YAML (so JSON too): a list whose items are an
-// identity prefix, or an object with `match` (seed 002's `git.credentials` shape; other fields,
+// identity prefix, or an object with `match` (jr2's `git.credentials` shape, decision 0015; other fields,
 // such as the entry's push `secret`, are kept for others and ignored here):
 //
 //   - match: github.com/acme                  # host, then whole path segments
@@ -154,7 +154,7 @@ export function fenceSlots(
 }
 
 /**
- * The push Secrets an Effector's pushes spend (seed 002 gitCredentialsFor): each pushed slot's
+ * The push Secrets an Effector's pushes spend (decision 0021): each pushed slot's
  * fence entry, and the `secret` it names, once each in order of first use. A slot whose url no
  * entry admits (a bound url) or whose entry names no `secret` is refused by name before anything
  * is written: the Effector could not push it.

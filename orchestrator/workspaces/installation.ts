@@ -2,7 +2,7 @@
 // (decision 0021): the pod config (pod-config.ts) read from its file, the CA the Custodians sign
 // their leaves with (a `kubernetes.io/tls` Secret, created once and never rotated here) and its
 // certificate as the `jr2-ca` ConfigMap the Harness containers trust, and the namespace's ingress
-// policy: Sandbox pods take connections on :8080 and :8082 from the Orchestrator alone (seed 000).
+// policy: Sandbox pods take connections on :8080 and :8082 from the Orchestrator alone (decision 0021).
 import { readFileSync } from "node:fs";
 import { CA_CERT_KEY, CA_KEY_KEY, HARNESS_CA_KEY } from "../../api/custodian-config";
 import { ORCHESTRATOR_ENV as E } from "../../api/env";

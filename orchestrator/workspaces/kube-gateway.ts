@@ -151,7 +151,7 @@ export class KubeSandboxGateway implements SandboxGateway {
    * status and the JSON answer. A POST is not re-sent: the caller decides what a failure means. A
    * GET (a stream page: safe to repeat) is sent once more when a kept-alive connection turns out
    * closed under it: the Harness's server closes an idle connection as the client reuses it, a race
-   * heavy load widens (issue 13's benchmark saw it).
+   * heavy load widens (the agents bench saw it).
    */
   async harness(
     name: string,

@@ -1,4 +1,4 @@
-// The workspace lifecycle as an xstate v5 statechart (issue 6, item 3): placing -> provisioning ->
+// The workspace lifecycle as an xstate v5 statechart (decision 0011): placing -> provisioning ->
 // attaching -> ready, ending lost | failed | destroyed. Pure logic: the world is the SandboxGateway in
 // its input, time is an injected clock and timer pair, and every transition and wait is handed to
 // an injected `onEvent` (the HTTP API streams them). A lease child renews the Sandbox's keepalive

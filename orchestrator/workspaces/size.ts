@@ -1,4 +1,4 @@
-// A workspace's Size split inside its pod (seed 002 ADR-0060), pure: the Size is the pod-level
+// A workspace's Size split inside its pod (decision 0015), pure: the Size is the pod-level
 // ceiling (`podResources`); the Custodian takes a fixed slice, the User Container its own Size when
 // the request states one, and the Harness container the rest. Every request equals its limit, so
 // the pod is Guaranteed and the CPU limit is enforced. `disk` is the Harness's ephemeral-storage

@@ -1,4 +1,4 @@
-// Agents' picks through the Orchestrator (issue 13), on the real control plane: a workspace is
+// Agents' picks through the Orchestrator (decision 0025), on the real control plane: a workspace is
 // created, then this test plays its Harness (as its Custodian forwards it: the Sandbox token as
 // the bearer) against the Orchestrator's Harness-facing routes, and a Machine lists and answers
 // the picks with an API token. The ledger is a ConfigMap the Sandbox owns: a pick outstanding

@@ -1,4 +1,4 @@
-// A Machine's Agent turns end to end on the control plane (issue 13, decision 0025): the
+// A Machine's Agent turns end to end on the control plane (decision 0025): the
 // Orchestrator in local mode runs each Sandbox's Harness and Custodian here; the Agent's model is
 // the scripted provider, reached through the Custodian with a Stand-in; its pick goes through the
 // Custodian to the Orchestrator with the Sandbox token; the Machine answers it over the API and

@@ -1,4 +1,4 @@
-// `npm start`'s model (dev/local-model.ts, issue 13 item 4) on the control plane: with nothing set,
+// `npm start`'s model (dev/local-model.ts, decision 0025) on the control plane: with nothing set,
 // the built-in scripted provider plays the demo, and the example Machine, run as examples/README.md
 // says (examples/propose-machine.ts `main`), creates a workspace on a real repository, gets the
 // Agent's `propose`, approves it and ends with the Agent's last word. With JR2_MODEL_URL and a key

@@ -1,5 +1,5 @@
-// The texts of seed 001 ADR-0002's three cases, and the Orchestrator's own answers, produced by real
-// faults on real loopback sockets (issue 13's Tests): the Harness's real client (harness/picks/pick-client.ts
+// The texts of decision 0025's three cases, and the Orchestrator's own answers, produced by real
+// faults on real loopback sockets (decision 0025): the Harness's real client (harness/picks/pick-client.ts
 // sendPick) against servers that refuse, reset after reading the request, hold it until the turn is
 // aborted, or cut a 2xx's body; and through the real Custodian process, whose Orchestrator refuses
 // connections or resets. Each text is asserted whole, written out here as the decision words it, so a
@@ -31,7 +31,7 @@ const IID = "ws-1.c1";
 const DELIVERY = "d-1";
 const TOKEN = secretValue("sandbox-token");
 
-// The Orchestrator's own answers keep their own texts (ADR-0002's last paragraph; ADR-0042, -0024, -0026).
+// The Orchestrator's own answers keep their own texts (decision 0025, its Orchestrator's answers).
 const OWN = {
   stopping: (pick: string, message: string) =>
     `the pick \`${pick}\` was not taken: the Orchestrator is stopping (${message}) — try it again`,
@@ -206,7 +206,7 @@ afterAll(async () => {
 
 // ---------------------------------------------------------------------------------------------
 
-describe("a pick's POST that gets no receipt (ADR-0002's three cases)", () => {
+describe("a pick's POST that gets no receipt (decision 0025's three cases)", () => {
   it("a refused connection never reached the Orchestrator: the call fails, try it again", async () => {
     const port = await closedPort();
     const outcome = await pick(`http://127.0.0.1:${port}`);
@@ -265,7 +265,7 @@ describe("a pick's POST that gets no receipt (ADR-0002's three cases)", () => {
     await orchestrator.read(1);
     turn.abort(ORCHESTRATOR_ABORT);
     // pi aborts the call's signal (no reason) from the turn's abort listener, which runs before the
-    // joined signal follows the turn: the detail is the DOMException's, as ADR-0002 quotes it.
+    // joined signal follows the turn: the detail is the DOMException's, as decision 0025 quotes it.
     expectOutcome(await outcome, ADR.unknownAfterAbort(PICK, "This operation was aborted"), false);
   });
 

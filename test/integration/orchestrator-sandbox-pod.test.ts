@@ -1,4 +1,4 @@
-// The Sandbox pod the Orchestrator composes, on the real control plane (issue 12 item 2, decision
+// The Sandbox pod the Orchestrator composes, on the real control plane (decision
 // 0021): a workspace's CR, its owned Secrets, ConfigMap and Service, the installation's CA and
 // ingress policy, and the pod the operator builds, field by field against the mounts table. Then
 // end to end through the local Custodian (item 3): a fake model provider receives the real key and
@@ -220,7 +220,7 @@ describe("a workspace's Sandbox pod, as composed and as built", () => {
     expect(pod.metadata?.labels).toMatchObject({ "app.kubernetes.io/managed-by": "jr2-operator" });
   });
 
-  describe("the pod: every container against the mounts table (seed 001 ADR-0005)", () => {
+  describe("the pod: every container against the mounts table (decision 0021)", () => {
     const container = (n: string) => (pod.spec!.containers as Container[]).find((c) => c.name === n)!;
     const volumes = () => pod.spec!.volumes as Volume[];
     const reachesSecret = (v: Volume) =>

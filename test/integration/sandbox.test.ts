@@ -121,7 +121,7 @@ describe("a Sandbox becomes one hardened Pod and one Service", () => {
     expect(sbx.status?.nodeName).toBeUndefined();
   });
 
-  it("is Ready when sized as seed 002 sizes it: ephemeral storage, pod-level resources, a zone and an instance type", async () => {
+  it("is Ready when sized as jr2's Orchestrator sizes it: ephemeral storage, pod-level resources, a zone and an instance type", async () => {
     // The fake nodes look like real ones (dev/cluster/cluster.sh): capacity with ephemeral-storage,
     // and the labels a placement rule reads.
     await createSandbox(ns.name, "sized", {

@@ -1,4 +1,4 @@
-// Seed 001 ADR-0002's five texts for a pick that got no receipt, written out here word for word from
+// Decision 0025's five texts for a pick that got no receipt, written out here word for word from
 // the decision, not from harness/picks/texts.ts: the tests that hold the module to the decision
 // (pick-texts.test.ts, the table; pick-faults.test.ts, real faults) read them from this one copy.
 export const ADR = {

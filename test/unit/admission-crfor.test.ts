@@ -1,4 +1,4 @@
-// A Sandbox in the shape a jr2 Orchestrator writes it (seed 002's `crFor`, with its seat, the
+// A Sandbox in the shape a jr2 Orchestrator writes it (jr2's `crFor`, decision 0001, with its seat, the
 // Custodian, the User Container, the Sandbox Effector, the runtime image volume and the preflight
 // init container), through the whole admission path: the name and spec rules admit it, the
 // defaults and the pod builder harden it where the seeds say (every jr2 seat completed, the user
@@ -186,7 +186,7 @@ const byName = (cs: Container[] | undefined, name: string) => (cs ?? []).find((c
 const everyMount = (p: PodSpec): VolumeMount[] =>
   [...(p.initContainers ?? []), ...p.containers].flatMap((c) => c.volumeMounts ?? []);
 
-describe("a Sandbox as seed 002's crFor composes it", () => {
+describe("a Sandbox as jr2's crFor composes it", () => {
   it("is admitted: its name names a Service, its spec keeps every rule", () => {
     expect(sandboxNameViolations(NAME)).toEqual([]);
     expect(sandboxViolations(crForSpec())).toEqual([]);

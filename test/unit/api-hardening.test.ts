@@ -58,7 +58,7 @@ describe("hardenSidecar", () => {
     expect(hardenSidecar({ name: "custodian", image: "c:1" }).securityContext).toEqual(hardenedSecurityContext());
   });
 
-  // Issue 11: a stated context is completed field by field, keeping what it states.
+  // Decision 0016: a stated context is completed field by field, keeping what it states.
   it("keeps a sidecar's own securityContext, completing what it leaves out", () => {
     expect(
       hardenSidecar({ name: "effector", image: "e:1", securityContext: { runAsUser: 7 } }).securityContext,
@@ -78,7 +78,7 @@ describe("hardenSpec", () => {
     expect(hardenSpec(spec()).securityContext).toEqual(hardenedSecurityContext());
   });
 
-  // Issue 11: completed field by field.
+  // Decision 0016: completed field by field.
   it("keeps the harness context the spec states, completing what it leaves out", () => {
     expect(hardenSpec(spec({ securityContext: { runAsUser: 1000 } })).securityContext).toEqual({
       ...hardenedSecurityContext(),
@@ -120,7 +120,7 @@ describe("hardenSpec", () => {
   });
 });
 
-// Issue 11: a stated context is completed field by field; what it states is kept, weaker values
+// Decision 0016: a stated context is completed field by field; what it states is kept, weaker values
 // included (admission refuses those).
 describe("hardenedContext: field by field", () => {
   const H = hardenedSecurityContext();

@@ -1,4 +1,4 @@
-// The classification of a pick's failure into the cases and texts of seed 001 ADR-0002 (harness/picks/texts.ts):
+// The classification of a pick's failure into the cases and texts of decision 0025 (harness/picks/texts.ts):
 // a table over every error code the decision names (and the Envoy flags, as our TypeScript Custodian says them),
 // at each stage, with and without an abort of the call, against the decision's texts written out here word for
 // word; and properties over generated failures (one case each, "never reached" only when proven, texts name
@@ -23,7 +23,7 @@ import { ADR } from "../support/adr-0002-texts";
 const PICK = "propose";
 const err = (code: string, message: string) => ({ error: { code, message } });
 
-/** Codes that prove the request never left (ADR-0002: no connection was made). */
+/** Codes that prove the request never left (decision 0025: no connection was made). */
 const PROVING = [
   ["ECONNREFUSED", "connect ECONNREFUSED 10.96.0.10:8090"],
   ["ENOTFOUND", "getaddrinfo ENOTFOUND jr2-orchestrator.jr2.svc"],
@@ -175,7 +175,7 @@ const ROWS: Array<[string, PickCause, Expect]> = [
   ],
 ];
 
-/** The text ADR-0002 (or, for the Orchestrator's own answers, the module's builder) gives. */
+/** The text decision 0025 (or, for the Orchestrator's own answers, the module's builder) gives. */
 function expectedText(c: PickCase, pick: string, turnAborted: boolean, detail: string, own?: string): string {
   switch (c) {
     case "neverReached":
@@ -193,7 +193,7 @@ function expectedText(c: PickCase, pick: string, turnAborted: boolean, detail: s
   }
 }
 
-describe("a pick's failure, by error code, stage and abort (ADR-0002)", () => {
+describe("a pick's failure, by error code, stage and abort (decision 0025)", () => {
   const cases = ROWS.flatMap(([name, cause, e]) =>
     (["post", "poll"] as PickStage[]).flatMap((stage) =>
       [false, true].map((turnAborted) => {

@@ -1,5 +1,5 @@
 // The Turn part (harness/agents/turn-part.ts): what a turn tells the model of its Allowed picks,
-// first and restated after they changed mid-turn (seed 001 ADR-0002, ADR-0029). Only fixed text and
+// first and restated after they changed mid-turn (decision 0025). Only fixed text and
 // Menu names: a name the Machine allows that the Menu lacks is never said.
 import { allowedInMenu, restatedTurnPart, sameAllowed, turnPart } from "../../harness/agents/turn-part";
 

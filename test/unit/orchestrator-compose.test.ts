@@ -1,5 +1,5 @@
-// The Sandbox pod the Orchestrator composes (orchestrator/workspaces/compose.ts), held to seed 001 ADR-0005's
-// mounts table and seed 002 crFor: who mounts what, who holds which credential (the Harness none),
+// The Sandbox pod the Orchestrator composes (orchestrator/workspaces/compose.ts), held to decision 0021's
+// mounts table and jr2's crFor (decisions 0001, 0021): who mounts what, who holds which credential (the Harness none),
 // the Size split, the owned objects, and admission and the pod builder accepting all of it.
 import type { SandboxSpec } from "../../api/crd";
 import type { Container, EnvVar, Volume } from "../../api/crd/generated/corev1";
@@ -100,7 +100,7 @@ describe("the Sandbox CR the Orchestrator composes", () => {
     expect(again.owned("u-1")).toStrictEqual(composed.owned("u-1"));
   });
 
-  describe("the mounts table (seed 001 ADR-0005)", () => {
+  describe("the mounts table (decision 0021)", () => {
     it("harness: /work, /conversations and the CA certificate; none of the Custodian's volumes", () => {
       expect(spec.volumeMounts).toEqual([
         { name: "work", mountPath: "/work" },
@@ -216,7 +216,7 @@ describe("the Sandbox CR the Orchestrator composes", () => {
     });
   });
 
-  describe("the Size split (seed 002 ADR-0060): requests equal limits, the parts sum to the pod", () => {
+  describe("the Size split (decision 0015): requests equal limits, the parts sum to the pod", () => {
     it("gives the Custodian its slice, the User Container its Size and the Harness the rest", () => {
       expect(spec.podResources).toEqual({ requests: { cpu: "2", memory: "4Gi" }, limits: { cpu: "2", memory: "4Gi" } });
       expect(sidecar("custodian").resources).toEqual({

@@ -1,4 +1,4 @@
-// The picks ledger (issue 13): its pure rules (pick-ledger.ts), the store over an in-memory backend
+// The picks ledger (decision 0025): its pure rules (pick-ledger.ts), the store over an in-memory backend
 // (pick-store.ts: idempotence, one outstanding pick a turn, answers once, the long-poll, a lost
 // write race, a restart reading the ledger back), and its routes over real HTTP (api-server.ts: the
 // Sandbox token for the Harness's, an API token for the Machine's). Beside the picks, each

@@ -209,7 +209,7 @@ describe("hostPortViolations", () => {
   });
 });
 
-// Issue 11: a stated context is judged field by field; only what states something weaker than
+// Decision 0016: a stated context is judged field by field; only what states something weaker than
 // the hardened context is refused (the defaults complete the rest).
 describe("weakerThanRestricted", () => {
   const S = "spec.sidecars[0].securityContext";

@@ -148,7 +148,7 @@ describe("gitCredentialViolations", () => {
   });
 });
 
-// Issue 11: only the names the projection gives a credential (jr2-git-<n>) are the effector's;
+// Decision 0016: only the names the projection gives a credential (jr2-git-<n>) are the effector's;
 // other jr2-git-* names are the spec's own volumes.
 describe("isGitCredentialVolume", () => {
   it.each(["jr2-git-0", "jr2-git-1", "jr2-git-12"])("is true for %s", (name) => {

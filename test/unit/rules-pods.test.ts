@@ -144,7 +144,7 @@ describe("podViolations: the rules a Sandbox pod keeps", () => {
     expect(paths(vs)).toEqual(["spec.volumes[0].hostPath"]);
   });
 
-  // Issue 11: the repo- prefix alone no longer admits a hostPath; only the volume exactly as
+  // Decision 0016: the repo- prefix alone no longer admits a hostPath; only the volume exactly as
   // capabilities/repo/caches.ts builds it does (<cache root>/<key>, DirectoryOrCreate).
   it("admits the operator's repo-<key> hostPath volume", () => {
     expect(
@@ -284,7 +284,7 @@ describe("ephemeralViolations", () => {
   });
 });
 
-// Issue 11: the pod guard judges the whole pod by the rules a Sandbox pod is built to.
+// Decision 0016: the pod guard judges the whole pod by the rules a Sandbox pod is built to.
 describe("podViolations: the one hostPath is the Repo cache exactly as the operator builds it", () => {
   const ok = { path: "/var/lib/jr2/repos/app", type: "DirectoryOrCreate" };
   const withVolume = (volume: Obj) => pod({ containers: [], volumes: [volume] });
@@ -449,7 +449,7 @@ describe("podViolations: volume types and mounts", () => {
   });
 });
 
-// Issue 11: relabelled, an ordinary pod would take a Sandbox's traffic from its Service.
+// Decision 0016: relabelled, an ordinary pod would take a Sandbox's traffic from its Service.
 describe("sandboxLabelViolations and podUpdateViolations", () => {
   const labelled = (name?: string, extra: Obj = {}) => ({
     metadata: { name: "p", labels: { app: "x", ...(name === undefined ? {} : { "sandbox.jr2.dev/name": name }) } },

@@ -539,7 +539,7 @@ describe("property 4: withDefaults is idempotent on admitted specs", () => {
   });
 });
 
-// Issue 11: a stated context is refused exactly when what it states is weaker, that is, exactly
+// Decision 0016: a stated context is refused exactly when what it states is weaker, that is, exactly
 // when its completion is not restricted.
 describe("property 5: field-level hardening refuses only what states something weaker", () => {
   it("weakerThanRestricted(sc) is empty exactly when the completed context meets the restricted profile", () => {

@@ -107,7 +107,7 @@ describe("sandboxViolations: jr2-owned seats meet the restricted profile", () =>
     expect(paths(sandboxViolations(s))).toEqual(["spec.sidecars[0].securityContext.seccompProfile.type"]);
   });
 
-  // Issue 11: a context that leaves capabilities.drop out is completed, not refused; one that
+  // Decision 0016: a context that leaves capabilities.drop out is completed, not refused; one that
   // states a drop list without "ALL" states something weaker and is refused.
   it("admits a sidecar context that leaves capabilities.drop out (the defaults write ALL)", () => {
     const s = spec({
@@ -213,7 +213,7 @@ describe("sandboxViolations: volumes", () => {
     expect(paths(vs)).toEqual(["spec.volumes[1].hostPath"]);
   });
 
-  // Issue 11: only the names the operator defines are reserved (jr2-anything no longer is).
+  // Decision 0016: only the names the operator defines are reserved (jr2-anything no longer is).
   it.each(["repo-app", "repo-x", "jr2-shm", "jr2-git-0", "jr2-git-12"])(
     "refuses the reserved volume name %s",
     (name) => {
@@ -457,7 +457,7 @@ describe("sandboxViolations: idleTimeout", () => {
   });
 });
 
-// Issue 11: the spec is no longer immutable. An unchanged spec is a re-apply (not judged again); a
+// Decision 0016: the spec is no longer immutable. An unchanged spec is a re-apply (not judged again); a
 // changed one is judged as a create is, and accepted when it keeps the rules.
 describe("sandboxViolations: update", () => {
   const stored = () => withDefaults(spec({ env: [{ name: "A", value: "1" }] }));
@@ -547,7 +547,7 @@ describe("withDefaults", () => {
     expect(d.sidecars[2].securityContext).toEqual(hardenedSecurityContext());
   });
 
-  // Issue 11: a stated context is completed field by field, keeping every field it states.
+  // Decision 0016: a stated context is completed field by field, keeping every field it states.
   it("completes stated contexts field by field, keeping what they state", () => {
     const primary = { runAsUser: 1234, runAsNonRoot: true };
     const side = { runAsUser: 7 };
@@ -595,7 +595,7 @@ describe("withDefaults", () => {
   });
 });
 
-// Issue 11: field-level hardening. A stated context that is hardened in substance but not in every
+// Decision 0016: field-level hardening. A stated context that is hardened in substance but not in every
 // field is completed, not refused.
 describe("sandboxViolations: stated contexts, field by field", () => {
   const custodianCtx = { runAsNonRoot: true, readOnlyRootFilesystem: true, capabilities: { drop: ["ALL"] } };

@@ -93,7 +93,7 @@ describe("the harness container", () => {
     expect(harness.securityContext).toEqual(HARDENED);
   });
 
-  // Issue 11: a stated context keeps what it states and is completed field by field.
+  // Decision 0016: a stated context keeps what it states and is completed field by field.
   it("keeps the securityContext the spec states, completing what it leaves out", () => {
     const stated = { runAsUser: 1000, runAsNonRoot: true };
     expect(harnessContainer({ ...spec, securityContext: stated }, []).securityContext).toEqual({
@@ -161,7 +161,7 @@ describe("sidecars and init containers", () => {
     expect(containers(pod)[2]).not.toHaveProperty("securityContext");
   });
 
-  // Issue 11: a stated context keeps what it states and is completed field by field.
+  // Decision 0016: a stated context keeps what it states and is completed field by field.
   it("keeps a sidecar's own securityContext, completing what it leaves out", () => {
     expect(containers(pod)[3]).toEqual({ ...effector, securityContext: { ...HARDENED, runAsUser: 1234 } });
   });

@@ -1,5 +1,5 @@
 // The Sandbox: one pod's infrastructure (decision 0013). The field set is jr2's wire contract,
-// the spec seed 002's `crFor` writes and the status its port reads, so a jr2 Orchestrator's CRs
+// the spec jr2's Orchestrator writes (`crFor`) and the status it reads (decision 0001), so a jr2 Orchestrator's CRs
 // work unchanged (docs/decisions/0001-wire-contract.md). This file is the one source of truth:
 // the TypeScript types are inferred from it and the CRD YAML is generated from it.
 import { z } from "zod";
