@@ -249,12 +249,15 @@ start_component() {
   printf '%s' "$pid" >"$CLUSTER_DIR/pids/$name.pid.tmp" && mv -f "$CLUSTER_DIR/pids/$name.pid.tmp" "$CLUSTER_DIR/pids/$name.pid"
 }
 
+# component_pid NAME: the pid of NAME's live process (its pid file names a process whose argv[0]
+# is NAME's link in the cluster dir, so a recycled pid is not it). Builtins only: 'up' asks often.
 component_pid() {
-  local f="$CLUSTER_DIR/pids/$1.pid" pid
+  local f="$CLUSTER_DIR/pids/$1.pid" pid a0=""
   [[ -f $f ]] || return 1
   pid=$(<"$f")
-  pid_is_ours "$pid" || return 1
-  [[ $(tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | head -1) == "$CLUSTER_DIR/bin/$1" ]] || return 1
+  [[ $pid =~ ^[0-9]+$ ]] || return 1
+  { IFS= read -r -d '' a0 <"/proc/$pid/cmdline"; } 2>/dev/null
+  [[ $a0 == "$CLUSTER_DIR/bin/$1" ]] || return 1
   printf '%s\n' "$pid"
 }
 component_alive() { component_pid "$1" >/dev/null; }
@@ -349,10 +352,12 @@ node_host_leftovers() {
   for f in /var/log/containers/*.log; do
     [[ -L $f && $(readlink "$f") == "$NODE_DIR"/* ]] && rm -f "$f"
   done
-  rm -f /var/lib/cni/results/"$CNI_NETWORK"-* 2>/dev/null
-  # The kubelet's device plugin socket has a fixed path.
-  rm -f /var/lib/kubelet/device-plugins/kubelet.sock
-  for d in /var/log/containers /var/lib/cni/results /var/lib/cni /run/nri /var/lib/kubelet/device-plugins /var/lib/kubelet; do
+  # CNI's results of our network and of containerd's own loopback one; the fixed-path sockets of
+  # the kubelet's device plugins and of NRI (both only ours: one real node per machine).
+  rm -f /var/lib/cni/results/"$CNI_NETWORK"-* /var/lib/cni/results/cni-loopback-* 2>/dev/null
+  rm -f /var/lib/kubelet/device-plugins/kubelet.sock /run/nri/nri.sock
+  for d in /var/log/containers /var/lib/cni/results /var/lib/cni /run/nri /var/lib/kubelet/device-plugins /var/lib/kubelet \
+    /run/containerd/runc/k8s.io /run/containerd/runc /run/containerd/s /run/containerd; do
     rmdir "$d" 2>/dev/null || true
   done
   return 0
@@ -484,6 +489,8 @@ state = "$NODE_DIR/containerd/state"
       runtime_path = "$CONTAINERD_BIN/containerd-shim-runc-v2"
       [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
         BinaryName = "$RUNC_BIN/runc"
+        # runc's container state (default /run/containerd/runc) with the rest of the node's.
+        Root = "$NODE_DIR/runc"
         SystemdCgroup = false
   [plugins."io.containerd.cri.v1.runtime".cni]
     bin_dirs = ["$CNI_BIN"]
@@ -676,7 +683,6 @@ node_stop() {
   node_rm_cgroups
   # The pods' addresses were freed with their network namespaces.
   rm -rf "$NODE_DIR/cni-ipam" "$NODE_DIR/fingerprint"
-  rmdir /run/containerd/s /run/containerd 2>/dev/null || true
 }
 
 # node_down: stop the node and undo all it did to this machine. Safe on any state, e.g. after a crash.
