@@ -356,6 +356,8 @@ node_host_leftovers() {
   # the kubelet's device plugins and of NRI (both only ours: one real node per machine).
   rm -f /var/lib/cni/results/"$CNI_NETWORK"-* /var/lib/cni/results/cni-loopback-* 2>/dev/null
   rm -f /var/lib/kubelet/device-plugins/kubelet.sock /run/nri/nri.sock
+  # The shims' sockets (fixed dir; a shim killed by node_kill_pods leaves its own behind).
+  pgrep -f containerd-shim >/dev/null 2>&1 || rm -f /run/containerd/s/*
   for d in /var/log/containers /var/lib/cni/results /var/lib/cni /run/nri /var/lib/kubelet/device-plugins /var/lib/kubelet \
     /run/containerd/runc/k8s.io /run/containerd/runc /run/containerd/s /run/containerd; do
     rmdir "$d" 2>/dev/null || true
