@@ -46,5 +46,12 @@ module.exports = {
       globalSetup: "<rootDir>/test/integration/global-setup.ts",
       globalTeardown: "<rootDir>/test/integration/global-teardown.ts",
     },
+    // The real node (docs/decisions/0040-real-node.md): fails, never skips, when it is off.
+    {
+      ...base,
+      displayName: "node",
+      testMatch: ["<rootDir>/test/node/**/*.test.ts"],
+      globalSetup: "<rootDir>/test/node/global-setup.ts",
+    },
   ],
 };

@@ -5,7 +5,8 @@
 #                                    its supervisor; last stdout line: KUBECONFIG=<absolute path>
 #   npm run cluster -- down          stop the supervisor, then every process it started; remove state
 #   npm run cluster -- status        up/down, supervisor, kubeconfig, nodes; exit 0 if up, 1 if down
-#   npm run cluster -- env           KUBECONFIG=<path>, KUBECTL=<path>, CRANE=<path> (for scripts)
+#   npm run cluster -- env           KUBECONFIG=<path>, KUBECTL=<path>, CRANE=<path>, JR2_REGISTRY=<host:port>
+#                                    and the real node's JR2_REAL_NODE_* (for scripts)
 #   npm run cluster -- kubectl-path  path of the cached kubectl
 #   npm run cluster -- kubectl ARGS  run the cached kubectl against the cluster
 #
@@ -16,11 +17,17 @@
 # A supervisor (supervise.sh, started by 'up') restarts any of those processes that exits, with
 # its same command line and a backoff, as a kubelet does for static pods; its log is
 # $JR2_STATE_DIR/supervisor.log (docs/decisions/0022-control-plane-supervision.md).
+# Beside the kwok nodes, 'up' starts one real node, this machine (containerd, runc, CNI, kubelet,
+# kube-proxy, CoreDNS, kube-network-policies; node.sh, docs/decisions/0040-real-node.md), and a
+# registry on loopback that serves it images. When this machine cannot run containers, 'up' says
+# which check failed and goes on with the kwok nodes only.
 #
 # Environment:
 #   JR2_CACHE_DIR  binaries and state (default ~/.cache/jr2)
 #   JR2_STATE_DIR  the running cluster's files (default $JR2_CACHE_DIR/state)
 #   JR2_NODES      number of fake nodes (default 3)
+#   JR2_REAL_NODE  0: no real node (default 1: one, if this machine can run containers)
+#   JR2_REGISTRY_PORT  the loopback registry's port (default 5000, or the next free one)
 # Progress goes to stderr so stdout stays machine-readable.
 set -euo pipefail
 
@@ -112,6 +119,9 @@ REGISTRY_FP=$(fingerprint "$GO_DIR/registry/go.mod" "$GO_DIR/registry/go.sum")
 
 KUBECTL="$KUBE_BIN/kubectl"
 KWOKCTL="$KWOK_BIN/kwokctl"
+
+# shellcheck source=node.sh
+source "$HERE/node.sh"
 
 # ---------------------------------------------------------------------------------------
 # Building.
@@ -210,16 +220,73 @@ options:
   kubeAuthorization: true
   kubeAdmission: true
   kubeFeatureGates: $FEATURE_GATES
+EOF
+  if [[ $NETWORK_MODE == node ]]; then
+    cat <<EOF
+  # Pods reach the API server at the node IP (the kubernetes Service's endpoint); the certificate
+  # names it and the Service IP. The port is chosen before it listens (node.sh choose_api_port).
+  kubeApiserverPort: $(api_port)
+  kubeApiserverCertSANs: [$NODE_IP, $API_SERVICE_IP]
+EOF
+  fi
+  cat <<EOF
 componentsPatches:
 - name: kube-apiserver
   extraArgs:
+  # The default, 10.0.0.0/24, holds 254 Services: the benchmark's 1000 Sandboxes need a Service each.
+  - key: service-cluster-ip-range
+    value: $SERVICE_CIDR
+EOF
+  if [[ $NETWORK_MODE == node ]]; then
+    cat <<EOF
+  # Every address, so pods reach it at the node IP; node.sh's firewall keeps other machines out.
+  # (etcd and the other components stay on 127.0.0.1.)
+  - key: bind-address
+    value: 0.0.0.0
+  - key: advertise-address
+    value: $NODE_IP
+  # kubectl exec and logs: the API server calls the real node's kubelet as the cluster's admin.
+  - key: kubelet-client-certificate
+    value: $CLUSTER_DIR/pki/admin.crt
+  - key: kubelet-client-key
+    value: $CLUSTER_DIR/pki/admin.key
+  - key: kubelet-preferred-address-types
+    value: InternalIP
+# kwok plays the kubelet for the fake nodes only (they carry the annotation), not the real one.
+- name: kwok-controller
+  extraArgs:
+  - key: manage-all-nodes
+    value: "false"
+  - key: manage-nodes-with-annotation-selector
+    value: kwok.x-k8s.io/node=fake
+EOF
+  else
+    cat <<EOF
   # Without a default route kube-apiserver refuses to start unless told what to advertise.
   - key: advertise-address
     value: 127.0.0.1
-  # The default, 10.0.0.0/24, holds 254 Services: the benchmark's 1000 Sandboxes need a Service each.
-  - key: service-cluster-ip-range
-    value: 10.96.0.0/16
 EOF
+  fi
+}
+
+# NETWORK_MODE: "node" (a real node beside the kwok nodes) or "loopback" (kwok nodes only). 'up'
+# decides it from JR2_REAL_NODE and the pre-flight checks; other commands read what 'up' recorded.
+NETWORK_MODE=""
+NETWORK_MODE_FILE="$STATE_DIR/network.mode"
+NODE_OFF_REASON=""
+recorded_network_mode() {
+  NETWORK_MODE=loopback
+  if [[ -f $NETWORK_MODE_FILE ]]; then NETWORK_MODE=$(<"$NETWORK_MODE_FILE"); fi
+  return 0
+}
+decide_network_mode() {
+  NETWORK_MODE=loopback
+  if ! real_node_wanted; then
+    NODE_OFF_REASON="JR2_REAL_NODE=0"
+  elif NODE_OFF_REASON=$(preflight_host); then
+    NETWORK_MODE=node
+  fi
+  return 0
 }
 
 # Fingerprint of everything the running cluster was created from; a mismatch means recreate.
@@ -279,15 +346,15 @@ our_pids() {
   return 0
 }
 
-# All five components (etcd, apiserver, controller-manager, scheduler, kwok) alive?
+# All five control plane components (etcd, apiserver, controller-manager, scheduler, kwok) alive?
+# (The registry and the real node's processes are checked on their own.)
 components_alive() {
-  local f n=0
-  for f in "$CLUSTER_DIR"/pids/*.pid; do
+  local c f
+  for c in etcd kube-apiserver kube-controller-manager kube-scheduler kwok-controller; do
+    f="$CLUSTER_DIR/pids/$c.pid"
     [[ -f $f ]] || return 1
     pid_is_ours "$(<"$f")" || return 1
-    n=$((n + 1))
   done
-  ((n >= 5))
 }
 
 # The state was created from the binaries and config this script would create it from now.
@@ -522,6 +589,9 @@ terminate() {
 stop_cluster() {
   local pids=() pid i alive
   stop_supervisor
+  # The real node first: its pods, mounts and network, then its processes (node.sh).
+  node_down
+  stop_component registry
   mapfile -t pids < <(our_pids)
   if [[ -d $CLUSTER_DIR && -x $KWOKCTL ]]; then
     # kwokctl SIGKILLs the components in order (kwok and controllers before etcd). Its
@@ -581,25 +651,83 @@ create_cluster() {
   [[ -f $KUBECONFIG_PATH ]] || { dump_logs; die "kwokctl did not write $KUBECONFIG_PATH"; }
 }
 
+# build_node: the real node's binaries, then each answers --version; on failure NETWORK_MODE
+# becomes loopback with the reason in NODE_OFF_REASON.
+build_node() {
+  if ! ensure_node_binaries; then
+    NETWORK_MODE=loopback NODE_OFF_REASON="building the node's binaries failed (see the output above)"
+  elif ! NODE_OFF_REASON=$(preflight_binaries); then
+    NETWORK_MODE=loopback
+  fi
+  return 0
+}
+
+# ensure_real_node: on a healthy control plane created with the node: (re)start what is missing.
+# Returns 0 if nothing had to be started.
+ensure_real_node() {
+  local deadline
+  if node_current && node_healthy; then return 0; fi
+  if node_current && node_mode_on && supervisor_pid >/dev/null; then
+    log "the real node is not healthy but its supervisor runs; waiting up to ${RECOVERY_SECONDS}s for it"
+    deadline=$((SECONDS + RECOVERY_SECONDS))
+    until node_healthy; do
+      ((SECONDS < deadline)) || break
+      sleep 1
+    done
+    node_healthy && return 0
+  fi
+  log "(re)starting the real node"
+  stop_supervisor
+  node_stop
+  build_node
+  if [[ $NETWORK_MODE != node ]]; then
+    node_network_down
+    node_off "$NODE_OFF_REASON"
+  elif node_network_up; then
+    node_up
+  else
+    node_network_down
+    node_off "setting up the node's network (bridge $NODE_BRIDGE, routes, nft table $NFT_TABLE) failed"
+  fi
+  return 1
+}
+
 cmd_up() {
   local start=$SECONDS
   take_lock
+  decide_network_mode
   if ! control_plane_healthy && state_current && supervisor_pid >/dev/null; then
     await_recovery || log "it did not recover"
   fi
   if control_plane_healthy; then
     nodes_as_wanted || ensure_nodes
+    if ! component_alive registry || ! registry_ready; then
+      stop_supervisor
+      ensure_registry
+    fi
+    if [[ $NETWORK_MODE == node ]]; then ensure_real_node || true; fi
   else
     ensure_binaries
+    if [[ $NETWORK_MODE == node ]]; then build_node; fi
     if [[ -e $STATE_DIR ]]; then
       log "existing cluster state is stale or from other binaries/config; recreating"
       stop_cluster
     fi
+    mkdir -p "$STATE_DIR"
+    touch "$STATE_DIR/.jr2-cluster-state"
+    if [[ $NETWORK_MODE == node ]] && ! node_network_up; then
+      node_network_down
+      NETWORK_MODE=loopback
+      NODE_OFF_REASON="setting up the node's network (bridge $NODE_BRIDGE, routes, nft table $NFT_TABLE) failed"
+    fi
+    echo "$NETWORK_MODE" >"$NETWORK_MODE_FILE"
     create_cluster
     wait_for "the API server" api_ready
     ensure_nodes
     # The service-account controller creates it; pods in 'default' need it.
     wait_for "ServiceAccount default/default" default_sa_exists
+    ensure_registry
+    if [[ $NETWORK_MODE == node ]]; then node_up; else node_off "$NODE_OFF_REASON"; fi
     cluster_fingerprint >"$STATE_DIR/fingerprint"
     log "cluster up in $((SECONDS - start))s"
   fi
@@ -629,10 +757,28 @@ supervisor_line() {
   fi
 }
 
+# "registry: ..." and "real node: ..." lines for status.
+node_lines() {
+  local st=""
+  if component_alive registry && registry_ready; then
+    echo "registry: $(registry_addr) (running)"
+  else
+    echo "registry: not running"
+  fi
+  [[ -f $NODE_STATUS_FILE ]] && st=$(<"$NODE_STATUS_FILE")
+  if [[ $st == up ]]; then
+    if node_healthy; then echo "real node: up ($REAL_NODE_NAME, Ready)"; else echo "real node: not healthy ($REAL_NODE_NAME; 'up' restarts it; logs in $CLUSTER_DIR/logs)"; fi
+  else
+    echo "real node: ${st:-off: not started}"
+  fi
+}
+
 cmd_status() {
+  recorded_network_mode
   if control_plane_healthy; then
     echo "status: up"
     supervisor_line
+    node_lines
     echo "KUBECONFIG=$KUBECONFIG_PATH"
     k get nodes
     return 0
@@ -650,9 +796,20 @@ cmd_status() {
 }
 
 cmd_env() {
+  local st=off
   echo "KUBECONFIG=$KUBECONFIG_PATH"
   echo "KUBECTL=$KUBECTL_LINK"
   echo "CRANE=$CRANE_BIN/crane"
+  # The loopback registry; images for the real node are named JR2_REGISTRY/<repo>:<tag>.
+  echo "JR2_REGISTRY=$(registry_addr)"
+  [[ -f $NODE_STATUS_FILE && $(<"$NODE_STATUS_FILE") == up ]] && st=up
+  # up or off ('status' says why it is off); a pod asks for the node with the label as its
+  # nodeSelector and tolerates the taint.
+  echo "JR2_REAL_NODE_STATUS=$st"
+  echo "JR2_REAL_NODE_NAME=$REAL_NODE_NAME"
+  echo "JR2_REAL_NODE_LABEL=$REAL_NODE_LABEL"
+  echo "JR2_REAL_NODE_TAINT=$REAL_NODE_TAINT"
+  echo "JR2_REAL_NODE_DNS=$NODE_DNS"
 }
 
 cmd_kubectl_path() {
@@ -662,7 +819,7 @@ cmd_kubectl_path() {
 }
 
 usage() {
-  sed -n '2,10p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
 }
 
 main() {

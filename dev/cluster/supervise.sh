@@ -25,6 +25,9 @@ PIDS_DIR=$CLUSTER_DIR/pids
 SPEC_DIR=$STATE_DIR/supervisor # <component>.argv (NUL-separated) and <component>.cwd
 PID_FILE=$STATE_DIR/supervisor.pid
 COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok-controller)
+# Started by cluster.sh itself (node.sh), the same way: the loopback registry, and the real node's
+# processes when it has one (docs/decisions/0040-real-node.md). Absent ones are not an error.
+OPTIONAL=(registry containerd kube-network-policies kube-proxy coredns kubelet)
 BACKOFF_FIRST=1
 BACKOFF_CAP=30
 BACKOFF_RESET=60 # a run at least this long starts the next backoff from BACKOFF_FIRST again
@@ -69,7 +72,8 @@ read_pid() {
 # same cluster can still restart a component that is down when it starts.
 declare -A ARG0=()
 SUPERVISED=()
-for c in "${COMPONENTS[@]}"; do
+for c in "${COMPONENTS[@]}" "${OPTIONAL[@]}"; do
+  if [[ " ${OPTIONAL[*]} " == *" $c "* && ! -f $PIDS_DIR/$c.pid ]]; then continue; fi
   if read_pid "$c" && pid=$REPLY && argv0 "$pid" && [[ $REPLY == "$CLUSTER_DIR"/* ]]; then
     cat "/proc/$pid/cmdline" >"$SPEC_DIR/$c.argv.tmp" 2>/dev/null &&
       readlink "/proc/$pid/cwd" >"$SPEC_DIR/$c.cwd.tmp" 2>/dev/null &&

@@ -16,7 +16,8 @@ RECOVERY_SECONDS=60
 # A state dir of its own, not yet existing (cluster.sh creates it, marks it as its own and
 # removes it on 'down'), inside a fresh private directory.
 BASE=$(mktemp -d "${TMPDIR:-/tmp}/jr2-supervision.XXXXXX")
-export JR2_STATE_DIR="$BASE/state" JR2_NODES=1
+# No real node: a machine has one (the shared cluster's), and these tests need none (decision 0040).
+export JR2_STATE_DIR="$BASE/state" JR2_NODES=1 JR2_REAL_NODE=0
 PIDS="$JR2_STATE_DIR/clusters/jr2/pids"
 LOGS="$JR2_STATE_DIR/clusters/jr2/logs"
 SUPERVISOR_LOG="$JR2_STATE_DIR/supervisor.log"

@@ -1,0 +1,78 @@
+// What the real node tier's tests share: the cluster's settings (read once by global-setup.ts from
+// `cluster.sh env` and handed over in the environment), kubectl, and waiting with a deadline.
+import { spawnSync } from "node:child_process";
+import { join } from "node:path";
+
+export const ROOT = join(__dirname, "..", "..");
+export const CLUSTER_SH = join(ROOT, "dev", "cluster", "cluster.sh");
+
+/** `cluster.sh env` as a map (each line KEY=VALUE). */
+export function clusterEnv(): Record<string, string> {
+  const r = spawnSync("bash", [CLUSTER_SH, "env"], { encoding: "utf8" });
+  if (r.status !== 0) throw new Error(`cluster.sh env failed (exit ${r.status}):\n${r.stderr}`);
+  const env: Record<string, string> = {};
+  for (const line of r.stdout.split("\n")) {
+    const m = /^([A-Z0-9_]+)=(.*)$/.exec(line);
+    if (m) env[m[1]] = m[2];
+  }
+  return env;
+}
+
+export type Node = { name: string; label: [string, string]; taint: { key: string; value: string; effect: string } };
+
+/** The real node as `cluster.sh env` names it. */
+export function realNode(env = process.env): Node {
+  const [key, value] = (env.JR2_REAL_NODE_LABEL ?? "").split("=");
+  const taint = /^([^=]+)=([^:]*):(.+)$/.exec(env.JR2_REAL_NODE_TAINT ?? "");
+  if (!env.JR2_REAL_NODE_NAME || !key || !taint)
+    throw new Error("JR2_REAL_NODE_* not set: run through the node tier's global setup");
+  return {
+    name: env.JR2_REAL_NODE_NAME,
+    label: [key, value],
+    taint: { key: taint[1], value: taint[2], effect: taint[3] },
+  };
+}
+
+export type Run = { status: number | null; stdout: string; stderr: string };
+
+/** kubectl against the tier's cluster; `input` goes to its stdin. Never throws. */
+export function kubectl(args: string[], input?: string): Run {
+  const r = spawnSync(process.env.KUBECTL!, ["--kubeconfig", process.env.KUBECONFIG!, ...args], {
+    encoding: "utf8",
+    input,
+    timeout: 60_000,
+  });
+  return { status: r.status, stdout: r.stdout ?? "", stderr: r.stderr ?? String(r.error ?? "") };
+}
+
+/** kubectl that must succeed; returns its stdout. */
+export function kubectlOk(args: string[], input?: string): string {
+  const r = kubectl(args, input);
+  if (r.status !== 0) throw new Error(`kubectl ${args.join(" ")} failed (exit ${r.status}):\n${r.stdout}${r.stderr}`);
+  return r.stdout;
+}
+
+/** Apply objects (JSON is YAML). */
+export const apply = (...objects: object[]) =>
+  kubectlOk(["apply", "-f", "-"], JSON.stringify({ apiVersion: "v1", kind: "List", items: objects }));
+
+/** Poll `check` every 250 ms until it returns a value (not undefined) or `ms` pass; then fail with `what`. */
+export async function until<T>(what: string, ms: number, check: () => T | undefined): Promise<T> {
+  const deadline = Date.now() + ms;
+  let last: unknown;
+  for (;;) {
+    try {
+      const v = check();
+      if (v !== undefined) return v;
+    } catch (err) {
+      last = err;
+    }
+    if (Date.now() > deadline)
+      throw new Error(`not within ${ms / 1000}s: ${what}${last ? `\nlast error: ${String(last)}` : ""}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type Obj = any;
+export const getJson = (args: string[]): Obj => JSON.parse(kubectlOk(["get", ...args, "-o", "json"]));
