@@ -9,11 +9,7 @@ import { envDuration } from "../lib/duration";
 import { CacheAgent, DEFAULT_EVICT_AFTER_MS } from "./agent";
 import { DEFAULT_CLONE_TIMEOUT_MS } from "./bare-checkouts";
 import { CACHE_AGENT_ENV, cacheRootFrom } from "../api/env";
-
-function fail(message: string): never {
-  console.error(`cache-agent: ${message}`);
-  process.exit(2);
-}
+import { fail, jsonLog } from "../lib/log";
 
 const duration = (name: string, fallback: number): number => {
   try {
@@ -33,8 +29,9 @@ const evictAfterMs = duration(CACHE_AGENT_ENV.evictAfter, DEFAULT_EVICT_AFTER_MS
 const cloneTimeoutMs = duration(CACHE_AGENT_ENV.cloneTimeout, DEFAULT_CLONE_TIMEOUT_MS);
 mkdirSync(root, { recursive: true });
 
-const log = (level: "info" | "warn", msg: string, fields: Record<string, unknown> = {}) =>
-  console.log(JSON.stringify({ level, time: new Date().toISOString(), node, msg, ...fields }));
+const nodeLog = jsonLog({ node });
+const log = (level: "info" | "warn", message: string, fields: Record<string, unknown> = {}) =>
+  nodeLog({ level, message, ...fields });
 
 new CacheAgent(node, root, log, { evictAfterMs, git: { cloneTimeoutMs } })
   .start()

@@ -27,16 +27,9 @@ import {
 } from "../api/custodian-config";
 import { CUSTODIAN_ENV as E } from "../api/env";
 import { listenHost } from "../lib/http-json";
+import { fail, log } from "../lib/log";
 import type { CaFiles } from "./leaf";
 import { Custodian } from "./custodian-server";
-
-const log = (entry: Record<string, unknown>) =>
-  process.stdout.write(`${JSON.stringify({ time: new Date().toISOString(), ...entry })}\n`);
-
-function fail(message: string): never {
-  log({ level: "error", message });
-  process.exit(2);
-}
 
 function portOf(name: string, fallback: number): number {
   const raw = process.env[name];

@@ -15,7 +15,8 @@ import { redact } from "../lib/redact";
 /** Bodies above this are refused with 413 before they are buffered. */
 export const MAX_BODY_BYTES = 1024 * 1024;
 
-export type LogEntry = Record<string, unknown>;
+import type { LogEntry } from "../lib/log";
+export type { LogEntry };
 export type Log = (entry: LogEntry) => void;
 
 export type HarnessOptions = Roots & {

@@ -5,10 +5,8 @@ import { HARNESS_PORT, REPOS_MOUNT } from "../api/wire";
 import { HARNESS_CUSTODIAN_URL_ENV, PROVIDERS_ROUTE } from "../api/custodian-config";
 import { AgentHost } from "./agents/host";
 import { piRunner } from "./agents/pi-runner";
-import { startHarness, type LogEntry } from "./harness-server";
-
-const log = (entry: LogEntry) =>
-  process.stdout.write(`${JSON.stringify({ time: new Date().toISOString(), ...entry })}\n`);
+import { startHarness } from "./harness-server";
+import { log } from "../lib/log";
 
 function portOf(value: string | undefined): number {
   if (value === undefined || value === "") return HARNESS_PORT;

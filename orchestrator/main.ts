@@ -34,14 +34,7 @@ import { apiTokenChecker, readApiTokens, readSigningKey, sandboxTokenChecker } f
 import { WorkspaceRegistry } from "./workspaces/registry";
 import { API_HTTP2_ENV, ORCHESTRATOR_ENV as E } from "../api/env";
 import { listenHost } from "../lib/http-json";
-
-const log = (entry: Record<string, unknown>) =>
-  process.stdout.write(`${JSON.stringify({ time: new Date().toISOString(), ...entry })}\n`);
-
-function fail(message: string): never {
-  log({ level: "error", message });
-  process.exit(2);
-}
+import { fail, log } from "../lib/log";
 
 const duration = (name: string, fallback: number): number => {
   try {

@@ -35,7 +35,8 @@ export interface Workspaces {
   subscribe(name: string, listener: (event: WorkspaceEvent) => void): (() => void) | undefined;
 }
 
-export type LogEntry = Record<string, unknown>;
+import type { LogEntry } from "../../lib/log";
+export type { LogEntry };
 
 export type ServerOptions = {
   workspaces: Workspaces;
