@@ -3,6 +3,7 @@
 import { execFileSync, spawnSync } from "node:child_process";
 import { readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
+import { decisionsIndex } from "../../scripts/decisions-index";
 
 const ROOT = join(__dirname, "..", "..");
 const DIR = join(ROOT, "docs", "decisions");
@@ -15,6 +16,10 @@ describe("the decision records", () => {
     expect(head).toMatch(/\*\*Status:\*\* (accepted|superseded|proposed)/);
     expect(head).toMatch(/\*\*Date:\*\* \d{4}-\d{2}-\d{2}/);
     expect(index).toContain(`](${file})`);
+  });
+
+  it("the index is what `npm run gen:decisions` writes from the records", () => {
+    expect(index).toBe(decisionsIndex(DIR));
   });
 
   it("every record the code and the docs cite exists", () => {
