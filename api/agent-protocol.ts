@@ -33,11 +33,31 @@ export const LONG_POLL_MS = 25_000;
 // ---------------------------------------------------------------------------------------------
 // Admitting a turn
 
+/** A Menu tool's name, and so a pick's: a letter, then up to 63 letters, digits, '_' or '-'. */
+export const MenuName = z
+  .string()
+  .regex(/^[a-zA-Z][a-zA-Z0-9_-]{0,63}$/, "must be a tool name: a letter, then letters, digits, '_' or '-'");
+
+/** The bounds on what a turn and a pick carry (decision 0042): a Sandbox's words are input, and
+ * what the Orchestrator keeps of them must fit its ledgers. */
+export const LIMITS = {
+  /** Menu tools in one turn. */
+  menu: 128,
+  /** Allowed picks named at once. */
+  allowed: 256,
+  /** A submissionId's and a callId's length. */
+  id: 128,
+  /** A pick's `args`, as JSON, in bytes. */
+  pickArgsBytes: 64 * 1024,
+  /** A pick's whole body, in bytes (args and the rest). */
+  pickBodyBytes: 96 * 1024,
+  /** Events in one page of a conversation's stream (`?limit=`, the most a Harness answers). */
+  pageEvents: 500,
+} as const;
+
 /** One Menu tool: a transition the invoking state offers (decision 0025), presented to the model as a tool. */
 export const MenuTool = z.strictObject({
-  name: z
-    .string()
-    .regex(/^[a-zA-Z][a-zA-Z0-9_-]{0,63}$/, "must be a tool name: a letter, then letters, digits, '_' or '-'"),
+  name: MenuName,
   description: z.string().max(4096, "must be at most 4096 characters"),
   /** A JSON schema of the pick's arguments (an object schema); absent: no arguments. */
   parameters: z.record(z.string(), z.unknown()).optional(),
@@ -55,11 +75,11 @@ export const TurnBody = z.strictObject({
   message: z.string().min(1, "must not be empty").max(1_000_000, "must be at most 1,000,000 characters"),
   images: z.array(TurnImage).max(16, "must be at most 16 images").optional(),
   /** The Menu: fixed for a conversation (decision 0025); repeated on each turn so a restart needs nothing kept. */
-  menu: z.array(MenuTool).default([]),
+  menu: z.array(MenuTool).max(LIMITS.menu, `must be at most ${LIMITS.menu} tools`).default([]),
   /** The picks this turn allows now (names in `menu`); re-read from the Orchestrator at each step. */
-  allowed: z.array(z.string()).default([]),
+  allowed: z.array(MenuName).max(LIMITS.allowed, `must be at most ${LIMITS.allowed} names`).default([]),
   /** The caller's id for this submission: a repeat with the same one is the same turn, not a second. */
-  submissionId: z.string().min(1).max(128).optional(),
+  submissionId: z.string().min(1).max(LIMITS.id).optional(),
 });
 export type TurnBody = z.infer<typeof TurnBody>;
 
@@ -117,12 +137,12 @@ export type StreamPage = z.infer<typeof StreamPage>;
 // Picks and their deliveries (the Harness to the Orchestrator)
 
 export const PickBody = z.strictObject({
-  pick: z.string().min(1),
+  pick: MenuName,
   args: z.unknown().optional(),
   /** The turn the pick belongs to. */
-  submissionId: z.string().min(1),
-  /** The tool call's id: a pick re-sent after an unknown outcome carries the same one. */
-  callId: z.string().min(1),
+  submissionId: z.string().min(1).max(LIMITS.id),
+  /** The tool call's id, unique in its turn: a pick re-sent after an unknown outcome carries the same one. */
+  callId: z.string().min(1).max(LIMITS.id),
 });
 export type PickBody = z.infer<typeof PickBody>;
 
@@ -137,5 +157,6 @@ export const Delivery = z.discriminatedUnion("state", [
 ]);
 export type Delivery = z.infer<typeof Delivery>;
 
-/** The Allowed picks now (read at each step boundary; decision 0025). */
-export const Allowed = z.strictObject({ allowed: z.array(z.string()) });
+/** The Allowed picks now (read at each step boundary; decision 0025), and the turn they are for:
+ * a Harness keeps its list when they are another turn's (a new turn's admission not yet recorded). */
+export const Allowed = z.strictObject({ allowed: z.array(z.string()), submissionId: z.string().optional() });

@@ -9,6 +9,8 @@ export const KEEPALIVE_ANNOTATION = "jr2.dev/keepalive";
 /** The labels an Orchestrator puts on what it writes (jr2's CRs carry them, decision 0001). */
 export const RUN_LABEL = "jr2.dev/run";
 export const WORKFLOW_LABEL = "jr2.dev/workflow";
+/** The tenant whose API token created the workspace (decision 0042); absent: an admin's. */
+export const TENANT_LABEL = "jr2.dev/tenant";
 /** The Harness's attach body, kept on the Sandbox so a restarted Orchestrator can send it again. */
 export const ATTACH_ANNOTATION = "jr2.dev/attach";
 /** On the pod: a digest per spec field it was built from, so a later spec change can be named. */

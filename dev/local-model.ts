@@ -17,7 +17,19 @@ import { ROOT } from "./local-operator";
 import { SCRIPTED_MODEL_ID, type ScriptStep, startScriptedModel } from "./scripted-model";
 
 /** What npm start reads. */
-export const LOCAL_MODEL_ENV = { url: "JR2_MODEL_URL", keyFile: "JR2_MODEL_KEY_FILE", id: "JR2_MODEL_ID" } as const;
+export const LOCAL_MODEL_ENV = {
+  url: "JR2_MODEL_URL",
+  keyFile: "JR2_MODEL_KEY_FILE",
+  id: "JR2_MODEL_ID",
+  /** `1`: take a real provider's key in local process mode anyway (decision 0042). */
+  allowRealKey: "JR2_LOCAL_ALLOW_REAL_KEY",
+} as const;
+
+/** Why local process mode refuses a real provider's key (decision 0042): said once, in the error. */
+export const LOCAL_MODE_WARNING =
+  "local process mode runs each Sandbox's Harness and Custodian as processes of yours on this machine: it " +
+  "is a development convenience, not an isolation boundary, and the Agent's bash can read the model's " +
+  "key, the signing key and the API tokens there";
 const DEFAULT_KEY_FILE = join(ROOT, ".jr2", "model-key");
 
 /** The Secret holding the model's key, its key, and the Custodian's name for the provider. */
@@ -48,8 +60,13 @@ export type LocalModel = {
 };
 
 /** The model's base URL, key and id from the environment, or the scripted provider started here. */
-async function endpoint(env: NodeJS.ProcessEnv) {
+async function endpoint(env: NodeJS.ProcessEnv, processMode: boolean) {
   const url = env[LOCAL_MODEL_ENV.url];
+  if (url && processMode && env[LOCAL_MODEL_ENV.allowRealKey] !== "1")
+    throw new Error(
+      `${LOCAL_MODEL_ENV.url} names a real model, and ${LOCAL_MODE_WARNING}. Run on the real node ` +
+        `(in-cluster mode), or set ${LOCAL_MODEL_ENV.allowRealKey}=1 to accept that`,
+    );
   if (!url) {
     const key = `sk-scripted-${randomBytes(12).toString("hex")}`;
     const model = await startScriptedModel({ script: DEMO_SCRIPT, apiKey: key, perConversation: true });
@@ -102,8 +119,10 @@ export async function startLocalModel(o: {
   namespace: string;
   dir: string;
   env?: NodeJS.ProcessEnv;
+  /** The Sandboxes' Harness and Custodian run as local processes (default); false: in pods. */
+  processMode?: boolean;
 }): Promise<LocalModel> {
-  const e = await endpoint(o.env ?? process.env);
+  const e = await endpoint(o.env ?? process.env, o.processMode ?? true);
   const origin = new URL(e.baseUrl).origin;
   await K8s(kind.Secret).Apply(
     { metadata: { name: MODEL_SECRET.name, namespace: o.namespace }, stringData: { [MODEL_SECRET.key]: e.key } },

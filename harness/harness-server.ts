@@ -7,7 +7,7 @@ import http from "node:http";
 import { attach, AttachError, checkBranchName, createMutex, execRunner, type Roots, type Runner } from "./attach-git";
 import { authorized } from "./auth";
 import { parseAttachBody } from "../api/attach";
-import { AgentName, ConversationId, LONG_POLL_MS, TurnBody } from "../api/agent-protocol";
+import { AgentName, ConversationId, LIMITS, LONG_POLL_MS, TurnBody } from "../api/agent-protocol";
 import { AgentHost, HostError } from "./agents/host";
 import { listen, logRequest, pathOf, readBody, sendError, sendJson } from "../lib/http-json";
 import { redact } from "../lib/redact";
@@ -97,9 +97,11 @@ async function agentRoute(req: http.IncomingMessage, res: Res, ctx: Ctx, m: RegE
       const wait = Number(url.searchParams.get("wait") ?? LONG_POLL_MS);
       const hold = Number.isFinite(wait) ? Math.min(Math.max(wait, 0), LONG_POLL_MS) : LONG_POLL_MS;
       // A reader that goes away stops holding; it is never an abort of the turn (decision 0025).
+      const asked = Number(url.searchParams.get("limit") ?? LIMITS.pageEvents);
+      const limit = Number.isInteger(asked) && asked > 0 ? Math.min(asked, LIMITS.pageEvents) : LIMITS.pageEvents;
       const gone = new AbortController();
       res.once("close", () => gone.abort());
-      return sendJson(res, 200, await ctx.agents.stream(agent, conversation, offset, hold, gone.signal));
+      return sendJson(res, 200, await ctx.agents.stream(agent, conversation, offset, hold, gone.signal, limit));
     }
     if (req.method !== "POST") return sendError(res, 405, "method_not_allowed", "use POST", { allow: "POST" });
     if (action === "/abort") return sendJson(res, 200, ctx.agents.abort(agent, conversation));

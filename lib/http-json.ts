@@ -89,3 +89,33 @@ export function logRequest(
     log({ method: req.method, path: pathOf(req), status: res.statusCode, ms: Math.round(ms * 10) / 10 });
   });
 }
+
+/** An answer that went past what its reader takes: the reader stopped and closed the connection. */
+export class AnswerTooLarge extends Error {
+  constructor(readonly limit: number) {
+    super(`the answer exceeds ${limit} bytes`);
+  }
+}
+
+/**
+ * A response body's text, read up to `limit` bytes: past it the body is destroyed (the connection
+ * closes, nothing more is buffered) and AnswerTooLarge is thrown. For answers from a peer that is
+ * not trusted to be brief (a Sandbox's Harness, decision 0042).
+ */
+export async function boundedText(
+  body: AsyncIterable<Buffer | Uint8Array> & { destroy(err?: Error): unknown },
+  limit: number,
+): Promise<string> {
+  const chunks: Buffer[] = [];
+  let bytes = 0;
+  for await (const chunk of body) {
+    bytes += chunk.length;
+    if (bytes > limit) {
+      const err = new AnswerTooLarge(limit);
+      body.destroy(err);
+      throw err;
+    }
+    chunks.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk));
+  }
+  return Buffer.concat(chunks).toString("utf8");
+}

@@ -80,3 +80,45 @@ export class TokenBucket {
     this.#timer = setTimeout(this.#drain, ms);
   }
 }
+
+/**
+ * Token buckets by key that refuse rather than queue: a caller over its rate is told how long to
+ * wait (an HTTP 429's retry-after), so one key's flood costs the others nothing (decision 0042:
+ * each workspace's Sandbox routes). One small entry per key, dropped oldest-first past `maxKeys`
+ * (a dropped key starts again with a full bucket).
+ */
+export class KeyedRateLimiter {
+  readonly #buckets = new Map<string, { tokens: number; last: number }>();
+
+  constructor(
+    readonly perSecond: number,
+    readonly burst: number,
+    readonly maxKeys = 100_000,
+  ) {}
+
+  /** 0 when `key` may go now (its token taken); else the milliseconds until it may. */
+  tryTake(key: string, now = Date.now()): number {
+    let b = this.#buckets.get(key);
+    if (b) {
+      // A clock stepped back adds nothing; the entry moves to the newest end (least recently used first).
+      b.tokens = Math.min(this.burst, b.tokens + (Math.max(0, now - b.last) * this.perSecond) / 1000);
+      b.last = Math.max(b.last, now);
+      this.#buckets.delete(key);
+    } else b = { tokens: this.burst, last: now };
+    this.#buckets.set(key, b);
+    for (const oldest of this.#buckets.keys()) {
+      if (this.#buckets.size <= this.maxKeys) break;
+      this.#buckets.delete(oldest);
+    }
+    if (b.tokens >= 1) {
+      b.tokens -= 1;
+      return 0;
+    }
+    return Math.ceil(((1 - b.tokens) * 1000) / this.perSecond);
+  }
+
+  /** Keys held now. */
+  get size(): number {
+    return this.#buckets.size;
+  }
+}

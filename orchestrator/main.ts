@@ -28,7 +28,8 @@ import { ensureInstallation, podSettingsFrom, type PodSettings } from "./workspa
 import { LocalHarnesses } from "./local/local-harness";
 import { OrchestratorMetrics } from "./orchestrator-metrics";
 import { SandboxWatch } from "./workspaces/sandbox-watch";
-import { KubeLedgerBackend, PickStore } from "./agents/pick-store";
+import { PickStore } from "./agents/pick-store";
+import { misbehaviourReporter } from "./agents/misbehaviour";
 import { Turns } from "./agents/turns";
 import { apiTokenChecker, readApiTokens, readSigningKey, sandboxTokenChecker } from "./tokens";
 import { WorkspaceRegistry } from "./workspaces/registry";
@@ -119,8 +120,15 @@ async function main() {
     },
   });
   await registry.restore();
-  // Agents' picks and Allowed picks: each workspace's ledger in a ConfigMap its Sandbox owns, read back lazily.
-  const picks = new PickStore({ watch, backend: new KubeLedgerBackend(namespace) });
+  // Agents' turns and picks: each workspace's ledgers in ConfigMaps its Sandbox owns, read back
+  // lazily; what a Sandbox sends is checked against the turns this Orchestrator admitted (decision 0042).
+  const turns = new Turns({
+    namespace,
+    gateway,
+    watch,
+    onMisbehaviour: misbehaviourReporter({ namespace, watch, count: (r) => metrics.harnessMisbehaved(r), log }),
+  });
+  const picks = new PickStore({ watch, turns, namespace });
   const server = await startOrchestratorServer(
     {
       workspaces: registry,
@@ -128,8 +136,7 @@ async function main() {
       metrics: async () => metrics.render(await registry.list()),
       log,
       picks,
-      // Agents' turns: the Harness's admissions, each conversation's kept in `<workspace>-turns`.
-      turns: new Turns({ namespace, gateway, watch, allowed: picks }),
+      turns,
       checkSandboxToken: sandboxTokenChecker(signingKey),
     },
     port,

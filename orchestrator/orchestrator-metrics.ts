@@ -37,6 +37,7 @@ export class OrchestratorMetrics {
   #waits = 0;
   #renewals = 0;
   #renewFailures = 0;
+  readonly #misbehaved = new Map<string, number>();
   /** Sampled from construction; reset at each render (as prom-client's event-loop lag is), so each
    * scrape reports the window since the one before. Its timer does not keep the process alive. */
   readonly #loop = monitorEventLoopDelay({ resolution: EVENT_LOOP_RESOLUTION_MS });
@@ -50,6 +51,12 @@ export class OrchestratorMetrics {
     else if (event.type === "wait") this.#waits++;
     else if (event.type === "renewed") this.#renewals++;
     else if (event.type === "renew_failed") this.#renewFailures++;
+  }
+
+  /** A workspace's Harness broke a bound (decision 0042); counted by reason, not by workspace (the
+   * workspace is named in its Event and the log, where a label per workspace would cost series). */
+  harnessMisbehaved(reason: string): void {
+    this.#misbehaved.set(reason, (this.#misbehaved.get(reason) ?? 0) + 1);
   }
 
   render(views: readonly WorkspaceView[]): string {
@@ -71,6 +78,9 @@ export class OrchestratorMetrics {
       "# HELP jr2_orchestrator_renew_failures_total Keepalive renewals that failed (retried).",
       "# TYPE jr2_orchestrator_renew_failures_total counter",
       `jr2_orchestrator_renew_failures_total ${this.#renewFailures}`,
+      "# HELP jr2_orchestrator_harness_misbehaviour_total Harness answers refused: too large, too slow, not what was asked.",
+      "# TYPE jr2_orchestrator_harness_misbehaviour_total counter",
+      ...[...this.#misbehaved].map(([r, n]) => `jr2_orchestrator_harness_misbehaviour_total{reason="${r}"} ${n}`),
       ...eventLoopDelayLines(this.#loop),
     ];
     this.#loop.reset();

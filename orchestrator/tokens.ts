@@ -75,17 +75,33 @@ export function signingKeyOf(bytes: Buffer): Buffer {
 export const readSigningKey = async (path: string) => signingKeyOf(await readFile(path));
 
 /**
- * API tokens, one a line; blank lines and `#` comments are ignored, surrounding spaces trimmed. A
- * line with a space inside could never arrive as a bearer, so it is refused, by line number only:
- * an error message must not carry a token.
+ * Who a Machine's API token speaks for (decision 0042): an admin sees every workspace; a tenant
+ * sees only the workspaces it created, and another's are as if they did not exist.
  */
-export function parseApiTokens(text: string): string[] {
-  const tokens: string[] = [];
+export type Principal = { kind: "admin" } | { kind: "tenant"; tenant: string };
+
+/** A tenant's name: it labels the workspaces it owns, so a label value (a DNS label here). */
+export const TENANT_NAME = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
+
+export type ApiToken = { token: string; principal: Principal };
+
+/**
+ * The API tokens file, one token a line: `<token>` alone is an admin's, `<token> <tenant>` a
+ * tenant's. Blank lines and `#` comments are ignored, surrounding spaces trimmed. A line with
+ * anything else is refused by line number only: an error message must not carry a token.
+ */
+export function parseApiTokens(text: string): ApiToken[] {
+  const tokens: ApiToken[] = [];
   text.split(/\r?\n/).forEach((raw, i) => {
     const line = raw.trim();
     if (!line || line.startsWith("#")) return;
-    if (/\s/.test(line)) throw new Error(`the API tokens file, line ${i + 1}: a token cannot contain whitespace`);
-    tokens.push(line);
+    const [token, tenant, ...rest] = line.split(/\s+/);
+    const where = `the API tokens file, line ${i + 1}`;
+    if (rest.length) throw new Error(`${where}: a line is "<token>" (an admin) or "<token> <tenant>", nothing more`);
+    if (tenant === undefined) return void tokens.push({ token: token!, principal: { kind: "admin" } });
+    if (!TENANT_NAME.test(tenant))
+      throw new Error(`${where}: the tenant must be a DNS label (lower-case letters, digits, '-'), e.g. team-a`);
+    tokens.push({ token: token!, principal: { kind: "tenant", tenant } });
   });
   return tokens;
 }
@@ -93,16 +109,20 @@ export function parseApiTokens(text: string): string[] {
 export const readApiTokens = async (path: string) => parseApiTokens(await readFile(path, "utf8"));
 
 /**
- * A checker over `tokens`, constant in time per token: each candidate and each token are hashed to
- * 32 bytes (so lengths never differ and never show), every token is compared, and no comparison
- * ends the loop early. No tokens: everything is refused.
+ * Who a candidate token speaks for, constant in time per token: each candidate and each token are
+ * hashed to 32 bytes (so lengths never differ and never show), every token is compared, and no
+ * comparison ends the loop early. No tokens: everything is refused (undefined).
  */
-export function apiTokenChecker(tokens: readonly string[]): (candidate: string) => boolean {
-  const digests = tokens.map((t) => createHash("sha256").update(t, "utf8").digest());
+export function apiTokenChecker(tokens: readonly ApiToken[]): (candidate: string) => Principal | undefined {
+  const digests = tokens.map((t) => ({ digest: createHash("sha256").update(t.token, "utf8").digest(), principal: t.principal }));
   return (candidate) => {
     const got = createHash("sha256").update(candidate, "utf8").digest();
-    let ok = false;
-    for (const want of digests) ok = timingSafeEqual(got, want) || ok;
-    return ok;
+    let found: Principal | undefined;
+    for (const { digest, principal } of digests) if (timingSafeEqual(got, digest) && !found) found = principal;
+    return found;
   };
 }
+
+/** Whether `principal` may see a workspace its `owner` tenant created (undefined: an admin's). */
+export const maySee = (principal: Principal, owner: string | undefined): boolean =>
+  principal.kind === "admin" || principal.tenant === owner;

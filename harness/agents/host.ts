@@ -97,9 +97,16 @@ export class AgentHost {
   }
 
   /** The conversation's events from `offset`, held up to `holdMs` while a turn runs. */
-  async stream(agent: string, id: string, offset: number, holdMs: number, signal?: AbortSignal): Promise<StreamPage> {
+  async stream(
+    agent: string,
+    id: string,
+    offset: number,
+    holdMs: number,
+    signal?: AbortSignal,
+    limit?: number,
+  ): Promise<StreamPage> {
     const c = this.#known(agent, id);
-    return c.log.read(offset, holdMs, () => c.running === undefined, signal);
+    return c.log.read(offset, holdMs, () => c.running === undefined, signal, limit);
   }
 
   /** A deliberate terminal cancel of the running turn (never a client that went away). */

@@ -48,7 +48,13 @@ export class ConversationLog {
   }
 
   /** The events from `offset`, at once when there are some, else after up to `holdMs` (or the signal). */
-  async read(offset: number, holdMs: number, idle: () => boolean, signal?: AbortSignal): Promise<StreamPage> {
+  async read(
+    offset: number,
+    holdMs: number,
+    idle: () => boolean,
+    signal?: AbortSignal,
+    limit = Number.MAX_SAFE_INTEGER,
+  ): Promise<StreamPage> {
     const from = Math.max(0, Math.min(offset, this.#events.length));
     if (from === this.#events.length && holdMs > 0 && !idle() && !signal?.aborted) {
       await new Promise<void>((resolve) => {
@@ -63,7 +69,7 @@ export class ConversationLog {
         signal?.addEventListener("abort", done, { once: true });
       });
     }
-    const events = this.#events.slice(from);
+    const events = this.#events.slice(from, from + limit);
     return { events, next: from + events.length, idle: idle() && from + events.length === this.#events.length };
   }
 

@@ -64,7 +64,12 @@ export function piRunner(o: PiRunnerOptions): TurnRunner {
       // A step boundary where the loop goes on (tool results to answer): pi awaits this listener,
       // and drains what is steered here before its next model call.
       if (event.type === "turn_end" && event.toolResults.length > 0 && o.custodianUrl && turn.body.menu.length > 0) {
-        const read = await readAllowed({ custodianUrl: o.custodianUrl, iid: turn.conversation, signal: turn.signal });
+        const read = await readAllowed({
+          custodianUrl: o.custodianUrl,
+          iid: turn.conversation,
+          submissionId: turn.submissionId,
+          signal: turn.signal,
+        });
         if (read.ok && !sameAllowed(read.allowed, allowed.now)) {
           allowed.now = read.allowed;
           agent.steer(userText(restatedTurnPart(turn.body.menu, allowed.now)));

@@ -15,6 +15,8 @@ export type AllowedRead = { ok: true; allowed: string[] } | { ok: false; reason:
 export async function readAllowed(p: {
   custodianUrl: string;
   iid: string;
+  /** The running turn: a list the Orchestrator keeps for another turn is not this one's. */
+  submissionId: string;
   signal?: AbortSignal;
 }): Promise<AllowedRead> {
   const signal = p.signal
@@ -25,7 +27,11 @@ export async function readAllowed(p: {
     const text = await res.body.text();
     if (res.statusCode !== 200) return { ok: false, reason: `the Orchestrator answered ${res.statusCode}` };
     const parsed = Allowed.safeParse(JSON.parse(text));
-    return parsed.success ? { ok: true, allowed: parsed.data.allowed } : { ok: false, reason: "not an Allowed list" };
+    if (!parsed.success) return { ok: false, reason: "not an Allowed list" };
+    // Before the Orchestrator records a new turn's admission it still answers the previous turn's.
+    if (parsed.data.submissionId !== undefined && parsed.data.submissionId !== p.submissionId)
+      return { ok: false, reason: "the Allowed picks are another turn's" };
+    return { ok: true, allowed: parsed.data.allowed };
   } catch (err) {
     return { ok: false, reason: err instanceof Error ? err.message : String(err) };
   }

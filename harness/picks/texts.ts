@@ -45,9 +45,18 @@ export type PickFailure = {
  *   Custodian's unreachable 502), and the call was not aborted;
  * - `unknown`: it is not known whether the Orchestrator took the pick;
  * - `reachedUnread`: the Orchestrator took it (a 2xx said so) and its answer was not read;
- * - `stopping` (503 to the POST), `outstanding` (409 to the POST), `turnOver` (404).
+ * - `stopping` (503 to the POST), `outstanding` (409 to the POST), `turnOver` (404, or 409 naming
+ *   the turn as over or not running), `refused` (400, 403, 413 or 429 to the POST: the Orchestrator
+ *   checked the pick against the turn it admitted and did not take it, decision 0042).
  */
-export type PickCase = "neverReached" | "unknown" | "reachedUnread" | "stopping" | "outstanding" | "turnOver";
+export type PickCase =
+  | "neverReached"
+  | "unknown"
+  | "reachedUnread"
+  | "stopping"
+  | "outstanding"
+  | "turnOver"
+  | "refused";
 
 export const PICK_CASES: readonly PickCase[] = [
   "neverReached",
@@ -56,6 +65,7 @@ export const PICK_CASES: readonly PickCase[] = [
   "stopping",
   "outstanding",
   "turnOver",
+  "refused",
 ];
 
 /** The codes that prove a request never left (api/custodian-config.ts, shared with the Custodian). */
@@ -93,6 +103,10 @@ export const pickTexts = {
   outstanding: (pick: string, message?: string) =>
     `the pick \`${pick}\` was not taken: another pick of this turn is outstanding${paren(message)}. ` +
     `Do not call \`${pick}\` again before you read that pick's answer.`,
+  /** 400, 403, 413 or 429 to the POST: the Orchestrator did not take the pick (decision 0042). */
+  refused: (pick: string, message?: string) =>
+    `the pick \`${pick}\` was not taken: the workflow refused it${paren(message)}. Do not call \`${pick}\` ` +
+    `again unless what refused it has changed.`,
   /** 404: the Turn is over (decision 0025). */
   turnOver: (pick: string, message?: string) =>
     `This turn is over${paren(message)}: the workflow answers no pick in it, and the call to \`${pick}\` has ` +
@@ -155,6 +169,25 @@ const isCustodianUnreachable = (c: PickCause) =>
 /** The Orchestrator's own answer (the Custodian passes its status through, without the header). */
 const orchestratorStatus = (c: PickCause) => (c.kind === "http" && c.custodian === undefined ? c.status : undefined);
 
+/** The Orchestrator's 409 codes that say the pick's turn is not the running one (decision 0042). */
+const TURN_OVER_CODES = new Set(["turn_over", "not_running"]);
+/** The Orchestrator's refusals of a pick it judged (decision 0042). */
+const REFUSED_STATUSES = new Set([400, 403, 413, 429]);
+
+/** `error.code` of an `{error: {code}}` body, parsed or raw JSON text; else undefined. */
+function bodyCode(body: unknown): string | undefined {
+  let value = body;
+  if (typeof value === "string") {
+    try {
+      value = JSON.parse(value);
+    } catch {
+      return undefined;
+    }
+  }
+  const code = ((value as { error?: unknown } | null | undefined)?.error as { code?: unknown } | undefined)?.code;
+  return typeof code === "string" ? code : undefined;
+}
+
 /** Which case `f` is. Total: every failure is exactly one case. */
 export function classify(f: PickFailure): PickCase {
   const { cause, stage } = f;
@@ -162,7 +195,11 @@ export function classify(f: PickFailure): PickCase {
   // A 404 is the Turn's end at either stage; a 409 or a 503 refuses the POST only (a poll's 503
   // costs a retry, never the pick: the POST's 2xx already took it).
   if (status === 404) return "turnOver";
-  if (stage === "post" && status === 409) return "outstanding";
+  if (stage === "post" && status === 409)
+    return TURN_OVER_CODES.has(bodyCode(cause.kind === "http" ? cause.body : undefined) ?? "")
+      ? "turnOver"
+      : "outstanding";
+  if (stage === "post" && status !== undefined && REFUSED_STATUSES.has(status)) return "refused";
   if (stage === "post" && status === 503) return "stopping";
   // A poll runs only after the POST's 2xx, the Orchestrator's word that it took the pick; a 2xx
   // to the POST whose body was lost says the same.
@@ -237,5 +274,7 @@ export function pickText(f: PickFailure): PickAnswer {
       return { case: c, text: pickTexts.outstanding(pick, own), isError: true };
     case "turnOver":
       return { case: c, text: pickTexts.turnOver(pick, own), isError: f.stage === "post" };
+    case "refused":
+      return { case: c, text: pickTexts.refused(pick, own), isError: true };
   }
 }

@@ -1,20 +1,22 @@
-// The picks ledger's rules, pure (decision 0025): a workspace's Agents' picks as the Harness sends them
-// (through the Custodian, with the Sandbox token) and the Machine's answers. One ledger per
-// workspace, kept by pick-store.ts in a ConfigMap the workspace's Sandbox owns, so an Orchestrator
-// restarted while a pick is outstanding still knows it and answers it. The rules:
+// The picks ledger's rules, pure (decisions 0025, 0042): a workspace's Agents' picks as the Harness
+// sends them (through the Custodian, with the Sandbox token) and the Machine's answers. One ledger
+// per workspace, kept by pick-store.ts in a ConfigMap the workspace's Sandbox owns, so an
+// Orchestrator restarted while a pick is outstanding still knows it and answers it. A pick reaches
+// these rules only once the turns ledger (turn-ledger.ts judgePick) has found it is for the running
+// turn of its conversation, on that turn's Menu and Allowed now. The rules here:
 //   - a conversation (iid) belongs to the workspace its name begins with: `<workspace>.<rest>`
 //     (a workspace's name has no dot, so the first dot ends it);
-//   - a pick is named by (iid, submissionId, callId): the same again answers the same delivery
-//     (the Harness re-sends after an unknown outcome);
+//   - a pick is named by (iid, submissionId, callId), and a callId is unique in its turn: the same
+//     pick again (same name, same args) answers the same delivery (the Harness re-sends after an
+//     unknown outcome); another pick under a callId already used is refused (409);
 //   - one pick is outstanding at a time per turn (iid, submissionId): a different one meanwhile is
-//     refused (409);
+//     refused (409). Since one turn runs at a time in a workspace, at most one pick of the
+//     workspace waits for its Machine, and a pick's args are bounded (LIMITS): the ledger cannot be
+//     wedged by one conversation;
 //   - a delivery is answered once: a second answer is refused (409), an unknown one is 404;
-//   - answered picks are kept, newest last, only while the ledger stays within its size bound;
-//   - each conversation's Allowed picks (decision 0025) are kept beside its picks: the Machine sets
-//     them (with a turn, or on their own when a Gate or an outside event changes them) and the
-//     Harness reads them at each step boundary (decision 0025, the restated Turn part).
+//   - answered picks are kept, newest last, only while the ledger stays within its size bound.
 import { z } from "zod";
-import { ConversationId, type PickBody } from "../../api/agent-protocol";
+import { ConversationId, LIMITS, MenuName, type PickBody } from "../../api/agent-protocol";
 import { WorkspaceName } from "../schemas";
 
 // ---------------------------------------------------------------------------------------------
@@ -38,7 +40,7 @@ export type LedgerPick = z.infer<typeof LedgerPick>;
 export const Ledger = z.strictObject({
   version: z.literal(1),
   picks: z.array(LedgerPick),
-  /** Each conversation's Allowed picks now, by iid (absent in a ledger written before they were kept). */
+  /** Read from ledgers written before the Allowed picks moved to the turns ledger; never written. */
   allowed: z.record(z.string(), z.array(z.string())).optional(),
 });
 export type Ledger = z.infer<typeof Ledger>;
@@ -57,7 +59,8 @@ export function parseLedger(text: string | undefined): Ledger {
   if (text === undefined || text === "") return EMPTY_LEDGER;
   const parsed = Ledger.safeParse(JSON.parse(text));
   if (!parsed.success) throw new Error(`the picks ledger is not a ledger: ${parsed.error.issues[0]?.message}`);
-  return parsed.data;
+  const { allowed: _moved, ...ledger } = parsed.data;
+  return ledger;
 }
 
 export const serializeLedger = (ledger: Ledger) => JSON.stringify(ledger);
@@ -81,7 +84,23 @@ export type Submitted =
   | { kind: "same"; pick: LedgerPick }
   | { kind: "taken"; pick: LedgerPick; ledger: Ledger }
   | { kind: "busy"; message: string }
+  | { kind: "reused"; message: string }
   | { kind: "too-large"; message: string };
+
+/** The same value, as JSON compares it (key order aside). */
+function sameJson(a: unknown, b: unknown): boolean {
+  const canon = (v: unknown): unknown =>
+    Array.isArray(v)
+      ? v.map(canon)
+      : v && typeof v === "object"
+        ? Object.fromEntries(
+            Object.keys(v)
+              .sort()
+              .map((k) => [k, canon((v as Record<string, unknown>)[k])]),
+          )
+        : v;
+  return JSON.stringify(canon(a)) === JSON.stringify(canon(b));
+}
 
 const isOutstanding = (p: LedgerPick) => p.answer === undefined;
 
@@ -95,7 +114,12 @@ export function submitPick(
   const same = ledger.picks.find(
     (p) => p.iid === iid && p.submissionId === body.submissionId && p.callId === body.callId,
   );
-  if (same) return { kind: "same", pick: same };
+  if (same && same.pick === body.pick && sameJson(same.args, body.args)) return { kind: "same", pick: same };
+  if (same)
+    return {
+      kind: "reused",
+      message: `callId ${body.callId} of this turn already named the pick "${same.pick}": a callId is unique in its turn`,
+    };
   const open = ledger.picks.find((p) => p.iid === iid && p.submissionId === body.submissionId && isOutstanding(p));
   if (open) {
     return {
@@ -153,35 +177,11 @@ export function answerPick(ledger: Ledger, deliveryId: string, answer: string, a
   return { kind: "answered", pick, ledger: next };
 }
 
-// ---------------------------------------------------------------------------------------------
-// The Allowed picks
-
-/** The Machine's `PUT .../turns/:iid/allowed`: the picks the conversation's turn allows now. */
+/** The Machine's `PUT .../turns/:iid/allowed`: the picks the conversation's running turn allows now. */
 export const AllowedBody = z.strictObject({
-  allowed: z
-    .array(z.string().regex(/^[a-zA-Z][a-zA-Z0-9_-]{0,63}$/, "must be a Menu tool's name"))
-    .max(256, "must be at most 256 picks"),
+  allowed: z.array(MenuName).max(LIMITS.allowed, `must be at most ${LIMITS.allowed} picks`),
 });
 export type AllowedBody = z.infer<typeof AllowedBody>;
-
-export type AllowedSet =
-  | { kind: "same"; allowed: string[] }
-  | { kind: "set"; allowed: string[]; ledger: Ledger }
-  | { kind: "too-large"; message: string };
-
-/** The conversation's Allowed picks set to `allowed` (order and repeats do not matter). */
-export function setAllowed(ledger: Ledger, iid: string, allowed: string[]): AllowedSet {
-  const names = [...new Set(allowed)].sort();
-  const now = ledger.allowed?.[iid];
-  if (now && now.length === names.length && now.every((n, i) => n === names[i])) return { kind: "same", allowed: now };
-  const next: Ledger = { ...ledger, allowed: { ...ledger.allowed, [iid]: names } };
-  const fits = bounded(next);
-  if (!fits) return { kind: "too-large", message: `the Allowed picks do not fit the workspace's picks ledger` };
-  return { kind: "set", allowed: names, ledger: fits };
-}
-
-/** The conversation's Allowed picks, or undefined when the Machine never set them. */
-export const allowedOf = (ledger: Ledger, iid: string): string[] | undefined => ledger.allowed?.[iid];
 
 // ---------------------------------------------------------------------------------------------
 // Reading
@@ -193,19 +193,29 @@ export const deliveryOf = (ledger: Ledger, iid: string, deliveryId: string): Led
 /** The picks waiting for the Machine, oldest first. */
 export const outstandingPicks = (ledger: Ledger): LedgerPick[] => ledger.picks.filter(isOutstanding);
 
+/** Answered picks kept, newest last: a Harness that lost an answer (a restart mid-poll) reads it
+ * again soon after, never a hundred picks later; the ledger, rewritten at each pick, stays small. */
+export const MAX_ANSWERED = 64;
+
 /**
- * The ledger within MAX_LEDGER_BYTES: the oldest answered picks are dropped until it fits (their
- * Harness has read or will never read them); undefined when the outstanding ones alone do not fit.
+ * The ledger within its bounds: at most `keep` answered picks (the oldest go first) and at most
+ * `max` bytes (more of the oldest answered go); undefined when the outstanding ones alone do not fit.
  */
-export function bounded(ledger: Ledger, max = MAX_LEDGER_BYTES): Ledger | undefined {
-  let picks = ledger.picks;
-  const size = (ps: LedgerPick[]) => Buffer.byteLength(serializeLedger({ ...ledger, picks: ps }), "utf8");
-  while (size(picks) > max) {
+export function bounded(ledger: Ledger, max = MAX_LEDGER_BYTES, keep = MAX_ANSWERED): Ledger | undefined {
+  const answered = ledger.picks.filter((p) => !isOutstanding(p)).length;
+  let drop = Math.max(0, answered - keep);
+  let picks = drop ? ledger.picks.filter((p) => isOutstanding(p) || drop-- <= 0) : ledger.picks;
+  // Each pick's share of the text counted once; one serialization checks the result.
+  let bytes = Buffer.byteLength(serializeLedger({ ...ledger, picks }), "utf8");
+  while (bytes > max) {
     const i = picks.findIndex((p) => !isOutstanding(p));
     if (i < 0) return undefined;
+    bytes -= Buffer.byteLength(`${JSON.stringify(picks[i])},`, "utf8");
     picks = [...picks.slice(0, i), ...picks.slice(i + 1)];
   }
-  return picks === ledger.picks ? ledger : { ...ledger, picks };
+  if (picks === ledger.picks) return ledger;
+  const next = { ...ledger, picks };
+  return Buffer.byteLength(serializeLedger(next), "utf8") <= max ? next : bounded(next, max - 64, keep);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,27 +1,45 @@
-// A Machine's turns on a workspace's Agents (decision 0025): submit a turn (the
-// Harness's admission, answered at once), read its events from the Harness's stream (resumable
-// from an offset), abort it. The admission is the durable handle (decision 0025): each
-// conversation's `iid → {agent, admission}` is kept in the cluster, in the ConfigMap
-// `<workspace>-turns` owned by the Sandbox, before the submit answers, so an Orchestrator restarted
-// mid-turn finds the stream again from its ledger and never admits the turn twice.
+// A Machine's turns on a workspace's Agents (decision 0025): submit a turn (the Harness's
+// admission, answered at once), read its events from the Harness's stream (resumable from an
+// offset), abort it, change its Allowed picks. The admission is the durable handle: each
+// conversation's Agent, admission, and while its turn runs its Menu and Allowed picks are kept in
+// the ConfigMap `<workspace>-turns` owned by the Sandbox (turn-ledger.ts), written after the
+// Harness admitted the turn and before the submit answers, so an Orchestrator restarted mid-turn
+// finds the stream again and never admits the turn twice. What the Harness answers is input, not
+// truth (decision 0042): every read is bounded, the stream's path is the Orchestrator's own, and
+// a Harness that breaks a bound is named and answered 502 while every other workspace goes on.
 import { randomBytes } from "node:crypto";
 import { z } from "zod";
 import {
   Admission,
-  ConversationId,
   AgentName,
+  ConversationId,
+  LIMITS,
+  LONG_POLL_MS,
   StreamPage,
   TurnBody,
-  agentPath,
   abortPath,
+  agentPath,
+  streamPath,
 } from "../../api/agent-protocol";
-import { ApiError } from "../../lib/api-error";
-import { applyRequest, kubeRequest } from "../../lib/kube";
-import { ORCHESTRATOR_FIELD_MANAGER, SANDBOX_LABEL } from "../../api/wire";
-import { sandboxOwnerReference } from "../../api/crd";
 import { HttpError } from "../schemas";
-import type { Picks } from "./pick-store";
+import { HarnessMisbehaved, SMALL_ANSWER, type HarnessLimits, type Misbehaviour } from "../workspaces/sandbox-gateway";
 import type { SandboxWatch } from "../workspaces/sandbox-watch";
+import { KubeLedgers, LedgerStore, type LedgerBackend, type LedgerFormat } from "./ledger-store";
+import {
+  MAX_TURNS_LEDGER_BYTES,
+  TURNS_KEY,
+  admitTurn,
+  emptyTurns,
+  endTurn,
+  judgePick,
+  parseTurnsLedger,
+  runningTurn,
+  serializeTurns,
+  setTurnAllowed,
+  turnsConfigMap,
+  type PickRefusal,
+  type TurnsLedger,
+} from "./turn-ledger";
 
 /** What a Machine sends: a turn for one Agent, on a conversation (`iid`; a new one when absent). */
 export const SubmitTurnBody = TurnBody.extend({
@@ -30,13 +48,24 @@ export const SubmitTurnBody = TurnBody.extend({
 });
 export type SubmitTurnBody = z.infer<typeof SubmitTurnBody>;
 
-const Entry = z.object({ agent: z.string(), admission: Admission });
-const Ledger = z.record(z.string(), Entry);
-type Ledger = z.infer<typeof Ledger>;
+export { turnsConfigMap };
 
-export const turnsConfigMap = (workspace: string) => `${workspace}-turns`;
-const LEDGER_KEY = "turns.json";
-const enc = encodeURIComponent;
+export const TURNS_FORMAT: LedgerFormat<TurnsLedger> = {
+  what: "turns ledger",
+  configMap: turnsConfigMap,
+  key: TURNS_KEY,
+  empty: emptyTurns,
+  parse: parseTurnsLedger,
+  serialize: serializeTurns,
+  maxBytes: MAX_TURNS_LEDGER_BYTES,
+};
+
+/** A stream page: at most LIMITS.pageEvents events in at most 4 MiB, within the long-poll's
+ * hold and half a minute more. */
+export const PAGE_ANSWER = (waitMs: number): HarnessLimits => ({
+  maxBytes: 4 * 1024 * 1024,
+  timeoutMs: waitMs + 30_000,
+});
 
 /** The Harness calls this needs (kube-gateway.ts `harness`). */
 export type HarnessCaller = {
@@ -46,22 +75,31 @@ export type HarnessCaller = {
     path: string,
     body?: unknown,
     signal?: AbortSignal,
+    limits?: HarnessLimits,
   ): Promise<{ status: number; body: unknown }>;
 };
 
-export class Turns {
-  /** The ledgers read or written by this process, by workspace. */
-  readonly #ledgers = new Map<string, Ledger>();
+export type TurnsOptions = {
+  namespace: string;
+  gateway: HarnessCaller;
+  watch: SandboxWatch;
+  /** Where the ledgers are kept (default: ConfigMaps in `namespace`). */
+  backend?: LedgerBackend<TurnsLedger>;
+  /** A workspace's Harness broke a bound: for its metric, its Event and the log. */
+  onMisbehaviour?: (workspace: string, reason: Misbehaviour, message: string) => void;
+  now?: () => number;
+};
 
-  constructor(
-    readonly opts: {
-      namespace: string;
-      gateway: HarnessCaller;
-      watch: SandboxWatch;
-      /** Where a conversation's Allowed picks are kept for the Harness to read (pick-store.ts). */
-      allowed?: Pick<Picks, "setAllowed">;
-    },
-  ) {}
+export class Turns {
+  readonly #ledgers: LedgerStore<TurnsLedger>;
+
+  constructor(readonly opts: TurnsOptions) {
+    this.#ledgers = new LedgerStore({
+      format: TURNS_FORMAT,
+      watch: opts.watch,
+      backend: opts.backend ?? new KubeLedgers(opts.namespace, TURNS_FORMAT),
+    });
+  }
 
   /** Admits the turn on the workspace's Harness and records its admission before answering. */
   async submit(workspace: string, body: SubmitTurnBody): Promise<{ iid: string; admission: Admission }> {
@@ -71,59 +109,107 @@ export class Turns {
     if (!iid.startsWith(`${workspace}.`))
       throw new HttpError(400, "invalid", `iid: must begin with "${workspace}." (the workspace's name and a dot)`);
     const submissionId = body.submissionId ?? `s-${randomBytes(6).toString("hex")}`;
-    const ledger = await this.#ledger(workspace);
-    const held = ledger[iid];
+    const held = (await this.#ledgers.read(workspace)).conversations[iid];
     if (held && held.agent !== body.agent)
       throw new HttpError(409, "conflict", `conversation ${iid} belongs to Agent "${held.agent}", not "${body.agent}"`);
     const { agent, iid: _iid, ...turn } = body;
-    // Kept before the admission: the Harness reads them back at the turn's first step boundary.
-    await this.opts.allowed?.setAllowed(workspace, iid, turn.allowed);
-    const res = await this.opts.gateway.harness(workspace, "POST", agentPath(agent, iid), { ...turn, submissionId });
+    const res = await this.#call(workspace, "POST", agentPath(agent, iid), { ...turn, submissionId });
     if (res.status !== 202) throw harnessRefusal(workspace, res);
-    const admission = Admission.parse(res.body);
-    ledger[iid] = { agent, admission };
-    await this.#write(workspace, ledger);
+    const admission = this.#admissionOf(workspace, res.body, { agent, iid, submissionId });
+    await this.#ledgers.change(workspace, (ledger) => {
+      const next = admitTurn(ledger, iid, { agent, admission, at: this.#at(), body: turn });
+      if (!next)
+        // One conversation's entry is bounded (LIMITS): this cannot happen with any turn the API takes.
+        throw new HttpError(413, "too_large", `the turn does not fit workspace ${workspace}'s turns ledger`);
+      return { value: next, result: undefined };
+    });
     return { iid, admission };
   }
 
-  /** The conversation's events from `offset` (absent: its last admission's), one long-poll page. */
+  /**
+   * The conversation's events from `offset` (absent: its last admission's), one long-poll page. A
+   * page that shows the running turn's end ends it in the ledger (its picks are then refused).
+   */
   async page(workspace: string, iid: string, offset: number | undefined, waitMs: number, signal?: AbortSignal) {
     this.#ready(workspace);
-    const entry = (await this.#ledger(workspace))[iid];
+    const entry = (await this.#ledgers.read(workspace)).conversations[iid];
     if (!entry) throw new HttpError(404, "not_found", `workspace ${workspace} has no conversation ${iid}`);
     const from = offset ?? entry.admission.offset;
-    const res = await this.opts.gateway.harness(
-      workspace,
-      "GET",
-      `${entry.admission.streamUrl}?offset=${from}&wait=${waitMs}`,
-      undefined,
-      signal,
-    );
+    const wait = Math.min(Math.max(waitMs, 0), LONG_POLL_MS);
+    const path = `${streamPath(entry.agent, iid)}?offset=${from}&wait=${wait}&limit=${LIMITS.pageEvents}`;
+    const res = await this.#call(workspace, "GET", path, undefined, signal, PAGE_ANSWER(wait));
     if (res.status !== 200) throw harnessRefusal(workspace, res);
-    return { page: StreamPage.parse(res.body), submissionId: entry.admission.submissionId };
+    const parsed = StreamPage.safeParse(res.body);
+    if (!parsed.success || parsed.data.events.length > LIMITS.pageEvents || parsed.data.next < from)
+      throw this.#misbehaved(
+        workspace,
+        "bad_answer",
+        `workspace ${workspace}'s Harness answered a stream page that is not one`,
+      );
+    const page = parsed.data;
+    const submissionId = entry.admission.submissionId;
+    if (!entry.ended && page.events.some((e) => e.kind === "end" && e.submissionId === submissionId))
+      await this.#end(workspace, iid, submissionId);
+    return { page, submissionId };
   }
 
-  /** A deliberate terminal cancel of the conversation's running turn. */
+  /** A deliberate terminal cancel of the conversation's running turn; its picks are refused from now. */
   async abort(workspace: string, iid: string): Promise<{ aborted: boolean }> {
     this.#ready(workspace);
-    const entry = (await this.#ledger(workspace))[iid];
+    const entry = (await this.#ledgers.read(workspace)).conversations[iid];
     if (!entry) throw new HttpError(404, "not_found", `workspace ${workspace} has no conversation ${iid}`);
-    const res = await this.opts.gateway.harness(workspace, "POST", abortPath(entry.agent, iid));
+    const res = await this.#call(workspace, "POST", abortPath(entry.agent, iid));
     if (res.status !== 200) throw harnessRefusal(workspace, res);
-    return res.body as { aborted: boolean };
+    const answer = z.strictObject({ aborted: z.boolean() }).safeParse(res.body);
+    if (!answer.success)
+      throw this.#misbehaved(
+        workspace,
+        "bad_answer",
+        `workspace ${workspace}'s Harness answered an abort with no {aborted}`,
+      );
+    await this.#end(workspace, iid, entry.admission.submissionId);
+    return answer.data;
   }
 
-  /** The conversation's Allowed picks changed by the Machine (a Gate's answer, an outside event):
-   * its running turn reads them at its next step boundary (decision 0025's restated Turn part). */
+  /** The running turn's Allowed picks changed by the Machine (a Gate's answer, an outside event):
+   * the turn reads them at its next step boundary (decision 0025's restated Turn part). */
   async setAllowed(workspace: string, iid: string, allowed: string[]): Promise<{ iid: string; allowed: string[] }> {
     this.#ready(workspace);
-    if (!(await this.#ledger(workspace))[iid])
-      throw new HttpError(404, "not_found", `workspace ${workspace} has no conversation ${iid}`);
-    if (!this.opts.allowed) throw new HttpError(404, "not_found", "Allowed picks are not served here");
-    return { iid, allowed: await this.opts.allowed.setAllowed(workspace, iid, allowed) };
+    const now = await this.#ledgers.change(workspace, (ledger) => {
+      const r = setTurnAllowed(ledger, iid, allowed);
+      if (r.kind === "unknown") throw new HttpError(404, "not_found", `workspace ${workspace}: ${r.message}`);
+      if (r.kind === "over") throw new HttpError(409, "turn_over", r.message);
+      return r.kind === "set" ? { value: r.ledger, result: r.allowed } : { result: r.allowed };
+    });
+    return { iid, allowed: now };
+  }
+
+  /** The Harness's read at a step boundary: the running turn's Allowed picks and its submission.
+   * Undefined when the conversation has no running turn. */
+  async allowedFor(workspace: string, iid: string): Promise<{ allowed: string[]; submissionId: string } | undefined> {
+    const turn = runningTurn(await this.#ledgers.read(workspace), iid);
+    return turn ? { allowed: turn.allowed, submissionId: turn.admission.submissionId } : undefined;
+  }
+
+  /** A Sandbox's pick judged against the turn the Orchestrator admitted (turn-ledger.ts judgePick). */
+  async judgePick(
+    workspace: string,
+    iid: string,
+    pick: { pick: string; submissionId: string },
+  ): Promise<PickRefusal | undefined> {
+    return judgePick(await this.#ledgers.read(workspace), iid, pick);
+  }
+
+  /** Whether `(iid, submissionId)` is a running turn: its picks are listed and answered. */
+  async isRunning(workspace: string, iid: string, submissionId: string): Promise<boolean> {
+    return runningTurn(await this.#ledgers.read(workspace), iid)?.admission.submissionId === submissionId;
   }
 
   // -------------------------------------------------------------------------------------------
+
+  #at() {
+    return new Date((this.opts.now ?? Date.now)()).toISOString();
+  }
 
   #ready(workspace: string) {
     const sandbox = this.opts.watch.get(workspace);
@@ -136,50 +222,65 @@ export class Turns {
       );
   }
 
-  async #ledger(workspace: string): Promise<Ledger> {
-    const held = this.#ledgers.get(workspace);
-    if (held) return held;
-    let ledger: Ledger = {};
+  async #end(workspace: string, iid: string, submissionId: string) {
+    await this.#ledgers.change(workspace, (ledger) => {
+      const next = endTurn(ledger, iid, submissionId);
+      return next ? { value: next, result: undefined } : { result: undefined };
+    });
+  }
+
+  /** One bounded call to the workspace's Harness; a broken bound is reported and answered 502. */
+  async #call(
+    workspace: string,
+    method: "GET" | "POST",
+    path: string,
+    body?: unknown,
+    signal?: AbortSignal,
+    limits: HarnessLimits = SMALL_ANSWER,
+  ) {
     try {
-      const cm = await kubeRequest<{ data?: Record<string, string> }>("GET", this.#path(workspace));
-      const parsed = Ledger.safeParse(JSON.parse(cm.data?.[LEDGER_KEY] ?? "{}"));
-      if (parsed.success) ledger = parsed.data;
+      return await this.opts.gateway.harness(workspace, method, path, body, signal, limits);
     } catch (err) {
-      if (!(err instanceof ApiError && err.status === 404)) throw err;
+      if (err instanceof HarnessMisbehaved) throw this.#misbehaved(workspace, err.reason, err.message);
+      throw err;
     }
-    this.#ledgers.set(workspace, ledger);
-    return ledger;
   }
 
-  /** Server-side apply of the whole ledger, owned by the Sandbox: it goes when the workspace does. */
-  async #write(workspace: string, ledger: Ledger) {
-    const uid = this.opts.watch.get(workspace)?.metadata?.uid;
-    const body = {
-      apiVersion: "v1",
-      kind: "ConfigMap",
-      metadata: {
-        name: turnsConfigMap(workspace),
-        namespace: this.opts.namespace,
-        labels: { [SANDBOX_LABEL]: workspace },
-        ...(uid ? { ownerReferences: [sandboxOwnerReference(workspace, uid)] } : {}),
-      },
-      data: { [LEDGER_KEY]: JSON.stringify(ledger) },
-    };
-    await applyRequest(this.#path(workspace), body, ORCHESTRATOR_FIELD_MANAGER);
+  /** The admission as the Harness answered it, held to what was asked: the conversation's own
+   * stream path (the Orchestrator never requests a path a Harness names) and the submission sent. */
+  #admissionOf(
+    workspace: string,
+    body: unknown,
+    asked: { agent: string; iid: string; submissionId: string },
+  ): Admission {
+    const parsed = Admission.safeParse(body);
+    if (!parsed.success)
+      throw this.#misbehaved(
+        workspace,
+        "bad_answer",
+        `workspace ${workspace}'s Harness answered a turn with no admission`,
+      );
+    const { streamUrl, submissionId } = parsed.data;
+    if (streamUrl !== streamPath(asked.agent, asked.iid) || submissionId !== asked.submissionId)
+      throw this.#misbehaved(
+        workspace,
+        "bad_answer",
+        `workspace ${workspace}'s Harness answered an admission for another stream or submission than the turn's`,
+      );
+    return parsed.data;
   }
 
-  #path(workspace: string) {
-    return `/api/v1/namespaces/${enc(this.opts.namespace)}/configmaps/${enc(turnsConfigMap(workspace))}`;
+  #misbehaved(workspace: string, reason: Misbehaviour, message: string): HttpError {
+    this.opts.onMisbehaviour?.(workspace, reason, message);
+    return new HttpError(502, "harness_misbehaved", message);
   }
 }
 
-/** A Harness answer that is not the one asked for, with its own words and status. */
+/** A Harness answer that is not the one asked for: its status and, cut short, its own words. */
 function harnessRefusal(workspace: string, res: { status: number; body: unknown }): HttpError {
-  const said = (res.body as { error?: { code?: string; message?: string } } | undefined)?.error;
+  const said = (res.body as { error?: { code?: unknown; message?: unknown } } | undefined)?.error;
   const status = res.status === 409 || res.status === 404 || res.status === 400 ? res.status : 502;
-  return new HttpError(
-    status,
-    said?.code ?? "harness_error",
-    `workspace ${workspace}'s Harness answered ${res.status}: ${said?.message ?? JSON.stringify(res.body).slice(0, 500)}`,
-  );
+  const code = typeof said?.code === "string" && /^[a-z_]{1,64}$/.test(said.code) ? said.code : "harness_error";
+  const words = typeof said?.message === "string" ? said.message : (JSON.stringify(res.body) ?? "");
+  return new HttpError(status, code, `workspace ${workspace}'s Harness answered ${res.status}: ${words.slice(0, 500)}`);
 }

@@ -15,7 +15,9 @@ import {
   type WorkspaceView,
 } from "../schemas";
 import { openApiDocument } from "./openapi-document";
-import { PickBody } from "../../api/agent-protocol";
+import { LIMITS, PickBody } from "../../api/agent-protocol";
+import { KeyedRateLimiter } from "../../lib/ratelimit";
+import { maySee, type Principal } from "../tokens";
 import { AllowedBody, AnswerBody, waitOf, workspaceOfIid } from "../agents/pick-ledger";
 import { SubmitTurnBody, type Turns } from "../agents/turns";
 import { LONG_POLL_MS } from "../../api/agent-protocol";
@@ -25,9 +27,12 @@ import { bearerOf, listen, logRequest, pathOf, readBody, sendError, sendJson } f
 
 /** What the API serves; the registry of workspace actors implements it. */
 export interface Workspaces {
-  /** Starts a workspace and answers its name. Throws HttpError to refuse (e.g. 403 for the fence). */
-  create(body: CreateWorkspaceBody): Promise<string>;
+  /** Starts a workspace owned by `tenant` (undefined: an admin's) and answers its name. Throws
+   * HttpError to refuse (e.g. 403 for the fence). */
+  create(body: CreateWorkspaceBody, tenant: string | undefined): Promise<string>;
   list(): Promise<WorkspaceView[]>;
+  /** The tenant that created it (undefined: an admin); null when there is no such workspace. */
+  ownerOf(name: string): string | undefined | null;
   get(name: string): Promise<WorkspaceView | undefined>;
   /** Starts its destruction; false when no such workspace. */
   delete(name: string): Promise<boolean>;
@@ -40,8 +45,8 @@ export type { LogEntry };
 
 export type ServerOptions = {
   workspaces: Workspaces;
-  /** True for a valid API token (tokens.ts apiTokenChecker). */
-  checkToken: (token: string) => boolean;
+  /** Who a valid API token speaks for, undefined for any other (tokens.ts apiTokenChecker). */
+  checkToken: (token: string) => Principal | undefined;
   /** The Prometheus text for /metrics. */
   metrics: () => string | Promise<string>;
   log?: (entry: LogEntry) => void;
@@ -54,7 +59,17 @@ export type ServerOptions = {
   /** True when `token` is the Sandbox token of workspace `name` (tokens.ts sandboxTokenChecker):
    * the Harness-facing routes' authentication, through the pod's Custodian. */
   checkSandboxToken?: (name: string, token: string) => boolean;
+  /** Each workspace's rate on the Sandbox routes (decision 0042): picks, and reads (Allowed picks,
+   * delivery polls), per second with a burst. */
+  sandboxRates?: { picks: Rate; reads: Rate };
 };
+
+export type Rate = { perSecond: number; burst: number };
+
+/** A pick a second with a burst of 10 (a turn waits on one pick at a time, and each taken pick is
+ * a ledger write); 50 reads a second with a burst of 100 (an Allowed read at each step boundary,
+ * a delivery poll per 25 s hold: a read is served from memory, no write). */
+export const SANDBOX_RATES = { picks: { perSecond: 1, burst: 10 }, reads: { perSecond: 50, burst: 100 } };
 
 /** Bodies above this are refused with 413 before they are buffered. */
 export const MAX_BODY_BYTES = 1024 * 1024;
@@ -62,26 +77,30 @@ const DEFAULT_KEEPALIVE_MS = 15_000;
 
 type Req = http.IncomingMessage;
 type Res = http.ServerResponse;
-type Ctx = Required<Omit<ServerOptions, "log" | "picks" | "checkSandboxToken" | "turns">> &
-  Pick<ServerOptions, "picks" | "checkSandboxToken" | "turns"> & { log: (entry: LogEntry) => void; openapi: string };
+type Ctx = Required<Omit<ServerOptions, "log" | "picks" | "checkSandboxToken" | "turns" | "sandboxRates">> &
+  Pick<ServerOptions, "picks" | "checkSandboxToken" | "turns"> & {
+    log: (entry: LogEntry) => void;
+    openapi: string;
+    limiters: { picks: KeyedRateLimiter; reads: KeyedRateLimiter };
+  };
 
 /** What the turn routes need of turns.ts. */
-export type TurnsApi = Pick<Turns, "submit" | "page" | "abort" | "setAllowed">;
+export type TurnsApi = Pick<Turns, "submit" | "page" | "abort" | "setAllowed" | "allowedFor">;
 
 // ---------------------------------------------------------------------------------------------
 // Bodies
 
 /** A JSON body, or an error already answered (undefined). */
-async function jsonBody(req: Req, res: Res): Promise<{ value: unknown } | undefined> {
+async function jsonBody(req: Req, res: Res, limit = MAX_BODY_BYTES): Promise<{ value: unknown } | undefined> {
   const type = req.headers["content-type"];
   if (type !== undefined && !/^application\/json\s*(;|$)/i.test(type)) {
     sendError(res, 415, "unsupported_media_type", "the body must be application/json");
     return undefined;
   }
-  const raw = await readBody(req, MAX_BODY_BYTES);
+  const raw = await readBody(req, limit);
   if (raw === undefined) {
     // Close the connection rather than drain an arbitrarily long remainder.
-    sendError(res, 413, "too_large", `the body exceeds ${MAX_BODY_BYTES} bytes`, { connection: "close" });
+    sendError(res, 413, "too_large", `the body exceeds ${limit} bytes`, { connection: "close" });
     return undefined;
   }
   try {
@@ -95,8 +114,9 @@ async function jsonBody(req: Req, res: Res): Promise<{ value: unknown } | undefi
 // ---------------------------------------------------------------------------------------------
 // Handlers, one per route of the table (api/orchestrator-routes.ts)
 
-/** The route's decoded path parameters; on a Harness's route also the workspace its token is for. */
-type Params = Partial<Record<Param, string>> & { workspace?: string };
+/** The route's decoded path parameters; on a Harness's route also the workspace its token is for,
+ * on a Machine's who its token speaks for. */
+type Params = Partial<Record<Param, string>> & { workspace?: string; principal?: Principal };
 type Handler = (req: Req, res: Res, ctx: Ctx, params: Params) => Promise<void> | void;
 
 const notFound = (res: Res, name: string) => sendError(res, 404, "not_found", `no workspace "${name}"`);
@@ -226,19 +246,45 @@ const turnsOf = (res: Res, ctx: Ctx): TurnsApi | undefined => {
   return ctx.turns;
 };
 
+/**
+ * What in a Harness's pick is past its bound (api/agent-protocol.ts LIMITS, decision 0042), named
+ * by its field with the bound; undefined when nothing is. Measured before the schema is: an
+ * oversized field is a 413, whatever else is wrong with it.
+ */
+export function pickOversize(value: unknown): string | undefined {
+  if (!value || typeof value !== "object") return undefined;
+  const v = value as Record<string, unknown>;
+  for (const field of ["pick", "submissionId", "callId"] as const) {
+    const max = field === "pick" ? 64 : LIMITS.id;
+    if (typeof v[field] === "string" && (v[field] as string).length > max)
+      return `${field}: ${(v[field] as string).length} characters, past the bound of ${max}: send a shorter one`;
+  }
+  if (v.args !== undefined) {
+    const bytes = Buffer.byteLength(JSON.stringify(v.args), "utf8");
+    if (bytes > LIMITS.pickArgsBytes)
+      return `args: ${bytes} bytes as JSON, past the bound of ${LIMITS.pickArgsBytes}: send smaller arguments`;
+  }
+  return undefined;
+}
+
 /** Every route's handler: a route added to the table without one does not compile. The router
  * has checked the caller and decoded every parameter the route's path names. */
 const HANDLERS: Record<RouteId, Handler> = {
-  async createWorkspace(req, res, ctx) {
+  async createWorkspace(req, res, ctx, params) {
     const body = await jsonBody(req, res);
     if (!body) return;
     const parsed = parseCreateBody(body.value);
     if (!parsed.ok) return sendError(res, 400, "invalid", parsed.message);
-    const name = await ctx.workspaces.create(parsed.body);
+    const principal = params.principal!;
+    const name = await ctx.workspaces.create(parsed.body, principal.kind === "tenant" ? principal.tenant : undefined);
     sendJson(res, 202, { name }, { location: pathFor("getWorkspace", { name }) });
   },
-  async listWorkspaces(_req, res, ctx) {
-    sendJson(res, 200, { items: await ctx.workspaces.list() });
+  async listWorkspaces(_req, res, ctx, { principal }) {
+    const items = (await ctx.workspaces.list()).filter((v) => {
+      const owner = ctx.workspaces.ownerOf(v.name);
+      return owner !== null && maySee(principal!, owner);
+    });
+    sendJson(res, 200, { items });
   },
   async getWorkspace(_req, res, ctx, { name }) {
     const view = await ctx.workspaces.get(name!);
@@ -283,17 +329,25 @@ const HANDLERS: Record<RouteId, Handler> = {
   async takePick(req, res, ctx, { iid, workspace }) {
     const picks = picksOf(res, ctx);
     if (!picks) return;
-    const body = await parsedBody(req, res, PickBody);
-    if (!body) return;
+    const raw = await jsonBody(req, res, LIMITS.pickBodyBytes);
+    if (!raw) return;
+    const oversize = pickOversize(raw.value);
+    if (oversize) return sendError(res, 413, "too_large", oversize);
+    const parsed = PickBody.safeParse(raw.value);
+    if (!parsed.success) {
+      const message = parsed.error.issues.map((i) => `${i.path.join(".") || "body"}: ${i.message}`).join("; ");
+      return sendError(res, 400, "invalid", message);
+    }
+    const body = parsed.data;
     const { receipt, repeated } = await picks.submit(workspace!, iid!, body);
     sendJson(res, repeated ? 200 : 202, receipt);
   },
   async readAllowed(_req, res, ctx, { iid, workspace }) {
-    const picks = picksOf(res, ctx);
-    if (!picks) return;
-    const allowed = await picks.allowed(workspace!, iid!);
-    if (allowed === undefined) return sendError(res, 404, "not_found", `conversation ${iid} has no Allowed picks set`);
-    sendJson(res, 200, { allowed });
+    const turns = turnsOf(res, ctx);
+    if (!turns) return;
+    const now = await turns.allowedFor(workspace!, iid!);
+    if (now === undefined) return sendError(res, 404, "not_found", `conversation ${iid} has no running turn`);
+    sendJson(res, 200, now);
   },
   async readDelivery(req, res, ctx, { iid, deliveryId, workspace }) {
     const picks = picksOf(res, ctx);
@@ -301,7 +355,9 @@ const HANDLERS: Record<RouteId, Handler> = {
   },
   healthz: (_req, res) => sendJson(res, 200, { ok: true }),
   healthzHead: (_req, res) => sendJson(res, 200, { ok: true }),
-  async metrics(_req, res, ctx) {
+  async metrics(_req, res, ctx, { principal }) {
+    if (principal?.kind !== "admin")
+      return sendError(res, 403, "forbidden", "the metrics are an admin token's to read");
     const text = await ctx.metrics();
     res.writeHead(200, { "content-type": "text/plain; version=0.0.4; charset=utf-8" });
     res.end(text);
@@ -347,8 +403,23 @@ async function route(req: Req, res: Res, ctx: Ctx): Promise<void> {
     if (token === undefined || workspace === undefined || !ctx.checkSandboxToken?.(workspace, token))
       return unauthorized(res, "a valid Sandbox token is required");
     params.workspace = workspace;
-  } else if (auth === "api" && (token === undefined || !ctx.checkToken(token))) {
-    return unauthorized(res, "a valid bearer token is required");
+    // Each workspace's own budget on these routes: its flood is its own 429s, no one else's wait.
+    const limiter = match!.entry.routes.some((r) => r.id === "takePick") ? ctx.limiters.picks : ctx.limiters.reads;
+    const waitMs = limiter.tryTake(workspace);
+    if (waitMs > 0)
+      return sendError(
+        res,
+        429,
+        "rate_limited",
+        `workspace ${workspace}'s Sandbox calls are over their rate: retry later`,
+        {
+          "retry-after": String(Math.ceil(waitMs / 1000)),
+        },
+      );
+  } else if (auth === "api") {
+    const principal = token === undefined ? undefined : ctx.checkToken(token);
+    if (!principal) return unauthorized(res, "a valid bearer token is required");
+    params.principal = principal;
   }
   const noRoute = () => sendError(res, 404, "not_found", `no route for ${req.method} ${path}`);
   if (!match) return noRoute();
@@ -356,6 +427,11 @@ async function route(req: Req, res: Res, ctx: Ctx): Promise<void> {
     const value = paramOf(param, raw);
     if (value === undefined) return noRoute();
     params[param] = value;
+  }
+  // Another tenant's workspace is as if it did not exist: the same 404, nothing learned.
+  if (params.name !== undefined && params.principal) {
+    const owner = ctx.workspaces.ownerOf(params.name);
+    if (owner !== null && !maySee(params.principal, owner)) return notFound(res, params.name);
   }
   const found = match.entry.routes.find((r) => r.method === req.method);
   if (!found) {
@@ -376,6 +452,16 @@ export function createOrchestratorServer(opts: ServerOptions): http.Server {
     log: opts.log ?? (() => undefined),
     keepAliveMs: opts.keepAliveMs ?? DEFAULT_KEEPALIVE_MS,
     openapi: JSON.stringify(openApiDocument()),
+    limiters: {
+      picks: new KeyedRateLimiter(
+        (opts.sandboxRates ?? SANDBOX_RATES).picks.perSecond,
+        (opts.sandboxRates ?? SANDBOX_RATES).picks.burst,
+      ),
+      reads: new KeyedRateLimiter(
+        (opts.sandboxRates ?? SANDBOX_RATES).reads.perSecond,
+        (opts.sandboxRates ?? SANDBOX_RATES).reads.burst,
+      ),
+    },
     ...(opts.picks ? { picks: opts.picks } : {}),
     ...(opts.turns ? { turns: opts.turns } : {}),
     ...(opts.checkSandboxToken ? { checkSandboxToken: opts.checkSandboxToken } : {}),

@@ -165,7 +165,7 @@ const OPERATIONS: Record<RouteId, Operation | null> = {
       },
       "400": error("The body is invalid."),
       "404": error("No such workspace or conversation."),
-      "409": error("The workspace is not Ready."),
+      "409": error("The workspace is not Ready, or the conversation has no running turn."),
       ...COMMON_ERRORS,
     },
   },
@@ -184,7 +184,7 @@ const OPERATIONS: Record<RouteId, Operation | null> = {
       "200": answer("Answered; the Agent's delivery poll gets it.", "AnswerReceipt"),
       "400": error("The body is invalid."),
       "404": error("No such workspace, or no pick with this delivery."),
-      "409": error("The pick is answered already."),
+      "409": error("The pick is answered already, or its turn is over."),
       ...COMMON_ERRORS,
     },
   },
@@ -200,17 +200,30 @@ const OPERATIONS: Record<RouteId, Operation | null> = {
       "200": answer("The same pick again: its delivery.", "PickReceipt"),
       "400": error("The body is invalid."),
       "401": error("No valid Sandbox token for the conversation's workspace."),
-      "404": error("No such workspace."),
-      "409": error("Another pick of this turn is outstanding."),
+      "403": error(
+        "The pick is not on the turn's Menu (`not_on_menu`), or not among its Allowed picks now (`not_allowed`).",
+      ),
+      "404": error(
+        "No such workspace, or no turn the Orchestrator admitted on the conversation (`unknown_conversation`).",
+      ),
+      "409": error(
+        "Another pick of this turn is outstanding (`pick_outstanding`), the turn is over (`turn_over`) or not the " +
+          "running one (`not_running`), or the callId named another pick (`call_reused`).",
+      ),
+      "413": error(
+        "A field is past its bound (pick 64, submissionId and callId 128 characters, args 64 KiB): the message names it.",
+      ),
+      "429": error("The workspace's Sandbox calls are over their rate: retry after `retry-after` seconds."),
     },
   },
   readAllowed: {
     summary: "A Harness's read of its conversation's Allowed picks, at each step boundary (through its Custodian)",
     security: [{ sandbox: [] }],
     responses: {
-      "200": answer("The Allowed picks now.", "Allowed"),
+      "200": answer("The running turn's Allowed picks now, and its submission.", "Allowed"),
       "401": error("No valid Sandbox token for the conversation's workspace."),
-      "404": error("No such workspace, or its Machine never set the conversation's Allowed picks."),
+      "404": error("No such workspace, or no running turn on the conversation."),
+      "429": error("The workspace's Sandbox calls are over their rate: retry after `retry-after` seconds."),
     },
   },
   readDelivery: {
@@ -229,6 +242,7 @@ const OPERATIONS: Record<RouteId, Operation | null> = {
       "200": answer("Answered, or still outstanding after the hold.", "Delivery"),
       "401": error("No valid Sandbox token for the conversation's workspace."),
       "404": error("No such workspace, or no such delivery in this conversation."),
+      "429": error("The workspace's Sandbox calls are over their rate: retry after `retry-after` seconds."),
     },
   },
   healthz: {
@@ -238,8 +252,12 @@ const OPERATIONS: Record<RouteId, Operation | null> = {
   },
   healthzHead: null,
   metrics: {
-    summary: "Prometheus metrics",
-    responses: { "200": { description: "The metrics, in Prometheus's text format." }, ...COMMON_ERRORS },
+    summary: "Prometheus metrics (an admin token's)",
+    responses: {
+      "200": { description: "The metrics, in Prometheus's text format." },
+      "403": error("A tenant's token: the metrics are an admin's."),
+      ...COMMON_ERRORS,
+    },
   },
   openapi: {
     summary: "This document",
@@ -279,7 +297,13 @@ export function openApiDocument(): Json {
     paths: pathsOf(),
     components: {
       securitySchemes: {
-        bearer: { type: "http", scheme: "bearer", description: "An API token (JR2_API_TOKENS_FILE)." },
+        bearer: {
+          type: "http",
+          scheme: "bearer",
+          description:
+            "An API token (JR2_API_TOKENS_FILE): an admin's sees every workspace, a tenant's only the workspaces " +
+            "it created (another tenant's answer 404).",
+        },
         sandbox: {
           type: "http",
           scheme: "bearer",

@@ -49,6 +49,7 @@ import {
   KEEPALIVE_ANNOTATION,
   REPOS_MOUNT,
   RUN_LABEL,
+  TENANT_LABEL,
   SANDBOX_LABEL,
   SANDBOX_NAME_LABEL,
   SANDBOX_TOKEN_KEY,
@@ -193,7 +194,11 @@ export function composeSandbox(input: ComposeInput): Composition {
     metadata: {
       name: req.name,
       namespace,
-      labels: { [RUN_LABEL]: req.labels.run, [WORKFLOW_LABEL]: req.labels.workflow },
+      labels: {
+        [RUN_LABEL]: req.labels.run,
+        [WORKFLOW_LABEL]: req.labels.workflow,
+        ...(req.labels.tenant ? { [TENANT_LABEL]: req.labels.tenant } : {}),
+      },
       annotations: {
         // The lease starts with the CR (decision 0014).
         [KEEPALIVE_ANNOTATION]: new Date(input.now).toISOString(),

@@ -7,6 +7,7 @@ import { request } from "undici";
 import { EFFECTOR, KEEPALIVE_ANNOTATION, ORCHESTRATOR_FIELD_MANAGER } from "../../api/wire";
 import { ApiError } from "../../lib/api-error";
 import { applyRequest, kubeRequest, paths } from "../../lib/kube";
+import { AnswerTooLarge, boundedText } from "../../lib/http-json";
 import { API_VERSION, type SandboxModel } from "../../api/crd";
 import type { AttachBody } from "../../api/attach";
 import { AttachAnswer } from "../schemas";
@@ -16,7 +17,10 @@ import { DEFAULT_CUSTODIAN_IMAGE, DEFAULT_ORCHESTRATOR_URL } from "./installatio
 import { DEFAULT_POD_CONFIG, type PodConfig } from "./pod-config";
 import {
   AttachFailure,
+  HarnessMisbehaved,
   PlaceFailure,
+  SMALL_ANSWER,
+  type HarnessLimits,
   type Attached,
   type Budgets,
   type Continuity,
@@ -151,7 +155,9 @@ export class KubeSandboxGateway implements SandboxGateway {
    * status and the JSON answer. A POST is not re-sent: the caller decides what a failure means. A
    * GET (a stream page: safe to repeat) is sent once more when a kept-alive connection turns out
    * closed under it: the Harness's server closes an idle connection as the client reuses it, a race
-   * heavy load widens (the agents bench saw it).
+   * heavy load widens (the agents bench saw it). The answer is input, not truth (decision 0042):
+   * `path` is a path on the Harness's own origin and nothing else, at most `limits.maxBytes` are
+   * read, within `limits.timeoutMs`; past either the call ends as HarnessMisbehaved.
    */
   async harness(
     name: string,
@@ -159,29 +165,56 @@ export class KubeSandboxGateway implements SandboxGateway {
     path: string,
     body?: unknown,
     signal?: AbortSignal,
+    limits: HarnessLimits = SMALL_ANSWER,
   ): Promise<{ status: number; body: unknown }> {
     const sandbox = this.opts.watch.get(name);
     if (!sandbox?.status?.endpoint) throw new Error(`Sandbox "${name}" has no endpoint: is it Ready?`);
-    const base = this.opts.resolveEndpoint ? await this.opts.resolveEndpoint(sandbox) : sandbox.status.endpoint;
+    const base = new URL(
+      this.opts.resolveEndpoint ? await this.opts.resolveEndpoint(sandbox) : sandbox.status.endpoint,
+    );
+    // Never another host: a path the Orchestrator built, on the endpoint's own origin.
+    const url = new URL(path, base);
+    if (!path.startsWith("/") || path.startsWith("//") || url.origin !== base.origin)
+      throw new Error(`${JSON.stringify(path.slice(0, 200))} is not a path on workspace ${name}'s Harness`);
+    const deadline = AbortSignal.timeout(limits.timeoutMs);
+    const both = signal ? AbortSignal.any([signal, deadline]) : deadline;
+    const what = `${method} ${url.pathname}`;
     const send = async () => {
-      const res = await request(new URL(path, base).toString(), {
+      const res = await request(url, {
         method,
         headers: {
           authorization: `Bearer ${harnessToken(this.opts.signingKey, name)}`,
           ...(body !== undefined ? { "content-type": "application/json" } : {}),
         },
         ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-        ...(signal ? { signal } : {}),
-        headersTimeout: 60_000,
+        signal: both,
+        headersTimeout: limits.timeoutMs,
+        bodyTimeout: limits.timeoutMs,
       });
-      const text = await res.body.text();
+      const text = await boundedText(res.body, limits.maxBytes);
       return { status: res.statusCode, body: safeJson(text) ?? text };
     };
     try {
-      return await send();
+      try {
+        return await send();
+      } catch (err) {
+        if (method !== "GET" || both.aborted || !closedUnder(err)) throw err;
+        return await send();
+      }
     } catch (err) {
-      if (method !== "GET" || signal?.aborted || !closedUnder(err)) throw err;
-      return send();
+      if (err instanceof AnswerTooLarge)
+        throw new HarnessMisbehaved(
+          name,
+          "too_large",
+          `workspace ${name}'s Harness answered ${what} with more than ${limits.maxBytes} bytes`,
+        );
+      if (deadline.aborted && !signal?.aborted)
+        throw new HarnessMisbehaved(
+          name,
+          "too_slow",
+          `workspace ${name}'s Harness did not answer ${what} within ${limits.timeoutMs} ms`,
+        );
+      throw err;
     }
   }
 
@@ -309,7 +342,16 @@ export class KubeSandboxGateway implements SandboxGateway {
         await new Promise((r) => setTimeout(r, backoff));
         continue;
       }
-      const text = await res.body.text();
+      let text: string;
+      try {
+        text = await boundedText(res.body, SMALL_ANSWER.maxBytes);
+      } catch (err) {
+        if (!(err instanceof AnswerTooLarge)) throw err;
+        throw new AttachFailure(
+          "BadAnswer",
+          `Sandbox "${name}": the Harness's attach answer exceeds ${err.limit} bytes`,
+        );
+      }
       if (res.statusCode >= 200 && res.statusCode < 300) {
         const parsed = AttachAnswer.safeParse(safeJson(text));
         if (!parsed.success)

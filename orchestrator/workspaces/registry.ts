@@ -8,7 +8,7 @@ import { FINAL_STATES, HttpError, type CreateWorkspaceBody, type WorkspaceEvent,
 import { fenceSlots, pushCredentials, type CredentialEntry } from "./fence";
 import { DEFAULT_POD_CONFIG, type PodConfig } from "./pod-config";
 import { SizeError, splitSize } from "./size";
-import { RUN_LABEL } from "../../api/wire";
+import { RUN_LABEL, TENANT_LABEL } from "../../api/wire";
 import {
   startWorkspace,
   viewOf,
@@ -34,7 +34,13 @@ export type RegistryOptions = {
   onEvent?: (name: string, event: WorkspaceEvent) => void;
 };
 
-type Entry = { actor: WorkspaceActor; events: WorkspaceEvent[]; listeners: Set<(e: WorkspaceEvent) => void> };
+type Entry = {
+  actor: WorkspaceActor;
+  events: WorkspaceEvent[];
+  listeners: Set<(e: WorkspaceEvent) => void>;
+  /** The tenant that created it (decision 0042); undefined: an admin. */
+  tenant: string | undefined;
+};
 
 const MAX_EVENTS = 200;
 
@@ -43,7 +49,7 @@ export class WorkspaceRegistry implements Workspaces {
 
   constructor(readonly opts: RegistryOptions) {}
 
-  async create(body: CreateWorkspaceBody): Promise<string> {
+  async create(body: CreateWorkspaceBody, tenant?: string): Promise<string> {
     // The fence answers before anything is written, by name; it runs once, here: its repos
     // (identity, key, entry) are what the gateway writes and what the attach body carries.
     const fenced = fenceSlots(body.repos, this.opts.credentials);
@@ -76,14 +82,19 @@ export class WorkspaceRegistry implements Workspaces {
           }
         : {}),
       ...(body.idleTimeout ? { idleTimeout: body.idleTimeout } : {}),
-      labels: { run: body.run ?? name, workflow: body.workflow ?? "api" },
+      labels: { run: body.run ?? name, workflow: body.workflow ?? "api", ...(tenant ? { tenant } : {}) },
     };
-    this.#start(name, { place, ...(attach ? { attach } : {}) });
+    this.#start(name, tenant, { place, ...(attach ? { attach } : {}) });
     return name;
   }
 
   async list(): Promise<WorkspaceView[]> {
     return [...this.#entries.keys()].map((name) => this.#view(name)!);
+  }
+
+  ownerOf(name: string): string | undefined | null {
+    const entry = this.#entries.get(name);
+    return entry ? entry.tenant : null;
   }
 
   async get(name: string): Promise<WorkspaceView | undefined> {
@@ -143,7 +154,7 @@ export class WorkspaceRegistry implements Workspaces {
           }),
         );
       }
-      this.#start(name, { resume, ...(attach ? { attach } : {}) });
+      this.#start(name, sandbox.metadata?.labels?.[TENANT_LABEL], { resume, ...(attach ? { attach } : {}) });
       n++;
     }
     this.opts.log?.({ level: "info", message: "workspaces restored from their Sandboxes", count: n });
@@ -155,8 +166,8 @@ export class WorkspaceRegistry implements Workspaces {
     for (const { actor } of this.#entries.values()) actor.stop();
   }
 
-  #start(name: string, input: Pick<WorkspaceInput, "place" | "attach" | "resume">) {
-    const entry: Entry = { actor: undefined as unknown as WorkspaceActor, events: [], listeners: new Set() };
+  #start(name: string, tenant: string | undefined, input: Pick<WorkspaceInput, "place" | "attach" | "resume">) {
+    const entry: Entry = { actor: undefined as unknown as WorkspaceActor, events: [], listeners: new Set(), tenant };
     this.#entries.set(name, entry);
     const onEvent = (event: WorkspaceEvent) => {
       entry.events.push(event);

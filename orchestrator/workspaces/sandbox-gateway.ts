@@ -35,8 +35,8 @@ export type PlaceRequest = {
   effector?: { image?: string; gitCredentials: string[] };
   /** spec.idleTimeout, a Go duration (the operator's default when absent). */
   idleTimeout?: string;
-  /** The `jr2.dev/run` and `jr2.dev/workflow` labels. */
-  labels: { run: string; workflow: string };
+  /** The `jr2.dev/run` and `jr2.dev/workflow` labels, and `jr2.dev/tenant` when a tenant owns it. */
+  labels: { run: string; workflow: string; tenant?: string };
 };
 
 export type PlaceHooks = {
@@ -113,6 +113,27 @@ export type ProvisionFailureReason =
   | "RepoBudgetExceeded";
 
 export type AttachFailureReason = "NoEndpoint" | "Unreachable" | "AttachRefused" | "BadAnswer";
+
+/** How a Harness broke the bounds the Orchestrator reads it within (decision 0042). */
+export type Misbehaviour = "too_large" | "too_slow" | "bad_answer";
+
+/** A Harness answer the Orchestrator would not take: too large, too slow, or not what was asked.
+ * It names the workspace; the caller answers 502 and reports it, and no other workspace notices. */
+export class HarnessMisbehaved extends Error {
+  constructor(
+    readonly workspace: string,
+    readonly reason: Misbehaviour,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** How much of a Harness answer is read, and for how long (decision 0042). */
+export type HarnessLimits = { maxBytes: number; timeoutMs: number };
+
+/** An admission, an abort, an attach: small answers. */
+export const SMALL_ANSWER: HarnessLimits = { maxBytes: 256 * 1024, timeoutMs: 60_000 };
 
 /** A failure with a stage and a name; `details` carries the facts a client may act on. A failure
  * named `Lost` carries the operator's Loss (`reason`, `message`) as its details, and ends the

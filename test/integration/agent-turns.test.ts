@@ -171,7 +171,7 @@ describe("an Agent's turn, driven by a Machine over the Orchestrator's API", () 
     // The admission is kept in the cluster, owned by the Sandbox.
     const ledger = await K8s(kind.ConfigMap).InNamespace(ns.name).Get(`${ws}-turns`);
     expect(ledger.metadata?.ownerReferences?.[0]).toMatchObject({ kind: "Sandbox", name: ws });
-    expect(JSON.parse(ledger.data!["turns.json"]!)[iid]).toMatchObject({ agent: "coder" });
+    expect(JSON.parse(ledger.data!["turns.json"]!).conversations[iid]).toMatchObject({ agent: "coder" });
   });
 
   it("survives an Orchestrator SIGKILLed mid-turn: the restored one answers the pick and resumes the stream", async () => {

@@ -159,6 +159,39 @@ const ROWS: Array<[string, PickCause, Expect]> = [
     },
   ],
   [
+    "the Orchestrator's 409: the turn is over (decision 0042)",
+    { kind: "http", status: 409, body: err("turn_over", "the turn of conversation a1 is over") },
+    {
+      post: "turnOver",
+      postAborted: "turnOver",
+      poll: "reachedUnread",
+      detail: "HTTP 409: the turn of conversation a1 is over",
+      own: "the turn of conversation a1 is over",
+    },
+  ],
+  [
+    "the Orchestrator's 403: not allowed now (decision 0042)",
+    { kind: "http", status: 403, body: err("not_allowed", '"review" is not among the turn\'s Allowed picks now') },
+    {
+      post: "refused",
+      postAborted: "refused",
+      poll: "reachedUnread",
+      detail: 'HTTP 403: "review" is not among the turn\'s Allowed picks now',
+      own: '"review" is not among the turn\'s Allowed picks now',
+    },
+  ],
+  [
+    "the Orchestrator's 429 (decision 0042)",
+    { kind: "http", status: 429, body: err("rate_limited", "over their rate") },
+    {
+      post: "refused",
+      postAborted: "refused",
+      poll: "reachedUnread",
+      detail: "HTTP 429: over their rate",
+      own: "over their rate",
+    },
+  ],
+  [
     "the Custodian's refusal",
     { kind: "http", status: 403, custodian: REFUSED, body: err("refused", "no route") },
     {
@@ -190,6 +223,8 @@ function expectedText(c: PickCase, pick: string, turnAborted: boolean, detail: s
       return pickTexts.outstanding(pick, own);
     case "turnOver":
       return pickTexts.turnOver(pick, own);
+    case "refused":
+      return pickTexts.refused(pick, own);
   }
 }
 
@@ -211,7 +246,8 @@ describe("a pick's failure, by error code, stage and abort (decision 0025)", () 
       const answer = pickText(f);
       expect(answer.case).toBe(want);
       expect(answer.text).toBe(expectedText(want, PICK, turnAborted, detail, own));
-      const refused = want === "stopping" || want === "outstanding" || (want === "turnOver" && stage === "post");
+      const refused =
+        want === "stopping" || want === "outstanding" || want === "refused" || (want === "turnOver" && stage === "post");
       expect(answer.isError).toBe(want === "neverReached" || refused);
     },
   );
@@ -395,7 +431,7 @@ const message = fc.oneof(fc.constant(""), fc.string({ maxLength: 40 }));
 const body = fc.oneof(
   fc.constant(undefined),
   fc.string({ maxLength: 30 }),
-  message.map((m) => err("c", m)),
+  fc.tuple(fc.constantFrom("c", "turn_over", "not_running", "pick_outstanding"), message).map(([c, m]) => err(c, m)),
   fc.anything(),
 );
 const cause: fc.Arbitrary<PickCause> = fc.oneof(
@@ -403,7 +439,10 @@ const cause: fc.Arbitrary<PickCause> = fc.oneof(
   fc.record({ kind: fc.constant("aborted" as const), message: fc.option(message, { nil: undefined }) }),
   fc.record({
     kind: fc.constant("http" as const),
-    status: fc.oneof(fc.constantFrom(200, 202, 404, 409, 500, 502, 503), fc.integer({ min: 100, max: 599 })),
+    status: fc.oneof(
+      fc.constantFrom(200, 202, 400, 403, 404, 409, 413, 429, 500, 502, 503),
+      fc.integer({ min: 100, max: 599 }),
+    ),
     custodian: fc.option(fc.constantFrom(UNREACHABLE, REFUSED, "other", " Unreachable "), { nil: undefined }),
     body,
   }),
@@ -415,6 +454,17 @@ const failure: fc.Arbitrary<PickFailure> = fc.record({
   turnAborted: fc.boolean(),
   cause,
 });
+
+/** The Orchestrator's error code in a body, read as the Harness reads it. */
+function codeOf(body: unknown): string | undefined {
+  try {
+    const v = typeof body === "string" ? JSON.parse(body) : body;
+    const c = (v as { error?: { code?: unknown } } | null | undefined)?.error?.code;
+    return typeof c === "string" ? c : undefined;
+  } catch {
+    return undefined;
+  }
+}
 
 /** The decision's proof that a request never left: a connect's code, or the Custodian's unreachable 502. */
 const proves = (c: PickCause) =>
@@ -429,13 +479,18 @@ describe("properties", () => {
         const twoXX =
           f.cause.kind === "body-cut" || (f.cause.kind === "http" && f.cause.status >= 200 && f.cause.status < 300);
         const post = f.stage === "post";
+        const code = f.cause.kind === "http" ? codeOf(f.cause.body) : undefined;
+        const over = post && own === 409 && (code === "turn_over" || code === "not_running");
+        const refused = post && own !== undefined && [400, 403, 413, 429].includes(own);
+        const ownAnswer = own === 404 || (post && (own === 409 || own === 503)) || refused;
         const oracle: Record<PickCase, boolean> = {
-          turnOver: own === 404,
-          outstanding: post && own === 409,
+          turnOver: own === 404 || over,
+          outstanding: post && own === 409 && !over,
           stopping: post && own === 503,
-          neverReached: post && own !== 404 && own !== 409 && own !== 503 && !f.turnAborted && proves(f.cause),
-          reachedUnread: own !== 404 && (!post || (own !== 409 && own !== 503 && twoXX)),
-          unknown: post && own !== 404 && own !== 409 && own !== 503 && !twoXX && (f.turnAborted || !proves(f.cause)),
+          refused,
+          neverReached: post && !ownAnswer && !f.turnAborted && proves(f.cause),
+          reachedUnread: own !== 404 && (!post || (!ownAnswer && twoXX)),
+          unknown: post && !ownAnswer && !twoXX && (f.turnAborted || !proves(f.cause)),
         };
         const holding = PICK_CASES.filter((c) => oracle[c]);
         expect(holding).toHaveLength(1);

@@ -1,4 +1,4 @@
-import { TokenBucket } from "../../lib/ratelimit";
+import { KeyedRateLimiter, TokenBucket } from "../../lib/ratelimit";
 
 // The bucket starts its clock at construction (Date.now()); the fake clock pins that instant so
 // every `now` the tests pass is relative to it.
@@ -89,5 +89,32 @@ describe("TokenBucket.take", () => {
     expect(b.unlimited).toBe(true);
     const waited = await Promise.all(Array.from({ length: 1000 }, () => b.take("start")));
     expect(waited.every((w) => w === 0)).toBe(true);
+  });
+});
+
+describe("KeyedRateLimiter (decision 0042)", () => {
+  it("lets each key spend its own burst, then tells how long to wait, refilling at its rate", () => {
+    const l = new KeyedRateLimiter(2, 3);
+    const t = 1_000_000;
+    expect([0, 1, 2].map(() => l.tryTake("a", t))).toEqual([0, 0, 0]);
+    expect(l.tryTake("a", t)).toBe(500); // one token at 2/s: half a second away
+    // Another key is untouched by a's flood.
+    expect(l.tryTake("b", t)).toBe(0);
+    expect(l.tryTake("a", t + 500)).toBe(0);
+    expect(l.tryTake("a", t + 500)).toBeGreaterThan(0);
+    // A clock stepped back adds nothing.
+    expect(l.tryTake("a", t - 10_000)).toBeGreaterThan(0);
+  });
+
+  it("holds at most maxKeys keys, dropping the least recently used", () => {
+    const l = new KeyedRateLimiter(1, 1, 2);
+    l.tryTake("a", 0);
+    l.tryTake("b", 0);
+    l.tryTake("a", 0); // a is now the most recent
+    l.tryTake("c", 0);
+    expect(l.size).toBe(2);
+    // b was dropped: it starts again with a full bucket; a was kept, and is still empty.
+    expect(l.tryTake("b", 0)).toBe(0);
+    expect(l.tryTake("c", 0)).toBeGreaterThan(0);
   });
 });

@@ -9,10 +9,12 @@ import {
   type WorkspaceView,
 } from "../../orchestrator/schemas";
 import { startOrchestratorServer, type LogEntry, type Workspaces } from "../../orchestrator/http/api-server";
-import { apiTokenChecker } from "../../orchestrator/tokens";
+import { apiTokenChecker, parseApiTokens } from "../../orchestrator/tokens";
 import { ROUTES, pathFor, type Route, type RouteId } from "../../api/orchestrator-routes";
 
 const TOKEN = "t0ken-for-the-http-tests-7f3a";
+const TENANT_A = "tenant-a-token-for-the-http-tests";
+const TENANT_B = "tenant-b-token-for-the-http-tests";
 const AUTH = { authorization: `Bearer ${TOKEN}` };
 const AT = "2026-03-01T12:00:00.000Z";
 
@@ -21,22 +23,27 @@ class MemoryWorkspaces implements Workspaces {
   views = new Map<string, WorkspaceView>();
   listeners = new Map<string, Set<(e: WorkspaceEvent) => void>>();
   created: CreateWorkspaceBody[] = [];
+  owners = new Map<string, string | undefined>();
   deleted: string[] = [];
   broken = false;
   private next = 1;
 
-  async create(body: CreateWorkspaceBody) {
+  async create(body: CreateWorkspaceBody, tenant?: string) {
     if (this.broken) throw new Error("the registry is broken");
     const refused = body.repos.find((r) => r.url.includes("evil"));
     if (refused) throw new HttpError(403, "fence_refused", `the fence refuses url ${refused.url}`);
     this.created.push(body);
     const name = `ws-${this.next++}`;
+    this.owners.set(name, tenant);
     this.views.set(name, { name, state: "placing", conditions: [], createdAt: AT });
     this.listeners.set(name, new Set());
     return name;
   }
   async list() {
     return [...this.views.values()];
+  }
+  ownerOf(name: string) {
+    return this.views.has(name) ? this.owners.get(name) : null;
   }
   async get(name: string) {
     return this.views.get(name);
@@ -72,7 +79,11 @@ beforeAll(async () => {
   server = await startOrchestratorServer(
     {
       workspaces,
-      checkToken: apiTokenChecker(["another-token", TOKEN]),
+      checkToken: apiTokenChecker([
+        ...parseApiTokens(`another-token\n${TOKEN}`),
+        { token: TENANT_A, principal: { kind: "tenant", tenant: "team-a" } },
+        { token: TENANT_B, principal: { kind: "tenant", tenant: "team-b" } },
+      ]),
       metrics: () => '# HELP jr2_workspaces Workspaces by state\njr2_workspaces{state="ready"} 1\n',
       log: (e) => logs.push(e),
       keepAliveMs: 25,
@@ -226,6 +237,69 @@ describe("workspaces", () => {
     const a = await call("GET", "/v2/workspaces");
     expect(a.status).toBe(404);
     expect(a.json.error.code).toBe("not_found");
+  });
+});
+
+describe("tenants: each Machine sees only its own workspaces", () => {
+  const as = (token: string) => ({ headers: { authorization: `Bearer ${token}`, "content-type": "application/json" } });
+  const create = async (token: string) => {
+    const r = await call("POST", "/v1/workspaces", {
+      body: JSON.stringify({ image: "h:1", branch: "b" }),
+      ...as(token),
+    });
+    expect(r.status).toBe(202);
+    return r.json.name as string;
+  };
+
+  it("answers another tenant's workspace 404 on every route, as if it did not exist; the owner and an admin see it", async () => {
+    const mine = await create(TENANT_A);
+    const unknown = "ws-nobody";
+    const routes: Array<[string, string]> = [
+      ["GET", `/v1/workspaces/${mine}`],
+      ["DELETE", `/v1/workspaces/${mine}`],
+      ["GET", `/v1/workspaces/${mine}/events`],
+      ["POST", `/v1/workspaces/${mine}/turns`],
+      ["GET", `/v1/workspaces/${mine}/turns/${mine}.c/events`],
+      ["POST", `/v1/workspaces/${mine}/turns/${mine}.c/abort`],
+      ["PUT", `/v1/workspaces/${mine}/turns/${mine}.c/allowed`],
+      ["GET", `/v1/workspaces/${mine}/picks`],
+      ["POST", `/v1/workspaces/${mine}/picks/d1/answer`],
+    ];
+    for (const [method, path] of routes) {
+      const theirs = await call(method, path, { body: method === "GET" ? undefined : "{}", ...as(TENANT_B) });
+      const none = await call(method, path.replaceAll(mine, unknown), {
+        body: method === "GET" ? undefined : "{}",
+        ...as(TENANT_B),
+      });
+      expect([method, path, theirs.status, theirs.json]).toEqual([
+        method,
+        path,
+        404,
+        { error: { code: "not_found", message: `no workspace "${mine}"` } },
+      ]);
+      expect(none.status).toBe(404);
+    }
+    expect(workspaces.deleted).not.toContain(mine);
+    // The owner and an admin see it.
+    expect((await call("GET", `/v1/workspaces/${mine}`, as(TENANT_A))).status).toBe(200);
+    expect((await call("GET", `/v1/workspaces/${mine}`, as(TOKEN))).status).toBe(200);
+  });
+
+  it("lists a tenant's own workspaces alone, and every workspace to an admin", async () => {
+    const a = await create(TENANT_A);
+    const b = await create(TENANT_B);
+    const names = async (token: string) =>
+      ((await call("GET", "/v1/workspaces", as(token))).json.items as WorkspaceView[]).map((v) => v.name);
+    expect(await names(TENANT_A)).toContain(a);
+    expect(await names(TENANT_A)).not.toContain(b);
+    expect(await names(TENANT_B)).toEqual([b]);
+    expect(await names(TOKEN)).toEqual(expect.arrayContaining([a, b]));
+    expect(workspaces.owners.get(a)).toBe("team-a");
+  });
+
+  it("keeps the metrics an admin's", async () => {
+    expect((await call("GET", "/metrics", as(TENANT_A))).status).toBe(403);
+    expect((await call("GET", "/metrics", as(TOKEN))).status).toBe(200);
   });
 });
 

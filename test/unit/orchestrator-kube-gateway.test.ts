@@ -6,6 +6,7 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { SandboxModel } from "../../api/crd";
 import { KubeSandboxGateway } from "../../orchestrator/workspaces/kube-gateway";
+import { HarnessMisbehaved } from "../../orchestrator/workspaces/sandbox-gateway";
 import type { SandboxListener, SandboxWatch } from "../../orchestrator/workspaces/sandbox-watch";
 
 class HandWatch {
@@ -124,6 +125,113 @@ describe("a call to the Harness", () => {
       } finally {
         await h.close();
       }
+    }
+  });
+});
+
+describe("a Harness's answer is input, not truth (decision 0042)", () => {
+  /** A Harness over real HTTP on loopback, and a bystander host it must never make us call. */
+  async function server(handler: Parameters<typeof createServer>[1]) {
+    const srv = createServer(handler);
+    await new Promise<void>((r) => srv.listen(0, "127.0.0.1", r));
+    return {
+      url: `http://127.0.0.1:${(srv.address() as AddressInfo).port}`,
+      close: () => {
+        srv.closeAllConnections();
+        return new Promise((r) => srv.close(r));
+      },
+    };
+  }
+  const gatewayTo = (url: string) => {
+    const watch = new HandWatch();
+    watch.deliver("ws-1", ready("ws-1"));
+    return new KubeSandboxGateway({
+      namespace: "ns",
+      watch: watch as unknown as SandboxWatch,
+      signingKey: Buffer.alloc(32, 1),
+      resolveEndpoint: async () => url,
+    });
+  };
+
+  it("stops reading an endless answer at its bound and closes the connection: the Orchestrator's memory stays bounded", async () => {
+    let sent = 0;
+    let closed = false;
+    let onClosed: () => void = () => undefined;
+    const whenClosed = new Promise<void>((r) => (onClosed = r));
+    const chunk = Buffer.alloc(64 * 1024, 0x61);
+    const endless = await server((req, res) => {
+      res.writeHead(200, { "content-type": "application/json" });
+      const pump = () => {
+        while (!closed && res.write(chunk)) sent += chunk.length;
+        if (!closed) res.once("drain", pump);
+      };
+      res.on("close", () => {
+        closed = true;
+        onClosed();
+      });
+      pump();
+    });
+    try {
+      const call = gatewayTo(endless.url).harness(
+        "ws-1",
+        "GET",
+        "/agents/coder/ws-1.c/stream?offset=0",
+        undefined,
+        undefined,
+        {
+          maxBytes: 1024 * 1024,
+          timeoutMs: 30_000,
+        },
+      );
+      await expect(call).rejects.toBeInstanceOf(HarnessMisbehaved);
+      await expect(call).rejects.toMatchObject({ workspace: "ws-1", reason: "too_large" });
+      await expect(call).rejects.toThrow(
+        /ws-1's Harness answered GET \/agents\/coder\/ws-1.c\/stream with more than 1048576 bytes/,
+      );
+      // The connection was closed: the Harness stopped being able to send. What it sent before is
+      // bounded by the read bound plus what sockets buffer, not by the Harness.
+      await whenClosed;
+      expect(sent).toBeLessThan(16 * 1024 * 1024);
+    } finally {
+      await endless.close();
+    }
+  });
+
+  it("gives up on a Harness that holds its answer past the bound in time", async () => {
+    const slow = await server((_req, res) => {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.write("{");
+    });
+    try {
+      const call = gatewayTo(slow.url).harness("ws-1", "POST", "/agents/coder/ws-1.c", {}, undefined, {
+        maxBytes: 1024,
+        timeoutMs: 300,
+      });
+      await expect(call).rejects.toMatchObject({ reason: "too_slow" });
+    } finally {
+      await slow.close();
+    }
+  });
+
+  it("requests no path but one on the Harness's own origin: an absolute or //host path is refused unsent", async () => {
+    const seen: string[] = [];
+    const harness = await server((req, res) => {
+      seen.push(req.url!);
+      res.end("{}");
+    });
+    const elsewhere = await server((req, res) => {
+      seen.push(`elsewhere ${req.url}`);
+      res.end("{}");
+    });
+    try {
+      const g = gatewayTo(harness.url);
+      const host = new URL(elsewhere.url).host;
+      for (const path of [`${elsewhere.url}/steal`, `//${host}/steal`, "steal", `http://${host}/x`])
+        await expect(g.harness("ws-1", "GET", path)).rejects.toThrow(/is not a path on workspace ws-1's Harness/);
+      expect(seen).toEqual([]);
+    } finally {
+      await harness.close();
+      await elsewhere.close();
     }
   });
 });

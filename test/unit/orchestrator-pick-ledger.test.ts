@@ -1,26 +1,28 @@
-// The picks ledger (decision 0025): its pure rules (pick-ledger.ts), the store over an in-memory backend
-// (pick-store.ts: idempotence, one outstanding pick a turn, answers once, the long-poll, a lost
-// write race, a restart reading the ledger back), and its routes over real HTTP (api-server.ts: the
-// Sandbox token for the Harness's, an API token for the Machine's). Beside the picks, each
-// conversation's Allowed picks: set by the Machine, read by the Harness at a step boundary.
+// The picks ledger (decisions 0025, 0042): its pure rules (pick-ledger.ts), the store over an
+// in-memory backend (pick-store.ts: idempotence, one outstanding pick a turn, a callId unique in its
+// turn, answers once, the long-poll, a lost write race, a restart reading the ledger back), every
+// pick judged against the turn the Orchestrator admitted (turns.ts over a fake Harness), and the
+// routes over real HTTP (api-server.ts: the Sandbox token for the Harness's, an API token for the
+// Machine's; forged picks refused and never listed; the caps and the per-workspace rate).
 import { randomBytes } from "node:crypto";
 import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { PickBody } from "../../api/agent-protocol";
-import { allowedPath, deliveryPath, picksPath } from "../../api/agent-protocol";
+import { LIMITS, allowedPath, deliveryPath, picksPath, streamPath } from "../../api/agent-protocol";
 import { HttpError } from "../../orchestrator/schemas";
 import { startOrchestratorServer, type Workspaces } from "../../orchestrator/http/api-server";
-import { LedgerConflict, PickStore, type LedgerBackend } from "../../orchestrator/agents/pick-store";
+import { PICKS_FORMAT, PickStore } from "../../orchestrator/agents/pick-store";
+import { MemoryLedgers } from "../../orchestrator/agents/ledger-store";
+import { SubmitTurnBody, TURNS_FORMAT, Turns, type HarnessCaller } from "../../orchestrator/agents/turns";
 import {
   EMPTY_LEDGER,
-  allowedOf,
+  MAX_ANSWERED,
   answerPick,
   bounded,
   deliveryOf,
   outstandingPicks,
   parseLedger,
   serializeLedger,
-  setAllowed,
   submitPick,
   waitOf,
   workspaceOfIid,
@@ -56,13 +58,31 @@ describe("the ledger's rules", () => {
     const r = submitPick(EMPTY_LEDGER, "ws-1.c", body(), { deliveryId: "d1", at: AT });
     expect(r).toMatchObject({ kind: "taken", pick: { deliveryId: "d1", pick: "propose", args: { title: "x" } } });
     const ledger = (r as { ledger: Ledger }).ledger;
-    const again = submitPick(ledger, "ws-1.c", body({ pick: "other" }), { deliveryId: "d2", at: AT });
+    const again = submitPick(ledger, "ws-1.c", body(), { deliveryId: "d2", at: AT });
     expect(again).toMatchObject({ kind: "same", pick: { deliveryId: "d1" } });
     // Answered, the same call still names its delivery.
     const answered = answerPick(ledger, "d1", "ok", AT);
     expect(answered.kind).toBe("answered");
     const after = submitPick((answered as { ledger: Ledger }).ledger, "ws-1.c", body(), { deliveryId: "d3", at: AT });
     expect(after).toMatchObject({ kind: "same", pick: { deliveryId: "d1", answer: "ok" } });
+  });
+
+  it("refuses a callId used again for another pick or other args: a callId is unique in its turn", () => {
+    const ledger = take(EMPTY_LEDGER, "ws-1.c", body({ args: { a: 1, b: [2, { c: 3 }] } }), "d1");
+    // The same args with their keys in another order are the same pick.
+    const same = submitPick(ledger, "ws-1.c", body({ args: { b: [2, { c: 3 }], a: 1 } }), { deliveryId: "d2", at: AT });
+    expect(same.kind).toBe("same");
+    for (const other of [
+      body({ pick: "reject", args: { a: 1, b: [2, { c: 3 }] } }),
+      body({ args: { a: 2 } }),
+      body({ args: undefined }),
+    ]) {
+      const r = submitPick(ledger, "ws-1.c", other, { deliveryId: "d2", at: AT });
+      expect(r.kind).toBe("reused");
+      expect((r as { message: string }).message).toMatch(/callId c1 of this turn already named the pick "propose"/);
+    }
+    // The same callId in another turn is another call.
+    expect(submitPick(ledger, "ws-1.c", body({ submissionId: "s2" }), { deliveryId: "d2", at: AT }).kind).toBe("taken");
   });
 
   it("refuses a second pick while one is outstanding in the same turn, not in another turn or conversation", () => {
@@ -107,6 +127,19 @@ describe("the ledger's rules", () => {
     expect(bounded(ledger, size)).toBe(ledger);
   });
 
+  it("keeps at most MAX_ANSWERED answered picks, the newest, and every outstanding one", () => {
+    let ledger = EMPTY_LEDGER;
+    for (let i = 0; i < MAX_ANSWERED + 5; i++) {
+      ledger = take(ledger, "ws-1.c", body({ submissionId: `s${i}` }), `d${i}`);
+      ledger = (answerPick(ledger, `d${i}`, "ok", AT) as { ledger: Ledger }).ledger;
+    }
+    ledger = take(ledger, "ws-1.c", body({ submissionId: "open" }), "d-open");
+    expect(ledger.picks).toHaveLength(MAX_ANSWERED + 1);
+    expect(ledger.picks[0]!.deliveryId).toBe("d5");
+    expect(ledger.picks.at(-1)!.deliveryId).toBe("d-open");
+    expect(ledger.picks.at(-1)).not.toHaveProperty("answer");
+  });
+
   it("reads a stored ledger back, and refuses one that is not a ledger", () => {
     const ledger = take(EMPTY_LEDGER, "ws-1.c", body(), "d1");
     expect(parseLedger(serializeLedger(ledger))).toEqual(ledger);
@@ -114,27 +147,8 @@ describe("the ledger's rules", () => {
     expect(() => parseLedger('{"version":2,"picks":[]}')).toThrow(/not a ledger/);
   });
 
-  it("keeps each conversation's Allowed picks as a set, and keeps them when the bound drops picks", () => {
-    expect(allowedOf(EMPTY_LEDGER, "ws-1.c")).toBeUndefined();
-    const set = setAllowed(EMPTY_LEDGER, "ws-1.c", ["propose", "abandon", "propose"]);
-    if (set.kind !== "set") throw new Error(set.kind);
-    expect(allowedOf(set.ledger, "ws-1.c")).toEqual(["abandon", "propose"]);
-    expect(allowedOf(set.ledger, "ws-1.d")).toBeUndefined();
-    expect(setAllowed(set.ledger, "ws-1.c", ["propose", "abandon"]).kind).toBe("same");
-    const none = setAllowed(set.ledger, "ws-1.c", []);
-    expect(none.kind === "set" && allowedOf(none.ledger, "ws-1.c")).toEqual([]);
-    // A ledger written before Allowed picks were kept reads back with none.
-    expect(allowedOf(parseLedger('{"version":1,"picks":[]}'), "ws-1.c")).toBeUndefined();
-
-    let ledger = set.ledger;
-    for (let i = 0; i < 3; i++) {
-      ledger = take(ledger, "ws-1.c", body({ submissionId: `s${i}`, args: "x".repeat(100) }), `d${i}`);
-      ledger = (answerPick(ledger, `d${i}`, "y", AT) as { ledger: Ledger }).ledger;
-    }
-    const cut = bounded(ledger, Buffer.byteLength(serializeLedger(ledger)) - 1)!;
-    expect(cut.picks).toHaveLength(2);
-    expect(allowedOf(cut, "ws-1.c")).toEqual(["abandon", "propose"]);
-    expect(parseLedger(serializeLedger(cut))).toEqual(cut);
+  it("reads a ledger that kept Allowed picks (before they moved to the turns ledger) and drops them", () => {
+    expect(parseLedger('{"version":1,"picks":[],"allowed":{"ws-1.c":["propose"]}}')).toEqual(EMPTY_LEDGER);
   });
 
   it("cuts a poll's wait to 25 s and reads nonsense as no wait", () => {
@@ -146,61 +160,79 @@ describe("the ledger's rules", () => {
 
 // ---------------------------------------------------------------------------------------------
 
-/** Ledgers in memory, versioned like the API server's resourceVersion. */
-class MemoryBackend implements LedgerBackend {
-  stored = new Map<string, { ledger: Ledger; version: string; owner: string }>();
-  writes = 0;
-  /** The next write loses a race: someone else wrote an empty ledger meanwhile. */
-  raceOnce = false;
-  async read(workspace: string) {
-    const s = this.stored.get(workspace);
-    return s && { ledger: s.ledger, version: s.version };
-  }
-  async write(workspace: string, owner: { uid: string }, ledger: Ledger, version: string | undefined) {
-    const s = this.stored.get(workspace);
-    if (this.raceOnce) {
-      this.raceOnce = false;
-      this.stored.set(workspace, {
-        ledger: EMPTY_LEDGER,
-        version: String(++this.writes),
-        owner: owner.uid,
-      });
-      throw new LedgerConflict("the object has been modified");
+/** A Harness as the Orchestrator calls it (kube-gateway.ts `harness`): it admits every turn with
+ * the conversation's own stream path, answers an abort, and serves an empty stream page. */
+class FakeHarness implements HarnessCaller {
+  readonly calls: string[] = [];
+  async harness(_name: string, method: "GET" | "POST", path: string, sent?: unknown) {
+    this.calls.push(`${method} ${path}`);
+    if (method === "POST" && path.endsWith("/abort")) return { status: 200, body: { aborted: true } };
+    if (method === "POST") {
+      const [, , agent, iid] = path.split("/").map(decodeURIComponent);
+      const submissionId = (sent as { submissionId: string }).submissionId;
+      return { status: 202, body: { streamUrl: streamPath(agent!, iid!), offset: 0, submissionId } };
     }
-    if ((s?.version ?? undefined) !== version) throw new LedgerConflict("the object has been modified");
-    const v = String(++this.writes);
-    this.stored.set(workspace, { ledger, version: v, owner: owner.uid });
-    return v;
+    return { status: 200, body: { events: [], next: 0, idle: true } };
   }
 }
 
-/** The watch as the store reads it: which Sandboxes exist, by uid. */
+/** The watch as the stores read it: which Sandboxes exist (Ready), by uid. */
 const watchOf = (uids: Record<string, string>) =>
   ({
     whenListed: async () => undefined,
-    get: (name: string) => (uids[name] ? { metadata: { name, uid: uids[name] } } : undefined),
+    get: (name: string) =>
+      uids[name] ? { metadata: { name, uid: uids[name] }, status: { phase: "Ready" } } : undefined,
   }) as unknown as SandboxWatch;
 
-const storeOf = (backend: MemoryBackend, ids = ["d1", "d2", "d3", "d4"]) => {
+/** Turns and picks of workspaces ws-1 and ws-2 over in-memory ledgers, as the Orchestrator wires them. */
+function agentsOf(ids = ["d1", "d2", "d3", "d4", "d5", "d6"]) {
+  const watch = watchOf({ "ws-1": "uid-1", "ws-2": "uid-2" });
+  const turnLedgers = new MemoryLedgers(TURNS_FORMAT);
+  const pickLedgers = new MemoryLedgers(PICKS_FORMAT);
+  const harness = new FakeHarness();
+  const turns = new Turns({ namespace: "ns", gateway: harness, watch, backend: turnLedgers });
   let i = 0;
-  return new PickStore({ watch: watchOf({ "ws-1": "uid-1" }), backend, newId: () => ids[i++] });
-};
+  const picks = new PickStore({ watch, turns, backend: pickLedgers, newId: () => ids[i++]! });
+  /** A turn admitted on `iid` with a Menu of propose and reject, `allowed` allowed. */
+  const admit = (iid: string, submissionId = "s1", allowed = ["propose"]) =>
+    turns.submit(
+      iid.slice(0, iid.indexOf(".")),
+      SubmitTurnBody.parse({
+        agent: "coder",
+        iid,
+        message: "go",
+        submissionId,
+        menu: [
+          { name: "propose", description: "propose a change" },
+          { name: "reject", description: "give up" },
+        ],
+        allowed,
+      }),
+    );
+  return { watch, turns, picks, turnLedgers, pickLedgers, harness, admit };
+}
+
+const status = (p: Promise<unknown>) =>
+  p.then(
+    () => 0,
+    (e: HttpError) => `${e.status} ${e.code}`,
+  );
 
 describe("the store", () => {
-  it("keeps each pick in the backend, owned by the Sandbox's uid, and a fresh store reads it back", async () => {
-    const backend = new MemoryBackend();
-    const store = storeOf(backend);
-    expect(await store.submit("ws-1", "ws-1.c", body())).toEqual({
+  it("keeps each pick in the backend and a fresh store reads it back", async () => {
+    const a = agentsOf();
+    await a.admit("ws-1.c");
+    expect(await a.picks.submit("ws-1", "ws-1.c", body())).toEqual({
       receipt: { outstanding: true, deliveryId: "d1" },
       repeated: false,
     });
-    expect(await store.submit("ws-1", "ws-1.c", body())).toMatchObject({
+    expect(await a.picks.submit("ws-1", "ws-1.c", body())).toMatchObject({
       receipt: { deliveryId: "d1" },
       repeated: true,
     });
-    expect(backend.stored.get("ws-1")?.owner).toBe("uid-1");
-    // A restarted Orchestrator: nothing in memory, the ledger read back, the pick answered.
-    const restored = storeOf(backend, ["d9"]);
+    // A restarted Orchestrator: nothing in memory, both ledgers read back, the pick answered.
+    const turns = new Turns({ namespace: "ns", gateway: a.harness, watch: a.watch, backend: a.turnLedgers });
+    const restored = new PickStore({ watch: a.watch, turns, backend: a.pickLedgers, newId: () => "d9" });
     expect(await restored.outstanding("ws-1")).toEqual([
       expect.objectContaining({ iid: "ws-1.c", deliveryId: "d1", pick: "propose", args: { title: "x" } }),
     ]);
@@ -209,74 +241,113 @@ describe("the store", () => {
     expect(await restored.outstanding("ws-1")).toEqual([]);
   });
 
-  it("keeps the Allowed picks in the backend beside the picks, and a fresh store reads them back", async () => {
-    const backend = new MemoryBackend();
-    const store = storeOf(backend);
-    await store.submit("ws-1", "ws-1.c", body());
-    await store.setAllowed("ws-1", "ws-1.c", ["propose"]);
-    const writes = backend.writes;
-    await store.setAllowed("ws-1", "ws-1.c", ["propose"]);
-    expect(backend.writes).toBe(writes); // the same list again is no write
-    expect(await storeOf(backend).allowed("ws-1", "ws-1.c")).toEqual(["propose"]);
-    expect(backend.stored.get("ws-1")!.ledger.picks).toHaveLength(1);
-    expect(await storeOf(backend).allowed("ws-1", "ws-1.other")).toBeUndefined();
+  it("takes a pick only for the admitted, running turn of its conversation, on its Menu and allowed now", async () => {
+    const a = agentsOf();
+    // No turn admitted on the conversation: unknown.
+    expect(await status(a.picks.submit("ws-1", "ws-1.c", body()))).toBe("404 unknown_conversation");
+    await a.admit("ws-1.c");
+    // Another submission than the running turn's.
+    expect(await status(a.picks.submit("ws-1", "ws-1.c", body({ submissionId: "s0" })))).toBe("409 not_running");
+    // A name not on the turn's Menu; one on it but not allowed now.
+    expect(await status(a.picks.submit("ws-1", "ws-1.c", body({ pick: "deploy" })))).toBe("403 not_on_menu");
+    expect(await status(a.picks.submit("ws-1", "ws-1.c", body({ pick: "reject" })))).toBe("403 not_allowed");
+    // The Machine allows it: now it is taken.
+    await a.turns.setAllowed("ws-1", "ws-1.c", ["propose", "reject"]);
+    expect((await a.picks.submit("ws-1", "ws-1.c", body({ pick: "reject", callId: "c2" }))).repeated).toBe(false);
+    // Nothing refused was written: one pick in the ledger.
+    expect(JSON.parse(a.pickLedgers.stored.get("ws-1")!.text).picks).toHaveLength(1);
   });
 
-  it("refuses with the HTTP words: 409 busy, 404 unknown, 409 answered twice, 404 no workspace", async () => {
-    const store = storeOf(new MemoryBackend());
-    await store.submit("ws-1", "ws-1.c", body());
-    const status = (p: Promise<unknown>) =>
-      p.then(
-        () => 0,
-        (e: HttpError) => e.status,
-      );
-    expect(await status(store.submit("ws-1", "ws-1.c", body({ callId: "c2" })))).toBe(409);
-    expect(await status(store.delivery("ws-1", "ws-1.c", "nope", 0))).toBe(404);
-    expect(await status(store.answer("ws-1", "nope", "x"))).toBe(404);
-    await store.answer("ws-1", "d1", "x");
-    expect(await status(store.answer("ws-1", "d1", "y"))).toBe(409);
-    expect(await status(store.outstanding("ws-2"))).toBe(404);
-    expect(await status(store.submit("ws-2", "ws-2.c", body()))).toBe(404);
+  it("refuses a pick once its turn is over: after an abort, and after another turn is admitted", async () => {
+    const a = agentsOf();
+    await a.admit("ws-1.c");
+    await a.turns.abort("ws-1", "ws-1.c");
+    expect(await status(a.picks.submit("ws-1", "ws-1.c", body()))).toBe("409 turn_over");
+    await a.admit("ws-1.c", "s2");
+    expect((await a.picks.submit("ws-1", "ws-1.c", body({ submissionId: "s2" }))).repeated).toBe(false);
+    // A turn on another conversation of the workspace ends this one (one turn at a time).
+    await a.admit("ws-1.d");
+    expect(await status(a.picks.submit("ws-1", "ws-1.c", body({ submissionId: "s2", callId: "c9" })))).toBe(
+      "409 turn_over",
+    );
+    // Its outstanding pick is no longer listed, and cannot be answered.
+    expect(await a.picks.outstanding("ws-1")).toEqual([]);
+    expect(await status(a.picks.answer("ws-1", "d1", "late"))).toBe("409 turn_over");
+  });
+
+  it("refuses with the HTTP words: 409 busy, 409 callId reused, 404 unknown, 409 answered twice, 404 no workspace", async () => {
+    const a = agentsOf();
+    await a.admit("ws-1.c", "s1", ["propose", "reject"]);
+    await a.picks.submit("ws-1", "ws-1.c", body());
+    expect(await status(a.picks.submit("ws-1", "ws-1.c", body({ callId: "c2" })))).toBe("409 pick_outstanding");
+    expect(await status(a.picks.submit("ws-1", "ws-1.c", body({ pick: "reject" })))).toBe("409 call_reused");
+    expect(await status(a.picks.delivery("ws-1", "ws-1.c", "nope", 0))).toBe("404 not_found");
+    expect(await status(a.picks.answer("ws-1", "nope", "x"))).toBe("404 not_found");
+    await a.picks.answer("ws-1", "d1", "x");
+    expect(await status(a.picks.answer("ws-1", "d1", "y"))).toBe("409 already_answered");
+    expect(await status(a.picks.outstanding("ws-3"))).toBe("404 not_found");
+    expect(await status(a.picks.submit("ws-3", "ws-3.c", body()))).toBe("404 not_found");
   });
 
   it("holds a poll until the answer, and answers outstanding after the hold", async () => {
-    const store = storeOf(new MemoryBackend());
-    await store.submit("ws-1", "ws-1.c", body());
+    const a = agentsOf();
+    await a.admit("ws-1.c");
+    await a.picks.submit("ws-1", "ws-1.c", body());
     const t0 = Date.now();
-    expect(await store.delivery("ws-1", "ws-1.c", "d1", 60)).toEqual({ state: "outstanding" });
+    expect(await a.picks.delivery("ws-1", "ws-1.c", "d1", 60)).toEqual({ state: "outstanding" });
     expect(Date.now() - t0).toBeGreaterThanOrEqual(50);
-    const held = store.delivery("ws-1", "ws-1.c", "d1", 10_000);
+    const held = a.picks.delivery("ws-1", "ws-1.c", "d1", 10_000);
     await new Promise((r) => setTimeout(r, 20));
-    const t1 = Date.now();
-    await store.answer("ws-1", "d1", "go");
+    await a.picks.answer("ws-1", "d1", "go");
     expect(await held).toEqual({ state: "answered", answer: "go" });
-    expect(Date.now() - t1).toBeLessThan(1_000);
   });
 
   it("ends a hold when its client leaves", async () => {
-    const store = storeOf(new MemoryBackend());
-    await store.submit("ws-1", "ws-1.c", body());
+    const a = agentsOf();
+    await a.admit("ws-1.c");
+    await a.picks.submit("ws-1", "ws-1.c", body());
     const ctl = new AbortController();
-    const held = store.delivery("ws-1", "ws-1.c", "d1", 10_000, ctl.signal);
+    const held = a.picks.delivery("ws-1", "ws-1.c", "d1", 10_000, ctl.signal);
     setTimeout(() => ctl.abort(), 20);
     expect(await held).toEqual({ state: "outstanding" });
   });
 
-  it("re-reads and decides again after a write lost a race", async () => {
-    const backend = new MemoryBackend();
-    const store = storeOf(backend);
-    await store.submit("ws-1", "ws-1.c", body());
-    backend.raceOnce = true; // another writer replaced the ledger with an empty one
-    expect((await store.submit("ws-1", "ws-1.c", body({ submissionId: "s2" }))).receipt.deliveryId).toBe("d3");
-    expect(backend.stored.get("ws-1")!.ledger.picks.map((p) => p.deliveryId)).toEqual(["d3"]);
+  it("re-reads and decides again after a write lost a race, and refuses (never empties) an unreadable ledger", async () => {
+    const a = agentsOf();
+    await a.admit("ws-1.c");
+    await a.picks.submit("ws-1", "ws-1.c", body());
+    await a.picks.answer("ws-1", "d1", "ok");
+    // Another writer replaced the ledger meanwhile (its version moved on).
+    const stored = a.pickLedgers.stored.get("ws-1")!;
+    a.pickLedgers.stored.set("ws-1", { text: serializeLedger(EMPTY_LEDGER), version: stored.version + 1 });
+    // The lost attempt's delivery id (d2) is never stored: the decision was made again.
+    expect((await a.picks.submit("ws-1", "ws-1.c", body({ callId: "c3" }))).receipt.deliveryId).toBe("d3");
+    expect(
+      JSON.parse(a.pickLedgers.stored.get("ws-1")!.text).picks.map((p: { deliveryId: string }) => p.deliveryId),
+    ).toEqual(["d3"]);
+    // A ledger that does not parse: refused with its ConfigMap's name and the fix, nothing written over it.
+    const fresh = agentsOf();
+    await fresh.admit("ws-1.c");
+    fresh.pickLedgers.stored.set("ws-1", { text: "{not json", version: 7 });
+    const refused = await fresh.picks.submit("ws-1", "ws-1.c", body()).catch((e: HttpError) => e);
+    expect(refused).toMatchObject({ status: 500, code: "ledger_unreadable" });
+    expect((refused as HttpError).message).toMatch(/ConfigMap ws-1-agents.*repair it, or delete it/);
+    expect(fresh.pickLedgers.stored.get("ws-1")).toEqual({ text: "{not json", version: 7 });
   });
 
   it("makes one workspace's changes one at a time", async () => {
-    const backend = new MemoryBackend();
-    const store = storeOf(backend, ["d1", "d2", "d3"]);
-    const all = await Promise.all(["a", "b", "c"].map((c) => store.submit("ws-1", `ws-1.${c}`, body({ callId: c }))));
-    expect(all.map((r) => r.receipt.deliveryId)).toEqual(["d1", "d2", "d3"]);
-    expect(backend.stored.get("ws-1")!.ledger.picks).toHaveLength(3);
+    const a = agentsOf();
+    await a.admit("ws-1.c", "s1", ["propose", "reject"]);
+    const all = await Promise.all([
+      a.picks.submit("ws-1", "ws-1.c", body()),
+      a.picks.submit("ws-1", "ws-1.c", body()),
+      a.picks.submit("ws-1", "ws-1.c", body({ callId: "c2" })).catch((e: HttpError) => e.code),
+    ]);
+    expect(all).toEqual([
+      { receipt: { outstanding: true, deliveryId: "d1" }, repeated: false },
+      { receipt: { outstanding: true, deliveryId: "d1" }, repeated: true },
+      "pick_outstanding",
+    ]);
   });
 });
 
@@ -287,22 +358,26 @@ describe("the routes", () => {
   const key = randomBytes(32);
   let server: Server;
   let base: string;
-  const none = {} as Workspaces;
-  const picks = storeOf(new MemoryBackend());
+  const none = { ownerOf: () => undefined } as unknown as Workspaces;
+  const a = agentsOf();
 
   beforeAll(async () => {
     server = await startOrchestratorServer(
       {
         workspaces: none,
-        checkToken: apiTokenChecker([API]),
+        checkToken: apiTokenChecker([{ token: API, principal: { kind: "admin" } }]),
         metrics: () => "",
-        picks,
+        picks: a.picks,
+        turns: a.turns,
         checkSandboxToken: sandboxTokenChecker(key),
+        // ws-2's flood is tried below; the others stay well under these.
+        sandboxRates: { picks: { perSecond: 1, burst: 20 }, reads: { perSecond: 20, burst: 200 } },
       },
       0,
       "127.0.0.1",
     );
     base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    await a.admit("ws-1.c");
   });
   afterAll(async () => {
     server.closeAllConnections();
@@ -312,15 +387,18 @@ describe("the routes", () => {
   const call = async (method: string, path: string, token: string, b?: unknown) => {
     const res = await fetch(base + path, {
       method,
-      headers: { authorization: `Bearer ${token}`, ...(b ? { "content-type": "application/json" } : {}) },
-      body: b === undefined ? undefined : JSON.stringify(b),
+      headers: { authorization: `Bearer ${token}`, ...(b !== undefined ? { "content-type": "application/json" } : {}) },
+      body: b === undefined ? undefined : typeof b === "string" ? b : JSON.stringify(b),
     });
     return {
       status: res.status,
-      json: (await res.json()) as Record<string, unknown> & { error?: { message: string } },
+      json: (await res.json()) as Record<string, unknown> & { error?: { code: string; message: string } },
+      retryAfter: res.headers.get("retry-after"),
     };
   };
   const sbx = sandboxToken(key, "ws-1");
+  /** The second pick's delivery (the flood test takes it). */
+  let second = "";
 
   it("takes a pick only with the Sandbox token of the conversation's workspace", async () => {
     const wrong = [API, sandboxToken(key, "ws-2"), "nope"];
@@ -331,7 +409,7 @@ describe("the routes", () => {
     }
     // A conversation that names no workspace is refused the same way.
     expect((await call("POST", picksPath("nodot"), sbx, body())).status).toBe(401);
-    expect(await call("POST", picksPath("ws-1.c"), sbx, body())).toEqual({
+    expect(await call("POST", picksPath("ws-1.c"), sbx, body())).toMatchObject({
       status: 202,
       json: { outstanding: true, deliveryId: "d1" },
     });
@@ -341,38 +419,85 @@ describe("the routes", () => {
     expect((await call("POST", picksPath("ws-1.c"), sbx, { pick: "x" })).status).toBe(400);
   });
 
-  it("serves the delivery to the Sandbox and the list and answer to the Machine, each with its own token", async () => {
-    expect((await call("GET", `${deliveryPath("ws-1.c", "d1")}?wait=30`, sbx)).json).toEqual({ state: "outstanding" });
-    expect((await call("GET", deliveryPath("ws-1.c", "d1"), API)).status).toBe(401);
-    expect((await call("GET", deliveryPath("ws-1.c", "zz"), sbx)).status).toBe(404);
-    expect((await call("GET", "/v1/workspaces/ws-1/picks", sbx)).status).toBe(401);
+  it("refuses a forged pick with its reason, and never lists it", async () => {
+    const forged: Array<[string, string, PickBody, string]> = [
+      ["a wrong name", "ws-1.c", body({ pick: "deploy", callId: "f1" }), "403 not_on_menu"],
+      ["a name not allowed now", "ws-1.c", body({ pick: "reject", callId: "f2" }), "403 not_allowed"],
+      ["a wrong submission", "ws-1.c", body({ submissionId: "s-forged", callId: "f3" }), "409 not_running"],
+      ["an unknown conversation", "ws-1.forged", body({ callId: "f4" }), "404 unknown_conversation"],
+    ];
+    for (const [, iid, b, want] of forged) {
+      const r = await call("POST", picksPath(iid), sbx, b);
+      expect([iid, b.pick, `${r.status} ${r.json.error?.code}`]).toEqual([iid, b.pick, want]);
+      expect(r.json.error?.message).toBeTruthy();
+    }
     const list = await call("GET", "/v1/workspaces/ws-1/picks", API);
-    expect(list).toMatchObject({
-      status: 200,
-      json: { items: [{ iid: "ws-1.c", deliveryId: "d1", pick: "propose" }] },
-    });
-    const poll = call("GET", `${deliveryPath("ws-1.c", "d1")}?wait=20000`, sbx);
-    await new Promise((r) => setTimeout(r, 30));
-    expect((await call("POST", "/v1/workspaces/ws-1/picks/d1/answer", API, { answer: 1 })).status).toBe(400);
-    expect(await call("POST", "/v1/workspaces/ws-1/picks/d1/answer", API, { answer: "approved" })).toEqual({
-      status: 200,
-      json: { deliveryId: "d1", answered: true },
-    });
-    expect((await poll).json).toEqual({ state: "answered", answer: "approved" });
-    expect((await call("POST", "/v1/workspaces/ws-1/picks/d1/answer", API, { answer: "again" })).status).toBe(409);
-    expect((await call("POST", "/v1/workspaces/ws-1/picks/d9/answer", API, { answer: "x" })).status).toBe(404);
-    expect((await call("GET", "/v1/workspaces/ws-2/picks", API)).status).toBe(404);
+    expect((list.json.items as Array<{ deliveryId: string }>).map((p) => p.deliveryId)).toEqual(["d1"]);
   });
 
-  it("serves a conversation's Allowed picks to its Sandbox alone, 404 until they are set", async () => {
-    expect((await call("GET", allowedPath("ws-1.new"), sbx)).status).toBe(404);
-    await picks.setAllowed("ws-1", "ws-1.new", ["propose", "abandon"]);
-    expect(await call("GET", allowedPath("ws-1.new"), sbx)).toEqual({
+  it("refuses an oversized pick with 413 naming the field, before anything else", async () => {
+    const cases: Array<[Partial<PickBody>, RegExp]> = [
+      [{ args: { blob: "x".repeat(LIMITS.pickArgsBytes) } }, /^args: \d+ bytes as JSON, past the bound of 65536/],
+      [{ pick: "p".repeat(65) }, /^pick: 65 characters, past the bound of 64/],
+      [{ callId: "c".repeat(129) }, /^callId: 129 characters, past the bound of 128/],
+      [{ submissionId: "s".repeat(129) }, /^submissionId: 129 characters, past the bound of 128/],
+    ];
+    for (const [over, message] of cases) {
+      const r = await call("POST", picksPath("ws-1.c"), sbx, body(over));
+      expect(r.status).toBe(413);
+      expect(r.json.error?.message).toMatch(message);
+    }
+    // A body past the whole pick's bound is cut off unread.
+    const huge = await call("POST", picksPath("ws-1.c"), sbx, JSON.stringify(body({ args: "y".repeat(200 * 1024) })));
+    expect(huge.status).toBe(413);
+    expect(huge.json.error?.message).toMatch(/the body exceeds 98304 bytes/);
+  });
+
+  it("holds one workspace's flood to its own rate (429 with retry-after) while a neighbour's pick is taken", async () => {
+    await a.admit("ws-2.c");
+    const flood = sandboxToken(key, "ws-2");
+    const answers = await Promise.all(
+      Array.from({ length: 40 }, (_, i) =>
+        call("POST", picksPath("ws-2.c"), flood, body({ callId: `x${i}`, pick: "deploy" })),
+      ),
+    );
+    const limited = answers.filter((r) => r.status === 429);
+    expect(limited.length).toBeGreaterThanOrEqual(19);
+    expect(limited[0]!.retryAfter).toMatch(/^[1-9]\d*$/);
+    expect(limited[0]!.json.error?.code).toBe("rate_limited");
+    // ws-1's budget is its own: its next pick is judged, not limited.
+    await a.picks.answer("ws-1", "d1", "done");
+    const next = await call("POST", picksPath("ws-1.c"), sbx, body({ callId: "c5" }));
+    expect(next.status).toBe(202);
+    second = next.json.deliveryId as string;
+  });
+
+  it("serves the delivery to the Sandbox and the list and answer to the Machine, each with its own token", async () => {
+    expect((await call("GET", `${deliveryPath("ws-1.c", second)}?wait=30`, sbx)).json).toEqual({ state: "outstanding" });
+    expect((await call("GET", deliveryPath("ws-1.c", second), API)).status).toBe(401);
+    expect((await call("GET", deliveryPath("ws-1.c", "zz"), sbx)).status).toBe(404);
+    expect((await call("GET", "/v1/workspaces/ws-1/picks", sbx)).status).toBe(401);
+    const poll = call("GET", `${deliveryPath("ws-1.c", second)}?wait=20000`, sbx);
+    await new Promise((r) => setTimeout(r, 30));
+    expect((await call("POST", `/v1/workspaces/ws-1/picks/${second}/answer`, API, { answer: 1 })).status).toBe(400);
+    expect(await call("POST", `/v1/workspaces/ws-1/picks/${second}/answer`, API, { answer: "approved" })).toMatchObject({
       status: 200,
-      json: { allowed: ["abandon", "propose"] },
+      json: { deliveryId: second, answered: true },
     });
+    expect((await poll).json).toEqual({ state: "answered", answer: "approved" });
+    expect((await call("POST", `/v1/workspaces/ws-1/picks/${second}/answer`, API, { answer: "again" })).status).toBe(409);
+    expect((await call("POST", "/v1/workspaces/ws-1/picks/d9/answer", API, { answer: "x" })).status).toBe(404);
+    expect((await call("GET", "/v1/workspaces/ws-3/picks", API)).status).toBe(404);
+  });
+
+  it("serves the running turn's Allowed picks to its Sandbox alone, with the turn they are for", async () => {
+    expect(await call("GET", allowedPath("ws-1.c"), sbx)).toMatchObject({
+      status: 200,
+      json: { allowed: ["propose"], submissionId: "s1" },
+    });
+    expect((await call("GET", allowedPath("ws-1.new"), sbx)).status).toBe(404);
     for (const t of [API, sandboxToken(key, "ws-2")])
-      expect((await call("GET", allowedPath("ws-1.new"), t)).status).toBe(401);
-    expect((await call("POST", allowedPath("ws-1.new"), sbx, {})).status).toBe(405);
+      expect((await call("GET", allowedPath("ws-1.c"), t)).status).toBe(401);
+    expect((await call("POST", allowedPath("ws-1.c"), sbx, {})).status).toBe(405);
   });
 });

@@ -6,6 +6,7 @@ import path from "node:path";
 import { tokenMatches } from "../../harness/auth";
 import {
   apiTokenChecker,
+  maySee,
   harnessToken,
   parseApiTokens,
   readApiTokens,
@@ -68,42 +69,65 @@ describe("the signing key", () => {
 });
 
 describe("API tokens", () => {
-  it("reads one a line, skipping blanks and comments, trimming spaces", () => {
-    expect(parseApiTokens("# tokens\n\n  alpha  \r\nbeta\n#gamma\n")).toEqual(["alpha", "beta"]);
+  const admin = { kind: "admin" } as const;
+  const tenant = (t: string) => ({ kind: "tenant", tenant: t }) as const;
+  const tokens = (...t: string[]) => t.map((token) => ({ token, principal: admin }));
+
+  it("reads one a line, skipping blanks and comments, trimming spaces: a bare token is an admin's", () => {
+    expect(parseApiTokens("# tokens\n\n  alpha  \r\nbeta\n#gamma\n")).toEqual(tokens("alpha", "beta"));
     expect(parseApiTokens("")).toEqual([]);
   });
 
-  it("refuses a token with a space inside, by line number and never by value", () => {
-    expect(() => parseApiTokens("ok\nsecret value\n")).toThrow("line 2");
-    try {
-      parseApiTokens("ok\nsecret value\n");
-    } catch (err) {
-      expect((err as Error).message).not.toContain("secret");
+  it("reads `<token> <tenant>` as that tenant's token", () => {
+    expect(parseApiTokens("alpha team-a\nbeta\t team-b\ngamma\n")).toEqual([
+      { token: "alpha", principal: tenant("team-a") },
+      { token: "beta", principal: tenant("team-b") },
+      { token: "gamma", principal: admin },
+    ]);
+  });
+
+  it("refuses a line with more than a token and a tenant, or a tenant that is no DNS label, by line number and never by value", () => {
+    for (const [text, why] of [
+      ["ok\nsecret value more\n", /line 2: a line is "<token>" \(an admin\) or "<token> <tenant>"/],
+      ["ok\nsecret Team_A\n", /line 2: the tenant must be a DNS label/],
+    ] as const) {
+      expect(() => parseApiTokens(text)).toThrow(why);
+      try {
+        parseApiTokens(text);
+      } catch (err) {
+        expect((err as Error).message).not.toContain("secret");
+      }
     }
   });
 
-  it("checks a candidate against every token", () => {
-    const check = apiTokenChecker(["alpha", "beta"]);
-    expect(check("alpha")).toBe(true);
-    expect(check("beta")).toBe(true);
-    expect(check("alph")).toBe(false);
-    expect(check("alphaa")).toBe(false);
-    expect(check("")).toBe(false);
+  it("answers who a candidate speaks for, checking it against every token", () => {
+    const check = apiTokenChecker([...tokens("alpha"), { token: "beta", principal: tenant("team-b") }]);
+    expect(check("alpha")).toEqual(admin);
+    expect(check("beta")).toEqual(tenant("team-b"));
+    for (const wrong of ["alph", "alphaa", "", "team-b"]) expect(check(wrong)).toBeUndefined();
   });
 
   it("refuses everything when no token is configured", () => {
-    expect(apiTokenChecker([])("anything")).toBe(false);
+    expect(apiTokenChecker([])("anything")).toBeUndefined();
   });
 
   it("compares every token, whichever matches (no early exit)", () => {
-    const check = apiTokenChecker(["a", "b", "c"]);
+    const check = apiTokenChecker(tokens("a", "b", "c"));
     const compare = jest.mocked(timingSafeEqual);
     compare.mockClear();
-    expect(check("a")).toBe(true);
+    expect(check("a")).toEqual(admin);
     expect(compare).toHaveBeenCalledTimes(3);
     compare.mockClear();
-    expect(check("zzz")).toBe(false);
+    expect(check("zzz")).toBeUndefined();
     expect(compare).toHaveBeenCalledTimes(3);
+  });
+
+  it("lets an admin see every workspace and a tenant only its own", () => {
+    expect(maySee(admin, undefined)).toBe(true);
+    expect(maySee(admin, "team-a")).toBe(true);
+    expect(maySee(tenant("team-a"), "team-a")).toBe(true);
+    expect(maySee(tenant("team-a"), "team-b")).toBe(false);
+    expect(maySee(tenant("team-a"), undefined)).toBe(false);
   });
 });
 
@@ -117,7 +141,10 @@ describe("files", () => {
   it("reads the API tokens file and the signing key file", async () => {
     await writeFile(path.join(dir, "tokens"), "# api\nt1\nt2\n");
     await writeFile(path.join(dir, "key"), `${"s".repeat(32)}\n`);
-    expect(await readApiTokens(path.join(dir, "tokens"))).toEqual(["t1", "t2"]);
+    expect(await readApiTokens(path.join(dir, "tokens"))).toEqual([
+      { token: "t1", principal: { kind: "admin" } },
+      { token: "t2", principal: { kind: "admin" } },
+    ]);
     expect((await readSigningKey(path.join(dir, "key"))).length).toBe(32);
   });
 });
