@@ -11,12 +11,18 @@ import type { SandboxWatch } from "../workspaces/sandbox-watch";
 export const MISBEHAVIOUR_EVENT = "HarnessMisbehaved";
 const EVENT_EVERY_MS = 60_000;
 
+/** Writes an Event (the API server, by default). */
+export type EventWriter = (namespace: string, event: Record<string, unknown>) => Promise<unknown>;
+
+const toApiServer: EventWriter = (namespace, event) => kubeRequest("POST", paths.events(namespace), event);
+
 export function misbehaviourReporter(o: {
   namespace: string;
   watch: Pick<SandboxWatch, "get">;
   count: (reason: Misbehaviour) => void;
   log: Log;
   now?: () => number;
+  writeEvent?: EventWriter;
 }): (workspace: string, reason: Misbehaviour, message: string) => void {
   const last = new Map<string, number>();
   const now = o.now ?? Date.now;
@@ -30,7 +36,7 @@ export function misbehaviourReporter(o: {
     for (const [k, t] of last) if (t <= at - EVENT_EVERY_MS) last.delete(k);
     const uid = o.watch.get(workspace)?.metadata?.uid;
     const stamp = new Date(at).toISOString();
-    kubeRequest("POST", paths.events(o.namespace), {
+    (o.writeEvent ?? toApiServer)(o.namespace, {
       apiVersion: "v1",
       kind: "Event",
       metadata: { generateName: `${workspace}.`, namespace: o.namespace },
