@@ -62,11 +62,6 @@ export type LocalModel = {
 /** The model's base URL, key and id from the environment, or the scripted provider started here. */
 async function endpoint(env: NodeJS.ProcessEnv, processMode: boolean) {
   const url = env[LOCAL_MODEL_ENV.url];
-  if (url && processMode && env[LOCAL_MODEL_ENV.allowRealKey] !== "1")
-    throw new Error(
-      `${LOCAL_MODEL_ENV.url} names a real model, and ${LOCAL_MODE_WARNING}. Run on the real node ` +
-        `(in-cluster mode), or set ${LOCAL_MODEL_ENV.allowRealKey}=1 to accept that`,
-    );
   if (!url) {
     const key = `sk-scripted-${randomBytes(12).toString("hex")}`;
     const model = await startScriptedModel({ script: DEMO_SCRIPT, apiKey: key, perConversation: true });
@@ -81,6 +76,12 @@ async function endpoint(env: NodeJS.ProcessEnv, processMode: boolean) {
   if (!/^https?:\/\/[^/]+(\/.*)?\/v1$/.test(baseUrl))
     throw new Error(
       `${LOCAL_MODEL_ENV.url}=${url}: must be an OpenAI-compatible base URL ending in /v1, e.g. http://127.0.0.1:8000/v1`,
+    );
+  // Checked once the URL is usable, and before the key is read: the refusal is the next thing to fix.
+  if (processMode && env[LOCAL_MODEL_ENV.allowRealKey] !== "1")
+    throw new Error(
+      `${LOCAL_MODEL_ENV.url} names a real model, and ${LOCAL_MODE_WARNING}. Run on the real node ` +
+        `(in-cluster mode), or set ${LOCAL_MODEL_ENV.allowRealKey}=1 to accept that`,
     );
   const keyFile = env[LOCAL_MODEL_ENV.keyFile] || DEFAULT_KEY_FILE;
   if (!existsSync(keyFile))

@@ -91,7 +91,7 @@ describe("npm start's model", () => {
     const model: LocalModel = await startLocalModel({
       namespace: ns.name,
       dir,
-      env: { JR2_MODEL_URL: `${remote.baseUrl}/`, JR2_MODEL_KEY_FILE: keyFile },
+      env: { JR2_MODEL_URL: `${remote.baseUrl}/`, JR2_MODEL_KEY_FILE: keyFile, JR2_LOCAL_ALLOW_REAL_KEY: "1" },
     });
     expect(model.summary).toBe(`remote-model-1 at ${remote.baseUrl}`);
     const secret = await K8s(kind.Secret).InNamespace(ns.name).Get(MODEL_SECRET.name);
@@ -141,14 +141,22 @@ describe("npm start's model", () => {
       startLocalModel({
         namespace: ns.name,
         dir,
-        env: { JR2_MODEL_URL: "http://127.0.0.1:9/v1", JR2_MODEL_KEY_FILE: join(dir, "absent") },
+        env: {
+          JR2_MODEL_URL: "http://127.0.0.1:9/v1",
+          JR2_MODEL_KEY_FILE: join(dir, "absent"),
+          JR2_LOCAL_ALLOW_REAL_KEY: "1",
+        },
       }),
     ).rejects.toThrow(/does not exist: write the key there .* or name another file in JR2_MODEL_KEY_FILE/);
     writeFileSync(join(dir, "key"), "sk-never-shown-5521");
     const err = await startLocalModel({
       namespace: ns.name,
       dir,
-      env: { JR2_MODEL_URL: "http://127.0.0.1:9/v1", JR2_MODEL_KEY_FILE: join(dir, "key") },
+      env: {
+        JR2_MODEL_URL: "http://127.0.0.1:9/v1",
+        JR2_MODEL_KEY_FILE: join(dir, "key"),
+        JR2_LOCAL_ALLOW_REAL_KEY: "1",
+      },
     }).then(
       () => new Error("it started"),
       (e: unknown) => e as Error,
