@@ -63,7 +63,8 @@ const subtrees = (tag: number, names: forge.asn1.Asn1[]) =>
  * nameConstraints (RFC 5280 4.2.1.10), critical, for exactly `hosts`: each DNS name permitted and
  * its subdomains excluded (a leading dot: subdomains only), unless another of `hosts` is one of
  * them; each IP literal permitted as itself (/32, /128). A type with no host is excluded whole
- * (every address; the empty DNS name, which matches every name): an unconstrained type is open. Throws on an empty list: no constraint is no limit.
+ * (every address; the empty DNS name, which matches every name): an unconstrained type is open.
+ * Throws on an empty list: no constraint is no limit.
  */
 export function nameConstraintsFor(hosts: readonly string[]) {
   if (hosts.length === 0) throw new Error("an intermediate needs at least one host to be limited to");
