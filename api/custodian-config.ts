@@ -23,13 +23,30 @@ export const CUSTODIAN_CONFIG_DIR = "/etc/jr2/custodian/config";
 export const CUSTODIAN_CONFIG_FILE = `${CUSTODIAN_CONFIG_DIR}/${CUSTODIAN_CONFIG_KEY}`;
 /** One file per held value (the Sandbox token, the pod's held secrets), named by the config. */
 export const CUSTODIAN_VALUES_DIR = "/etc/jr2/custodian/values";
-/** The installation's CA, certificate and RSA key (a `kubernetes.io/tls` Secret's two keys). */
+/** The Sandbox's CA (decision 0037): its certificate and key (a `kubernetes.io/tls` Secret's two
+ * keys; the Secret's `ca.crt`, the installation root above it, is not mounted). */
 export const CUSTODIAN_CA_DIR = "/etc/jr2/custodian/ca";
 export const CA_CERT_KEY = "tls.crt";
 export const CA_KEY_KEY = "tls.key";
-/** What the Harness container mounts: the installation CA's certificate alone (no key). */
+export const CA_ROOT_KEY = "ca.crt";
+/** What the Harness container mounts: the installation root's certificate alone (no key). */
 export const HARNESS_CA_DIR = "/etc/jr2/ca";
 export const HARNESS_CA_KEY = "ca.crt";
+
+/**
+ * The hosts a Custodian intercepts, and so the only ones its CA may sign for (decision 0037): the
+ * host of each https origin a held value is bound to (a CONNECT is always https), sorted, once
+ * each. An http origin is reached by absolute-form requests, with no certificate.
+ */
+export function boundHosts(held: ReadonlyArray<{ origins: readonly string[] }>): string[] {
+  const hosts = new Set<string>();
+  for (const h of held)
+    for (const o of h.origins) {
+      const url = new URL(o);
+      if (url.protocol === "https:") hosts.add(url.hostname.replace(/^\[|\]$/g, ""));
+    }
+  return [...hosts].sort();
+}
 
 // ---------------------------------------------------------------------------------------------
 // The routes and the failure header

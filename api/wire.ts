@@ -46,11 +46,14 @@ export const WORK_ROOT = "/work";
 /** The Harness's conversations (decision 0021: an emptyDir in the Harness container alone). */
 export const CONVERSATIONS_DIR = "/conversations";
 
-/** Per installation, in the Sandboxes' namespace: the CA the Custodians sign leaves with (a
- * `kubernetes.io/tls` Secret, mounted by the custodian alone) and its certificate for the Harness
- * (a ConfigMap, key `ca.crt`, at /etc/jr2/ca). */
+/** Per installation, in the Sandboxes' namespace: the root CA (a `kubernetes.io/tls` Secret the
+ * Orchestrator alone reads, never mounted) and its certificate for the Harness (a ConfigMap, key
+ * `ca.crt`, at /etc/jr2/ca). */
 export const CUSTODIAN_CA_SECRET = "jr2-custodian-ca";
 export const CA_CONFIGMAP = "jr2-ca";
+/** Per Sandbox: `<sandbox>-custodian-ca`, the intermediate the root signs for its Custodian alone
+ * (decision 0037), mounted by the custodian alone. */
+export const custodianCaSecretName = (sandbox: string) => `${sandbox}-custodian-ca`;
 /** The label every object an installation of jr2 writes carries (companions, CA, policy). */
 export const PART_OF_JR2 = { "app.kubernetes.io/part-of": "jr2" } as const;
 /** Where the companions (the Orchestrator, the cache agents) install unless told otherwise. */

@@ -3,7 +3,8 @@
 // plane (or KUBECONFIG) bring it up and build the module first; the others need neither.
 //   BENCH_SANDBOXES=1000 (default)   BENCH_ADMISSION_REQUESTS=5000 (default)   BENCH_ATTACH_RUNS=5 (default)
 //   BENCH_FANOUT_SANDBOXES=200   BENCH_WORKSPACES=200   BENCH_LIVE_WORKSPACES=1000
-//   BENCH_ONLY=sandbox-burst|admission|attach|repo-fanout|orchestrator|agents|custodian|picks   BENCH_PICKS=2000
+//   BENCH_ONLY=sandbox-burst|admission|attach|custodian|custodian-ca|repo-fanout|orchestrator|agents|picks
+//   BENCH_PICKS=2000
 import { spawnSync } from "node:child_process";
 import { join } from "node:path";
 import { ROOT } from "../dev/local-operator";
@@ -20,6 +21,7 @@ const BENCHES: Record<string, Bench> = {
   admission: { cluster: true, run: (k) => admission(k) },
   attach: { cluster: false, run: () => attach() },
   custodian: { cluster: false, run: async () => (await import("./custodian-bench")).custodianBench() },
+  "custodian-ca": { cluster: false, run: async () => (await import("./custodian-ca-bench")).custodianCaBench() },
   picks: { cluster: false, run: async () => (await import("./picks-bench")).picksBench() },
   "repo-fanout": { cluster: true, run: (k) => repoFanout(k, Number(process.env.BENCH_FANOUT_SANDBOXES ?? 200)) },
   orchestrator: {

@@ -1,14 +1,15 @@
 // The HTTPS proxy (decision 0018): a tool in the Harness container, told HTTPS_PROXY, asks
 // `CONNECT host:port`. A host a held value is bound to is intercepted: TLS is ended here with a leaf
-// from the installation CA, and each request inside is forwarded like any other (Stand-ins
+// from the Sandbox's CA (decision 0037), and each request inside is forwarded like any other (Stand-ins
 // swapped, answers masked), always to the CONNECT's own host, whatever the inner Host header says.
 // A host in `egress.tunnel` gets its bytes carried untouched. Any other is refused.
 import type http from "node:http";
 import net from "node:net";
 import type { Duplex } from "node:stream";
-import { TLSSocket } from "node:tls";
+import { type SecureContext, TLSSocket } from "node:tls";
 import { answerRaw, notReady, refusal, unreachable } from "./answers";
 import type { Ctx, Trace } from "./context";
+import { CaUnusable } from "./leaf";
 import { connectTarget, tunnelAllowed } from "./rules";
 
 const ESTABLISHED = "HTTP/1.1 200 Connection Established\r\n\r\n";
@@ -19,12 +20,12 @@ export const interceptedOrigins = new WeakMap<object, string>();
 type Target = NonNullable<ReturnType<typeof connectTarget>>;
 
 /** Ends TLS on the Harness's socket and hands it to `inner`, the server of intercepted requests. */
-function intercept(ctx: Ctx, socket: Duplex, head: Buffer, target: Target, inner: http.Server): void {
+function intercept(socket: Duplex, head: Buffer, target: Target, inner: http.Server, context: SecureContext): void {
   socket.write(ESTABLISHED);
   if (head.length) socket.unshift(head);
   const tls = new TLSSocket(socket as net.Socket, {
     isServer: true,
-    secureContext: ctx.leaves!.contextFor(target.host),
+    secureContext: context,
     ALPNProtocols: ["http/1.1"],
   });
   interceptedOrigins.set(tls, target.origin);
@@ -93,13 +94,21 @@ export function onConnect(
         refusal({
           status: 403,
           code: "no_ca",
-          message: `${target.origin} is bound to a held value, but no installation CA is mounted to intercept it: mount the CA's tls.crt and tls.key`,
+          message: `${target.origin} is bound to a held value, but no CA is mounted to intercept it: mount the Sandbox's CA Secret's tls.crt and tls.key`,
         }),
       );
     }
+    let context: SecureContext;
+    try {
+      context = ctx.leaves.contextFor(target.host);
+    } catch (err) {
+      if (!(err instanceof CaUnusable)) throw err;
+      // Not the client's doing, and mended by the next rotation: no `refused` word.
+      return answerRaw(ctx, socket, trace, { status: 503, code: err.code, message: err.message });
+    }
     trace.outcome = "answered";
     trace.status = 200;
-    return intercept(ctx, socket, head, target, inner);
+    return intercept(socket, head, target, inner, context);
   }
   if (tunnelAllowed(ctx.config.egress.tunnel, target.host, target.port))
     return tunnel(ctx, socket, head, target, trace, connectMs);

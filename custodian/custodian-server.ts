@@ -14,7 +14,7 @@ import { answer, notReady, refusal } from "./answers";
 import { interceptedOrigins, onConnect } from "./connect";
 import type { Ctx, Held, Log, Trace } from "./context";
 import { forward, type Exchange } from "./forward";
-import { LeafIssuer, type CaFiles } from "./leaf";
+import { LeafIssuer, type CaSource } from "./leaf";
 import { CustodianMetrics } from "./custodian-metrics";
 import {
   endToEnd,
@@ -37,8 +37,9 @@ export const LOOPBACK = "127.0.0.1";
 export type CustodianOptions = {
   config: CustodianConfig;
   valuesDir: string;
-  /** The installation CA; without it a bound host's CONNECT is refused (the routes still work). */
-  ca?: CaFiles;
+  /** The Sandbox's CA (decision 0037), fixed or read again as its files change; without it a bound
+   * host's CONNECT is refused (the routes still work). */
+  ca?: CaSource;
   /** PEM certificates trusted for upstreams beside the system roots. */
   upstreamCa?: string;
   log?: Log;
@@ -79,11 +80,24 @@ export class Custodian {
       }),
       metrics: new CustodianMetrics(),
       log: opts.log ?? (() => undefined),
-      ...(opts.ca ? { leaves: new LeafIssuer(opts.ca) } : {}),
+      ...(opts.ca ? { leaves: this.#leafIssuer(opts.ca, opts.log) } : {}),
       held: () => this.#held,
       problems: () => this.#problems,
     };
     this.#inner = http.createServer((req, res) => this.#serve(req, res, "inner"));
+  }
+
+  /** The leaf issuer, which logs each CA it changes to and warns of one past its end. */
+  #leafIssuer(ca: CaSource, log: Log = () => undefined): LeafIssuer {
+    const said = (c: LeafIssuer["ca"], message: string) =>
+      log({
+        level: c.notAfter <= Date.now() ? "warn" : "info",
+        message,
+        caNotAfter: new Date(c.notAfter).toISOString(),
+      });
+    const issuer = new LeafIssuer(ca, { onChange: (c) => said(c, "the CA changed: leaves are signed by the new one") });
+    said(issuer.ca, "intercepting bound hosts with the mounted CA");
+    return issuer;
   }
 
   get ready(): boolean {

@@ -3,8 +3,9 @@
 //                               one ends the process at once, naming each field and its fix
 //   JR2_CUSTODIAN_VALUES_DIR    the held values, one file each (default /etc/jr2/custodian/values);
 //                               until every one the config names loads, /readyz answers 503
-//   JR2_CUSTODIAN_CA_DIR        the installation CA's tls.crt and tls.key (default
-//                               /etc/jr2/custodian/ca); absent, bound hosts are not intercepted
+//   JR2_CUSTODIAN_CA_DIR        the Sandbox's CA, tls.crt and tls.key (default /etc/jr2/custodian/ca;
+//                               decision 0037), read again when they change; absent, bound hosts
+//                               are not intercepted
 //   JR2_CUSTODIAN_UPSTREAM_CA   a PEM bundle trusted for upstreams beside the system roots
 //   JR2_CUSTODIAN_PORT          the routes and the proxy, on 127.0.0.1 only (default 8081)
 //   JR2_CUSTODIAN_HEALTH_PORT   /healthz, /readyz, /metrics (default 15021), on JR2_LISTEN_HOST
@@ -28,7 +29,7 @@ import {
 import { CUSTODIAN_ENV as E } from "../api/env";
 import { listenHost } from "../lib/http-json";
 import { fail, log } from "../lib/log";
-import type { CaFiles } from "./leaf";
+import { caFilesIn, type CaSource } from "./leaf";
 import { Custodian } from "./custodian-server";
 
 function portOf(name: string, fallback: number): number {
@@ -53,8 +54,9 @@ function readConfig(file: string): CustodianConfig {
   return parsed.config;
 }
 
-/** The CA when both files are there; a half-mounted CA is an error, an absent one a warning. */
-function readCaFiles(dir: string, config: CustodianConfig): CaFiles | undefined {
+/** The CA when both files are there, read again as they change; a half-mounted CA is an error, an
+ * absent one a warning. */
+function readCaFiles(dir: string, config: CustodianConfig): CaSource | undefined {
   const cert = join(dir, CA_CERT_KEY);
   const key = join(dir, CA_KEY_KEY);
   const has = [existsSync(cert), existsSync(key)];
@@ -65,7 +67,7 @@ function readCaFiles(dir: string, config: CustodianConfig): CaFiles | undefined 
   }
   if (!has[0] || !has[1])
     fail(`${dir} holds ${has[0] ? CA_CERT_KEY : CA_KEY_KEY} without ${has[0] ? CA_KEY_KEY : CA_CERT_KEY}: mount both`);
-  return { certPem: readFileSync(cert, "utf8"), keyPem: readFileSync(key, "utf8") };
+  return caFilesIn(dir);
 }
 
 async function main(): Promise<void> {

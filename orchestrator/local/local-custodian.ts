@@ -1,12 +1,15 @@
 // Local mode's Custodian (decision 0021): beside each local Harness, the real Custodian process
 // (custodian/), run with exactly what its pod would mount: the `<sandbox>-custodian` ConfigMap's
 // config, the values its projected volume would hold (the token Secret and each held Secret key,
-// read from the API server and written 0600 into a 0700 directory), and the installation CA. The
-// Harness beside it gets the pod's env with the pod's paths and the Custodian's address mapped to
+// read from the API server and written 0600 into a 0700 directory), and, with a bound host, its
+// own CA (`<sandbox>-custodian-ca`, decision 0037), kept in step as the kubelet keeps a mounted
+// Secret (syncLocalCa). The Harness beside it trusts the installation root (the `jr2-ca`
+// ConfigMap) and gets the pod's env with the pod's paths and the Custodian's address mapped to
 // this machine's (localHarnessEnv). Used only when the Orchestrator runs outside the cluster.
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import {
+  boundHosts,
   CA_CERT_KEY,
   CA_KEY_KEY,
   CUSTODIAN_CONFIG_KEY,
@@ -18,7 +21,14 @@ import {
 } from "../../api/custodian-config";
 import type { EnvVar } from "../../api/crd/generated/corev1";
 import { CUSTODIAN_ENV } from "../../api/env";
-import { CONVERSATIONS_DIR, CUSTODIAN_CA_SECRET, SANDBOX_TOKEN_KEY, WORK_ROOT, tokenSecretName } from "../../api/wire";
+import {
+  CA_CONFIGMAP,
+  CONVERSATIONS_DIR,
+  SANDBOX_TOKEN_KEY,
+  WORK_ROOT,
+  custodianCaSecretName,
+  tokenSecretName,
+} from "../../api/wire";
 import { kubeRequest } from "../../lib/kube";
 import { companionCommand, hostEnv, startDetached, stopPid } from "./local-process";
 
@@ -26,7 +36,7 @@ export type LocalCustodian = {
   pid: number;
   /** The routes and the proxy, on loopback. */
   url: string;
-  /** Where the Harness finds the CA certificate (the pod's /etc/jr2/ca/ca.crt). */
+  /** Where the Harness finds the root's certificate (the pod's /etc/jr2/ca/ca.crt). */
   caFile: string;
   /** The pod's /conversations, here. */
   conversationsDir: string;
@@ -35,10 +45,41 @@ export type LocalCustodian = {
 
 type Secret = { data?: Record<string, string> };
 const enc = encodeURIComponent;
+const apiOf = (namespace: string) => `/api/v1/namespaces/${enc(namespace)}`;
+const file = (path: string, data: string | Buffer) => writeFileSync(path, data, { mode: 0o600 });
+
+/**
+ * Local mode's kubelet for the Custodian's CA: the Sandbox's CA Secret's `tls.crt` and `tls.key`
+ * written into `<dir>/ca` where they differ, each a new file renamed over the old (as the kubelet
+ * swaps a Secret's files), so the running Custodian reads a rotated CA (decision 0037).
+ */
+export async function syncLocalCa(namespace: string, sandbox: string, dir: string): Promise<void> {
+  const name = custodianCaSecretName(sandbox);
+  const secret = await kubeRequest<Secret>("GET", `${apiOf(namespace)}/secrets/${enc(name)}`);
+  const caDir = join(dir, "ca");
+  mkdirSync(caDir, { recursive: true, mode: 0o700 });
+  for (const key of [CA_KEY_KEY, CA_CERT_KEY]) {
+    const b64 = secret.data?.[key];
+    if (b64 === undefined) throw new Error(`Secret ${name} has no key ${key}`);
+    const path = join(caDir, key);
+    const data = Buffer.from(b64, "base64");
+    if (data.equals(readOr(path))) continue;
+    file(`${path}.new`, data);
+    renameSync(`${path}.new`, path);
+  }
+}
+
+const readOr = (path: string) => {
+  try {
+    return readFileSync(path);
+  } catch {
+    return Buffer.alloc(0);
+  }
+};
 
 /** Writes the pod's Custodian files under `dir` from the API server and starts the process. */
 export async function startLocalCustodian(namespace: string, sandbox: string, dir: string): Promise<LocalCustodian> {
-  const api = `/api/v1/namespaces/${enc(namespace)}`;
+  const api = apiOf(namespace);
   const cm = await kubeRequest<{ data?: Record<string, string> }>(
     "GET",
     `${api}/configmaps/${enc(custodianConfigMapName(sandbox))}`,
@@ -65,9 +106,8 @@ export async function startLocalCustodian(namespace: string, sandbox: string, di
   const caDir = join(dir, "ca");
   const harnessCaDir = join(dir, "harness-ca");
   const conversationsDir = join(dir, "conversations");
-  for (const d of [configDir, valuesDir, caDir, harnessCaDir, conversationsDir])
+  for (const d of [configDir, valuesDir, harnessCaDir, conversationsDir])
     mkdirSync(d, { recursive: true, mode: 0o700 });
-  const file = (path: string, data: string | Buffer) => writeFileSync(path, data, { mode: 0o600 });
   file(join(configDir, CUSTODIAN_CONFIG_KEY), text);
   // The projected volume's files: the token, then each held value by the file name it is mounted as
   // (compose.ts heldFileName: `<secret>__<key>`).
@@ -77,10 +117,12 @@ export async function startLocalCustodian(namespace: string, sandbox: string, di
     if (!name || !key) throw new Error(`held value file ${h.value} is not <secret>__<key>`);
     file(join(valuesDir, h.value), await value(name, key));
   }
-  const caCert = await value(CUSTODIAN_CA_SECRET, CA_CERT_KEY);
-  file(join(caDir, CA_CERT_KEY), caCert);
-  file(join(caDir, CA_KEY_KEY), await value(CUSTODIAN_CA_SECRET, CA_KEY_KEY));
-  file(join(harnessCaDir, HARNESS_CA_KEY), caCert);
+  // Its own CA where a host is bound (the pod mounts it then alone); the Harness trusts the root.
+  if (boundHosts(parsed.config.held).length) await syncLocalCa(namespace, sandbox, dir);
+  const trust = await kubeRequest<{ data?: Record<string, string> }>("GET", `${api}/configmaps/${CA_CONFIGMAP}`);
+  const root = trust.data?.[HARNESS_CA_KEY];
+  if (root === undefined) throw new Error(`ConfigMap ${CA_CONFIGMAP} has no ${HARNESS_CA_KEY}`);
+  file(join(harnessCaDir, HARNESS_CA_KEY), root);
 
   const [cmd, args] = companionCommand("custodian");
   const { pid, port } = await startDetached(

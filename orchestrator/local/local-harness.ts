@@ -2,8 +2,9 @@
 // does not resolve, and kwok's pods run nothing, so each Sandbox gets a Harness running here: the
 // real Harness (harness/), its /repos the cache root of the node the Sandbox's pod is on, its
 // /work a directory of its own, and the env its pod would have had. In `process` mode the real
-// Custodian runs beside it with its pod's config, values and CA (local-custodian.ts), and the
-// Harness's env points at it; both are detached processes (local-process.ts) that outlive a killed
+// Custodian runs beside it with its pod's config, values and CA (local-custodian.ts; the CA's
+// files kept in step with its Secret every 5 minutes, as a kubelet would), and the Harness's env
+// points at it; both are detached processes (local-process.ts) that outlive a killed
 // Orchestrator, as a pod does, and the next Orchestrator adopts them from `<name>.pod/local.json`.
 // `inline` (a benchmark's many workspaces) runs the Harness in this process and no Custodian.
 // Used only when the Orchestrator runs outside the cluster (JR2_LOCAL_HARNESS); never in a pod.
@@ -13,8 +14,9 @@ import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import type { SandboxModel } from "../../api/crd";
 import { startHarness } from "../../harness/harness-server";
+import { CA_CERT_KEY } from "../../api/custodian-config";
 import { HARNESS_ENV } from "../../api/env";
-import { localHarnessEnv, startLocalCustodian } from "./local-custodian";
+import { localHarnessEnv, startLocalCustodian, syncLocalCa } from "./local-custodian";
 import { alive, companionCommand, hostEnv, killPid, startDetached, stopPid } from "./local-process";
 
 export type LocalHarnessOptions = {
@@ -32,8 +34,12 @@ export type LocalHarnessOptions = {
 
 type Running = { url: string; stop(): Promise<void> };
 
+/** How often each local Custodian's CA files are brought in step with the Sandbox's CA Secret. */
+const CA_SYNC_MS = 5 * 60_000;
+
 export class LocalHarnesses {
   readonly #running = new Map<string, Promise<Running>>();
+  #caSync?: NodeJS.Timeout;
 
   constructor(readonly opts: LocalHarnessOptions) {}
 
@@ -62,6 +68,8 @@ export class LocalHarnesses {
   }
 
   async stopAll(): Promise<void> {
+    clearInterval(this.#caSync);
+    this.#caSync = undefined;
     await Promise.all([...[...this.#running.keys()].map((n) => this.stop(n)), ...this.#stopping]);
   }
 
@@ -75,6 +83,7 @@ export class LocalHarnesses {
     mkdirSync(workRoot, { recursive: true });
     if (this.opts.mode === "inline") return inline(workRoot, reposRoot, tokenSha256);
     const podDir = join(this.opts.workRoot, `${name}.pod`);
+    this.#caSync ??= setInterval(() => this.#syncCas(), CA_SYNC_MS).unref();
     // A Harness an Orchestrator before this one started, still running: adopted, as a pod is.
     const adopted = await adopt(podDir);
     if (adopted) {
@@ -118,6 +127,22 @@ export class LocalHarnesses {
     } catch (err) {
       await custodian.stop();
       throw err;
+    }
+  }
+
+  /** Each running local Custodian that has a CA: its files from the Sandbox's CA Secret (decision 0037). */
+  #syncCas(): void {
+    for (const name of this.#running.keys()) {
+      const podDir = join(this.opts.workRoot, `${name}.pod`);
+      if (!existsSync(join(podDir, "ca", CA_CERT_KEY))) continue;
+      syncLocalCa(this.opts.namespace, name, podDir).catch((err: unknown) =>
+        this.opts.log?.({
+          level: "warn",
+          message: "the local Custodian's CA could not be brought in step with its Secret",
+          sandbox: name,
+          detail: err instanceof Error ? err.message : String(err),
+        }),
+      );
     }
   }
 }

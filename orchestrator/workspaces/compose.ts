@@ -8,11 +8,13 @@
 //   harness    /work, /conversations, the CA certificate at /etc/jr2/ca; env: the Custodian's
 //              address, the proxy, and a Stand-in for every held value. No credential.
 //   custodian  its config (`<sandbox>-custodian`), its values (the Sandbox token and each held
-//              secret, one file each) and the installation CA with its key. No /work, no Repos.
+//              secret, one file each) and, with a bound host, its own CA with its key
+//              (`<sandbox>-custodian-ca`, kube-gateway.ts writes it, decision 0037). No /work, no Repos.
 //   user       /work and /repos/<key> (read-only), and nothing else.
 //   effector   /work and /repos/<key> read-only, its key, its scratch, and the push Secrets the
 //              operator projects at /run/jr2/secrets/@git/<name>/ (spec.gitCredentials).
 import {
+  boundHosts,
   CA_CERT_KEY,
   CA_KEY_KEY,
   CUSTODIAN_CA_DIR,
@@ -39,7 +41,7 @@ import {
   CA_CONFIGMAP,
   CONVERSATIONS_DIR,
   CUSTODIAN,
-  CUSTODIAN_CA_SECRET,
+  custodianCaSecretName,
   DEFAULT_FS_GROUP,
   EFFECTOR,
   EFFECTOR_KEY_KEY,
@@ -162,7 +164,7 @@ export function composeSandbox(input: ComposeInput): Composition {
     ...(split.shmSize ? { shmSize: split.shmSize } : {}),
     env: harnessEnv(input, config),
     sidecars: [
-      custodianContainer(input.custodianImage, split),
+      custodianContainer(input.custodianImage, split, boundHosts(input.pod.custodian.held).length > 0),
       ...(req.userImage ? [userContainer(req.userImage, keys, split)] : []),
       ...(effector ? [effector] : []),
     ],
@@ -301,7 +303,7 @@ function harnessEnv(input: ComposeInput, config: CustodianConfig) {
 const hardened = (runAsUser?: number): SecurityContext =>
   hardenedSecurityContext({ runAsUser, runAsGroup: runAsUser, readOnlyRootFilesystem: true });
 
-function custodianContainer(image: string, split: SizeSplit): Container {
+function custodianContainer(image: string, split: SizeSplit, intercepts: boolean): Container {
   return {
     name: CUSTODIAN,
     image,
@@ -323,7 +325,7 @@ function custodianContainer(image: string, split: SizeSplit): Container {
     volumeMounts: [
       { name: VOLUME.custodianConfig, mountPath: CUSTODIAN_CONFIG_DIR, readOnly: true },
       { name: VOLUME.custodianValues, mountPath: CUSTODIAN_VALUES_DIR, readOnly: true },
-      { name: VOLUME.custodianCa, mountPath: CUSTODIAN_CA_DIR, readOnly: true },
+      ...(intercepts ? [{ name: VOLUME.custodianCa, mountPath: CUSTODIAN_CA_DIR, readOnly: true }] : []),
     ],
   };
 }
@@ -401,17 +403,22 @@ function custodianVolumes(sandbox: string, held: HeldSecret[]): Volume[] {
         ],
       },
     },
-    {
-      name: VOLUME.custodianCa,
-      secret: {
-        secretName: CUSTODIAN_CA_SECRET,
-        defaultMode: 0o440,
-        items: [
-          { key: CA_CERT_KEY, path: CA_CERT_KEY },
-          { key: CA_KEY_KEY, path: CA_KEY_KEY },
-        ],
-      },
-    },
+    // Its own CA, never the installation root (decision 0037); only where a host is bound.
+    ...(boundHosts(held).length
+      ? [
+          {
+            name: VOLUME.custodianCa,
+            secret: {
+              secretName: custodianCaSecretName(sandbox),
+              defaultMode: 0o440,
+              items: [
+                { key: CA_CERT_KEY, path: CA_CERT_KEY },
+                { key: CA_KEY_KEY, path: CA_KEY_KEY },
+              ],
+            },
+          },
+        ]
+      : []),
   ];
 }
 

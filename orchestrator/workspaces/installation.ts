@@ -1,8 +1,9 @@
 // What one installation shares across its Sandboxes, made sure of once at the Orchestrator's boot
-// (decision 0021): the pod config (pod-config.ts) read from its file, the CA the Custodians sign
-// their leaves with (a `kubernetes.io/tls` Secret, created once and never rotated here) and its
-// certificate as the `jr2-ca` ConfigMap the Harness containers trust, and the namespace's ingress
-// policy: Sandbox pods take connections on :8080 and :8082 from the Orchestrator alone (decision 0021).
+// (decision 0021): the pod config (pod-config.ts) read from its file, the root CA (a
+// `kubernetes.io/tls` Secret, created once and never rotated here, read by the Orchestrator alone:
+// it signs each Sandbox's Custodian CA, decision 0037) and its certificate as the `jr2-ca`
+// ConfigMap the Harness containers trust, and the namespace's ingress policy: Sandbox pods take
+// connections on :8080 and :8082 from the Orchestrator alone (decision 0021).
 import { readFileSync } from "node:fs";
 import { CA_CERT_KEY, CA_KEY_KEY, HARNESS_CA_KEY } from "../../api/custodian-config";
 import { ORCHESTRATOR_ENV as E } from "../../api/env";
@@ -19,7 +20,7 @@ import {
   SANDBOX_INGRESS_POLICY,
 } from "../../api/wire";
 import { ApiError } from "../../lib/api-error";
-import { issueCa } from "../../lib/ca";
+import { issueCa, type CaPem } from "../../lib/ca";
 import { applyRequest, kubeRequest } from "../../lib/kube";
 import { ORCHESTRATOR, ORCHESTRATOR_PORT } from "../orchestrator-manifests";
 import { DEFAULT_POD_CONFIG, parsePodConfig, type PodConfig } from "./pod-config";
@@ -60,7 +61,7 @@ export function podSettingsFrom(env: NodeJS.ProcessEnv): PodSettings {
 /** The CA Secret (created if absent), the `jr2-ca` ConfigMap from its certificate, and the
  * namespace's ingress policy. `orchestratorNamespace`: where the Orchestrator's pod runs. */
 export async function ensureInstallation(namespace: string, orchestratorNamespace: string): Promise<void> {
-  const certPem = await ensureCa(namespace);
+  const { certPem } = await ensureInstallationCa(namespace);
   await apply(`/api/v1/namespaces/${enc(namespace)}/configmaps/${CA_CONFIGMAP}`, {
     apiVersion: "v1",
     kind: "ConfigMap",
@@ -100,8 +101,8 @@ export function ingressPolicy(namespace: string, orchestratorNamespace: string) 
   };
 }
 
-/** The CA's certificate: the Secret's, or a new CA's written now. Two Orchestrators racing keep the first. */
-async function ensureCa(namespace: string): Promise<string> {
+/** The root CA with its key: the Secret's, or a new CA's written now. Two Orchestrators racing keep the first. */
+export async function ensureInstallationCa(namespace: string): Promise<CaPem> {
   const path = `/api/v1/namespaces/${enc(namespace)}/secrets`;
   type Secret = { data?: Record<string, string> };
   const read = async () => {
@@ -129,12 +130,15 @@ async function ensureCa(namespace: string): Promise<string> {
       secret = await read();
     }
   }
-  const cert = secret?.data?.[CA_CERT_KEY];
-  if (!cert)
-    throw new Error(
-      `Secret ${namespace}/${CUSTODIAN_CA_SECRET} has no ${CA_CERT_KEY}: delete it and the Orchestrator makes a new CA`,
-    );
-  return Buffer.from(cert, "base64").toString("utf8");
+  const pem = (key: string) => {
+    const b64 = secret?.data?.[key];
+    if (!b64)
+      throw new Error(
+        `Secret ${namespace}/${CUSTODIAN_CA_SECRET} has no ${key}: delete it and the Orchestrator makes a new CA`,
+      );
+    return Buffer.from(b64, "base64").toString("utf8");
+  };
+  return { certPem: pem(CA_CERT_KEY), keyPem: pem(CA_KEY_KEY) };
 }
 
 const apply = (path: string, body: unknown) => applyRequest(path, body, ORCHESTRATOR_FIELD_MANAGER);

@@ -13,7 +13,8 @@ import type { AttachBody } from "../../api/attach";
 import { AttachAnswer } from "../schemas";
 import type { CredentialEntry } from "./fence";
 import { composeSandbox, custodianConfigFor, ownedObjects, type Composition } from "./compose";
-import { DEFAULT_CUSTODIAN_IMAGE, DEFAULT_ORCHESTRATOR_URL } from "./installation";
+import { custodianCaSecret, periodStart } from "./custodian-ca";
+import { DEFAULT_CUSTODIAN_IMAGE, DEFAULT_ORCHESTRATOR_URL, ensureInstallationCa } from "./installation";
 import { DEFAULT_POD_CONFIG, type PodConfig } from "./pod-config";
 import {
   AttachFailure,
@@ -42,6 +43,8 @@ import {
 import type { SandboxWatch } from "./sandbox-watch";
 import { harnessToken } from "../tokens";
 import { CONDITION } from "../../api/conditions";
+import { boundHosts } from "../../api/custodian-config";
+import type { CaPem } from "../../lib/ca";
 
 const enc = encodeURIComponent;
 const PLURAL: Record<string, string> = { Secret: "secrets", ConfigMap: "configmaps", Service: "services" };
@@ -58,6 +61,9 @@ export type KubeGatewayOptions = {
   /** What every Sandbox pod holds (pod-config.ts), the custodian image and the Orchestrator's url
    * as a Custodian reaches it. Absent: the defaults (installation.ts). */
   pod?: { config: PodConfig; custodianImage: string; orchestratorUrl: string };
+  /** The installation root that signs each Custodian's CA (decision 0037). Absent: read from its
+   * Secret (installation.ts) when first needed. */
+  custodianRoot?: CaPem;
   /** How long an attach that never reached the Harness is re-sent. Default 90 s. */
   attachWindowMs?: number;
   now?: () => number;
@@ -80,6 +86,9 @@ export class KubeSandboxGateway implements SandboxGateway {
     // After the CR, owned by its uid from birth: no path leaves a token or a config behind. The
     // kubelet retries the pod's mounts until they land (one round trip each).
     await this.#applyOwned(req.name, composed, sandbox.metadata!.uid!);
+    await this.#writeCustodianCa(req.name, sandbox.metadata!.uid!).catch((err) => {
+      throw new PlaceFailure("Refused", `Sandbox "${req.name}"'s Custodian CA was refused: ${messageOf(err)}`);
+    });
     hooks.onWritten();
     const judge = placingTracker(req.name, hooks.onWait);
     await this.#waitFor(
@@ -148,6 +157,8 @@ export class KubeSandboxGateway implements SandboxGateway {
     for (const object of owned) {
       await createOrKeep(`/api/v1/namespaces/${enc(this.#ns)}/${PLURAL[object.kind]}`, object);
     }
+    // Derived for the period: written whole, so one past its end is replaced too.
+    await this.#writeCustodianCa(name, uid);
   }
 
   /**
@@ -218,9 +229,15 @@ export class KubeSandboxGateway implements SandboxGateway {
     }
   }
 
+  /** The keepalive, then the Custodian's CA when a new period has begun (decision 0037). */
   async renew(name: string): Promise<void> {
     const patch = { metadata: { annotations: { [KEEPALIVE_ANNOTATION]: new Date(this.#now()).toISOString() } } };
     await kubeRequest("PATCH", this.#sandboxPath(name), patch, "application/merge-patch+json");
+    const uid = this.opts.watch.get(name)?.metadata?.uid;
+    if (!uid) return;
+    await this.#writeCustodianCa(name, uid).catch((err) => {
+      throw new Error(`the keepalive is renewed, but the Custodian's CA could not be written: ${messageOf(err)}`);
+    });
   }
 
   async continuity(name: string): Promise<Continuity> {
@@ -233,6 +250,7 @@ export class KubeSandboxGateway implements SandboxGateway {
   }
 
   async destroy(name: string): Promise<void> {
+    this.#caWritten.delete(name);
     try {
       await kubeRequest("DELETE", `${this.#sandboxPath(name)}?propagationPolicy=Background`);
     } catch (err) {
@@ -265,6 +283,51 @@ export class KubeSandboxGateway implements SandboxGateway {
 
   #sandboxPath(name: string) {
     return paths.sandbox(this.#ns, name);
+  }
+
+  /** What this process last wrote as each Sandbox's Custodian CA: its uid, period and hosts. */
+  readonly #caWritten = new Map<string, string>();
+  #rootCa?: Promise<CaPem>;
+
+  /**
+   * The Sandbox's Custodian CA for the period now (custodian-ca.ts), by server-side apply, unless
+   * this process wrote that one already; none where no host is bound (nothing is intercepted).
+   */
+  async #writeCustodianCa(name: string, uid: string): Promise<void> {
+    const hosts = boundHosts((this.opts.pod?.config ?? DEFAULT_POD_CONFIG).custodian.held);
+    if (!hosts.length) return;
+    const now = this.#now();
+    const written = `${uid}/${periodStart(name, now)}/${hosts.join(",")}`;
+    if (this.#caWritten.get(name) === written) return;
+    const root = await this.#root();
+    const secret = custodianCaSecret({
+      root,
+      signingKey: this.opts.signingKey,
+      sandbox: name,
+      hosts,
+      now,
+      namespace: this.#ns,
+      uid,
+    });
+    await applyRequest(
+      `/api/v1/namespaces/${enc(this.#ns)}/secrets/${enc(secret.metadata.name)}`,
+      secret,
+      ORCHESTRATOR_FIELD_MANAGER,
+    );
+    this.#caWritten.set(name, written);
+  }
+
+  /** The installation root: given, or read once (a failed read is not kept). */
+  #root(): Promise<CaPem> {
+    if (this.opts.custodianRoot) return Promise.resolve(this.opts.custodianRoot);
+    if (!this.#rootCa) {
+      const reading = ensureInstallationCa(this.#ns);
+      this.#rootCa = reading;
+      reading.catch(() => {
+        if (this.#rootCa === reading) this.#rootCa = undefined;
+      });
+    }
+    return this.#rootCa;
   }
 
   /** Repos this process made sure of in the last minute: a burst of workspaces on one Repo asks

@@ -3,8 +3,17 @@
 // sends only Stand-ins; the HTTPS proxy intercepts a bound host with a leaf from the installation
 // CA (the client trusts that CA alone), tunnels an allowed host untouched and refuses the rest;
 // each failure word is checked on a real refused, reset and timed-out socket and a real 503.
+// Each Sandbox's own CA (decision 0037) on real TLS: what a client trusting the root alone
+// accepts from it, what a stolen one cannot sign, its end and its rotation.
 // Every log line of the run is grepped, at the end, for every secret, the token and each Stand-in.
+import { randomBytes, X509Certificate } from "node:crypto";
+import { renameSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { Custodian } from "../../custodian/custodian-server";
+import { caFilesIn, LeafIssuer } from "../../custodian/leaf";
+import { DAY, issueCa, issueIntermediate } from "../../lib/ca";
+import { custodianCa } from "../../orchestrator/workspaces/custodian-ca";
+import { handshake } from "../support/certificates";
 import {
   CUSTODIAN_HEADER,
   parseCustodianConfig,
@@ -43,19 +52,28 @@ const started: Custodian[] = [];
 const upstreamCa = newCa("test upstream CA");
 const installationCa = newCa("jr2 installation CA");
 
-/** A Custodian on loopback with this config (the token and both keys in its values). */
-async function custodian(config: CustodianConfigInput, opts: { values?: Record<string, string>; ca?: boolean } = {}) {
+/** A Custodian on loopback with this config (the token and both keys in its values); `ca`: the
+ * installation CA given as is (true), or these CA files mounted and read as they change. */
+async function custodian(
+  config: CustodianConfigInput,
+  opts: { values?: Record<string, string>; ca?: boolean | { certPem: string; keyPem: string } } = {},
+) {
   const parsed = parseCustodianConfig(config);
   if (!parsed.ok) throw new Error(parsed.message);
   const values = opts.values ?? { JR2_SANDBOX_TOKEN: TOKEN, "provider-key": KEY, "other-key": OTHER_KEY };
-  const layout = writeLayout(config, values);
+  const mounted = typeof opts.ca === "object" ? opts.ca : undefined;
+  const layout = writeLayout(config, values, mounted);
   const c = new Custodian({
     config: parsed.config,
     valuesDir: layout.valuesDir,
     upstreamCa: upstreamCa.certPem,
     log,
     retryEveryMs: 50,
-    ...(opts.ca ? { ca: { certPem: installationCa.certPem, keyPem: installationCa.keyPem } } : {}),
+    ...(mounted
+      ? { ca: caFilesIn(layout.caDir) }
+      : opts.ca
+        ? { ca: { certPem: installationCa.certPem, keyPem: installationCa.keyPem } }
+        : {}),
   });
   started.push(c);
   const ports = await c.start(0, 0, "127.0.0.1");
@@ -275,6 +293,102 @@ describe("the HTTPS proxy", () => {
     const bare = await custodian({ version: 1, held: held(`https://localhost:${provider.port}`) }, { ca: false });
     const r = await connectThrough(bare.port, `localhost:${provider.port}`);
     expect("refused" in r && JSON.parse(r.refused.body).error.code).toBe("no_ca");
+  });
+});
+
+describe("each Sandbox's own CA (decision 0037): the Harness trusts the root, a stolen CA signs its Sandbox's hosts alone", () => {
+  const root = issueCa("jr2 Custodian CA (e2e)");
+  const signingKey = randomBytes(32);
+  const now = Date.now();
+  // Sandbox A intercepts localhost (the fake provider) and api.a.example; Sandbox B api.b.example.
+  const a = custodianCa({ root, signingKey, sandbox: "ws-a", hosts: ["api.a.example", "localhost"], now });
+  const b = custodianCa({ root, signingKey, sandbox: "ws-b", hosts: ["api.b.example"], now });
+  let provider: Fake;
+  let c: Awaited<ReturnType<typeof custodian>>;
+
+  beforeAll(async () => {
+    provider = await fakeUpstream(
+      (s, res) => json(res, s.headers["x-api-key"] === KEY ? 200 : 401, {}),
+      upstreamCa.sign(["localhost"]),
+    );
+    c = await custodian({ version: 1, held: held(`https://localhost:${provider.port}`) }, { ca: a });
+  });
+  afterAll(() => provider.close());
+
+  it("intercepts a bound host with a leaf from A's CA, which a client trusting the root alone accepts", async () => {
+    const r = await httpsThrough(c.port, "localhost", provider.port, root.certPem, {
+      headers: { "x-api-key": KEY_STAND_IN },
+    });
+    expect(r.status).toBe(200);
+    expect(r.issuer).toBe("jr2 Custodian ws-a");
+    expect(r.issuerFingerprint).toBe(new X509Certificate(a.certPem).fingerprint256);
+    expect(provider.seen.at(-1)!.headers["x-api-key"]).toBe(KEY);
+  });
+
+  it("a leaf A's CA mints for a host not bound to A is refused by that client: OpenSSL holds the nameConstraints", async () => {
+    // What a compromised Custodian of A can do with its key: mint for any name it likes.
+    const stolen = new LeafIssuer(a);
+    const refused = async (host: string) => {
+      const r = await handshake(stolen.contextFor(host), root.certPem, host);
+      return r.ok ? "accepted" : r.error.message;
+    };
+    expect(await refused("api.anthropic.com")).toBe("permitted subtree violation");
+    // B's bound host, which B's own CA signs for.
+    expect(await refused("api.b.example")).toBe("permitted subtree violation");
+    expect((await handshake(new LeafIssuer(b).contextFor("api.b.example"), root.certPem, "api.b.example")).ok).toBe(
+      true,
+    );
+    // A subdomain of A's own host, and any address.
+    expect(await refused("evil.api.a.example")).toBe("excluded subtree violation");
+    expect(await refused("127.0.0.1")).toBe("excluded subtree violation");
+    // A's own bound host is accepted.
+    expect(await refused("api.a.example")).toBe("accepted");
+  });
+
+  it("which the installation root's key would have signed for any host: why it no longer reaches a pod", async () => {
+    const r = await handshake(new LeafIssuer(root).contextFor("api.anthropic.com"), root.certPem, "api.anthropic.com");
+    expect(r.ok).toBe(true);
+  });
+
+  it("a Custodian whose CA has ended refuses the CONNECT, 503 ca_expired, and mints nothing", async () => {
+    const ended = issueIntermediate(root, {
+      name: "jr2 Custodian ws-old",
+      hosts: ["localhost"],
+      notBefore: now - 8 * DAY,
+      notAfter: now - DAY,
+    });
+    const old = await custodian({ version: 1, held: held(`https://localhost:${provider.port}`) }, { ca: ended });
+    const r = await connectThrough(old.port, `localhost:${provider.port}`);
+    expect("refused" in r && r.refused.status).toBe(503);
+    expect("refused" in r && JSON.parse(r.refused.body).error).toEqual({
+      code: "ca_expired",
+      message: expect.stringContaining("the Custodian's CA expired on"),
+    });
+    // Not the client's doing: no `refused` word, so the Harness may try again after the rotation.
+    expect("refused" in r && r.refused.headers[CUSTODIAN_HEADER]).toBeUndefined();
+  });
+
+  it("takes a rotated CA from its files, as the kubelet swaps them, without a restart", async () => {
+    const rotated = custodianCa({
+      root,
+      signingKey,
+      sandbox: "ws-a",
+      hosts: ["api.a.example", "api.c.example", "localhost"],
+      now,
+    });
+    for (const [file, text] of [
+      ["tls.crt", rotated.certPem],
+      ["tls.key", rotated.keyPem],
+    ] as const) {
+      writeFileSync(join(c.layout.caDir, `${file}.new`), text);
+      renameSync(join(c.layout.caDir, `${file}.new`), join(c.layout.caDir, file));
+    }
+    const r = await httpsThrough(c.port, "localhost", provider.port, root.certPem, {
+      headers: { "x-api-key": KEY_STAND_IN },
+    });
+    expect(r.status).toBe(200);
+    expect(r.issuerFingerprint).toBe(new X509Certificate(rotated.certPem).fingerprint256);
+    expect(logs.some((l) => l.includes("the CA changed"))).toBe(true);
   });
 });
 

@@ -3,13 +3,17 @@
 // ingress policy, and the pod the operator builds, field by field against the mounts table. Then
 // end to end through the local Custodian (item 3): a fake model provider receives the real key and
 // a fake Orchestrator endpoint the real Sandbox token, while the Harness's env held only Stand-ins.
+// The Custodian's own CA (decision 0037): an intermediate limited to the bound host, owned by the
+// Sandbox and mounted by the custodian alone; the root's key in no pod; local mode intercepts with it.
 import { orchestratorApi } from "./support/orchestrator-api";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { X509Certificate } from "node:crypto";
+import { createPrivateKey, X509Certificate } from "node:crypto";
+import { once } from "node:events";
+import { connect as tlsConnect } from "node:tls";
 import { K8s, kind } from "kubernetes-fluent-client";
 import { SandboxModel } from "../../api/crd";
 import type { Container, EnvVar, Volume } from "../../api/crd/generated/corev1";
@@ -20,6 +24,8 @@ import type { WorkspaceView } from "../../orchestrator/schemas";
 import { harnessToken, sandboxToken, signingKeyOf } from "../../orchestrator/tokens";
 import { type Agent, localReposRoot, startCacheAgents } from "../../dev/local-cache-agent";
 import { type LocalOrchestrator, startLocalOrchestrator } from "../../dev/local-orchestrator";
+import { nameConstraintsOf } from "../support/certificates";
+import { connectThrough } from "../support/custodian-fixtures";
 import { gitIn } from "../support/git-fixtures";
 import { useNamespace, waitFor } from "./support/cluster";
 
@@ -28,6 +34,8 @@ const tmp = mkdtempSync(join(tmpdir(), "jr2-pod-"));
 const remotes = join(tmp, "remotes");
 const remote = join(remotes, "widgets.git");
 const MODEL_KEY = "sk-real-model-key-7f3a9c";
+/** An https origin the key is bound to as well: the Custodian intercepts it, so it gets a CA. */
+const BOUND_HOST = "models.example";
 const PUSH_SECRET = "jr2-git-push-widgets";
 const agents: Agent[] = [];
 let orch: LocalOrchestrator;
@@ -82,7 +90,7 @@ beforeAll(async () => {
             secret: "model-keys",
             key: "anthropic",
             env: "ANTHROPIC_API_KEY",
-            origins: [provider.url],
+            origins: [provider.url, `https://${BOUND_HOST}`],
             headers: ["x-api-key"],
           },
         ],
@@ -168,7 +176,7 @@ describe("a workspace's Sandbox pod, as composed and as built", () => {
       {
         value: "model-keys__anthropic",
         standIn: expect.stringMatching(STAND_IN),
-        origins: [provider.url],
+        origins: [provider.url, `https://${BOUND_HOST}`],
         headers: ["x-api-key"],
         env: "ANTHROPIC_API_KEY",
       },
@@ -188,6 +196,27 @@ describe("a workspace's Sandbox pod, as composed and as built", () => {
       selector: { [SANDBOX_NAME_LABEL]: name },
       ports: [expect.objectContaining({ name: "effector", port: 8082, targetPort: 8082 })],
     });
+  });
+
+  it("owns its Custodian's CA: an intermediate of the root for its bound host alone, P-256, with its key", async () => {
+    const secret = await K8s(kind.Secret).InNamespace(ns.name).Get(`${name}-custodian-ca`);
+    expect(secret.metadata?.ownerReferences).toEqual([expect.objectContaining({ ...owner(), controller: true })]);
+    expect(secret.type).toBe("kubernetes.io/tls");
+    const text = (k: string) => Buffer.from(secret.data![k]!, "base64").toString();
+    const root = await K8s(kind.Secret).InNamespace(ns.name).Get("jr2-custodian-ca");
+    const rootPem = Buffer.from(root.data!["tls.crt"]!, "base64").toString();
+    expect(text("ca.crt")).toBe(rootPem);
+    const cert = new X509Certificate(text("tls.crt"));
+    expect(cert.ca).toBe(true);
+    expect(cert.verify(new X509Certificate(rootPem).publicKey)).toBe(true);
+    expect(cert.publicKey.asymmetricKeyDetails).toEqual({ namedCurve: "prime256v1" });
+    expect(cert.checkPrivateKey(createPrivateKey(text("tls.key")))).toBe(true);
+    expect(nameConstraintsOf(text("tls.crt"))).toMatchObject({ critical: true, permitted: [`DNS:${BOUND_HOST}`] });
+    const days = (Date.parse(cert.validTo) - Date.now()) / 86_400_000;
+    expect(days).toBeGreaterThan(2);
+    expect(days).toBeLessThanOrEqual(7);
+    // The root's key is in no pod: no volume names its Secret.
+    expect(JSON.stringify(pod.spec?.volumes)).not.toContain("jr2-custodian-ca");
   });
 
   it("has the installation's CA (a tls Secret), its certificate for the Harness, and the ingress policy", async () => {
@@ -268,6 +297,7 @@ describe("a workspace's Sandbox pod, as composed and as built", () => {
         "/etc/jr2/custodian/ca",
       ]);
       expect(secretMounts(c)).toEqual(["custodian-values", "custodian-ca"]);
+      expect(volumes().find((v) => v.name === "custodian-ca")?.secret?.secretName).toBe(`${name}-custodian-ca`);
       expect(c.readinessProbe?.httpGet).toMatchObject({ path: "/readyz", port: 15021 });
       expect(c.securityContext).toMatchObject({
         runAsNonRoot: true,
@@ -357,6 +387,19 @@ describe("a workspace's Sandbox pod, as composed and as built", () => {
       expect(res.status).toBeGreaterThanOrEqual(400);
       expect(res.headers.get("x-jr2-custodian")).toBe("refused");
       expect(orchestratorEndpoint.seen.length).toBe(before);
+    });
+
+    it("intercepts its bound host with a leaf from its own CA, which a client trusting the root alone accepts", async () => {
+      const tunnel = await connectThrough(Number(new URL(custodianUrl()).port), `${BOUND_HOST}:443`);
+      expect("socket" in tunnel).toBe(true);
+      if (!("socket" in tunnel)) return;
+      const trust = await K8s(kind.ConfigMap).InNamespace(ns.name).Get("jr2-ca");
+      const socket = tlsConnect({ socket: tunnel.socket, ca: trust.data!["ca.crt"], servername: BOUND_HOST });
+      await once(socket, "secureConnect");
+      const peer = socket.getPeerCertificate(true);
+      socket.destroy();
+      expect(peer.subject.CN).toBe(BOUND_HOST);
+      expect(peer.issuer.CN).toBe(`jr2 Custodian ${name}`);
     });
 
     it("writes no held value, token or Stand-in into any log line", () => {

@@ -295,14 +295,15 @@ export function connectThrough(
   });
 }
 
-/** An HTTPS request through the proxy, trusting `ca` alone; the answer and the certificate's issuer. */
+/** An HTTPS request through the proxy, trusting `ca` alone; the answer, the certificate's issuer
+ * and that issuer's own certificate's SHA-256 fingerprint when the server sent it. */
 export async function httpsThrough(
   proxyPort: number,
   host: string,
   port: number,
   ca: string,
   opts: { method?: string; path?: string; headers?: http.OutgoingHttpHeaders; body?: string } = {},
-): Promise<Reply & { issuer?: string }> {
+): Promise<Reply & { issuer?: string; issuerFingerprint?: string }> {
   const tunnel = await connectThrough(proxyPort, `${host}:${port}`);
   if ("refused" in tunnel) return tunnel.refused;
   const socket = tls.connect({
@@ -312,7 +313,9 @@ export async function httpsThrough(
     ALPNProtocols: ["http/1.1"],
   });
   await once(socket, "secureConnect");
-  const issuer = socket.getPeerCertificate().issuer?.CN;
+  const peer = socket.getPeerCertificate(true);
+  const issuer = peer.issuer?.CN;
+  const issuerFingerprint = peer.issuerCertificate?.fingerprint256;
   return new Promise((resolve, reject) => {
     const req = http.request(
       // No agent: the request goes over `socket` (an agent would open its own connection).
@@ -334,6 +337,7 @@ export async function httpsThrough(
             headers: res.headers,
             body: Buffer.concat(chunks).toString(),
             issuer: Array.isArray(issuer) ? issuer[0] : issuer,
+            issuerFingerprint,
           });
         });
       },

@@ -113,7 +113,7 @@ describe("the Sandbox CR the Orchestrator composes", () => {
       });
     });
 
-    it("custodian: its config, its values and the CA with its key, nothing of the working tree", () => {
+    it("custodian: its config, its values and its own CA with its key, nothing of the working tree", () => {
       expect(mountNames(sidecar("custodian"))).toEqual(["custodian-ca", "custodian-config", "custodian-values"]);
       expect(sidecar("custodian").volumeMounts).toEqual([
         { name: "custodian-config", mountPath: "/etc/jr2/custodian/config", readOnly: true },
@@ -133,7 +133,23 @@ describe("the Sandbox CR the Orchestrator composes", () => {
           },
         },
       ]);
-      expect(volume("custodian-ca").secret?.secretName).toBe("jr2-custodian-ca");
+      // Its own intermediate (decision 0037), never the installation root's Secret.
+      expect(volume("custodian-ca").secret).toEqual({
+        secretName: `${NAME}-custodian-ca`,
+        defaultMode: 0o440,
+        items: [
+          { key: "tls.crt", path: "tls.crt" },
+          { key: "tls.key", path: "tls.key" },
+        ],
+      });
+      expect(spec.volumes!.flatMap(secretsOf)).not.toContain("jr2-custodian-ca");
+    });
+
+    it("custodian: no CA where no held value is bound to an https origin (nothing to intercept)", () => {
+      const bare = composeSandbox(input({ pod: parsePodConfig("", "empty.yaml") })).sandbox.spec as SandboxSpec;
+      expect(bare.volumes!.map((v) => v.name)).not.toContain("custodian-ca");
+      const custodian = bare.sidecars!.find((c) => c.name === "custodian")!;
+      expect(mountNames(custodian)).toEqual(["custodian-config", "custodian-values"]);
     });
 
     it("user: /work and each /repos/<key> read-only, and nothing else; no securityContext (its exemption)", () => {
