@@ -117,8 +117,8 @@ export const pickTexts = {
 // ---------------------------------------------------------------------------------------------
 // Reading a failure
 
-/** `error.message` of an `{error: {message}}` body, parsed or raw JSON text; else undefined. */
-export function bodyMessage(body: unknown): string | undefined {
+/** One field of the `error` of an `{error: {...}}` body, parsed or raw JSON text; else undefined. */
+function errorField(body: unknown, field: "message" | "code"): unknown {
   let value = body;
   if (typeof value === "string") {
     try {
@@ -128,7 +128,12 @@ export function bodyMessage(body: unknown): string | undefined {
     }
   }
   const error = (value as { error?: unknown } | null | undefined)?.error;
-  const message = (error as { message?: unknown } | null | undefined)?.message;
+  return (error as Record<string, unknown> | null | undefined)?.[field];
+}
+
+/** `error.message` of an `{error: {message}}` body, parsed or raw JSON text; else undefined. */
+export function bodyMessage(body: unknown): string | undefined {
+  const message = errorField(body, "message");
   return typeof message === "string" && message.trim() !== "" ? message : undefined;
 }
 
@@ -176,15 +181,7 @@ const REFUSED_STATUSES = new Set([400, 403, 413, 429]);
 
 /** `error.code` of an `{error: {code}}` body, parsed or raw JSON text; else undefined. */
 function bodyCode(body: unknown): string | undefined {
-  let value = body;
-  if (typeof value === "string") {
-    try {
-      value = JSON.parse(value);
-    } catch {
-      return undefined;
-    }
-  }
-  const code = ((value as { error?: unknown } | null | undefined)?.error as { code?: unknown } | undefined)?.code;
+  const code = errorField(body, "code");
   return typeof code === "string" ? code : undefined;
 }
 
