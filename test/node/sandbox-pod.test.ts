@@ -304,6 +304,11 @@ describe("a workspace's Sandbox pod on the real node", () => {
     );
     expect(digest.stderr).toBe("");
     expect(digest.stdout).toBe(sha256(MODEL_KEY));
+    // The Effector's own key likewise: the effector reads it, the Harness does not see it.
+    const key = exec("effector", "/jr2-probe", "read", "/run/jr2/effector/key");
+    expect([key.status, Number(key.stdout) > 0]).toEqual([0, true]);
+    expect(exec("harness", "ls", "/run/jr2/effector").status).not.toBe(0);
+    expect(exec("user", "/jr2-probe", "read", "/run/jr2/effector/key").status).not.toBe(0);
     const modes = sh(
       "custodian",
       `stat -L -c '%a %g' ${HELD_FILE} ${VALUES}/JR2_SANDBOX_TOKEN ${CUSTODIAN_CA}/tls.key`,
