@@ -214,7 +214,12 @@ describe("a workspace's Sandbox pod on the real node", () => {
     process.stdout.write(
       `[sandbox-pod] workspace ${name} ${view.state} in ${((Date.now() - t0) / 1000).toFixed(1)}s\n`,
     );
-    expect(view).toMatchObject({ state: "ready", phase: "Ready" });
+    // The whole failure when it is one: its stage, reason and message say what to fix.
+    expect({ state: view.state, phase: view.phase, failure: view.failure }).toEqual({
+      state: "ready",
+      phase: "Ready",
+      failure: undefined,
+    });
     pod = getJson(["pod", "-n", ns, name]);
     repoKey = getJson(["sandbox", "-n", ns, name]).spec.repos[0].key;
   }, 330_000);
