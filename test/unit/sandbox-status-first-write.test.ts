@@ -41,9 +41,7 @@ describe("firstStatusWaitMs", () => {
   it("writes at once once the quiet time since the placement is over, or the limit since the create", () => {
     const pending = status({ pod: unreadyPod(), service: serviceOf() });
     expect(firstStatusWaitMs(undefined, pending, { createdMs: 3000, placedMs: FIRST_STATUS_QUIET_MS })).toBe(0);
-    expect(firstStatusWaitMs(undefined, pending, { createdMs: 9000, placedMs: FIRST_STATUS_QUIET_MS + 5000 })).toBe(
-      0,
-    );
+    expect(firstStatusWaitMs(undefined, pending, { createdMs: 9000, placedMs: FIRST_STATUS_QUIET_MS + 5000 })).toBe(0);
     expect(firstStatusWaitMs(undefined, pending, { createdMs: FIRST_STATUS_LIMIT_MS - 100, placedMs: 10 })).toBe(100);
     expect(firstStatusWaitMs(undefined, pending, { createdMs: FIRST_STATUS_LIMIT_MS + 1, placedMs: 10 })).toBe(0);
   });
