@@ -1,5 +1,5 @@
 // `npm run bench`: runs the benchmarks and prints one JSON line per figure:
-// {bench, metric, value, unit, target?}. Progress goes to stderr. Benches against the local control
+// {bench, metric, value, unit, target?, met?}. Progress goes to stderr. Benches against the local control
 // plane (or KUBECONFIG) bring it up and build the module first; the others need neither.
 //   BENCH_SANDBOXES=1000 (default)   BENCH_ADMISSION_REQUESTS=5000 (default)   BENCH_ATTACH_RUNS=5 (default)
 //   BENCH_FANOUT_SANDBOXES=200   BENCH_WORKSPACES=200   BENCH_LIVE_WORKSPACES=1000
@@ -12,6 +12,7 @@ import { admission } from "./admission-bench";
 import { attach } from "./attach-bench";
 import { orchestratorBench } from "./orchestrator-bench";
 import { repoFanout } from "./repo-fanout-bench";
+import { withVerdict } from "./cost";
 import { sandboxBurst, type Result } from "./sandbox-burst-bench";
 
 type Bench = { cluster: boolean; run: (kubeconfig: string) => Promise<Result[]> };
@@ -64,7 +65,8 @@ async function main() {
   const kubeconfig = selected.some(([, b]) => b.cluster) ? prepareCluster() : "";
   for (const [name, bench] of selected) {
     process.stderr.write(`bench ${name} ...\n`);
-    for (const r of await bench.run(kubeconfig)) console.log(JSON.stringify(r));
+    // Each figure with its target says whether it meets it (decision 0043).
+    for (const r of await bench.run(kubeconfig)) console.log(JSON.stringify(withVerdict(r)));
   }
 }
 
