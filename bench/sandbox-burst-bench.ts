@@ -19,6 +19,7 @@ import { K8s, kind } from "kubernetes-fluent-client";
 import { SandboxModel } from "../api/crd";
 import { CACHE_DIR, startLocalOperator } from "../dev/local-operator";
 import { percentile, round, sorted } from "./stats";
+import * as kubectl from "../dev/kubectl";
 import { apiServerLoad, printLoad, type Load } from "./apiserver-load";
 import {
   controlPlanePids,
@@ -330,6 +331,9 @@ export async function sandboxBurst(kubeconfig: string, count: number): Promise<R
     for (const s of steps.values()) sequences.set(s.join(" -> "), (sequences.get(s.join(" -> ")) ?? 0) + 1);
     const common = [...sequences].sort((a, b) => b[1] - a[1]).slice(0, 6);
     process.stderr.write(`status sequences seen: ${common.map(([s, n]) => `${n} x ${s}`).join("; ")}\n`);
+    // What a person sees of one Sandbox once it is Ready: its status and its Events (decision 0043).
+    const described = await kubectl.run(kubeconfig, ["describe", "sandbox", names[0]!, "-n", ns]).catch(String);
+    process.stderr.write(`kubectl describe sandbox ${names[0]}:\n${described}\n`);
 
     // The slowest few by name, to stderr, for a look at the operator's log.
     const slow = names
