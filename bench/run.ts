@@ -4,7 +4,7 @@
 //   BENCH_SANDBOXES=1000 (default)   BENCH_ADMISSION_REQUESTS=5000 (default)   BENCH_ATTACH_RUNS=5 (default)
 //   BENCH_FANOUT_SANDBOXES=200   BENCH_WORKSPACES=200   BENCH_LIVE_WORKSPACES=1000
 //   BENCH_ONLY=sandbox-burst|admission|attach|custodian|custodian-ca|repo-fanout|orchestrator|agents|picks
-//   BENCH_PICKS=2000
+//   BENCH_PICKS=2000   BENCH_BUILD=0: no `npm run build` first (dist/ as it is)
 import { spawnSync } from "node:child_process";
 import { join } from "node:path";
 import { ROOT } from "../dev/local-operator";
@@ -51,6 +51,9 @@ function clusterUp(): string {
 function prepareCluster(): string {
   const kubeconfig = process.env.KUBECONFIG || clusterUp();
   process.env.KUBECONFIG = kubeconfig;
+  // BENCH_BUILD=0: the module as dist/ holds it, built beforehand (a run that compares two builds
+  // builds them outside its turn on the shared cluster).
+  if (process.env.BENCH_BUILD === "0") return kubeconfig;
   const build = spawnSync("npm", ["run", "build", "--silent"], { cwd: ROOT, stdio: ["ignore", "ignore", "inherit"] });
   if (build.status !== 0) throw new Error("npm run build failed");
   return kubeconfig;
