@@ -198,9 +198,10 @@ async function reading(kubeconfig: string, pids: Map<string, number>, etcdUrl: s
   return { at: performance.now(), load, cpu, ...(etcd ? { etcd } : {}) };
 }
 
-/** CPU milliseconds a process used between two readings, less its idle rate over that time. */
-const cpuMs = (a: Reading, b: Reading, name: string, idlePerSecond = 0) =>
-  ((b.cpu.get(name) ?? NaN) - (a.cpu.get(name) ?? NaN)) * 1000 - idlePerSecond * (b.at - a.at);
+/** CPU milliseconds a process used between two readings, less its idle rate (CPU ms per wall ms)
+ * over that time. */
+const cpuMs = (a: Reading, b: Reading, name: string, idleRate = 0) =>
+  ((b.cpu.get(name) ?? NaN) - (a.cpu.get(name) ?? NaN)) * 1000 - idleRate * (b.at - a.at);
 
 /** A status as a person reads it: phase, and whether it is placed. */
 const statusStep = (s: SandboxModel) => {
