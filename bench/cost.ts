@@ -79,8 +79,10 @@ function flagOf(pid: number, name: string): string | undefined {
 /** Where etcd serves its metrics over plain HTTP, or why it cannot be read here. */
 export function etcdMetricsUrl(pid: number | undefined): { url?: string; why?: string } {
   if (pid === undefined) return { why: "no local etcd process (a cluster elsewhere)" };
-  const urls = [flagOf(pid, "listen-metrics-urls"), flagOf(pid, "listen-client-urls")]
-    .flatMap((u) => (u ?? "").split(","))
+  const given = [flagOf(pid, "listen-metrics-urls"), flagOf(pid, "listen-client-urls")].filter((u) => u);
+  // Neither flag: etcd's own default, plain HTTP on the loopback.
+  const urls = (given.length ? given : ["http://127.0.0.1:2379"])
+    .flatMap((u) => u!.split(","))
     .filter((u) => u.startsWith("http://"));
   if (!urls.length) return { why: "etcd serves metrics over TLS only (client certificates this bench does not hold)" };
   return { url: `${urls[0]!.replace("0.0.0.0", "127.0.0.1")}/metrics` };

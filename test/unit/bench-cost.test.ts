@@ -1,7 +1,21 @@
 // The benchmarks' cost per Sandbox as work (bench/cost.ts, decision 0043): which requests count as
 // writes, etcd's counters, and the verdict beside each target.
+import { spawn } from "node:child_process";
+import { once } from "node:events";
+import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { parseLoad } from "../../bench/apiserver-load";
-import { judged, parseEtcd, requestsPer, withVerdict as verdict, writesOf } from "../../bench/cost";
+import {
+  controlPlanePids,
+  cpuSeconds,
+  etcdMetricsUrl,
+  judged,
+  parseEtcd,
+  requestsPer,
+  withVerdict as verdict,
+  writesOf,
+} from "../../bench/cost";
 
 const line = (verb: string, resource: string, subresource: string, n: number) =>
   `apiserver_request_total{code="201",component="apiserver",group="",resource="${resource}",scope="resource",subresource="${subresource}",verb="${verb}",version="v1"} ${n}`;
@@ -68,5 +82,55 @@ describe("each figure with its verdict", () => {
     expect(withVerdict({ value: 2, target: "flat (< 8)" }).met).toBeUndefined();
     expect(withVerdict({ value: 2 }).met).toBeUndefined();
     expect(withVerdict({ value: 2, target: "<= 1", met: true }).met).toBe(true);
+  });
+});
+
+describe("the processes a bench reads", () => {
+  it("finds the control plane's pids beside the kubeconfig, only those alive", () => {
+    const dir = mkdtempSync(join(tmpdir(), "jr2-bench-cost-"));
+    mkdirSync(join(dir, "pids"));
+    writeFileSync(join(dir, "pids", "kube-apiserver.pid"), `${process.pid}\n`);
+    writeFileSync(join(dir, "pids", "etcd.pid"), "999999999\n");
+    const pids = controlPlanePids(join(dir, "kubeconfig.yaml"));
+    expect([...pids]).toEqual([["kube-apiserver", process.pid]]);
+    expect(controlPlanePids("/nonexistent/kubeconfig.yaml").size).toBe(0);
+  });
+
+  it("reads a process's CPU seconds from /proc, NaN for none", () => {
+    const t = cpuSeconds(process.pid);
+    expect(t).toBeGreaterThan(0);
+    expect(cpuSeconds(999999999)).toBeNaN();
+    expect(cpuSeconds(undefined)).toBeNaN();
+  });
+
+  it("reads where etcd serves plain HTTP metrics from its command line, or says why not", async () => {
+    const child = spawn(
+      process.execPath,
+      [
+        "-e",
+        "setInterval(() => {}, 1000)",
+        "--",
+        "--listen-client-urls=https://127.0.0.1:2379",
+        "--listen-metrics-urls",
+        "http://0.0.0.0:2381",
+      ],
+      { stdio: "ignore" },
+    );
+    const tlsOnly = spawn(
+      process.execPath,
+      ["-e", "setInterval(() => {}, 1000)", "--", "--listen-client-urls=https://127.0.0.1:2379"],
+      { stdio: "ignore" },
+    );
+    try {
+      await Promise.all([once(child, "spawn"), once(tlsOnly, "spawn")]);
+      expect(etcdMetricsUrl(child.pid)).toEqual({ url: "http://127.0.0.1:2381/metrics" });
+      expect(etcdMetricsUrl(tlsOnly.pid).why).toMatch(/TLS only/);
+    } finally {
+      child.kill();
+      tlsOnly.kill();
+    }
+    // Neither flag: etcd's default.
+    expect(etcdMetricsUrl(process.pid)).toEqual({ url: "http://127.0.0.1:2379/metrics" });
+    expect(etcdMetricsUrl(undefined).why).toMatch(/no local etcd/);
   });
 });
