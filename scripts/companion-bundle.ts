@@ -18,6 +18,8 @@ export type Companion = keyof typeof COMPANIONS;
 /** The libraries a companion requires from a file beside its own, by package name: the file. */
 export const LAZY: Partial<Record<Companion, Record<string, string>>> = {
   custodian: { undici: "custodian-undici.js", "node-forge": "custodian-forge.js" },
+  // The agent library (decision 0024), imported with the first turn (harness/agents/model.ts).
+  harness: { "@mariozechner/pi-agent-core": "harness-pi.mjs" },
 };
 
 const ROOT = join(__dirname, "..");
@@ -53,9 +55,24 @@ export async function bundleCompanion(name: Companion, outdir: string): Promise<
   const written = [out];
   for (const [pkg, file] of Object.entries(lazy)) {
     const lib = join(outdir, file);
+    // An ESM-only package (pi) is imported with `import()`, so its file is ES module (.mjs) whose
+    // namespace has the package's own names; a CommonJS one is required, so its file is CommonJS.
+    const esm = file.endsWith(".mjs");
     await build({
       ...common,
-      stdin: { contents: `module.exports = require(${JSON.stringify(pkg)});`, resolveDir: ROOT },
+      format: esm ? "esm" : "cjs",
+      // What the package's own CommonJS dependencies require, from inside an ES module.
+      ...(esm
+        ? {
+            banner: {
+              js: 'import { createRequire } from "node:module"; const require = createRequire(import.meta.url);',
+            },
+          }
+        : {}),
+      stdin: {
+        contents: esm ? `export * from ${JSON.stringify(pkg)};` : `module.exports = require(${JSON.stringify(pkg)});`,
+        resolveDir: ROOT,
+      },
       outfile: lib,
     });
     written.push(lib);
