@@ -235,7 +235,7 @@ export async function custodianBench(): Promise<Result[]> {
   const results: Result[] = [];
   try {
     log(`small bodies, ${n} rounds`);
-    // CPU as work (issue 35): each process's user+system time over the phase, per request it
+    // CPU as work (decision 0044): each process's user+system time over the phase, per request it
     // served; every path gets the same n requests, so the bare hop's figure is the floor.
     const cpu0 = { custodian: cpuMs(custodian.child.pid!), bare: cpuMs(bare.pid) };
     results.push(...overhead("small", await rounds(targets, "/small", n, SMALL)));

@@ -1,4 +1,4 @@
-// Benchmark: what each companion costs at rest, per pod (issue 35, decision 0044). Node's own
+// Benchmark: what each companion costs at rest, per pod (decision 0044). Node's own
 // floor on this machine first (an empty process, and one holding an HTTP server, TLS and a P-256
 // key, as every companion does), then the Custodian and the Harness as their images run them
 // (bundled by scripts/companion-bundle.ts), each idle: started, ready, nothing asked of it yet. The
