@@ -15,7 +15,7 @@ RUN apt-get update \
  && rm -rf /usr/local/lib/node_modules /usr/local/bin/npm /usr/local/bin/npx /usr/local/bin/corepack \
     /usr/local/bin/yarn /usr/local/bin/yarnpkg /opt/yarn-* \
  && groupadd -g 65532 jr2 && useradd -u 65532 -g 65532 -d /home/jr2 -m -s /bin/bash jr2
-COPY dist/companions/*.js /app/
+COPY dist/companions/*js /app/
 WORKDIR /app
 USER 65532:65532
 ENTRYPOINT []

@@ -3,6 +3,7 @@
 // uses the same); the branch name is also checked by git itself (harness/attach-git.ts
 // checkBranchName), which this schema cannot do synchronously.
 import { z } from "zod";
+import { fieldPath } from "./field-path";
 import { BranchName, RefName, SlotName, SlotUrl } from "./names";
 
 export { DEFAULT_DIR } from "./names";
@@ -60,11 +61,7 @@ export type AttachAnswer = z.infer<typeof AttachAnswer>;
 export type RepoAnswer = AttachAnswer["repos"][string];
 export type SlotSpec = AttachBody["slots"][number];
 
-/** `slots[0].key`: the spelling a client can find in its own body. */
-export function fieldPath(path: readonly PropertyKey[]): string {
-  if (path.length === 0) return "body";
-  return path.map((p, i) => (typeof p === "number" ? `[${p}]` : `${i === 0 ? "" : "."}${String(p)}`)).join("");
-}
+export { fieldPath } from "./field-path";
 
 // zod 4 says "expected string, received undefined" for a missing field; "Required" is what a
 // client reads faster (and what the issue's examples show).

@@ -1,10 +1,13 @@
 // The Custodian's words on the wire (docs/decisions/0018-custodian.md): where it listens and what
 // it mounts, the config the Orchestrator writes into `<sandbox>-custodian` (a zod schema whose
 // every refusal names the field and the fix), the Stand-in format, the failure header the Harness
-// reads, and the env the Harness container gets to reach it. Pure: no I/O.
-import { z } from "zod";
-import { fieldPath } from "./attach";
-import { goDurationMs } from "./crd/sources/common";
+// reads, and the env the Harness container gets to reach it. Pure: no I/O. The schema is written
+// with zod/mini, which a bundle takes only the parts of that it uses: the Custodian parses this
+// config at start and loads nothing else of zod (docs/decisions/0044-the-custodian-starts-small.md).
+import { en } from "zod/locales";
+import * as z from "zod/mini";
+import { fieldPath } from "./field-path";
+import { goDurationMs } from "./go-duration";
 import { SANDBOX_TOKEN_KEY } from "./wire";
 
 // ---------------------------------------------------------------------------------------------
@@ -154,168 +157,195 @@ export function baseUrlProblem(text: string): string | undefined {
   return undefined;
 }
 
-export const Origin = z.string().superRefine((s, ctx) => {
-  const problem = originProblem(s);
-  if (problem) ctx.addIssue({ code: "custom", message: problem });
-});
+/** A string whose `problem` (undefined when fine) is its refusal. */
+const checked = (problem: (s: string) => string | undefined) =>
+  z.string().check(
+    z.superRefine((s, ctx) => {
+      const p = problem(s);
+      if (p) ctx.addIssue({ code: "custom", message: p });
+    }),
+  );
 
-const BaseUrl = z.string().superRefine((s, ctx) => {
-  const problem = baseUrlProblem(s);
-  if (problem) ctx.addIssue({ code: "custom", message: problem });
-});
+export const Origin = checked(originProblem);
+
+const BaseUrl = checked(baseUrlProblem);
 
 /** A file under the values directory: a Secret's key, never a path or a hidden name. */
-const ValueFile = z
-  .string()
-  .regex(/^[A-Za-z0-9_-][A-Za-z0-9._-]*$/, {
+const ValueFile = z.string().check(
+  z.regex(/^[A-Za-z0-9_-][A-Za-z0-9._-]*$/, {
     message: "must be a file name in the values directory (a Secret key: letters, digits, '-', '_', '.'; not hidden)",
-  })
-  .max(253, "must be at most 253 characters (a Secret key's limit)");
+  }),
+  z.maxLength(253, "must be at most 253 characters (a Secret key's limit)"),
+);
 
-const StandIn = z.string().regex(STAND_IN, {
-  message: `must be ${STAND_IN_PREFIX} and 32 to 64 lower-case hex digits (standInFrom in api/custodian-config.ts makes one)`,
-});
+const StandIn = z.string().check(
+  z.regex(STAND_IN, {
+    message: `must be ${STAND_IN_PREFIX} and 32 to 64 lower-case hex digits (standInFrom in api/custodian-config.ts makes one)`,
+  }),
+);
 
-export const HeaderName = z
+export const HeaderName = z.string().check(
+  z.regex(/^[a-z0-9!#$%&'*+.^_`|~-]+$/, { message: "must be a header name in lower case, e.g. x-api-key" }),
+  z.refine((h) => !HOP_BY_HOP.has(h), { message: "names a hop-by-hop header, which never leaves the Custodian" }),
+);
+
+export const EnvName = z
   .string()
-  .regex(/^[a-z0-9!#$%&'*+.^_`|~-]+$/, { message: "must be a header name in lower case, e.g. x-api-key" })
-  .refine((h) => !HOP_BY_HOP.has(h), { message: "names a hop-by-hop header, which never leaves the Custodian" });
+  .check(
+    z.regex(/^[A-Za-z_][A-Za-z0-9_]*$/, { message: "must be an environment variable name, e.g. ANTHROPIC_API_KEY" }),
+  );
 
-export const EnvName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, {
-  message: "must be an environment variable name, e.g. ANTHROPIC_API_KEY",
-});
-
-const RouteName = z.string().regex(/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/, {
-  message: "must be a DNS label (lower-case letters, digits, '-'), e.g. anthropic: it is the route's path segment",
-});
+const RouteName = z.string().check(
+  z.regex(/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/, {
+    message: "must be a DNS label (lower-case letters, digits, '-'), e.g. anthropic: it is the route's path segment",
+  }),
+);
 
 /** `*`, `host`, `*.domain` or an IP literal, each with an optional `:port`. */
 const HOST_PATTERN =
   /^(\*|(\*\.)?[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*|\[[0-9a-f:.]+\])(:[0-9]{1,5})?$/;
-export const HostPattern = z
-  .string()
-  .regex(HOST_PATTERN, {
+export const HostPattern = z.string().check(
+  z.regex(HOST_PATTERN, {
     message: "must be a host in lower case (github.com), a domain's hosts (*.github.com) or *, with an optional :port",
-  })
-  .refine((p) => !/:([0-9]+)$/.test(p) || Number(/:([0-9]+)$/.exec(p)![1]) <= 65535, {
+  }),
+  z.refine((p) => !/:([0-9]+)$/.test(p) || Number(/:([0-9]+)$/.exec(p)![1]) <= 65535, {
     message: "names a port above 65535",
-  });
+  }),
+);
 
 /** A Go duration between 1ms and 1h. */
-export const Timeout = z.string().superRefine((s, ctx) => {
+export const Timeout = checked((s) => {
   const ms = goDurationMs(s);
-  if (ms === undefined) ctx.addIssue({ code: "custom", message: 'must be a Go duration such as "5s" or "300ms"' });
-  else if (ms < 1 || ms > 3_600_000) ctx.addIssue({ code: "custom", message: "must be between 1ms and 1h" });
+  if (ms === undefined) return 'must be a Go duration such as "5s" or "300ms"';
+  if (ms < 1 || ms > 3_600_000) return "must be between 1ms and 1h";
+  return undefined;
 });
+
+/** `schema` with a description for the config's JSON Schema. */
+const described = <T extends z.core.$ZodType>(schema: T, description: string): T => {
+  z.globalRegistry.add(schema, { description });
+  return schema;
+};
 
 export const DEFAULT_TIMEOUTS = { connect: "5s", headers: "300s", body: "300s" } as const;
 
 const HeldValue = z.strictObject({
-  value: ValueFile.meta({ description: "The file under the values directory holding the secret." }),
-  standIn: StandIn.meta({ description: "What the Harness holds in its place." }),
-  origins: z
-    .array(Origin)
-    .min(1, "must name at least one origin: a held value goes only where it is bound")
-    .meta({ description: "Where the secret may go: https://host[:port] (http:// for a cluster-local host)." }),
-  headers: z
-    .array(HeaderName)
-    .min(1, "must name at least one header, or be left out (any header)")
-    .optional()
-    .meta({ description: "The request headers the Stand-in may ride in; absent: any." }),
-  env: EnvName.optional().meta({ description: "The Harness's env var that holds the Stand-in." }),
+  value: described(z.clone(ValueFile), "The file under the values directory holding the secret."),
+  standIn: described(z.clone(StandIn), "What the Harness holds in its place."),
+  origins: described(
+    z.array(Origin).check(z.minLength(1, "must name at least one origin: a held value goes only where it is bound")),
+    "Where the secret may go: https://host[:port] (http:// for a cluster-local host).",
+  ),
+  headers: described(
+    z.optional(z.array(HeaderName).check(z.minLength(1, "must name at least one header, or be left out (any header)"))),
+    "The request headers the Stand-in may ride in; absent: any.",
+  ),
+  env: described(z.optional(EnvName), "The Harness's env var that holds the Stand-in."),
 });
 
 export const Provider = z.strictObject({
   name: RouteName,
-  url: BaseUrl.meta({ description: "Where /providers/<name>/<path> goes: <url>/<path>." }),
+  url: described(z.clone(BaseUrl), "Where /providers/<name>/<path> goes: <url>/<path>."),
 });
 
 const Orchestrator = z.strictObject({
-  url: BaseUrl.meta({ description: "Where /orchestrator/<path> goes: <url>/<path>." }),
-  token: ValueFile.default(SANDBOX_TOKEN_KEY).meta({ description: "The Sandbox token's file." }),
-  retries: z
-    .number()
-    .int("must be a whole number")
-    .min(0, "must be 0 to 5")
-    .max(5, "must be 0 to 5")
-    .default(2)
-    .meta({ description: "Attempts after the first, only when the request was never sent." }),
+  url: described(z.clone(BaseUrl), "Where /orchestrator/<path> goes: <url>/<path>."),
+  token: described(z._default(ValueFile, SANDBOX_TOKEN_KEY), "The Sandbox token's file."),
+  retries: described(
+    z._default(
+      z.number().check(
+        z.refine((n) => Number.isInteger(n), "must be a whole number"),
+        z.minimum(0, "must be 0 to 5"),
+        z.maximum(5, "must be 0 to 5"),
+      ),
+      2,
+    ),
+    "Attempts after the first, only when the request was never sent.",
+  ),
 });
 
 export const CustodianConfig = z
   .strictObject({
     version: z.literal(1, { message: "must be 1" }),
-    orchestrator: Orchestrator.optional(),
-    providers: z.array(Provider).default([]),
-    held: z.array(HeldValue).default([]),
-    egress: z
-      .strictObject({
-        tunnel: z
-          .array(HostPattern)
-          .default([])
-          .meta({ description: "Hosts the proxy tunnels untouched; default port 443 (80 for http://)." }),
-      })
-      .default({ tunnel: [] }),
-    timeouts: z
-      .strictObject({
-        connect: Timeout.default(DEFAULT_TIMEOUTS.connect),
-        headers: Timeout.default(DEFAULT_TIMEOUTS.headers),
-        body: Timeout.default(DEFAULT_TIMEOUTS.body),
-      })
-      .default({ ...DEFAULT_TIMEOUTS }),
+    orchestrator: z.optional(Orchestrator),
+    providers: z._default(z.array(Provider), []),
+    held: z._default(z.array(HeldValue), []),
+    egress: z._default(
+      z.strictObject({
+        tunnel: described(
+          z._default(z.array(HostPattern), []),
+          "Hosts the proxy tunnels untouched; default port 443 (80 for http://).",
+        ),
+      }),
+      { tunnel: [] },
+    ),
+    timeouts: z._default(
+      z.strictObject({
+        connect: z._default(Timeout, DEFAULT_TIMEOUTS.connect),
+        headers: z._default(Timeout, DEFAULT_TIMEOUTS.headers),
+        body: z._default(Timeout, DEFAULT_TIMEOUTS.body),
+      }),
+      { ...DEFAULT_TIMEOUTS },
+    ),
   })
-  .superRefine((c, ctx) => {
-    /** Each defined value once: a second one is named at its own path. */
-    const once = (values: Array<string | undefined>, list: "providers" | "held", field: string, what: string) => {
-      const seen = new Set<string>();
-      values.forEach((v, i) => {
-        if (v === undefined) return;
-        if (seen.has(v))
-          ctx.addIssue({ code: "custom", path: [list, i, field], message: `repeats ${what}: make each unique` });
-        seen.add(v);
-      });
-    };
-    once(
-      c.providers.map((p) => p.name),
-      "providers",
-      "name",
-      "a provider's name",
-    );
-    once(
-      c.held.map((h) => h.standIn),
-      "held",
-      "standIn",
-      "a Stand-in",
-    );
-    once(
-      c.held.map((h) => h.env),
-      "held",
-      "env",
-      "an env name",
-    );
-    const token = c.orchestrator?.token;
-    c.held.forEach((h, i) => {
-      if (token !== undefined && h.value === token)
-        ctx.addIssue({
-          code: "custom",
-          path: ["held", i, "value"],
-          message: "names the Sandbox token's file: the token goes to the Orchestrator alone, never behind a Stand-in",
+  .check(
+    z.superRefine((c, ctx) => {
+      /** Each defined value once: a second one is named at its own path. */
+      const once = (values: Array<string | undefined>, list: "providers" | "held", field: string, what: string) => {
+        const seen = new Set<string>();
+        values.forEach((v, i) => {
+          if (v === undefined) return;
+          if (seen.has(v))
+            ctx.addIssue({ code: "custom", path: [list, i, field], message: `repeats ${what}: make each unique` });
+          seen.add(v);
         });
-    });
-  });
+      };
+      once(
+        c.providers.map((p) => p.name),
+        "providers",
+        "name",
+        "a provider's name",
+      );
+      once(
+        c.held.map((h) => h.standIn),
+        "held",
+        "standIn",
+        "a Stand-in",
+      );
+      once(
+        c.held.map((h) => h.env),
+        "held",
+        "env",
+        "an env name",
+      );
+      const token = c.orchestrator?.token;
+      c.held.forEach((h, i) => {
+        if (token !== undefined && h.value === token)
+          ctx.addIssue({
+            code: "custom",
+            path: ["held", i, "value"],
+            message:
+              "names the Sandbox token's file: the token goes to the Orchestrator alone, never behind a Stand-in",
+          });
+      });
+    }),
+  );
 
 export type CustodianConfig = z.infer<typeof CustodianConfig>;
 export type CustodianConfigInput = z.input<typeof CustodianConfig>;
 export type HeldValue = CustodianConfig["held"][number];
 
+// zod/mini carries no messages of its own: English is taken as classic zod says it, with "Required"
+// for a missing field, as the other schemas say it.
+const english = en().localeError;
 const requiredMessage: z.core.$ZodErrorMap = (iss) =>
-  iss.code === "invalid_type" && iss.input === undefined ? "Required" : undefined;
+  iss.code === "invalid_type" && iss.input === undefined ? "Required" : english(iss);
 
 export type ParsedConfig = { ok: true; config: CustodianConfig } | { ok: false; message: string };
 
 /** Validates a decoded config; on failure one message naming every bad field's path and its fix. */
 export function parseCustodianConfig(input: unknown): ParsedConfig {
-  const r = CustodianConfig.safeParse(input, { error: requiredMessage });
+  const r = z.safeParse(CustodianConfig, input, { error: requiredMessage });
   if (r.success) return { ok: true, config: r.data };
   const message = r.error.issues.map((iss) => `${iss.path.length ? fieldPath(iss.path) : "config"}: ${iss.message}`);
   return { ok: false, message: message.join("; ") };

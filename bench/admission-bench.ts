@@ -11,10 +11,11 @@
 //    the module's (pepr_jr2_admission_duration), and the lines the module logged per review.
 //    The same side by side with server-side dry runs (quiet_*): admission runs whole, nothing is
 //    stored, so no reconcile of an earlier create competes for the two cores; what admission itself
-//    adds, apart from what the rest of the cluster does meanwhile.
+//    adds, apart from what the rest of the cluster does meanwhile. Each side also as work: the API
+//    server's CPU per create, what admission adds to it, and the module's own CPU per review.
 //    Before them, on the quiet cluster, 8 dry-run creates each after a 6 s pause beside as many
 //    back to back, with admission and without: what a pause costs admission, such as reopening
-//    the API server's connection to the webhook (idle_added_p50_ms).
+//    the API server's connection to the webhook (idle_added_p50_ms). BENCH_ADMISSION_IDLE=0: not run.
 // 2. 5,000 AdmissionReview requests at 32 concurrent straight to the module's /validate endpoint
 //    (it has no mutating one), then the same number of Sandbox creates through the API server
 //    (server-side dry run: the policy defaults, the webhook judges, nothing is stored). Reports
@@ -32,6 +33,7 @@ import { CACHE_DIR, ROOT, localWebhooks, startLocalOperator } from "../dev/local
 import * as kubectl from "../dev/kubectl";
 import { earlierRunsGone, scrape, sumMetric, type Result } from "./sandbox-burst-bench";
 import { apiServerLoad, type Load } from "./apiserver-load";
+import { controlPlanePids, cpuSeconds } from "./cost";
 import { percentile, round, sleep, sorted } from "./stats";
 
 const TOTAL = Number(process.env.BENCH_ADMISSION_REQUESTS ?? 5000);
@@ -155,8 +157,18 @@ export async function sideBySide(
   kubeconfig: string,
   webhooks: Admission,
   count: number,
-  { dryRun }: { dryRun: boolean } = { dryRun: false },
+  { dryRun, admissionPid }: { dryRun: boolean; admissionPid?: number } = { dryRun: false },
 ): Promise<Result[]> {
+  // CPU as work (decision 0043): the API server's and the module's, each block's to its side.
+  const apiserverPid = controlPlanePids(kubeconfig).get("kube-apiserver");
+  const cpuNow = async () => ({
+    apiserver:
+      apiserverPid !== undefined
+        ? cpuSeconds(apiserverPid)
+        : ((await apiServerLoad(kubeconfig)).get("process cpu")?.seconds ?? NaN),
+    module: cpuSeconds(admissionPid),
+  });
+  const cpu = { with: { apiserver: 0, module: 0 }, without: { apiserver: 0, module: 0 } };
   const ns = `bench-admission-${randomUUID().slice(0, 6)}`;
   await kubeRequest("POST", "/api/v1/namespaces", { apiVersion: "v1", kind: "Namespace", metadata: { name: ns } });
   const times = { with: [] as number[], without: [] as number[] };
@@ -177,12 +189,17 @@ export async function sideBySide(
       }
       const side = withWebhooks ? times.with : times.without;
       const n = Math.min(BLOCK, count - side.length);
+      const c0 = await cpuNow();
       for (let i = 0; i < n; i++) {
         const name = `${withWebhooks ? "w" : "o"}-${side.length}`;
         const t = performance.now();
         await kubeRequest("POST", sandboxesPath(ns, dryRun), applied(name, ns));
         side.push(performance.now() - t);
       }
+      const c1 = await cpuNow();
+      const spent = cpu[withWebhooks ? "with" : "without"];
+      spent.apiserver += c1.apiserver - c0.apiserver;
+      spent.module += c1.module - c0.module;
       // The webhook calls counted are the with side's alone: read before the next toggle.
       if (withWebhooks && side.length === count) after = await apiServerLoad(kubeconfig);
     }
@@ -198,6 +215,7 @@ export async function sideBySide(
     const calls = (b1?.count ?? 0) - (b0?.count ?? 0);
     return round((((b1?.seconds ?? 0) - (b0?.seconds ?? 0)) / Math.max(1, calls)) * 1000);
   };
+  const perCreate = (seconds: number) => round((seconds * 1000) / count);
   const b = "admission";
   // Dry runs (quiet_*): admission whole (policy, webhook, schema) with nothing stored, so no
   // reconcile, scheduler or kwok work of earlier creates shares the two cores with the one measured.
@@ -225,6 +243,31 @@ export async function sideBySide(
     // The API server's own timing of its webhook calls (mean, every call of the with side, the
     // operator's pod creates included): the round trip as it sees it.
     { bench: b, metric: `${q}apiserver_validating_call_mean_ms`, value: meanMs("webhook validating"), unit: "ms" },
+    // CPU per create as work (decision 0043): the API server's on each side, what admission adds
+    // to it, and the module's own per review (the with side's; it answers none on the other).
+    {
+      bench: b,
+      metric: `${q}apiserver_cpu_ms_per_create_with_webhooks`,
+      value: perCreate(cpu.with.apiserver),
+      unit: "ms",
+    },
+    {
+      bench: b,
+      metric: `${q}apiserver_cpu_ms_per_create_without_webhooks`,
+      value: perCreate(cpu.without.apiserver),
+      unit: "ms",
+    },
+    {
+      bench: b,
+      metric: `${q}apiserver_cpu_ms_added_by_admission_per_create`,
+      value: perCreate(cpu.with.apiserver - cpu.without.apiserver),
+      unit: "ms",
+    },
+    // Each create on the with side is one review (the Sandbox's; the operator's pod creates skip
+    // the webhook, decision 0029); the probes between blocks fall outside the blocks' CPU.
+    ...(admissionPid !== undefined
+      ? [{ bench: b, metric: `${q}admission_module_cpu_ms_per_review`, value: perCreate(cpu.with.module), unit: "ms" }]
+      : []),
     // The API server's timing of the Sandbox defaults policy, per check (decision 0026).
     {
       bench: b,
@@ -315,9 +358,11 @@ export async function admission(kubeconfig: string): Promise<Result[]> {
     const linesBefore = lines();
     // First, on a quiet cluster: the sequential creates leave a namespace of them being deleted.
     await quietCluster();
-    const idle = await afterIdle(kubeconfig, webhooks);
-    const quiet = await sideBySide(kubeconfig, webhooks, CREATES, { dryRun: true });
-    const sequential = await sideBySide(kubeconfig, webhooks, CREATES);
+    // BENCH_ADMISSION_IDLE=0 leaves out the pauses (about two minutes) when only the rest is wanted.
+    const idle = process.env.BENCH_ADMISSION_IDLE === "0" ? [] : await afterIdle(kubeconfig, webhooks);
+    const admissionPid = op.admission.pid;
+    const quiet = await sideBySide(kubeconfig, webhooks, CREATES, { dryRun: true, admissionPid });
+    const sequential = await sideBySide(kubeconfig, webhooks, CREATES, { dryRun: false, admissionPid });
     // The module's own time per review during the sequential creates (Pepr's summary so far), and
     // the lines it logged per review answered (reconciles' lines included).
     const afterSequential = await scrape(port, op.caPem);

@@ -9,15 +9,15 @@
 // concurrent streams (sampled every 50 ms), and its RSS after each 10 MiB of a 100 MiB streamed
 // answer: flat means no growth over its second half (a buffered answer would grow by 50 MiB).
 //   BENCH_CUSTODIAN_REQUESTS=2000 (default; rounds of small bodies, a tenth of that of 1 MiB, a quarter of streams)
-import { spawn, type ChildProcess } from "node:child_process";
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { once } from "node:events";
 import { readFileSync } from "node:fs";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
-import { buildSync } from "esbuild";
 import { Pool } from "undici";
 import { CUSTODIAN_ENV } from "../api/env";
+import { bundleCompanion } from "../scripts/companion-bundle";
 import { closedPort, newStandIn, secretValue, writeLayout } from "../test/support/custodian-fixtures";
 import type { Result } from "./sandbox-burst-bench";
 import { percentile, round, sleep, sorted } from "./stats";
@@ -68,17 +68,11 @@ function provider(): Promise<http.Server> {
 
 type Running = { child: ChildProcess; port: number; rss: () => number; stop: () => Promise<void> };
 
-async function runCustodian(upstreamPort: number, standIn: string): Promise<Running> {
-  const bundle = join(ROOT, "node_modules", ".cache", "jr2-bench", "custodian.js");
-  buildSync({
-    entryPoints: [join(ROOT, "custodian", "main.ts")],
-    outfile: bundle,
-    bundle: true,
-    platform: "node",
-    target: "node20",
-    format: "cjs",
-    logLevel: "warning",
-  });
+export async function runCustodian(upstreamPort: number, standIn: string): Promise<Running> {
+  // Bundled as `npm run build` bundles it, its lazy libraries beside it (scripts/companion-bundle.ts).
+  const dir = join(ROOT, "node_modules", ".cache", "jr2-bench");
+  await bundleCompanion("custodian", dir);
+  const bundle = join(dir, "custodian.js");
   const origin = `http://127.0.0.1:${upstreamPort}`;
   const layout = writeLayout(
     { version: 1, providers: [{ name: "bench", url: origin }], held: [{ value: "key", standIn, origins: [origin] }] },
@@ -108,8 +102,17 @@ async function runCustodian(upstreamPort: number, standIn: string): Promise<Runn
   return { child, port, rss, stop };
 }
 
+const TICK_MS = 1000 / Number(spawnSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).stdout.trim() || 100);
+
+/** A process's user + system CPU so far, in milliseconds (/proc/<pid>/stat utime and stime). */
+export function cpuMs(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(fields[11]) + Number(fields[12])) * TICK_MS;
+}
+
 /** A bare pass-through (node:http, keep-alive, no rule) in its own process: the floor of a hop. */
-async function runBare(upstreamPort: number): Promise<{ port: number; stop: () => void }> {
+async function runBare(upstreamPort: number): Promise<{ port: number; pid: number; stop: () => void }> {
   const script = `
     const http = require("node:http");
     const agent = new http.Agent({ keepAlive: true });
@@ -125,7 +128,7 @@ async function runBare(upstreamPort: number): Promise<{ port: number; stop: () =
     server.listen(0, "127.0.0.1", () => process.stdout.write(server.address().port + "\\n"));`;
   const child = spawn(process.execPath, ["-e", script], { stdio: ["ignore", "pipe", "inherit"] });
   const [line] = (await once(child.stdout!, "data")) as [Buffer];
-  return { port: Number(line.toString().trim()), stop: () => child.kill("SIGTERM") };
+  return { port: Number(line.toString().trim()), pid: child.pid!, stop: () => child.kill("SIGTERM") };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -232,7 +235,27 @@ export async function custodianBench(): Promise<Result[]> {
   const results: Result[] = [];
   try {
     log(`small bodies, ${n} rounds`);
+    // CPU as work (decision 0044): each process's user+system time over the phase, per request it
+    // served; every path gets the same n requests, so the bare hop's figure is the floor.
+    const cpu0 = { custodian: cpuMs(custodian.child.pid!), bare: cpuMs(bare.pid) };
     results.push(...overhead("small", await rounds(targets, "/small", n, SMALL)));
+    const warm = Math.ceil(n / 10);
+    const perRequest = (ms: number) => round(ms / (n + warm));
+    results.push(
+      {
+        bench: B,
+        metric: "small_cpu_per_request",
+        value: perRequest(cpuMs(custodian.child.pid!) - cpu0.custodian),
+        unit: "ms",
+        target: "<= 1",
+      },
+      {
+        bench: B,
+        metric: "small_bare_hop_cpu_per_request",
+        value: perRequest(cpuMs(bare.pid) - cpu0.bare),
+        unit: "ms",
+      },
+    );
     log(`1 MiB bodies, ${Math.ceil(n / 10)} rounds`);
     results.push(...overhead("mib", await rounds(targets, "/large", Math.ceil(n / 10), LARGE)));
     log(`streamed answers, ${Math.ceil(n / 4)} rounds`);
@@ -252,7 +275,7 @@ export async function custodianBench(): Promise<Result[]> {
     // The heap settles over the first tens of MiB; flat is no growth over the second half.
     const drift = Math.max(...huge.samples.slice(4)) - huge.samples[4];
     results.push(
-      { bench: B, metric: "rss_idle", value: round(idle), unit: "MiB" },
+      { bench: B, metric: "rss_idle", value: round(idle), unit: "MiB", target: "<= 48" },
       { bench: B, metric: "rss_100_streams_peak", value: round(peak100), unit: "MiB" },
       { bench: B, metric: "rss_100mib_at_10mib", value: round(huge.samples[0]), unit: "MiB" },
       { bench: B, metric: "rss_100mib_at_50mib", value: round(huge.samples[4]), unit: "MiB" },

@@ -1,10 +1,10 @@
 // `npm run bench`: runs the benchmarks and prints one JSON line per figure:
-// {bench, metric, value, unit, target?}. Progress goes to stderr. Benches against the local control
+// {bench, metric, value, unit, target?, met?}. Progress goes to stderr. Benches against the local control
 // plane (or KUBECONFIG) bring it up and build the module first; the others need neither.
 //   BENCH_SANDBOXES=1000 (default)   BENCH_ADMISSION_REQUESTS=5000 (default)   BENCH_ATTACH_RUNS=5 (default)
 //   BENCH_FANOUT_SANDBOXES=200   BENCH_WORKSPACES=200   BENCH_LIVE_WORKSPACES=1000
-//   BENCH_ONLY=sandbox-burst|admission|attach|custodian|custodian-ca|repo-fanout|orchestrator|agents|picks
-//   BENCH_PICKS=2000
+//   BENCH_ONLY=sandbox-burst|admission|attach|custodian|custodian-ca|footprint|repo-fanout|orchestrator|agents|picks
+//   BENCH_PICKS=2000   BENCH_BUILD=0: no `npm run build` first (dist/ as it is)
 import { spawnSync } from "node:child_process";
 import { join } from "node:path";
 import { ROOT } from "../dev/local-operator";
@@ -12,6 +12,7 @@ import { admission } from "./admission-bench";
 import { attach } from "./attach-bench";
 import { orchestratorBench } from "./orchestrator-bench";
 import { repoFanout } from "./repo-fanout-bench";
+import { withVerdict } from "./cost";
 import { sandboxBurst, type Result } from "./sandbox-burst-bench";
 
 type Bench = { cluster: boolean; run: (kubeconfig: string) => Promise<Result[]> };
@@ -22,6 +23,7 @@ const BENCHES: Record<string, Bench> = {
   attach: { cluster: false, run: () => attach() },
   custodian: { cluster: false, run: async () => (await import("./custodian-bench")).custodianBench() },
   "custodian-ca": { cluster: false, run: async () => (await import("./custodian-ca-bench")).custodianCaBench() },
+  footprint: { cluster: false, run: async () => (await import("./footprint-bench")).footprintBench() },
   picks: { cluster: false, run: async () => (await import("./picks-bench")).picksBench() },
   "repo-fanout": { cluster: true, run: (k) => repoFanout(k, Number(process.env.BENCH_FANOUT_SANDBOXES ?? 200)) },
   orchestrator: {
@@ -50,6 +52,9 @@ function clusterUp(): string {
 function prepareCluster(): string {
   const kubeconfig = process.env.KUBECONFIG || clusterUp();
   process.env.KUBECONFIG = kubeconfig;
+  // BENCH_BUILD=0: the module as dist/ holds it, built beforehand (a run that compares two builds
+  // builds them outside its turn on the shared cluster).
+  if (process.env.BENCH_BUILD === "0") return kubeconfig;
   const build = spawnSync("npm", ["run", "build", "--silent"], { cwd: ROOT, stdio: ["ignore", "ignore", "inherit"] });
   if (build.status !== 0) throw new Error("npm run build failed");
   return kubeconfig;
@@ -64,7 +69,8 @@ async function main() {
   const kubeconfig = selected.some(([, b]) => b.cluster) ? prepareCluster() : "";
   for (const [name, bench] of selected) {
     process.stderr.write(`bench ${name} ...\n`);
-    for (const r of await bench.run(kubeconfig)) console.log(JSON.stringify(r));
+    // Each figure with its target says whether it meets it (decision 0043).
+    for (const r of await bench.run(kubeconfig)) console.log(JSON.stringify(withVerdict(r)));
   }
 }
 

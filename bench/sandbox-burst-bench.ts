@@ -19,11 +19,23 @@ import { K8s, kind } from "kubernetes-fluent-client";
 import { SandboxModel } from "../api/crd";
 import { CACHE_DIR, startLocalOperator } from "../dev/local-operator";
 import { percentile, round, sorted } from "./stats";
-import { apiServerLoad, printLoad } from "./apiserver-load";
+import * as kubectl from "../dev/kubectl";
+import { apiServerLoad, printLoad, type Load } from "./apiserver-load";
+import {
+  controlPlanePids,
+  cpuSeconds,
+  etcdMetricsUrl,
+  judged,
+  readEtcd,
+  requestsPer,
+  writesOf,
+  type EtcdReading,
+} from "./cost";
 import { kubeRequest, paths } from "../lib/kube";
 import { serviceSpec } from "../capabilities/sandbox/service";
 
-export type Result = { bench: string; metric: string; value: number; unit: string; target?: string };
+/** One figure; `met` says whether it meets its target, where it has one that can be judged. */
+export type Result = { bench: string; metric: string; value: number; unit: string; target?: string; met?: boolean };
 
 export function scrape(port: number, ca: string): Promise<string> {
   return new Promise((resolve, reject) => {
@@ -105,7 +117,10 @@ async function inBatches<T>(items: T[], width: number, fn: (item: T) => Promise<
  * The cluster's best: `count` plain Pods and Services created from this client at the same
  * concurrency as the Sandboxes, timed from the first create to the last pod Ready.
  */
-async function plainBaseline(count: number): Promise<{ createSeconds: number; allReadySeconds: number }> {
+async function plainBaseline<T>(
+  count: number,
+  sample: () => Promise<T>,
+): Promise<{ createSeconds: number; allReadySeconds: number; before: T; after: T }> {
   const ns = `bench-plain-${randomBytes(3).toString("hex")}`;
   await K8s(kind.Namespace).Apply({ metadata: { name: ns } });
   const ready = new Set<string>();
@@ -121,6 +136,7 @@ async function plainBaseline(count: number): Promise<{ createSeconds: number; al
   await watch.start();
   try {
     const names = Array.from({ length: count }, (_, i) => `p-${i}`);
+    const before = await sample();
     const t0 = performance.now();
     await inBatches(names, 100, (name) =>
       Promise.all([
@@ -145,7 +161,11 @@ async function plainBaseline(count: number): Promise<{ createSeconds: number; al
       if (Date.now() > deadline) throw new Error(`only ${ready.size}/${count} plain pods Ready after 15 min`);
       await new Promise((r) => setTimeout(r, 50));
     }
-    return { createSeconds: (created - t0) / 1000, allReadySeconds: (last - t0) / 1000 };
+    // As for the Sandboxes: the last writes land, and the reading is taken before the namespace's
+    // deletion adds its own.
+    await new Promise((r) => setTimeout(r, SETTLE_MS));
+    const after = await sample();
+    return { createSeconds: (created - t0) / 1000, allReadySeconds: (last - t0) / 1000, before, after };
   } finally {
     watch.close();
     await K8s(kind.Namespace)
@@ -155,6 +175,39 @@ async function plainBaseline(count: number): Promise<{ createSeconds: number; al
 }
 
 const isReady = (pod: kind.Pod) => pod.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True");
+
+/** After the last Ready, before a reading: the last writes land. */
+const SETTLE_MS = 2000;
+
+/** One reading of what the processes serving a create have done so far (decision 0043). */
+type Reading = {
+  at: number;
+  load: Load;
+  /** CPU seconds by process: the control plane's components, the operator's two processes. */
+  cpu: Map<string, number>;
+  etcd?: EtcdReading;
+};
+
+/** Reads the API server's counters, every local process's CPU time, and etcd's counters. */
+async function reading(kubeconfig: string, pids: Map<string, number>, etcdUrl: string | undefined): Promise<Reading> {
+  const load = await apiServerLoad(kubeconfig);
+  const cpu = new Map([...pids].map(([name, pid]) => [name, cpuSeconds(pid)]));
+  // The API server's own counter where no local process is known (a cluster elsewhere).
+  if (!pids.has("kube-apiserver")) cpu.set("kube-apiserver", load.get("process cpu")?.seconds ?? NaN);
+  const etcd = await readEtcd(etcdUrl);
+  return { at: performance.now(), load, cpu, ...(etcd ? { etcd } : {}) };
+}
+
+/** CPU milliseconds a process used between two readings, less its idle rate (CPU ms per wall ms)
+ * over that time. */
+const cpuMs = (a: Reading, b: Reading, name: string, idleRate = 0) =>
+  ((b.cpu.get(name) ?? NaN) - (a.cpu.get(name) ?? NaN)) * 1000 - idleRate * (b.at - a.at);
+
+/** A status as a person reads it: phase, and whether it is placed. */
+const statusStep = (s: SandboxModel) => {
+  const scheduled = s.status?.conditions?.find((c) => c.type === "Scheduled");
+  return `${s.status?.phase ?? "none"}${scheduled ? `(Scheduled ${scheduled.status})` : ""}`;
+};
 
 /**
  * Waits until no namespace of an earlier run is left: deleting thousands of pods takes the cluster
@@ -191,7 +244,17 @@ export async function sandboxBurst(kubeconfig: string, count: number): Promise<R
   );
   // Idle: up, CRDs applied, watches listed, nothing to reconcile yet, and settled (its start-up
   // garbage is given back over the first 15 s or so); then garbage collected.
-  await new Promise((r) => setTimeout(r, 20_000));
+  // Its second half gives each process's idle CPU rate, taken off the phases' figures.
+  const pids = controlPlanePids(kubeconfig);
+  pids.set("operator watcher", op.watcher.pid!);
+  pids.set("operator admission", op.admission.pid!);
+  const etcd = etcdMetricsUrl(pids.get("etcd"));
+  if (etcd.why) process.stderr.write(`etcd bytes per Sandbox: not measured: ${etcd.why}\n`);
+  await new Promise((r) => setTimeout(r, 10_000));
+  const idleFrom = await reading(kubeconfig, pids, etcd.url);
+  await new Promise((r) => setTimeout(r, 10_000));
+  const idleTo = await reading(kubeconfig, pids, etcd.url);
+  const idleRate = (name: string) => cpuMs(idleFrom, idleTo, name) / (idleTo.at - idleFrom.at);
   const idle = await probeMemory(op.watcher.pid!, probeFile);
   const idleRss = memoryMb(op.watcher.pid, "VmRSS");
   const ns = `bench-${randomBytes(3).toString("hex")}`;
@@ -201,6 +264,8 @@ export async function sandboxBurst(kubeconfig: string, count: number): Promise<R
   const createdAt = new Map<string, number>();
   /** When this client first saw each Sandbox's pod: the operator's pickup ends there. */
   const podSeen = new Map<string, number>();
+  /** Each Sandbox's statuses as its watchers saw them: which writes a burst costs. */
+  const steps = new Map<string, string[]>();
   const watches: { close(): void }[] = [];
   try {
     await K8s(kind.Namespace).Apply({ metadata: { name: ns } });
@@ -215,6 +280,9 @@ export async function sandboxBurst(kubeconfig: string, count: number): Promise<R
       .InNamespace(ns)
       .Watch((s) => {
         const name = s.metadata!.name!;
+        const seen = steps.get(name) ?? [];
+        const step = statusStep(s);
+        if (s.status && seen.at(-1) !== step) steps.set(name, [...seen, step]);
         if (s.status?.phase === "Ready" && !sbxReady.has(name)) sbxReady.set(name, performance.now());
       });
     const svcWatch = K8s(kind.Service)
@@ -229,7 +297,8 @@ export async function sandboxBurst(kubeconfig: string, count: number): Promise<R
     watches.push(podWatch, sbxWatch, svcWatch);
 
     const before = await scrape(op.watcherPort, op.caPem);
-    const loadBefore = await apiServerLoad(kubeconfig);
+    const reviewsBefore = sumMetric(await scrape(op.port, op.caPem), "pepr_jr2_admission_duration_count");
+    const from = await reading(kubeconfig, pids, etcd.url);
     // This process's own stalls delay what its watches see: reported beside the latencies.
     const loop = monitorEventLoopDelay({ resolution: 10 });
     loop.enable();
@@ -253,9 +322,19 @@ export async function sandboxBurst(kubeconfig: string, count: number): Promise<R
     const allReady = (Math.max(...sbxReady.values()) - t0) / 1000;
     loop.disable();
     // Let the last status writes land before the metrics are read.
-    await new Promise((r) => setTimeout(r, 2000));
+    await new Promise((r) => setTimeout(r, SETTLE_MS));
+    const to = await reading(kubeconfig, pids, etcd.url);
     const after = await scrape(op.watcherPort, op.caPem);
-    printLoad("per Sandbox", loadBefore, await apiServerLoad(kubeconfig), count);
+    const reviews = sumMetric(await scrape(op.port, op.caPem), "pepr_jr2_admission_duration_count") - reviewsBefore;
+    printLoad("per Sandbox", from.load, to.load, count);
+    // Which statuses the Sandboxes went through, most common first: each step is a status write.
+    const sequences = new Map<string, number>();
+    for (const s of steps.values()) sequences.set(s.join(" -> "), (sequences.get(s.join(" -> ")) ?? 0) + 1);
+    const common = [...sequences].sort((a, b) => b[1] - a[1]).slice(0, 6);
+    process.stderr.write(`status sequences seen: ${common.map(([s, n]) => `${n} x ${s}`).join("; ")}\n`);
+    // What a person sees of one Sandbox once it is Ready: its status and its Events (decision 0043).
+    const described = await kubectl.run(kubeconfig, ["describe", "sandbox", names[0]!, "-n", ns]).catch(String);
+    process.stderr.write(`kubectl describe sandbox ${names[0]}:\n${described}\n`);
 
     // The slowest few by name, to stderr, for a look at the operator's log.
     const slow = names
@@ -309,12 +388,14 @@ export async function sandboxBurst(kubeconfig: string, count: number): Promise<R
     );
     const writes = delta("pepr_jr2_api_writes");
     // The cluster's own limit, measured now, in the same run (the Sandboxes' pods still stand).
-    const plainBefore = await apiServerLoad(kubeconfig);
-    const plain = await plainBaseline(count);
-    printLoad("per plain pod", plainBefore, await apiServerLoad(kubeconfig), count);
+    const plain = await plainBaseline(count, () => reading(kubeconfig, pids, etcd.url));
+    printLoad("per plain pod", plain.before.load, plain.after.load, count);
+    const cost = costFigures({ count, reviews, idleRate, sandbox: [from, to], plain: [plain.before, plain.after] });
 
     const b = "sandbox-burst";
     return [
+      // The headline: what a Sandbox costs as work (decision 0043); the wall times below are context.
+      ...cost,
       { bench: b, metric: "sandboxes", value: count, unit: "count" },
       { bench: b, metric: "write_qps", value: qps === undefined ? 100 : Number(qps), unit: "1/s (0: no limit)" },
       { bench: b, metric: "create_seconds", value: round((created - t0) / 1000), unit: "s" },
@@ -327,6 +408,7 @@ export async function sandboxBurst(kubeconfig: string, count: number): Promise<R
         value: round(percentile(latencies, 99)),
         unit: "ms",
         target: "<= 500 with no limit, <= 1000 at the default limits (decision 0020)",
+        met: percentile(latencies, 99) <= (qps === "0" ? 500 : 1000),
       },
       { bench: b, metric: "operator_added_p50_ms", value: round(percentile(added, 50)), unit: "ms" },
       { bench: b, metric: "operator_added_p90_ms", value: round(percentile(added, 90)), unit: "ms" },
@@ -414,3 +496,89 @@ export async function sandboxBurst(kubeconfig: string, count: number): Promise<R
 
 /** A quantile of the operator's reconcile duration summary (over its recent window). */
 const quantile = (text: string, q: number) => sumMetric(text, "pepr_jr2_reconcile_duration", { quantile: String(q) });
+
+/** The processes of the control plane the bench reports apart, as controlPlanePids names them. */
+const CONTROL_PLANE = ["kube-apiserver", "etcd", "kube-controller-manager", "kube-scheduler", "kwok-controller"];
+
+/**
+ * What a Sandbox costs as work, beside a plain Pod and Service in the same run (decision 0043):
+ * API requests and writes by verb and resource (heartbeats left out), each process's CPU less its
+ * idle rate, and the bytes etcd wrote to its log. Targets where the issue set one.
+ */
+function costFigures(o: {
+  count: number;
+  reviews: number;
+  idleRate: (name: string) => number;
+  sandbox: [Reading, Reading];
+  plain: [Reading, Reading];
+}): Result[] {
+  const b = "sandbox-burst";
+  const { count } = o;
+  const [s0, s1] = o.sandbox;
+  const [p0, p1] = o.plain;
+  const sbxRequests = requestsPer(s0.load, s1.load, count);
+  const plainRequests = requestsPer(p0.load, p1.load, count);
+  const sbxWrites = writesOf(sbxRequests);
+  const plainWrites = writesOf(plainRequests);
+  const per = (r: [Reading, Reading], name: string) => cpuMs(r[0], r[1], name, o.idleRate(name)) / count;
+  const out: Result[] = [
+    {
+      bench: b,
+      metric: "api_writes_per_sandbox",
+      value: round(sbxWrites.total),
+      unit: "count",
+      ...judged(sbxWrites.total, "<=", 9.5),
+    },
+    { bench: b, metric: "api_writes_per_plain_pod_and_service", value: round(plainWrites.total), unit: "count" },
+  ];
+  for (const [key, n] of [...sbxRequests].sort((x, y) => y[1] - x[1]))
+    if (n >= 0.01) out.push({ bench: b, metric: `requests_per_sandbox: ${key}`, value: round(n), unit: "count" });
+  for (const [key, n] of [...plainRequests].sort((x, y) => y[1] - x[1]))
+    if (n >= 0.01) out.push({ bench: b, metric: `requests_per_plain_pod: ${key}`, value: round(n), unit: "count" });
+  const apiSbx = per(o.sandbox, "kube-apiserver");
+  const apiPlain = per(o.plain, "kube-apiserver");
+  out.push(
+    { bench: b, metric: "apiserver_cpu_ms_per_sandbox", value: round(apiSbx), unit: "ms" },
+    { bench: b, metric: "apiserver_cpu_ms_per_plain_pod_and_service", value: round(apiPlain), unit: "ms" },
+    { bench: b, metric: "apiserver_cpu_sandbox_over_plain", value: round(apiSbx / apiPlain), unit: "ratio" },
+  );
+  for (const name of CONTROL_PLANE.slice(1)) {
+    if (!s0.cpu.has(name)) continue;
+    const key = name.replace(/-/g, "_");
+    out.push(
+      { bench: b, metric: `${key}_cpu_ms_per_sandbox`, value: round(per(o.sandbox, name)), unit: "ms" },
+      { bench: b, metric: `${key}_cpu_ms_per_plain_pod_and_service`, value: round(per(o.plain, name)), unit: "ms" },
+    );
+  }
+  if (s0.etcd && s1.etcd && p0.etcd && p1.etcd) {
+    out.push(
+      {
+        bench: b,
+        metric: "etcd_wal_bytes_per_sandbox",
+        value: Math.round((s1.etcd.walBytes - s0.etcd.walBytes) / count),
+        unit: "B",
+      },
+      {
+        bench: b,
+        metric: "etcd_wal_bytes_per_plain_pod_and_service",
+        value: Math.round((p1.etcd.walBytes - p0.etcd.walBytes) / count),
+        unit: "B",
+      },
+    );
+  }
+  const watcher = per(o.sandbox, "operator watcher");
+  const admission = per(o.sandbox, "operator admission");
+  out.push(
+    // Through Ready: from the first create to the last Sandbox Ready (and the settle after it).
+    { bench: b, metric: "operator_watcher_cpu_ms_per_sandbox", value: round(watcher), unit: "ms" },
+    { bench: b, metric: "operator_admission_cpu_ms_per_sandbox", value: round(admission), unit: "ms" },
+    { bench: b, metric: "admission_reviews_per_sandbox", value: round(o.reviews / count), unit: "count" },
+    {
+      bench: b,
+      metric: "admission_cpu_ms_per_review",
+      value: round((admission * count) / Math.max(1, o.reviews)),
+      unit: "ms",
+    },
+  );
+  return out;
+}

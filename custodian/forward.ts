@@ -6,8 +6,7 @@
 // an upstream's own status (a stopping Orchestrator's 503) passes through unchanged.
 import type http from "node:http";
 import { performance } from "node:perf_hooks";
-import { pipeline } from "node:stream/promises";
-import type { Readable } from "node:stream";
+import type { Duplex, Readable } from "node:stream";
 import { createBrotliDecompress, createGunzip, createInflate } from "node:zlib";
 import { answer, failedAfterSending, refusal, unreachable } from "./answers";
 import type { Ctx, Held, Trace } from "./context";
@@ -106,13 +105,39 @@ async function relay(
   }
   trace.outcome = "answered";
   res.writeHead(up.statusCode, headers.flat());
-  try {
-    await pipeline([up.body, ...stages, res] as NodeJS.ReadWriteStream[]);
-  } catch {
-    // The upstream or the Harness went away mid-answer: the Harness sees its answer cut short.
-    res.destroy();
-    up.body.destroy();
-  }
+  await pipeAnswer(up.body, stages, res);
+}
+
+/**
+ * Streams `body` through `stages` into `res`, with backpressure; settles once `res` has finished,
+ * or once any side failed or went away, and then every stream is torn down (the upstream or the
+ * Harness went away mid-answer: the Harness sees its answer cut short). Piped by hand rather than
+ * with stream.pipeline, which builds an Error and a DOMException with their stacks for every
+ * answer it finishes, a third of the Custodian's own CPU per small request
+ * (docs/decisions/0044-the-custodian-starts-small.md).
+ */
+function pipeAnswer(body: Readable, stages: NodeJS.ReadWriteStream[], res: http.ServerResponse): Promise<void> {
+  return new Promise((resolve) => {
+    const chain = [body, ...stages] as Array<Readable | Duplex>;
+    let settled = false;
+    const settle = (failed: boolean) => {
+      if (settled) return;
+      settled = true;
+      if (failed) {
+        res.destroy();
+        for (const s of chain) s.destroy();
+      }
+      resolve();
+    };
+    const fail = () => settle(true);
+    for (const s of chain) s.on("error", fail);
+    res.on("error", fail);
+    res.on("finish", () => settle(false));
+    res.on("close", () => settle(!res.writableFinished));
+    let from: Readable = body;
+    for (const stage of chain.slice(1)) from = from.pipe(stage as Duplex);
+    from.pipe(res);
+  });
 }
 
 /** Forwards `ex` for `req` and answers `res`. */

@@ -11,8 +11,14 @@ import { isIP } from "node:net";
 import { join } from "node:path";
 import { createSecureContext, type SecureContext } from "node:tls";
 import { CA_CERT_KEY, CA_KEY_KEY } from "../api/custodian-config";
-import { positiveSerial } from "../lib/ca";
-import { certificate, keyIdentifiers, subjectOf } from "../lib/x509";
+import { once } from "../lib/once";
+
+// The certificate builder (and node-forge under it) loads with the first leaf: a Custodian whose
+// Harness never opens a bound host's tunnel never pays for it (docs/decisions/0044-the-custodian-starts-small.md).
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const x509 = once((): typeof import("../lib/x509") => require("../lib/x509"));
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const caLib = once((): typeof import("../lib/ca") => require("../lib/ca"));
 
 const HOUR = 3_600_000;
 const LEAF_LIFE = 7 * 24 * HOUR;
@@ -96,7 +102,12 @@ export function caFilesIn(dir: string): () => CaFiles {
 }
 
 type Leaf = { context: SecureContext; notAfter: number };
-type Issuing = { files: CaFiles; ca: Ca; issuer: ReturnType<typeof subjectOf>; keyIds: object[] };
+/** The CA in use; the names a leaf copies from it are read with its first leaf. */
+type Issuing = {
+  files: CaFiles;
+  ca: Ca;
+  names?: { issuer: ReturnType<typeof import("../lib/x509").subjectOf>; keyIds: object[] };
+};
 
 export type LeafIssuerOptions = {
   now?: () => number;
@@ -153,7 +164,7 @@ export class LeafIssuer {
 
   #read(files: CaFiles): Issuing {
     const ca = readCa(files);
-    return { files, ca, issuer: subjectOf(ca.certPem), keyIds: keyIdentifiers(this.#publicKey, ca.certPem) };
+    return { files, ca };
   }
 
   /** The CA, read again when its files changed; its leaves go with the old one. */
@@ -172,11 +183,15 @@ export class LeafIssuer {
   }
 
   #issue(host: string, now: number): { pem: string; notAfter: number } {
-    const { ca, issuer, keyIds } = this.#issuing;
+    const issuing = this.#issuing;
+    const { ca } = issuing;
+    const { subjectOf, keyIdentifiers, certificate } = x509();
+    issuing.names ??= { issuer: subjectOf(ca.certPem), keyIds: keyIdentifiers(this.#publicKey, ca.certPem) };
+    const { issuer, keyIds } = issuing.names;
     const notAfter = Math.min(now + LEAF_LIFE, ca.notAfter);
     const ip = isIP(host) !== 0;
     const pem = certificate({
-      serial: positiveSerial(),
+      serial: caLib().positiveSerial(),
       // An address's common name must not read as a DNS name: a CA limited to DNS names checks
       // a leaf's common name as one when the leaf names no DNS name.
       subject: ip ? `IP ${host}` : host.slice(0, 64),

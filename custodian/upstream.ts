@@ -5,8 +5,14 @@
 // private bundle.
 import { rootCertificates } from "node:tls";
 import type { Readable } from "node:stream";
-import { Agent, buildConnector, type Dispatcher } from "undici";
+import type { Agent, Dispatcher, buildConnector } from "undici";
+import { once } from "../lib/once";
 import { notSent } from "./rules";
+
+// undici is loaded with the first upstream call: an idle Custodian, the common case in a pod that
+// waits for its Agent, never pays for it (docs/decisions/0044-the-custodian-starts-small.md).
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const undici = once((): typeof import("undici") => require("undici"));
 
 export type UpstreamOptions = {
   connectTimeoutMs: number;
@@ -26,11 +32,20 @@ export type UpstreamRequest = {
 export type UpstreamAnswer = Dispatcher.ResponseData;
 
 export class Upstream {
-  readonly #agent: Agent;
+  readonly #opts: UpstreamOptions;
+  #agent: Agent | undefined;
   /** Errors the connector gave: no byte of any request waiting on that connect was written. */
   readonly #connectFailures = new WeakSet<object>();
 
   constructor(opts: UpstreamOptions) {
+    this.#opts = opts;
+  }
+
+  /** The pooled Agent, made with the first request. */
+  #pool(): Agent {
+    if (this.#agent) return this.#agent;
+    const opts = this.#opts;
+    const { Agent, buildConnector } = undici();
     const base = buildConnector({
       timeout: opts.connectTimeoutMs,
       ...(opts.extraCa ? { ca: [...rootCertificates, opts.extraCa] } : {}),
@@ -48,11 +63,12 @@ export class Upstream {
       bodyTimeout: opts.bodyTimeoutMs,
       keepAliveTimeout: 4_000,
     });
+    return this.#agent;
   }
 
   /** Sends one request; resolves with the status, headers and the body as a stream. */
   request(url: URL, req: UpstreamRequest): Promise<UpstreamAnswer> {
-    return this.#agent.request({
+    return this.#pool().request({
       origin: url.origin,
       path: url.pathname + url.search,
       method: req.method as Dispatcher.HttpMethod,
@@ -68,6 +84,6 @@ export class Upstream {
   }
 
   close(): Promise<void> {
-    return this.#agent.close();
+    return this.#agent?.close() ?? Promise.resolve();
   }
 }

@@ -1,5 +1,5 @@
 // Go durations (time.ParseDuration), as spec.idleTimeout and Repo spec.interval are written.
-import { goDurationMs } from "../api/crd/sources/common";
+import { goDurationMs } from "../api/go-duration";
 
 /** Milliseconds, or undefined when the text is not a Go duration. */
 export const parseGoDuration: (text: string) => number | undefined = goDurationMs;

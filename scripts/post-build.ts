@@ -4,11 +4,11 @@
 // their manifests (dist/jr2-<name>.yaml). JR2_COMPANION_IMAGE names the image they run.
 import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { buildSync } from "esbuild";
 import { parseAllDocuments, stringify } from "yaml";
 import { cacheAgentManifests } from "../cache-agent/cache-agent-manifests";
 import { orchestratorManifests } from "../orchestrator/orchestrator-manifests";
 import cfg from "../package.json";
+import { COMPANIONS, bundleCompanion, type Companion } from "./companion-bundle";
 import { renderAll } from "./crd-yaml";
 import { applyTlsSwap, servingTlsSwap, tlsSecretOf } from "./serving-tls";
 import {
@@ -81,32 +81,18 @@ console.log(
   `CRDs added to ${manifest}${existsSync(chart) ? ` and ${chart}/crds` : ""}: ${readdirSync(join(dist, "crds")).join(", ")}`,
 );
 
-// The companions: one bundle each, and their manifests.
-const COMPANIONS = {
-  "cache-agent": "cache-agent/main.ts",
-  custodian: "custodian/main.ts",
-  harness: "harness/main.ts",
-  orchestrator: "orchestrator/main.ts",
-};
-const root = join(__dirname, "..");
-for (const [name, entry] of Object.entries(COMPANIONS)) {
-  buildSync({
-    entryPoints: [join(root, entry)],
-    outfile: join(dist, "companions", `${name}.js`),
-    bundle: true,
-    platform: "node",
-    target: "node20",
-    format: "cjs",
-    sourcemap: true,
-    // kubernetes-fluent-client finds a kind by its class's name: a renamed class is an unknown kind.
-    keepNames: true,
-    logLevel: "warning",
-  });
-}
 const image = process.env.JR2_COMPANION_IMAGE || `jr2/companions:${cfg.version}`;
 const render = (objects: Array<Record<string, unknown>>) => objects.map((o) => stringify(o)).join("---\n");
 writeFileSync(join(dist, "jr2-cache-agent.yaml"), render(cacheAgentManifests({ image })));
 writeFileSync(join(dist, "jr2-orchestrator.yaml"), render(orchestratorManifests({ image })));
-console.log(
-  `companions bundled into ${join(dist, "companions")}; manifests dist/jr2-cache-agent.yaml, dist/jr2-orchestrator.yaml (image ${image})`,
-);
+
+// The companions: one bundle each (the Custodian's lazy libraries beside it), and their manifests.
+void (async () => {
+  for (const name of Object.keys(COMPANIONS) as Companion[]) await bundleCompanion(name, join(dist, "companions"));
+  console.log(
+    `companions bundled into ${join(dist, "companions")}; manifests dist/jr2-cache-agent.yaml, dist/jr2-orchestrator.yaml (image ${image})`,
+  );
+})().catch((err: unknown) => {
+  console.error(err);
+  process.exit(1);
+});

@@ -38,6 +38,10 @@ export type Sandbox = SandboxModel & {
   spec: SandboxSpec;
 };
 
+/** A pod this process created whose uid no status records yet (decision 0031), and when it was
+ * created and first seen placed (performance.now(); decision 0043). */
+type OwnCreate = { sandboxUID: string; podUID: string; at: number; placedAt?: number };
+
 /** Raised after a refused pod create is written to status, so the queue retries with backoff. */
 class RetryLater extends Error {}
 
@@ -77,7 +81,7 @@ export class SandboxController {
   readonly #warnedKeepalive = new Map<string, string>();
   /** The pods this process created whose uid no status records yet (decision 0031): while a first
    * status waits, this is the record that makes a vanished pod Lost rather than replaced. */
-  readonly #created = new Map<string, { sandboxUID: string; podUID: string; at: number }>();
+  readonly #created = new Map<string, OwnCreate>();
   /** When each keepalive value was first seen: a future one counts from then (leaseOf). */
   readonly #keepalives = new KeepaliveSightings();
   readonly #contributors: PodContributor[] = [];
@@ -239,10 +243,16 @@ export class SandboxController {
       extraConditions: [...said.flatMap((x) => x.conditions ?? []), ...(applied ? [applied] : [])],
       now: new Date(now),
     });
-    // A new Sandbox's first status waits a moment for its pod's news (decision 0031).
+    // A new Sandbox's first status waits a moment for its pod's news (decisions 0031 and 0043):
+    // counted from the create while the pod is not placed, from its placement once it is.
     const created = this.#ownCreate(key, sbx);
-    const podAge = created && performance.now() - created.at;
-    const wait = serviceResult.status === "fulfilled" ? firstStatusWaitMs(sbx.status, status, podAge) : 0;
+    const at = performance.now();
+    if (created && pod?.spec?.nodeName && created.placedAt === undefined) created.placedAt = at;
+    const since = created && {
+      createdMs: at - created.at,
+      ...(created.placedAt !== undefined ? { placedMs: at - created.placedAt } : {}),
+    };
+    const wait = serviceResult.status === "fulfilled" ? firstStatusWaitMs(sbx.status, status, since) : 0;
     if (wait > 0) return { requeueAfterMs: Math.min(wait, lease.deadline - now) };
     await this.#writeStatus(key, sbx, status);
     // Last, so the Warning also tells an observer that this reconcile is done.
@@ -307,7 +317,7 @@ export class SandboxController {
   }
 
   /** This process's create of this very Sandbox's pod, while no status records it (decision 0031). */
-  #ownCreate(key: string, sbx: Sandbox): { podUID: string; at: number } | undefined {
+  #ownCreate(key: string, sbx: Sandbox): OwnCreate | undefined {
     const c = this.#created.get(key);
     return c && c.sandboxUID === sbx.metadata.uid ? c : undefined;
   }

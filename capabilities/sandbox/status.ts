@@ -276,25 +276,21 @@ function lostOf(status: SandboxStatus): PodLoss {
 
 export type StatusEvent = { type: "Normal" | "Warning"; reason: string; message: string };
 
-/** The Events a status change deserves (pure): one per transition, none for a repeat. */
+/**
+ * The Events a status change deserves (pure): the Warnings alone, one per transition, none for a
+ * repeat. Placed and Ready are said by the status itself (the Scheduled and Ready conditions, the
+ * node, the endpoint, each with its time), so a Normal Event for them was an API write every
+ * Sandbox paid for that told a person nothing more (decision 0043, amending decision 0027).
+ */
 export function statusEvents(prev: SandboxStatus | undefined, next: SandboxStatus): StatusEvent[] {
   const events: StatusEvent[] = [];
   const was = (t: string) => prev?.conditions?.find((c) => c.type === t);
   const now = (t: string) => next.conditions?.find((c) => c.type === t);
   const s0 = was(CONDITION.Scheduled);
   const s1 = now(CONDITION.Scheduled);
-  const becameReady = next.phase === "Ready" && prev?.phase !== "Ready";
   const changed =
     s1 && next.phase !== "Lost" && (s1.status !== s0?.status || s1.reason !== s0?.reason || s1.message !== s0?.message);
-  const placed = changed && s1.status === "True";
-  // Placed and Ready in one status (the usual case): one Event that says both, not two writes
-  // (decision 0027: an Event is an API write every Sandbox pays for).
-  if (placed && !becameReady) events.push({ type: "Normal", reason: SCHEDULED_REASON.Scheduled, message: s1.message });
   if (changed && s1.status === "False") events.push({ type: "Warning", reason: s1.reason, message: s1.message });
-  if (becameReady) {
-    const where = placed && s1.message ? `; ${s1.message}` : "";
-    events.push({ type: "Normal", reason: "Ready", message: `the Harness answers at ${next.endpoint ?? "?"}${where}` });
-  }
   if (next.phase === "Lost" && prev?.phase !== "Lost") {
     const l = now(CONDITION.Lost);
     events.push({ type: "Warning", reason: "Lost", message: `${l?.reason ?? "Lost"}: ${l?.message ?? ""}` });
@@ -303,30 +299,47 @@ export function statusEvents(prev: SandboxStatus | undefined, next: SandboxStatu
 }
 
 /**
- * How long a new Sandbox's first status may wait for news (decision 0031): a pod is usually Ready
- * within it, and then one status write says placed and Ready at once, where two said Pending first.
+ * How long a new Sandbox's first status may wait for news once its pod is placed (decision 0031):
+ * a pod is usually Ready within it, and then one status write says placed and Ready at once,
+ * where two said Pending first. Counted from when this process saw the pod placed (decision 0043).
  */
 export const FIRST_STATUS_QUIET_MS = 2000;
+
+/**
+ * The longest a first status waits from its pod's create while the pod is not placed (decision
+ * 0043): a status that says only "not placed yet" reads to every client as no status at all, so it
+ * waits for the scheduler's word (placed, or Unschedulable, which is written at once), but no
+ * longer than this, so a person still sees the pod's name when the scheduler says nothing.
+ */
+export const FIRST_STATUS_LIMIT_MS = 10_000;
 
 /** Ready's reasons that only say the start is under way: nothing a client acts on. */
 const UNDER_WAY: readonly string[] = [READY_REASON.PodNotReady, READY_REASON.ServiceNotCreated];
 
+/** How long ago this process created a Sandbox's pod, and saw it placed (undefined: not yet). */
+export type PodSightings = { createdMs: number; placedMs?: number };
+
 /**
  * The milliseconds a status may still wait before it is written (pure); 0: write it now. Only a
- * Sandbox's first status waits, only while its pod is younger than FIRST_STATUS_QUIET_MS
- * (`podAgeMs`: undefined when this process did not create it), and only while it says nothing but
- * "under way": a condition False for any other reason (a refusal, Unschedulable, a Repo hold) or a
+ * Sandbox's first status waits (`since`: undefined when this process did not create its pod), only
+ * while it says nothing but "under way", and never past FIRST_STATUS_LIMIT_MS from the create:
+ * while the pod is not placed it waits for the scheduler; once placed, FIRST_STATUS_QUIET_MS from
+ * then. A condition False for any other reason (a refusal, Unschedulable, a Repo hold) or a
  * container waiting for a reason worth naming is written at once.
  */
 export function firstStatusWaitMs(
   prev: SandboxStatus | undefined,
   next: SandboxStatus,
-  podAgeMs: number | undefined,
+  since: PodSightings | undefined,
 ): number {
-  if (prev || podAgeMs === undefined || podAgeMs >= FIRST_STATUS_QUIET_MS) return 0;
+  if (prev || since === undefined) return 0;
   if (next.phase !== "Pending" || next.waiting?.length) return 0;
   const news = (next.conditions ?? []).some(
     (c) => c.status === "False" && !(c.type === CONDITION.Ready && UNDER_WAY.includes(c.reason)),
   );
-  return news ? 0 : FIRST_STATUS_QUIET_MS - podAgeMs;
+  const left = FIRST_STATUS_LIMIT_MS - since.createdMs;
+  if (news || left <= 0) return 0;
+  const placed = next.conditions?.some((c) => c.type === CONDITION.Scheduled && c.status === "True");
+  if (!placed) return left;
+  return Math.max(0, Math.min(left, FIRST_STATUS_QUIET_MS - (since.placedMs ?? 0)));
 }

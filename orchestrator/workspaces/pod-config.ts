@@ -32,7 +32,8 @@ const Memory = z
 const Held = z.strictObject({
   secret: SecretName.meta({ description: "The Secret (in the Sandboxes' namespace) holding the value." }),
   key: SecretKey.meta({ description: "Its key." }),
-  env: EnvName.optional().meta({
+  // EnvName and Timeout are zod/mini schemas (api/custodian-config.ts): wrapped, not chained.
+  env: z.optional(EnvName).meta({
     description: "The Harness's env var that gets the Stand-in, e.g. ANTHROPIC_API_KEY.",
   }),
   origins: z
@@ -56,7 +57,7 @@ export const PodConfig = z
         held: z.array(Held).default([]),
         tunnel: z.array(HostPattern).default([]),
         timeouts: z
-          .strictObject({ connect: Timeout.optional(), headers: Timeout.optional(), body: Timeout.optional() })
+          .strictObject({ connect: z.optional(Timeout), headers: z.optional(Timeout), body: z.optional(Timeout) })
           .optional(),
       })
       .default({ resources: { ...CUSTODIAN_SLICE }, providers: [], held: [], tunnel: [] }),

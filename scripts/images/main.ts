@@ -38,6 +38,7 @@ import { BlobStore, assemble, contentKey, imageConfig, type BuiltImage, type Lay
 import {
   APP_COPY,
   BASE_PACKAGES,
+  HARNESS_JS,
   IMAGES,
   IMAGE_ENV,
   NODE_RUNTIME,
@@ -159,9 +160,10 @@ export function recipes(ctx: Context): Record<LayerId, () => Recipe> {
       };
     },
     "sandbox-harness": () => {
-      const [harness] = expandCopy(root, APP_COPY.sandbox.from);
-      if (!harness) throw new Error(`no ${APP_COPY.sandbox.from}: run npm run build`);
-      const to = APP_COPY.sandbox.to.slice(1);
+      const files = expandCopy(root, APP_COPY.sandbox.from);
+      if (!files.some((f) => basename(f) === basename(HARNESS_JS)))
+        throw new Error(`no ${basename(HARNESS_JS)} in ${APP_COPY.sandbox.from}: run npm run build`);
+      const to = APP_COPY.sandbox.to.slice(1, -1);
       const owned = RUN_USER_DIRS.sandbox.map((d) => d.slice(1));
       return {
         key: contentKey({
@@ -169,14 +171,14 @@ export function recipes(ctx: Context): Record<LayerId, () => Recipe> {
           layer: "sandbox-harness",
           code: codeOf("main.ts"),
           uid: RUN_UID,
-          harness: sha256File(harness),
+          files: files.map((f) => [basename(f), sha256File(f)]),
           owned,
           to,
         }),
         entries: () => [
           dirEntry("opt"),
-          dirEntry(dirname(to)),
-          fileEntry(to, harness),
+          dirEntry(to),
+          ...files.map((f) => fileEntry(`${to}/${basename(f)}`, f)),
           ...owned.map((d) => dirEntry(d, RUN_UID)),
         ],
       };

@@ -16,7 +16,7 @@ RUN apt-get update \
     /usr/local/bin/yarn /usr/local/bin/yarnpkg /opt/yarn-* \
  && groupadd -g 65532 jr2 && useradd -u 65532 -g 65532 -d /home/jr2 -m -s /bin/bash jr2 \
  && mkdir -p /work /conversations && chown 65532:65532 /work /conversations
-COPY dist/companions/harness.js /opt/jr2/harness.js
+COPY dist/companions/harness*js /opt/jr2/
 WORKDIR /work
 USER 65532:65532
 EXPOSE 8080

@@ -51,8 +51,9 @@ export const DOCKERFILE: Record<ImageName, string> = {
 /** What each image adds to the shared base and the Node runtime, as its Dockerfile's COPY says it
  * (paths from the repository root; `*` matches within one directory). */
 export const APP_COPY: Record<ImageName, { from: string; to: string }> = {
-  companions: { from: "dist/companions/*.js", to: "/app/" },
-  sandbox: { from: "dist/companions/harness.js", to: HARNESS_JS },
+  // `*js`: each bundle and the files it loads late (.js, .mjs; decision 0044), never a source map.
+  companions: { from: "dist/companions/*js", to: "/app/" },
+  sandbox: { from: "dist/companions/harness*js", to: `${HARNESS_DIR}/` },
   controller: { from: "dist/controller/node_modules/", to: "/app/node_modules/" },
 };
 

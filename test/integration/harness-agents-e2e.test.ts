@@ -3,7 +3,9 @@
 // the Harness's Stand-in for the key; its picks go through the Custodian to a recording Orchestrator
 // endpoint that holds them outstanding for more than one poll. A full turn (bash in /work, a pick,
 // the final message), a second turn that continues the conversation, the one-turn-at-a-time rule,
-// an abort, and a Harness restart mid-turn with the conversation kept.
+// an abort, and a Harness restart mid-turn with the conversation kept. Both run as their images run
+// them: the bundles `npm run build` writes, with the libraries they load late in files beside them
+// (scripts/companion-bundle.ts, decision 0044), so pi is loaded from its own file with the first turn.
 import { type ChildProcess, spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import { once } from "node:events";
@@ -15,19 +17,18 @@ import { join } from "node:path";
 import type { Admission, StreamEvent, StreamPage } from "../../api/agent-protocol";
 import { HARNESS_ENV } from "../../api/env";
 import { startScriptedModel, type ScriptedModel } from "../../dev/scripted-model";
+import { bundleCompanion } from "../../scripts/companion-bundle";
 import { custodianEnv, newStandIn, secretValue, writeLayout, type Layout } from "../support/custodian-fixtures";
 
 jest.setTimeout(120_000);
 
 const ROOT = join(__dirname, "..", "..");
-/** tsx as a loader inside one node process: the tsx command would run the program in a child of its
- * own, which a SIGKILL of the command leaves running. */
-const NODE_TSX = [process.execPath, ["--import", "tsx"]] as const;
 const KEY = secretValue("model-key");
 const TOKEN = secretValue("sandbox-token");
 const BEARER = secretValue("harness-bearer");
 const STAND_IN = newStandIn();
 const tmp = mkdtempSync(join(tmpdir(), "jr2-agents-"));
+const bundles = join(tmp, "app");
 const work = join(tmp, "work");
 const conversations = join(tmp, "conversations");
 mkdirSync(work);
@@ -80,7 +81,7 @@ let harness: ChildProcess;
 let harnessUrl: string;
 
 async function startHarness() {
-  harness = spawn(NODE_TSX[0], [...NODE_TSX[1], join(ROOT, "harness", "main.ts")], {
+  harness = spawn(process.execPath, [join(bundles, "harness.js")], {
     cwd: ROOT,
     env: {
       PATH: process.env.PATH,
@@ -130,6 +131,8 @@ const PROPOSE = {
 };
 
 beforeAll(async () => {
+  await bundleCompanion("harness", bundles);
+  await bundleCompanion("custodian", bundles);
   await new Promise<void>((r) => orchestrator.listen(0, "127.0.0.1", r));
   const orchestratorUrl = `http://127.0.0.1:${(orchestrator.address() as AddressInfo).port}`;
   model = await startScriptedModel({
@@ -153,7 +156,7 @@ beforeAll(async () => {
     },
     { JR2_SANDBOX_TOKEN: TOKEN, "model-key": KEY },
   );
-  custodian = spawn(NODE_TSX[0], [...NODE_TSX[1], join(ROOT, "custodian", "main.ts")], {
+  custodian = spawn(process.execPath, [join(bundles, "custodian.js")], {
     cwd: ROOT,
     env: custodianEnv(layout),
     stdio: ["ignore", "pipe", "inherit"],

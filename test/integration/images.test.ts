@@ -204,7 +204,16 @@ function ownLayer(name: ImageName): string[] {
 
 test("the companions image adds what its Dockerfile copies, root-owned and read-only to the run user", () => {
   const files = expandCopy(ROOT, APP_COPY.companions.from).map((f) => f.slice(f.lastIndexOf("/") + 1));
-  expect(files).toEqual(["cache-agent.js", "custodian.js", "harness.js", "orchestrator.js"]);
+  // Each bundle and the files it loads late (decision 0044).
+  expect(files).toEqual([
+    "cache-agent.js",
+    "custodian-forge.js",
+    "custodian-undici.js",
+    "custodian.js",
+    "harness-pi.mjs",
+    "harness.js",
+    "orchestrator.js",
+  ]);
   expect(ownLayer("companions")).toEqual(["drwxr-xr-x 0/0 app/", ...files.map((f) => `-rw-r--r-- 0/0 app/${f}`)]);
   // Each bundle starts in the image: the Custodian, given no config, ends naming what it missed.
   const custodian = inImage("companions", ["/usr/local/bin/node", "/app/custodian.js"]);
@@ -217,6 +226,7 @@ test("the Sandbox image adds the Harness and the run user's mount points", () =>
     `drwxr-xr-x ${RUN_USER.uid}/${RUN_USER.gid} conversations/`,
     "drwxr-xr-x 0/0 opt/",
     "drwxr-xr-x 0/0 opt/jr2/",
+    "-rw-r--r-- 0/0 opt/jr2/harness-pi.mjs",
     "-rw-r--r-- 0/0 opt/jr2/harness.js",
     `drwxr-xr-x ${RUN_USER.uid}/${RUN_USER.gid} work/`,
   ]);

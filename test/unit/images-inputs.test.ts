@@ -156,10 +156,15 @@ describe("npm run images and dist/", () => {
   const moduleYaml = `dist/pepr-module-${cfg.pepr.uuid}.yaml`;
 
   test("rebuilds dist/ when the bundles are missing or a manifest names another image, and not otherwise", () => {
-    expect(builtFor(refs, root)).toEqual({ ok: false, why: "dist/companions/*.js is missing" });
+    expect(builtFor(refs, root)).toEqual({ ok: false, why: "dist/companions/*js is missing" });
     write("dist/companions/orchestrator.js", "");
     write("dist/companions/orchestrator.js.map", "");
-    expect(expandCopy(root, APP_COPY.companions.from)).toEqual([join(root, "dist/companions/orchestrator.js")]);
+    write("dist/companions/harness-pi.mjs", "");
+    // Each bundle and what it loads late (decision 0044); never a source map.
+    expect(expandCopy(root, APP_COPY.companions.from)).toEqual([
+      join(root, "dist/companions/harness-pi.mjs"),
+      join(root, "dist/companions/orchestrator.js"),
+    ]);
     write("dist/jr2-orchestrator.yaml", "spec:\n  containers:\n    - name: o\n      image: jr2/companions:0.1.0\n");
     expect(builtFor(refs, root).why).toBe(
       "dist/'s companion manifests name jr2/companions:0.1.0, not 127.0.0.1:5000/jr2/companions:0.1.0",

@@ -1,6 +1,6 @@
 import type { SandboxStatus } from "../../api/crd";
 import { computeStatus, statusEvents, type Observed } from "../../capabilities/sandbox/status";
-import { NODE, POD_UID, readyPod, sandboxOf, serviceOf, unreadyPod } from "./unit-fixtures";
+import { NODE, POD_UID, podOf, readyPod, sandboxOf, serviceOf, unreadyPod } from "./unit-fixtures";
 
 const NOW = new Date("2026-03-01T12:00:00Z");
 const next = (prev: SandboxStatus | undefined, o: Partial<Observed>) =>
@@ -10,32 +10,39 @@ describe("statusEvents", () => {
   const scheduled = next(undefined, { pod: unreadyPod(), service: serviceOf() });
   const ready = next(scheduled, { pod: readyPod(), service: serviceOf() });
 
-  it("emits one Normal Scheduled event when the pod is placed", () => {
-    const events = statusEvents(undefined, scheduled);
-    expect(events).toHaveLength(1);
-    expect(events[0].type).toBe("Normal");
-    expect(events[0].reason).toBe("Scheduled");
-    expect(events[0].message).toContain(NODE);
+  // Placed and Ready are in the status (conditions, node, endpoint, each with its time): no Normal
+  // Event repeats them (decision 0043).
+  it("emits nothing when the pod is placed", () => {
+    expect(statusEvents(undefined, scheduled)).toEqual([]);
   });
 
-  it("emits one Ready event, naming the node, when the pod is placed and Ready in one status", () => {
-    const events = statusEvents(undefined, next(undefined, { pod: readyPod(), service: serviceOf() }));
-    expect(events).toHaveLength(1);
-    expect(events[0]).toMatchObject({ type: "Normal", reason: "Ready" });
-    expect(events[0].message).toContain("http://sb.team-a.svc:8080");
-    expect(events[0].message).toContain(NODE);
+  it("emits nothing when the pod is placed and Ready in one status", () => {
+    expect(statusEvents(undefined, next(undefined, { pod: readyPod(), service: serviceOf() }))).toEqual([]);
   });
 
   it("emits nothing for a repeat of the same status", () => {
     expect(statusEvents(scheduled, next(scheduled, { pod: unreadyPod(), service: serviceOf() }))).toEqual([]);
   });
 
-  it("emits one Normal Ready event on Pending -> Ready", () => {
-    const events = statusEvents(scheduled, ready);
-    expect(events).toHaveLength(1);
-    expect(events[0].type).toBe("Normal");
-    expect(events[0].reason).toBe("Ready");
-    expect(events[0].message).toContain("http://sb.team-a.svc:8080");
+  it("emits nothing on Pending -> Ready, which the status says with its endpoint and node", () => {
+    expect(statusEvents(scheduled, ready)).toEqual([]);
+    expect(ready.phase).toBe("Ready");
+    expect(ready.endpoint).toBe("http://sb.team-a.svc:8080");
+    expect(ready.nodeName).toBe(NODE);
+    expect(ready.conditions?.find((c) => c.type === "Scheduled")?.message).toContain(NODE);
+  });
+
+  it("emits one Warning when the scheduler cannot place the pod, and none for its repeat", () => {
+    const unschedulable = podOf({
+      conditions: [
+        { type: "PodScheduled", status: "False", reason: "Unschedulable", message: "0/3 nodes are available" },
+      ],
+    });
+    const first = next(undefined, { pod: unschedulable, service: serviceOf() });
+    expect(statusEvents(undefined, first)).toEqual([
+      { type: "Warning", reason: "Unschedulable", message: "0/3 nodes are available" },
+    ]);
+    expect(statusEvents(first, next(first, { pod: unschedulable, service: serviceOf() }))).toEqual([]);
   });
 
   it("emits one Warning Lost event when the Sandbox becomes Lost", () => {

@@ -1,6 +1,7 @@
-// The rule that lets a new Sandbox's first status wait for its pod's news (decision 0031).
+// The rule that lets a new Sandbox's first status wait for its pod's news (decisions 0031, 0043).
 import type { SandboxStatus } from "../../api/crd";
 import {
+  FIRST_STATUS_LIMIT_MS,
   FIRST_STATUS_QUIET_MS,
   computeStatus,
   firstStatusWaitMs,
@@ -10,22 +11,39 @@ import { podOf, readyPod, sandboxOf, serviceOf, unreadyPod } from "./unit-fixtur
 
 const now = new Date("2026-03-01T12:00:00.000Z");
 const status = (o: Partial<Observed> = {}): SandboxStatus => computeStatus({ sandbox: sandboxOf(), now, ...o });
-const young = 100;
+/** Created 100 ms ago and seen placed 50 ms ago. */
+const young = { createdMs: 100, placedMs: 50 };
 
 describe("firstStatusWaitMs", () => {
-  it("lets a first Pending status that says only 'under way' wait out the rest of the quiet time", () => {
+  it("lets a placed first Pending status that says only 'under way' wait out the quiet time from its placement", () => {
     expect(firstStatusWaitMs(undefined, status({ pod: unreadyPod(), service: serviceOf() }), young)).toBe(
-      FIRST_STATUS_QUIET_MS - young,
+      FIRST_STATUS_QUIET_MS - 50,
     );
-    // Not yet placed, or its Service still being made: the same.
-    expect(firstStatusWaitMs(undefined, status({ pod: podOf() }), young)).toBe(FIRST_STATUS_QUIET_MS - young);
-    expect(firstStatusWaitMs(undefined, status({ pod: readyPod() }), young)).toBe(FIRST_STATUS_QUIET_MS - young);
+    // Its Service still being made: the same.
+    expect(firstStatusWaitMs(undefined, status({ pod: readyPod() }), young)).toBe(FIRST_STATUS_QUIET_MS - 50);
+    // Placed late (the scheduler busy): the quiet time counts from the placement, not the create.
+    const placedLate = { createdMs: 5000, placedMs: 300 };
+    expect(firstStatusWaitMs(undefined, status({ pod: unreadyPod(), service: serviceOf() }), placedLate)).toBe(
+      FIRST_STATUS_QUIET_MS - 300,
+    );
   });
 
-  it("writes at once once the pod is older than the quiet time", () => {
+  it("lets a status that says only 'not placed yet' wait for the scheduler, up to the limit from the create", () => {
+    // Nothing a client reads: the same as no status at all (decision 0043).
+    const unplaced = status({ pod: podOf(), service: serviceOf() });
+    expect(firstStatusWaitMs(undefined, unplaced, { createdMs: 100 })).toBe(FIRST_STATUS_LIMIT_MS - 100);
+    expect(firstStatusWaitMs(undefined, unplaced, { createdMs: FIRST_STATUS_QUIET_MS + 500 })).toBe(
+      FIRST_STATUS_LIMIT_MS - FIRST_STATUS_QUIET_MS - 500,
+    );
+    expect(firstStatusWaitMs(undefined, unplaced, { createdMs: FIRST_STATUS_LIMIT_MS })).toBe(0);
+  });
+
+  it("writes at once once the quiet time since the placement is over, or the limit since the create", () => {
     const pending = status({ pod: unreadyPod(), service: serviceOf() });
-    expect(firstStatusWaitMs(undefined, pending, FIRST_STATUS_QUIET_MS)).toBe(0);
-    expect(firstStatusWaitMs(undefined, pending, FIRST_STATUS_QUIET_MS + 5000)).toBe(0);
+    expect(firstStatusWaitMs(undefined, pending, { createdMs: 3000, placedMs: FIRST_STATUS_QUIET_MS })).toBe(0);
+    expect(firstStatusWaitMs(undefined, pending, { createdMs: 9000, placedMs: FIRST_STATUS_QUIET_MS + 5000 })).toBe(0);
+    expect(firstStatusWaitMs(undefined, pending, { createdMs: FIRST_STATUS_LIMIT_MS - 100, placedMs: 10 })).toBe(100);
+    expect(firstStatusWaitMs(undefined, pending, { createdMs: FIRST_STATUS_LIMIT_MS + 1, placedMs: 10 })).toBe(0);
   });
 
   it("writes at once when this process did not create the pod (a restart, a pod made earlier)", () => {

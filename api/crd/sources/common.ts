@@ -6,19 +6,8 @@ export const GROUP = "core.jr2.dev";
 export const VERSION = "v1alpha1";
 export const API_VERSION = `${GROUP}/${VERSION}`;
 
-/** A Go duration as time.ParseDuration reads it (`90s`, `30m`, `1h30m`). */
-export const GO_DURATION = /^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$/;
-
-const UNIT_MS: Record<string, number> = { ns: 1e-6, us: 1e-3, µs: 1e-3, ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
-
-/** A Go duration in milliseconds, or undefined when the text is not one (lib/duration re-exports it
- * as parseGoDuration; it lives here so the schemas can bound a duration). */
-export function goDurationMs(text: string): number | undefined {
-  if (!GO_DURATION.test(text)) return undefined;
-  let ms = 0;
-  for (const [, n, unit] of text.matchAll(/([0-9]+(?:\.[0-9]+)?)(ns|us|µs|ms|s|m|h)/g)) ms += Number(n) * UNIT_MS[unit];
-  return ms;
-}
+export { GO_DURATION, goDurationMs } from "../../go-duration";
+import { GO_DURATION } from "../../go-duration";
 
 export const goDuration = (what: string) =>
   z.string().regex(GO_DURATION, { message: `${what} must be a Go duration such as "30m" or "1h30m"` });

@@ -1,0 +1,90 @@
+// Benchmark: what each companion costs at rest, per pod (decision 0044). Node's own
+// floor on this machine first (an empty process, and one holding an HTTP server, TLS and a P-256
+// key, as every companion does), then the Custodian and the Harness as their images run them
+// (bundled by scripts/companion-bundle.ts), each idle: started, ready, nothing asked of it yet. The
+// Harness hosts its Agents as in a pod (a conversations directory, a model behind the Custodian).
+// RSS is read from /proc after 2 s of rest, the median of three fresh processes.
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { HARNESS_ENV } from "../api/env";
+import { HARNESS_CUSTODIAN_URL_ENV } from "../api/custodian-config";
+import { bundleCompanion } from "../scripts/companion-bundle";
+import { runCustodian } from "./custodian-bench";
+import type { Result } from "./sandbox-burst-bench";
+import { percentile, round, sleep, sorted } from "./stats";
+
+const B = "footprint";
+const ROOT = join(__dirname, "..");
+const log = (line: string) => process.stderr.write(`footprint: ${line}\n`);
+
+const rssOf = (pid: number) => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))![1]) / 1024;
+
+/** A process started and, once `ready` says so, left alone for 2 s; its RSS in MiB. */
+async function restingRss(child: ChildProcess, ready: (out: string) => boolean): Promise<number> {
+  let out = "";
+  child.stdout?.on("data", (c: Buffer) => (out += c.toString()));
+  for (let i = 0; i < 200 && !ready(out); i++) await sleep(50);
+  if (!ready(out)) throw new Error(`the process did not get ready: ${out.slice(-300)}`);
+  await sleep(2000);
+  const rss = rssOf(child.pid!);
+  child.kill("SIGTERM");
+  return rss;
+}
+
+async function median(what: string, one: () => Promise<number>): Promise<number> {
+  const runs: number[] = [];
+  for (let i = 0; i < 3; i++) runs.push(await one());
+  log(`${what}: ${runs.map((r) => r.toFixed(1)).join(", ")} MiB`);
+  return percentile(sorted(runs), 50);
+}
+
+const FLOOR_HTTP = `require("node:http").createServer().listen(0, "127.0.0.1", () => process.stdout.write("up\\n"));
+require("node:tls"); require("node:crypto").generateKeyPairSync("ec", { namedCurve: "P-256" });`;
+
+export async function footprintBench(): Promise<Result[]> {
+  const dir = join(ROOT, "node_modules", ".cache", "jr2-bench");
+  await bundleCompanion("harness", dir);
+  const floor = await median("node, empty", () =>
+    restingRss(spawn(process.execPath, ["-e", 'process.stdout.write("up\\n"); setInterval(() => {}, 1000)']), (o) =>
+      o.includes("up"),
+    ),
+  );
+  const floorHttp = await median("node, http + tls + key", () =>
+    restingRss(spawn(process.execPath, ["-e", FLOOR_HTTP]), (o) => o.includes("up")),
+  );
+  const custodian = await median("custodian", async () => {
+    const c = await runCustodian(9, "jr2-stand-in-" + "0".repeat(32));
+    await sleep(2000);
+    const rss = c.rss();
+    await c.stop();
+    return rss;
+  });
+  const harness = await median("harness", () =>
+    restingRss(
+      spawn(process.execPath, [join(dir, "harness.js")], {
+        env: {
+          PATH: process.env.PATH,
+          [HARNESS_ENV.port]: "0",
+          [HARNESS_ENV.host]: "127.0.0.1",
+          [HARNESS_ENV.workRoot]: mkdtempSync(join(tmpdir(), "jr2-fp-work-")),
+          [HARNESS_ENV.reposRoot]: mkdtempSync(join(tmpdir(), "jr2-fp-repos-")),
+          [HARNESS_ENV.conversationsDir]: mkdtempSync(join(tmpdir(), "jr2-fp-conv-")),
+          [HARNESS_ENV.modelProvider]: "model",
+          [HARNESS_CUSTODIAN_URL_ENV]: "http://127.0.0.1:9",
+        },
+        stdio: ["ignore", "pipe", "inherit"],
+      }),
+      (o) => o.includes('"listening"'),
+    ),
+  );
+  return [
+    { bench: B, metric: "node_floor_rss", value: round(floor), unit: "MiB" },
+    { bench: B, metric: "node_http_tls_floor_rss", value: round(floorHttp), unit: "MiB" },
+    { bench: B, metric: "custodian_idle_rss", value: round(custodian), unit: "MiB", target: "<= 48" },
+    { bench: B, metric: "custodian_idle_over_floor", value: round(custodian - floorHttp), unit: "MiB" },
+    { bench: B, metric: "harness_idle_rss", value: round(harness), unit: "MiB" },
+    { bench: B, metric: "harness_idle_over_floor", value: round(harness - floorHttp), unit: "MiB" },
+  ];
+}

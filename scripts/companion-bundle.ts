@@ -1,0 +1,81 @@
+// The companions' bundles (docs/decisions/0044-the-custodian-starts-small.md): one file
+// per companion, except that the Custodian's lazily loaded libraries (undici with its first
+// upstream call, node-forge with its first leaf) are files of their own beside it. V8 keeps a
+// script's whole source and a pre-parse of each of its functions for as long as the process
+// lives, so a library bundled into custodian.js costs an idle Custodian memory even though it is
+// never run; as its own file it costs nothing until it is required.
+import { join } from "node:path";
+import { build, type Plugin } from "esbuild";
+
+export const COMPANIONS = {
+  "cache-agent": "cache-agent/main.ts",
+  custodian: "custodian/main.ts",
+  harness: "harness/main.ts",
+  orchestrator: "orchestrator/main.ts",
+} as const;
+export type Companion = keyof typeof COMPANIONS;
+
+/** The libraries a companion requires from a file beside its own, by package name: the file. */
+export const LAZY: Partial<Record<Companion, Record<string, string>>> = {
+  custodian: { undici: "custodian-undici.js", "node-forge": "custodian-forge.js" },
+  // The agent library (decision 0024), imported with the first turn (harness/agents/model.ts).
+  harness: { "@mariozechner/pi-agent-core": "harness-pi.mjs" },
+};
+
+const ROOT = join(__dirname, "..");
+
+/** A lazy package required as `./<file>`, resolved at run time beside the bundle. */
+const beside = (lazy: Record<string, string>): Plugin => ({
+  name: "jr2-lazy-beside",
+  setup(build) {
+    const names = Object.keys(lazy).map((n) => n.replace(/[.*+?^${}()|[\]\\/-]/g, "\\$&"));
+    build.onResolve({ filter: new RegExp(`^(${names.join("|")})$`) }, (args) => ({
+      path: `./${lazy[args.path]}`,
+      external: true,
+    }));
+  },
+});
+
+const common = {
+  bundle: true,
+  platform: "node",
+  target: "node20",
+  format: "cjs",
+  sourcemap: true,
+  // kubernetes-fluent-client finds a kind by its class's name: a renamed class is an unknown kind.
+  keepNames: true,
+  logLevel: "warning",
+} as const;
+
+/** Writes `<outdir>/<name>.js` and the files of its lazy libraries; returns every file written. */
+export async function bundleCompanion(name: Companion, outdir: string): Promise<string[]> {
+  const lazy = LAZY[name] ?? {};
+  const out = join(outdir, `${name}.js`);
+  await build({ ...common, entryPoints: [join(ROOT, COMPANIONS[name])], outfile: out, plugins: [beside(lazy)] });
+  const written = [out];
+  for (const [pkg, file] of Object.entries(lazy)) {
+    const lib = join(outdir, file);
+    // An ESM-only package (pi) is imported with `import()`, so its file is ES module (.mjs) whose
+    // namespace has the package's own names; a CommonJS one is required, so its file is CommonJS.
+    const esm = file.endsWith(".mjs");
+    await build({
+      ...common,
+      format: esm ? "esm" : "cjs",
+      // What the package's own CommonJS dependencies require, from inside an ES module.
+      ...(esm
+        ? {
+            banner: {
+              js: 'import { createRequire } from "node:module"; const require = createRequire(import.meta.url);',
+            },
+          }
+        : {}),
+      stdin: {
+        contents: esm ? `export * from ${JSON.stringify(pkg)};` : `module.exports = require(${JSON.stringify(pkg)});`,
+        resolveDir: ROOT,
+      },
+      outfile: lib,
+    });
+    written.push(lib);
+  }
+  return written;
+}

@@ -1,0 +1,105 @@
+// The Custodian as its image runs it (docs/decisions/0044-the-custodian-starts-small.md): the
+// bundle `npm run build` writes, with undici and node-forge in files of their own beside it. It
+// starts without them, loads undici with its first upstream call and node-forge with its first
+// leaf, and both work from there: a proxied route answers with the real key swapped in, and a
+// bound host is intercepted with a leaf its CA signed.
+import { spawn } from "node:child_process";
+import { once } from "node:events";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { LAZY, bundleCompanion } from "../../scripts/companion-bundle";
+import {
+  call,
+  closedPort,
+  custodianEnv,
+  fakeUpstream,
+  httpsThrough,
+  json,
+  newCa,
+  newStandIn,
+  secretValue,
+  sleep,
+  writeLayout,
+} from "../support/custodian-fixtures";
+
+// Strings each library keeps through minification, and the Custodian's own code never writes.
+const UNDICI_MARK = "UND_ERR_HEADERS_TIMEOUT";
+const FORGE_MARK = "Cannot read public key. OID is not RSA.";
+
+const dir = mkdtempSync(join(tmpdir(), "jr2-custodian-bundle-"));
+let files: string[] = [];
+beforeAll(async () => {
+  files = await bundleCompanion("custodian", dir);
+});
+const text = (f: string) => readFileSync(join(dir, f), "utf8");
+
+test("the Custodian's bundle holds neither undici nor node-forge; the files beside it do", () => {
+  expect(files.map((f) => f.slice(dir.length + 1)).sort()).toEqual(
+    ["custodian.js", ...Object.values(LAZY.custodian!)].sort(),
+  );
+  expect(text("custodian.js")).not.toContain(UNDICI_MARK);
+  expect(text("custodian.js")).not.toContain(FORGE_MARK);
+  expect(text(LAZY.custodian!.undici)).toContain(UNDICI_MARK);
+  expect(text(LAZY.custodian!["node-forge"])).toContain(FORGE_MARK);
+});
+
+test("the bundle starts without them, then proxies and intercepts once it loads them", async () => {
+  const key = secretValue("key");
+  const standIn = newStandIn();
+  const upstreamCa = newCa("bundle upstream CA");
+  const installationCa = newCa("bundle installation CA");
+  const provider = await fakeUpstream((s, res) => json(res, s.headers["x-api-key"] === key ? 200 : 401, {}));
+  const bound = await fakeUpstream(
+    (s, res) => json(res, s.headers["x-api-key"] === key ? 200 : 401, {}),
+    upstreamCa.sign(["localhost"]),
+  );
+  const origin = `http://127.0.0.1:${provider.port}`;
+  const boundOrigin = `https://localhost:${bound.port}`;
+  const layout = writeLayout(
+    {
+      version: 1,
+      providers: [{ name: "p", url: origin }],
+      held: [{ value: "key", standIn, origins: [origin, boundOrigin] }],
+    },
+    { key },
+    installationCa,
+  );
+  const upstreamCaFile = join(layout.dir, "upstream-ca.pem");
+  writeFileSync(upstreamCaFile, upstreamCa.certPem);
+  const ports = { port: await closedPort(), healthPort: await closedPort() };
+  // What the process has loaded: node reports each module it reads under NODE_DEBUG=module.
+  const child = spawn(process.execPath, [join(dir, "custodian.js")], {
+    env: { ...custodianEnv(layout, ports), JR2_CUSTODIAN_UPSTREAM_CA: upstreamCaFile, NODE_DEBUG: "module" },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  child.stdout.on("data", (c: Buffer) => (output += c.toString()));
+  child.stderr.on("data", (c: Buffer) => (output += c.toString()));
+  const loaded = (f: string) => output.includes(join(dir, f));
+  try {
+    for (let i = 0; i < 200 && !output.includes('"listening"'); i++) await sleep(50);
+    expect(output).toContain('"listening"');
+    expect((await call(ports.healthPort, "/readyz")).status).toBe(200);
+    expect([loaded(LAZY.custodian!.undici), loaded(LAZY.custodian!["node-forge"])]).toEqual([false, false]);
+
+    const routed = await call(ports.port, "/providers/p/v1/x", { headers: { "x-api-key": standIn } });
+    expect(routed.status).toBe(200);
+    expect(loaded(LAZY.custodian!.undici)).toBe(true);
+    expect(loaded(LAZY.custodian!["node-forge"])).toBe(false);
+
+    const intercepted = await httpsThrough(ports.port, "localhost", bound.port, installationCa.certPem, {
+      headers: { "x-api-key": standIn },
+    });
+    expect(intercepted.issuer).toBe("bundle installation CA");
+    expect(intercepted.status).toBe(200);
+    expect(loaded(LAZY.custodian!["node-forge"])).toBe(true);
+  } finally {
+    child.kill("SIGTERM");
+    await once(child, "exit");
+    await provider.close();
+    await bound.close();
+  }
+  expect(output).not.toContain(key);
+  expect(output).not.toContain(standIn);
+});
