@@ -60,6 +60,8 @@ export const PART_OF_JR2 = { "app.kubernetes.io/part-of": "jr2" } as const;
 export const COMPANION_NAMESPACE = "jr2-system";
 /** Per namespace: ingress to Sandbox pods from the Orchestrator alone (decision 0021). */
 export const SANDBOX_INGRESS_POLICY = "jr2-sandbox-ingress";
+/** Per namespace: what Sandbox pods may connect to (decision 0038, orchestrator/workspaces/sandbox-egress.ts). */
+export const SANDBOX_EGRESS_POLICY = "jr2-sandbox-egress";
 
 /** Where each node keeps its bare Repo checkouts (the cache agents and the pods agree on it), and
  * where the Harness container sees them. */

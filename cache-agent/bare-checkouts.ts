@@ -11,7 +11,7 @@
 // Callers serialize calls per cache directory (one ensure/fetch/consolidate at a time per key):
 // nothing here locks.
 import { execFile } from "node:child_process";
-import { mkdtemp, readdir, rename, rm, stat, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, rename, rm, rmdir, stat, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { redact, urlWithoutCredentials, userinfoOf } from "../lib/redact";
@@ -235,7 +235,10 @@ async function setHeadFromRemote(dir: string, url: string, env: NodeJS.ProcessEn
  *
  * Absent: `git init --bare` in a temp dir beside it (`<root>/.tmp-<key>-*`, same filesystem),
  * configure, fetch heads and tags (bounded by `cloneTimeoutMs`), point HEAD at upstream's default
- * branch, then rename into place. init+fetch rather than `clone --bare` so the config is in place
+ * branch, then move its entries into `<root>/<key>` (HEAD last), never the temp dir over it: the
+ * kubelet may make that directory empty for a pod while the fetch runs, and a rename replaces an
+ * empty directory, leaving the pod's mount on the old one (seen on the real node, decision 0038).
+ * init+fetch rather than `clone --bare` so the config is in place
  * before the first object arrives and the stored url never holds credentials. A failure removes
  * the temp dir; losing the rename race to another creator adopts the winner.
  *
@@ -277,7 +280,7 @@ export async function ensureCache(
   try {
     await populate(tmp, url, creds, opts);
     try {
-      await rename(tmp, dir);
+      await moveInto(tmp, dir);
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
       if (code !== "ENOTEMPTY" && code !== "EEXIST") throw err;
@@ -290,6 +293,23 @@ export async function ensureCache(
     await rm(tmp, { recursive: true, force: true });
     throw err;
   }
+}
+
+/**
+ * `tmp`'s entries moved into `dir`, which is made here unless the kubelet made it meanwhile (then
+ * it must still be empty; otherwise ENOTEMPTY, which the caller adopts). HEAD goes last: until it is
+ * there git sees no repository, so a crash midway leaves no half cache that passes for one.
+ */
+async function moveInto(tmp: string, dir: string): Promise<void> {
+  try {
+    await mkdir(dir);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+    if (!(await isEmptyDir(dir))) throw Object.assign(new Error(`${dir} is not empty`), { code: "ENOTEMPTY" });
+  }
+  const entries = (await readdir(tmp)).sort((a, b) => Number(a === "HEAD") - Number(b === "HEAD"));
+  for (const e of entries) await rename(path.join(tmp, e), path.join(dir, e));
+  await rmdir(tmp);
 }
 
 /** The config key marking a cache the agent built itself (so it may evict it). */

@@ -54,6 +54,10 @@ export const execRunner: Runner = (file, args) =>
 // The cache and the work tree may belong to other users (the cache agent, the pod's user);
 // `-c` keeps the exception per command instead of in a global config file.
 const git = (run: Runner, args: string[]) => run("git", ["-c", "safe.directory=*", ...args]);
+// A local clone runs upload-pack in the cache with the `-c` options cleared (git treats the other
+// repository's environment as its own), so the cache agent's root-owned cache would be refused as
+// "dubious ownership" to the Harness's uid: upload-pack is told the exception itself.
+const UPLOAD_PACK = "--upload-pack=git -c safe.directory=* upload-pack";
 
 /** Whether git accepts `branch` as a branch name (`git check-ref-format --branch`). */
 export async function checkBranchName(run: Runner, branch: string): Promise<boolean> {
@@ -125,7 +129,9 @@ async function cloneDefault(run: Runner, s: SlotSpec, p: SlotPaths, warn: Warn):
   // Index v4 (prefix-compressed paths) is stored in the clone's config, so the worktree's index uses
   // it too: the two indexes are nearly all of the pod-local .git. Checkout on every core.
   const config = ["-c", "index.version=4", "-c", "checkout.workers=0"];
-  await step(s.slot, "clone", () => git(run, ["clone", "--shared", ...config, ...ref, "--", p.cache, p.defaultDir]));
+  await step(s.slot, "clone", () =>
+    git(run, ["clone", "--shared", UPLOAD_PACK, ...config, ...ref, "--", p.cache, p.defaultDir]),
+  );
 }
 
 /** Fetch from the node's cache, push to the slot's url. Set every time: the url may carry a new token. */

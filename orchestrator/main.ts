@@ -92,9 +92,9 @@ async function main() {
       })
     : undefined;
 
-  // The CA and the ingress policy every Sandbox pod relies on, before the first one is written.
+  // The CA and the ingress and egress policies every Sandbox pod relies on, before the first one is written.
   await ensureInstallation(namespace, env[E.podNamespace] || namespace).catch((e: Error) =>
-    fail(`the installation's CA, trust ConfigMap or ingress policy in namespace ${namespace}: ${e.message}`),
+    fail(`the installation's CA, trust ConfigMap or network policies in namespace ${namespace}: ${e.message}`),
   );
   const watch = new SandboxWatch(namespace);
   await watch.start();

@@ -41,7 +41,7 @@ export function orchestratorManifests(opts: OrchestratorDeployOptions): Array<Re
         { apiGroups: [GROUP], resources: ["repos"], verbs: ["get", "create"] },
         // What each Sandbox owns (its token and Effector key Secrets, its Custodian ConfigMap, its
         // Effector Service), applied after the CR; and the installation's CA Secret, trust
-        // ConfigMap and ingress policy, made sure of at boot (installation.ts).
+        // ConfigMap and network policies, made sure of at boot (installation.ts).
         { apiGroups: [""], resources: ["secrets", "configmaps", "services"], verbs: ["get", "create", "patch"] },
         { apiGroups: ["networking.k8s.io"], resources: ["networkpolicies"], verbs: ["get", "create", "patch"] },
       ],

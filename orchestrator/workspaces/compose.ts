@@ -168,6 +168,12 @@ export function composeSandbox(input: ComposeInput): Composition {
       ...(req.userImage ? [userContainer(req.userImage, keys, split)] : []),
       ...(effector ? [effector] : []),
     ],
+    // Where the installation puts its Sandboxes (decision 0038), copied so a pod config change
+    // reaches the next Sandbox and never an existing one (the spec is immutable).
+    ...(input.pod.placement.nodeSelector ? { nodeSelector: { ...input.pod.placement.nodeSelector } } : {}),
+    ...(input.pod.placement.tolerations?.length
+      ? { tolerations: input.pod.placement.tolerations.map((t) => ({ ...t })) }
+      : {}),
     ...(req.repos.length ? { repos: req.repos.map((r) => ({ key: r.key, url: r.url })) } : {}),
     ...(req.effector?.gitCredentials.length
       ? { gitCredentials: req.effector.gitCredentials.map((name) => ({ name })) }

@@ -2,8 +2,9 @@
 // (decision 0021): the pod config (pod-config.ts) read from its file, the root CA (a
 // `kubernetes.io/tls` Secret, created once and never rotated here, read by the Orchestrator alone:
 // it signs each Sandbox's Custodian CA, decision 0037) and its certificate as the `jr2-ca`
-// ConfigMap the Harness containers trust, and the namespace's ingress policy: Sandbox pods take
-// connections on :8080 and :8082 from the Orchestrator alone (decision 0021).
+// ConfigMap the Harness containers trust, and the namespace's two policies: Sandbox pods take
+// connections on :8080 and :8082 from the Orchestrator alone (decision 0021), and connect to DNS, the
+// Orchestrator and public addresses alone (sandbox-egress.ts, decision 0038).
 import { readFileSync } from "node:fs";
 import { CA_CERT_KEY, CA_KEY_KEY, HARNESS_CA_KEY } from "../../api/custodian-config";
 import { ORCHESTRATOR_ENV as E } from "../../api/env";
@@ -17,6 +18,7 @@ import {
   MANAGED_BY_LABEL,
   ORCHESTRATOR_FIELD_MANAGER,
   PART_OF_JR2,
+  SANDBOX_EGRESS_POLICY,
   SANDBOX_INGRESS_POLICY,
 } from "../../api/wire";
 import { ApiError } from "../../lib/api-error";
@@ -24,6 +26,7 @@ import { issueCa, type CaPem } from "../../lib/ca";
 import { applyRequest, kubeRequest } from "../../lib/kube";
 import { ORCHESTRATOR, ORCHESTRATOR_PORT } from "../orchestrator-manifests";
 import { DEFAULT_POD_CONFIG, parsePodConfig, type PodConfig } from "./pod-config";
+import { egressPolicy } from "./sandbox-egress";
 
 /** The companions image a Custodian runs when nothing says otherwise (`npm run build`'s tag for
  * local use; the Orchestrator's manifest sets JR2_CUSTODIAN_IMAGE to its own image). */
@@ -59,7 +62,7 @@ export function podSettingsFrom(env: NodeJS.ProcessEnv): PodSettings {
 }
 
 /** The CA Secret (created if absent), the `jr2-ca` ConfigMap from its certificate, and the
- * namespace's ingress policy. `orchestratorNamespace`: where the Orchestrator's pod runs. */
+ * namespace's ingress and egress policies. `orchestratorNamespace`: where the Orchestrator's pod runs. */
 export async function ensureInstallation(namespace: string, orchestratorNamespace: string): Promise<void> {
   const { certPem } = await ensureInstallationCa(namespace);
   await apply(`/api/v1/namespaces/${enc(namespace)}/configmaps/${CA_CONFIGMAP}`, {
@@ -71,6 +74,10 @@ export async function ensureInstallation(namespace: string, orchestratorNamespac
   await apply(
     `/apis/networking.k8s.io/v1/namespaces/${enc(namespace)}/networkpolicies/${SANDBOX_INGRESS_POLICY}`,
     ingressPolicy(namespace, orchestratorNamespace),
+  );
+  await apply(
+    `/apis/networking.k8s.io/v1/namespaces/${enc(namespace)}/networkpolicies/${SANDBOX_EGRESS_POLICY}`,
+    egressPolicy(namespace, orchestratorNamespace),
   );
 }
 

@@ -1,13 +1,15 @@
 // The installation's word on what every Sandbox pod holds (JR2_POD_CONFIG_FILE, YAML or JSON;
 // decision 0021): the Custodian's image and slice, the model providers it routes, the held secrets
 // (each a key of a Secret in the Sandboxes' namespace, bound to its origins, with the env name the
-// Harness gets its Stand-in under), the hosts tools may tunnel to, and the Effector's default image.
+// Harness gets its Stand-in under), the hosts tools may tunnel to, the Effector's default image, and
+// where the pods run (a nodeSelector and tolerations, decision 0038: e.g. the local real node).
 // Pure: parsed once at boot; a bad file ends the Orchestrator naming each field and its fix. The
 // Custodian's own config (api/custodian-config.ts) is composed from this per Sandbox (compose.ts).
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { fieldPath } from "../../api/attach";
 import { EnvName, HeaderName, HostPattern, Origin, Provider, Timeout } from "../../api/custodian-config";
+import { Toleration } from "../../api/crd/generated/corev1";
 import { milliCpu, bytesOf } from "../../lib/quantity";
 import { CUSTODIAN_SLICE } from "./size";
 
@@ -84,6 +86,26 @@ export const PodConfig = z
         }),
       })
       .default({}),
+    placement: z
+      .strictObject({
+        nodeSelector: z
+          .record(
+            z.string().min(1, "must not be empty").max(317, "must be a label key of at most 317 characters"),
+            z.string().max(63, "must be a label value of at most 63 characters"),
+          )
+          .optional()
+          .meta({ description: "Every Sandbox pod's nodeSelector, e.g. {jr2.dev/node: real}." }),
+        tolerations: z
+          .array(Toleration)
+          .optional()
+          .meta({ description: "Every Sandbox pod's tolerations, e.g. of the nodes set apart for Sandboxes." }),
+      })
+      .default({})
+      .meta({
+        description:
+          "Where every Sandbox pod runs (decision 0038): written into each Sandbox's spec.nodeSelector and " +
+          "spec.tolerations, which the operator copies to its pod. Absent: anywhere the scheduler finds.",
+      }),
   })
   .superRefine((c, ctx) => {
     const seen = new Map<string, number>();

@@ -28,6 +28,7 @@ import { nameConstraintsOf } from "../support/certificates";
 import { connectThrough } from "../support/custodian-fixtures";
 import { gitIn } from "../support/git-fixtures";
 import { useNamespace, waitFor } from "./support/cluster";
+import { egressPolicy } from "../../orchestrator/workspaces/sandbox-egress";
 
 const ns = useNamespace("pod");
 const tmp = mkdtempSync(join(tmpdir(), "jr2-pod-"));
@@ -245,7 +246,10 @@ describe("a workspace's Sandbox pod, as composed and as built", () => {
         },
       ],
     });
-    // The policy selects this Sandbox's pod.
+    // Its egress beside it (decision 0038), as written: the real node tier enforces it.
+    const egress = await K8s(kind.NetworkPolicy).InNamespace(ns.name).Get("jr2-sandbox-egress");
+    expect(egress.spec).toEqual(egressPolicy(ns.name, ns.name).spec);
+    // The policies select this Sandbox's pod.
     expect(pod.metadata?.labels).toMatchObject({ "app.kubernetes.io/managed-by": "jr2-operator" });
   });
 

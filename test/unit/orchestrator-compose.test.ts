@@ -347,6 +347,29 @@ describe("the Sandbox CR the Orchestrator composes", () => {
     });
   });
 
+  describe("the installation's placement (decision 0038)", () => {
+    const placement = {
+      nodeSelector: { "jr2.dev/node": "real" },
+      tolerations: [{ key: "jr2.dev/node", operator: "Equal" as const, value: "real", effect: "NoSchedule" as const }],
+    };
+    const placed = composeSandbox(input({ pod: { ...POD, placement } })).sandbox.spec as SandboxSpec;
+
+    it("writes the pod config's nodeSelector and tolerations into the spec, and the operator's pod carries them", () => {
+      expect(placed.nodeSelector).toEqual(placement.nodeSelector);
+      expect(placed.tolerations).toEqual(placement.tolerations);
+      expect(sandboxViolations(placed)).toEqual([]);
+      const pod = buildPod({ metadata: { name: NAME, namespace: "jr2", uid: "u-1" }, spec: withDefaults(placed) });
+      expect(pod.spec!.nodeSelector).toEqual(placement.nodeSelector);
+      expect(pod.spec!.tolerations).toEqual(placement.tolerations);
+      expect(podViolations(pod, OPERATOR, OPERATOR)).toEqual([]);
+    });
+
+    it("leaves both out by default: the scheduler places the pod anywhere", () => {
+      expect(spec).not.toHaveProperty("nodeSelector");
+      expect(spec).not.toHaveProperty("tolerations");
+    });
+  });
+
   describe("the pod the operator builds from it", () => {
     const repoView = (key: string) => ({ name: key, key, nodes: { "node-a": { phase: "Present" as const } } });
     const s = withDefaults(structuredClone(spec));

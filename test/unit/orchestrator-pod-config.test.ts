@@ -9,6 +9,7 @@ const DEFAULTS: PodConfig = {
   custodian: { resources: { cpu: "100m", memory: "192Mi" }, providers: [], held: [], tunnel: [] },
   harness: { env: [] },
   effector: {},
+  placement: {},
 };
 
 /** The message parsePodConfig throws for `text`, or a failure when it is accepted. */
@@ -61,6 +62,14 @@ custodian:
     body: 10m
 effector:
   image: registry.example.com/jr2/effector:1.2.3
+placement:
+  nodeSelector:
+    jr2.dev/node: real
+  tolerations:
+    - key: jr2.dev/node
+      operator: Equal
+      value: real
+      effect: NoSchedule
 `;
 
 describe("the pod config", () => {
@@ -118,7 +127,22 @@ describe("the pod config", () => {
       },
       harness: { env: [] },
       effector: { image: "registry.example.com/jr2/effector:1.2.3" },
+      placement: {
+        nodeSelector: { "jr2.dev/node": "real" },
+        tolerations: [{ key: "jr2.dev/node", operator: "Equal", value: "real", effect: "NoSchedule" }],
+      },
     });
+  });
+
+  it("places pods anywhere by default, and refuses a toleration with a field a pod has not", () => {
+    expect(DEFAULT_POD_CONFIG.placement).toEqual({});
+    expect(refusal("placement:\n  tolerations:\n    - key: a\n      effect: Never\n")).toMatch(
+      new RegExp(`^${FILE}: placement\\.tolerations\\[0\\]\\.effect: `),
+    );
+    expect(refusal("placement:\n  tolerations:\n    - key: a\n      nodeName: x\n")).toContain(
+      "placement.tolerations[0]: ",
+    );
+    expect(refusal("placement:\n  nodeSelector:\n    a: [b]\n")).toContain("placement.nodeSelector.a: ");
   });
 
   it("reads the same file written as JSON", () => {

@@ -2,10 +2,14 @@
 // it serves HTTP; the other commands are what a test runs in a pod with `kubectl exec`:
 //
 //	jr2-probe                      serve :8080 (GET / answers "ok <hostname>", /healthz the same)
+//	jr2-probe serve PORT           the same on PORT (a stand-in for an Effector on :8082, an
+//	                               Orchestrator on :8090, or a User Container's program)
 //	jr2-probe get URL [CA_FILE]    GET URL (HTTPS checked against CA_FILE, with the pod's service
 //	                               account token as bearer if CA_FILE is given); exit 0 on a 2xx
 //	jr2-probe resolve NAME         print NAME's IPv4 addresses; exit 1 if it does not resolve
 //	jr2-probe write PATH           create PATH; exit 1 (printing why) if that fails
+//	jr2-probe read PATH            print PATH's size in bytes (never its content); exit 1 if it
+//	                               cannot be read
 //
 // A timeout is 3 s, so a dropped connection fails fast and plainly.
 package main
@@ -28,7 +32,11 @@ const tokenFile = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 func main() {
 	args := os.Args[1:]
 	if len(args) == 0 {
-		serve()
+		serve("8080")
+		return
+	}
+	if args[0] == "serve" && len(args) == 2 {
+		serve(args[1])
 		return
 	}
 	var err error
@@ -39,8 +47,13 @@ func main() {
 		err = resolve(args[1])
 	case args[0] == "write" && len(args) == 2:
 		err = os.WriteFile(args[1], []byte("x"), 0o644)
+	case args[0] == "read" && len(args) == 2:
+		var b []byte
+		if b, err = os.ReadFile(args[1]); err == nil {
+			fmt.Println(len(b))
+		}
 	default:
-		err = fmt.Errorf("usage: jr2-probe [get URL [CA_FILE] | resolve NAME | write PATH]")
+		err = fmt.Errorf("usage: jr2-probe [serve PORT | get URL [CA_FILE] | resolve NAME | write PATH | read PATH]")
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -48,12 +61,12 @@ func main() {
 	}
 }
 
-func serve() {
+func serve(port string) {
 	host, _ := os.Hostname()
 	answer := func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintf(w, "ok %s\n", host) }
 	http.HandleFunc("/", answer)
-	srv := &http.Server{Addr: ":8080", ReadHeaderTimeout: 3 * time.Second}
-	fmt.Println("jr2-probe serving :8080")
+	srv := &http.Server{Addr: ":" + port, ReadHeaderTimeout: 3 * time.Second}
+	fmt.Printf("jr2-probe serving :%s\n", port)
 	if err := srv.ListenAndServe(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

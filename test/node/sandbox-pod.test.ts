@@ -1,0 +1,454 @@
+// A workspace's Sandbox pod run by the real node's kubelet (docs/decisions/0038-sandbox-pod-on-a-real-node.md):
+// made through the Orchestrator (in-cluster mode, no local Harness) with the default Sandbox image
+// and the companions image from the loopback registry (decision 0041), reconciled into its pod by
+// the operator, placed on the real node by the pod config's placement. Every container starts and
+// turns Ready; the roots that are read-only refuse writes; the Custodian's values and CA are read
+// by the custodian alone; the Repo cache is read-only and /attach cloned from it into /work; exec
+// and logs reach each container. Then the two NetworkPolicies (decisions 0021 and 0038), enforced by
+// kube-network-policies (decision 0040): the Sandbox's :8080 and :8082 answer a pod that is the
+// Orchestrator's and no other, and the Sandbox reaches the Orchestrator and DNS but no other pod.
+//
+// What runs where: the API server, the operator, the Orchestrator and the node's cache agent are
+// processes on this machine (as in the integration tier); this machine resolves and reaches the
+// Sandbox's Service name (decision 0040's DNS), and its traffic to a pod on its own node is not
+// policed, which is why a host-process Orchestrator reaches the Harness through the ingress policy.
+import { createHash, randomBytes } from "node:crypto";
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { STAND_IN } from "../../api/custodian-config";
+import { ORCHESTRATOR_ENV, CACHE_AGENT_ENV } from "../../api/env";
+import { CACHE_DIR, startLocalOperator, type LocalOperator } from "../../dev/local-operator";
+import { startLocalOrchestrator, type LocalOrchestrator } from "../../dev/local-orchestrator";
+import { startCacheAgent, type Agent } from "../../dev/local-cache-agent";
+import { gitIn } from "../support/git-fixtures";
+import { type Obj, apply, getJson, kubectl, kubectlOk, realNode, until } from "./support";
+
+const node = realNode();
+const env = (name: string) => {
+  const v = process.env[name];
+  if (!v) throw new Error(`${name} is not set: run through the node tier's global setup`);
+  return v;
+};
+const SANDBOX_IMAGE = env("JR2_NODE_SANDBOX_IMAGE");
+const COMPANIONS_IMAGE = env("JR2_NODE_COMPANIONS_IMAGE");
+const PROBE_IMAGE = env("JR2_NODE_TEST_IMAGE");
+const EFFECTOR_IMAGE = env("JR2_NODE_EFFECTOR_IMAGE");
+const USER_IMAGE = env("JR2_NODE_USER_IMAGE");
+
+const suffix = randomBytes(3).toString("hex");
+/** The Sandboxes' namespace. */
+const ns = `jr2-pod-${suffix}`;
+/** Where the Orchestrator's pods would run (POD_NAMESPACE): the policies name it. */
+const orchNs = `jr2-orch-${suffix}`;
+const tmp = mkdtempSync(join(tmpdir(), "jr2-node-pod-"));
+const remotes = join(tmp, "remotes");
+const remote = join(remotes, "widgets.git");
+/** The node's cache root: the operator's hostPath volumes and the cache agent agree on it. */
+const cacheRoot = join(tmp, "caches");
+/** A value only the Custodian may hold; never printed (its digest is compared). */
+const MODEL_KEY = `sk-node-${randomBytes(16).toString("hex")}`;
+const VALUES = "/etc/jr2/custodian/values";
+const HELD_FILE = `${VALUES}/model-keys__anthropic`;
+const CUSTODIAN_CA = "/etc/jr2/custodian/ca";
+const sha256 = (s: string) => createHash("sha256").update(s).digest("hex");
+
+let operator: LocalOperator | undefined;
+let agent: Agent | undefined;
+let orch: LocalOrchestrator | undefined;
+
+async function api<T = Obj>(method: string, path: string, body?: unknown): Promise<{ status: number; body: T }> {
+  const res = await fetch(orch!.url + path, {
+    method,
+    headers: { authorization: `Bearer ${orch!.token}`, ...(body ? { "content-type": "application/json" } : {}) },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  return { status: res.status, body: (text ? JSON.parse(text) : undefined) as T };
+}
+
+const onRealNode = {
+  nodeSelector: { [node.label[0]]: node.label[1] },
+  tolerations: [{ key: node.taint.key, operator: "Equal", value: node.taint.value, effect: node.taint.effect }],
+};
+
+/** A probe pod on the real node, serving `port`. */
+function probePod(name: string, namespace: string, labels: Record<string, string>, port = 8080) {
+  return {
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: { name, namespace, labels },
+    spec: {
+      ...onRealNode,
+      terminationGracePeriodSeconds: 1,
+      automountServiceAccountToken: false,
+      securityContext: { runAsNonRoot: true, runAsUser: 65532, seccompProfile: { type: "RuntimeDefault" } },
+      containers: [
+        {
+          name: "probe",
+          image: PROBE_IMAGE,
+          args: ["serve", String(port)],
+          readinessProbe: { httpGet: { path: "/healthz", port }, periodSeconds: 1 },
+          securityContext: {
+            readOnlyRootFilesystem: true,
+            allowPrivilegeEscalation: false,
+            capabilities: { drop: ["ALL"] },
+          },
+        },
+      ],
+    },
+  };
+}
+
+const ready = (p: Obj) => p.status?.conditions?.find((c: Obj) => c.type === "Ready")?.status === "True";
+const readyPod = (namespace: string, name: string, ms = 120_000): Promise<Obj> =>
+  until(`pod ${namespace}/${name} Ready`, ms, () => {
+    const p = getJson(["pod", "-n", namespace, name]);
+    return ready(p) ? p : undefined;
+  });
+
+beforeAll(async () => {
+  for (const n of [ns, orchNs]) kubectlOk(["create", "namespace", n]);
+  // A pod is admitted once its namespace's default service account exists.
+  for (const n of [ns, orchNs])
+    await until(`ServiceAccount ${n}/default`, 30_000, () =>
+      kubectl(["get", "sa", "default", "-n", n]).status === 0 ? true : undefined,
+    );
+  // uid 65532 in the pod reads the cache through the hostPath: every directory on the way is 0755.
+  chmodSync(tmp, 0o755);
+  mkdirSync(cacheRoot, { mode: 0o755 });
+  const work = join(tmp, "work-src");
+  gitIn(undefined, "init", "--quiet", "-b", "main", work);
+  writeFileSync(join(work, "README"), "widgets\n");
+  gitIn(work, "add", "README");
+  gitIn(work, "commit", "--quiet", "-m", "first widget");
+  gitIn(undefined, "clone", "--quiet", "--bare", work, remote);
+  apply({
+    apiVersion: "v1",
+    kind: "Secret",
+    metadata: { name: "model-keys", namespace: ns },
+    data: { anthropic: Buffer.from(MODEL_KEY).toString("base64") },
+  });
+  const podConfig = join(tmp, "pod-config.json");
+  writeFileSync(
+    podConfig,
+    JSON.stringify({
+      custodian: {
+        image: COMPANIONS_IMAGE,
+        providers: [{ name: "anthropic", url: "https://api.anthropic.com" }],
+        // Bound to an https origin, so the Custodian intercepts it and gets its own CA (decision 0037).
+        held: [
+          {
+            secret: "model-keys",
+            key: "anthropic",
+            env: "ANTHROPIC_API_KEY",
+            origins: ["https://api.anthropic.com"],
+            headers: ["x-api-key"],
+          },
+        ],
+      },
+      effector: { image: EFFECTOR_IMAGE },
+      placement: onRealNode,
+    }),
+  );
+  const kubeconfig = env("KUBECONFIG");
+  operator = await startLocalOperator({
+    kubeconfig,
+    stateDir: join(CACHE_DIR, "node-test-operator"),
+    port: 3643,
+    logs: "file",
+    env: { [CACHE_AGENT_ENV.cacheRoot]: cacheRoot },
+  });
+  agent = await startCacheAgent(node.name, cacheRoot);
+  orch = await startLocalOrchestrator({
+    kubeconfig,
+    namespace: ns,
+    dir: join(tmp, "orchestrator"),
+    credentials: [remotes],
+    reposRoot: cacheRoot,
+    env: {
+      // In-cluster mode: the Sandbox's own pod, reached at its Service name.
+      [ORCHESTRATOR_ENV.localHarness]: "off",
+      [ORCHESTRATOR_ENV.podConfigFile]: podConfig,
+      [ORCHESTRATOR_ENV.podNamespace]: orchNs,
+      // A cold node pulls two images of about 100 MB before the pod can be Ready.
+      [ORCHESTRATOR_ENV.podBudget]: "300s",
+    },
+  });
+}, 240_000);
+
+afterAll(async () => {
+  await orch?.stop();
+  await agent?.stop();
+  await operator?.stop();
+  for (const n of [ns, orchNs]) kubectl(["delete", "namespace", n, "--wait=false"]);
+  rmSync(tmp, { recursive: true, force: true });
+}, 60_000);
+
+describe("a workspace's Sandbox pod on the real node", () => {
+  let name: string;
+  let pod: Obj;
+  let repoKey: string;
+  const exec = (container: string, ...cmd: string[]) =>
+    kubectl(["exec", "-n", ns, name, "-c", container, "--", ...cmd]);
+  const sh = (container: string, script: string) => exec(container, "sh", "-c", script);
+
+  beforeAll(async () => {
+    const t0 = Date.now();
+    const res = await api<{ name: string }>("POST", "/v1/workspaces", {
+      image: SANDBOX_IMAGE,
+      branch: "feature/node",
+      repos: [{ slot: "app", url: remote }],
+      userImage: USER_IMAGE,
+      effector: {},
+    });
+    expect(res.status).toBe(202);
+    name = res.body.name;
+    // The workspace's own word: ready once placed, provisioned (the pod Ready) and attached.
+    let view: Obj;
+    for (const deadline = Date.now() + 300_000; ; ) {
+      view = (await api<Obj>("GET", `/v1/workspaces/${name}`)).body;
+      if (["ready", "failed", "lost"].includes(view.state) || Date.now() > deadline) break;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    process.stdout.write(
+      `[sandbox-pod] workspace ${name} ${view.state} in ${((Date.now() - t0) / 1000).toFixed(1)}s\n`,
+    );
+    // The whole failure when it is one: its stage, reason and message say what to fix.
+    expect({ state: view.state, phase: view.phase, failure: view.failure }).toEqual({
+      state: "ready",
+      phase: "Ready",
+      failure: undefined,
+    });
+    pod = getJson(["pod", "-n", ns, name]);
+    repoKey = getJson(["sandbox", "-n", ns, name]).spec.repos[0].key;
+  }, 330_000);
+
+  test("lands on the real node by the pod config's placement, every container started and Ready", () => {
+    expect(pod.spec.nodeName).toBe(node.name);
+    expect(pod.spec.nodeSelector).toEqual(onRealNode.nodeSelector);
+    expect(pod.spec.tolerations).toEqual(expect.arrayContaining(onRealNode.tolerations));
+    expect(pod.status.podIP).toMatch(/^10\.244\.255\.\d+$/);
+    const statuses = pod.status.containerStatuses as Obj[];
+    expect(statuses.map((s) => s.name).sort()).toEqual(["custodian", "effector", "harness", "user"]);
+    for (const s of statuses) {
+      expect([s.name, s.ready, s.started, s.restartCount]).toEqual([s.name, true, true, 0]);
+      expect(s.state.running).toBeDefined();
+    }
+    // Each from the loopback registry, by the digest pushed.
+    const image = (c: string) => statuses.find((s) => s.name === c)!.imageID as string;
+    const digest = (ref: string) => ref.slice(ref.indexOf("@"));
+    expect(image("harness")).toContain(digest(SANDBOX_IMAGE));
+    expect(image("custodian")).toContain(digest(COMPANIONS_IMAGE));
+    for (const c of ["harness", "custodian", "effector", "user"]) expect(image(c)).toContain(env("JR2_REGISTRY"));
+    for (const c of ["Ready", "ContainersReady"])
+      expect(pod.status.conditions.find((x: Obj) => x.type === c).status).toBe("True");
+  });
+
+  test("its probes are the kubelet's and pass: readiness on each seat, liveness on the Custodian", () => {
+    const c = (n: string) => (pod.spec.containers as Obj[]).find((x) => x.name === n)!;
+    expect(c("harness").readinessProbe.httpGet).toMatchObject({ path: "/healthz", port: 8080 });
+    expect(c("custodian").readinessProbe.httpGet).toMatchObject({ path: "/readyz", port: 15021 });
+    expect(c("custodian").livenessProbe.httpGet).toMatchObject({ path: "/healthz", port: 15021 });
+    expect(c("effector").readinessProbe.httpGet).toMatchObject({ path: "/healthz", port: 8082 });
+    // Ready (above) is the readiness probes' verdict; no restart is the liveness probe's. The
+    // Custodian's readiness answers from inside its own container as the kubelet sees it.
+    const readyz = exec(
+      "custodian",
+      "node",
+      "-e",
+      "fetch('http://127.0.0.1:15021/readyz').then(r=>console.log(r.status))",
+    );
+    expect(readyz.stdout.trim()).toBe("200");
+  });
+
+  test("the read-only roots hold; each seat writes only its own volumes", () => {
+    for (const seat of ["custodian"]) {
+      const r = sh(seat, "echo x > /escape");
+      expect([seat, r.status === 0, r.stderr]).toEqual([seat, false, expect.stringMatching(/Read-only file system/)]);
+    }
+    const effector = exec("effector", "/jr2-probe", "write", "/escape");
+    expect(effector.status).not.toBe(0);
+    expect(effector.stderr).toMatch(/read-only file system/);
+    expect(exec("effector", "/jr2-probe", "write", "/run/jr2/scratch/ok").status).toBe(0);
+    // The Effector reads /work and never writes it (decision 0021).
+    expect(exec("effector", "/jr2-probe", "write", "/work/escape").stderr).toMatch(/read-only file system/);
+    // The Harness writes its two volumes; its root is the image's, owned by root where it matters.
+    expect(
+      sh("harness", "echo x > /work/.probe && echo x > /conversations/.probe && rm /work/.probe /conversations/.probe")
+        .status,
+    ).toBe(0);
+    const opt = sh("harness", "echo x > /opt/jr2/harness.js");
+    expect(opt.status).not.toBe(0);
+    expect(opt.stderr).toMatch(/Permission denied/);
+    expect(sh("harness", "id -u").stdout.trim()).toBe("65532");
+  });
+
+  test("the Custodian's values and CA are its alone: the Harness, the Effector and the User Container cannot read them", () => {
+    // kubectl exec -c harness -- cat <the Custodian's values>: not mounted there at all.
+    const cat = exec("harness", "cat", HELD_FILE);
+    expect(cat.status).not.toBe(0);
+    expect(cat.stderr).toMatch(/No such file or directory/);
+    for (const path of [VALUES, `${VALUES}/JR2_SANDBOX_TOKEN`, `${CUSTODIAN_CA}/tls.key`, "/etc/jr2/custodian"])
+      expect([path, exec("harness", "ls", path).status === 0]).toEqual([path, false]);
+    for (const seat of ["effector", "user"])
+      for (const path of [HELD_FILE, `${CUSTODIAN_CA}/tls.key`]) {
+        const r = exec(seat, "/jr2-probe", "read", path);
+        expect([seat, path, r.status === 0, r.stderr]).toEqual([
+          seat,
+          path,
+          false,
+          expect.stringMatching(/no such file/),
+        ]);
+      }
+    // The custodian reads them: the held value as stored (compared by digest, never printed), its
+    // CA's key, each file 0440 to the pod's work group, never world-readable.
+    const digest = exec(
+      "custodian",
+      "node",
+      "-e",
+      `process.stdout.write(require("crypto").createHash("sha256").update(require("fs").readFileSync(${JSON.stringify(HELD_FILE)})).digest("hex"))`,
+    );
+    expect(digest.stderr).toBe("");
+    expect(digest.stdout).toBe(sha256(MODEL_KEY));
+    // The Effector's own key likewise: the effector reads it, the Harness does not see it.
+    const key = exec("effector", "/jr2-probe", "read", "/run/jr2/effector/key");
+    expect([key.status, Number(key.stdout) > 0]).toEqual([0, true]);
+    expect(exec("harness", "ls", "/run/jr2/effector").status).not.toBe(0);
+    expect(exec("user", "/jr2-probe", "read", "/run/jr2/effector/key").status).not.toBe(0);
+    const modes = sh(
+      "custodian",
+      `stat -L -c '%a %g' ${HELD_FILE} ${VALUES}/JR2_SANDBOX_TOKEN ${CUSTODIAN_CA}/tls.key`,
+    );
+    expect(modes.stdout.trim().split("\n")).toEqual(["440 2000", "440 2000", "440 2000"]);
+  });
+
+  test("the Harness sees Stand-ins only: its env, its files and its CA certificate hold no credential", () => {
+    const envText = exec("harness", "env").stdout;
+    const standIn = /^ANTHROPIC_API_KEY=(.*)$/m.exec(envText)?.[1];
+    expect(standIn).toMatch(STAND_IN);
+    expect(envText).not.toContain(MODEL_KEY);
+    expect(envText).toMatch(/^HTTPS_PROXY=http:\/\/127\.0\.0\.1:8081$/m);
+    // Nowhere it can read: grep lists no file (its exit is 1, or 2 for the files it may not read).
+    const grep = sh(
+      "harness",
+      `grep -rsFl -- '${MODEL_KEY}' /etc /opt /work /conversations /home /tmp /run /var /proc/self/environ`,
+    );
+    expect([grep.status === 0, grep.stdout]).toEqual([false, ""]);
+    // Its trust: the installation CA's certificate and nothing else in that directory.
+    expect(exec("harness", "ls", "/etc/jr2/ca").stdout.trim()).toBe("ca.crt");
+    expect(exec("harness", "cat", "/etc/jr2/ca/ca.crt").stdout).toMatch(/^-----BEGIN CERTIFICATE-----/);
+  });
+
+  test("the Repo cache is mounted read-only from the node's cache agent, and /attach cloned it into /work", () => {
+    const mount = sh("harness", `grep ' /repos/${repoKey} ' /proc/mounts`).stdout;
+    expect(mount.split(" ")[3]).toMatch(/^ro,/);
+    const write = sh("harness", `touch /repos/${repoKey}/escape`);
+    expect(write.status).not.toBe(0);
+    expect(write.stderr).toMatch(/Read-only file system/);
+    // The cache is the agent's bare checkout on this machine, the one the hostPath names.
+    expect(gitIn(join(cacheRoot, repoKey), "rev-parse", "HEAD")).toBe(gitIn(remote, "rev-parse", "HEAD"));
+    // /work/<slot>/default and a worktree for the branch, borrowing the cache's objects.
+    const git = (...args: string[]) => exec("harness", "git", "-c", "safe.directory=*", ...args);
+    expect(git("-C", "/work/app/default", "log", "--format=%s").stdout.trim()).toBe("first widget");
+    expect(exec("harness", "cat", "/work/app/default/README").stdout).toBe("widgets\n");
+    expect(git("-C", "/work/app/feature/node", "rev-parse", "--abbrev-ref", "HEAD").stdout.trim()).toBe("feature/node");
+    expect(exec("harness", "cat", "/work/app/default/.git/objects/info/alternates").stdout.trim()).toBe(
+      `/repos/${repoKey}/objects`,
+    );
+  });
+
+  test("kubectl exec -c harness works, and kubectl logs shows each container", () => {
+    expect(exec("harness", "cat", "/etc/os-release").stdout).toMatch(/Debian GNU\/Linux 12/);
+    const logs = (c: string) => kubectlOk(["logs", "-n", ns, name, "-c", c]);
+    expect(logs("harness")).toMatch(/"message":"listening".*"port":8080/);
+    expect(logs("custodian")).toMatch(/"message":"listening"/);
+    expect(logs("effector")).toContain("jr2-probe serving :8082");
+    expect(logs("user")).toContain("jr2-probe serving :9090");
+    // Never a held value in a log.
+    for (const c of ["harness", "custodian"]) expect(logs(c)).not.toContain(MODEL_KEY);
+  });
+
+  describe("its NetworkPolicies, enforced", () => {
+    let sandboxIp: string;
+    let orchestratorIp: string;
+    let neighbourIp: string;
+    /** From a probe pod: GET url, exit 0 on a 2xx. */
+    const get = (namespace: string, from: string, url: string) =>
+      kubectl(["exec", "-n", namespace, from, "--", "/jr2-probe", "get", url]);
+    /** From the Sandbox's harness container: a TCP connect within 3 s (bash's /dev/tcp; no proxy). */
+    const connect = (ip: string, port: number) =>
+      exec("harness", "timeout", "3", "bash", "-c", `exec 3<>/dev/tcp/${ip}/${port}`);
+
+    beforeAll(async () => {
+      apply(
+        // The Orchestrator, as the policies know it: its namespace and its name label.
+        probePod("orchestrator", orchNs, { "app.kubernetes.io/name": "jr2-orchestrator" }, 8090),
+        // Not the Orchestrator: the same namespace without the label, and a pod beside the Sandbox.
+        probePod("stranger", orchNs, { app: "stranger" }),
+        probePod("neighbour", ns, { app: "neighbour" }),
+      );
+      orchestratorIp = (await readyPod(orchNs, "orchestrator")).status.podIP;
+      await readyPod(orchNs, "stranger");
+      neighbourIp = (await readyPod(ns, "neighbour")).status.podIP;
+      sandboxIp = pod.status.podIP;
+    }, 150_000);
+
+    test("the policies are the Orchestrator's: ingress and egress over every Sandbox pod", () => {
+      const names = getJson(["networkpolicy", "-n", ns])
+        .items.map((p: Obj) => p.metadata.name)
+        .sort();
+      expect(names).toEqual(["jr2-sandbox-egress", "jr2-sandbox-ingress"]);
+    });
+
+    test("from a pod that is not the Orchestrator, the Sandbox's :8080 and :8082 are unreachable", () => {
+      // Those pods have a network: the stranger reaches the neighbour.
+      expect(get(orchNs, "stranger", `http://${neighbourIp}:8080/`).status).toBe(0);
+      for (const [namespace, from] of [
+        [orchNs, "stranger"],
+        [ns, "neighbour"],
+      ])
+        for (const port of [8080, 8082]) {
+          const r = get(namespace, from, `http://${sandboxIp}:${port}/healthz`);
+          expect([from, port, r.status === 0]).toEqual([from, port, false]);
+          // Dropped, not refused: the policy, not a closed port.
+          expect(r.stderr).toMatch(/Client\.Timeout|i\/o timeout|deadline exceeded/);
+        }
+    });
+
+    test("from the Orchestrator's pod they answer", async () => {
+      for (const port of [8080, 8082]) {
+        const r = await until(`the Orchestrator's pod reaches the Sandbox's :${port}`, 30_000, () => {
+          const x = get(orchNs, "orchestrator", `http://${sandboxIp}:${port}/healthz`);
+          return x.status === 0 ? x : undefined;
+        });
+        expect(r.stdout).toMatch(/^200 /);
+      }
+      // The Orchestrator itself, a process on this machine, reached the Harness at its Service name
+      // for the attach (the workspace is ready): node-local traffic, which no policy here polices.
+    });
+
+    test("the Sandbox reaches DNS and the Orchestrator's port, and no other pod", () => {
+      expect(connect(orchestratorIp, 8090).status).toBe(0);
+      expect(sh("harness", `getent hosts kubernetes.default.svc.cluster.local`).status).toBe(0);
+      for (const [ip, port] of [
+        [neighbourIp, 8080],
+        [orchestratorIp, 8080],
+      ] as const) {
+        const r = connect(ip, port);
+        // timeout's 124: the SYN dropped by the egress policy, not refused.
+        expect([ip, port, r.status]).toEqual([ip, port, 124]);
+      }
+      // The Orchestrator pod's :8080 is closed (it serves :8090): from a pod the egress policy does
+      // not cover, a connect is refused at once, which is what the 124 above is not.
+      expect(get(orchNs, "stranger", `http://${orchestratorIp}:8080/`).stderr).toMatch(/connection refused/);
+    });
+
+    test("this node's own addresses are not policed here (decision 0040): the API server answers the Sandbox", () => {
+      // Stated, not wished away: kube-network-policies polices no traffic between a pod and its node,
+      // and this cluster's API server and DNS are this node. On a cluster whose API server is a
+      // private address off the node, the egress policy drops it (sandbox-egress.ts).
+      expect(connect("10.96.0.1", 443).status).toBe(0);
+    });
+  });
+});
