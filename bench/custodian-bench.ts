@@ -9,7 +9,7 @@
 // concurrent streams (sampled every 50 ms), and its RSS after each 10 MiB of a 100 MiB streamed
 // answer: flat means no growth over its second half (a buffered answer would grow by 50 MiB).
 //   BENCH_CUSTODIAN_REQUESTS=2000 (default; rounds of small bodies, a tenth of that of 1 MiB, a quarter of streams)
-import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { spawn, type ChildProcess } from "node:child_process";
 import { once } from "node:events";
 import { readFileSync } from "node:fs";
 import http from "node:http";
@@ -18,6 +18,7 @@ import { join } from "node:path";
 import { Pool } from "undici";
 import { CUSTODIAN_ENV } from "../api/env";
 import { bundleCompanion } from "../scripts/companion-bundle";
+import { cpuSeconds } from "./cost";
 import { closedPort, newStandIn, secretValue, writeLayout } from "../test/support/custodian-fixtures";
 import type { Result } from "./sandbox-burst-bench";
 import { percentile, round, sleep, sorted } from "./stats";
@@ -102,14 +103,8 @@ export async function runCustodian(upstreamPort: number, standIn: string): Promi
   return { child, port, rss, stop };
 }
 
-const TICK_MS = 1000 / Number(spawnSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).stdout.trim() || 100);
-
-/** A process's user + system CPU so far, in milliseconds (/proc/<pid>/stat utime and stime). */
-export function cpuMs(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return (Number(fields[11]) + Number(fields[12])) * TICK_MS;
-}
+/** A process's user + system CPU so far, in milliseconds. */
+const cpuMs = (pid: number) => cpuSeconds(pid) * 1000;
 
 /** A bare pass-through (node:http, keep-alive, no rule) in its own process: the floor of a hop. */
 async function runBare(upstreamPort: number): Promise<{ port: number; pid: number; stop: () => void }> {

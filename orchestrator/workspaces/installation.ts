@@ -26,7 +26,7 @@ import { issueCa, type CaPem } from "../../lib/ca";
 import { applyRequest, kubeRequest } from "../../lib/kube";
 import { ORCHESTRATOR, ORCHESTRATOR_PORT } from "../orchestrator-manifests";
 import { DEFAULT_POD_CONFIG, parsePodConfig, type PodConfig } from "./pod-config";
-import { egressPolicy } from "./sandbox-egress";
+import { egressPolicy, orchestratorPeer } from "./sandbox-egress";
 
 /** The companions image a Custodian runs when nothing says otherwise (`npm run build`'s tag for
  * local use; the Orchestrator's manifest sets JR2_CUSTODIAN_IMAGE to its own image). */
@@ -92,12 +92,7 @@ export function ingressPolicy(namespace: string, orchestratorNamespace: string) 
       policyTypes: ["Ingress"],
       ingress: [
         {
-          from: [
-            {
-              namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": orchestratorNamespace } },
-              podSelector: { matchLabels: { "app.kubernetes.io/name": ORCHESTRATOR } },
-            },
-          ],
+          from: [orchestratorPeer(orchestratorNamespace)],
           ports: [
             { protocol: "TCP", port: HARNESS_PORT },
             { protocol: "TCP", port: EFFECTOR_PORT },

@@ -25,6 +25,12 @@ import { ORCHESTRATOR, ORCHESTRATOR_PORT } from "../orchestrator-manifests";
 export const PRIVATE_V4 = ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "169.254.0.0/16"];
 export const PRIVATE_V6 = ["fc00::/7", "fe80::/10"];
 
+/** The Orchestrator's pods as a policy peer, by namespace and name: both policies name it so. */
+export const orchestratorPeer = (orchestratorNamespace: string) => ({
+  namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": orchestratorNamespace } },
+  podSelector: { matchLabels: { "app.kubernetes.io/name": ORCHESTRATOR } },
+});
+
 /** Pure: the egress policy over every Sandbox pod of `namespace`; `orchestratorNamespace` is where
  * the Orchestrator's pods run. */
 export function egressPolicy(namespace: string, orchestratorNamespace: string) {
@@ -43,12 +49,7 @@ export function egressPolicy(namespace: string, orchestratorNamespace: string) {
           ],
         },
         {
-          to: [
-            {
-              namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": orchestratorNamespace } },
-              podSelector: { matchLabels: { "app.kubernetes.io/name": ORCHESTRATOR } },
-            },
-          ],
+          to: [orchestratorPeer(orchestratorNamespace)],
           ports: [{ protocol: "TCP", port: ORCHESTRATOR_PORT }],
         },
         {
