@@ -1,7 +1,8 @@
 # The companions image: the cache agent, the Custodian, the Harness and the Orchestrator as the
 # one-file bundles `npm run build` writes to dist/companions/, on Node 20 with git (and ssh and ACL
 # tools, which the cache agent and the Harness call). Each manifest picks its program with
-# `command: ["node", "/app/<name>.js"]`.
+# `command: ["node", "/app/<name>.js"]`. It also carries the scripted model provider
+# (/app/scripted-model.js) for demos and tests that serve it from a pod.
 #
 # `npm run images` builds this image with no engine (scripts/images/, decision 0041) on the base the
 # three images share; this file states the same image for those with an engine, and

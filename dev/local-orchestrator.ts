@@ -5,6 +5,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { createServer, type AddressInfo } from "node:net";
 import { join } from "node:path";
 import { ROOT } from "./local-operator";
 import { stopper } from "./child";
@@ -24,7 +25,26 @@ export type LocalOrchestratorOptions = {
   env?: Record<string, string>;
   /** Log lines also go to this process's stdout. */
   echo?: boolean;
+  /**
+   * In-cluster mode from this machine: the address the real node's pods reach this machine at
+   * (`cluster.sh env`'s JR2_REAL_NODE_IP). The Orchestrator listens there, not on loopback, and
+   * tells each Custodian so (JR2_ORCHESTRATOR_URL), so a Sandbox's picks reach it
+   * (docs/decisions/0039-in-cluster-by-default.md).
+   */
+  podAddress?: string;
 };
+
+/** A port free on `address` now, for a process that must be told its own URL before it listens. */
+export function freePort(address: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once("error", reject);
+    probe.listen(0, address, () => {
+      const { port } = probe.address() as AddressInfo;
+      probe.close(() => resolve(port));
+    });
+  });
+}
 
 export type LocalOrchestrator = {
   url: string;
@@ -45,6 +65,11 @@ export async function startLocalOrchestrator(o: LocalOrchestratorOptions): Promi
   const credentials = join(o.dir, "git-credentials.yaml");
   writeFileSync(credentials, o.credentials.map((c) => `- ${JSON.stringify(c)}`).join("\n") + "\n");
 
+  const host = o.podAddress ?? "127.0.0.1";
+  const pinned = o.podAddress ? (o.port ?? (await freePort(o.podAddress))) : undefined;
+  const reachable: Record<string, string> = o.podAddress
+    ? { [E.host]: o.podAddress, [E.selfUrl]: `http://${o.podAddress}:${pinned}` }
+    : {};
   const bundle = join(ROOT, "dist", "companions", "orchestrator.js");
   const [cmd, args] = existsSync(bundle)
     ? [process.execPath, [bundle]]
@@ -53,7 +78,7 @@ export async function startLocalOrchestrator(o: LocalOrchestratorOptions): Promi
     env: {
       ...process.env,
       KUBECONFIG: o.kubeconfig,
-      [E.port]: String(o.port ?? 0),
+      [E.port]: String(pinned ?? o.port ?? 0),
       [E.namespace]: o.namespace,
       [E.signingKeyFile]: key,
       [E.apiTokensFile]: tokens,
@@ -61,6 +86,7 @@ export async function startLocalOrchestrator(o: LocalOrchestratorOptions): Promi
       [E.localHarness]: o.harness ?? "process",
       [E.localReposRoot]: o.reposRoot,
       [E.localWorkRoot]: join(o.dir, "work"),
+      ...reachable,
       ...o.env,
     },
     stdio: ["ignore", "pipe", "inherit"],
@@ -84,7 +110,7 @@ export async function startLocalOrchestrator(o: LocalOrchestratorOptions): Promi
     );
   });
   return {
-    url: `http://127.0.0.1:${port}`,
+    url: `http://${host}:${port}`,
     token,
     process: child,
     lines,

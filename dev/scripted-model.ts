@@ -22,8 +22,11 @@
 // With `perConversation`, a request's step is where its own conversation is (how many assistant
 // answers it holds), so every conversation plays the whole script, turn after turn.
 //
-// CLI: tsx dev/scripted-model.ts <script.json> [--port N] [--key-file PATH] [--per-conversation]
-// The file is a JSON array of steps (or {"steps": [...]}); it prints one JSON line with the URL.
+// CLI: tsx dev/scripted-model.ts <script.json> [--port N] [--host ADDR] [--key-file PATH]
+//        [--per-conversation] [--log]
+// The file is a JSON array of steps (or {"steps": [...]}); it prints one JSON line with the URL,
+// and with --log one line per chat request answered (requestLine). The companions image carries it
+// as /app/scripted-model.js, so a cluster serves it from a pod (docs/decisions/0039-in-cluster-by-default.md).
 import { readFileSync } from "node:fs";
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -67,6 +70,10 @@ export type ScriptedModelOptions = {
   apiKey?: string;
   /** Default 0: any free port. */
   port?: number;
+  /** Default 127.0.0.1; `0.0.0.0` when it serves a cluster from a pod (`--host`). */
+  host?: string;
+  /** Called with each chat request once it has been answered (or refused). */
+  onAnswered?: (request: RecordedRequest) => void;
   /** The model id it serves (listed by /v1/models; echoed when a request names none). */
   model?: string;
   /** Each request gets the step its own conversation is at (the number of assistant answers it
@@ -285,6 +292,7 @@ export async function startScriptedModel(options: ScriptedModelOptions): Promise
       status: 0,
     };
     requests.push(record);
+    if (options.onAnswered) res.once("close", () => options.onAnswered!(record));
     const refuse = (e: OpenAIError) => {
       record.status = e.status;
       sendError(res, e);
@@ -363,7 +371,7 @@ export async function startScriptedModel(options: ScriptedModelOptions): Promise
 
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
-    server.listen(options.port ?? 0, "127.0.0.1", () => {
+    server.listen(options.port ?? 0, options.host ?? "127.0.0.1", () => {
       server.off("error", reject);
       resolve();
     });
@@ -397,15 +405,43 @@ export function readScript(file: string): ScriptStep[] {
   return Script.parse(Array.isArray(parsed) ? parsed : isObject(parsed) ? parsed.steps : parsed);
 }
 
+/**
+ * One answered request as `--log` prints it, for whoever can read only the model's log (a test of
+ * a model served from a pod): whether it carried the configured key (never the key itself, nor the
+ * authorization it carried), and the conversation's last message, which is what the client sent
+ * back (a tool's result, a person's answer).
+ */
+export function requestLine(r: RecordedRequest, apiKey: string | undefined) {
+  const messages = isObject(r.body) && Array.isArray(r.body.messages) ? r.body.messages : [];
+  const last: unknown = messages.at(-1);
+  const content = isObject(last) ? last.content : undefined;
+  return {
+    message: "chat request",
+    path: r.path,
+    status: r.status,
+    step: r.step,
+    keyed: apiKey === undefined ? undefined : keyMatches(r.headers, apiKey),
+    messages: messages.length,
+    last: isObject(last)
+      ? { role: last.role, content: (typeof content === "string" ? content : JSON.stringify(content ?? "")).slice(0, 2000) }
+      : undefined,
+  };
+}
+
 async function cli(argv: string[]): Promise<void> {
-  const usage = "usage: tsx dev/scripted-model.ts <script.json> [--port N] [--key-file PATH] [--per-conversation]";
+  const usage =
+    "usage: tsx dev/scripted-model.ts <script.json> [--port N] [--host ADDR] [--key-file PATH] [--per-conversation] [--log]";
   let file: string | undefined;
   let port = 0;
+  let host: string | undefined;
   let apiKey: string | undefined;
   let perConversation = false;
+  let log = false;
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
     if (arg === "--port") port = Number(argv[++i]);
+    else if (arg === "--host") host = argv[++i];
+    else if (arg === "--log") log = true;
     else if (arg === "--per-conversation") perConversation = true;
     else if (arg === "--key-file") apiKey = readFileSync(argv[++i] ?? "", "utf8").trim();
     else if (!arg.startsWith("--") && file === undefined) file = arg;
@@ -414,7 +450,14 @@ async function cli(argv: string[]): Promise<void> {
   if (!file) throw new Error(usage);
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`--port is not a port number\n${usage}`);
   const script = readScript(file);
-  const model = await startScriptedModel({ script, apiKey, port, perConversation });
+  const model = await startScriptedModel({
+    script,
+    apiKey,
+    port,
+    host,
+    perConversation,
+    onAnswered: log ? (r) => process.stdout.write(`${JSON.stringify(requestLine(r, apiKey))}\n`) : undefined,
+  });
   const line = { message: "scripted model listening", url: model.url, baseUrl: model.baseUrl, steps: script.length };
   process.stdout.write(`${JSON.stringify({ ...line, keyed: apiKey !== undefined })}\n`);
   const stop = () => void model.stop().then(() => process.exit(0));

@@ -12,6 +12,9 @@ export const COMPANIONS = {
   custodian: "custodian/main.ts",
   harness: "harness/main.ts",
   orchestrator: "orchestrator/main.ts",
+  // The scripted model provider (decision 0025), so a cluster can serve it from a pod of the
+  // companions image to Sandboxes on a real node (decision 0039): demos and tests, never a default.
+  "scripted-model": "dev/scripted-model.ts",
 } as const;
 export type Companion = keyof typeof COMPANIONS;
 

@@ -810,6 +810,9 @@ cmd_env() {
   echo "JR2_REAL_NODE_LABEL=$REAL_NODE_LABEL"
   echo "JR2_REAL_NODE_TAINT=$REAL_NODE_TAINT"
   echo "JR2_REAL_NODE_DNS=$NODE_DNS"
+  # This machine's address on the node's bridge: where the node's pods reach a process of this
+  # machine (npm start's Orchestrator, in-cluster mode).
+  echo "JR2_REAL_NODE_IP=$NODE_IP"
 }
 
 cmd_kubectl_path() {

@@ -213,6 +213,7 @@ test("the companions image adds what its Dockerfile copies, root-owned and read-
     "harness-pi.mjs",
     "harness.js",
     "orchestrator.js",
+    "scripted-model.js",
   ]);
   expect(ownLayer("companions")).toEqual(["drwxr-xr-x 0/0 app/", ...files.map((f) => `-rw-r--r-- 0/0 app/${f}`)]);
   // Each bundle starts in the image: the Custodian, given no config, ends naming what it missed.

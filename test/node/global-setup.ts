@@ -5,21 +5,11 @@
 // off fails the tier with the pre-flight's reason.
 import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import {
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  renameSync,
-  rmSync,
-  statSync,
-  writeFileSync,
-} from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { homedir, tmpdir } from "node:os";
 import { join } from "node:path";
 import { CLUSTER_SH, ROOT, clusterEnv } from "./support";
-import { REPORT_FILE } from "../../scripts/images/main";
+import { distOlderThanSources, pushProjectImages } from "../../dev/project-images";
 
 function step<T>(what: string, fn: () => T): T {
   const started = Date.now();
@@ -93,55 +83,13 @@ function servingImage(crane: string, probe: string, name: string, port: number):
   return ref;
 }
 
-/**
- * `npm run images` against the cluster's registry (it runs `npm run build` first when dist/ names
- * other images): the Sandbox and companions images, each named by the digest it was pushed as, so
- * a node holding an older image under the same tag still runs this one (decision 0041).
- */
-function pushProjectImages(registry: string): { sandbox: string; companions: string } {
-  // The images carry dist/'s bundles and the tests run dist/'s module and Orchestrator: a source
-  // newer than the build rebuilds it (--build), so what runs is what is checked out.
+/** `npm run images` against the cluster's registry. The images carry dist/'s bundles and the tests
+ * run dist/'s module and Orchestrator: a source newer than the build rebuilds it, so what runs is
+ * what is checked out. */
+function pushImages(registry: string) {
   const stale = distOlderThanSources();
-  const r = spawnSync(
-    "npx",
-    ["tsx", join(ROOT, "scripts", "images", "main.ts"), "--registry", registry, ...(stale ? ["--build"] : [])],
-    {
-      cwd: ROOT,
-      encoding: "utf8",
-      env: process.env,
-    },
-  );
-  if (stale) process.stdout.write(`  dist/ was older than ${stale}: rebuilt\n`);
-  if (r.status !== 0) throw new Error(`npm run images failed (exit ${r.status}):\n${r.stdout}\n${r.stderr}`);
-  const report = JSON.parse(readFileSync(REPORT_FILE, "utf8")) as { images: Array<{ name: string; pushed?: string }> };
-  const pushed = (name: string) => {
-    const ref = report.images.find((i) => i.name === name)?.pushed;
-    if (!ref) throw new Error(`npm run images pushed no ${name} image (${REPORT_FILE})`);
-    return ref;
-  };
-  return { sandbox: pushed("sandbox"), companions: pushed("companions") };
-}
-
-/** The newest source file (the module's and the companions' code) when it is newer than dist/'s
- * oldest bundle, or dist/ is not built; undefined when dist/ is as new as every source. */
-function distOlderThanSources(): string | undefined {
-  const bundles = join(ROOT, "dist", "companions");
-  if (!existsSync(bundles)) return "dist/companions (absent)";
-  const built = Math.min(...readdirSync(bundles).map((f) => statSync(join(bundles, f)).mtimeMs));
-  const newest = { file: "", at: 0 };
-  const walk = (dir: string) => {
-    for (const e of readdirSync(dir, { withFileTypes: true })) {
-      const path = join(dir, e.name);
-      if (e.isDirectory()) walk(path);
-      else if (e.name.endsWith(".ts")) {
-        const at = statSync(path).mtimeMs;
-        if (at > newest.at) Object.assign(newest, { file: path, at });
-      }
-    }
-  };
-  for (const dir of ["api", "cache-agent", "capabilities", "custodian", "harness", "lib", "orchestrator"])
-    walk(join(ROOT, dir));
-  return newest.at > built ? newest.file.slice(ROOT.length + 1) : undefined;
+  if (stale) process.stdout.write(`  dist/ is older than ${stale}: rebuilding\n`);
+  return pushProjectImages(registry, stale !== undefined);
 }
 
 export default async function globalSetup() {
@@ -172,7 +120,7 @@ export default async function globalSetup() {
   process.env.JR2_NODE_TEST_IMAGE = probeImage;
   process.env.JR2_NODE_EFFECTOR_IMAGE = servingImage(env.CRANE, probeImage, "effector", 8082);
   process.env.JR2_NODE_USER_IMAGE = servingImage(env.CRANE, probeImage, "user", 9090);
-  const images = step("npm run images", () => pushProjectImages(env.JR2_REGISTRY));
+  const images = step("npm run images", () => pushImages(env.JR2_REGISTRY));
   process.env.JR2_NODE_SANDBOX_IMAGE = images.sandbox;
   process.env.JR2_NODE_COMPANIONS_IMAGE = images.companions;
 }

@@ -16,11 +16,15 @@ import { createHash, randomBytes } from "node:crypto";
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { STAND_IN } from "../../api/custodian-config";
+import { HARNESS_CUSTODIAN_URL_ENV, STAND_IN } from "../../api/custodian-config";
 import { ORCHESTRATOR_ENV, CACHE_AGENT_ENV } from "../../api/env";
 import { CACHE_DIR, startLocalOperator, type LocalOperator } from "../../dev/local-operator";
 import { startLocalOrchestrator, type LocalOrchestrator } from "../../dev/local-orchestrator";
 import { startCacheAgent, type Agent } from "../../dev/local-cache-agent";
+import { SCRIPTED_MODEL, scriptedModelObjects, scriptedModelUrl } from "../../dev/in-cluster-model";
+import { createActor, toPromise } from "xstate";
+import { proposeMachine } from "../../examples/propose-machine";
+import { OrchestratorClient } from "../../orchestrator/http/orchestrator-client";
 import { gitIn } from "../support/git-fixtures";
 import { type Obj, apply, getJson, kubectl, kubectlOk, realNode, until } from "./support";
 
@@ -48,6 +52,11 @@ const remote = join(remotes, "widgets.git");
 const cacheRoot = join(tmp, "caches");
 /** A value only the Custodian may hold; never printed (its digest is compared). */
 const MODEL_KEY = `sk-node-${randomBytes(16).toString("hex")}`;
+/** The scripted model's key: held by the Custodian, wanted by the model in its own namespace. */
+const SCRIPTED_KEY = `sk-scripted-${randomBytes(16).toString("hex")}`;
+/** Where the scripted model is served from a pod of the companions image (decision 0039). */
+const modelNs = `jr2-model-${suffix}`;
+const MODEL_URL = scriptedModelUrl(modelNs);
 const VALUES = "/etc/jr2/custodian/values";
 const HELD_FILE = `${VALUES}/model-keys__anthropic`;
 const CUSTODIAN_CA = "/etc/jr2/custodian/ca";
@@ -108,9 +117,9 @@ const readyPod = (namespace: string, name: string, ms = 120_000): Promise<Obj> =
   });
 
 beforeAll(async () => {
-  for (const n of [ns, orchNs]) kubectlOk(["create", "namespace", n]);
+  for (const n of [ns, orchNs, modelNs]) kubectlOk(["create", "namespace", n]);
   // A pod is admitted once its namespace's default service account exists.
-  for (const n of [ns, orchNs])
+  for (const n of [ns, orchNs, modelNs])
     await until(`ServiceAccount ${n}/default`, 30_000, () =>
       kubectl(["get", "sa", "default", "-n", n]).status === 0 ? true : undefined,
     );
@@ -127,7 +136,10 @@ beforeAll(async () => {
     apiVersion: "v1",
     kind: "Secret",
     metadata: { name: "model-keys", namespace: ns },
-    data: { anthropic: Buffer.from(MODEL_KEY).toString("base64") },
+    data: {
+      anthropic: Buffer.from(MODEL_KEY).toString("base64"),
+      openai: Buffer.from(SCRIPTED_KEY).toString("base64"),
+    },
   });
   const podConfig = join(tmp, "pod-config.json");
   writeFileSync(
@@ -135,7 +147,11 @@ beforeAll(async () => {
     JSON.stringify({
       custodian: {
         image: COMPANIONS_IMAGE,
-        providers: [{ name: "anthropic", url: "https://api.anthropic.com" }],
+        providers: [
+          { name: "anthropic", url: "https://api.anthropic.com" },
+          // The Agents' model: the scripted provider served in the cluster, plain HTTP to its Service.
+          { name: "scripted", url: MODEL_URL },
+        ],
         // Bound to an https origin, so the Custodian intercepts it and gets its own CA (decision 0037).
         held: [
           {
@@ -145,6 +161,13 @@ beforeAll(async () => {
             origins: ["https://api.anthropic.com"],
             headers: ["x-api-key"],
           },
+          { secret: "model-keys", key: "openai", env: "OPENAI_API_KEY", origins: [MODEL_URL] },
+        ],
+      },
+      harness: {
+        env: [
+          { name: "JR2_MODEL_PROVIDER", value: "scripted" },
+          { name: "JR2_MODEL_ID", value: "scripted" },
         ],
       },
       effector: { image: EFFECTOR_IMAGE },
@@ -166,6 +189,8 @@ beforeAll(async () => {
     dir: join(tmp, "orchestrator"),
     credentials: [remotes],
     reposRoot: cacheRoot,
+    // The Custodians reach this process for the Sandbox's picks and admissions (decision 0039).
+    podAddress: env("JR2_REAL_NODE_IP"),
     env: {
       // In-cluster mode: the Sandbox's own pod, reached at its Service name.
       [ORCHESTRATOR_ENV.localHarness]: "off",
@@ -181,7 +206,7 @@ afterAll(async () => {
   await orch?.stop();
   await agent?.stop();
   await operator?.stop();
-  for (const n of [ns, orchNs]) kubectl(["delete", "namespace", n, "--wait=false"]);
+  for (const n of [ns, orchNs, modelNs]) kubectl(["delete", "namespace", n, "--wait=false"]);
   rmSync(tmp, { recursive: true, force: true });
 }, 60_000);
 
@@ -327,12 +352,13 @@ describe("a workspace's Sandbox pod on the real node", () => {
     const envText = exec("harness", "env").stdout;
     const standIn = /^ANTHROPIC_API_KEY=(.*)$/m.exec(envText)?.[1];
     expect(standIn).toMatch(STAND_IN);
-    expect(envText).not.toContain(MODEL_KEY);
+    expect(/^OPENAI_API_KEY=(.*)$/m.exec(envText)?.[1]).toMatch(STAND_IN);
+    for (const key of [MODEL_KEY, SCRIPTED_KEY]) expect(envText).not.toContain(key);
     expect(envText).toMatch(/^HTTPS_PROXY=http:\/\/127\.0\.0\.1:8081$/m);
     // Nowhere it can read: grep lists no file (its exit is 1, or 2 for the files it may not read).
     const grep = sh(
       "harness",
-      `grep -rsFl -- '${MODEL_KEY}' /etc /opt /work /conversations /home /tmp /run /var /proc/self/environ`,
+      `grep -rsFl -e '${MODEL_KEY}' -e '${SCRIPTED_KEY}' /etc /opt /work /conversations /home /tmp /run /var /proc/self/environ`,
     );
     expect([grep.status === 0, grep.stdout]).toEqual([false, ""]);
     // Its trust: the installation CA's certificate and nothing else in that directory.
@@ -366,7 +392,8 @@ describe("a workspace's Sandbox pod on the real node", () => {
     expect(logs("effector")).toContain("jr2-probe serving :8082");
     expect(logs("user")).toContain("jr2-probe serving :9090");
     // Never a held value in a log.
-    for (const c of ["harness", "custodian"]) expect(logs(c)).not.toContain(MODEL_KEY);
+    for (const c of ["harness", "custodian"])
+      for (const key of [MODEL_KEY, SCRIPTED_KEY]) expect(logs(c)).not.toContain(key);
   });
 
   describe("its NetworkPolicies, enforced", () => {
@@ -449,6 +476,100 @@ describe("a workspace's Sandbox pod on the real node", () => {
       // and this cluster's API server and DNS are this node. On a cluster whose API server is a
       // private address off the node, the egress policy drops it (sandbox-egress.ts).
       expect(connect("10.96.0.1", 443).status).toBe(0);
+    });
+  });
+  describe("an Agent's turn inside these containers, its model served in the cluster", () => {
+    /** The model's answers: bash in the Harness container, a Menu pick, then the last word. */
+    const SCRIPT = [
+      { toolCalls: [{ name: "bash", arguments: { command: "echo hello > change.txt && cat change.txt && id -u" } }] },
+      { toolCalls: [{ name: "propose", arguments: { summary: "wrote change.txt" } }] },
+      { text: "done: the change is approved" },
+    ];
+    const ANSWER = "approved by a human on the real node: go on";
+    type Line = { message: string; status: number; step?: number; keyed?: boolean; last?: { content: string } };
+    /** The model's log, one line per chat request it answered (dev/scripted-model.ts --log). */
+    const modelRequests = (): Line[] =>
+      kubectlOk(["logs", "-n", modelNs, `deployment/${SCRIPTED_MODEL}`])
+        .split("\n")
+        .filter((l) => l.startsWith("{"))
+        .map((l) => JSON.parse(l) as Line)
+        .filter((l) => l.message === "chat request");
+
+    beforeAll(async () => {
+      apply(
+        ...scriptedModelObjects({
+          namespace: modelNs,
+          sandboxNamespace: ns,
+          image: COMPANIONS_IMAGE,
+          key: SCRIPTED_KEY,
+          script: SCRIPT,
+          placement: onRealNode,
+        }),
+      );
+      await until("the scripted model's pod Ready", 120_000, () =>
+        getJson(["pods", "-n", modelNs, "-l", `app.kubernetes.io/name=${SCRIPTED_MODEL}`]).items.some(ready)
+          ? true
+          : undefined,
+      );
+    }, 150_000);
+
+    test("a Machine drives a turn with a Menu pick through the Orchestrator; the model sees the real key", async () => {
+      const client = new OrchestratorClient({ url: orch!.url, token: orch!.token });
+      const lines: string[] = [];
+      const actor = createActor(proposeMachine, {
+        input: {
+          client,
+          workspace: { image: SANDBOX_IMAGE, branch: "feature/turn", repos: [{ slot: "app", url: remote }] },
+          message: "write change.txt, then propose it",
+          autoApprove: false,
+          readyTimeoutMs: 300_000,
+          log: (line) => lines.push(line),
+        },
+      });
+      let placed: string | undefined;
+      actor.subscribe((snap) => {
+        placed ??= snap.context.workspace;
+        if (snap.value === "awaitingApproval") actor.send({ type: "APPROVE", answer: ANSWER });
+      });
+      actor.start();
+      const output = await toPromise(actor);
+      expect({ error: output.error, outcome: output.outcome, message: output.message }).toEqual({
+        error: undefined,
+        outcome: "completed",
+        message: "done: the change is approved",
+      });
+      expect(output.pick).toMatchObject({ pick: "propose", args: { summary: "wrote change.txt" } });
+      expect(placed).toBeDefined();
+
+      // The provider's side, from its own log: every request carried the held key (the model
+      // refuses any other with a 401), and what the Agent sent back is what ran in the Harness
+      // container (the bash result, as uid 65532) and the person's answer to the pick.
+      const requests = modelRequests();
+      expect(requests.length).toBeGreaterThanOrEqual(3);
+      for (const r of requests) expect([r.status, r.keyed]).toEqual([200, true]);
+      const contents = requests.map((r) => r.last?.content ?? "");
+      expect(contents.some((c) => c.includes("hello") && c.includes("65532"))).toBe(true);
+      expect(contents.at(-1)).toContain(ANSWER);
+      expect(lines.some((l) => l.includes("the Agent proposes"))).toBe(true);
+    }, 420_000);
+
+    test("the Harness reaches the model only through its Custodian: straight to it, its Stand-in is refused", () => {
+      // The pod may reach the model (a policy sees pods, not containers), so what keeps the key from
+      // the Agent is that the Harness holds only a Stand-in, which the provider refuses.
+      /** `url` a JavaScript expression, evaluated in the Harness container. */
+      const fetchStatus = (url: string) =>
+        exec(
+          "harness",
+          "node",
+          "-e",
+          `fetch(${url},{headers:{authorization:"Bearer "+process.env.OPENAI_API_KEY}})` +
+            ".then(r=>console.log(r.status),e=>{console.log(String(e.cause??e));process.exit(1)})",
+        );
+      const direct = fetchStatus(JSON.stringify(`${MODEL_URL}/v1/models`));
+      expect([direct.status, direct.stdout.trim()]).toEqual([0, "401"]);
+      const viaCustodian = fetchStatus(`process.env.${HARNESS_CUSTODIAN_URL_ENV}+"/providers/scripted/v1/models"`);
+      expect([viaCustodian.status, viaCustodian.stdout.trim()]).toEqual([0, "200"]);
+      for (const key of [SCRIPTED_KEY, MODEL_KEY]) expect(direct.stdout + viaCustodian.stdout).not.toContain(key);
     });
   });
 });

@@ -56,13 +56,18 @@ export function kubectlOk(args: string[], input?: string): string {
 export const apply = (...objects: object[]) =>
   kubectlOk(["apply", "-f", "-"], JSON.stringify({ apiVersion: "v1", kind: "List", items: objects }));
 
-/** Poll `check` every 250 ms until it returns a value (not undefined) or `ms` pass; then fail with `what`. */
-export async function until<T>(what: string, ms: number, check: () => T | undefined): Promise<T> {
+/** Poll `check` every 250 ms until it returns (or resolves to) a value, not undefined, or `ms` pass;
+ * then fail with `what`. */
+export async function until<T>(
+  what: string,
+  ms: number,
+  check: () => T | undefined | Promise<T | undefined>,
+): Promise<T> {
   const deadline = Date.now() + ms;
   let last: unknown;
   for (;;) {
     try {
-      const v = check();
+      const v = await check();
       if (v !== undefined) return v;
     } catch (err) {
       last = err;
