@@ -15,6 +15,7 @@ import type { z } from "zod";
 import { PodConfig } from "../orchestrator/workspaces/pod-config";
 import { ROOT } from "./local-operator";
 import { SCRIPTED_MODEL_ID, type ScriptStep, startScriptedModel } from "./scripted-model";
+import { type Placement, SCRIPTED_MODEL, scriptedModelObjects, scriptedModelUrl } from "./in-cluster-model";
 
 /** What npm start reads. */
 export const LOCAL_MODEL_ENV = {
@@ -59,9 +60,75 @@ export type LocalModel = {
   stop(): Promise<void>;
 };
 
-/** The model's base URL, key and id from the environment, or the scripted provider started here. */
-async function endpoint(env: NodeJS.ProcessEnv, processMode: boolean) {
+/** In-cluster mode (decision 0039): the Sandboxes are pods on the real node, from these images. */
+export type InCluster = {
+  /** The companions image: the Custodians', and the scripted model's when it is served. */
+  image: string;
+  placement: Placement;
+  /** Where the scripted model is served from (created, and deleted on stop). */
+  modelNamespace: string;
+};
+
+const KINDS = {
+  Secret: kind.Secret,
+  ConfigMap: kind.ConfigMap,
+  Deployment: kind.Deployment,
+  Service: kind.Service,
+  NetworkPolicy: kind.NetworkPolicy,
+} as const;
+
+/** The scripted model served from the real node (dev/in-cluster-model.ts), Ready; stop deletes it. */
+async function serveInCluster(o: InCluster, sandboxNamespace: string, key: string) {
+  await K8s(kind.Namespace).Apply({ metadata: { name: o.modelNamespace } });
+  const objects = scriptedModelObjects({
+    namespace: o.modelNamespace,
+    sandboxNamespace,
+    image: o.image,
+    key,
+    script: DEMO_SCRIPT,
+    placement: o.placement,
+  }) as Array<{ kind: keyof typeof KINDS; metadata: { name: string; namespace: string } }>;
+  for (const obj of objects) await K8s(KINDS[obj.kind]).Apply(obj as never, { force: true });
+  const deadline = Date.now() + 180_000;
+  for (;;) {
+    const d = await K8s(kind.Deployment).InNamespace(o.modelNamespace).Get(SCRIPTED_MODEL);
+    const s = d.status;
+    if (
+      (s?.observedGeneration ?? 0) >= (d.metadata?.generation ?? 1) &&
+      s?.updatedReplicas === 1 &&
+      s.availableReplicas === 1
+    )
+      break;
+    if (Date.now() > deadline)
+      throw new Error(
+        `the scripted model (deployment ${o.modelNamespace}/${SCRIPTED_MODEL}) was not available within 180s: ` +
+          `kubectl -n ${o.modelNamespace} describe pods says why`,
+      );
+    await new Promise((r) => setTimeout(r, 500));
+  }
+  const policy = objects.find((x) => x.kind === "NetworkPolicy")!.metadata;
+  const stop = async () => {
+    await K8s(kind.NetworkPolicy)
+      .InNamespace(policy.namespace)
+      .Delete(policy.name)
+      .catch(() => undefined);
+    await K8s(kind.Namespace)
+      .Delete(o.modelNamespace)
+      .catch(() => undefined);
+  };
+  return { url: scriptedModelUrl(o.modelNamespace), stop };
+}
+
+/** The model's base URL, key and id from the environment, or the scripted provider started here
+ * (on loopback, or in the cluster in in-cluster mode). */
+async function endpoint(env: NodeJS.ProcessEnv, processMode: boolean, inCluster?: { o: InCluster; namespace: string }) {
   const url = env[LOCAL_MODEL_ENV.url];
+  if (!url && inCluster) {
+    const key = `sk-scripted-${randomBytes(12).toString("hex")}`;
+    const served = await serveInCluster(inCluster.o, inCluster.namespace, key);
+    const what = `the scripted model, served from the real node at ${served.url}`;
+    return { baseUrl: `${served.url}/v1`, key, id: SCRIPTED_MODEL_ID, stop: served.stop, what };
+  }
   if (!url) {
     const key = `sk-scripted-${randomBytes(12).toString("hex")}`;
     const model = await startScriptedModel({ script: DEMO_SCRIPT, apiKey: key, perConversation: true });
@@ -122,8 +189,14 @@ export async function startLocalModel(o: {
   env?: NodeJS.ProcessEnv;
   /** The Sandboxes' Harness and Custodian run as local processes (default); false: in pods. */
   processMode?: boolean;
+  /** In-cluster mode: the Sandboxes' pods on the real node (implies processMode false). */
+  inCluster?: InCluster;
 }): Promise<LocalModel> {
-  const e = await endpoint(o.env ?? process.env, o.processMode ?? true);
+  const e = await endpoint(
+    o.env ?? process.env,
+    o.inCluster ? false : (o.processMode ?? true),
+    o.inCluster && { o: o.inCluster, namespace: o.namespace },
+  );
   const origin = new URL(e.baseUrl).origin;
   await K8s(kind.Secret).Apply(
     { metadata: { name: MODEL_SECRET.name, namespace: o.namespace }, stringData: { [MODEL_SECRET.key]: e.key } },
@@ -132,7 +205,9 @@ export async function startLocalModel(o: {
   // The Harness asks <Custodian>/providers/model/v1 (harness/main.ts): the provider is the base URL
   // without its /v1.
   const config: z.input<typeof PodConfig> = {
+    ...(o.inCluster ? { placement: o.inCluster.placement } : {}),
     custodian: {
+      ...(o.inCluster ? { image: o.inCluster.image } : {}),
       providers: [{ name: PROVIDER, url: e.baseUrl.replace(/\/v1$/, "") }],
       held: [{ secret: MODEL_SECRET.name, key: MODEL_SECRET.key, env: "OPENAI_API_KEY", origins: [origin] }],
     },

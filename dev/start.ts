@@ -1,23 +1,32 @@
 // `npm start`: the operator on an embedded default. With no KUBECONFIG it brings up the local
 // control plane (dev/cluster/cluster.sh); it builds the module, runs it here with admission and
 // watch in one process, and on exit removes the webhook configurations it registered, so a stopped
-// operator never blocks the cluster. Beside it: a cache agent per node and the Orchestrator's API
-// in local mode (a Harness and a Custodian run here per Sandbox), with a demo repository inside its
-// fence, and the model its Agents ask (local-model.ts: the scripted provider on loopback, or the
-// endpoint JR2_MODEL_URL names with its key in JR2_MODEL_KEY_FILE).
+// operator never blocks the cluster. Beside it: the Orchestrator's API, a cache agent, a demo
+// repository inside its fence, and the model its Agents ask (local-model.ts: the scripted provider,
+// or the endpoint JR2_MODEL_URL names with its key in JR2_MODEL_KEY_FILE).
+//
+// Where the Sandboxes run (start-mode.ts, docs/decisions/0039-in-cluster-by-default.md): with the
+// local cluster's real node up, in-cluster mode: the images are pushed to its registry, each
+// Sandbox is a pod on the real node, the scripted model is served from a pod there, and the
+// Orchestrator listens where those pods reach it. Otherwise, or with JR2_START_MODE=local, local
+// process mode, the named fallback: a Harness and a Custodian per Sandbox run here, as you.
 import { spawn, spawnSync } from "node:child_process";
 import { join } from "node:path";
-import { existsSync, mkdirSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync } from "node:fs";
 import { K8s, kind } from "kubernetes-fluent-client";
 import { kubectlPath } from "./kubectl";
 import { oneCommitRepository } from "./repository";
 import { type Agent, startCacheAgent } from "./local-cache-agent";
 import { CACHE_DIR, ROOT, startLocalOperator } from "./local-operator";
+import { clusterEnv } from "../scripts/images/main";
 import { type LocalModel, startLocalModel } from "./local-model";
 import { type LocalOrchestrator, startLocalOrchestrator } from "./local-orchestrator";
-import { ORCHESTRATOR_ENV } from "../api/env";
+import { CACHE_AGENT_ENV, ORCHESTRATOR_ENV } from "../api/env";
+import { modeBanner, startMode } from "./start-mode";
+import { distOlderThanSources, pushProjectImages } from "./project-images";
 
-const DEMO = join(ROOT, ".jr2", "demo");
+/** The demo's state (its repository, caches, Orchestrator key and tokens); JR2_DEMO_DIR moves it. */
+const DEMO = process.env.JR2_DEMO_DIR || join(ROOT, ".jr2", "demo");
 
 /** A bare repository with one commit for the demo, inside the fence. */
 function demoRepository(): string {
@@ -47,11 +56,37 @@ function clusterUp(): Promise<string> {
 }
 
 async function main() {
+  // The local cluster's settings; a KUBECONFIG naming another file is a cluster of the user's own.
+  const local = clusterEnv();
+  const ownCluster = Boolean(process.env.KUBECONFIG) && process.env.KUBECONFIG !== local.KUBECONFIG;
   const kubeconfig = process.env.KUBECONFIG || (await clusterUp());
   process.env.KUBECONFIG = kubeconfig;
-  console.log(`\n==> building the module (npm run build)`);
-  const build = spawnSync("npm", ["run", "build", "--silent"], { cwd: ROOT, stdio: ["ignore", "ignore", "inherit"] });
-  if (build.status !== 0) throw new Error("npm run build failed; run it alone to see why");
+  const mode = startMode(process.env, ownCluster ? undefined : clusterEnv());
+  console.log(`\n${modeBanner(mode)}`);
+  // What runs (the module here, the bundles in the images) is what is checked out: built again when
+  // a source is newer than dist/.
+  const stale = distOlderThanSources();
+  if (stale) {
+    console.log(`\n==> building the module (npm run build): ${stale} is newer than dist/`);
+    const build = spawnSync("npm", ["run", "build", "--silent"], {
+      cwd: ROOT,
+      stdio: ["ignore", "ignore", "inherit"],
+    });
+    if (build.status !== 0) throw new Error("npm run build failed; run it alone to see why");
+  } else console.log(`\n==> the module is built (dist/ is as new as every source)`);
+  const node = mode.mode === "in-cluster" ? mode.node : undefined;
+  let images: { sandbox: string; companions: string } | undefined;
+  if (node) {
+    console.log(`==> pushing the images (npm run images) to ${node.registry}`);
+    images = pushProjectImages(node.registry, false);
+  }
+  // The real node's Repo caches: the operator mounts them into its pods from this directory, which
+  // the node's cache agent fills (the pods' uid reads it: 0755 on the way).
+  const nodeCaches = node && join(DEMO, "caches", node.name);
+  if (nodeCaches) {
+    mkdirSync(nodeCaches, { recursive: true });
+    for (const dir of [DEMO, join(DEMO, "caches"), nodeCaches]) chmodSync(dir, 0o755);
+  }
 
   const port = Number(process.env.JR2_PEPR_PORT ?? 3000);
   console.log(`==> starting the module: admission on https://127.0.0.1:${port}, the watcher beside it`);
@@ -60,18 +95,27 @@ async function main() {
     stateDir: join(CACHE_DIR, "operator"),
     port,
     logs: "inherit",
+    env: nodeCaches ? { [CACHE_AGENT_ENV.cacheRoot]: nodeCaches } : undefined,
   });
 
-  // The cache agents (one per node) and the Orchestrator, when this is the local control plane.
+  // The cache agents (the real node's, or one per kwok node) and the Orchestrator, when this is the
+  // local control plane.
   const agents: Agent[] = [];
   let orch: LocalOrchestrator | undefined;
   let model: LocalModel | undefined;
-  const nodes = (await K8s(kind.Node).Get()).items.filter((n) => n.metadata?.annotations?.["kwok.x-k8s.io/node"]);
+  const nodes = node
+    ? [node.name]
+    : (await K8s(kind.Node).Get()).items
+        .filter((n) => n.metadata?.annotations?.["kwok.x-k8s.io/node"])
+        .map((n) => n.metadata!.name!);
   if (nodes.length) {
-    for (const n of nodes)
-      agents.push(await startCacheAgent(n.metadata!.name!, join(DEMO, "caches", n.metadata!.name!)));
+    for (const n of nodes) agents.push(await startCacheAgent(n, join(DEMO, "caches", n)));
     const remote = demoRepository();
-    model = await startLocalModel({ namespace: "default", dir: DEMO });
+    model = await startLocalModel({
+      namespace: "default",
+      dir: DEMO,
+      inCluster: node && { image: images!.companions, placement: node.placement, modelNamespace: "jr2-demo-model" },
+    });
     console.log(`==> the Agents' model: ${model.summary} (its key held by each Sandbox's Custodian)`);
     orch = await startLocalOrchestrator({
       kubeconfig,
@@ -81,16 +125,24 @@ async function main() {
       reposRoot: join(DEMO, "caches", "{node}"),
       port: Number(process.env.JR2_ORCHESTRATOR_PORT ?? 8090),
       echo: true,
-      env: { [ORCHESTRATOR_ENV.podConfigFile]: model.podConfigFile },
+      // In-cluster: listening where the real node's pods reach this machine, so each Custodian
+      // forwards its Sandbox's picks here; the first pod on a cold node pulls its images first.
+      podAddress: node?.address,
+      env: {
+        [ORCHESTRATOR_ENV.podConfigFile]: model.podConfigFile,
+        ...(node ? { [ORCHESTRATOR_ENV.localHarness]: "off", [ORCHESTRATOR_ENV.podBudget]: "300s" } : {}),
+      },
     });
+    const image = images?.sandbox ?? "ghcr.io/example/harness:1";
     console.log(`
 The Orchestrator's API is at ${orch.url} (token in ${join(DEMO, "orchestrator", "api-tokens")}). A workspace:
   curl -sS -X POST ${orch.url}/v1/workspaces -H "authorization: Bearer ${orch.token}" \\
     -H 'content-type: application/json' \\
-    -d '{"image":"ghcr.io/example/harness:1","branch":"feature/demo","repos":[{"slot":"app","url":"${remote}"}]}'
+    -d '{"image":"${image}","branch":"feature/demo","repos":[{"slot":"app","url":"${remote}"}]}'
   curl -sS ${orch.url}/v1/workspaces -H "authorization: Bearer ${orch.token}"
 An Agent's turn, held for your approval (examples/README.md):
-  JR2_REPO_URL=${remote} npx tsx examples/propose-machine.ts`);
+  JR2_ORCHESTRATOR_URL=${orch.url} JR2_HARNESS_IMAGE=${image} JR2_REPO_URL=${remote} \\
+    npx tsx examples/propose-machine.ts`);
   }
 
   let kubectl = "kubectl";
