@@ -9,7 +9,13 @@ import { COMPANIONS } from "../scripts/companion-bundle";
 import { REPORT_FILE } from "../scripts/images/main";
 import { MODULE_JS, ROOT } from "./local-operator";
 
-export type ProjectImages = { sandbox: string; companions: string };
+export type ProjectImages = {
+  sandbox: string;
+  companions: string;
+  controller: string;
+  /** Each image's tag ref (what the built manifests name) to the digest ref pushed. */
+  byTag: Record<string, string>;
+};
 
 /** Pushes the images to `registry`, rebuilding dist/ first when `build` says so; the refs pushed. */
 export function pushProjectImages(registry: string, build: boolean): ProjectImages {
@@ -19,18 +25,21 @@ export function pushProjectImages(registry: string, build: boolean): ProjectImag
     { cwd: ROOT, encoding: "utf8", env: process.env },
   );
   if (r.status !== 0) throw new Error(`npm run images failed (exit ${r.status}):\n${r.stdout}\n${r.stderr}`);
-  const report = JSON.parse(readFileSync(REPORT_FILE, "utf8")) as { images: Array<{ name: string; pushed?: string }> };
+  const report = JSON.parse(readFileSync(REPORT_FILE, "utf8")) as {
+    images: Array<{ name: string; ref: string; pushed?: string }>;
+  };
   const pushed = (name: string) => {
     const ref = report.images.find((i) => i.name === name)?.pushed;
     if (!ref) throw new Error(`npm run images pushed no ${name} image (${REPORT_FILE})`);
     return ref;
   };
-  return { sandbox: pushed("sandbox"), companions: pushed("companions") };
+  const byTag = Object.fromEntries(report.images.map((i) => [i.ref, pushed(i.name)]));
+  return { sandbox: pushed("sandbox"), companions: pushed("companions"), controller: pushed("controller"), byTag };
 }
 
 /** The newest source file of the bundles (the module's and the companions' code) when it is newer
  * than dist/'s oldest bundle, or dist/ is not built; undefined when dist/ is as new as every source.
- * Sources only: a change of a dependency's version is what `npm run build` alone picks up. */
+ * A dependency's new version (package-lock.json alone) is what `npm run build` alone picks up. */
 export function distOlderThanSources(): string | undefined {
   const bundles = join(ROOT, "dist", "companions");
   if (!existsSync(bundles)) return "dist/companions (absent)";
@@ -50,7 +59,8 @@ export function distOlderThanSources(): string | undefined {
   };
   for (const dir of ["api", "cache-agent", "capabilities", "custodian", "harness", "lib", "orchestrator"])
     walk(join(ROOT, dir));
-  // The module's entry, and a bundle whose entry lives elsewhere (the scripted model's, in dev/).
-  for (const entry of ["pepr.ts", ...Object.values(COMPANIONS)]) consider(join(ROOT, entry));
+  // The module's entry and its build settings (package.json's pepr section: its RBAC among them),
+  // and a bundle whose entry lives elsewhere (the scripted model's, in dev/).
+  for (const entry of ["pepr.ts", "package.json", ...Object.values(COMPANIONS)]) consider(join(ROOT, entry));
   return newest.at > built ? newest.file.slice(ROOT.length + 1) : undefined;
 }

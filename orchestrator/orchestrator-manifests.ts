@@ -94,6 +94,9 @@ export function orchestratorManifests(opts: OrchestratorDeployOptions): Array<Re
               runAsNonRoot: true,
               runAsUser: 65532,
               runAsGroup: 65532,
+              // The Secret's files are root's: group-readable to this gid, which a kubelet gives
+              // them only through fsGroup (found when the Deployment first ran on a real node).
+              fsGroup: 65532,
               seccompProfile: { type: "RuntimeDefault" },
             },
             containers: [
@@ -129,7 +132,7 @@ export function orchestratorManifests(opts: OrchestratorDeployOptions): Array<Re
               },
             ],
             volumes: [
-              { name: "secret", secret: { secretName: ORCHESTRATOR, defaultMode: 0o400 } },
+              { name: "secret", secret: { secretName: ORCHESTRATOR, defaultMode: 0o440 } },
               { name: "fence", configMap: { name: `${ORCHESTRATOR}-fence` } },
               { name: "pod", configMap: { name: `${ORCHESTRATOR}-pod` } },
             ],

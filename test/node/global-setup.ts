@@ -123,4 +123,5 @@ export default async function globalSetup() {
   const images = step("npm run images", () => pushImages(env.JR2_REGISTRY));
   process.env.JR2_NODE_SANDBOX_IMAGE = images.sandbox;
   process.env.JR2_NODE_COMPANIONS_IMAGE = images.companions;
+  process.env.JR2_NODE_IMAGES_BY_TAG = JSON.stringify(images.byTag);
 }

@@ -98,9 +98,10 @@ describe("npm start with the real node up", () => {
     const name = created.body.name as string;
     const view = await until(`workspace ${name} ready`, 300_000, async () => {
       const v = (await api("GET", `/v1/workspaces/${name}`)).body;
-      if (["failed", "lost"].includes(v.state)) throw new Error(`workspace ${name} ${v.state}: ${JSON.stringify(v)}`);
-      return v.state === "ready" ? v : undefined;
+      // Ready or ended: a failure's view says why.
+      return ["ready", "failed", "lost"].includes(v.state) ? v : undefined;
     });
+    expect({ state: view.state, failure: view.failure }).toEqual({ state: "ready", failure: undefined });
     expect(view.phase).toBe("Ready");
     const pod = getJson(["pod", "-n", "default", name]);
     expect(pod.spec.nodeName).toBe(node.name);
