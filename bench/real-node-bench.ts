@@ -250,11 +250,18 @@ export async function realNodeBench(kubeconfig: string): Promise<Result[]> {
       const seen = watch!.seen.get(name) ?? {};
       if (seen.scheduled === undefined || seen.ready === undefined)
         throw new Error(`the pod watch did not see ${name} bound and Ready`);
-      // The kubelet records its Events asynchronously: one Pulled per container, wait for them all.
+      // The kubelet records its Events asynchronously: one Pulled per container (the Custodian is a
+      // native sidecar, an init container), wait for them all.
       const containers = Number(
-        await kubectl(kubeconfig, ["get", "pod", "-n", ns, name, "-o", "jsonpath={.spec.containers[*].name}"]).then(
-          (s) => s.trim().split(/\s+/).length,
-        ),
+        await kubectl(kubeconfig, [
+          "get",
+          "pod",
+          "-n",
+          ns,
+          name,
+          "-o",
+          "jsonpath={.spec.initContainers[*].name} {.spec.containers[*].name}",
+        ]).then((s) => s.trim().split(/\s+/).length),
       );
       let events = await pulledOf(kubeconfig, ns, name);
       for (let k = 0; k < 40 && events.pulled.length + events.present < containers; k++) {
