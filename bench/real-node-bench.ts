@@ -67,33 +67,53 @@ function ctr(...args: string[]): string {
   return r.stdout;
 }
 
-/** The node's image names (REF column) whose target is `ref`'s manifest digest: the digest ref, a
- * tag, and the CRI's own sha256:<config> name all point at it. */
-function namesOf(ref: string): string[] {
-  const digest = ref.slice(ref.indexOf("@") + 1);
-  return ctr("images", "ls")
+/** The node's images, name and manifest digest (`ctr images ls`'s REF and DIGEST columns). */
+const nodeImages = () =>
+  ctr("images", "ls")
     .split("\n")
     .slice(1)
     .map((l) => l.split(/\s+/))
-    .filter((f) => f[2] === digest)
-    .map((f) => f[0]);
-}
+    .filter((f) => f.length > 2)
+    .map((f) => ({ name: f[0], digest: f[2] }));
 
-/** Removes every name of each image and waits for containerd's collection, so content and
- * snapshots go too. */
-function removeImages(refs: string[]) {
-  const names = refs.flatMap(namesOf);
-  if (names.length) ctr("images", "rm", "--sync", ...names);
-  const left = refs.flatMap(namesOf);
-  if (left.length) throw new Error(`still on the node after ctr images rm: ${left.join(", ")}`);
-}
+/** The names the node holds `ref`'s manifest under: the digest ref, a tag, and the CRI's own
+ * sha256:<config> name all point at it. */
+const namesOf = (ref: string) =>
+  nodeImages()
+    .filter((i) => i.digest === ref.slice(ref.indexOf("@") + 1))
+    .map((i) => i.name);
 
-/** Containers on the node still made from one of `refs` (a deleted pod's, not yet removed). */
+/** Containers on the node made from one of `refs` (a deleted pod's, not yet removed). */
 const containersOf = (refs: string[]) =>
   ctr("containers", "ls")
     .split("\n")
     .slice(1)
     .filter((l) => refs.some((r) => l.includes(r)));
+
+/**
+ * Removes every version of the images `refs` name (this build's and any earlier one's: an earlier
+ * build's layers would spare the pull the ones it shares) under every name, and waits for
+ * containerd's collection, so their content and snapshots go too. First waits for the node's
+ * containers of them to go (a pod's containers hold their snapshots).
+ */
+async function removeImages(refs: string[]) {
+  const repos = refs.map((r) => r.slice(0, r.indexOf("@")));
+  for (let i = 0; ; i++) {
+    const all = nodeImages();
+    const digests = new Set(all.filter((x) => repos.some((r) => x.name.startsWith(r))).map((x) => x.digest));
+    const names = all.filter((x) => digests.has(x.digest)).map((x) => x.name);
+    const inUse = containersOf(names.filter((n) => !n.startsWith("sha256:")));
+    if (inUse.length) {
+      if (i > 480) throw new Error(`containers of the images still on the node after 120 s:\n${inUse.join("\n")}`);
+      await sleep(250);
+      continue;
+    }
+    if (names.length) ctr("images", "rm", "--sync", ...names);
+    break;
+  }
+  const left = refs.flatMap(namesOf);
+  if (left.length) throw new Error(`still on the node after ctr images rm: ${left.join(", ")}`);
+}
 
 /** A Go duration as the kubelet prints it ("1.234s", "850ms", "1m2.5s") in seconds. */
 export function goSeconds(d: string): number {
@@ -175,6 +195,19 @@ export async function realNodeBench(kubeconfig: string): Promise<Result[]> {
       `the real node is not up (JR2_REAL_NODE_STATUS=${env.JR2_REAL_NODE_STATUS}): npm run cluster -- status`,
     );
   process.env.KUBECTL ??= env.KUBECTL;
+  // A module deployed in the cluster (its webhooks served by a Service) would reconcile these
+  // Sandboxes beside the one run here, and its webhooks cannot be re-pointed at this process.
+  const hooks = await kubectl(kubeconfig, [
+    "get",
+    "validatingwebhookconfiguration",
+    "-o",
+    'jsonpath={range .items[?(@.webhooks[0].clientConfig.service)]}{.metadata.name}{" "}{end}',
+  ]);
+  if (hooks.trim())
+    throw new Error(
+      `a module is deployed in this cluster (webhooks ${hooks.trim()} served by a Service): ` +
+        "the bench runs its own; remove the deployment (test/node/deployed.test.ts's afterAll does) first",
+    );
   // run.ts built dist/ (unless BENCH_BUILD=0): the images carry its bundles.
   const images = pushProjectImages(env.JR2_REGISTRY, false);
   const refs = [images.sandbox, images.companions];
@@ -232,7 +265,7 @@ export async function realNodeBench(kubeconfig: string): Promise<Result[]> {
     watch = watchPods(kubeconfig, ns);
 
     const once = async (cold: boolean, i: number): Promise<Run> => {
-      if (cold) removeImages(refs);
+      if (cold) await removeImages(refs);
       const t0 = Date.now();
       const { name } = await client.createWorkspace({
         image: images.sandbox,
