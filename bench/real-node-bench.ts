@@ -6,8 +6,12 @@
 //
 // Cold: before each run the Sandbox image and the companions image are removed from the node's
 // containerd (`cluster.sh ctr images rm --sync`, after the previous run's pod and its containers are
-// gone, so no snapshot of them is left either); the registry keeps them, so the kubelet pulls both
-// over loopback. The pause image stays (containerd pins it). The Repo cache stays warm after the
+// gone, so no snapshot of them is left either), and with them any other image on the node sharing a
+// layer (the controller image is built on the same base), put back at the end; the registry keeps
+// them all, so the kubelet pulls both over loopback. The pause image stays (containerd pins it).
+// Within the pod the companions image is pulled first (the Custodian is a native sidecar, started
+// before the Harness) and the Sandbox image after it fetches only its own top layer: the two share
+// their base, as they would on any node. The Repo cache stays warm after the
 // first run (same remote), as it would on a node that has served the repository before.
 //
 // Per run, from what the cluster records and what this process sees:
@@ -90,29 +94,56 @@ const containersOf = (refs: string[]) =>
     .slice(1)
     .filter((l) => refs.some((r) => l.includes(r)));
 
+const layerCache = new Map<string, string[]>();
+/** The layer digests of `name@digest` as the registry serves it (none for an index or a name the
+ * registry does not serve). */
+function layersOf(crane: string, name: string, digest: string): string[] {
+  let layers = layerCache.get(digest);
+  if (!layers) {
+    const repo = name.replace(/@.*$/, "").replace(/:[^/:]*$/, "");
+    const r = spawnSync(crane, ["manifest", "--insecure", `${repo}@${digest}`], { encoding: "utf8" });
+    layers =
+      r.status === 0
+        ? ((JSON.parse(r.stdout) as { layers?: Array<{ digest: string }> }).layers ?? []).map((l) => l.digest)
+        : [];
+    layerCache.set(digest, layers);
+  }
+  return layers;
+}
+
 /**
- * Removes every version of the images `refs` name (this build's and any earlier one's: an earlier
- * build's layers would spare the pull the ones it shares) under every name, and waits for
- * containerd's collection, so their content and snapshots go too. First waits for the node's
- * containers of them to go (a pod's containers hold their snapshots).
+ * Empties the node of the images `refs` name and of every other image sharing a layer with them
+ * (an earlier build of theirs, or the controller image on the same base): a layer another image
+ * holds is not pulled again, so leaving one would make a cold pull warm. Each under every name,
+ * and containerd's collection waited for (--sync), so content and snapshots go too. First waits for
+ * the node's containers of them to go (a container holds its image's snapshots). Returns the
+ * other images removed (registry refs by digest), to be put back at the end.
  */
-async function removeImages(refs: string[]) {
-  const repos = refs.map((r) => r.slice(0, r.indexOf("@")));
+async function removeImages(crane: string, refs: string[]): Promise<string[]> {
+  const ours = new Set(refs.flatMap((r) => layersOf(crane, r, r.slice(r.indexOf("@") + 1))));
+  const digestsOurs = new Set(refs.map((r) => r.slice(r.indexOf("@") + 1)));
   for (let i = 0; ; i++) {
     const all = nodeImages();
-    const digests = new Set(all.filter((x) => repos.some((r) => x.name.startsWith(r))).map((x) => x.digest));
-    const names = all.filter((x) => digests.has(x.digest)).map((x) => x.name);
+    const named = all.filter((x) => !x.name.startsWith("sha256:"));
+    const targets = new Set(
+      named.filter((x) => layersOf(crane, x.name, x.digest).some((l) => ours.has(l))).map((x) => x.digest),
+    );
+    const names = all.filter((x) => targets.has(x.digest)).map((x) => x.name);
     const inUse = containersOf(names.filter((n) => !n.startsWith("sha256:")));
     if (inUse.length) {
-      if (i > 480) throw new Error(`containers of the images still on the node after 120 s:\n${inUse.join("\n")}`);
+      if (i > 480) throw new Error(`containers of these images still on the node after 120 s:\n${inUse.join("\n")}`);
       await sleep(250);
       continue;
     }
     if (names.length) ctr("images", "rm", "--sync", ...names);
-    break;
+    const left = refs.flatMap(namesOf);
+    if (left.length) throw new Error(`still on the node after ctr images rm: ${left.join(", ")}`);
+    const others = new Map<string, string>();
+    for (const x of named)
+      if (targets.has(x.digest) && !digestsOurs.has(x.digest))
+        others.set(x.digest, `${x.name.replace(/@.*$/, "").replace(/:[^/:]*$/, "")}@${x.digest}`);
+    return [...others.values()];
   }
-  const left = refs.flatMap(namesOf);
-  if (left.length) throw new Error(`still on the node after ctr images rm: ${left.join(", ")}`);
 }
 
 /** A Go duration as the kubelet prints it ("1.234s", "850ms", "1m2.5s") in seconds. */
@@ -236,6 +267,8 @@ export async function realNodeBench(kubeconfig: string): Promise<Result[]> {
   let agent: Agent | undefined;
   let orch: LocalOrchestrator | undefined;
   let watch: ReturnType<typeof watchPods> | undefined;
+  /** Images of others removed for a cold run, pulled back at the end. */
+  const restore: string[] = [];
   try {
     for (const n of [ns, orchNs]) await kubectl(kubeconfig, ["create", "namespace", n]);
     // A pod is admitted once its namespace's default service account exists.
@@ -262,19 +295,33 @@ export async function realNodeBench(kubeconfig: string): Promise<Result[]> {
       },
     });
     const client = new OrchestratorClient({ url: orch.url, token: orch.token });
+    // fetch reuses a kept-alive connection the Orchestrator may close at that moment ("other side
+    // closed"): such a request never reached it, so it is sent again.
+    const again = async <T>(fn: () => Promise<T>): Promise<T> => {
+      for (let i = 0; ; i++)
+        try {
+          return await fn();
+        } catch (err) {
+          if (i >= 3 || !/other side closed|ECONNRESET|fetch failed/.test(String((err as Error).cause ?? err)))
+            throw err;
+        }
+    };
     watch = watchPods(kubeconfig, ns);
 
     const once = async (cold: boolean, i: number): Promise<Run> => {
-      if (cold) await removeImages(refs);
+      if (cold)
+        for (const other of await removeImages(env.CRANE, refs)) if (!restore.includes(other)) restore.push(other);
       const t0 = Date.now();
-      const { name } = await client.createWorkspace({
-        image: images.sandbox,
-        branch: `bench/${i}`,
-        repos: [{ slot: "app", url: remote }],
-      });
+      const { name } = await again(() =>
+        client.createWorkspace({
+          image: images.sandbox,
+          branch: `bench/${i}`,
+          repos: [{ slot: "app", url: remote }],
+        }),
+      );
       let state = "";
       for (const deadline = t0 + 300_000; Date.now() < deadline; await sleep(100)) {
-        const view = await client.workspace(name);
+        const view = await again(() => client.workspace(name));
         state = view.state;
         if (["ready", "failed", "lost"].includes(state)) break;
       }
@@ -319,7 +366,7 @@ export async function realNodeBench(kubeconfig: string): Promise<Result[]> {
       );
       // Gone before the next run: its pod, and the node's containers, so removing the images
       // leaves no snapshot of theirs behind.
-      await client.deleteWorkspace(name);
+      await again(() => client.deleteWorkspace(name));
       for (const deadline = Date.now() + 180_000; ; await sleep(250)) {
         const left = await kubectl(kubeconfig, ["get", "pods", "-n", ns, "-o", "name"]);
         if (!left.includes(`pod/${name}`) && containersOf(refs).length === 0) break;
@@ -374,10 +421,13 @@ export async function realNodeBench(kubeconfig: string): Promise<Result[]> {
     for (const n of [ns, orchNs]) await kubectl(kubeconfig, ["delete", "namespace", n, "--wait=false"]).catch(() => {});
     rmSync(tmp, { recursive: true, force: true });
     // Leave the node as it was found: both images present (a run stopped midway may have removed
-    // them). The kubelet would pull them again for the next pod; this spares that pod the wait.
-    for (const ref of refs)
-      if (!namesOf(ref).length)
+    // them) and any other image removed for sharing their layers. The kubelet would pull them again
+    // for the next pod; this spares that pod the wait.
+    for (const ref of [...refs, ...restore])
+      if (!namesOf(ref).length) {
+        log(`pulling ${ref} back onto the node`);
         spawnSync("bash", [CLUSTER_SH, "ctr", "images", "pull", "--plain-http", ref], { stdio: "ignore" });
+      }
   }
 }
 
