@@ -9,8 +9,8 @@
 // gone, so no snapshot of them is left either), and with them any other image on the node sharing a
 // layer (the controller image is built on the same base), put back at the end; the registry keeps
 // them all, so the kubelet pulls both over loopback. The pause image stays (containerd pins it).
-// Within the pod the companions image is pulled first (the Custodian is a native sidecar, started
-// before the Harness) and the Sandbox image after it fetches only its own top layer: the two share
+// Within the pod the Sandbox image is pulled first (the Harness is the pod's first container, the
+// Custodian its second) and the companions image after it fetches only its own top layer: the two share
 // their base, as they would on any node. The Repo cache stays warm after the
 // first run (same remote), as it would on a node that has served the repository before.
 //
@@ -330,8 +330,8 @@ export async function realNodeBench(kubeconfig: string): Promise<Result[]> {
       const seen = watch!.seen.get(name) ?? {};
       if (seen.scheduled === undefined || seen.ready === undefined)
         throw new Error(`the pod watch did not see ${name} bound and Ready`);
-      // The kubelet records its Events asynchronously: one Pulled per container (the Custodian is a
-      // native sidecar, an init container), wait for them all.
+      // The kubelet records its Events asynchronously: one Pulled per container (init containers
+      // too, should a pod have any), wait for them all.
       const containers = Number(
         await kubectl(kubeconfig, [
           "get",
@@ -361,7 +361,7 @@ export async function realNodeBench(kubeconfig: string): Promise<Result[]> {
       };
       log(
         `${cold ? "cold" : "warm"} ${i + 1}: ${s(r.total)} s (scheduled ${s(r.scheduled)}, pull ${s(r.pull)}` +
-          ` [${r.pulled.map((p) => `${p.image.split("/").pop()!.split("@")[0]} ${p.seconds}s`).join(", ")}],` +
+          ` [${r.pulled.map((p) => `${p.image.split("/").pop()!.split("@")[0]} ${p.seconds.toFixed(2)}s`).join(", ")}],` +
           ` start ${s(r.start)}, attach ${s(r.attach)})`,
       );
       // Gone before the next run: its pod, and the node's containers, so removing the images
