@@ -9,6 +9,7 @@
 #                                    and the real node's JR2_REAL_NODE_* (for scripts)
 #   npm run cluster -- kubectl-path  path of the cached kubectl
 #   npm run cluster -- kubectl ARGS  run the cached kubectl against the cluster
+#   npm run cluster -- ctr ARGS      run ctr against the real node's containerd (namespace k8s.io)
 #
 # Why this shape: no Docker and no downloads besides Go modules. etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler, kubectl, kwok and kwokctl are compiled from the
@@ -821,8 +822,20 @@ cmd_kubectl_path() {
   echo "$KUBECTL_LINK"
 }
 
+# ctr, containerd's own client, from the same pinned module as the node's containerd (built on first
+# use, cached beside it): what lists and removes the node's images, which kubectl cannot (the
+# real-node bench empties the node's image store before each cold run). Built here rather than in
+# node.sh's ensure_node_binaries because node.sh's text is part of the node's fingerprint: adding it
+# there would restart a running node on the next 'up'.
+cmd_ctr() {
+  [[ -S $CONTAINERD_SOCK ]] || die "no containerd socket at $CONTAINERD_SOCK: is the real node up? (npm run cluster -- status)"
+  build ctr "$CONTAINERD_VERSION" "$GO_DIR/containerd" github.com/containerd/containerd/v2/cmd/ctr \
+    "$CONTAINERD_BIN" "$CONTAINERD_FP"
+  exec "$CONTAINERD_BIN/ctr" --address "$CONTAINERD_SOCK" --namespace k8s.io "$@"
+}
+
 usage() {
-  sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
 }
 
 main() {
@@ -838,6 +851,7 @@ main() {
       [[ -x $KUBECTL ]] || die "kubectl is not built yet; run: npm run cluster -- up"
       exec "$KUBECTL" --kubeconfig "$KUBECONFIG_PATH" --cache-dir "$STATE_DIR/kubectl-cache" "$@"
       ;;
+    ctr) cmd_ctr "$@" ;;
     -h | --help | help) usage ;;
     *) usage; exit 2 ;;
   esac

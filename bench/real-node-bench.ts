@@ -1,0 +1,434 @@
+// Benchmark: a cold workspace on the real node (docs/decisions/0040-real-node.md), create -> ready,
+// over BENCH_REAL_NODE_RUNS runs (default 20), one after another, split into where the time goes.
+// Set up as test/node/sandbox-pod.test.ts is: the module, the node's cache agent and the Orchestrator
+// (in-cluster mode, no local Harness) are processes on this machine; the workspace's Sandbox pod runs
+// on the real node from the images `npm run images` pushes to the loopback registry (decision 0041).
+//
+// Cold: before each run the Sandbox image and the companions image are removed from the node's
+// containerd (`cluster.sh ctr images rm --sync`, after the previous run's pod and its containers are
+// gone, so no snapshot of them is left either), and with them any other image on the node sharing a
+// layer (the controller image is built on the same base), put back at the end; the registry keeps
+// them all, so the kubelet pulls both over loopback. The pause image stays (containerd pins it).
+// Within the pod the Sandbox image is pulled first (the Harness is the pod's first container, the
+// Custodian its second) and the companions image after it fetches only its own top layer: the two share
+// their base, as they would on any node. The Repo cache stays warm after the
+// first run (same remote), as it would on a node that has served the repository before.
+//
+// Per run, from what the cluster records and what this process sees:
+//   scheduled  create (POST /v1/workspaces sent) -> the pod bound to the node, seen on a pod watch:
+//              the Orchestrator's Sandbox, the operator's pod, the scheduler.
+//   pull       the sum of the kubelet's own pull times for the pod's images, as its `Pulled` Events
+//              state them ("Successfully pulled image ... in Xs"): fetch and unpack, not the
+//              waiting before it (the "including waiting" figure; this kubelet pulls in parallel,
+//              serializeImagePulls: false). Summed because the kubelet starts a pod's containers
+//              one after another, each after its own image is there, so the pulls are sequential.
+//   start      pod bound -> pod Ready, both seen on the watch, less the pull: the pod's sandbox
+//              (pause, CNI), its volumes, creating and starting each container, and the readiness
+//              probes passing (the Harness's every 2 s).
+//   attach     pod Ready -> the workspace `ready` (GET polled every 100 ms): the operator's Sandbox
+//              Ready, the Orchestrator seeing it and its attach through the Harness.
+//   total      create -> workspace `ready`; scheduled + pull + start + attach, to within the polls.
+// Then a few warm runs (BENCH_REAL_NODE_WARM_RUNS, default 3; images present, no pull) for
+// comparison. The images are present on the node at the end: the last runs pulled them back.
+//   BENCH_REAL_NODE_RUNS=20   BENCH_REAL_NODE_WARM_RUNS=3
+import { spawn, spawnSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+import { CACHE_AGENT_ENV, ORCHESTRATOR_ENV } from "../api/env";
+import { startCacheAgent, type Agent } from "../dev/local-cache-agent";
+import { ROOT } from "../dev/local-operator";
+import { freePort, startLocalOrchestrator, type LocalOrchestrator } from "../dev/local-orchestrator";
+import { kubectlPath, run as kubectl } from "../dev/kubectl";
+import { pushProjectImages } from "../dev/project-images";
+import { oneCommitRepository } from "../dev/repository";
+import { OrchestratorClient } from "../orchestrator/http/orchestrator-client";
+import { benchOperator, type Result } from "./sandbox-burst-bench";
+import { percentile, round, sleep, sorted } from "./stats";
+
+const B = "real-node";
+const CLUSTER_SH = join(ROOT, "dev", "cluster", "cluster.sh");
+const log = (line: string) => process.stderr.write(`real-node: ${line}\n`);
+
+function clusterEnv(): Record<string, string> {
+  const r = spawnSync("bash", [CLUSTER_SH, "env"], { encoding: "utf8" });
+  if (r.status !== 0) throw new Error(`cluster.sh env failed (exit ${r.status}): ${r.stderr}`);
+  return Object.fromEntries(
+    r.stdout
+      .split("\n")
+      .map((l) => /^([A-Z0-9_]+)=(.*)$/.exec(l))
+      .filter((m): m is RegExpExecArray => !!m)
+      .map((m) => [m[1], m[2]]),
+  );
+}
+
+/** ctr against the node's containerd, namespace k8s.io (built on first use by cluster.sh). */
+function ctr(...args: string[]): string {
+  const r = spawnSync("bash", [CLUSTER_SH, "ctr", ...args], { encoding: "utf8" });
+  if (r.status !== 0) throw new Error(`cluster.sh ctr ${args.join(" ")} failed (exit ${r.status}): ${r.stderr}`);
+  return r.stdout;
+}
+
+/** The node's images, name and manifest digest (`ctr images ls`'s REF and DIGEST columns). */
+const nodeImages = () =>
+  ctr("images", "ls")
+    .split("\n")
+    .slice(1)
+    .map((l) => l.split(/\s+/))
+    .filter((f) => f.length > 2)
+    .map((f) => ({ name: f[0], digest: f[2] }));
+
+/** The names the node holds `ref`'s manifest under: the digest ref, a tag, and the CRI's own
+ * sha256:<config> name all point at it. */
+const namesOf = (ref: string) =>
+  nodeImages()
+    .filter((i) => i.digest === ref.slice(ref.indexOf("@") + 1))
+    .map((i) => i.name);
+
+/** Containers on the node made from one of `refs` (a deleted pod's, not yet removed). */
+const containersOf = (refs: string[]) =>
+  ctr("containers", "ls")
+    .split("\n")
+    .slice(1)
+    .filter((l) => refs.some((r) => l.includes(r)));
+
+const layerCache = new Map<string, string[]>();
+/** The layer digests of `name@digest` as the registry serves it (none for an index or a name the
+ * registry does not serve). */
+function layersOf(crane: string, name: string, digest: string): string[] {
+  let layers = layerCache.get(digest);
+  if (!layers) {
+    const repo = name.replace(/@.*$/, "").replace(/:[^/:]*$/, "");
+    const r = spawnSync(crane, ["manifest", "--insecure", `${repo}@${digest}`], { encoding: "utf8" });
+    layers =
+      r.status === 0
+        ? ((JSON.parse(r.stdout) as { layers?: Array<{ digest: string }> }).layers ?? []).map((l) => l.digest)
+        : [];
+    layerCache.set(digest, layers);
+  }
+  return layers;
+}
+
+/**
+ * Empties the node of the images `refs` name and of every other image sharing a layer with them
+ * (an earlier build of theirs, or the controller image on the same base): a layer another image
+ * holds is not pulled again, so leaving one would make a cold pull warm. Each under every name,
+ * and containerd's collection waited for (--sync), so content and snapshots go too. First waits for
+ * the node's containers of them to go (a container holds its image's snapshots). Returns the
+ * other images removed (registry refs by digest), to be put back at the end.
+ */
+async function removeImages(crane: string, refs: string[]): Promise<string[]> {
+  const ours = new Set(refs.flatMap((r) => layersOf(crane, r, r.slice(r.indexOf("@") + 1))));
+  const digestsOurs = new Set(refs.map((r) => r.slice(r.indexOf("@") + 1)));
+  for (let i = 0; ; i++) {
+    const all = nodeImages();
+    const named = all.filter((x) => !x.name.startsWith("sha256:"));
+    const targets = new Set(
+      named.filter((x) => layersOf(crane, x.name, x.digest).some((l) => ours.has(l))).map((x) => x.digest),
+    );
+    const names = all.filter((x) => targets.has(x.digest)).map((x) => x.name);
+    const inUse = containersOf(names.filter((n) => !n.startsWith("sha256:")));
+    if (inUse.length) {
+      if (i > 480) throw new Error(`containers of these images still on the node after 120 s:\n${inUse.join("\n")}`);
+      await sleep(250);
+      continue;
+    }
+    if (names.length) ctr("images", "rm", "--sync", ...names);
+    const left = refs.flatMap(namesOf);
+    if (left.length) throw new Error(`still on the node after ctr images rm: ${left.join(", ")}`);
+    const others = new Map<string, string>();
+    for (const x of named)
+      if (targets.has(x.digest) && !digestsOurs.has(x.digest))
+        others.set(x.digest, `${x.name.replace(/@.*$/, "").replace(/:[^/:]*$/, "")}@${x.digest}`);
+    return [...others.values()];
+  }
+}
+
+/** A Go duration as the kubelet prints it ("1.234s", "850ms", "1m2.5s") in seconds. */
+export function goSeconds(d: string): number {
+  const unit: Record<string, number> = { h: 3600, m: 60, s: 1, ms: 1e-3, us: 1e-6, µs: 1e-6, ns: 1e-9 };
+  let total = 0;
+  let seen = false;
+  for (const m of d.matchAll(/(\d+(?:\.\d+)?)(h|ms|m|s|us|µs|ns)/g)) {
+    total += Number(m[1]) * unit[m[2]];
+    seen = true;
+  }
+  if (!seen) throw new Error(`not a Go duration: ${d}`);
+  return total;
+}
+
+type Pulled = { image: string; seconds: number; withWaiting: number; bytes: number };
+
+/** The kubelet's `Pulled` Events of a pod: its own pull times, or none for images already present. */
+async function pulledOf(kubeconfig: string, ns: string, pod: string): Promise<{ pulled: Pulled[]; present: number }> {
+  const out = await kubectl(kubeconfig, [
+    "get",
+    "events",
+    "-n",
+    ns,
+    "--field-selector",
+    `involvedObject.name=${pod},reason=Pulled`,
+    "-o",
+    "json",
+  ]);
+  const pulled: Pulled[] = [];
+  let present = 0;
+  for (const e of JSON.parse(out).items as Array<{ message: string }>) {
+    const m =
+      /Successfully pulled image "([^"]+)" in (\S+) \((\S+) including waiting\)(?:\. Image size: (\d+) bytes)?/.exec(
+        e.message,
+      );
+    if (m)
+      pulled.push({ image: m[1], seconds: goSeconds(m[2]), withWaiting: goSeconds(m[3]), bytes: Number(m[4] ?? 0) });
+    else if (/already present on machine/.test(e.message)) present++;
+  }
+  return { pulled, present };
+}
+
+/** When this process first saw each pod bound and each pod Ready, from one pod watch. */
+function watchPods(kubeconfig: string, ns: string) {
+  const seen = new Map<string, { scheduled?: number; ready?: number }>();
+  const child = spawn(
+    kubectlPath(),
+    [
+      "get",
+      "pods",
+      "-n",
+      ns,
+      "--watch",
+      "-o",
+      `jsonpath={.metadata.name}{" "}{.spec.nodeName}{" "}{.status.conditions[?(@.type=="Ready")].status}{"\\n"}`,
+    ],
+    { env: { ...process.env, KUBECONFIG: kubeconfig }, stdio: ["ignore", "pipe", "ignore"] },
+  );
+  createInterface({ input: child.stdout! }).on("line", (line) => {
+    const now = Date.now();
+    const [name, node, ready] = line.trim().split(" ");
+    if (!name) return;
+    const s = seen.get(name) ?? {};
+    if (node && s.scheduled === undefined) s.scheduled = now;
+    if (ready === "True" && s.ready === undefined) s.ready = now;
+    seen.set(name, s);
+  });
+  return { seen, stop: () => child.kill("SIGTERM") };
+}
+
+type Run = { total: number; scheduled: number; pull: number; start: number; attach: number; pulled: Pulled[] };
+
+export async function realNodeBench(kubeconfig: string): Promise<Result[]> {
+  const runs = Number(process.env.BENCH_REAL_NODE_RUNS ?? 20);
+  const warmRuns = Number(process.env.BENCH_REAL_NODE_WARM_RUNS ?? 3);
+  const env = clusterEnv();
+  if (env.JR2_REAL_NODE_STATUS !== "up")
+    throw new Error(
+      `the real node is not up (JR2_REAL_NODE_STATUS=${env.JR2_REAL_NODE_STATUS}): npm run cluster -- status`,
+    );
+  process.env.KUBECTL ??= env.KUBECTL;
+  // A module deployed in the cluster (its webhooks served by a Service) would reconcile these
+  // Sandboxes beside the one run here, and its webhooks cannot be re-pointed at this process.
+  const hooks = await kubectl(kubeconfig, [
+    "get",
+    "validatingwebhookconfiguration",
+    "-o",
+    'jsonpath={range .items[?(@.webhooks[0].clientConfig.service)]}{.metadata.name}{" "}{end}',
+  ]);
+  if (hooks.trim())
+    throw new Error(
+      `a module is deployed in this cluster (webhooks ${hooks.trim()} served by a Service): ` +
+        "the bench runs its own; remove the deployment (test/node/deployed.test.ts's afterAll does) first",
+    );
+  // run.ts built dist/ (unless BENCH_BUILD=0): the images carry its bundles.
+  const images = pushProjectImages(env.JR2_REGISTRY, false);
+  const refs = [images.sandbox, images.companions];
+  log(`images ${refs.join(" ")}`);
+
+  const [labelKey, labelValue] = env.JR2_REAL_NODE_LABEL.split("=");
+  const taint = /^([^=]+)=([^:]*):(.+)$/.exec(env.JR2_REAL_NODE_TAINT)!;
+  const placement = {
+    nodeSelector: { [labelKey]: labelValue },
+    tolerations: [{ key: taint[1], operator: "Equal", value: taint[2], effect: taint[3] }],
+  };
+  const suffix = randomBytes(3).toString("hex");
+  const ns = `jr2-bench-node-${suffix}`;
+  const orchNs = `jr2-bench-orch-${suffix}`;
+  const tmp = mkdtempSync(join(tmpdir(), "jr2-bench-real-node-"));
+  // uid 65532 in the pod reads the cache through the hostPath: every directory on the way is 0755.
+  chmodSync(tmp, 0o755);
+  const cacheRoot = join(tmp, "caches");
+  mkdirSync(cacheRoot, { mode: 0o755 });
+  const remotes = join(tmp, "remotes");
+  const remote = oneCommitRepository(join(tmp, "src"), join(remotes, "bench.git"));
+  const podConfig = join(tmp, "pod-config.json");
+  writeFileSync(podConfig, JSON.stringify({ custodian: { image: images.companions }, placement }));
+
+  let operator: Awaited<ReturnType<typeof benchOperator>> | undefined;
+  let agent: Agent | undefined;
+  let orch: LocalOrchestrator | undefined;
+  let watch: ReturnType<typeof watchPods> | undefined;
+  /** Images of others removed for a cold run, pulled back at the end. */
+  const restore: string[] = [];
+  try {
+    for (const n of [ns, orchNs]) await kubectl(kubeconfig, ["create", "namespace", n]);
+    // A pod is admitted once its namespace's default service account exists.
+    for (let i = 0; i < 120; i++) {
+      if ((await kubectl(kubeconfig, ["get", "sa", "-n", ns, "-o", "name"])).includes("default")) break;
+      await sleep(250);
+    }
+    operator = await benchOperator(kubeconfig, await freePort("127.0.0.1"), "bench-real-node", {
+      [CACHE_AGENT_ENV.cacheRoot]: cacheRoot,
+    });
+    agent = await startCacheAgent(env.JR2_REAL_NODE_NAME, cacheRoot);
+    orch = await startLocalOrchestrator({
+      kubeconfig,
+      namespace: ns,
+      dir: join(tmp, "orchestrator"),
+      credentials: [remotes],
+      reposRoot: cacheRoot,
+      podAddress: env.JR2_REAL_NODE_IP,
+      env: {
+        [ORCHESTRATOR_ENV.localHarness]: "off",
+        [ORCHESTRATOR_ENV.podConfigFile]: podConfig,
+        [ORCHESTRATOR_ENV.podNamespace]: orchNs,
+        [ORCHESTRATOR_ENV.podBudget]: "300s",
+      },
+    });
+    const client = new OrchestratorClient({ url: orch.url, token: orch.token });
+    // fetch reuses a kept-alive connection the Orchestrator may close at that moment ("other side
+    // closed"): such a request never reached it, so it is sent again.
+    const again = async <T>(fn: () => Promise<T>): Promise<T> => {
+      for (let i = 0; ; i++)
+        try {
+          return await fn();
+        } catch (err) {
+          if (i >= 3 || !/other side closed|ECONNRESET|fetch failed/.test(String((err as Error).cause ?? err)))
+            throw err;
+        }
+    };
+    watch = watchPods(kubeconfig, ns);
+
+    const once = async (cold: boolean, i: number): Promise<Run> => {
+      if (cold)
+        for (const other of await removeImages(env.CRANE, refs)) if (!restore.includes(other)) restore.push(other);
+      const t0 = Date.now();
+      const { name } = await again(() =>
+        client.createWorkspace({
+          image: images.sandbox,
+          branch: `bench/${i}`,
+          repos: [{ slot: "app", url: remote }],
+        }),
+      );
+      let state = "";
+      for (const deadline = t0 + 300_000; Date.now() < deadline; await sleep(100)) {
+        const view = await again(() => client.workspace(name));
+        state = view.state;
+        if (["ready", "failed", "lost"].includes(state)) break;
+      }
+      const ready = Date.now();
+      if (state !== "ready") throw new Error(`workspace ${name} ${state || "not ready"} after ${(ready - t0) / 1000}s`);
+      const seen = watch!.seen.get(name) ?? {};
+      if (seen.scheduled === undefined || seen.ready === undefined)
+        throw new Error(`the pod watch did not see ${name} bound and Ready`);
+      // The kubelet records its Events asynchronously: one Pulled per container (init containers
+      // too, should a pod have any), wait for them all.
+      const containers = Number(
+        await kubectl(kubeconfig, [
+          "get",
+          "pod",
+          "-n",
+          ns,
+          name,
+          "-o",
+          "jsonpath={.spec.initContainers[*].name} {.spec.containers[*].name}",
+        ]).then((s) => s.trim().split(/\s+/).length),
+      );
+      let events = await pulledOf(kubeconfig, ns, name);
+      for (let k = 0; k < 40 && events.pulled.length + events.present < containers; k++) {
+        await sleep(250);
+        events = await pulledOf(kubeconfig, ns, name);
+      }
+      if (cold && events.pulled.length < refs.length)
+        throw new Error(`cold run ${i}: the kubelet pulled ${events.pulled.length} images, not ${refs.length}`);
+      const pull = events.pulled.reduce((a, p) => a + p.seconds * 1000, 0);
+      const r: Run = {
+        total: ready - t0,
+        scheduled: seen.scheduled - t0,
+        pull,
+        start: seen.ready - seen.scheduled - pull,
+        attach: ready - seen.ready,
+        pulled: events.pulled,
+      };
+      log(
+        `${cold ? "cold" : "warm"} ${i + 1}: ${s(r.total)} s (scheduled ${s(r.scheduled)}, pull ${s(r.pull)}` +
+          ` [${r.pulled.map((p) => `${p.image.split("/").pop()!.split("@")[0]} ${p.seconds.toFixed(2)}s`).join(", ")}],` +
+          ` start ${s(r.start)}, attach ${s(r.attach)})`,
+      );
+      // Gone before the next run: its pod, and the node's containers, so removing the images
+      // leaves no snapshot of theirs behind.
+      await again(() => client.deleteWorkspace(name));
+      for (const deadline = Date.now() + 180_000; ; await sleep(250)) {
+        const left = await kubectl(kubeconfig, ["get", "pods", "-n", ns, "-o", "name"]);
+        if (!left.includes(`pod/${name}`) && containersOf(refs).length === 0) break;
+        if (Date.now() > deadline) throw new Error(`${name}'s pod or containers still there after 180 s`);
+      }
+      return r;
+    };
+
+    const cold: Run[] = [];
+    for (let i = 0; i < runs; i++) cold.push(await once(true, i));
+    const warm: Run[] = [];
+    for (let i = 0; i < warmRuns; i++) warm.push(await once(false, i));
+
+    const out: Result[] = [{ bench: B, metric: "cold_runs", value: cold.length, unit: "count" }];
+    const figures = (prefix: string, rs: Run[], ps: number[]) => {
+      for (const part of ["total", "scheduled", "pull", "start", "attach"] as const) {
+        const v = sorted(rs.map((r) => r[part]));
+        for (const p of ps)
+          out.push({
+            bench: B,
+            metric: `${prefix}_${part}_${p === 100 ? "max" : `p${p}`}_seconds`,
+            value: round(percentile(v, p) / 1000),
+            unit: "s",
+          });
+      }
+    };
+    figures("cold", cold, [50, 90, 100]);
+    // Per image, the kubelet's pull time and the bytes it says it pulled.
+    for (const [what, ref] of [
+      ["sandbox", images.sandbox],
+      ["companions", images.companions],
+    ] as const) {
+      const ps = cold.flatMap((r) => r.pulled.filter((p) => p.image === ref));
+      out.push({
+        bench: B,
+        metric: `cold_pull_${what}_p50_seconds`,
+        value: round(percentile(sorted(ps.map((p) => p.seconds)), 50)),
+        unit: "s",
+      });
+      out.push({ bench: B, metric: `${what}_image_mb`, value: round((ps[0]?.bytes ?? NaN) / 1e6), unit: "MB" });
+    }
+    if (warm.length) {
+      out.push({ bench: B, metric: "warm_runs", value: warm.length, unit: "count" });
+      figures("warm", warm, [50]);
+    }
+    return out;
+  } finally {
+    watch?.stop();
+    await orch?.stop();
+    await agent?.stop();
+    await operator?.stop();
+    for (const n of [ns, orchNs]) await kubectl(kubeconfig, ["delete", "namespace", n, "--wait=false"]).catch(() => {});
+    rmSync(tmp, { recursive: true, force: true });
+    // Leave the node as it was found: both images present (a run stopped midway may have removed
+    // them) and any other image removed for sharing their layers. The kubelet would pull them again
+    // for the next pod; this spares that pod the wait.
+    for (const ref of [...refs, ...restore])
+      if (!namesOf(ref).length) {
+        log(`pulling ${ref} back onto the node`);
+        spawnSync("bash", [CLUSTER_SH, "ctr", "images", "pull", "--plain-http", ref], { stdio: "ignore" });
+      }
+  }
+}
+
+const s = (ms: number) => (ms / 1000).toFixed(2);
