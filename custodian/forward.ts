@@ -12,7 +12,7 @@ import { answer, failedAfterSending, refusal, unreachable } from "./answers";
 import type { Ctx, Held, Trace } from "./context";
 import { Masker, maskText } from "./mask";
 import { answerHeaders, failureDetail, substitute, withoutHeader, type Header } from "./rules";
-import type { UpstreamAnswer } from "./upstream";
+import type { Gone, UpstreamAnswer } from "./upstream";
 
 export type Exchange = {
   url: URL;
@@ -54,18 +54,12 @@ function outgoing(
 }
 
 /** The upstream's answer, after `retries` more tries of a request that was never sent. */
-async function send(
-  ctx: Ctx,
-  ex: Exchange,
-  method: string,
-  headers: Header[],
-  signal: AbortSignal,
-): Promise<UpstreamAnswer> {
+async function send(ctx: Ctx, ex: Exchange, method: string, headers: Header[], gone: Gone): Promise<UpstreamAnswer> {
   for (let attempt = 0; ; attempt++) {
     try {
-      return await ctx.upstream.request(ex.url, { method, headers, body: ex.body, signal });
+      return await ctx.upstream.request(ex.url, { method, headers, body: ex.body, gone });
     } catch (err) {
-      if (signal.aborted || attempt >= ex.retries || !ctx.upstream.wasNotSent(err)) throw err;
+      if (gone.yes || attempt >= ex.retries || !ctx.upstream.wasNotSent(err)) throw err;
       await new Promise((r) => setTimeout(r, BACKOFF_MS * 2 ** attempt));
     }
   }
@@ -80,7 +74,7 @@ async function relay(
   carries: boolean,
 ): Promise<void> {
   const held = ctx.held()!;
-  let headers = answerHeaders(up.headers);
+  let headers = answerHeaders(up.rawHeaders);
   const stages: NodeJS.ReadWriteStream[] = [];
   if (carries) {
     const encoding = headers.find(([n]) => n === "content-encoding")?.[1] ?? "";
@@ -155,16 +149,18 @@ export async function forward(
     req.resume();
     return answer(ctx, res, trace, out.refused);
   }
-  const abort = new AbortController();
+  const gone: Gone = { yes: false };
   res.on("close", () => {
-    if (!res.writableFinished) abort.abort();
+    if (res.writableFinished) return;
+    gone.yes = true;
+    gone.end?.();
   });
   const started = performance.now();
   let up: UpstreamAnswer;
   try {
-    up = await send(ctx, ex, req.method ?? "GET", out.headers, abort.signal);
+    up = await send(ctx, ex, req.method ?? "GET", out.headers, gone);
   } catch (err) {
-    if (abort.signal.aborted) return;
+    if (gone.yes) return;
     const detail = failureDetail(err);
     return answer(ctx, res, trace, ctx.upstream.wasNotSent(err) ? unreachable(detail) : failedAfterSending(detail));
   }

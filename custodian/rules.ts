@@ -176,15 +176,11 @@ export function endToEnd(raw: readonly string[]): Header[] {
 }
 
 /**
- * An upstream's response headers as they go back to the Harness: hop-by-hop ones dropped, and any
- * `x-jr2-custodian` removed, so only the Custodian itself ever says `unreachable` or `refused`.
+ * An upstream's response headers (Node's raw list) as they go back to the Harness: hop-by-hop ones
+ * dropped, and any `x-jr2-custodian` removed, so only the Custodian itself ever says `unreachable`
+ * or `refused`.
  */
-export function answerHeaders(headers: Readonly<Record<string, string | string[] | undefined>>): Header[] {
-  const raw: string[] = [];
-  for (const [name, value] of Object.entries(headers)) {
-    if (value === undefined) continue;
-    for (const v of Array.isArray(value) ? value : [value]) raw.push(name, v);
-  }
+export function answerHeaders(raw: readonly string[]): Header[] {
   return endToEnd(raw).filter(([name]) => name !== CUSTODIAN_HEADER);
 }
 
