@@ -175,6 +175,12 @@ describe("property: the mask", () => {
     );
   });
 
+  it("masks a text that holds a secret and leaves one that holds none as it was", () => {
+    const masks = [Buffer.from("SECRETabcdef")];
+    expect(maskText("x-echo: SECRETabcdef!", masks)).toBe("x-echo: ************!");
+    expect(maskText("x-echo: SECRETabcde", masks)).toBe("x-echo: SECRETabcde");
+  });
+
   it("holds back only a tail that could begin a secret", () => {
     const masks = [Buffer.from("SECRETabcdef")];
     expect(maskStep(Buffer.alloc(0), Buffer.from("data: x\n\n"), masks).carry.length).toBe(0);
