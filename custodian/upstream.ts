@@ -41,6 +41,9 @@ export type UpstreamAnswer = {
  * (api/custodian-config.ts NEVER_SENT_CODES), whichever client gave them. */
 const failure = (code: string, message: string) => Object.assign(new Error(message), { code });
 
+/** Methods whose requests go without a Content-Length when they carry no body. */
+const BODILESS_METHODS: ReadonlySet<string> = new Set(["GET", "HEAD", "OPTIONS", "TRACE", "CONNECT"]);
+
 /** How long an idle kept-alive connection stays open (shorter when the server's Keep-Alive says so). */
 const KEEP_ALIVE_MS = 4_000;
 
@@ -109,8 +112,13 @@ export class Upstream {
       raw.push(name, value);
       if (name === "content-length") length = true;
     }
-    // A streamed body of unknown length goes chunked, whatever the method.
-    if (req.body && !Buffer.isBuffer(req.body) && !length) raw.push("transfer-encoding", "chunked");
+    // Framed as undici framed it: a buffered body (the Harness may have sent it chunked) goes with
+    // its length, as does a bodiless request whose method carries one; a streamed body of unknown
+    // length goes chunked, whatever the method.
+    const { body } = req;
+    if (!length && (body === undefined || Buffer.isBuffer(body))) {
+      if (body?.length || !BODILESS_METHODS.has(req.method)) raw.push("content-length", String(body?.length ?? 0));
+    } else if (!length) raw.push("transfer-encoding", "chunked");
     return new Promise((resolve, reject) => {
       const out = (tls ? https : http).request({
         agent: this.#agent(tls),
@@ -148,9 +156,9 @@ export class Upstream {
         if (req.gone.yes) end();
         req.gone.end = end;
       }
-      if (req.body === undefined) out.end();
-      else if (Buffer.isBuffer(req.body)) out.end(req.body);
-      else req.body.pipe(out);
+      if (body === undefined) out.end();
+      else if (Buffer.isBuffer(body)) out.end(body);
+      else body.pipe(out);
     });
   }
 
