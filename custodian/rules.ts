@@ -158,8 +158,8 @@ export function tunnelAllowed(patterns: readonly string[], host: string, port: n
 // ---------------------------------------------------------------------------------------------
 // Headers
 
-/** The hop-by-hop headers (api/custodian-config.ts), and `expect`: Node answers `100-continue` itself and
- * undici refuses to send it. */
+/** The hop-by-hop headers (api/custodian-config.ts), and `expect`: Node answers `100-continue` itself,
+ * so the body is already on its way and the upstream is not asked again. */
 const HOP_BY_HOP: ReadonlySet<string> = new Set([...HOP_BY_HOP_WORDS, "expect"]);
 
 /** The end-to-end headers of a raw header list (Node's `rawHeaders`), names in lower case. */
