@@ -10,9 +10,9 @@ import type { Duplex, Readable } from "node:stream";
 import { createBrotliDecompress, createGunzip, createInflate } from "node:zlib";
 import { answer, failedAfterSending, refusal, unreachable } from "./answers";
 import type { Ctx, Held, Trace } from "./context";
-import { Masker, maskText } from "./mask";
+import { maskInto, maskText } from "./mask";
 import { answerHeaders, failureDetail, substitute, withoutHeader, type Header } from "./rules";
-import type { UpstreamAnswer } from "./upstream";
+import type { Gone, UpstreamAnswer } from "./upstream";
 
 export type Exchange = {
   url: URL;
@@ -29,7 +29,7 @@ export type Exchange = {
 const BACKOFF_MS = 100;
 
 /** The decoder for an encoding the Custodian can read, null for none, undefined for one it cannot. */
-function decoderFor(encoding: string): (() => NodeJS.ReadWriteStream) | null | undefined {
+function decoderFor(encoding: string): (() => Duplex) | null | undefined {
   const e = encoding.trim().toLowerCase();
   if (e === "" || e === "identity") return null;
   if (e === "gzip" || e === "x-gzip") return createGunzip;
@@ -54,34 +54,22 @@ function outgoing(
 }
 
 /** The upstream's answer, after `retries` more tries of a request that was never sent. */
-async function send(
-  ctx: Ctx,
-  ex: Exchange,
-  method: string,
-  headers: Header[],
-  signal: AbortSignal,
-): Promise<UpstreamAnswer> {
+async function send(ctx: Ctx, ex: Exchange, method: string, headers: Header[], gone: Gone): Promise<UpstreamAnswer> {
   for (let attempt = 0; ; attempt++) {
     try {
-      return await ctx.upstream.request(ex.url, { method, headers, body: ex.body, signal });
+      return await ctx.upstream.request(ex.url, { method, headers, body: ex.body, gone });
     } catch (err) {
-      if (signal.aborted || attempt >= ex.retries || !ctx.upstream.wasNotSent(err)) throw err;
+      if (gone.yes || attempt >= ex.retries || !ctx.upstream.wasNotSent(err)) throw err;
       await new Promise((r) => setTimeout(r, BACKOFF_MS * 2 ** attempt));
     }
   }
 }
 
 /** Passes the answer back: headers cleaned (and masked), the body streamed (decoded and masked when it must be). */
-async function relay(
-  ctx: Ctx,
-  res: http.ServerResponse,
-  trace: Trace,
-  up: UpstreamAnswer,
-  carries: boolean,
-): Promise<void> {
+function relay(ctx: Ctx, res: http.ServerResponse, trace: Trace, up: UpstreamAnswer, carries: boolean): void {
   const held = ctx.held()!;
-  let headers = answerHeaders(up.headers);
-  const stages: NodeJS.ReadWriteStream[] = [];
+  let headers = answerHeaders(up.rawHeaders);
+  let decoding: Duplex | undefined;
   if (carries) {
     const encoding = headers.find(([n]) => n === "content-encoding")?.[1] ?? "";
     const decoder = decoderFor(encoding);
@@ -98,46 +86,47 @@ async function relay(
     }
     if (decoder) {
       headers = headers.filter(([n]) => n !== "content-encoding" && n !== "content-length");
-      stages.push(decoder());
+      decoding = decoder();
     }
     headers = headers.map(([n, v]) => [n, maskText(v, held.masks)]);
-    stages.push(new Masker(held.masks));
   }
   trace.outcome = "answered";
   res.writeHead(up.statusCode, headers.flat());
-  await pipeAnswer(up.body, stages, res);
+  pipeAnswer(up.body, decoding, carries ? held.masks : undefined, res);
 }
 
 /**
- * Streams `body` through `stages` into `res`, with backpressure; settles once `res` has finished,
- * or once any side failed or went away, and then every stream is torn down (the upstream or the
- * Harness went away mid-answer: the Harness sees its answer cut short). Piped by hand rather than
- * with stream.pipeline, which builds an Error and a DOMException with their stacks for every
- * answer it finishes, a third of the Custodian's own CPU per small request
+ * Streams `body` (through `decoder`, masking `masks` when given) into `res`, with backpressure;
+ * once any side failed or went away, every stream is torn down (the upstream or the Harness went
+ * away mid-answer: the Harness sees its answer cut short). Piped by hand rather than with
+ * stream.pipeline, which builds an Error and a DOMException with their stacks for every answer it
+ * finishes, a third of the Custodian's own CPU per small request
  * (docs/decisions/0044-the-custodian-starts-small.md).
  */
-function pipeAnswer(body: Readable, stages: NodeJS.ReadWriteStream[], res: http.ServerResponse): Promise<void> {
-  return new Promise((resolve) => {
-    const chain = [body, ...stages] as Array<Readable | Duplex>;
-    let settled = false;
-    const settle = (failed: boolean) => {
-      if (settled) return;
-      settled = true;
-      if (failed) {
-        res.destroy();
-        for (const s of chain) s.destroy();
-      }
-      resolve();
-    };
-    const fail = () => settle(true);
-    for (const s of chain) s.on("error", fail);
-    res.on("error", fail);
-    res.on("finish", () => settle(false));
-    res.on("close", () => settle(!res.writableFinished));
-    let from: Readable = body;
-    for (const stage of chain.slice(1)) from = from.pipe(stage as Duplex);
-    from.pipe(res);
-  });
+function pipeAnswer(
+  body: Readable,
+  decoder: Duplex | undefined,
+  masks: readonly Buffer[] | undefined,
+  res: http.ServerResponse,
+): void {
+  let settled = false;
+  const settle = (failed: boolean) => {
+    if (settled) return;
+    settled = true;
+    if (failed) {
+      res.destroy();
+      body.destroy();
+      decoder?.destroy();
+    }
+  };
+  const fail = () => settle(true);
+  body.on("error", fail);
+  decoder?.on("error", fail);
+  res.on("error", fail);
+  res.on("close", () => settle(!res.writableFinished));
+  const last: Readable = decoder ? body.pipe(decoder) : body;
+  if (masks) maskInto(last, res, masks);
+  else last.pipe(res);
 }
 
 /** Forwards `ex` for `req` and answers `res`. */
@@ -155,19 +144,21 @@ export async function forward(
     req.resume();
     return answer(ctx, res, trace, out.refused);
   }
-  const abort = new AbortController();
+  const gone: Gone = { yes: false };
   res.on("close", () => {
-    if (!res.writableFinished) abort.abort();
+    if (res.writableFinished) return;
+    gone.yes = true;
+    gone.end?.();
   });
   const started = performance.now();
   let up: UpstreamAnswer;
   try {
-    up = await send(ctx, ex, req.method ?? "GET", out.headers, abort.signal);
+    up = await send(ctx, ex, req.method ?? "GET", out.headers, gone);
   } catch (err) {
-    if (abort.signal.aborted) return;
+    if (gone.yes) return;
     const detail = failureDetail(err);
     return answer(ctx, res, trace, ctx.upstream.wasNotSent(err) ? unreachable(detail) : failedAfterSending(detail));
   }
   ctx.metrics.upstream(trace.route, (performance.now() - started) / 1000);
-  await relay(ctx, res, trace, up, out.carries);
+  relay(ctx, res, trace, up, out.carries);
 }

@@ -8,6 +8,7 @@ import {
   ORCHESTRATOR_ROUTE,
   PROVIDERS_ROUTE,
   replaceStandIns,
+  STAND_IN_PREFIX,
   standInsIn,
   type CustodianConfig,
 } from "../api/custodian-config";
@@ -157,8 +158,8 @@ export function tunnelAllowed(patterns: readonly string[], host: string, port: n
 // ---------------------------------------------------------------------------------------------
 // Headers
 
-/** The hop-by-hop headers (api/custodian-config.ts), and `expect`: Node answers `100-continue` itself and
- * undici refuses to send it. */
+/** The hop-by-hop headers (api/custodian-config.ts), and `expect`: Node answers `100-continue` itself,
+ * so the body is already on its way and the upstream is not asked again. */
 const HOP_BY_HOP: ReadonlySet<string> = new Set([...HOP_BY_HOP_WORDS, "expect"]);
 
 /** The end-to-end headers of a raw header list (Node's `rawHeaders`), names in lower case. */
@@ -176,15 +177,11 @@ export function endToEnd(raw: readonly string[]): Header[] {
 }
 
 /**
- * An upstream's response headers as they go back to the Harness: hop-by-hop ones dropped, and any
- * `x-jr2-custodian` removed, so only the Custodian itself ever says `unreachable` or `refused`.
+ * An upstream's response headers (Node's raw list) as they go back to the Harness: hop-by-hop ones
+ * dropped, and any `x-jr2-custodian` removed, so only the Custodian itself ever says `unreachable`
+ * or `refused`.
  */
-export function answerHeaders(headers: Readonly<Record<string, string | string[] | undefined>>): Header[] {
-  const raw: string[] = [];
-  for (const [name, value] of Object.entries(headers)) {
-    if (value === undefined) continue;
-    for (const v of Array.isArray(value) ? value : [value]) raw.push(name, v);
-  }
+export function answerHeaders(raw: readonly string[]): Header[] {
   return endToEnd(raw).filter(([name]) => name !== CUSTODIAN_HEADER);
 }
 
@@ -212,12 +209,17 @@ function swapIn(value: string, swap: (standIn: string) => string): string {
   return replaceStandIns(value, swap);
 }
 
+const NONE: readonly string[] = [];
+
 /** The Stand-ins a header value carries, in Basic credentials too (in any header: a tool may put
- * them in its own). */
-function standInsOf(value: string): string[] {
-  const basic = BASIC.exec(value);
-  const inner = basic ? standInsIn(Buffer.from(basic[3], "base64").toString("latin1")) : [];
-  return [...standInsIn(value), ...inner];
+ * them in its own). Most values hold neither a Stand-in nor Basic credentials, so both are ruled
+ * out before a pattern is run (docs/decisions/0044-the-custodian-starts-small.md). */
+function standInsOf(value: string): readonly string[] {
+  const direct = value.includes(STAND_IN_PREFIX) ? standInsIn(value) : NONE;
+  // "b" or "B" first: what BASIC needs before it is worth running.
+  const basic = (value.charCodeAt(0) | 0x20) === 0x62 ? BASIC.exec(value) : null;
+  const inner = basic ? standInsIn(Buffer.from(basic[3], "base64").toString("latin1")) : NONE;
+  return inner.length ? [...direct, ...inner] : direct;
 }
 
 /** Why the Stand-in may not leave in header `name` toward `origin`, or undefined. */
@@ -254,8 +256,12 @@ function refusalOf(standIn: string, entry: HeldEntry | undefined, name: string, 
  */
 export function substitute(headers: readonly Header[], origin: string, table: HeldTable): Substituted {
   const used = new Set<string>();
+  /** Which headers carry a Stand-in: only those are rewritten. */
+  const carrying: boolean[] = [];
   for (const [name, value] of headers) {
-    for (const standIn of standInsOf(value)) {
+    const found = standInsOf(value);
+    carrying.push(found.length > 0);
+    for (const standIn of found) {
       const entry = table.byStandIn.get(standIn);
       const refusal = refusalOf(standIn, entry, name, origin);
       if (refusal) return { ok: false, ...refusal };
@@ -264,7 +270,7 @@ export function substitute(headers: readonly Header[], origin: string, table: He
   }
   if (used.size === 0) return { ok: true, headers: [...headers], used: [] };
   const swap = (standIn: string) => table.byStandIn.get(standIn)!.secret;
-  return { ok: true, headers: headers.map(([n, v]) => [n, swapIn(v, swap)]), used: [...used] };
+  return { ok: true, headers: headers.map(([n, v], i) => [n, carrying[i] ? swapIn(v, swap) : v]), used: [...used] };
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 // The companions' bundles (docs/decisions/0044-the-custodian-starts-small.md): one file
-// per companion, except that the Custodian's lazily loaded libraries (undici with its first
-// upstream call, node-forge with its first leaf) are files of their own beside it. V8 keeps a
+// per companion, except that the lazily loaded libraries (the Custodian's node-forge with its first
+// leaf, the Harness's agent library with its first turn) are files of their own beside it. V8 keeps a
 // script's whole source and a pre-parse of each of its functions for as long as the process
 // lives, so a library bundled into custodian.js costs an idle Custodian memory even though it is
 // never run; as its own file it costs nothing until it is required.
@@ -20,7 +20,7 @@ export type Companion = keyof typeof COMPANIONS;
 
 /** The libraries a companion requires from a file beside its own, by package name: the file. */
 export const LAZY: Partial<Record<Companion, Record<string, string>>> = {
-  custodian: { undici: "custodian-undici.js", "node-forge": "custodian-forge.js" },
+  custodian: { "node-forge": "custodian-forge.js" },
   // The agent library (decision 0024), imported with the first turn (harness/agents/model.ts).
   harness: { "@mariozechner/pi-agent-core": "harness-pi.mjs" },
 };

@@ -86,8 +86,11 @@ const render = (objects: Array<Record<string, unknown>>) => objects.map((o) => s
 writeFileSync(join(dist, "jr2-cache-agent.yaml"), render(cacheAgentManifests({ image })));
 writeFileSync(join(dist, "jr2-orchestrator.yaml"), render(orchestratorManifests({ image })));
 
-// The companions: one bundle each (the Custodian's lazy libraries beside it), and their manifests.
+// The companions: one bundle each (their lazy libraries beside them), and their manifests. The
+// directory is written afresh: the image copies every file in it, so none may be left from an
+// earlier build's layout.
 void (async () => {
+  rmSync(join(dist, "companions"), { recursive: true, force: true });
   for (const name of Object.keys(COMPANIONS) as Companion[]) await bundleCompanion(name, join(dist, "companions"));
   console.log(
     `companions bundled into ${join(dist, "companions")}; manifests dist/jr2-cache-agent.yaml, dist/jr2-orchestrator.yaml (image ${image})`,

@@ -8,6 +8,7 @@
 // Every log line of the run is grepped, at the end, for every secret, the token and each Stand-in.
 import { randomBytes, X509Certificate } from "node:crypto";
 import { renameSync, writeFileSync } from "node:fs";
+import http from "node:http";
 import { join } from "node:path";
 import { Custodian } from "../../custodian/custodian-server";
 import { caFilesIn, LeafIssuer } from "../../custodian/leaf";
@@ -145,6 +146,24 @@ describe("routes: the upstream gets the real values, the Harness only ever held 
     expect(r.body).not.toContain(TOKEN);
     expect(JSON.parse(r.body).echoed).toBe(`Bearer ${"*".repeat(TOKEN.length)}`);
     expect(r.headers[CUSTODIAN_HEADER]).toBeUndefined();
+  });
+
+  it("a body the Harness sent chunked reaches the Orchestrator with its length", async () => {
+    const status = await new Promise<number>((resolve, reject) => {
+      const req = http.request(
+        { host: "127.0.0.1", port: c.port, method: "POST", path: "/orchestrator/picks" },
+        (res) => res.resume().on("end", () => resolve(res.statusCode!)),
+      );
+      req.on("error", reject);
+      // Written before the end: Node sends it chunked.
+      req.write('{"pick":');
+      req.end('"done"}');
+    });
+    expect(status).toBe(200);
+    const seen = orchestrator.seen.at(-1)!;
+    expect(seen.body).toBe('{"pick":"done"}');
+    expect(seen.headers["content-length"]).toBe("15");
+    expect(seen.headers["transfer-encoding"]).toBeUndefined();
   });
 
   it("a provider route swaps the Stand-in for the key bound to the provider's origin, and masks it in the answer", async () => {

@@ -208,7 +208,6 @@ test("the companions image adds what its Dockerfile copies, root-owned and read-
   expect(files).toEqual([
     "cache-agent.js",
     "custodian-forge.js",
-    "custodian-undici.js",
     "custodian.js",
     "harness-pi.mjs",
     "harness.js",
