@@ -43,6 +43,7 @@ import { ROOT } from "../dev/local-operator";
 import { freePort, startLocalOrchestrator, type LocalOrchestrator } from "../dev/local-orchestrator";
 import { kubectlPath, run as kubectl } from "../dev/kubectl";
 import { pushProjectImages } from "../dev/project-images";
+import { clusterEnv } from "../scripts/images/main";
 import { oneCommitRepository } from "../dev/repository";
 import { OrchestratorClient } from "../orchestrator/http/orchestrator-client";
 import { benchOperator, type Result } from "./sandbox-burst-bench";
@@ -51,18 +52,6 @@ import { percentile, round, sleep, sorted } from "./stats";
 const B = "real-node";
 const CLUSTER_SH = join(ROOT, "dev", "cluster", "cluster.sh");
 const log = (line: string) => process.stderr.write(`real-node: ${line}\n`);
-
-function clusterEnv(): Record<string, string> {
-  const r = spawnSync("bash", [CLUSTER_SH, "env"], { encoding: "utf8" });
-  if (r.status !== 0) throw new Error(`cluster.sh env failed (exit ${r.status}): ${r.stderr}`);
-  return Object.fromEntries(
-    r.stdout
-      .split("\n")
-      .map((l) => /^([A-Z0-9_]+)=(.*)$/.exec(l))
-      .filter((m): m is RegExpExecArray => !!m)
-      .map((m) => [m[1], m[2]]),
-  );
-}
 
 /** ctr against the node's containerd, namespace k8s.io (built on first use by cluster.sh). */
 function ctr(...args: string[]): string {

@@ -21,14 +21,21 @@ import { proposeMachine } from "../../examples/propose-machine";
 import { OrchestratorClient } from "../../orchestrator/http/orchestrator-client";
 import cfg from "../../package.json";
 import { gitIn } from "../support/git-fixtures";
-import { type Obj, ROOT, apply, getJson, kubectl, kubectlOk, realNode, until } from "./support";
+import {
+  type Obj,
+  fromSetup,
+  modelRequests,
+  ROOT,
+  apply,
+  getJson,
+  kubectl,
+  kubectlOk,
+  realNode,
+  until,
+} from "./support";
 
 const node = realNode();
-const need = (name: string) => {
-  const v = process.env[name];
-  if (!v) throw new Error(`${name} is not set: run through the node tier's global setup`);
-  return v;
-};
+const need = fromSetup;
 const NODE_IP = need("JR2_REAL_NODE_IP");
 const SANDBOX_IMAGE = need("JR2_NODE_SANDBOX_IMAGE");
 const COMPANIONS_IMAGE = need("JR2_NODE_COMPANIONS_IMAGE");
@@ -288,10 +295,7 @@ describe("the manifests npm run build writes, deployed with the images npm run i
       message: "done: the change is approved",
     });
     expect(output.pick).toMatchObject({ pick: "propose", args: { summary: "wrote change.txt" } });
-    const lines = kubectlOk(["logs", "-n", modelNs, `deployment/${SCRIPTED_MODEL}`])
-      .split("\n")
-      .filter((l) => l.includes('"chat request"'))
-      .map((l) => JSON.parse(l) as { status: number; keyed: boolean; last?: { content: string } });
+    const lines = modelRequests(modelNs);
     expect(lines.length).toBeGreaterThanOrEqual(3);
     for (const l of lines) expect([l.status, l.keyed]).toEqual([200, true]);
     expect(lines.some((l) => l.last?.content.includes("deployed") && l.last.content.includes("65532"))).toBe(true);

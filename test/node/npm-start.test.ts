@@ -8,10 +8,9 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { SCRIPTED_MODEL } from "../../dev/in-cluster-model";
 import { freePort } from "../../dev/local-orchestrator";
 import { main as proposeMachine } from "../../examples/propose-machine";
-import { type Obj, ROOT, getJson, kubectl, kubectlOk, realNode, until } from "./support";
+import { type Obj, modelRequests, ROOT, getJson, kubectl, kubectlOk, realNode, until } from "./support";
 
 const node = realNode();
 const demo = mkdtempSync(join(tmpdir(), "jr2-npm-start-"));
@@ -122,10 +121,7 @@ describe("npm start with the real node up", () => {
     });
     expect({ error: output.error, outcome: output.outcome }).toEqual({ error: undefined, outcome: "completed" });
     expect(output.pick).toMatchObject({ pick: "propose" });
-    const lines = kubectlOk(["logs", "-n", MODEL_NS, `deployment/${SCRIPTED_MODEL}`])
-      .split("\n")
-      .filter((l) => l.includes('"chat request"'))
-      .map((l) => JSON.parse(l) as { status: number; keyed: boolean; last?: { content: string } });
+    const lines = modelRequests(MODEL_NS);
     expect(lines.length).toBeGreaterThanOrEqual(3);
     for (const l of lines) expect([l.status, l.keyed]).toEqual([200, true]);
     // The bash step ran in the Sandbox's harness container, on the demo repository's clone.

@@ -26,14 +26,10 @@ import { createActor, toPromise } from "xstate";
 import { proposeMachine } from "../../examples/propose-machine";
 import { OrchestratorClient } from "../../orchestrator/http/orchestrator-client";
 import { gitIn } from "../support/git-fixtures";
-import { type Obj, apply, getJson, kubectl, kubectlOk, realNode, until } from "./support";
+import { type Obj, fromSetup, modelRequests, apply, getJson, kubectl, kubectlOk, realNode, until } from "./support";
 
 const node = realNode();
-const env = (name: string) => {
-  const v = process.env[name];
-  if (!v) throw new Error(`${name} is not set: run through the node tier's global setup`);
-  return v;
-};
+const env = fromSetup;
 const SANDBOX_IMAGE = env("JR2_NODE_SANDBOX_IMAGE");
 const COMPANIONS_IMAGE = env("JR2_NODE_COMPANIONS_IMAGE");
 const PROBE_IMAGE = env("JR2_NODE_TEST_IMAGE");
@@ -486,14 +482,6 @@ describe("a workspace's Sandbox pod on the real node", () => {
       { text: "done: the change is approved" },
     ];
     const ANSWER = "approved by a human on the real node: go on";
-    type Line = { message: string; status: number; step?: number; keyed?: boolean; last?: { content: string } };
-    /** The model's log, one line per chat request it answered (dev/scripted-model.ts --log). */
-    const modelRequests = (): Line[] =>
-      kubectlOk(["logs", "-n", modelNs, `deployment/${SCRIPTED_MODEL}`])
-        .split("\n")
-        .filter((l) => l.startsWith("{"))
-        .map((l) => JSON.parse(l) as Line)
-        .filter((l) => l.message === "chat request");
 
     beforeAll(async () => {
       apply(
@@ -544,7 +532,7 @@ describe("a workspace's Sandbox pod on the real node", () => {
       // The provider's side, from its own log: every request carried the held key (the model
       // refuses any other with a 401), and what the Agent sent back is what ran in the Harness
       // container (the bash result, as uid 65532) and the person's answer to the pick.
-      const requests = modelRequests();
+      const requests = modelRequests(modelNs);
       expect(requests.length).toBeGreaterThanOrEqual(3);
       for (const r of requests) expect([r.status, r.keyed]).toEqual([200, true]);
       const contents = requests.map((r) => r.last?.content ?? "");

@@ -2,6 +2,7 @@
 // `cluster.sh env` and handed over in the environment), kubectl, and waiting with a deadline.
 import { spawnSync } from "node:child_process";
 import { join } from "node:path";
+import { SCRIPTED_MODEL } from "../../dev/in-cluster-model";
 
 export const ROOT = join(__dirname, "..", "..");
 export const CLUSTER_SH = join(ROOT, "dev", "cluster", "cluster.sh");
@@ -16,6 +17,13 @@ export function clusterEnv(): Record<string, string> {
     if (m) env[m[1]] = m[2];
   }
   return env;
+}
+
+/** A value the tier's global setup hands over in the environment; throws naming it when absent. */
+export function fromSetup(name: string): string {
+  const v = process.env[name];
+  if (!v) throw new Error(`${name} is not set: run through the node tier's global setup`);
+  return v;
 }
 
 export type Node = { name: string; label: [string, string]; taint: { key: string; value: string; effect: string } };
@@ -81,3 +89,14 @@ export async function until<T>(
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type Obj = any;
 export const getJson = (args: string[]): Obj => JSON.parse(kubectlOk(["get", ...args, "-o", "json"]));
+
+/** One chat request as the in-cluster scripted model logs it (dev/scripted-model.ts requestLine). */
+export type ModelRequest = { status: number; step?: number; keyed?: boolean; last?: { content: string } };
+
+/** The scripted model's log in `namespace` (its Deployment, dev/in-cluster-model.ts), one entry
+ * per chat request it answered. */
+export const modelRequests = (namespace: string): ModelRequest[] =>
+  kubectlOk(["logs", "-n", namespace, `deployment/${SCRIPTED_MODEL}`])
+    .split("\n")
+    .filter((l) => l.startsWith("{") && l.includes('"chat request"'))
+    .map((l) => JSON.parse(l) as ModelRequest);
