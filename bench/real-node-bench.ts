@@ -277,10 +277,8 @@ export async function realNodeBench(kubeconfig: string): Promise<Result[]> {
       reposRoot: cacheRoot,
       podAddress: env.JR2_REAL_NODE_IP,
       env: {
-        [ORCHESTRATOR_ENV.localHarness]: "off",
         [ORCHESTRATOR_ENV.podConfigFile]: podConfig,
         [ORCHESTRATOR_ENV.podNamespace]: orchNs,
-        [ORCHESTRATOR_ENV.podBudget]: "300s",
       },
     });
     const client = new OrchestratorClient({ url: orch.url, token: orch.token });

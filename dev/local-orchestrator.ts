@@ -27,9 +27,10 @@ export type LocalOrchestratorOptions = {
   echo?: boolean;
   /**
    * In-cluster mode from this machine: the address the real node's pods reach this machine at
-   * (`cluster.sh env`'s JR2_REAL_NODE_IP). The Orchestrator listens there, not on loopback, and
-   * tells each Custodian so (JR2_ORCHESTRATOR_URL), so a Sandbox's picks reach it
-   * (docs/decisions/0039-in-cluster-by-default.md).
+   * (`cluster.sh env`'s JR2_REAL_NODE_IP). Each Sandbox is then its own pod (no local Harness), with
+   * a budget that allows a cold node's image pulls; the Orchestrator listens there, not on
+   * loopback, and tells each Custodian so (JR2_ORCHESTRATOR_URL), so a Sandbox's picks reach it
+   * (docs/decisions/0039-in-cluster-by-default.md). `harness` does not apply.
    */
   podAddress?: string;
 };
@@ -67,8 +68,14 @@ export async function startLocalOrchestrator(o: LocalOrchestratorOptions): Promi
 
   const host = o.podAddress ?? "127.0.0.1";
   const pinned = o.podAddress ? (o.port ?? (await freePort(o.podAddress))) : undefined;
-  const reachable: Record<string, string> = o.podAddress
-    ? { [E.host]: o.podAddress, [E.selfUrl]: `http://${o.podAddress}:${pinned}` }
+  const inCluster: Record<string, string> = o.podAddress
+    ? {
+        [E.host]: o.podAddress,
+        [E.selfUrl]: `http://${o.podAddress}:${pinned}`,
+        [E.localHarness]: "off",
+        // A cold node pulls two images of about 100 MB before a pod can be Ready.
+        [E.podBudget]: "300s",
+      }
     : {};
   const bundle = join(ROOT, "dist", "companions", "orchestrator.js");
   const [cmd, args] = existsSync(bundle)
@@ -86,7 +93,7 @@ export async function startLocalOrchestrator(o: LocalOrchestratorOptions): Promi
       [E.localHarness]: o.harness ?? "process",
       [E.localReposRoot]: o.reposRoot,
       [E.localWorkRoot]: join(o.dir, "work"),
-      ...reachable,
+      ...inCluster,
       ...o.env,
     },
     stdio: ["ignore", "pipe", "inherit"],

@@ -423,7 +423,10 @@ export function requestLine(r: RecordedRequest, apiKey: string | undefined) {
     keyed: apiKey === undefined ? undefined : keyMatches(r.headers, apiKey),
     messages: messages.length,
     last: isObject(last)
-      ? { role: last.role, content: (typeof content === "string" ? content : JSON.stringify(content ?? "")).slice(0, 2000) }
+      ? {
+          role: last.role,
+          content: (typeof content === "string" ? content : JSON.stringify(content ?? "")).slice(0, 2000),
+        }
       : undefined,
   };
 }

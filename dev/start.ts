@@ -56,12 +56,15 @@ function clusterUp(): Promise<string> {
 }
 
 async function main() {
-  // The local cluster's settings; a KUBECONFIG naming another file is a cluster of the user's own.
-  const local = clusterEnv();
-  const ownCluster = Boolean(process.env.KUBECONFIG) && process.env.KUBECONFIG !== local.KUBECONFIG;
-  const kubeconfig = process.env.KUBECONFIG || (await clusterUp());
+  // The local cluster's settings (read once it is up); a KUBECONFIG naming another file is a
+  // cluster of the user's own.
+  const given = process.env.KUBECONFIG;
+  let local = given ? clusterEnv() : undefined;
+  const ownCluster = given !== undefined && given !== "" && given !== local?.KUBECONFIG;
+  const kubeconfig = given || (await clusterUp());
   process.env.KUBECONFIG = kubeconfig;
-  const mode = startMode(process.env, ownCluster ? undefined : clusterEnv());
+  local ??= clusterEnv();
+  const mode = startMode(process.env, ownCluster ? undefined : local);
   console.log(`\n${modeBanner(mode)}`);
   // What runs (the module here, the bundles in the images) is what is checked out: built again when
   // a source is newer than dist/.
@@ -125,13 +128,10 @@ async function main() {
       reposRoot: join(DEMO, "caches", "{node}"),
       port: Number(process.env.JR2_ORCHESTRATOR_PORT ?? 8090),
       echo: true,
-      // In-cluster: listening where the real node's pods reach this machine, so each Custodian
-      // forwards its Sandbox's picks here; the first pod on a cold node pulls its images first.
+      // In-cluster: each Sandbox a pod, and this process listening where the real node's pods
+      // reach it, so each Custodian forwards its Sandbox's picks here.
       podAddress: node?.address,
-      env: {
-        [ORCHESTRATOR_ENV.podConfigFile]: model.podConfigFile,
-        ...(node ? { [ORCHESTRATOR_ENV.localHarness]: "off", [ORCHESTRATOR_ENV.podBudget]: "300s" } : {}),
-      },
+      env: { [ORCHESTRATOR_ENV.podConfigFile]: model.podConfigFile },
     });
     const image = images?.sandbox ?? "ghcr.io/example/harness:1";
     console.log(`
