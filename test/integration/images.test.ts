@@ -6,7 +6,7 @@
 import { execFileSync, spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from "node:fs";
 import { builtinModules } from "node:module";
-import { createServer } from "node:net";
+import { freePort } from "../../dev/local-orchestrator";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import cfg from "../../package.json";
@@ -46,17 +46,6 @@ let tmp: string;
 let chroot: string;
 const built = {} as Record<ImageName, BuildReport>;
 const rootfs = {} as Record<ImageName, string>;
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const port = (s.address() as import("node:net").AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 /** Resolves with the first stdout or stderr line matching `re` (or rejects when the child exits). */
 function lineOf(child: ChildProcess, re: RegExp): Promise<RegExpExecArray> {
@@ -233,7 +222,7 @@ test("the Sandbox image adds the Harness and the run user's mount points", () =>
 });
 
 test("the Sandbox image's entrypoint serves the Harness as the run user", async () => {
-  const port = await freePort();
+  const port = await freePort("127.0.0.1");
   const config = craneJson("config", built.sandbox.ref);
   const harness = spawn(
     chroot,
