@@ -23,8 +23,10 @@ import cfg from "../../package.json";
 import { gitIn } from "../support/git-fixtures";
 import {
   type Obj,
+  available,
+  expectProposedTurn,
   fromSetup,
-  modelRequests,
+  proposeScript,
   ROOT,
   apply,
   getJson,
@@ -51,11 +53,7 @@ const tmp = mkdtempSync(join(tmpdir(), "jr2-deployed-"));
 const remotes = join(tmp, "remotes");
 const SCRIPTED_KEY = `sk-deployed-${randomBytes(16).toString("hex")}`;
 const TOKEN = randomBytes(24).toString("hex");
-const SCRIPT = [
-  { toolCalls: [{ name: "bash", arguments: { command: "echo deployed > change.txt && cat change.txt && id -u" } }] },
-  { toolCalls: [{ name: "propose", arguments: { summary: "wrote change.txt" } }] },
-  { text: "done: the change is approved" },
-];
+const SCRIPT = proposeScript("deployed");
 const onRealNode = {
   nodeSelector: { [node.label[0]]: node.label[1] },
   tolerations: [{ key: node.taint.key, operator: "Equal", value: node.taint.value, effect: node.taint.effect }],
@@ -88,21 +86,6 @@ function configured(docs: Obj[]): Obj[] {
     "jr2-orchestrator-pod": { "pod.yaml": JSON.stringify(podConfig) },
   };
   return docs.map((d) => (d.kind === "ConfigMap" && data[d.metadata.name] ? { ...d, data: data[d.metadata.name] } : d));
-}
-
-async function waitAvailable(namespace: string, deployment: string) {
-  await until(`deployment ${namespace}/${deployment} available`, 240_000, () => {
-    const d = getJson(["deployment", "-n", namespace, deployment]);
-    const s = d.status ?? {};
-    // Every replica the current one: an old pod still serving mid-rollout would present the
-    // previous build's certificate to the webhook's new CA bundle.
-    return s.observedGeneration >= d.metadata.generation &&
-      s.replicas === d.spec.replicas &&
-      s.updatedReplicas === d.spec.replicas &&
-      s.availableReplicas === d.spec.replicas
-      ? true
-      : undefined;
-  });
 }
 
 beforeAll(async () => {
@@ -169,7 +152,7 @@ beforeAll(async () => {
     [SYSTEM, "jr2-orchestrator"],
     [modelNs, SCRIPTED_MODEL],
   ])
-    await waitAvailable(ns, d);
+    await available(ns, d);
   await until("the cache agent Ready on the real node", 120_000, () =>
     getJson([
       "pods",
@@ -289,16 +272,7 @@ describe("the manifests npm run build writes, deployed with the images npm run i
     });
     actor.start();
     const output = await toPromise(actor);
-    expect({ error: output.error, outcome: output.outcome, message: output.message }).toEqual({
-      error: undefined,
-      outcome: "completed",
-      message: "done: the change is approved",
-    });
-    expect(output.pick).toMatchObject({ pick: "propose", args: { summary: "wrote change.txt" } });
-    const lines = modelRequests(modelNs);
-    expect(lines.length).toBeGreaterThanOrEqual(3);
-    for (const l of lines) expect([l.status, l.keyed]).toEqual([200, true]);
-    expect(lines.some((l) => l.last?.content.includes("deployed") && l.last.content.includes("65532"))).toBe(true);
+    expectProposedTurn(output, modelNs, "deployed");
   }, 420_000);
 
   describe("each service account's RBAC, as kubectl auth can-i --list reads it", () => {

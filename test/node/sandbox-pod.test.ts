@@ -26,7 +26,19 @@ import { createActor, toPromise } from "xstate";
 import { proposeMachine } from "../../examples/propose-machine";
 import { OrchestratorClient } from "../../orchestrator/http/orchestrator-client";
 import { gitIn } from "../support/git-fixtures";
-import { type Obj, fromSetup, modelRequests, apply, getJson, kubectl, kubectlOk, realNode, until } from "./support";
+import {
+  type Obj,
+  available,
+  expectProposedTurn,
+  fromSetup,
+  proposeScript,
+  apply,
+  getJson,
+  kubectl,
+  kubectlOk,
+  realNode,
+  until,
+} from "./support";
 
 const node = realNode();
 const env = fromSetup;
@@ -185,15 +197,12 @@ beforeAll(async () => {
     dir: join(tmp, "orchestrator"),
     credentials: [remotes],
     reposRoot: cacheRoot,
-    // The Custodians reach this process for the Sandbox's picks and admissions (decision 0039).
+    // In-cluster mode: each Sandbox its own pod, reached at its Service name; the Custodians reach
+    // this process for the Sandbox's picks and admissions (decision 0039).
     podAddress: env("JR2_REAL_NODE_IP"),
     env: {
-      // In-cluster mode: the Sandbox's own pod, reached at its Service name.
-      [ORCHESTRATOR_ENV.localHarness]: "off",
       [ORCHESTRATOR_ENV.podConfigFile]: podConfig,
       [ORCHESTRATOR_ENV.podNamespace]: orchNs,
-      // A cold node pulls two images of about 100 MB before the pod can be Ready.
-      [ORCHESTRATOR_ENV.podBudget]: "300s",
     },
   });
 }, 240_000);
@@ -476,11 +485,7 @@ describe("a workspace's Sandbox pod on the real node", () => {
   });
   describe("an Agent's turn inside these containers, its model served in the cluster", () => {
     /** The model's answers: bash in the Harness container, a Menu pick, then the last word. */
-    const SCRIPT = [
-      { toolCalls: [{ name: "bash", arguments: { command: "echo hello > change.txt && cat change.txt && id -u" } }] },
-      { toolCalls: [{ name: "propose", arguments: { summary: "wrote change.txt" } }] },
-      { text: "done: the change is approved" },
-    ];
+    const SCRIPT = proposeScript("hello");
     const ANSWER = "approved by a human on the real node: go on";
 
     beforeAll(async () => {
@@ -494,11 +499,7 @@ describe("a workspace's Sandbox pod on the real node", () => {
           placement: onRealNode,
         }),
       );
-      await until("the scripted model's pod Ready", 120_000, () =>
-        getJson(["pods", "-n", modelNs, "-l", `app.kubernetes.io/name=${SCRIPTED_MODEL}`]).items.some(ready)
-          ? true
-          : undefined,
-      );
+      await available(modelNs, SCRIPTED_MODEL);
     }, 150_000);
 
     test("a Machine drives a turn with a Menu pick through the Orchestrator; the model sees the real key", async () => {
@@ -521,22 +522,11 @@ describe("a workspace's Sandbox pod on the real node", () => {
       });
       actor.start();
       const output = await toPromise(actor);
-      expect({ error: output.error, outcome: output.outcome, message: output.message }).toEqual({
-        error: undefined,
-        outcome: "completed",
-        message: "done: the change is approved",
-      });
-      expect(output.pick).toMatchObject({ pick: "propose", args: { summary: "wrote change.txt" } });
+      // Both sides (support.ts): the Machine's pick and last word; the model's log, every request
+      // with the held key and the bash result as run in the Harness container; then the person's
+      // answer to the pick, which is what the model read last.
+      const contents = expectProposedTurn(output, modelNs, "hello");
       expect(placed).toBeDefined();
-
-      // The provider's side, from its own log: every request carried the held key (the model
-      // refuses any other with a 401), and what the Agent sent back is what ran in the Harness
-      // container (the bash result, as uid 65532) and the person's answer to the pick.
-      const requests = modelRequests(modelNs);
-      expect(requests.length).toBeGreaterThanOrEqual(3);
-      for (const r of requests) expect([r.status, r.keyed]).toEqual([200, true]);
-      const contents = requests.map((r) => r.last?.content ?? "");
-      expect(contents.some((c) => c.includes("hello") && c.includes("65532"))).toBe(true);
       expect(contents.at(-1)).toContain(ANSWER);
       expect(lines.some((l) => l.includes("the Agent proposes"))).toBe(true);
     }, 420_000);

@@ -100,3 +100,52 @@ export const modelRequests = (namespace: string): ModelRequest[] =>
     .split("\n")
     .filter((l) => l.startsWith("{") && l.includes('"chat request"'))
     .map((l) => JSON.parse(l) as ModelRequest);
+
+/** The turn both turn tests script: bash writes `word` to change.txt in the Harness container and
+ * prints it and its uid, then a `propose` pick, then the last word. */
+export const proposeScript = (word: string) => [
+  { toolCalls: [{ name: "bash", arguments: { command: `echo ${word} > change.txt && cat change.txt && id -u` } }] },
+  { toolCalls: [{ name: "propose", arguments: { summary: "wrote change.txt" } }] },
+  { text: "done: the change is approved" },
+];
+
+/**
+ * A proposeScript turn completed, seen from both sides: the Machine's output (the pick, the last
+ * word), and the model's own log in `namespace`: every request carried the held key (the model
+ * refuses any other with a 401), and the bash result came back as run in the Harness container
+ * (`word`, as uid 65532). Returns what each request sent back last, for more checks.
+ */
+export function expectProposedTurn(
+  output: { error?: string; outcome?: string; message?: string; pick?: unknown },
+  namespace: string,
+  word: string,
+): string[] {
+  expect({ error: output.error, outcome: output.outcome, message: output.message }).toEqual({
+    error: undefined,
+    outcome: "completed",
+    message: "done: the change is approved",
+  });
+  expect(output.pick).toMatchObject({ pick: "propose", args: { summary: "wrote change.txt" } });
+  const requests = modelRequests(namespace);
+  expect(requests.length).toBeGreaterThanOrEqual(3);
+  for (const r of requests) expect([r.status, r.keyed]).toEqual([200, true]);
+  const contents = requests.map((r) => r.last?.content ?? "");
+  expect(contents.some((c) => c.includes(word) && c.includes("65532"))).toBe(true);
+  return contents;
+}
+
+/** Waits until every replica of the Deployment is of its current spec and available. */
+export async function available(namespace: string, deployment: string): Promise<void> {
+  await until(`deployment ${namespace}/${deployment} available`, 240_000, () => {
+    const d = getJson(["deployment", "-n", namespace, deployment]);
+    const s = d.status ?? {};
+    // Every replica the current one: an old pod still serving mid-rollout would present the
+    // previous build's certificate to a webhook's new CA bundle.
+    return s.observedGeneration >= d.metadata.generation &&
+      s.replicas === d.spec.replicas &&
+      s.updatedReplicas === d.spec.replicas &&
+      s.availableReplicas === d.spec.replicas
+      ? true
+      : undefined;
+  });
+}
