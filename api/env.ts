@@ -39,6 +39,13 @@ export const EFFECTOR_ENV = {
   scratch: "JR2_EFFECTOR_SCRATCH",
 } as const;
 
+/** The build (`npm run build`, scripts/post-build.ts): the namespaces that hold Sandboxes,
+ * comma-separated (default DEFAULT_SANDBOX_NAMESPACE). Each gets the opt-in label and the
+ * components' RoleBindings in the rendered manifests (decision 0045). */
+export const BUILD_ENV = {
+  sandboxNamespaces: "JR2_SANDBOX_NAMESPACES",
+} as const;
+
 /** The cache agent (cache-agent/main.ts); written by its DaemonSet and the local runner. */
 export const CACHE_AGENT_ENV = {
   nodeName: "NODE_NAME",

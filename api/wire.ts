@@ -58,6 +58,15 @@ export const custodianCaSecretName = (sandbox: string) => `${sandbox}-custodian-
 export const PART_OF_JR2 = { "app.kubernetes.io/part-of": "jr2" } as const;
 /** Where the companions (the Orchestrator, the cache agents) install unless told otherwise. */
 export const COMPANION_NAMESPACE = "jr2-system";
+/** Where the Orchestrator's Sandboxes live unless told otherwise: never the companions' own
+ * namespace, whose Secrets (the signing key, the API tokens, the root CA) no Sandbox namespace
+ * role may reach (decision 0045). */
+export const DEFAULT_SANDBOX_NAMESPACE = "jr2-sandboxes";
+/** A namespace that holds Sandboxes carries `jr2.dev/sandboxes: enabled`. The installation binds
+ * its components' namespaced roles (the operator's pod, Service and policy writes, the cache
+ * agent's repo-credential reads) in exactly those namespaces, and nowhere else (decision 0045). */
+export const SANDBOX_NAMESPACE_LABEL = "jr2.dev/sandboxes";
+export const SANDBOX_NAMESPACE_ENABLED = "enabled";
 /** Per namespace: ingress to Sandbox pods from the Orchestrator alone (decision 0021). */
 export const SANDBOX_INGRESS_POLICY = "jr2-sandbox-ingress";
 /** Per namespace: what Sandbox pods may connect to (decision 0038, orchestrator/workspaces/sandbox-egress.ts). */
