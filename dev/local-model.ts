@@ -30,7 +30,7 @@ export const LOCAL_MODEL_ENV = {
 export const LOCAL_MODE_WARNING =
   "local process mode runs each Sandbox's Harness and Custodian as processes of yours on this machine: it " +
   "is a development convenience, not an isolation boundary, and the Agent's bash can read the model's " +
-  "key, the signing key and the API tokens there";
+  "key, the signing key, the API tokens and the cluster's kubeconfig there (cluster-admin on that cluster)";
 const DEFAULT_KEY_FILE = join(ROOT, ".jr2", "model-key");
 
 /** The Secret holding the model's key, its key, and the Custodian's name for the provider. */

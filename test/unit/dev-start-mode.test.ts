@@ -62,6 +62,10 @@ describe("npm start's mode", () => {
     const fallback = modeBanner(startMode({}, { ...up, JR2_REAL_NODE_STATUS: "off" }));
     expect(fallback).toMatch(/LOCAL PROCESS MODE \(the fallback\)/);
     expect(fallback).toContain(LOCAL_MODE_WARNING);
+    // The Agent's bash runs as you: the kubeconfig npm start uses is the local cluster's admin.
+    expect(fallback).toMatch(
+      /the Agent's bash can read .*the cluster's kubeconfig there \(cluster-admin on that cluster\)/,
+    );
     expect(fallback).toMatch(/Why not in-cluster: the local cluster's real node is off/);
   });
 });
