@@ -11,8 +11,9 @@
 //     unknown outcome); another pick under a callId already used is refused (409);
 //   - one pick is outstanding at a time per turn (iid, submissionId): a different one meanwhile is
 //     refused (409). Since one turn runs at a time in a workspace, at most one pick of the
-//     workspace waits for its Machine, and a pick's args are bounded (LIMITS): the ledger cannot be
-//     wedged by one conversation;
+//     workspace waits for its Machine, and a pick's args are bounded (LIMITS);
+//   - a pick of a turn that is over leaves the ledger when the next pick is taken or answered
+//     (withoutEnded), answered or not: no run of ended turns can wedge the ledger (decision 0049);
 //   - a delivery is answered once: a second answer is refused (409), an unknown one is 404;
 //   - answered picks are kept, newest last, only while the ledger stays within its size bound.
 import { z } from "zod";
@@ -146,6 +147,20 @@ export function submitPick(
     };
   }
   return { kind: "taken", pick, ledger: next };
+}
+
+/** A turn's key: its conversation and submission. */
+export const turnKey = (p: Pick<LedgerPick, "iid" | "submissionId">) => `${p.iid}\n${p.submissionId}`;
+
+/**
+ * The ledger without the picks of the turns in `ended` (keys by turnKey): their outstanding ones
+ * can never be answered (409 turn_over) and are never listed, so they only take room; the same
+ * ledger when nothing goes.
+ */
+export function withoutEnded(ledger: Ledger, ended: ReadonlySet<string>): Ledger {
+  if (!ended.size) return ledger;
+  const picks = ledger.picks.filter((p) => !ended.has(turnKey(p)));
+  return picks.length === ledger.picks.length ? ledger : { ...ledger, picks };
 }
 
 // ---------------------------------------------------------------------------------------------

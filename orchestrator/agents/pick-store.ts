@@ -21,6 +21,8 @@ import {
   parseLedger,
   serializeLedger,
   submitPick,
+  turnKey,
+  withoutEnded,
   type Ledger,
   type OutstandingPick,
 } from "./pick-ledger";
@@ -78,8 +80,12 @@ export class PickStore implements Picks {
   async submit(workspace: string, iid: string, body: PickBody) {
     const refused = await this.opts.turns.judgePick(workspace, iid, body);
     if (refused) throw new HttpError(refused.status, refused.code, refused.message);
-    return this.#ledgers.change(workspace, (ledger) => {
-      const r = submitPick(ledger, iid, body, { deliveryId: this.#newId(), at: this.#at() });
+    return this.#ledgers.change(workspace, async (ledger) => {
+      // Judged running a moment ago, over now (another turn admitted meanwhile): refused, unwritten.
+      if (!(await this.opts.turns.isRunning(workspace, iid, body.submissionId)))
+        throw new HttpError(409, "turn_over", `the turn of conversation ${iid} is over: no pick is taken for it`);
+      const kept = withoutEnded(ledger, await this.#endedTurns(workspace, ledger));
+      const r = submitPick(kept, iid, body, { deliveryId: this.#newId(), at: this.#at() });
       if (r.kind === "busy") throw new HttpError(409, "pick_outstanding", r.message);
       if (r.kind === "reused") throw new HttpError(409, "call_reused", r.message);
       if (r.kind === "too-large") throw new HttpError(413, "too_large", r.message);
@@ -116,7 +122,12 @@ export class PickStore implements Picks {
         !(await this.opts.turns.isRunning(workspace, pick.iid, pick.submissionId))
       )
         throw new HttpError(409, "turn_over", `the turn that made the pick of delivery "${deliveryId}" is over`);
-      const r = answerPick(ledger, deliveryId, answer, this.#at());
+      const r = answerPick(
+        withoutEnded(ledger, await this.#endedTurns(workspace, ledger)),
+        deliveryId,
+        answer,
+        this.#at(),
+      );
       if (r.kind === "unknown") throw new HttpError(404, "not_found", r.message);
       if (r.kind === "already") throw new HttpError(409, "already_answered", r.message);
       if (r.kind === "too-large") throw new HttpError(413, "too_large", r.message);
@@ -126,6 +137,17 @@ export class PickStore implements Picks {
   }
 
   // -------------------------------------------------------------------------------------------
+
+  /** The turns of the ledger's picks that are over (turns.ts), by turnKey: their picks go (decision 0049).
+   * At most one turn of a workspace runs, so this is every key but that one's. */
+  async #endedTurns(workspace: string, ledger: Ledger): Promise<Set<string>> {
+    const keys = new Map<string, { iid: string; submissionId: string }>();
+    for (const p of ledger.picks) keys.set(turnKey(p), p);
+    const ended = new Set<string>();
+    for (const [key, p] of keys)
+      if (!(await this.opts.turns.isRunning(workspace, p.iid, p.submissionId))) ended.add(key);
+    return ended;
+  }
 
   #now() {
     return (this.opts.now ?? Date.now)();

@@ -275,6 +275,31 @@ describe("the store", () => {
     expect(await status(a.picks.answer("ws-1", "d1", "late"))).toBe("409 turn_over");
   });
 
+  it("lets go of the picks of ended turns: 17 aborted turns' 64 KiB picks do not wedge the next turn's pick", async () => {
+    const a = agentsOf(Array.from({ length: 40 }, (_, i) => `d${i + 1}`));
+    // Each aborted turn left one unanswered pick of nearly the args' bound (decision 0049).
+    const big = { blob: "x".repeat(LIMITS.pickArgsBytes - 64) };
+    for (let i = 1; i <= 17; i++) {
+      await a.admit("ws-1.c", `s${i}`);
+      expect((await a.picks.submit("ws-1", "ws-1.c", body({ submissionId: `s${i}`, args: big }))).repeated).toBe(false);
+      await a.turns.abort("ws-1", "ws-1.c");
+    }
+    await a.admit("ws-1.c", "s18");
+    const small = { note: "n".repeat(480) };
+    expect(await a.picks.submit("ws-1", "ws-1.c", body({ submissionId: "s18", args: small }))).toEqual({
+      receipt: { outstanding: true, deliveryId: "d18" },
+      repeated: false,
+    });
+    // What is kept is the running turn's pick alone.
+    const kept = parseLedger(a.pickLedgers.stored.get("ws-1")!.text);
+    expect(kept.picks.map((p) => [p.submissionId, p.deliveryId])).toEqual([["s18", "d18"]]);
+    // An answer lets go of them too: a turn ended by another conversation's admission.
+    await a.admit("ws-1.d", "s19");
+    await a.picks.submit("ws-1", "ws-1.d", body({ submissionId: "s19", callId: "c1" }));
+    await a.picks.answer("ws-1", "d19", "ok");
+    expect(parseLedger(a.pickLedgers.stored.get("ws-1")!.text).picks.map((p) => p.deliveryId)).toEqual(["d19"]);
+  });
+
   it("refuses with the HTTP words: 409 busy, 409 callId reused, 404 unknown, 409 answered twice, 404 no workspace", async () => {
     const a = agentsOf();
     await a.admit("ws-1.c", "s1", ["propose", "reject"]);
@@ -473,19 +498,25 @@ describe("the routes", () => {
   });
 
   it("serves the delivery to the Sandbox and the list and answer to the Machine, each with its own token", async () => {
-    expect((await call("GET", `${deliveryPath("ws-1.c", second)}?wait=30`, sbx)).json).toEqual({ state: "outstanding" });
+    expect((await call("GET", `${deliveryPath("ws-1.c", second)}?wait=30`, sbx)).json).toEqual({
+      state: "outstanding",
+    });
     expect((await call("GET", deliveryPath("ws-1.c", second), API)).status).toBe(401);
     expect((await call("GET", deliveryPath("ws-1.c", "zz"), sbx)).status).toBe(404);
     expect((await call("GET", "/v1/workspaces/ws-1/picks", sbx)).status).toBe(401);
     const poll = call("GET", `${deliveryPath("ws-1.c", second)}?wait=20000`, sbx);
     await new Promise((r) => setTimeout(r, 30));
     expect((await call("POST", `/v1/workspaces/ws-1/picks/${second}/answer`, API, { answer: 1 })).status).toBe(400);
-    expect(await call("POST", `/v1/workspaces/ws-1/picks/${second}/answer`, API, { answer: "approved" })).toMatchObject({
-      status: 200,
-      json: { deliveryId: second, answered: true },
-    });
+    expect(await call("POST", `/v1/workspaces/ws-1/picks/${second}/answer`, API, { answer: "approved" })).toMatchObject(
+      {
+        status: 200,
+        json: { deliveryId: second, answered: true },
+      },
+    );
     expect((await poll).json).toEqual({ state: "answered", answer: "approved" });
-    expect((await call("POST", `/v1/workspaces/ws-1/picks/${second}/answer`, API, { answer: "again" })).status).toBe(409);
+    expect((await call("POST", `/v1/workspaces/ws-1/picks/${second}/answer`, API, { answer: "again" })).status).toBe(
+      409,
+    );
     expect((await call("POST", "/v1/workspaces/ws-1/picks/d9/answer", API, { answer: "x" })).status).toBe(404);
     expect((await call("GET", "/v1/workspaces/ws-3/picks", API)).status).toBe(404);
   });
