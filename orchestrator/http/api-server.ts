@@ -400,7 +400,13 @@ async function route(req: Req, res: Res, ctx: Ctx): Promise<void> {
   if (auth === "sandbox") {
     const iid = paramOf("iid", match!.raw.iid);
     const workspace = iid === undefined ? undefined : workspaceOfIid(iid);
-    if (token === undefined || workspace === undefined || !ctx.checkSandboxToken?.(workspace, token))
+    // A token is valid only for a workspace this Orchestrator knows (decision 0049).
+    if (
+      token === undefined ||
+      workspace === undefined ||
+      !ctx.checkSandboxToken?.(workspace, token) ||
+      ctx.workspaces.ownerOf(workspace) === null
+    )
       return unauthorized(res, "a valid Sandbox token is required");
     params.workspace = workspace;
     // Each workspace's own budget on these routes: its flood is its own 429s, no one else's wait.
@@ -428,10 +434,12 @@ async function route(req: Req, res: Res, ctx: Ctx): Promise<void> {
     if (value === undefined) return noRoute();
     params[param] = value;
   }
-  // Another tenant's workspace is as if it did not exist: the same 404, nothing learned.
+  // A workspace this Orchestrator does not know (a labelled Sandbox it did not create included) and
+  // another tenant's answer the same 404, before the method or the body is looked at: one answer,
+  // nothing learned about what exists (decision 0049).
   if (params.name !== undefined && params.principal) {
     const owner = ctx.workspaces.ownerOf(params.name);
-    if (owner !== null && !maySee(params.principal, owner)) return notFound(res, params.name);
+    if (owner === null || !maySee(params.principal, owner)) return notFound(res, params.name);
   }
   const found = match.entry.routes.find((r) => r.method === req.method);
   if (!found) {
