@@ -67,6 +67,16 @@ export const PAGE_ANSWER = (waitMs: number): HarnessLimits => ({
   timeoutMs: waitMs + 30_000,
 });
 
+/**
+ * How a conversation's stream is followed (decision 0049): an empty page answered well before its
+ * hold (a Harness that does not hold, or answers empty pages at once) is asked again only after a
+ * backoff, from `firstBackoffMs` doubling to `maxBackoffMs`; a workspace has at most
+ * `streamsPerWorkspace` streams followed at once. So one workspace's Harness costs a bounded rate
+ * of requests, whatever it answers.
+ */
+export type StreamPoll = { firstBackoffMs: number; maxBackoffMs: number; streamsPerWorkspace: number };
+export const STREAM_POLL: StreamPoll = { firstBackoffMs: 250, maxBackoffMs: 5_000, streamsPerWorkspace: 8 };
+
 /** The Harness calls this needs (kube-gateway.ts `harness`). */
 export type HarnessCaller = {
   harness(
@@ -87,11 +97,20 @@ export type TurnsOptions = {
   backend?: LedgerBackend<TurnsLedger>;
   /** A workspace's Harness broke a bound: for its metric, its Event and the log. */
   onMisbehaviour?: (workspace: string, reason: Misbehaviour, message: string) => void;
+  /** How streams are followed (default STREAM_POLL). */
+  poll?: StreamPoll;
   now?: () => number;
+  /** Waits `ms` or until `signal` aborts (default: a timer). */
+  sleep?: (ms: number, signal: AbortSignal) => Promise<void>;
 };
+
+/** What a Machine names to resume a stream: the SSE id of the last event it read. */
+export type Resume = { lastEventId?: number };
 
 export class Turns {
   readonly #ledgers: LedgerStore<TurnsLedger>;
+  /** Streams followed now, by workspace. */
+  readonly #following = new Map<string, number>();
 
   constructor(readonly opts: TurnsOptions) {
     this.#ledgers = new LedgerStore({
@@ -127,10 +146,74 @@ export class Turns {
   }
 
   /**
+   * The conversation's stream followed for a Machine, from after `resume.lastEventId` (absent: its
+   * last admission's offset): each page handed to `onPage` (awaited) until the admission's `end`,
+   * until nothing more can come (no running turn and every event read: the Harness says `idle`),
+   * or until `signal` aborts. A refusal before the first page is thrown before `onPage` is called.
+   * Bounded (decision 0049): see StreamPoll.
+   */
+  async follow(
+    workspace: string,
+    iid: string,
+    resume: Resume,
+    signal: AbortSignal,
+    onPage: (page: StreamPage) => Promise<void> | void,
+  ): Promise<void> {
+    const poll = this.opts.poll ?? STREAM_POLL;
+    const open = this.#following.get(workspace) ?? 0;
+    if (open >= poll.streamsPerWorkspace)
+      throw new HttpError(
+        429,
+        "too_many_streams",
+        `workspace ${workspace} has ${open} turn event streams open, its bound: close one before opening another`,
+      );
+    this.#following.set(workspace, open + 1);
+    try {
+      let offset = resume.lastEventId === undefined ? undefined : resume.lastEventId + 1;
+      let wait = 0;
+      let backoff = 0;
+      for (let first = true; ; first = false) {
+        const asked = this.#now();
+        const { page, submissionId } = await this.page(
+          workspace,
+          iid,
+          offset,
+          wait,
+          signal,
+          first && resume.lastEventId !== undefined ? resume : undefined,
+        );
+        await onPage(page);
+        if (signal.aborted) return;
+        if (page.events.some((e) => e.kind === "end" && e.submissionId === submissionId)) return;
+        if (page.idle && page.events.length === 0) return;
+        offset = page.next;
+        const quick = page.events.length === 0 && this.#now() - asked < wait / 2;
+        backoff = quick ? Math.min(Math.max(backoff * 2, poll.firstBackoffMs), poll.maxBackoffMs) : 0;
+        if (backoff > 0) await this.#sleep(backoff, signal);
+        if (signal.aborted) return;
+        wait = LONG_POLL_MS;
+      }
+    } finally {
+      const left = (this.#following.get(workspace) ?? 1) - 1;
+      if (left > 0) this.#following.set(workspace, left);
+      else this.#following.delete(workspace);
+    }
+  }
+
+  /**
    * The conversation's events from `offset` (absent: its last admission's), one long-poll page. A
    * page that shows the running turn's end ends it in the ledger (its picks are then refused).
+   * `resumed`: `offset` is the Machine's (its Last-Event-ID plus one), so a page that says the
+   * stream ends before it is the Machine's mistake, answered 400, not the Harness's misbehaviour.
    */
-  async page(workspace: string, iid: string, offset: number | undefined, waitMs: number, signal?: AbortSignal) {
+  async page(
+    workspace: string,
+    iid: string,
+    offset: number | undefined,
+    waitMs: number,
+    signal?: AbortSignal,
+    resumed?: Resume,
+  ) {
     this.#ready(workspace);
     const entry = (await this.#ledgers.read(workspace)).conversations[iid];
     if (!entry) throw new HttpError(404, "not_found", `workspace ${workspace} has no conversation ${iid}`);
@@ -140,6 +223,18 @@ export class Turns {
     const res = await this.#call(workspace, "GET", path, undefined, signal, PAGE_ANSWER(wait));
     if (res.status !== 200) throw harnessRefusal(workspace, res);
     const parsed = StreamPage.safeParse(res.body);
+    if (
+      resumed?.lastEventId !== undefined &&
+      parsed.success &&
+      parsed.data.events.length === 0 &&
+      parsed.data.next < from
+    )
+      throw new HttpError(
+        400,
+        "invalid",
+        `Last-Event-ID: ${resumed.lastEventId} is past the end of conversation ${iid}'s stream (its next event ` +
+          `will have id ${parsed.data.next}): send the id of an event this stream sent, or none to read its last turn from the start`,
+      );
     if (!parsed.success || parsed.data.events.length > LIMITS.pageEvents || parsed.data.next < from)
       throw this.#misbehaved(
         workspace,
@@ -207,8 +302,25 @@ export class Turns {
 
   // -------------------------------------------------------------------------------------------
 
+  #now() {
+    return (this.opts.now ?? Date.now)();
+  }
+
   #at() {
-    return new Date((this.opts.now ?? Date.now)()).toISOString();
+    return new Date(this.#now()).toISOString();
+  }
+
+  #sleep(ms: number, signal: AbortSignal): Promise<void> {
+    if (this.opts.sleep) return this.opts.sleep(ms, signal);
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        signal.removeEventListener("abort", done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      signal.addEventListener("abort", done, { once: true });
+    });
   }
 
   #ready(workspace: string) {

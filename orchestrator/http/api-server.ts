@@ -20,7 +20,6 @@ import { KeyedRateLimiter } from "../../lib/ratelimit";
 import { maySee, type Principal } from "../tokens";
 import { AllowedBody, AnswerBody, waitOf, workspaceOfIid } from "../agents/pick-ledger";
 import { SubmitTurnBody, type Turns } from "../agents/turns";
-import { LONG_POLL_MS } from "../../api/agent-protocol";
 import { matchPath, pathFor, segmentOf, type Method, type Param, type RouteId } from "../../api/orchestrator-routes";
 import type { Picks } from "../agents/pick-store";
 import { bearerOf, listen, logRequest, pathOf, readBody, sendError, sendJson } from "../../lib/http-json";
@@ -85,7 +84,7 @@ type Ctx = Required<Omit<ServerOptions, "log" | "picks" | "checkSandboxToken" | 
   };
 
 /** What the turn routes need of turns.ts. */
-export type TurnsApi = Pick<Turns, "submit" | "page" | "abort" | "setAllowed" | "allowedFor">;
+export type TurnsApi = Pick<Turns, "submit" | "follow" | "abort" | "setAllowed" | "allowedFor">;
 
 // ---------------------------------------------------------------------------------------------
 // Bodies
@@ -190,37 +189,64 @@ async function workspaceEvents(_req: Req, res: Res, ctx: Ctx, name: string): Pro
   if (view && FINAL_STATES.includes(view.state)) finish();
 }
 
-/** The turn's events, each with its offset as the SSE id, ending after its `end`. */
+/** The turn's events, each with its offset as the SSE id, ending after its `end` (turns.ts
+ * `follow`: bounded re-polls, decision 0049). A client that reads slowly is waited for, never
+ * buffered for. */
 async function turnEvents(req: Req, res: Res, turns: TurnsApi, keepAliveMs: number, name: string, iid: string) {
   const last = req.headers["last-event-id"];
-  let offset = last !== undefined && /^\d+$/.test(String(last)) ? Number(last) + 1 : undefined;
+  if (last !== undefined && !/^\d{1,15}$/.test(String(last)))
+    return sendError(
+      res,
+      400,
+      "invalid",
+      "Last-Event-ID: must be the id of an event this stream sent (a whole number): send it as received, or none to read the last turn from its start",
+    );
   const gone = new AbortController();
   res.on("close", () => gone.abort());
-  // The first page before the headers: a refusal (no such conversation) is still an HTTP error.
-  let { page, submissionId } = await turns.page(name, iid, offset, 0, gone.signal);
-  res.writeHead(200, {
-    "content-type": "text/event-stream; charset=utf-8",
-    "cache-control": "no-cache, no-transform",
-    connection: "keep-alive",
-    "x-accel-buffering": "no",
-  });
-  const timer = setInterval(() => res.write(": keep-alive\n\n"), keepAliveMs);
+  let timer: NodeJS.Timeout | undefined;
   try {
-    for (;;) {
-      for (const e of page.events) res.write(`id: ${e.offset}\nevent: ${e.kind}\ndata: ${JSON.stringify(e)}\n\n`);
-      offset = page.next;
-      if (page.events.some((e) => e.kind === "end" && e.submissionId === submissionId) || gone.signal.aborted) break;
-      ({ page, submissionId } = await turns.page(name, iid, offset, LONG_POLL_MS, gone.signal));
-    }
+    await turns.follow(
+      name,
+      iid,
+      last === undefined ? {} : { lastEventId: Number(last) },
+      gone.signal,
+      async (page) => {
+        // Headers after the first page: a refusal before it (no such conversation) is still an HTTP error.
+        if (!res.headersSent) {
+          res.writeHead(200, {
+            "content-type": "text/event-stream; charset=utf-8",
+            "cache-control": "no-cache, no-transform",
+            connection: "keep-alive",
+            "x-accel-buffering": "no",
+          });
+          timer = setInterval(() => res.write(": keep-alive\n\n"), keepAliveMs);
+        }
+        for (const e of page.events)
+          if (!res.write(`id: ${e.offset}\nevent: ${e.kind}\ndata: ${JSON.stringify(e)}\n\n`)) await drained(res);
+      },
+    );
   } catch (err) {
+    if (!res.headersSent) throw err;
     // Headers are out: say it on the stream; the client resumes with Last-Event-ID.
     if (!gone.signal.aborted)
       res.write(`event: error\ndata: ${JSON.stringify({ message: String((err as Error).message) })}\n\n`);
   } finally {
     clearInterval(timer);
-    res.end();
+    if (res.headersSent) res.end();
   }
 }
+
+/** Once `res` can take more, or is closed. */
+const drained = (res: Res) =>
+  new Promise<void>((resolve) => {
+    const done = () => {
+      res.off("drain", done);
+      res.off("close", done);
+      resolve();
+    };
+    res.once("drain", done);
+    res.once("close", done);
+  });
 
 /** A pick's delivery, held while outstanding up to `wait` ms; the client leaving ends the hold (a
  * Harness's poll cut by a reset is sent again). */

@@ -521,6 +521,28 @@ describe("the routes", () => {
     expect((await call("GET", "/v1/workspaces/ws-3/picks", API)).status).toBe(404);
   });
 
+  it("ends a turn's event stream with nothing more to come, and answers a bad or past-the-end Last-Event-ID 400 naming it", async () => {
+    // The fake Harness's stream of ws-1.c is empty and idle: read to its end, nothing can come (decision 0049).
+    const events = (lastEventId?: string) =>
+      fetch(`${base}/v1/workspaces/ws-1/turns/ws-1.c/events`, {
+        headers: {
+          authorization: `Bearer ${API}`,
+          ...(lastEventId !== undefined ? { "last-event-id": lastEventId } : {}),
+        },
+      });
+    const atEnd = await events();
+    expect(atEnd.status).toBe(200);
+    expect(await atEnd.text()).toBe("");
+    for (const [id, message] of [
+      ["41", /^Last-Event-ID: 41 is past the end of conversation ws-1.c's stream/],
+      ["x1", /^Last-Event-ID: must be the id of an event this stream sent/],
+    ] as const) {
+      const res = await events(id);
+      expect([id, res.status]).toEqual([id, 400]);
+      expect(((await res.json()) as { error: { message: string } }).error.message).toMatch(message);
+    }
+  });
+
   it("serves the running turn's Allowed picks to its Sandbox alone, with the turn they are for", async () => {
     expect(await call("GET", allowedPath("ws-1.c"), sbx)).toMatchObject({
       status: 200,

@@ -52,7 +52,10 @@ function servingAnything() {
       calls.push(`submit ${w}`),
       { iid: `${w}.c`, admission: { streamUrl: "/x", offset: 0, submissionId: "s1" } }
     ),
-    page: async (w) => (calls.push(`page ${w}`), { page: { events: [], next: 0, idle: true }, submissionId: "s1" }),
+    follow: async (w, _iid, _resume, _signal, onPage) => {
+      calls.push(`follow ${w}`);
+      await onPage({ events: [], next: 0, idle: true });
+    },
     abort: async (w) => (calls.push(`abort ${w}`), { aborted: true }),
     setAllowed: async (w, iid, allowed) => (calls.push(`setAllowed ${w}`), { iid, allowed }),
     allowedFor: async (w) => (calls.push(`allowedFor ${w}`), { allowed: [], submissionId: "s1" }),

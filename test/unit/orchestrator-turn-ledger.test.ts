@@ -2,7 +2,9 @@
 // compacting at its stated bound, the Allowed picks, a pick judged against the turn it claims),
 // and Turns over an in-memory ledger and a fake Harness: the Harness's answers held to what was
 // asked, a refused submit that changes nothing, two first loads that lose no entry, a corrupt
-// ledger refused rather than reset.
+// ledger refused rather than reset; and a stream followed within its bounds (decision 0049) on a
+// virtual clock: re-polls backed off, streams capped per workspace, a resume past the end the
+// Machine's 400.
 import { streamPath, type Admission } from "../../api/agent-protocol";
 import { MemoryLedgers } from "../../orchestrator/agents/ledger-store";
 import {
@@ -17,7 +19,14 @@ import {
   setTurnAllowed,
   type TurnsLedger,
 } from "../../orchestrator/agents/turn-ledger";
-import { SubmitTurnBody, TURNS_FORMAT, Turns, type HarnessCaller } from "../../orchestrator/agents/turns";
+import {
+  STREAM_POLL,
+  SubmitTurnBody,
+  TURNS_FORMAT,
+  Turns,
+  type HarnessCaller,
+  type TurnsOptions,
+} from "../../orchestrator/agents/turns";
 import type { HttpError } from "../../orchestrator/schemas";
 import type { Misbehaviour } from "../../orchestrator/workspaces/sandbox-gateway";
 import type { SandboxWatch } from "../../orchestrator/workspaces/sandbox-watch";
@@ -140,11 +149,14 @@ class ScriptedHarness implements HarnessCaller {
     const [, , agent, iid] = path.split("/").map(decodeURIComponent);
     return { status: 202, body: { streamUrl: streamPath(agent!, iid!), offset: 0, submissionId: sent.submissionId } };
   };
-  page: () => Answer = () => ({ status: 200, body: { events: [], next: 0, idle: true } });
-  async harness(_name: string, method: "GET" | "POST", path: string, sent?: unknown) {
+  page: (path: string, signal?: AbortSignal) => Answer | Promise<Answer> = () => ({
+    status: 200,
+    body: { events: [], next: 0, idle: true },
+  });
+  async harness(_name: string, method: "GET" | "POST", path: string, sent?: unknown, signal?: AbortSignal) {
     this.paths.push(`${method} ${path}`);
     if (method === "POST" && path.endsWith("/abort")) return { status: 200, body: { aborted: true } };
-    return method === "POST" ? this.admit(path, sent as { submissionId: string }) : this.page();
+    return method === "POST" ? this.admit(path, sent as { submissionId: string }) : this.page(path, signal);
   }
 }
 
@@ -153,7 +165,11 @@ const watch = {
   get: (name: string) => (name === "ws-1" ? { metadata: { name, uid: "u1" }, status: { phase: "Ready" } } : undefined),
 } as unknown as SandboxWatch;
 
-function turnsOf(harness = new ScriptedHarness(), backend = new MemoryLedgers(TURNS_FORMAT)) {
+function turnsOf(
+  harness = new ScriptedHarness(),
+  backend = new MemoryLedgers(TURNS_FORMAT),
+  more: Partial<TurnsOptions> = {},
+) {
   const misbehaved: Array<[string, Misbehaviour, string]> = [];
   const turns = new Turns({
     namespace: "ns",
@@ -161,6 +177,7 @@ function turnsOf(harness = new ScriptedHarness(), backend = new MemoryLedgers(TU
     watch,
     backend,
     onMisbehaviour: (w, r, m) => misbehaved.push([w, r, m]),
+    ...more,
   });
   return { turns, harness, backend, misbehaved };
 }
@@ -252,5 +269,134 @@ describe("Turns", () => {
     });
     expect(t.harness.paths).toEqual([]);
     expect(t.backend.stored.get("ws-1")).toEqual({ text: "not json", version: 3 });
+  });
+});
+
+describe("following a stream (decision 0049)", () => {
+  /** A virtual clock: `sleep` moves it, and the Harness's hold moves it when it holds. */
+  function clock() {
+    const c = { t: 0, slept: [] as number[] };
+    return {
+      c,
+      now: () => c.t,
+      sleep: async (ms: number) => {
+        c.slept.push(ms);
+        c.t += ms;
+      },
+    };
+  }
+  const waitOf = (path: string) => Number(new URL(path, "http://h").searchParams.get("wait"));
+  const offsetOf = (path: string) => Number(new URL(path, "http://h").searchParams.get("offset"));
+
+  it("asks a Harness that answers empty pages at once a bounded number of times, backing off to a cap", async () => {
+    const { c, now, sleep } = clock();
+    const t = turnsOf(new ScriptedHarness(), undefined, { now, sleep });
+    await t.turns.submit("ws-1", turn("ws-1.a", { submissionId: "s1" }));
+    const stop = new AbortController();
+    let asked = 0;
+    // Empty, not idle, at once: a Harness that does not hold its long-poll. A minute of virtual time.
+    t.harness.page = () => {
+      if (++asked >= 1000 || c.t >= 60_000) stop.abort();
+      return { status: 200, body: { events: [], next: 0, idle: false } };
+    };
+    await t.turns.follow("ws-1", "ws-1.a", {}, stop.signal, () => undefined);
+    // First page (no hold), then the schedule 250 ms doubling to 5 s: 17 requests in the minute.
+    expect(c.slept.slice(0, 7)).toEqual([250, 500, 1000, 2000, 4000, 5000, 5000]);
+    expect(asked).toBeLessThanOrEqual(
+      2 + Math.log2(STREAM_POLL.maxBackoffMs / STREAM_POLL.firstBackoffMs) + 60_000 / STREAM_POLL.maxBackoffMs,
+    );
+    expect(t.misbehaved).toEqual([]);
+  });
+
+  it("asks again at once after a page that held, or that carried events", async () => {
+    const { c, now, sleep } = clock();
+    const t = turnsOf(new ScriptedHarness(), undefined, { now, sleep });
+    await t.turns.submit("ws-1", turn("ws-1.a", { submissionId: "s1" }));
+    let asked = 0;
+    t.harness.page = (path) => {
+      asked++;
+      const from = offsetOf(path);
+      if (asked % 2) {
+        c.t += waitOf(path); // held its whole long-poll, then nothing
+        return { status: 200, body: { events: [], next: from, idle: false } };
+      }
+      const events = [{ kind: "working", offset: from, at: "t", note: "n" }];
+      if (asked === 6)
+        events.push({ kind: "end", offset: from + 1, at: "t", submissionId: "s1", outcome: "completed" } as never);
+      return { status: 200, body: { events, next: from + events.length, idle: false } };
+    };
+    const seen: number[] = [];
+    await t.turns.follow(
+      "ws-1",
+      "ws-1.a",
+      {},
+      new AbortController().signal,
+      (p) => void seen.push(...p.events.map((e) => e.offset)),
+    );
+    expect(asked).toBe(6);
+    expect(seen).toEqual([0, 1, 2, 3]);
+    expect(c.slept).toEqual([]);
+  });
+
+  it("ends a stream resumed at the log's end once the Harness says nothing more can come (idle)", async () => {
+    const t = turnsOf();
+    await t.turns.submit("ws-1", turn("ws-1.a", { submissionId: "s1" }));
+    t.harness.page = (path) => ({ status: 200, body: { events: [], next: offsetOf(path), idle: true } });
+    const pages: unknown[] = [];
+    await t.turns.follow("ws-1", "ws-1.a", { lastEventId: 4 }, new AbortController().signal, (p) => void pages.push(p));
+    expect(t.harness.paths.filter((p) => p.startsWith("GET"))).toEqual([
+      `GET ${streamPath("coder", "ws-1.a")}?offset=5&wait=0&limit=500`,
+    ]);
+    expect(pages).toEqual([{ events: [], next: 5, idle: true }]);
+  });
+
+  it("answers a Last-Event-ID past the end 400 naming the header, and counts no misbehaviour", async () => {
+    const t = turnsOf();
+    await t.turns.submit("ws-1", turn("ws-1.a", { submissionId: "s1" }));
+    // The Harness's log has 5 events: it reads an offset past them from its end, as the Harness does.
+    t.harness.page = () => ({ status: 200, body: { events: [], next: 5, idle: true } });
+    const called: unknown[] = [];
+    const err = (await t.turns
+      .follow("ws-1", "ws-1.a", { lastEventId: 9 }, new AbortController().signal, (p) => void called.push(p))
+      .catch((e: HttpError) => e)) as HttpError;
+    expect(err).toMatchObject({ status: 400, code: "invalid" });
+    expect(err.message).toMatch(
+      /^Last-Event-ID: 9 is past the end of conversation ws-1.a's stream .*send the id of an event this stream sent/,
+    );
+    expect(called).toEqual([]);
+    expect(t.misbehaved).toEqual([]);
+    // The same answer to an offset the Orchestrator chose (not the Machine's) is the Harness's misbehaviour.
+    await expect(t.turns.page("ws-1", "ws-1.a", 9, 0)).rejects.toMatchObject({
+      status: 502,
+      code: "harness_misbehaved",
+    });
+    expect(t.misbehaved.map(([w, r]) => [w, r])).toEqual([["ws-1", "bad_answer"]]);
+  });
+
+  it("follows at most streamsPerWorkspace streams of a workspace at once: one more is 429 until one closes", async () => {
+    const t = turnsOf(new ScriptedHarness(), undefined, { poll: { ...STREAM_POLL, streamsPerWorkspace: 2 } });
+    await t.turns.submit("ws-1", turn("ws-1.a", { submissionId: "s1" }));
+    // A Harness that holds until its caller leaves.
+    t.harness.page = (path, signal) =>
+      new Promise((resolve) => {
+        const answer = () => resolve({ status: 200, body: { events: [], next: offsetOf(path), idle: false } });
+        if (signal!.aborted) answer();
+        else signal!.addEventListener("abort", answer);
+      });
+    const leave = [new AbortController(), new AbortController()];
+    const open = leave.map((l) => t.turns.follow("ws-1", "ws-1.a", {}, l.signal, () => undefined));
+    await expect(
+      t.turns.follow("ws-1", "ws-1.a", {}, new AbortController().signal, () => undefined),
+    ).rejects.toMatchObject({
+      status: 429,
+      code: "too_many_streams",
+    });
+    leave[0]!.abort();
+    await open[0];
+    const third = new AbortController();
+    const again = t.turns.follow("ws-1", "ws-1.a", {}, third.signal, () => undefined);
+    third.abort();
+    leave[1]!.abort();
+    await Promise.all([again, open[1]]);
   });
 });
