@@ -84,6 +84,8 @@ export const ORCHESTRATOR_ENV = {
   leaseInterval: "JR2_LEASE_INTERVAL",
   podBudget: "JR2_POD_BUDGET",
   repoBudget: "JR2_REPO_BUDGET",
+  /** The whole attach's deadline, its answer included (Go duration; decision 0049). */
+  attachDeadline: "JR2_ATTACH_DEADLINE",
   localHarness: "JR2_LOCAL_HARNESS",
   localReposRoot: "JR2_LOCAL_REPOS_ROOT",
   localWorkRoot: "JR2_LOCAL_WORK_ROOT",

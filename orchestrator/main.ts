@@ -8,6 +8,7 @@
 //   JR2_LEASE_INTERVAL         the longest gap between a workspace's keepalives (Go duration, 5m);
 //                              a workspace renews at least every third of its idle timeout
 //   JR2_POD_BUDGET, JR2_REPO_BUDGET   provision budgets (Go durations, 120s and 25m)
+//   JR2_ATTACH_DEADLINE        the whole attach, its answer read to the end (Go duration, 10m)
 //   JR2_LOCAL_HARNESS          off (default) | process | inline: outside the cluster only, run each
 //                              Sandbox's Harness here (JR2_LOCAL_REPOS_ROOT with {node}, JR2_LOCAL_WORK_ROOT)
 //   JR2_POD_CONFIG_FILE        what every Sandbox pod holds (orchestrator/workspaces/pod-config.ts; absent: defaults)
@@ -23,7 +24,7 @@ import { envDuration } from "../lib/duration";
 import { DEFAULT_CACHE_ROOT } from "../api/wire";
 import { parseCredentials } from "./workspaces/fence";
 import { startOrchestratorServer } from "./http/api-server";
-import { KubeSandboxGateway } from "./workspaces/kube-gateway";
+import { ATTACH_DEADLINE_MS, KubeSandboxGateway } from "./workspaces/kube-gateway";
 import { ensureInstallation, podSettingsFrom, type PodSettings } from "./workspaces/installation";
 import { LocalHarnesses } from "./local/local-harness";
 import { OrchestratorMetrics } from "./orchestrator-metrics";
@@ -98,14 +99,18 @@ async function main() {
   );
   const watch = new SandboxWatch(namespace);
   await watch.start();
+  const metrics = new OrchestratorMetrics();
+  // A Harness that breaks a bound (an attach, an admission, a stream page), named where a person looks.
+  const onMisbehaviour = misbehaviourReporter({ namespace, watch, count: (r) => metrics.harnessMisbehaved(r), log });
   const gateway = new KubeSandboxGateway({
     namespace,
     watch,
     signingKey,
     pod,
+    attachDeadlineMs: duration(E.attachDeadline, ATTACH_DEADLINE_MS),
+    onMisbehaviour,
     ...(harnesses ? { resolveEndpoint: harnesses.resolve } : {}),
   });
-  const metrics = new OrchestratorMetrics();
   const registry = new WorkspaceRegistry({
     gateway,
     watch,
@@ -126,7 +131,7 @@ async function main() {
     namespace,
     gateway,
     watch,
-    onMisbehaviour: misbehaviourReporter({ namespace, watch, count: (r) => metrics.harnessMisbehaved(r), log }),
+    onMisbehaviour,
   });
   const picks = new PickStore({ watch, turns, namespace });
   const server = await startOrchestratorServer(

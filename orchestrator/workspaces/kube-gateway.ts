@@ -22,6 +22,7 @@ import {
   PlaceFailure,
   SMALL_ANSWER,
   type HarnessLimits,
+  type Misbehaviour,
   type Attached,
   type Budgets,
   type Continuity,
@@ -66,8 +67,16 @@ export type KubeGatewayOptions = {
   custodianRoot?: CaPem;
   /** How long an attach that never reached the Harness is re-sent. Default 90 s. */
   attachWindowMs?: number;
+  /** The whole attach's deadline, its answer read to the end included (decision 0049). Default ATTACH_DEADLINE_MS. */
+  attachDeadlineMs?: number;
+  /** A workspace's Harness broke a bound (an attach answer past its deadline): its metric, Event and log line. */
+  onMisbehaviour?: (workspace: string, reason: Misbehaviour, message: string) => void;
   now?: () => number;
 };
+
+/** An attach clones and checks out every slot before it answers, so it may take minutes; past ten,
+ * or an answer drip-fed past it, the Harness is misbehaving (decision 0049). */
+export const ATTACH_DEADLINE_MS = 600_000;
 
 export class KubeSandboxGateway implements SandboxGateway {
   constructor(readonly opts: KubeGatewayOptions) {}
@@ -383,8 +392,30 @@ export class KubeSandboxGateway implements SandboxGateway {
   /**
    * The Harness's POST /attach, re-sent only while it never reached the Harness (a transport
    * error), for up to the attach window with backoff from 250 ms to 5 s: an HTTP answer is an answer.
+   * The whole of it, the answer read to its end, within the attach deadline (decision 0049): a
+   * Harness that holds it past or drip-feeds its answer is misbehaving, named as such, and the
+   * attach fails TooSlow (a restore sends it again, bounded again).
    */
   async #postAttach(name: string, base: string, body: AttachBody): Promise<Attached["answer"]> {
+    const deadlineMs = this.opts.attachDeadlineMs ?? ATTACH_DEADLINE_MS;
+    const deadline = AbortSignal.timeout(deadlineMs);
+    try {
+      return await this.#sendAttach(name, base, body, deadline, deadlineMs);
+    } catch (err) {
+      if (!deadline.aborted || err instanceof AttachFailure) throw err;
+      const message = `workspace ${name}'s Harness did not answer its attach, to the end, within ${deadlineMs} ms`;
+      this.opts.onMisbehaviour?.(name, "too_slow", message);
+      throw new AttachFailure("TooSlow", `Sandbox "${name}": ${message}`, { deadlineMs });
+    }
+  }
+
+  async #sendAttach(
+    name: string,
+    base: string,
+    body: AttachBody,
+    deadline: AbortSignal,
+    deadlineMs: number,
+  ): Promise<Attached["answer"]> {
     const url = new URL("/attach", base).toString();
     const headers = {
       "content-type": "application/json",
@@ -394,8 +425,16 @@ export class KubeSandboxGateway implements SandboxGateway {
     for (let backoff = 250; ; backoff = Math.min(backoff * 2, 5_000)) {
       let res: Awaited<ReturnType<typeof request>>;
       try {
-        res = await request(url, { method: "POST", headers, body: JSON.stringify(body), headersTimeout: 600_000 });
+        res = await request(url, {
+          method: "POST",
+          headers,
+          body: JSON.stringify(body),
+          signal: deadline,
+          headersTimeout: deadlineMs,
+          bodyTimeout: deadlineMs,
+        });
       } catch (err) {
+        if (deadline.aborted) throw err;
         if (this.#now() >= until) {
           throw new AttachFailure(
             "Unreachable",

@@ -112,7 +112,7 @@ export type ProvisionFailureReason =
   | "PodBudgetExceeded"
   | "RepoBudgetExceeded";
 
-export type AttachFailureReason = "NoEndpoint" | "Unreachable" | "AttachRefused" | "BadAnswer";
+export type AttachFailureReason = "NoEndpoint" | "Unreachable" | "AttachRefused" | "BadAnswer" | "TooSlow";
 
 /** How a Harness broke the bounds the Orchestrator reads it within (decision 0042). */
 export type Misbehaviour = "too_large" | "too_slow" | "bad_answer";

@@ -213,6 +213,38 @@ describe("a Harness's answer is input, not truth (decision 0042)", () => {
     }
   });
 
+  it("bounds the whole attach: an answer drip-fed past the deadline fails TooSlow and is reported as misbehaviour", async () => {
+    let dripping: NodeJS.Timeout | undefined;
+    const drip = await server((_req, res) => {
+      // Headers at once, then a byte every 20 ms, never the end: within every per-read timeout.
+      res.writeHead(200, { "content-type": "application/json" });
+      res.write("{");
+      dripping = setInterval(() => res.write(" "), 20);
+      res.on("close", () => clearInterval(dripping));
+    });
+    const misbehaved: Array<[string, string, string]> = [];
+    const watch = new HandWatch();
+    watch.deliver("ws-1", ready("ws-1"));
+    const g = new KubeSandboxGateway({
+      namespace: "ns",
+      watch: watch as unknown as SandboxWatch,
+      signingKey: Buffer.alloc(32, 1),
+      resolveEndpoint: async () => drip.url,
+      attachDeadlineMs: 300,
+      onMisbehaviour: (w, r, m) => misbehaved.push([w, r, m]),
+    });
+    try {
+      const err = await g.attach("ws-1", { branch: "b", slots: [] } as never).catch((e: unknown) => e);
+      expect(err).toMatchObject({ stage: "attach", reason: "TooSlow", details: { deadlineMs: 300 } });
+      expect(misbehaved).toEqual([
+        ["ws-1", "too_slow", "workspace ws-1's Harness did not answer its attach, to the end, within 300 ms"],
+      ]);
+    } finally {
+      clearInterval(dripping);
+      await drip.close();
+    }
+  });
+
   it("requests no path but one on the Harness's own origin: an absolute or //host path is refused unsent", async () => {
     const seen: string[] = [];
     const harness = await server((req, res) => {
