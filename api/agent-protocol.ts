@@ -53,6 +53,9 @@ export const LIMITS = {
   pickBodyBytes: 96 * 1024,
   /** Events in one page of a conversation's stream (`?limit=`, the most a Harness answers). */
   pageEvents: 500,
+  /** A Menu's tools' `parameters` schemas, as JSON together, in bytes (the Orchestrator keeps them
+   * with the running turn to check each pick's args). */
+  menuParametersBytes: 256 * 1024,
 } as const;
 
 /** One Menu tool: a transition the invoking state offers (decision 0025), presented to the model as a tool. */

@@ -44,7 +44,7 @@ export type TurnRecords = {
   judgePick(
     workspace: string,
     iid: string,
-    pick: { pick: string; submissionId: string },
+    pick: { pick: string; submissionId: string; args?: unknown },
   ): Promise<PickRefusal | undefined>;
   isRunning(workspace: string, iid: string, submissionId: string): Promise<boolean>;
 };

@@ -10,8 +10,12 @@
 //     stream can still be read); when the ledger would pass its bound, the oldest ended
 //     conversations are dropped: the bound is stated, and no one conversation can wedge the ledger.
 //   - The Allowed picks change only with an admitted submit or the Machine's `PUT .../allowed`.
+//   - A pick's args are checked against its Menu tool's `parameters` (a JSON Schema), kept with
+//     the running turn (decision 0049).
 import { z } from "zod";
+import { Check, Errors } from "typebox/schema";
 import { Admission, MenuName, type TurnBody } from "../../api/agent-protocol";
+import { fieldPath } from "../../api/field-path";
 
 export const TurnEntry = z.strictObject({
   agent: z.string().min(1),
@@ -22,6 +26,9 @@ export const TurnEntry = z.strictObject({
   menu: z.array(MenuName).optional(),
   /** The running turn's Allowed picks now, sorted (absent once it ended). */
   allowed: z.array(MenuName).optional(),
+  /** The running turn's Menu tools' `parameters` schemas, by name, for those that have one (absent
+   * once it ended, and in entries written before they were kept: their args are not checked). */
+  parameters: z.record(z.string(), z.record(z.string(), z.unknown())).optional(),
   ended: z.literal(true).optional(),
 });
 export type TurnEntry = z.infer<typeof TurnEntry>;
@@ -90,6 +97,7 @@ export function admitTurn(
     at: turn.at,
     menu: names(turn.body.menu.map((m) => m.name)),
     allowed: names(turn.body.allowed),
+    parameters: Object.fromEntries(turn.body.menu.flatMap((m) => (m.parameters ? [[m.name, m.parameters]] : []))),
   };
   return compact({ version: 2, conversations }, iid, max);
 }
@@ -157,7 +165,7 @@ export function runningTurn(
 // ---------------------------------------------------------------------------------------------
 // A pick, judged against the turn it claims
 
-export type PickRefusal = { status: 403 | 404 | 409; code: string; message: string };
+export type PickRefusal = { status: 400 | 403 | 404 | 409; code: string; message: string };
 
 /**
  * Whether a Sandbox's pick may be taken: only for the running turn of its conversation (the
@@ -167,7 +175,7 @@ export type PickRefusal = { status: 403 | 404 | 409; code: string; message: stri
 export function judgePick(
   ledger: TurnsLedger,
   iid: string,
-  pick: { pick: string; submissionId: string },
+  pick: { pick: string; submissionId: string; args?: unknown },
 ): PickRefusal | undefined {
   const e = ledger.conversations[iid];
   if (!e)
@@ -201,5 +209,45 @@ export function judgePick(
       code: "not_allowed",
       message: `"${pick.pick}" is not among the turn's Allowed picks now (${turn.allowed.join(", ") || "none"})`,
     };
-  return undefined;
+  const schema = turn.parameters?.[pick.pick];
+  return schema ? judgeArgs(pick.pick, schema, pick.args) : undefined;
+}
+
+/**
+ * A pick's args against its Menu tool's `parameters` (a JSON Schema, checked by typebox's
+ * interpreter: no code is generated from a Machine's schema). Absent args are checked as `{}`, the
+ * arguments of a call that gave none. The refusal names the first place inside `args` that fails.
+ */
+export function judgeArgs(pick: string, schema: Record<string, unknown>, args: unknown): PickRefusal | undefined {
+  const value = args === undefined ? {} : args;
+  try {
+    if (Check(schema as never, value)) return undefined;
+    const [, errors] = Errors(schema as never, value);
+    const first = errors[0];
+    const where = fieldPath(["args", ...pointerPath(value, first?.instancePath ?? "")]);
+    return {
+      status: 400,
+      code: "invalid_args",
+      message: `${where}: ${first?.message ?? "does not match"} (the parameters of "${pick}" on the turn's Menu)`,
+    };
+  } catch (err) {
+    return {
+      status: 400,
+      code: "invalid_args",
+      message: `args: cannot be checked against the parameters of "${pick}" on the turn's Menu: ${err instanceof Error ? err.message : String(err)}`,
+    };
+  }
+}
+
+/** A JSON Pointer inside `value` as path segments: an array's index as a number. */
+function pointerPath(value: unknown, pointer: string): PropertyKey[] {
+  const path: PropertyKey[] = [];
+  let at = value;
+  for (const raw of pointer.split("/").slice(1)) {
+    const key = raw.replace(/~1/g, "/").replace(/~0/g, "~");
+    const index = Array.isArray(at) && /^\d+$/.test(key) ? Number(key) : undefined;
+    path.push(index ?? key);
+    at = at && typeof at === "object" ? (at as Record<string, unknown>)[key] : undefined;
+  }
+  return path;
 }

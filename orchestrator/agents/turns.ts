@@ -127,6 +127,15 @@ export class Turns {
     const iid = body.iid ?? `${workspace}.c-${randomBytes(6).toString("hex")}`;
     if (!iid.startsWith(`${workspace}.`))
       throw new HttpError(400, "invalid", `iid: must begin with "${workspace}." (the workspace's name and a dot)`);
+    // The Menu's parameters are kept with the running turn (its picks' args are checked against
+    // them, decision 0049): bounded, so the turn's entry always fits its ledger.
+    const parameters = Buffer.byteLength(JSON.stringify(body.menu.map((m) => m.parameters ?? null)), "utf8");
+    if (parameters > LIMITS.menuParametersBytes)
+      throw new HttpError(
+        413,
+        "too_large",
+        `menu: its tools' parameters are ${parameters} bytes as JSON together, past the bound of ${LIMITS.menuParametersBytes}: send smaller schemas`,
+      );
     const submissionId = body.submissionId ?? `s-${randomBytes(6).toString("hex")}`;
     const held = (await this.#ledgers.read(workspace)).conversations[iid];
     if (held && held.agent !== body.agent)
@@ -290,7 +299,7 @@ export class Turns {
   async judgePick(
     workspace: string,
     iid: string,
-    pick: { pick: string; submissionId: string },
+    pick: { pick: string; submissionId: string; args?: unknown },
   ): Promise<PickRefusal | undefined> {
     return judgePick(await this.#ledgers.read(workspace), iid, pick);
   }

@@ -23,6 +23,7 @@ import { SubmitTurnBody, type Turns } from "../agents/turns";
 import { matchPath, pathFor, segmentOf, type Method, type Param, type RouteId } from "../../api/orchestrator-routes";
 import type { Picks } from "../agents/pick-store";
 import { bearerOf, listen, logRequest, pathOf, readBody, sendError, sendJson } from "../../lib/http-json";
+import { fieldPath } from "../../api/field-path";
 
 /** What the API serves; the registry of workspace actors implements it. */
 export interface Workspaces {
@@ -89,8 +90,32 @@ export type TurnsApi = Pick<Turns, "submit" | "follow" | "abort" | "setAllowed" 
 // ---------------------------------------------------------------------------------------------
 // Bodies
 
-/** A JSON body, or an error already answered (undefined). */
-async function jsonBody(req: Req, res: Res, limit = MAX_BODY_BYTES): Promise<{ value: unknown } | undefined> {
+/** How deep a body's JSON may nest (decision 0049): deeper, serializing it would exhaust the stack. */
+export const MAX_JSON_DEPTH = 64;
+
+/**
+ * Where `value` nests deeper than `max` (arrays and objects), as the path to the first such place
+ * (its top-level field first); undefined when it does not. Iterative: any depth is measured.
+ */
+export function tooDeep(value: unknown, max = MAX_JSON_DEPTH): PropertyKey[] | undefined {
+  const stack: Array<{ v: unknown; path: PropertyKey[] }> = [{ v: value, path: [] }];
+  while (stack.length) {
+    const { v, path } = stack.pop()!;
+    if (!v || typeof v !== "object") continue;
+    if (path.length >= max) return path;
+    const entries: Array<[PropertyKey, unknown]> = Array.isArray(v) ? v.map((x, i) => [i, x]) : Object.entries(v);
+    for (const [k, x] of entries) if (x && typeof x === "object") stack.push({ v: x, path: [...path, k] });
+  }
+  return undefined;
+}
+
+/** A JSON body, or an error already answered (undefined). `tooLarge` words the 413 of a body past `limit`. */
+async function jsonBody(
+  req: Req,
+  res: Res,
+  limit = MAX_BODY_BYTES,
+  tooLarge = `body: more than ${limit} bytes: send a smaller one`,
+): Promise<{ value: unknown; bytes: number } | undefined> {
   const type = req.headers["content-type"];
   if (type !== undefined && !/^application\/json\s*(;|$)/i.test(type)) {
     sendError(res, 415, "unsupported_media_type", "the body must be application/json");
@@ -99,15 +124,27 @@ async function jsonBody(req: Req, res: Res, limit = MAX_BODY_BYTES): Promise<{ v
   const raw = await readBody(req, limit);
   if (raw === undefined) {
     // Close the connection rather than drain an arbitrarily long remainder.
-    sendError(res, 413, "too_large", `the body exceeds ${limit} bytes`, { connection: "close" });
+    sendError(res, 413, "too_large", tooLarge, { connection: "close" });
     return undefined;
   }
+  let value: unknown;
   try {
-    return { value: JSON.parse(raw.toString("utf8")) };
+    value = JSON.parse(raw.toString("utf8"));
   } catch {
     sendError(res, 400, "invalid", "body: not valid JSON");
     return undefined;
   }
+  const deep = tooDeep(value);
+  if (deep) {
+    sendError(
+      res,
+      400,
+      "invalid",
+      `${fieldPath(deep.slice(0, 1))}: nested more than ${MAX_JSON_DEPTH} levels deep (at ${fieldPath(deep.slice(0, 8))}...): send flatter JSON`,
+    );
+    return undefined;
+  }
+  return { value, bytes: raw.length };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -355,9 +392,19 @@ const HANDLERS: Record<RouteId, Handler> = {
   async takePick(req, res, ctx, { iid, workspace }) {
     const picks = picksOf(res, ctx);
     if (!picks) return;
-    const raw = await jsonBody(req, res, LIMITS.pickBodyBytes);
+    // Read up to the API's body bound, so a pick past its own bound is refused naming its field.
+    const raw = await jsonBody(
+      req,
+      res,
+      MAX_BODY_BYTES,
+      `body: more than ${MAX_BODY_BYTES} bytes; a pick's args are at most ${LIMITS.pickArgsBytes} bytes as JSON and its body ${LIMITS.pickBodyBytes}: send smaller arguments`,
+    );
     if (!raw) return;
-    const oversize = pickOversize(raw.value);
+    const oversize =
+      pickOversize(raw.value) ??
+      (raw.bytes > LIMITS.pickBodyBytes
+        ? `body: ${raw.bytes} bytes, past the bound of ${LIMITS.pickBodyBytes}: send a smaller pick`
+        : undefined);
     if (oversize) return sendError(res, 413, "too_large", oversize);
     const parsed = PickBody.safeParse(raw.value);
     if (!parsed.success) {

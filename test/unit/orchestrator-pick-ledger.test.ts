@@ -300,6 +300,72 @@ describe("the store", () => {
     expect(parseLedger(a.pickLedgers.stored.get("ws-1")!.text).picks.map((p) => p.deliveryId)).toEqual(["d19"]);
   });
 
+  it("checks a pick's args against its Menu tool's parameters, naming the place inside args", async () => {
+    const a = agentsOf();
+    await a.turns.submit(
+      "ws-1",
+      SubmitTurnBody.parse({
+        agent: "coder",
+        iid: "ws-1.p",
+        message: "go",
+        submissionId: "s1",
+        menu: [
+          {
+            name: "propose",
+            description: "propose a change",
+            parameters: {
+              type: "object",
+              properties: {
+                summary: { type: "string", maxLength: 80 },
+                files: { type: "array", items: { type: "object", properties: { path: { type: "string" } } } },
+              },
+              required: ["summary"],
+            },
+          },
+        ],
+        allowed: ["propose"],
+      }),
+    );
+    const refused = async (args: unknown) =>
+      (await a.picks.submit("ws-1", "ws-1.p", body({ args, callId: "bad" })).catch((e: HttpError) => e)) as HttpError;
+    for (const [args, message] of [
+      [{ summary: 3 }, /^args\.summary: must be string/],
+      [{ summary: "s", files: [{ path: "a" }, { path: 7 }] }, /^args\.files\[1\]\.path: must be string/],
+      [undefined, /^args: must have required properties summary/],
+      [["summary"], /^args: must be object/],
+    ] as const) {
+      const err = await refused(args);
+      expect([JSON.stringify(args), err.status, err.code]).toEqual([JSON.stringify(args), 400, "invalid_args"]);
+      expect(err.message).toMatch(message);
+      expect(err.message).toContain(`the parameters of "propose" on the turn's Menu`);
+    }
+    expect(await a.picks.outstanding("ws-1")).toEqual([]);
+    expect(
+      (await a.picks.submit("ws-1", "ws-1.p", body({ args: { summary: "ok", files: [{ path: "a" }] } }))).repeated,
+    ).toBe(false);
+  });
+
+  it("refuses a Menu whose parameters pass their bound before the Harness is asked", async () => {
+    const a = agentsOf();
+    const big = { type: "object", description: "d".repeat(LIMITS.menuParametersBytes) };
+    const err = (await a.turns
+      .submit(
+        "ws-1",
+        SubmitTurnBody.parse({
+          agent: "coder",
+          iid: "ws-1.big",
+          message: "go",
+          menu: [{ name: "propose", description: "p", parameters: big }],
+        }),
+      )
+      .catch((e: HttpError) => e)) as HttpError;
+    expect([err.status, err.code]).toEqual([413, "too_large"]);
+    expect(err.message).toMatch(
+      /^menu: its tools' parameters are \d+ bytes as JSON together, past the bound of 262144/,
+    );
+    expect(a.harness.calls).toEqual([]);
+  });
+
   it("refuses with the HTTP words: 409 busy, 409 callId reused, 404 unknown, 409 answered twice, 404 no workspace", async () => {
     const a = agentsOf();
     await a.admit("ws-1.c", "s1", ["propose", "reject"]);
@@ -472,10 +538,29 @@ describe("the routes", () => {
       expect(r.status).toBe(413);
       expect(r.json.error?.message).toMatch(message);
     }
-    // A body past the whole pick's bound is cut off unread.
+    // A body past the whole pick's bound: its 413 names the field that is (decision 0049).
     const huge = await call("POST", picksPath("ws-1.c"), sbx, JSON.stringify(body({ args: "y".repeat(200 * 1024) })));
     expect(huge.status).toBe(413);
-    expect(huge.json.error?.message).toMatch(/the body exceeds 98304 bytes/);
+    expect(huge.json.error?.message).toMatch(/^args: 2048\d\d bytes as JSON, past the bound of 65536/);
+    // Past the API's own body bound, unread: the bounds a pick keeps to are named.
+    const endless = await call(
+      "POST",
+      picksPath("ws-1.c"),
+      sbx,
+      JSON.stringify(body({ args: "y".repeat(1100 * 1024) })),
+    );
+    expect(endless.status).toBe(413);
+    expect(endless.json.error?.message).toMatch(
+      /^body: more than 1048576 bytes; a pick's args are at most 65536 bytes/,
+    );
+  });
+
+  it("refuses args nested thousands deep with 400 naming the field, and serves on", async () => {
+    const deep = `{"pick":"propose","submissionId":"s1","callId":"deep","args":${"[".repeat(5000)}${"]".repeat(5000)}}`;
+    const r = await call("POST", picksPath("ws-1.c"), sbx, deep);
+    expect([r.status, r.json.error?.code]).toEqual([400, "invalid"]);
+    expect(r.json.error?.message).toMatch(/^args: nested more than 64 levels deep \(at args\[0\]\[0\]/);
+    expect((await call("GET", allowedPath("ws-1.c"), sbx)).status).toBe(200);
   });
 
   it("holds one workspace's flood to its own rate (429 with retry-after) while a neighbour's pick is taken", async () => {
