@@ -116,19 +116,22 @@ const OPERATIONS: Record<RouteId, Operation | null> = {
       "400": error("The body is invalid."),
       "404": error("No such workspace."),
       "409": error("The workspace is not Ready, or another turn runs (one Agent at a time)."),
+      "413": error("The Menu's tools' `parameters` pass 256 KiB as JSON together (the body itself: 1 MiB)."),
       ...COMMON_ERRORS,
     },
   },
   turnEvents: {
     summary:
       "The conversation's events as Server-Sent Events (`id` = the offset), from its last admission or " +
-      "after `Last-Event-ID`, until that turn's `end`",
+      "after `Last-Event-ID`, until that turn's `end` or until nothing more can come (no running turn, every event read)",
     responses: {
       "200": {
         description: "The event stream.",
         content: { "text/event-stream": { schema: ref("StreamEvent") } },
       },
+      "400": error("`Last-Event-ID` is not an id of this stream, or is past its end: the message names it."),
       "404": error("No such workspace or conversation."),
+      "429": error("The workspace has as many turn event streams open as it may (8): close one."),
       ...COMMON_ERRORS,
     },
   },
@@ -198,7 +201,10 @@ const OPERATIONS: Record<RouteId, Operation | null> = {
     responses: {
       "202": answer("Taken: poll the delivery.", "PickReceipt"),
       "200": answer("The same pick again: its delivery.", "PickReceipt"),
-      "400": error("The body is invalid."),
+      "400": error(
+        "The body is invalid or nests more than 64 deep, or `args` do not match the Menu tool's `parameters` " +
+          "(`invalid_args`, naming the place inside args).",
+      ),
       "401": error("No valid Sandbox token for the conversation's workspace."),
       "403": error(
         "The pick is not on the turn's Menu (`not_on_menu`), or not among its Allowed picks now (`not_allowed`).",
@@ -211,7 +217,8 @@ const OPERATIONS: Record<RouteId, Operation | null> = {
           "running one (`not_running`), or the callId named another pick (`call_reused`).",
       ),
       "413": error(
-        "A field is past its bound (pick 64, submissionId and callId 128 characters, args 64 KiB): the message names it.",
+        "A field is past its bound (pick 64, submissionId and callId 128 characters, args 64 KiB, the body 96 KiB): " +
+          "the message names it.",
       ),
       "429": error("The workspace's Sandbox calls are over their rate: retry after `retry-after` seconds."),
     },
