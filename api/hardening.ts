@@ -79,12 +79,12 @@ export function hardenedContext(stated: SecurityContext | undefined): SecurityCo
 /** The one capability the `user` seat loses by default (decision 0048): raw sockets would let it
  * read and forge the pod's loopback traffic, the Custodian's plain HTTP among it. */
 export const USER_SEAT_DROP = "NET_RAW";
-const statesNetRaw = (caps: unknown[]) => caps.some((c) => c === USER_SEAT_DROP || c === `CAP_${USER_SEAT_DROP}`);
 
 /**
  * The `user` seat's context: `capabilities.drop: [NET_RAW]` written where it says nothing about
- * dropping and does not add NET_RAW itself; every other field as stated (none written). A seat that
- * states `capabilities.drop` (even `[]`) or adds NET_RAW keeps it. Idempotent.
+ * dropping; every other field as stated (none written). A seat that states `capabilities.drop`,
+ * even `[]`, keeps what it states: that is the opt-out (adding NET_RAW is beyond the baseline
+ * admission holds the seat to). Idempotent.
  */
 export function userSeatContext(stated: SecurityContext | undefined): SecurityContext {
   const drop = [USER_SEAT_DROP];
@@ -93,7 +93,6 @@ export function userSeatContext(stated: SecurityContext | undefined): SecurityCo
   const caps = (stated as Obj).capabilities;
   if (unstated(caps)) return { ...stated, capabilities: { drop } };
   if (!isObject(caps) || !unstated(caps.drop)) return stated;
-  if (Array.isArray(caps.add) && statesNetRaw(caps.add)) return stated;
   return { ...stated, capabilities: { ...caps, drop } } as SecurityContext;
 }
 

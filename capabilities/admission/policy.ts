@@ -82,16 +82,15 @@ function contextPatches(c: string, path: string): string {
 
 /**
  * The `user` seat's one default (api/hardening.ts userSeatContext): `capabilities.drop: [NET_RAW]`
- * unless its context states a drop list or adds NET_RAW.
+ * unless its context states a drop list of its own.
  */
 function userSeatPatches(c: string, path: string): string {
   const sc = `${c}.securityContext`;
   const drop = [USER_SEAT_DROP];
-  const adds = `(has(${sc}.capabilities.add) && ${sc}.capabilities.add.exists(x, x == ${JSON.stringify(USER_SEAT_DROP)} || x == ${JSON.stringify(`CAP_${USER_SEAT_DROP}`)}))`;
   return (
     `(!has(${sc}) ? [${add(path, { capabilities: { drop } })}] : ` +
     `!has(${sc}.capabilities) ? [${add(under(path, "capabilities"), { drop })}] : ` +
-    `(!has(${sc}.capabilities.drop) && !${adds}) ? [${add(under(under(path, "capabilities"), "drop"), drop)}] : [])`
+    `!has(${sc}.capabilities.drop) ? [${add(under(under(path, "capabilities"), "drop"), drop)}] : [])`
   );
 }
 

@@ -255,8 +255,6 @@ describe("userSeatContext", () => {
   });
 
   it.each([
-    ["adds NET_RAW", { capabilities: { add: ["NET_RAW"] } }],
-    ["adds CAP_NET_RAW", { capabilities: { add: ["CAP_NET_RAW"] } }],
     ["states its own drop list", { capabilities: { drop: [] } }],
     ["drops something else", { capabilities: { drop: ["CHOWN"] } }],
   ])("keeps the context as stated where the seat %s", (_what, stated) => {
