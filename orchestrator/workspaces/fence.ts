@@ -11,6 +11,13 @@
 //     secret: jr2-git-push-acme
 //   - https://gitlab.example.com/team/        # a url prefix, normalised like any Repo url
 //   - git@git.example.com:platform            # scp-like needs its user@
+//   - match: github.com/acme/private          # only tenants team-a and team-b (decision 0048)
+//     secret: jr2-git-push-private
+//     tenants: [team-a, team-b]
+//
+// An entry with `tenants` is for those API-token tenants alone (decision 0042's tenants; an admin
+// token sees every entry): to any other tenant it is as if it were not in the file, neither matched
+// nor named in a refusal.
 //
 // A prefix matches a Repo identity (api/repo-identity.ts: host plus path, whatever the
 // url's spelling) that equals it or continues it at a `/`: `github.com/acme` admits
@@ -20,6 +27,7 @@ import { z } from "zod";
 import { RepoUrlError, repoIdentity, repoKey } from "../../api/repo-identity";
 import { urlWithoutCredentials } from "../../lib/redact";
 import { zodIssuesToMessage } from "../schemas";
+import { TENANT_NAME } from "../tokens";
 import { PlaceFailure, type PlaceRepo, type PlacedRepo } from "./sandbox-gateway";
 
 export type CredentialEntry = {
@@ -27,6 +35,8 @@ export type CredentialEntry = {
   match: string;
   /** The identity prefix it stands for. */
   prefix: string;
+  /** The tenants it is for (decision 0048); absent: every tenant's. */
+  tenants?: string[];
   /** Anything else the entry carries (e.g. `secret`), untouched. */
   extra?: Record<string, unknown>;
 };
@@ -34,6 +44,10 @@ export type CredentialEntry = {
 export class CredentialsFileError extends Error {}
 
 const EntryText = z.string().trim().min(1, "must not be empty");
+const Tenants = z
+  .array(z.string().regex(TENANT_NAME, { message: "must be a tenant's name (a DNS label), e.g. team-a" }))
+  .min(1, "must name at least one tenant, or be left out (every tenant)");
+// `tenants` is read apart (parseCredentials): inside the union its errors would be "Invalid input".
 const EntrySchema = z.union([EntryText, z.looseObject({ match: EntryText })]);
 const FileSchema = z.array(EntrySchema);
 
@@ -66,7 +80,13 @@ export function parseCredentials(text: string): CredentialEntry[] {
   const r = FileSchema.safeParse(doc);
   if (!r.success) throw new CredentialsFileError(`the git credentials file: ${zodIssuesToMessage(r.error.issues)}`);
   return r.data.map((item, i) => {
-    const { match, ...extra } = typeof item === "string" ? { match: item } : item;
+    const { match, tenants: stated, ...extra } = typeof item === "string" ? { match: item, tenants: undefined } : item;
+    const read = stated === undefined ? undefined : Tenants.safeParse(stated);
+    if (read && !read.success) {
+      const issues = read.error.issues.map((issue) => ({ ...issue, path: [i, "tenants", ...issue.path] }));
+      throw new CredentialsFileError(`the git credentials file: ${zodIssuesToMessage(issues)}`);
+    }
+    const tenants = read?.data;
     let prefix: string;
     try {
       prefix = prefixOf(match);
@@ -74,9 +94,17 @@ export function parseCredentials(text: string): CredentialEntry[] {
       if (!(err instanceof RepoUrlError)) throw err;
       throw new CredentialsFileError(`the git credentials file: [${i}]: ${err.message}`);
     }
-    return { match, prefix, ...(Object.keys(extra).length ? { extra } : {}) };
+    return { match, prefix, ...(tenants ? { tenants } : {}), ...(Object.keys(extra).length ? { extra } : {}) };
   });
 }
+
+/**
+ * The entries a create by `tenant` sees (decision 0048): every entry for an admin (undefined), else
+ * those for every tenant and those that name it. The others are as if absent, so a refusal tells
+ * nothing of them.
+ */
+export const entriesFor = (entries: readonly CredentialEntry[], tenant: string | undefined): CredentialEntry[] =>
+  tenant === undefined ? [...entries] : entries.filter((e) => !e.tenants || e.tenants.includes(tenant));
 
 /** Whether `identity` equals `prefix` or continues it at a path-segment boundary. */
 export const underPrefix = (identity: string, prefix: string) =>
@@ -132,17 +160,19 @@ export function fence(urls: readonly FenceInput[], entries: readonly CredentialE
 
 /**
  * A create's one fence: every slot admitted with its identity, its cache key and the entry that
- * admitted it, in order, or the FenceRefused failure. What it answers is handed to the port as it
+ * admitted it, in order, or the FenceRefused failure; `tenant` (undefined: an admin) sees only the
+ * entries that are its (entriesFor). What it answers is handed to the port as it
  * is (PlaceRequest.repos) and the attach body is built from it (attach-body.ts): nothing downstream
  * reads a url again.
  */
 export function fenceSlots(
   slots: readonly PlaceRepo[],
   entries: readonly CredentialEntry[],
+  tenant?: string,
 ): { ok: true; repos: PlacedRepo[] } | { ok: false; error: PlaceFailure } {
   const r = fence(
     slots.map((s) => ({ url: s.url, slot: s.slot, bound: s.bound })),
-    entries,
+    entriesFor(entries, tenant),
   );
   if (!r.ok) return r;
   // fence() admits every url or refuses the lot, in order: r.repos[i] is slots[i].

@@ -52,7 +52,7 @@ export class WorkspaceRegistry implements Workspaces {
   async create(body: CreateWorkspaceBody, tenant?: string): Promise<string> {
     // The fence answers before anything is written, by name; it runs once, here: its repos
     // (identity, key, entry) are what the gateway writes and what the attach body carries.
-    const fenced = fenceSlots(body.repos, this.opts.credentials);
+    const fenced = fenceSlots(body.repos, this.opts.credentials, tenant);
     if (!fenced.ok) throw new HttpError(403, "fence_refused", fenced.error.message);
     // The Size split and the Effector's push Secrets are checked here too: a refusal writes nothing.
     try {
