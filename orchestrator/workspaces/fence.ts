@@ -16,8 +16,8 @@
 //     tenants: [team-a, team-b]
 //
 // An entry with `tenants` is for those API-token tenants alone (decision 0042's tenants; an admin
-// token sees every entry): to any other tenant it is as if it were not in the file, neither matched
-// nor named in a refusal.
+// token may use every entry): another tenant's url that falls under it (its longest match) is
+// refused as a url no entry admits, and a refusal names only the entries the tenant may use.
 //
 // A prefix matches a Repo identity (api/repo-identity.ts: host plus path, whatever the
 // url's spelling) that equals it or continues it at a `/`: `github.com/acme` admits
@@ -98,13 +98,13 @@ export function parseCredentials(text: string): CredentialEntry[] {
   });
 }
 
-/**
- * The entries a create by `tenant` sees (decision 0048): every entry for an admin (undefined), else
- * those for every tenant and those that name it. The others are as if absent, so a refusal tells
- * nothing of them.
- */
+/** Whether `tenant` (undefined: an admin) may use `entry` (decision 0048). */
+export const usableBy = (entry: CredentialEntry, tenant: string | undefined) =>
+  tenant === undefined || !entry.tenants || entry.tenants.includes(tenant);
+
+/** The entries `tenant` may use: what a refusal names to it, so it learns nothing of the others. */
 export const entriesFor = (entries: readonly CredentialEntry[], tenant: string | undefined): CredentialEntry[] =>
-  tenant === undefined ? [...entries] : entries.filter((e) => !e.tenants || e.tenants.includes(tenant));
+  entries.filter((e) => usableBy(e, tenant));
 
 /** Whether `identity` equals `prefix` or continues it at a path-segment boundary. */
 export const underPrefix = (identity: string, prefix: string) =>
@@ -125,9 +125,9 @@ export type FenceInput = string | { url: string; slot?: string; bound?: boolean 
 export type Fenced = { url: string; slot?: string; identity: string; bound: boolean; entry?: CredentialEntry };
 export type FenceResult = { ok: true; repos: Fenced[] } | { ok: false; error: PlaceFailure };
 
-/** Admits every url or refuses the lot, naming each refused url and every entry. Never echoes a
- * url's user or password. */
-export function fence(urls: readonly FenceInput[], entries: readonly CredentialEntry[]): FenceResult {
+/** Admits every url or refuses the lot, naming each refused url and every entry `tenant` may use
+ * (undefined: an admin, every entry). Never echoes a url's user or password. */
+export function fence(urls: readonly FenceInput[], entries: readonly CredentialEntry[], tenant?: string): FenceResult {
   const repos: Fenced[] = [];
   const refused: string[] = [];
   for (const input of urls) {
@@ -141,7 +141,10 @@ export function fence(urls: readonly FenceInput[], entries: readonly CredentialE
       refused.push(`${where}: ${err.message}`);
       continue;
     }
-    const entry = matchCredential(identity, entries);
+    // The longest match decides, then whether this tenant may use it: a broader entry never lends
+    // its credential to a url an installation set apart for other tenants (decision 0048).
+    const best = matchCredential(identity, entries);
+    const entry = best && usableBy(best, tenant) ? best : undefined;
     if (!entry && !bound) {
       refused.push(`${where} (identity ${identity})`);
       continue;
@@ -149,7 +152,7 @@ export function fence(urls: readonly FenceInput[], entries: readonly CredentialE
     repos.push({ url, ...(slot !== undefined ? { slot } : {}), identity, bound, ...(entry ? { entry } : {}) });
   }
   if (!refused.length) return { ok: true, repos };
-  const names = entries.map((e) => e.match);
+  const names = entriesFor(entries, tenant).map((e) => e.match);
   const message =
     `the fence refuses ${refused.join("; ")}: no git.credentials entry admits ${refused.length === 1 ? "it" : "them"} ` +
     `(entries: ${names.join(", ") || "none"}). ` +
@@ -160,8 +163,8 @@ export function fence(urls: readonly FenceInput[], entries: readonly CredentialE
 
 /**
  * A create's one fence: every slot admitted with its identity, its cache key and the entry that
- * admitted it, in order, or the FenceRefused failure; `tenant` (undefined: an admin) sees only the
- * entries that are its (entriesFor). What it answers is handed to the port as it
+ * admitted it, in order, or the FenceRefused failure; `tenant` (undefined: an admin) may use only
+ * the entries that are its (usableBy). What it answers is handed to the port as it
  * is (PlaceRequest.repos) and the attach body is built from it (attach-body.ts): nothing downstream
  * reads a url again.
  */
@@ -172,7 +175,8 @@ export function fenceSlots(
 ): { ok: true; repos: PlacedRepo[] } | { ok: false; error: PlaceFailure } {
   const r = fence(
     slots.map((s) => ({ url: s.url, slot: s.slot, bound: s.bound })),
-    entriesFor(entries, tenant),
+    entries,
+    tenant,
   );
   if (!r.ok) return r;
   // fence() admits every url or refuses the lot, in order: r.repos[i] is slots[i].

@@ -307,7 +307,7 @@ describe("a create fences once, before anything is written, and hands the gatewa
   });
 });
 
-// Decision 0048: an entry may name the tenants allowed to use it; to the others it is absent.
+// Decision 0048: an entry may name the tenants allowed to use it; another tenant's url under it is refused.
 describe("an entry restricted to tenants", () => {
   const file = `
 - match: host/acme/private
@@ -315,6 +315,8 @@ describe("an entry restricted to tenants", () => {
   tenants: [team-a]
 - match: host/shared
   secret: push-shared
+- match: host/acme
+  secret: push-acme-wide
 `;
   const restricted = parseCredentials(file);
   const url = "https://host/acme/private/app.git";
@@ -327,7 +329,7 @@ describe("an entry restricted to tenants", () => {
       extra: { secret: "push-private" },
     });
     expect(restricted[1]).not.toHaveProperty("tenants");
-    expect(entriesFor(restricted, "team-b").map((e) => e.match)).toEqual(["host/shared"]);
+    expect(entriesFor(restricted, "team-b").map((e) => e.match)).toEqual(["host/shared", "host/acme"]);
     expect(entriesFor(restricted, undefined)).toEqual(restricted);
   });
 
@@ -340,18 +342,23 @@ describe("an entry restricted to tenants", () => {
     expect(() => parseCredentials(text)).toThrow(where);
   });
 
-  it("admits its tenant and an admin, and refuses another tenant as for a url no entry admits", () => {
+  it("admits its tenant and an admin, and refuses another tenant as for a url no entry admits, a broader entry notwithstanding", () => {
     const slot = [{ slot: "app", url }];
     expect(fenceSlots(slot, restricted, "team-a")).toMatchObject({ ok: true, repos: [{ entry: restricted[0] }] });
     expect(fenceSlots(slot, restricted)).toMatchObject({ ok: true, repos: [{ entry: restricted[0] }] });
     const refused = fenceSlots(slot, restricted, "team-b");
     expect(refused.ok).toBe(false);
-    const unknown = fenceSlots([{ slot: "app", url: "https://host/nobody/app.git" }], restricted, "team-b");
+    const unknown = fenceSlots([{ slot: "app", url: "https://elsewhere/nobody/app.git" }], restricted, "team-b");
     const message = (r: typeof refused) => (r.ok ? "" : r.error.message);
     // The same refusal as for a url nothing admits: the restricted entry is neither matched nor named.
-    expect(message(refused)).toBe(message(unknown).replaceAll("host/nobody/app", "host/acme/private/app"));
+    expect(message(refused)).toBe(message(unknown).replaceAll("elsewhere/nobody/app", "host/acme/private/app"));
     expect(message(refused)).not.toContain("host/acme/private (");
-    expect(message(refused)).toContain("(entries: host/shared)");
+    expect(message(refused)).toContain("(entries: host/shared, host/acme)");
+    // A url of its own under the broader entry still passes.
+    expect(fenceSlots([{ slot: "app", url: "https://host/acme/app.git" }], restricted, "team-b")).toMatchObject({
+      ok: true,
+      repos: [{ entry: restricted[2] }],
+    });
   });
 
   it("is refused to another tenant's create before the gateway hears anything", async () => {
