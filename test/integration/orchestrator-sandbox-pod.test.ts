@@ -346,14 +346,14 @@ describe("a workspace's Sandbox pod, as composed and as built", () => {
       expect(values.projected?.sources?.map((s) => s.secret?.name)).toEqual([`${name}-token`, "model-keys"]);
     });
 
-    it("user: exactly /work and /repos/<key> read-only, its own Size, no context written", () => {
+    it("user: exactly /work and /repos/<key> read-only, its own Size, only NET_RAW dropped (decision 0048)", () => {
       const u = container("user");
       expect((u.volumeMounts ?? []).map((m) => [m.mountPath, m.readOnly ?? false])).toEqual([
         ["/work", false],
         [expect.stringMatching(/^\/repos\//), true],
       ]);
       expect(secretMounts(u)).toEqual([]);
-      expect(u.securityContext).toBeUndefined();
+      expect(u.securityContext).toEqual({ capabilities: { drop: ["NET_RAW"] } });
       expect(u.resources).toEqual({
         requests: { cpu: "500m", memory: "512Mi" },
         limits: { cpu: "500m", memory: "512Mi" },
