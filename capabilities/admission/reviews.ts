@@ -96,7 +96,7 @@ const judgePodUpdate = (req: ReviewRequest) =>
  * options (which container), not the pod, so the webhook is called for every exec or attach into a
  * container named like a credential holder (scripts/webhooks.ts) and the pod is read here. The
  * operator's identity opens nothing: no one enters a credential holder. A pod that cannot be read
- * refuses the request (the API server would not have let it through unjudged either).
+ * refuses the request: fail closed, as the webhook's failurePolicy does when the module is down.
  */
 async function judgeConnect(req: ReviewRequest): Promise<Verdict> {
   const subResource = req.subResource ?? "";
@@ -125,7 +125,8 @@ async function judgeConnect(req: ReviewRequest): Promise<Verdict> {
   return why ? { allowed: false, code: 403, message: why } : { allowed: true };
 }
 
-/** A CONNECT on a pod (exec, attach, portforward): the pod webhook's third rule (scripts/webhooks.ts). */
+/** A CONNECT on a pod: the validating configuration's third webhook (scripts/webhooks.ts) sends exec
+ * and attach; any other subresource is allowed (judgeConnect). */
 const isPodConnect = (req: ReviewRequest) =>
   req.operation === "CONNECT" && req.kind.group === "" && (req.resource?.resource ?? "pods") === "pods";
 
