@@ -175,7 +175,18 @@ describe("admission of Sandbox pods", () => {
 
     // On a kwok node the exec then fails at the node; the webhook let it through.
     it.each(["harness", "user"])("lets exec into the %s through admission", async (container) => {
-      const { out } = await kubectl(["exec", "-n", ns.name, "plain", "-c", container, "--", "true"]);
+      // Bounded: past admission, a kwok node's address may not answer at all.
+      const { out } = await kubectl([
+        "exec",
+        "--request-timeout=20s",
+        "-n",
+        ns.name,
+        "plain",
+        "-c",
+        container,
+        "--",
+        "true",
+      ]);
       expect(out).not.toContain("credential holder");
       expect(out).not.toContain("admission webhook");
     });
