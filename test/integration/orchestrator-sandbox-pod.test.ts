@@ -455,32 +455,32 @@ describe("a create refused before anything is written", () => {
 
   it("names the Effector image field and the images the installation lets hold push credentials", async () => {
     const before = await sandboxes();
-    const res = await api<{ code: string; message: string }>(
+    const res = await api<{ error: { code: string; message: string } }>(
       "POST",
       "/v1/workspaces",
       body({ effector: { image: "attacker.example/effector:1", pushes: ["app"] } }),
     );
     expect(res.status).toBe(403);
-    expect(res.body.code).toBe("image_refused");
-    expect(res.body.message).toContain('effector.image: "attacker.example/effector:1" is not an image');
-    expect(res.body.message).toContain(`"${EFFECTOR_IMAGE}"`);
-    expect(res.body.message).toContain(ALLOWED_EFFECTOR);
+    expect(res.body.error.code).toBe("image_refused");
+    expect(res.body.error.message).toContain('effector.image: "attacker.example/effector:1" is not an image');
+    expect(res.body.error.message).toContain(`"${EFFECTOR_IMAGE}"`);
+    expect(res.body.error.message).toContain(ALLOWED_EFFECTOR);
     expect(await sandboxes()).toBe(before);
   });
 
   it("refuses tenant team-b a url under team-a's fence entry as one no entry admits, and admits team-a", async () => {
     const url = join(privateRemotes, "secret.git");
-    const refused = await api<{ code: string; message: string }>(
+    const refused = await api<{ error: { code: string; message: string } }>(
       "POST",
       "/v1/workspaces",
       body({ repos: [{ slot: "app", url }] }),
       TENANT_B,
     );
     expect(refused.status).toBe(403);
-    expect(refused.body.code).toBe("fence_refused");
-    expect(refused.body.message).not.toContain(`${privateRemotes} (`);
-    expect(refused.body.message).not.toMatch(/entries: [^)]*private-remotes/);
-    const nowhere = await api<{ code: string; message: string }>(
+    expect(refused.body.error.code).toBe("fence_refused");
+    expect(refused.body.error.message).not.toContain(`${privateRemotes} (`);
+    expect(refused.body.error.message).not.toMatch(/entries: [^)]*private-remotes/);
+    const nowhere = await api<{ error: { code: string; message: string } }>(
       "POST",
       "/v1/workspaces",
       body({ repos: [{ slot: "app", url: join(tmp, "nowhere", "secret.git") }] }),
@@ -489,8 +489,8 @@ describe("a create refused before anything is written", () => {
     expect(nowhere.status).toBe(403);
     // The same refusal as for a url nothing admits: the same entries named, the same words.
     const tail = (m: string) => m.slice(m.indexOf(": no git.credentials entry"));
-    expect(tail(refused.body.message)).toBe(tail(nowhere.body.message));
-    expect(tail(refused.body.message)).toContain(`(entries: ${remotes})`);
+    expect(tail(refused.body.error.message)).toBe(tail(nowhere.body.error.message));
+    expect(tail(refused.body.error.message)).toContain(`(entries: ${remotes})`);
     const admitted = await api<{ name: string }>(
       "POST",
       "/v1/workspaces",
