@@ -8,8 +8,9 @@
 //
 // Field by field: a jr2-owned seat (the Harness and every sidecar but `user`) gets the hardened
 // value of each field its context says nothing about, and keeps each field it states; admission
-// refuses a stated value weaker than the hardened one. The `user` seat and init containers get no
-// context written (the user seat is what jr2 does not own; init steps pass through). Every mount
+// refuses a stated value weaker than the hardened one. The `user` seat (what jr2 does not own) gets
+// one default only: it drops NET_RAW unless its context says otherwise (decision 0048: it shares
+// the pod's network with the Custodian's plain-HTTP traffic). Init containers pass through. Every mount
 // of a Repo cache (`repo-<key>`), in any container, is read-only: a mount that says nothing about
 // it gets `readOnly: true`.
 //
@@ -75,6 +76,26 @@ export function hardenedContext(stated: SecurityContext | undefined): SecurityCo
   return out as SecurityContext;
 }
 
+/** The one capability the `user` seat loses by default (decision 0048): raw sockets would let it
+ * read and forge the pod's loopback traffic, the Custodian's plain HTTP among it. */
+export const USER_SEAT_DROP = "NET_RAW";
+
+/**
+ * The `user` seat's context: `capabilities.drop: [NET_RAW]` written where it says nothing about
+ * dropping; every other field as stated (none written). A seat that states `capabilities.drop`,
+ * even `[]`, keeps what it states: that is the opt-out (adding NET_RAW is beyond the baseline
+ * admission holds the seat to). Idempotent.
+ */
+export function userSeatContext(stated: SecurityContext | undefined): SecurityContext {
+  const drop = [USER_SEAT_DROP];
+  if (unstated(stated)) return { capabilities: { drop } };
+  if (!isObject(stated)) return stated as SecurityContext;
+  const caps = (stated as Obj).capabilities;
+  if (unstated(caps)) return { ...stated, capabilities: { drop } };
+  if (!isObject(caps) || !unstated(caps.drop)) return stated;
+  return { ...stated, capabilities: { ...caps, drop } } as SecurityContext;
+}
+
 /** Mounts with every `repo-<key>` mount that says nothing about readOnly made read-only. */
 export function readOnlyRepoMounts<M>(mounts: M): M {
   if (!Array.isArray(mounts)) return mounts;
@@ -88,11 +109,12 @@ export function readOnlyRepoMounts<M>(mounts: M): M {
 const withReadOnlyRepoMounts = (c: Obj): Obj =>
   Array.isArray(c.volumeMounts) ? { ...c, volumeMounts: readOnlyRepoMounts(c.volumeMounts) } : c;
 
-/** A sidecar hardened: its context completed (not the `user` seat's), its Repo mounts read-only. */
+/** A sidecar hardened: its context completed (the `user` seat's only its NET_RAW drop), its Repo
+ * mounts read-only. */
 export function hardenSidecar(c: Container): Container {
   if (!isObject(c)) return c;
   const mounted = withReadOnlyRepoMounts(c);
-  if (c.name === USER) return mounted as Container;
+  if (c.name === USER) return { ...mounted, securityContext: userSeatContext(c.securityContext) } as Container;
   return { ...mounted, securityContext: hardenedContext(c.securityContext) } as Container;
 }
 
@@ -104,7 +126,7 @@ type Hardenable = Partial<Pick<SandboxSpec, "securityContext" | "sidecars" | "in
 
 /**
  * The spec with the hardened defaults written in: the primary container's context and every
- * sidecar's but `user`'s completed, and every Repo mount read-only (the Harness's, the sidecars',
+ * sidecar's but `user`'s completed (the user seat's NET_RAW drop), and every Repo mount read-only (the Harness's, the sidecars',
  * the init containers'). Init containers' contexts pass through as stated. Idempotent: hardening
  * a hardened spec changes nothing.
  */

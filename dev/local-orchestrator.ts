@@ -17,7 +17,7 @@ export type LocalOrchestratorOptions = {
   /** Key, tokens, credentials and Harness work dirs. */
   dir: string;
   /** The fence's entries (YAML list of identity prefixes). */
-  credentials: Array<string | { match: string; secret?: string }>;
+  credentials: Array<string | { match: string; secret?: string; tenants?: string[] }>;
   /** `{node}` stands for the node's name: where that node's cache agent keeps its caches. */
   reposRoot: string;
   port?: number;

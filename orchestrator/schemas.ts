@@ -95,7 +95,11 @@ export const CreateWorkspaceBody = z
           .string()
           .min(1, "must not be empty")
           .optional()
-          .meta({ description: "The Sandbox Effector's image (default: the workspace's image)." }),
+          .meta({
+            description:
+              "The Sandbox Effector's image (default: the pod config's effector.image). It holds push credentials, " +
+              "so only the pod config's image or one of its effector.allowedImages digests is accepted (decision 0048).",
+          }),
         pushes: z
           .array(SlotName)
           .default([])

@@ -9,6 +9,11 @@
 //     label (`objectSelector`; an UPDATE matches when the old or the new pod carries it, so adding
 //     or removing the label is judged too), and not for the operator's own pod creates: the
 //     reconcile runs the pod guard's rules on each pod it builds before writing it (decision 0029).
+//   - Exec and attach into a Sandbox pod's credential holders (decision 0048): a third webhook in
+//     the validating configuration, CONNECT on pods/exec and pods/attach, which Pepr's bindings
+//     cannot express. A CONNECT's object is the options (PodExecOptions), which carry no labels, so
+//     an objectSelector never matches one: the webhook is called instead only when the container
+//     named is a credential holder's name (or none is named), and reads the pod itself.
 // The Sandbox defaults are no webhook (decision 0026): the API server writes them, a
 // MutatingAdmissionPolicy (capabilities/admission/policy.ts) added here to the manifest and the
 // chart, its binding scoped to the namespaces the Sandbox webhook's namespaceSelector takes.
@@ -16,7 +21,7 @@
 // policy, so `npm start` and the integration tier run the same scoping as a deployment.
 import { parseAllDocuments, stringify } from "yaml";
 import { GROUP } from "../api/crd/sources/common";
-import { SANDBOX_NAME_LABEL } from "../api/wire";
+import { CUSTODIAN, EFFECTOR, SANDBOX_NAME_LABEL } from "../api/wire";
 import cfg from "../package.json";
 import { SPEC_CHANGED, sandboxDefaultsBinding, sandboxDefaultsPolicy } from "../capabilities/admission/policy";
 
@@ -64,6 +69,29 @@ export function forOperator<W extends Webhook>(w: W, operator: string): W {
   return { ...w, matchConditions };
 }
 
+/**
+ * The CONNECTs the pod webhook judges (decision 0048): exec and attach. Not port-forward: it reaches
+ * the pod's network namespace, which the Harness (open to exec, and running the Agent's code)
+ * shares, so refusing it would close nothing the Harness does not reach already.
+ */
+export const POD_CONNECT_RULE: Rule = {
+  apiGroups: [""],
+  apiVersions: ["v1"],
+  operations: ["CONNECT"],
+  resources: ["pods/exec", "pods/attach"],
+};
+
+/**
+ * Only an exec or attach naming a credential holder's container, or none (the API server then picks
+ * the pod's only container), reaches the module: every other exec in the cluster never waits on it.
+ */
+export const CREDENTIAL_HOLDER_CONNECT = {
+  name: "names-a-credential-holder",
+  expression:
+    "!has(object.container) || object.container == '' || " +
+    `object.container in ${JSON.stringify([CUSTODIAN, EFFECTOR]).replaceAll('"', "'")}`,
+};
+
 const isSandboxRule = (r: Rule) => r.apiGroups.includes(GROUP) && r.resources.includes("sandboxes");
 const isPodRule = (r: Rule) =>
   r.apiGroups.includes("") && r.resources.some((x) => x === "pods" || x.startsWith("pods/"));
@@ -78,7 +106,7 @@ const named = (prefix: string, w: Webhook) => `${prefix}.${w.name}`;
 export function scopeWebhooks(config: WebhookConfiguration): WebhookConfiguration {
   const webhooks = config.webhooks.flatMap((w) => {
     // Already scoped (a second post-build over the same output): kept as it is.
-    if (w.name.startsWith("sandboxes.") || w.name.startsWith("pods.")) return [w];
+    if (["sandboxes.", "pods.", "connect."].some((p) => w.name.startsWith(p))) return [w];
     const rules = w.rules ?? [];
     const unknown = rules.filter((r) => !isSandboxRule(r) && !isPodRule(r));
     if (unknown.length) {
@@ -102,6 +130,17 @@ export function scopeWebhooks(config: WebhookConfiguration): WebhookConfiguratio
               rules: pods,
               objectSelector: SANDBOX_PODS,
               matchConditions: [notOperatorPodCreate(DEPLOYED_OPERATOR)],
+            },
+          ]
+        : []),
+      // No operator condition: the operator's identity opens no credential holder (decision 0048).
+      ...(pods.length && config.kind === "ValidatingWebhookConfiguration"
+        ? [
+            {
+              ...base,
+              name: named("connect", w),
+              rules: [POD_CONNECT_RULE],
+              matchConditions: [CREDENTIAL_HOLDER_CONNECT],
             },
           ]
         : []),

@@ -2,7 +2,7 @@
 // in-process with CEL, so a Sandbox create costs one webhook round trip (validation) instead of two,
 // and the module has no mutating webhook. What it writes is exactly `withDefaults` (rules/sandbox.ts):
 // the primary container's and every sidecar's but `user`'s securityContext completed field by
-// field (api/hardening.ts), every `repo-<key>` mount that says nothing about readOnly made read-only
+// field (api/hardening.ts), the `user` seat's NET_RAW drop where it says nothing (decision 0048), every `repo-<key>` mount that says nothing about readOnly made read-only
 // (the Harness's, the sidecars', the init containers'), fsGroup and idleTimeout. The CEL is
 // generated here from the same constants, so no hardened value is typed twice; an integration test
 // (test/integration/admission-policy.test.ts) holds the API server's result to `withDefaults` on
@@ -12,7 +12,7 @@
 // mark nullable (none is) before admission, so the policy sees it absent, as `withDefaults` reads it.
 import { GROUP, VERSION } from "../../api/crd/sources/common";
 import { DEFAULT_FS_GROUP, DEFAULT_IDLE_TIMEOUT, USER, repoVolumeName } from "../../api/wire";
-import { hardenedSecurityContext } from "../../api/hardening";
+import { USER_SEAT_DROP, hardenedSecurityContext } from "../../api/hardening";
 
 /** The policy's and its binding's name. */
 export const SANDBOX_DEFAULTS = "jr2-sandbox-defaults";
@@ -80,6 +80,20 @@ function contextPatches(c: string, path: string): string {
   return `(!has(${sc}) ? [${add(path, hardened)}] : ${fields.join(" + ")})`;
 }
 
+/**
+ * The `user` seat's one default (api/hardening.ts userSeatContext): `capabilities.drop: [NET_RAW]`
+ * unless its context states a drop list of its own.
+ */
+function userSeatPatches(c: string, path: string): string {
+  const sc = `${c}.securityContext`;
+  const drop = [USER_SEAT_DROP];
+  return (
+    `(!has(${sc}) ? [${add(path, { capabilities: { drop } })}] : ` +
+    `!has(${sc}.capabilities) ? [${add(under(path, "capabilities"), { drop })}] : ` +
+    `!has(${sc}.capabilities.drop) ? [${add(under(under(path, "capabilities"), "drop"), drop)}] : [])`
+  );
+}
+
 /** The patches that make read-only each Repo mount of container `c` (at `path`) that says nothing. */
 function repoMountPatches(c: string, path: string): string {
   const m = `${c}.volumeMounts[j]`;
@@ -101,7 +115,7 @@ const jsonPatch = (expression: string) => ({ patchType: "JSONPatch", jsonPatch: 
 /** The MutatingAdmissionPolicy that writes the Sandbox defaults (admissionregistration.k8s.io/v1). */
 export function sandboxDefaultsPolicy() {
   const sidecar = (c: string, path: string) =>
-    `(has(${c}.name) && ${c}.name == ${JSON.stringify(USER)} ? [] : ${contextPatches(c, under(path, "securityContext"))}) + ` +
+    `(has(${c}.name) && ${c}.name == ${JSON.stringify(USER)} ? ${userSeatPatches(c, under(path, "securityContext"))} : ${contextPatches(c, under(path, "securityContext"))}) + ` +
     repoMountPatches(c, path);
   return {
     apiVersion: "admissionregistration.k8s.io/v1",

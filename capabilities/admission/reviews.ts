@@ -7,8 +7,19 @@ import { Log, a } from "pepr";
 import { SandboxModel } from "../../api/crd";
 import { SANDBOX_NAME_LABEL } from "../../api/wire";
 import cfg from "../../package.json";
+import { ApiError } from "../../lib/api-error";
+import { kubeRequest, paths } from "../../lib/kube";
 import { operatorIdentity } from "./identity";
-import { podRulesFromEnv, podUpdateViolations, podViolations, sandboxLabelChanged, type PodRules } from "../rules/pods";
+import {
+  CONTAINER_CONNECTS,
+  CREDENTIAL_HOLDERS,
+  connectRefusal,
+  podRulesFromEnv,
+  podUpdateViolations,
+  podViolations,
+  sandboxLabelChanged,
+  type PodRules,
+} from "../rules/pods";
 import { rulesFromEnv, sandboxNameViolations, sandboxViolations, type SandboxRules } from "../rules/sandbox-rules";
 import { describe, type Violation } from "../rules/violations";
 
@@ -22,6 +33,8 @@ export type ReviewRequest = {
   name?: string;
   namespace?: string;
   subResource?: string;
+  /** The resource addressed (a CONNECT's `pods`; its object is the options, e.g. PodExecOptions). */
+  resource?: { group: string; version: string; resource: string };
   userInfo?: { username?: string };
   object?: Obj | null;
   oldObject?: Obj | null;
@@ -78,6 +91,45 @@ const judgePodUpdate = (req: ReviewRequest) =>
     return podUpdateViolations(req.object, req.oldObject, req.userInfo?.username, operator, req.subResource);
   });
 
+/**
+ * An exec or attach into a Sandbox pod's container (decision 0048). The request's object is the
+ * options (which container), not the pod, so the webhook is called for every exec or attach into a
+ * container named like a credential holder (scripts/webhooks.ts) and the pod is read here. The
+ * operator's identity opens nothing: no one enters a credential holder. A pod that cannot be read
+ * refuses the request: fail closed, as the webhook's failurePolicy does when the module is down.
+ */
+async function judgeConnect(req: ReviewRequest): Promise<Verdict> {
+  const subResource = req.subResource ?? "";
+  const options = (req.object ?? {}) as { container?: unknown };
+  const container = typeof options.container === "string" ? options.container : "";
+  if (!CONTAINER_CONNECTS.includes(subResource) || (container && !CREDENTIAL_HOLDERS.includes(container))) {
+    return { allowed: true };
+  }
+  const namespace = req.namespace ?? "";
+  const name = req.name ?? "";
+  let pod: unknown;
+  try {
+    pod = await kubeRequest("GET", paths.pod(namespace, name));
+  } catch (err) {
+    // No such pod: the API server answers the request itself.
+    if (err instanceof ApiError && err.status === 404) return { allowed: true };
+    const reason = err instanceof Error ? err.message : String(err);
+    Log.error({ err: reason }, `admission check of ${subResource} into pod ${namespace}/${name} failed`);
+    return {
+      allowed: false,
+      code: 503,
+      message: `${subResource} into pod ${namespace}/${name} refused: the jr2 admission check could not read the pod (${reason}); retry`,
+    };
+  }
+  const why = connectRefusal(pod, subResource, container || undefined);
+  return why ? { allowed: false, code: 403, message: why } : { allowed: true };
+}
+
+/** A CONNECT on a pod: the validating configuration's third webhook (scripts/webhooks.ts) sends exec
+ * and attach; any other subresource is allowed (judgeConnect). */
+const isPodConnect = (req: ReviewRequest) =>
+  req.operation === "CONNECT" && req.kind.group === "" && (req.resource?.resource ?? "pods") === "pods";
+
 type Model = typeof SandboxModel | typeof a.Pod;
 
 export type Review = {
@@ -122,6 +174,10 @@ export function reviewsFor(req: ReviewRequest): Review[] {
 
 /** The verdict on a request: every review that takes it must allow it. */
 export async function judge(req: ReviewRequest): Promise<Verdict> {
+  if (isPodConnect(req)) {
+    const namespace = req.namespace;
+    return namespace && IGNORED.has(namespace) ? { allowed: true } : judgeConnect(req);
+  }
   const denials: { code: number; message: string }[] = [];
   for (const r of reviewsFor(req)) {
     const v = await r.judge(req);

@@ -4,7 +4,7 @@
 // by it); an ephemeral container (kubectl debug) may not sit beside the credential holders, mount
 // a Secret or read one into its environment, or run privileged.
 import { cacheRootFrom } from "../../api/env";
-import { CUSTODIAN, DEFAULT_CACHE_ROOT, EFFECTOR, SANDBOX_NAME_LABEL, USER, keyOfRepoVolume } from "../../api/wire";
+import { CUSTODIAN, DEFAULT_CACHE_ROOT, EFFECTOR, HARNESS, SANDBOX_NAME_LABEL, USER, keyOfRepoVolume } from "../../api/wire";
 import { isGitCredentialVolume } from "./git-credentials";
 import { baselineViolations, hostPortViolations, restrictedViolations, sharedControlViolations } from "./containers";
 import { repoMountViolations, volumeTypeViolations } from "./volumes";
@@ -313,4 +313,32 @@ export function ephemeralViolations(pod: unknown, oldPod: unknown): Violation[] 
     );
   });
   return out;
+}
+
+/** The containers of a Sandbox pod that hold its credentials (decision 0048): the Custodian its held
+ * values, Sandbox token and CA key; the Effector its push credentials and key. */
+export const CREDENTIAL_HOLDERS: readonly string[] = [CUSTODIAN, EFFECTOR];
+
+/** The CONNECT subresources that run in, or read and write the streams of, one container. */
+export const CONTAINER_CONNECTS: readonly string[] = ["exec", "attach"];
+
+/**
+ * Why an exec or attach into `container` of `pod` is refused, or undefined (decision 0048): a
+ * Sandbox pod's credential holders are entered by nobody, the operator included; the Harness and
+ * the `user` seat stay open, the way to inspect a run. No container named: the pod's only one, as
+ * the API server picks it (with several, the API server refuses the request itself).
+ */
+export function connectRefusal(pod: unknown, subResource: string, container: string | undefined): string | undefined {
+  if (!CONTAINER_CONNECTS.includes(subResource) || sandboxOf(pod) === undefined) return undefined;
+  const containers = asArray(asObject(asObject(pod).spec).containers).map((c) => str(asObject(c).name));
+  const target = container || (containers.length === 1 ? containers[0] : undefined);
+  if (target === undefined || !CREDENTIAL_HOLDERS.includes(target)) return undefined;
+  const meta = asObject(asObject(pod).metadata);
+  const name = `${str(meta.namespace) ?? ""}/${str(meta.name) ?? ""}`;
+  return (
+    `${subResource} into container "${target}" of Sandbox pod ${name} is refused: it is a credential holder ` +
+    `(it holds the Sandbox's ${target === CUSTODIAN ? "held values, token and CA key" : "push credentials"}; ` +
+    `decision 0048). Exec into container "${HARNESS}" instead (kubectl exec -n ${str(meta.namespace) ?? "<namespace>"} ` +
+    `${str(meta.name) ?? "<pod>"} -c ${HARNESS} -- <command>): it sees /work and the Repos as the Agent does`
+  );
 }

@@ -114,7 +114,9 @@ export function buildPod(sandbox: SandboxRef & { spec: SandboxSpec }, contributi
       enableServiceLinks: false,
       shareProcessNamespace: false,
       restartPolicy: "Always",
-      securityContext: { fsGroup: spec.fsGroup ?? DEFAULT_FS_GROUP },
+      // RuntimeDefault for every container that names no profile of its own: the `user` seat and
+      // init containers, whose contexts the Sandbox states (decision 0048).
+      securityContext: { fsGroup: spec.fsGroup ?? DEFAULT_FS_GROUP, seccompProfile: { type: "RuntimeDefault" } },
       ...(spec.podResources ? { resources: spec.podResources } : {}),
       ...(spec.nodeSelector ? { nodeSelector: spec.nodeSelector } : {}),
       ...(spec.tolerations ? { tolerations: spec.tolerations } : {}),

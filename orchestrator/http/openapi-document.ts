@@ -54,7 +54,10 @@ const OPERATIONS: Record<RouteId, Operation | null> = {
     responses: {
       "202": answer("Accepted: the workspace is being placed.", "Created"),
       "400": error("The body is invalid; the message names each field path."),
-      "403": error("A repo url is outside the fence: no git.credentials entry admits it."),
+      "403": error(
+        "A repo url is outside the fence: no git.credentials entry admits it (fence_refused); or effector.image " +
+          "is not one the pod config lets hold push credentials (image_refused).",
+      ),
       "413": error("The body exceeds 1 MiB."),
       "415": error("The body is not JSON."),
       ...COMMON_ERRORS,

@@ -10,7 +10,8 @@
 //   custodian  its config (`<sandbox>-custodian`), its values (the Sandbox token and each held
 //              secret, one file each) and, with a bound host, its own CA with its key
 //              (`<sandbox>-custodian-ca`, kube-gateway.ts writes it, decision 0037). No /work, no Repos.
-//   user       /work and /repos/<key> (read-only), and nothing else.
+//   user       /work and /repos/<key> (read-only), and nothing else; no NET_RAW unless the pod
+//              config opts out (decision 0048).
 //   effector   /work and /repos/<key> read-only, its key, its scratch, and the push Secrets the
 //              operator projects at /run/jr2/secrets/@git/<name>/ (spec.gitCredentials).
 import {
@@ -33,7 +34,7 @@ import {
   type CustodianConfigInput,
 } from "../../api/custodian-config";
 import { API_VERSION, sandboxOwnerReference, type SandboxSpecInput } from "../../api/crd";
-import { hardenedSecurityContext } from "../../api/hardening";
+import { USER_SEAT_DROP, hardenedSecurityContext } from "../../api/hardening";
 import type { Container, SecurityContext, Volume } from "../../api/crd/generated/corev1";
 import { CUSTODIAN_ENV, EFFECTOR_ENV, HARNESS_ENV } from "../../api/env";
 import {
@@ -150,9 +151,8 @@ export function composeSandbox(input: ComposeInput): Composition {
   const split = splitSize(req.size, req.userSize, input.pod.custodian.resources);
   const config = custodianConfigFor(input, req.name);
   const keys = req.repos.map((r) => r.key);
-  const effector = req.effector
-    ? effectorContainer(req.effector.image ?? input.pod.effector.image ?? req.image, keys)
-    : undefined;
+  // Its image was resolved from the pod config at the create (decision 0048), never the workspace's.
+  const effector = req.effector ? effectorContainer(req.effector.image, keys) : undefined;
 
   const spec: SandboxSpecInput = {
     image: req.image,
@@ -165,7 +165,7 @@ export function composeSandbox(input: ComposeInput): Composition {
     env: harnessEnv(input, config),
     sidecars: [
       custodianContainer(input.custodianImage, split, boundHosts(input.pod.custodian.held).length > 0),
-      ...(req.userImage ? [userContainer(req.userImage, keys, split)] : []),
+      ...(req.userImage ? [userContainer(req.userImage, keys, split, input.pod.userSeat.netRaw)] : []),
       ...(effector ? [effector] : []),
     ],
     // Where the installation puts its Sandboxes (decision 0038), copied so a pod config change
@@ -336,11 +336,16 @@ function custodianContainer(image: string, split: SizeSplit, intercepts: boolean
   };
 }
 
-/** No securityContext: the operator reads none as the User Container's exemption (decision 0009). */
-function userContainer(image: string, keys: string[], split: SizeSplit): Container {
+/**
+ * The image's own entrypoint and user, no hardened context (the User Container's exemption,
+ * decision 0009): only NET_RAW dropped, or nothing where the pod config opts out (decision 0048).
+ */
+function userContainer(image: string, keys: string[], split: SizeSplit, netRaw: boolean): Container {
   return {
     name: USER,
     image,
+    // The opt-out states its own (empty) drop list: the runtime's default set, NET_RAW in it.
+    securityContext: { capabilities: { drop: netRaw ? [] : [USER_SEAT_DROP] } },
     volumeMounts: [{ name: VOLUME.work, mountPath: WORK_ROOT }, ...repoMounts(keys)],
     ...(split.user ? { resources: split.user } : {}),
   };

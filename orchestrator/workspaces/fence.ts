@@ -11,6 +11,13 @@
 //     secret: jr2-git-push-acme
 //   - https://gitlab.example.com/team/        # a url prefix, normalised like any Repo url
 //   - git@git.example.com:platform            # scp-like needs its user@
+//   - match: github.com/acme/private          # only tenants team-a and team-b (decision 0048)
+//     secret: jr2-git-push-private
+//     tenants: [team-a, team-b]
+//
+// An entry with `tenants` is for those API-token tenants alone (decision 0042's tenants; an admin
+// token may use every entry): another tenant's url that falls under it (its longest match) is
+// refused as a url no entry admits, and a refusal names only the entries the tenant may use.
 //
 // A prefix matches a Repo identity (api/repo-identity.ts: host plus path, whatever the
 // url's spelling) that equals it or continues it at a `/`: `github.com/acme` admits
@@ -20,6 +27,7 @@ import { z } from "zod";
 import { RepoUrlError, repoIdentity, repoKey } from "../../api/repo-identity";
 import { urlWithoutCredentials } from "../../lib/redact";
 import { zodIssuesToMessage } from "../schemas";
+import { TENANT_NAME } from "../tokens";
 import { PlaceFailure, type PlaceRepo, type PlacedRepo } from "./sandbox-gateway";
 
 export type CredentialEntry = {
@@ -27,6 +35,8 @@ export type CredentialEntry = {
   match: string;
   /** The identity prefix it stands for. */
   prefix: string;
+  /** The tenants it is for (decision 0048); absent: every tenant's. */
+  tenants?: string[];
   /** Anything else the entry carries (e.g. `secret`), untouched. */
   extra?: Record<string, unknown>;
 };
@@ -34,6 +44,10 @@ export type CredentialEntry = {
 export class CredentialsFileError extends Error {}
 
 const EntryText = z.string().trim().min(1, "must not be empty");
+const Tenants = z
+  .array(z.string().regex(TENANT_NAME, { message: "must be a tenant's name (a DNS label), e.g. team-a" }))
+  .min(1, "must name at least one tenant, or be left out (every tenant)");
+// `tenants` is read apart (parseCredentials): inside the union its errors would be "Invalid input".
 const EntrySchema = z.union([EntryText, z.looseObject({ match: EntryText })]);
 const FileSchema = z.array(EntrySchema);
 
@@ -66,7 +80,13 @@ export function parseCredentials(text: string): CredentialEntry[] {
   const r = FileSchema.safeParse(doc);
   if (!r.success) throw new CredentialsFileError(`the git credentials file: ${zodIssuesToMessage(r.error.issues)}`);
   return r.data.map((item, i) => {
-    const { match, ...extra } = typeof item === "string" ? { match: item } : item;
+    const { match, tenants: stated, ...extra } = typeof item === "string" ? { match: item, tenants: undefined } : item;
+    const read = stated === undefined ? undefined : Tenants.safeParse(stated);
+    if (read && !read.success) {
+      const issues = read.error.issues.map((issue) => ({ ...issue, path: [i, "tenants", ...issue.path] }));
+      throw new CredentialsFileError(`the git credentials file: ${zodIssuesToMessage(issues)}`);
+    }
+    const tenants = read?.data;
     let prefix: string;
     try {
       prefix = prefixOf(match);
@@ -74,9 +94,17 @@ export function parseCredentials(text: string): CredentialEntry[] {
       if (!(err instanceof RepoUrlError)) throw err;
       throw new CredentialsFileError(`the git credentials file: [${i}]: ${err.message}`);
     }
-    return { match, prefix, ...(Object.keys(extra).length ? { extra } : {}) };
+    return { match, prefix, ...(tenants ? { tenants } : {}), ...(Object.keys(extra).length ? { extra } : {}) };
   });
 }
+
+/** Whether `tenant` (undefined: an admin) may use `entry` (decision 0048). */
+export const usableBy = (entry: CredentialEntry, tenant: string | undefined) =>
+  tenant === undefined || !entry.tenants || entry.tenants.includes(tenant);
+
+/** The entries `tenant` may use: what a refusal names to it, so it learns nothing of the others. */
+export const entriesFor = (entries: readonly CredentialEntry[], tenant: string | undefined): CredentialEntry[] =>
+  entries.filter((e) => usableBy(e, tenant));
 
 /** Whether `identity` equals `prefix` or continues it at a path-segment boundary. */
 export const underPrefix = (identity: string, prefix: string) =>
@@ -97,9 +125,9 @@ export type FenceInput = string | { url: string; slot?: string; bound?: boolean 
 export type Fenced = { url: string; slot?: string; identity: string; bound: boolean; entry?: CredentialEntry };
 export type FenceResult = { ok: true; repos: Fenced[] } | { ok: false; error: PlaceFailure };
 
-/** Admits every url or refuses the lot, naming each refused url and every entry. Never echoes a
- * url's user or password. */
-export function fence(urls: readonly FenceInput[], entries: readonly CredentialEntry[]): FenceResult {
+/** Admits every url or refuses the lot, naming each refused url and every entry `tenant` may use
+ * (undefined: an admin, every entry). Never echoes a url's user or password. */
+export function fence(urls: readonly FenceInput[], entries: readonly CredentialEntry[], tenant?: string): FenceResult {
   const repos: Fenced[] = [];
   const refused: string[] = [];
   for (const input of urls) {
@@ -113,7 +141,10 @@ export function fence(urls: readonly FenceInput[], entries: readonly CredentialE
       refused.push(`${where}: ${err.message}`);
       continue;
     }
-    const entry = matchCredential(identity, entries);
+    // The longest match decides, then whether this tenant may use it: a broader entry never lends
+    // its credential to a url an installation set apart for other tenants (decision 0048).
+    const best = matchCredential(identity, entries);
+    const entry = best && usableBy(best, tenant) ? best : undefined;
     if (!entry && !bound) {
       refused.push(`${where} (identity ${identity})`);
       continue;
@@ -121,7 +152,7 @@ export function fence(urls: readonly FenceInput[], entries: readonly CredentialE
     repos.push({ url, ...(slot !== undefined ? { slot } : {}), identity, bound, ...(entry ? { entry } : {}) });
   }
   if (!refused.length) return { ok: true, repos };
-  const names = entries.map((e) => e.match);
+  const names = entriesFor(entries, tenant).map((e) => e.match);
   const message =
     `the fence refuses ${refused.join("; ")}: no git.credentials entry admits ${refused.length === 1 ? "it" : "them"} ` +
     `(entries: ${names.join(", ") || "none"}). ` +
@@ -132,17 +163,20 @@ export function fence(urls: readonly FenceInput[], entries: readonly CredentialE
 
 /**
  * A create's one fence: every slot admitted with its identity, its cache key and the entry that
- * admitted it, in order, or the FenceRefused failure. What it answers is handed to the port as it
+ * admitted it, in order, or the FenceRefused failure; `tenant` (undefined: an admin) may use only
+ * the entries that are its (usableBy). What it answers is handed to the port as it
  * is (PlaceRequest.repos) and the attach body is built from it (attach-body.ts): nothing downstream
  * reads a url again.
  */
 export function fenceSlots(
   slots: readonly PlaceRepo[],
   entries: readonly CredentialEntry[],
+  tenant?: string,
 ): { ok: true; repos: PlacedRepo[] } | { ok: false; error: PlaceFailure } {
   const r = fence(
     slots.map((s) => ({ url: s.url, slot: s.slot, bound: s.bound })),
     entries,
+    tenant,
   );
   if (!r.ok) return r;
   // fence() admits every url or refuses the lot, in order: r.repos[i] is slots[i].

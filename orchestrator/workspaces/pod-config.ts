@@ -1,8 +1,10 @@
 // The installation's word on what every Sandbox pod holds (JR2_POD_CONFIG_FILE, YAML or JSON;
 // decision 0021): the Custodian's image and slice, the model providers it routes, the held secrets
 // (each a key of a Secret in the Sandboxes' namespace, bound to its origins, with the env name the
-// Harness gets its Stand-in under), the hosts tools may tunnel to, the Effector's default image, and
-// where the pods run (a nodeSelector and tolerations, decision 0038: e.g. the local real node).
+// Harness gets its Stand-in under), the hosts tools may tunnel to, the Effector's image and the
+// digests a create may name instead (decision 0048: an image that holds push credentials is the
+// installation's choice), the `user` seat's NET_RAW opt-out (decision 0048), and where the pods run
+// (a nodeSelector and tolerations, decision 0038: e.g. the local real node).
 // Pure: parsed once at boot; a bad file ends the Orchestrator naming each field and its fix. The
 // Custodian's own config (api/custodian-config.ts) is composed from this per Sandbox (compose.ts).
 import { parse as parseYaml } from "yaml";
@@ -23,6 +25,13 @@ const SecretKey = z
   .string()
   .max(253, "must be at most 253 characters")
   .regex(/^[-._a-zA-Z0-9]+$/, { message: "must be a Secret's key (letters, digits, '-', '_', '.'), e.g. anthropic" });
+
+/** An image pinned by digest, compared exactly: a tag can be moved to other bytes. */
+const DigestImage = z
+  .string()
+  .regex(/^[^\s@]+@sha256:[0-9a-f]{64}$/, {
+    message: "must be an image pinned by its digest, <name>@sha256:<64 lower-case hex>, compared exactly",
+  });
 
 const Cpu = z.string().refine((s) => (milliCpu(s) ?? 0) > 0, { message: "must be a CPU quantity such as 100m" });
 const Memory = z
@@ -82,10 +91,32 @@ export const PodConfig = z
     effector: z
       .strictObject({
         image: z.string().min(1, "must not be empty").optional().meta({
-          description: "The Effector's image when a workspace names none (default: the workspace's image).",
+          description:
+            "The Effector's image, for every workspace with an Effector whose create names none. It holds push " +
+            "credentials, so it is the installation's choice (decision 0048); absent, a create must name one of " +
+            "allowedImages, and with none of those no workspace may have an Effector.",
+        }),
+        allowedImages: z
+          .array(DigestImage)
+          .default([])
+          .meta({
+            description:
+              "The other images a create may name in effector.image, each pinned by digest and compared exactly, " +
+              "e.g. registry.example/effector@sha256:<64 hex>.",
+          }),
+      })
+      .default({ allowedImages: [] }),
+    userSeat: z
+      .strictObject({
+        netRaw: z.boolean().default(false).meta({
+          description:
+            "Whether the `user` seat keeps NET_RAW (raw sockets, e.g. ping), as the container runtime's default " +
+            "set gives it. Default false: it is dropped, as it " +
+            "would let the seat read and forge the pod's loopback traffic, the Custodian's plain HTTP among it " +
+            "(decision 0048).",
         }),
       })
-      .default({}),
+      .default({ netRaw: false }),
     placement: z
       .strictObject({
         nodeSelector: z
@@ -136,6 +167,38 @@ export type PodConfig = z.infer<typeof PodConfig>;
 export type HeldSecret = PodConfig["custodian"]["held"][number];
 
 export const DEFAULT_POD_CONFIG: PodConfig = PodConfig.parse({});
+
+/**
+ * The image a workspace's Effector runs (decision 0048): the pod config's `effector.image` when the
+ * create names none, else the one it names if the pod config lets it (that image, or one of
+ * `effector.allowedImages` exactly). A refusal names the field and the fix.
+ */
+export function effectorImageFor(
+  requested: string | undefined,
+  config: PodConfig,
+): { ok: true; image: string } | { ok: false; message: string } {
+  const { image, allowedImages } = config.effector;
+  const allowed = [...(image ? [image] : []), ...allowedImages];
+  const choices = allowed.length
+    ? `leave effector.image out${image ? ` (the installation's ${JSON.stringify(image)})` : ""}${
+        allowedImages.length ? ` or name one of ${allowedImages.map((i) => JSON.stringify(i)).join(", ")}` : ""
+      }`
+    : "this installation names no Effector image (its pod config's effector.image): ask its operator to set one";
+  if (requested === undefined) {
+    if (image) return { ok: true, image };
+    return {
+      ok: false,
+      message: `effector.image: required here, as the pod config names no default Effector image: ${choices}`,
+    };
+  }
+  if (allowed.includes(requested)) return { ok: true, image: requested };
+  return {
+    ok: false,
+    message:
+      `effector.image: ${JSON.stringify(requested)} is not an image this installation lets hold push credentials ` +
+      `(the Effector's image comes from the pod config, decision 0048): ${choices}`,
+  };
+}
 
 /** The file's text (YAML or JSON; empty is the defaults). Throws naming `file`, each field and its fix. */
 export function parsePodConfig(text: string, file: string): PodConfig {

@@ -6,7 +6,7 @@ import { randomBytes } from "node:crypto";
 import { attachBodyOf, readAttach } from "./attach-body";
 import { FINAL_STATES, HttpError, type CreateWorkspaceBody, type WorkspaceEvent, type WorkspaceView } from "../schemas";
 import { fenceSlots, pushCredentials, type CredentialEntry } from "./fence";
-import { DEFAULT_POD_CONFIG, type PodConfig } from "./pod-config";
+import { DEFAULT_POD_CONFIG, effectorImageFor, type PodConfig } from "./pod-config";
 import { SizeError, splitSize } from "./size";
 import { RUN_LABEL, TENANT_LABEL } from "../../api/wire";
 import {
@@ -52,7 +52,7 @@ export class WorkspaceRegistry implements Workspaces {
   async create(body: CreateWorkspaceBody, tenant?: string): Promise<string> {
     // The fence answers before anything is written, by name; it runs once, here: its repos
     // (identity, key, entry) are what the gateway writes and what the attach body carries.
-    const fenced = fenceSlots(body.repos, this.opts.credentials);
+    const fenced = fenceSlots(body.repos, this.opts.credentials, tenant);
     if (!fenced.ok) throw new HttpError(403, "fence_refused", fenced.error.message);
     // The Size split and the Effector's push Secrets are checked here too: a refusal writes nothing.
     try {
@@ -63,6 +63,11 @@ export class WorkspaceRegistry implements Workspaces {
     }
     const pushes = body.effector ? pushCredentials(fenced.repos, body.effector.pushes) : undefined;
     if (pushes && !pushes.ok) throw new HttpError(403, "fence_refused", pushes.message);
+    // The Effector holds push credentials: its image is the installation's (decision 0048).
+    const effectorImage = body.effector
+      ? effectorImageFor(body.effector.image, this.opts.podConfig ?? DEFAULT_POD_CONFIG)
+      : undefined;
+    if (effectorImage && !effectorImage.ok) throw new HttpError(403, "image_refused", effectorImage.message);
     const name = `ws-${randomBytes(5).toString("hex")}`;
     const attach = attachBodyOf({ branch: body.branch, repos: fenced.repos });
     const place: PlaceRequest = {
@@ -73,13 +78,8 @@ export class WorkspaceRegistry implements Workspaces {
       ...(body.userImage ? { userImage: body.userImage } : {}),
       ...(body.size ? { size: body.size } : {}),
       ...(body.userSize ? { userSize: body.userSize } : {}),
-      ...(body.effector && pushes?.ok
-        ? {
-            effector: {
-              ...(body.effector.image ? { image: body.effector.image } : {}),
-              gitCredentials: pushes.secrets,
-            },
-          }
+      ...(body.effector && pushes?.ok && effectorImage?.ok
+        ? { effector: { image: effectorImage.image, gitCredentials: pushes.secrets } }
         : {}),
       ...(body.idleTimeout ? { idleTimeout: body.idleTimeout } : {}),
       labels: { run: body.run ?? name, workflow: body.workflow ?? "api", ...(tenant ? { tenant } : {}) },

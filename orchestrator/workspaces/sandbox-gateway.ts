@@ -30,9 +30,10 @@ export type PlaceRequest = {
   size?: Size;
   /** The User Container's share of `size` (orchestrator/workspaces/size.ts). */
   userSize?: Size;
-  /** A Sandbox Effector: its image (default: the pod config's, else `image`) and the push Secrets
-   * its pushed slots' fence entries name (fence.ts pushCredentials), for spec.gitCredentials. */
-  effector?: { image?: string; gitCredentials: string[] };
+  /** A Sandbox Effector: its image, as the pod config lets it (pod-config.ts effectorImageFor,
+   * decision 0048), and the push Secrets its pushed slots' fence entries name (fence.ts
+   * pushCredentials), for spec.gitCredentials. */
+  effector?: { image: string; gitCredentials: string[] };
   /** spec.idleTimeout, a Go duration (the operator's default when absent). */
   idleTimeout?: string;
   /** The `jr2.dev/run` and `jr2.dev/workflow` labels, and `jr2.dev/tenant` when a tenant owns it. */

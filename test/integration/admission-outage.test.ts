@@ -3,6 +3,7 @@
 // namespace and a Sandbox's keepalive is still renewed, while a Sandbox create is refused with a
 // clear message (fail closed stays for what admission guards). Back up, everything resumes with no
 // manual step. The webhooks registered are the build's, scoped as deployed.
+import { CREDENTIAL_HOLDER_CONNECT } from "../../scripts/webhooks";
 import { K8s, kind } from "kubernetes-fluent-client";
 import { SandboxModel } from "../../api/crd";
 import { KEEPALIVE_ANNOTATION } from "../../api/wire";
@@ -23,7 +24,7 @@ const message = (err: unknown) => {
 };
 
 describe("the webhooks as registered", () => {
-  it("scope Sandboxes to create or a spec change, and pods to the Sandbox label", async () => {
+  it("scope Sandboxes to create or a spec change, pods to the Sandbox label, exec to the credential holders", async () => {
     const configs = [
       ...(await K8s(kind.ValidatingWebhookConfiguration).Get()).items,
       ...(await K8s(kind.MutatingWebhookConfiguration).Get()).items,
@@ -32,13 +33,18 @@ describe("the webhooks as registered", () => {
     // Validating only: the Sandbox defaults are a policy the API server runs (decision 0026).
     const mutating = (await K8s(kind.MutatingWebhookConfiguration).Get()).items;
     expect(mutating.filter((c) => c.webhooks?.some((w) => w.name.endsWith(".pepr.dev")))).toEqual([]);
-    expect(hooks.length).toBeGreaterThanOrEqual(2);
+    expect(hooks.length).toBeGreaterThanOrEqual(3);
     for (const w of hooks) {
       const resources = (w.rules ?? []).flatMap((r) => r.resources ?? []);
       if (resources.includes("sandboxes")) {
         expect(w.matchConditions?.map((m) => m.expression)).toEqual([
           "request.operation != 'UPDATE' || object.spec != oldObject.spec",
         ]);
+      } else if ((w.rules ?? []).some((r) => r.operations?.includes("CONNECT"))) {
+        // Decision 0048: a CONNECT's object has no labels, so a container condition scopes it.
+        expect(resources).toEqual(["pods/exec", "pods/attach"]);
+        expect(w.objectSelector?.matchExpressions).toBeUndefined();
+        expect(w.matchConditions?.map((m) => m.expression)).toEqual([CREDENTIAL_HOLDER_CONNECT.expression]);
       } else {
         expect(resources.every((r) => r === "pods" || r.startsWith("pods/"))).toBe(true);
         expect(w.objectSelector?.matchExpressions).toEqual([{ key: "sandbox.jr2.dev/name", operator: "Exists" }]);

@@ -190,7 +190,8 @@ describe("the Sandbox defaults policy", () => {
     const answer = await dryRun(s);
     expect(answer).toEqual({ spec: withDefaults(s) });
     const stored = (answer as { spec: Obj }).spec;
-    expect((stored.sidecars as Obj[])[1].securityContext).toBeUndefined();
+    // Decision 0048: the user seat's one default.
+    expect((stored.sidecars as Obj[])[1].securityContext).toEqual({ capabilities: { drop: ["NET_RAW"] } });
     expect((stored.initContainers as Obj[])[0].securityContext).toBeUndefined();
     expect(stored.securityContext).toEqual(hardenedSecurityContext());
   });

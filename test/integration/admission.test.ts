@@ -1,11 +1,13 @@
 // Admission through the real API server and the running module: hostile Sandboxes refused with
 // their field paths, defaults written into the stored object, the spec immutable, hand-made
-// Sandbox pods refused, ephemeral containers kept away from the credential holders.
+// Sandbox pods refused, ephemeral containers kept away from the credential holders, and no exec or
+// attach into them (decision 0048), whoever asks.
 import { execFile } from "node:child_process";
 import { K8s } from "kubernetes-fluent-client";
 import { SandboxModel } from "../../api/crd";
 import { kubectlPath } from "../../dev/kubectl";
-import { createSandbox, getSandbox, useNamespace, waitPhase } from "./support/cluster";
+import { DEPLOYED_OPERATOR } from "../../scripts/webhooks";
+import { createSandbox, getSandbox, listPods, useNamespace, waitPhase } from "./support/cluster";
 
 const ns = useNamespace("admission");
 
@@ -55,6 +57,7 @@ describe("admission of Sandboxes", () => {
       sidecars: [
         { name: "custodian", image: "c" },
         { name: "user", image: "u" },
+        { name: "effector", image: "e" },
       ],
     });
     const stored = await getSandbox(ns.name, "plain");
@@ -66,7 +69,8 @@ describe("admission of Sandboxes", () => {
     };
     expect(stored.spec?.securityContext).toEqual(hardened);
     expect(stored.spec?.sidecars?.[0].securityContext).toEqual(hardened);
-    expect(stored.spec?.sidecars?.[1].securityContext).toBeUndefined();
+    // The user seat's one default (decision 0048): NET_RAW dropped, nothing else written.
+    expect(stored.spec?.sidecars?.[1].securityContext).toEqual({ capabilities: { drop: ["NET_RAW"] } });
     expect(stored.spec?.fsGroup).toBe(2000);
     expect(stored.spec?.idleTimeout).toBe("30m");
   });
@@ -116,6 +120,76 @@ describe("admission of Sandbox pods", () => {
     expect(code).not.toBe(0);
     expect(out).toContain("only the jr2 operator creates Sandbox pods");
     expect(out).toContain("spec.containers[0].securityContext");
+  });
+
+  // Decision 0048: seccomp RuntimeDefault for the pod; the user seat's NET_RAW, unless it says otherwise.
+  it("builds a direct CR's pod with seccomp RuntimeDefault and the user seat without NET_RAW, or with it when stated", async () => {
+    await createSandbox(ns.name, "netraw", {
+      sidecars: [{ name: "user", image: "u", securityContext: { capabilities: { drop: [] } } }],
+    });
+    const stored = await getSandbox(ns.name, "netraw");
+    expect(stored.spec?.sidecars?.[0].securityContext).toEqual({ capabilities: { drop: [] } });
+    await waitPhase(ns.name, "plain", "Ready");
+    await waitPhase(ns.name, "netraw", "Ready");
+    const [plain] = await listPods(ns.name, "plain");
+    const [netraw] = await listPods(ns.name, "netraw");
+    for (const pod of [plain, netraw])
+      expect(pod.spec?.securityContext?.seccompProfile).toEqual({ type: "RuntimeDefault" });
+    const user = (pod: typeof plain) => pod.spec?.containers.find((c) => c.name === "user");
+    expect(user(plain)?.securityContext?.capabilities?.drop).toEqual(["NET_RAW"]);
+    expect(user(netraw)?.securityContext?.capabilities?.drop ?? []).not.toContain("NET_RAW");
+  });
+
+  // Decision 0048: the credential holders are entered by nobody; the operator's identity opens nothing.
+  describe("exec and attach into a Sandbox pod", () => {
+    beforeAll(() => waitPhase(ns.name, "plain", "Ready"));
+
+    it.each([
+      ["exec", "custodian", ["exec", "-n", "NS", "plain", "-c", "custodian", "--", "cat", "/proc/1/environ"]],
+      ["exec", "effector", ["exec", "-n", "NS", "plain", "-c", "effector", "--", "sh"]],
+      ["attach", "custodian", ["attach", "-n", "NS", "plain", "-c", "custodian"]],
+    ])("refuses %s into the %s, naming it, why and the harness instead", async (verb, container, args) => {
+      const { code, out } = await kubectl(args.map((a) => (a === "NS" ? ns.name : a)));
+      expect(code).not.toBe(0);
+      expect(out).toContain(`${verb} into container "${container}" of Sandbox pod ${ns.name}/plain is refused`);
+      expect(out).toContain("credential holder");
+      expect(out).toContain(`kubectl exec -n ${ns.name} plain -c harness`);
+    });
+
+    it("refuses the operator's own identity too", async () => {
+      const { code, out } = await kubectl([
+        "exec",
+        `--as=${DEPLOYED_OPERATOR}`,
+        "--as-group=system:masters",
+        "-n",
+        ns.name,
+        "plain",
+        "-c",
+        "custodian",
+        "--",
+        "true",
+      ]);
+      expect(code).not.toBe(0);
+      expect(out).toContain('exec into container "custodian" of Sandbox pod');
+    });
+
+    // On a kwok node the exec then fails at the node; the webhook let it through.
+    it.each(["harness", "user"])("lets exec into the %s through admission", async (container) => {
+      // Bounded: past admission, a kwok node's address may not answer at all.
+      const { out } = await kubectl([
+        "exec",
+        "--request-timeout=20s",
+        "-n",
+        ns.name,
+        "plain",
+        "-c",
+        container,
+        "--",
+        "true",
+      ]);
+      expect(out).not.toContain("credential holder");
+      expect(out).not.toContain("admission webhook");
+    });
   });
 
   it("refuses an ephemeral container that targets the custodian", async () => {

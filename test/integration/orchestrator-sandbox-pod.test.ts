@@ -6,12 +6,12 @@
 // The Custodian's own CA (decision 0037): an intermediate limited to the bound host, owned by the
 // Sandbox and mounted by the custodian alone; the root's key in no pod; local mode intercepts with it.
 import { orchestratorApi } from "./support/orchestrator-api";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createPrivateKey, X509Certificate } from "node:crypto";
+import { createPrivateKey, randomBytes, X509Certificate } from "node:crypto";
 import { once } from "node:events";
 import { connect as tlsConnect } from "node:tls";
 import { K8s, kind } from "kubernetes-fluent-client";
@@ -38,6 +38,14 @@ const MODEL_KEY = "sk-real-model-key-7f3a9c";
 /** An https origin the key is bound to as well: the Custodian intercepts it, so it gets a CA. */
 const BOUND_HOST = "models.example";
 const PUSH_SECRET = "jr2-git-push-widgets";
+/** The installation's Effector image, and a digest it lets a create name instead (decision 0048). */
+const EFFECTOR_IMAGE = "ghcr.io/example/effector:1";
+const ALLOWED_EFFECTOR = `ghcr.io/example/effector@sha256:${"e".repeat(64)}`;
+/** Repos set apart for tenant team-a by its fence entry (decision 0048). */
+const privateRemotes = join(tmp, "private-remotes");
+/** An admin's token first (startLocalOrchestrator's own), then two tenants'. */
+const TENANT_A = `tenant-a-${"a".repeat(32)}`;
+const TENANT_B = `tenant-b-${"b".repeat(32)}`;
 const agents: Agent[] = [];
 let orch: LocalOrchestrator;
 
@@ -96,14 +104,27 @@ beforeAll(async () => {
           },
         ],
       },
+      effector: { image: EFFECTOR_IMAGE, allowedImages: [ALLOWED_EFFECTOR] },
     }),
+  );
+  mkdirSync(join(tmp, "orchestrator"), { recursive: true });
+  writeFileSync(
+    join(tmp, "orchestrator", "api-tokens"),
+    `${randomBytes(24).toString("hex")}
+${TENANT_A} team-a
+${TENANT_B} team-b
+`,
+    { mode: 0o600 },
   );
   agents.push(...(await startCacheAgents(tmp)));
   orch = await startLocalOrchestrator({
     kubeconfig: process.env.KUBECONFIG!,
     namespace: ns.name,
     dir: join(tmp, "orchestrator"),
-    credentials: [{ match: remotes, secret: PUSH_SECRET }],
+    credentials: [
+      { match: remotes, secret: PUSH_SECRET },
+      { match: privateRemotes, secret: PUSH_SECRET, tenants: ["team-a"] },
+    ],
     reposRoot: localReposRoot(tmp),
     env: {
       [ORCHESTRATOR_ENV.podConfigFile]: podConfig,
@@ -270,6 +291,14 @@ describe("a workspace's Sandbox pod, as composed and as built", () => {
       ]);
     });
 
+    // Decision 0048.
+    it("runs the Effector on the pod config's image, under seccomp RuntimeDefault, the user seat without NET_RAW", () => {
+      expect(container("effector").image).toBe(EFFECTOR_IMAGE);
+      expect(pod.spec!.securityContext?.seccompProfile).toEqual({ type: "RuntimeDefault" });
+      expect(container("user").securityContext).toEqual({ capabilities: { drop: ["NET_RAW"] } });
+      expect(container("user").command).toBeUndefined();
+    });
+
     it("harness: /work, /conversations, the CA certificate, /dev/shm and its Repo; no path to a held secret", () => {
       const h = container("harness");
       expect((h.volumeMounts ?? []).map((m) => [m.mountPath, m.readOnly ?? false])).toEqual([
@@ -317,14 +346,14 @@ describe("a workspace's Sandbox pod, as composed and as built", () => {
       expect(values.projected?.sources?.map((s) => s.secret?.name)).toEqual([`${name}-token`, "model-keys"]);
     });
 
-    it("user: exactly /work and /repos/<key> read-only, its own Size, no context written", () => {
+    it("user: exactly /work and /repos/<key> read-only, its own Size, only NET_RAW dropped (decision 0048)", () => {
       const u = container("user");
       expect((u.volumeMounts ?? []).map((m) => [m.mountPath, m.readOnly ?? false])).toEqual([
         ["/work", false],
         [expect.stringMatching(/^\/repos\//), true],
       ]);
       expect(secretMounts(u)).toEqual([]);
-      expect(u.securityContext).toBeUndefined();
+      expect(u.securityContext).toEqual({ capabilities: { drop: ["NET_RAW"] } });
       expect(u.resources).toEqual({
         requests: { cpu: "500m", memory: "512Mi" },
         limits: { cpu: "500m", memory: "512Mi" },
@@ -411,5 +440,64 @@ describe("a workspace's Sandbox pod, as composed and as built", () => {
       expect(logs).toContain("local custodian listening");
       for (const secret of [MODEL_KEY, sandboxToken(signingKey(), name), standIn()]) expect(logs).not.toContain(secret);
     });
+  });
+});
+
+// Decision 0048: what a create may not choose.
+describe("a create refused before anything is written", () => {
+  const body = (over: Record<string, unknown>) => ({
+    image: "ghcr.io/example/harness:1",
+    branch: "feature/refused",
+    repos: [{ slot: "app", url: remote }],
+    ...over,
+  });
+  const sandboxes = async () => (await K8s(SandboxModel).InNamespace(ns.name).Get()).items.length;
+
+  it("names the Effector image field and the images the installation lets hold push credentials", async () => {
+    const before = await sandboxes();
+    const res = await api<{ error: { code: string; message: string } }>(
+      "POST",
+      "/v1/workspaces",
+      body({ effector: { image: "attacker.example/effector:1", pushes: ["app"] } }),
+    );
+    expect(res.status).toBe(403);
+    expect(res.body.error.code).toBe("image_refused");
+    expect(res.body.error.message).toContain('effector.image: "attacker.example/effector:1" is not an image');
+    expect(res.body.error.message).toContain(`"${EFFECTOR_IMAGE}"`);
+    expect(res.body.error.message).toContain(ALLOWED_EFFECTOR);
+    expect(await sandboxes()).toBe(before);
+  });
+
+  it("refuses tenant team-b a url under team-a's fence entry as one no entry admits, and admits team-a", async () => {
+    const url = join(privateRemotes, "secret.git");
+    const refused = await api<{ error: { code: string; message: string } }>(
+      "POST",
+      "/v1/workspaces",
+      body({ repos: [{ slot: "app", url }] }),
+      TENANT_B,
+    );
+    expect(refused.status).toBe(403);
+    expect(refused.body.error.code).toBe("fence_refused");
+    expect(refused.body.error.message).not.toContain(`${privateRemotes} (`);
+    expect(refused.body.error.message).not.toMatch(/entries: [^)]*private-remotes/);
+    const nowhere = await api<{ error: { code: string; message: string } }>(
+      "POST",
+      "/v1/workspaces",
+      body({ repos: [{ slot: "app", url: join(tmp, "nowhere", "secret.git") }] }),
+      TENANT_B,
+    );
+    expect(nowhere.status).toBe(403);
+    // The same refusal as for a url nothing admits: the same entries named, the same words.
+    const tail = (m: string) => m.slice(m.indexOf(": no git.credentials entry"));
+    expect(tail(refused.body.error.message)).toBe(tail(nowhere.body.error.message));
+    expect(tail(refused.body.error.message)).toContain(`(entries: ${remotes})`);
+    const admitted = await api<{ name: string }>(
+      "POST",
+      "/v1/workspaces",
+      body({ repos: [{ slot: "app", url }] }),
+      TENANT_A,
+    );
+    expect(admitted.status).toBe(202);
+    expect((await api("DELETE", `/v1/workspaces/${admitted.body.name}`, undefined, TENANT_A)).status).toBe(202);
   });
 });

@@ -79,7 +79,9 @@ describe("a Sandbox becomes one hardened Pod and one Service", () => {
         seccompProfile: { type: "RuntimeDefault" },
       });
     }
-    expect(user.securityContext).toBeUndefined();
+    // Decision 0048: the user seat's one default, and seccomp RuntimeDefault for the pod.
+    expect(user.securityContext).toEqual({ capabilities: { drop: ["NET_RAW"] } });
+    expect(pod.spec?.securityContext?.seccompProfile).toEqual({ type: "RuntimeDefault" });
     expect(harness.volumeMounts).toContainEqual(expect.objectContaining({ mountPath: "/dev/shm" }));
     expect(custodian.volumeMounts ?? []).not.toContainEqual(expect.objectContaining({ mountPath: "/dev/shm" }));
     expect(pod.spec?.volumes).toContainEqual(

@@ -4,7 +4,8 @@
 // the operator, placed on the real node by the pod config's placement. Every container starts and
 // turns Ready; the roots that are read-only refuse writes; the Custodian's values and CA are read
 // by the custodian alone; the Repo cache is read-only and /attach cloned from it into /work; exec
-// and logs reach each container. Then the two NetworkPolicies (decisions 0021 and 0038), enforced by
+// and logs reach each container (the credential holders only while the test lifts the webhook that
+// refuses exec into them, decision 0048; then it refuses them). Then the two NetworkPolicies (decisions 0021 and 0038), enforced by
 // kube-network-policies (decision 0040): the Sandbox's :8080 and :8082 answer a pod that is the
 // Orchestrator's and no other, and the Sandbox reaches the Orchestrator and DNS but no other pod.
 //
@@ -215,6 +216,44 @@ afterAll(async () => {
   rmSync(tmp, { recursive: true, force: true });
 }, 60_000);
 
+/**
+ * The pod webhook's CONNECT guard (decision 0048) refuses every exec into the custodian and the
+ * effector, so no installation can look inside them. This test does, to prove what they hold: it
+ * takes the guard out of the validating configuration while it looks, and puts it back after.
+ */
+const connectGuard = {
+  held: undefined as { config: string; webhook: Obj } | undefined,
+  lift() {
+    for (const config of getJson(["validatingwebhookconfigurations"]).items as Obj[]) {
+      const i = (config.webhooks ?? []).findIndex((w: Obj) => w.name.startsWith("connect."));
+      if (i < 0) continue;
+      kubectlOk([
+        "patch",
+        "validatingwebhookconfiguration",
+        config.metadata.name,
+        "--type=json",
+        "-p",
+        JSON.stringify([{ op: "remove", path: `/webhooks/${i}` }]),
+      ]);
+      this.held = { config: config.metadata.name, webhook: config.webhooks[i] };
+      return;
+    }
+    throw new Error("no connect webhook registered: the operator's configuration lacks decision 0048's guard");
+  },
+  restore() {
+    if (!this.held) return;
+    kubectlOk([
+      "patch",
+      "validatingwebhookconfiguration",
+      this.held.config,
+      "--type=json",
+      "-p",
+      JSON.stringify([{ op: "add", path: "/webhooks/-", value: this.held.webhook }]),
+    ]);
+    this.held = undefined;
+  },
+};
+
 describe("a workspace's Sandbox pod on the real node", () => {
   let name: string;
   let pod: Obj;
@@ -252,7 +291,15 @@ describe("a workspace's Sandbox pod on the real node", () => {
     });
     pod = getJson(["pod", "-n", ns, name]);
     repoKey = getJson(["sandbox", "-n", ns, name]).spec.repos[0].key;
+    // Refused first: the guard is there; then lifted until an exec into the custodian gets in.
+    expect(exec("custodian", "true").stderr).toContain('exec into container "custodian"');
+    connectGuard.lift();
+    await until("exec into the custodian with the guard lifted", 30_000, () =>
+      exec("custodian", "true").status === 0 ? true : undefined,
+    );
   }, 330_000);
+
+  afterAll(() => connectGuard.restore());
 
   test("lands on the real node by the pod config's placement, every container started and Ready", () => {
     expect(pod.spec.nodeName).toBe(node.name);
@@ -387,6 +434,27 @@ describe("a workspace's Sandbox pod on the real node", () => {
     expect(exec("harness", "cat", "/work/app/default/.git/objects/info/alternates").stdout.trim()).toBe(
       `/repos/${repoKey}/objects`,
     );
+  });
+
+  // Decision 0048: the guard back, nobody execs or attaches into a credential holder; the Harness
+  // and the user seat stay open.
+  test("exec and attach into the custodian and the effector are refused, into the harness and user seat not", async () => {
+    connectGuard.restore();
+    const refused = await until("exec into the custodian refused again", 30_000, () => {
+      const r = exec("custodian", "cat", HELD_FILE);
+      return r.status !== 0 && r.stderr.includes("credential holder") ? r : undefined;
+    });
+    expect(refused.stdout).toBe("");
+    expect(refused.stderr).toContain(`exec into container "custodian" of Sandbox pod ${ns}/${name} is refused`);
+    expect(refused.stderr).toContain(`kubectl exec -n ${ns} ${name} -c harness`);
+    expect(exec("effector", "/jr2-probe", "read", "/run/jr2/effector/key").stderr).toContain(
+      'exec into container "effector"',
+    );
+    expect(kubectl(["attach", "-n", ns, name, "-c", "custodian"]).stderr).toContain(
+      'attach into container "custodian"',
+    );
+    expect(exec("harness", "true").status).toBe(0);
+    expect(exec("user", "/jr2-probe", "read", "/work").stderr).not.toContain("credential holder");
   });
 
   test("kubectl exec -c harness works, and kubectl logs shows each container", () => {

@@ -56,6 +56,9 @@ const user: Container = {
   resources: { limits: { memory: "2Gi", cpu: "1" }, requests: { memory: "2Gi", cpu: "1" } },
 };
 
+/** The user seat as the defaults write it: the one field added (decision 0048). */
+const USER_DEFAULTED = { ...user, securityContext: { capabilities: { drop: ["NET_RAW"] } } };
+
 const effector: Container = {
   name: "effector",
   image: "ghcr.io/example/sandbox:1",
@@ -208,9 +211,9 @@ describe("a Sandbox as jr2's crFor composes it", () => {
       expect(byName(d.sidecars, "effector")).toEqual(effector);
     });
 
-    it("leave the user seat and the preflight untouched", () => {
-      expect(byName(d.sidecars, "user")).toEqual(user);
-      expect(byName(d.sidecars, "user")).not.toHaveProperty("securityContext");
+    // Decision 0048: its entrypoint, mounts and resources untouched; it loses NET_RAW.
+    it("leave the user seat (but for its NET_RAW drop) and the preflight untouched", () => {
+      expect(byName(d.sidecars, "user")).toEqual(USER_DEFAULTED);
       expect(d.initContainers).toEqual([preflight]);
     });
 
@@ -247,8 +250,9 @@ describe("a Sandbox as jr2's crFor composes it", () => {
       expect(byName(spec.containers, "harness").securityContext?.runAsUser).toBe(1000);
     });
 
-    it("leaves the user seat as crFor wrote it", () => {
-      expect(byName(spec.containers, "user")).toEqual(user);
+    it("leaves the user seat as crFor wrote it but for its NET_RAW drop, under the pod's RuntimeDefault seccomp", () => {
+      expect(byName(spec.containers, "user")).toEqual(USER_DEFAULTED);
+      expect(pod.spec?.securityContext?.seccompProfile).toEqual({ type: "RuntimeDefault" });
     });
 
     it("mounts every Repo cache read-only, wherever it is mounted", () => {

@@ -76,6 +76,24 @@ describe("the admission table", () => {
     expect(v.allowed === false && v.message).toMatch(/^Sandbox team-a\/host refused: spec\.volumes\[0\]/);
   });
 
+  // Decision 0048: a CONNECT is judged beside the table; one naming no credential holder is admitted
+  // (the webhook's matchConditions keep most of these away; the refusals need the pod: integration).
+  it("admits an exec or attach into a container that holds no credential without reading the pod", async () => {
+    const connect = (subResource: string, container: string, namespace = "team-a"): ReviewRequest => ({
+      uid: "u",
+      kind: { group: "", version: "v1", kind: subResource === "exec" ? "PodExecOptions" : "PodAttachOptions" },
+      resource: { group: "", version: "v1", resource: "pods" },
+      subResource,
+      operation: "CONNECT",
+      name: "sbx",
+      namespace,
+      object: { container } as never,
+    });
+    expect(await judge(connect("exec", "harness"))).toEqual({ allowed: true });
+    expect(await judge(connect("attach", "user"))).toEqual({ allowed: true });
+    expect(await judge(connect("exec", "custodian", "kube-system"))).toEqual({ allowed: true });
+  });
+
   it("refuses a name that cannot name the Service at create, not at a later update", async () => {
     const v = await judge(sandbox("dotted.name", GOOD));
     expect(v.allowed === false && v.message).toMatch(/metadata\.name/);

@@ -3,6 +3,7 @@ import type { Container, SecurityContext } from "../../api/crd/generated/corev1"
 import {
   hardenInitContainer,
   hardenSidecar,
+  userSeatContext,
   hardenSpec,
   hardenedContext,
   hardenedSecurityContext,
@@ -68,8 +69,13 @@ describe("hardenSidecar", () => {
     });
   });
 
-  it("leaves the sidecar named user without a securityContext", () => {
-    expect(hardenSidecar({ name: "user", image: "u:1" })).not.toHaveProperty("securityContext");
+  // Decision 0048: the user seat's one default, NET_RAW dropped; nothing else written.
+  it("gives the sidecar named user only a NET_RAW drop", () => {
+    expect(hardenSidecar({ name: "user", image: "u:1" })).toEqual({
+      name: "user",
+      image: "u:1",
+      securityContext: { capabilities: { drop: ["NET_RAW"] } },
+    });
   });
 });
 
@@ -97,7 +103,7 @@ describe("hardenSpec", () => {
     );
     expect(out.sidecars?.map((c) => c.name)).toEqual(["custodian", "user"]);
     expect(out.sidecars?.[0].securityContext).toEqual(hardenedSecurityContext());
-    expect(out.sidecars?.[1]).not.toHaveProperty("securityContext");
+    expect(out.sidecars?.[1].securityContext).toEqual({ capabilities: { drop: ["NET_RAW"] } });
   });
 
   it("does not touch initContainers", () => {
@@ -215,14 +221,49 @@ describe("Repo mounts are read-only in every container", () => {
     const ro = [{ ...repo, readOnly: true }];
     expect(out.volumeMounts).toEqual(ro);
     expect(out.sidecars?.[0].volumeMounts).toEqual(ro);
-    expect(out.sidecars?.[1]).toEqual({ name: "user", image: "u:1", volumeMounts: ro });
+    expect(out.sidecars?.[1]).toEqual({
+      name: "user",
+      image: "u:1",
+      volumeMounts: ro,
+      securityContext: { capabilities: { drop: ["NET_RAW"] } },
+    });
     expect(out.initContainers?.[0]).toEqual({ name: "setup", image: "i:1", volumeMounts: ro });
   });
 
-  it("writes no context into the user seat or an init container, even a partial one", () => {
+  it("writes no hardened context into the user seat or an init container, even a partial one", () => {
     const userCtx = { runAsUser: 0 };
-    expect(hardenSidecar({ name: "user", image: "u:1", securityContext: userCtx }).securityContext).toEqual(userCtx);
+    expect(hardenSidecar({ name: "user", image: "u:1", securityContext: userCtx }).securityContext).toEqual({
+      ...userCtx,
+      capabilities: { drop: ["NET_RAW"] },
+    });
     expect(hardenInitContainer({ name: "i", image: "i:1", securityContext: userCtx }).securityContext).toEqual(userCtx);
+  });
+});
+
+// Decision 0048: the user seat drops NET_RAW unless its context says otherwise.
+describe("userSeatContext", () => {
+  it.each([
+    ["states nothing", undefined, { capabilities: { drop: ["NET_RAW"] } }],
+    ["states other fields", { runAsUser: 0 }, { runAsUser: 0, capabilities: { drop: ["NET_RAW"] } }],
+    [
+      "adds without dropping",
+      { capabilities: { add: ["CHOWN"] } },
+      { capabilities: { add: ["CHOWN"], drop: ["NET_RAW"] } },
+    ],
+  ])("drops NET_RAW where the seat %s", (_what, stated, expected) => {
+    expect(userSeatContext(stated as never)).toEqual(expected);
+  });
+
+  it.each([
+    ["states its own drop list", { capabilities: { drop: [] } }],
+    ["drops something else", { capabilities: { drop: ["CHOWN"] } }],
+  ])("keeps the context as stated where the seat %s", (_what, stated) => {
+    expect(userSeatContext(stated as never)).toEqual(stated);
+  });
+
+  it("is idempotent", () => {
+    const once = userSeatContext({ runAsUser: 0 });
+    expect(userSeatContext(once)).toEqual(once);
   });
 });
 

@@ -46,7 +46,7 @@ const req = (over: Partial<PlaceRequest> = {}): PlaceRequest => ({
   userImage: "registry.example/user:1",
   size: { cpu: "2", memory: "4Gi", disk: "20Gi" },
   userSize: { cpu: "500m", memory: "1Gi" },
-  effector: { gitCredentials: ["jr2-git-push-acme"] },
+  effector: { image: "registry.example/effector:1", gitCredentials: ["jr2-git-push-acme"] },
   idleTimeout: "45m",
   labels: { run: "r1", workflow: "wf" },
   ...over,
@@ -152,13 +152,15 @@ describe("the Sandbox CR the Orchestrator composes", () => {
       expect(mountNames(custodian)).toEqual(["custodian-config", "custodian-values"]);
     });
 
-    it("user: /work and each /repos/<key> read-only, and nothing else; no securityContext (its exemption)", () => {
+    it("user: /work and each /repos/<key> read-only, and nothing else; only NET_RAW dropped (decision 0048)", () => {
       expect(sidecar("user").volumeMounts).toEqual([
         { name: "work", mountPath: "/work" },
         { name: "repo-app-1", mountPath: "/repos/app-1", readOnly: true },
         { name: "repo-lib-2", mountPath: "/repos/lib-2", readOnly: true },
       ]);
-      expect(sidecar("user")).not.toHaveProperty("securityContext");
+      expect(sidecar("user").securityContext).toEqual({ capabilities: { drop: ["NET_RAW"] } });
+      expect(sidecar("user")).not.toHaveProperty("command");
+      expect(sidecar("user")).not.toHaveProperty("args");
       expect(sidecar("user").image).toBe("registry.example/user:1");
     });
 
@@ -172,8 +174,8 @@ describe("the Sandbox CR the Orchestrator composes", () => {
       ]);
       expect(secretsOf(volume("effector-own"))).toEqual([`${NAME}-effector`]);
       expect(spec.gitCredentials).toEqual([{ name: "jr2-git-push-acme" }]);
-      // The workspace named no image: the workspace's own.
-      expect(sidecar("effector").image).toBe("registry.example/harness:1");
+      // The image the create resolved from the pod config (decision 0048), never the workspace's.
+      expect(sidecar("effector").image).toBe("registry.example/effector:1");
       expect(sidecar("effector").ports).toEqual([{ name: "effector", containerPort: 8082, protocol: "TCP" }]);
     });
 
@@ -381,6 +383,25 @@ describe("the Sandbox CR the Orchestrator composes", () => {
 
     it("passes the pod guard", () => {
       expect(podViolations(pod, OPERATOR, OPERATOR)).toEqual([]);
+    });
+
+    // Decision 0048.
+    it("has seccomp RuntimeDefault at pod level and the user seat without NET_RAW", () => {
+      expect(pod.spec!.securityContext?.seccompProfile).toEqual({ type: "RuntimeDefault" });
+      expect(c("user").securityContext).toEqual({ capabilities: { drop: ["NET_RAW"] } });
+    });
+
+    it("keeps the user seat's NET_RAW where the pod config opts out, and still passes the pod guard", () => {
+      const optOut = { ...POD, userSeat: { netRaw: true } };
+      const composed = withDefaults(
+        structuredClone(composeSandbox(input({ pod: optOut })).sandbox.spec) as typeof spec,
+      );
+      const built = buildPod({ metadata: { name: NAME, namespace: "jr2", uid: "u-1" }, spec: composed }, [
+        repoCachesContribution(composed, repoView)!,
+      ]);
+      const user = (built.spec!.containers as Container[]).find((x) => x.name === "user")!;
+      expect(user.securityContext).toEqual({ capabilities: { drop: [] } });
+      expect(podViolations(built, OPERATOR, OPERATOR)).toEqual([]);
     });
 
     it("projects the push Secret into the effector alone, and mounts the Repo caches read-only everywhere", () => {

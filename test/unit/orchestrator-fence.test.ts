@@ -4,6 +4,7 @@ import type { SandboxWatch } from "../../orchestrator/workspaces/sandbox-watch";
 import { WorkspaceRegistry } from "../../orchestrator/workspaces/registry";
 import {
   CredentialsFileError,
+  entriesFor,
   fence,
   fenceSlots,
   matchCredential,
@@ -303,5 +304,80 @@ describe("a create fences once, before anything is written, and hands the gatewa
     await expect(create).rejects.not.toThrow(/hunter2/);
     reg.stop();
     expect(placed).toHaveLength(0);
+  });
+});
+
+// Decision 0048: an entry may name the tenants allowed to use it; another tenant's url under it is refused.
+describe("an entry restricted to tenants", () => {
+  const file = `
+- match: host/acme/private
+  secret: push-private
+  tenants: [team-a]
+- match: host/shared
+  secret: push-shared
+- match: host/acme
+  secret: push-acme-wide
+`;
+  const restricted = parseCredentials(file);
+  const url = "https://host/acme/private/app.git";
+
+  it("is read with its tenants apart from the fields kept for others", () => {
+    expect(restricted[0]).toEqual({
+      match: "host/acme/private",
+      prefix: "host/acme/private",
+      tenants: ["team-a"],
+      extra: { secret: "push-private" },
+    });
+    expect(restricted[1]).not.toHaveProperty("tenants");
+    expect(entriesFor(restricted, "team-b").map((e) => e.match)).toEqual(["host/shared", "host/acme"]);
+    expect(entriesFor(restricted, undefined)).toEqual(restricted);
+  });
+
+  it.each([
+    ["not a list", "- match: host/x\n  tenants: team-a", "[0].tenants"],
+    ["an empty list", "- match: host/x\n  tenants: []", "at least one tenant"],
+    ["a name that is no tenant's", "- match: host/x\n  tenants: [Team_A]", "a tenant's name"],
+  ])("refuses tenants that are %s, naming where", (_what, text, where) => {
+    expect(() => parseCredentials(text)).toThrow(CredentialsFileError);
+    expect(() => parseCredentials(text)).toThrow(where);
+  });
+
+  it("admits its tenant and an admin, and refuses another tenant as for a url no entry admits, a broader entry notwithstanding", () => {
+    const slot = [{ slot: "app", url }];
+    expect(fenceSlots(slot, restricted, "team-a")).toMatchObject({ ok: true, repos: [{ entry: restricted[0] }] });
+    expect(fenceSlots(slot, restricted)).toMatchObject({ ok: true, repos: [{ entry: restricted[0] }] });
+    const refused = fenceSlots(slot, restricted, "team-b");
+    expect(refused.ok).toBe(false);
+    const unknown = fenceSlots([{ slot: "app", url: "https://elsewhere/nobody/app.git" }], restricted, "team-b");
+    const message = (r: typeof refused) => (r.ok ? "" : r.error.message);
+    // The same refusal as for a url nothing admits: the restricted entry is neither matched nor named.
+    expect(message(refused)).toBe(message(unknown).replaceAll("elsewhere/nobody/app", "host/acme/private/app"));
+    expect(message(refused)).not.toContain("host/acme/private (");
+    expect(message(refused)).toContain("(entries: host/shared, host/acme)");
+    // A url of its own under the broader entry still passes.
+    expect(fenceSlots([{ slot: "app", url: "https://host/acme/app.git" }], restricted, "team-b")).toMatchObject({
+      ok: true,
+      repos: [{ entry: restricted[2] }],
+    });
+  });
+
+  it("is refused to another tenant's create before the gateway hears anything", async () => {
+    const placed: PlaceRequest[] = [];
+    const never = () => new Promise<never>(() => undefined);
+    const gateway = {
+      place: (req: PlaceRequest) => (placed.push(req), never()),
+      provision: never,
+      attach: never,
+      renew: async () => undefined,
+      continuity: async () => ({ kind: "present" as const }),
+      destroy: async () => undefined,
+    } as unknown as SandboxGateway;
+    const reg = new WorkspaceRegistry({ gateway, watch: {} as unknown as SandboxWatch, credentials: restricted });
+    const body = { image: "h", branch: "feat", repos: [{ slot: "app", url }] };
+    await expect(reg.create(body, "team-b")).rejects.toMatchObject({ status: 403, code: "fence_refused" });
+    expect(placed).toHaveLength(0);
+    await reg.create(body, "team-a");
+    reg.stop();
+    expect(placed.map((p) => p.repos[0]?.entry?.match)).toEqual(["host/acme/private"]);
   });
 });

@@ -1,6 +1,11 @@
 // The installation's pod config (orchestrator/workspaces/pod-config.ts, decision 0021): the defaults, a full file,
 // and each refusal naming the file, the field's path and its fix.
-import { DEFAULT_POD_CONFIG, parsePodConfig, type PodConfig } from "../../orchestrator/workspaces/pod-config";
+import {
+  DEFAULT_POD_CONFIG,
+  effectorImageFor,
+  parsePodConfig,
+  type PodConfig,
+} from "../../orchestrator/workspaces/pod-config";
 import { CUSTODIAN_SLICE } from "../../orchestrator/workspaces/size";
 
 const FILE = "/etc/jr2/pod-config.yaml";
@@ -8,7 +13,8 @@ const FILE = "/etc/jr2/pod-config.yaml";
 const DEFAULTS: PodConfig = {
   custodian: { resources: { cpu: "100m", memory: "192Mi" }, providers: [], held: [], tunnel: [] },
   harness: { env: [] },
-  effector: {},
+  effector: { allowedImages: [] },
+  userSeat: { netRaw: false },
   placement: {},
 };
 
@@ -126,7 +132,8 @@ describe("the pod config", () => {
         timeouts: { connect: "5s", headers: "120s", body: "10m" },
       },
       harness: { env: [] },
-      effector: { image: "registry.example.com/jr2/effector:1.2.3" },
+      effector: { image: "registry.example.com/jr2/effector:1.2.3", allowedImages: [] },
+      userSeat: { netRaw: false },
       placement: {
         nodeSelector: { "jr2.dev/node": "real" },
         tolerations: [{ key: "jr2.dev/node", operator: "Equal", value: "real", effect: "NoSchedule" }],
@@ -143,6 +150,67 @@ describe("the pod config", () => {
       "placement.tolerations[0]: ",
     );
     expect(refusal("placement:\n  nodeSelector:\n    a: [b]\n")).toContain("placement.nodeSelector.a: ");
+  });
+
+  // Decision 0048: the images that hold push credentials are the installation's.
+  describe("the Effector's image", () => {
+    const DIGEST = `registry.example/effector@sha256:${"a".repeat(64)}`;
+    const config = (text: string) => parsePodConfig(text, FILE);
+
+    it("is the pod config's when the create names none, and the workspace's image never", () => {
+      expect(effectorImageFor(undefined, config("effector: { image: registry.example/effector:1 }"))).toEqual({
+        ok: true,
+        image: "registry.example/effector:1",
+      });
+    });
+
+    it("is the one the create names when it is the pod config's or an allowed digest, exactly", () => {
+      const c = config(`effector: { image: registry.example/effector:1, allowedImages: ["${DIGEST}"] }`);
+      expect(effectorImageFor(DIGEST, c)).toEqual({ ok: true, image: DIGEST });
+      expect(effectorImageFor("registry.example/effector:1", c)).toEqual({
+        ok: true,
+        image: "registry.example/effector:1",
+      });
+    });
+
+    it("refuses another image, naming the field and the images it may name", () => {
+      const c = config(`effector: { image: registry.example/effector:1, allowedImages: ["${DIGEST}"] }`);
+      for (const other of ["attacker.example/effector:1", DIGEST.replace("@sha256", ":latest@sha256"), `${DIGEST} `]) {
+        const r = effectorImageFor(other, c);
+        expect(r.ok).toBe(false);
+        expect(!r.ok && r.message).toContain(
+          `effector.image: ${JSON.stringify(other)} is not an image this installation`,
+        );
+        expect(!r.ok && r.message).toContain(
+          'leave effector.image out (the installation\'s "registry.example/effector:1")',
+        );
+        expect(!r.ok && r.message).toContain(DIGEST);
+      }
+    });
+
+    it("refuses an Effector when the pod config names no image, naming the fix", () => {
+      const none = effectorImageFor(undefined, DEFAULT_POD_CONFIG);
+      expect(!none.ok && none.message).toContain("effector.image: required here");
+      expect(!none.ok && none.message).toContain("ask its operator to set one");
+      const named = effectorImageFor("registry.example/harness:1", DEFAULT_POD_CONFIG);
+      expect(named.ok).toBe(false);
+      // Only digests listed: one may be named.
+      const listed = effectorImageFor(undefined, config(`effector: { allowedImages: ["${DIGEST}"] }`));
+      expect(!listed.ok && listed.message).toContain(`name one of "${DIGEST}"`);
+    });
+
+    it("refuses an allowed image not pinned by digest, naming the field", () => {
+      expect(refusal("effector: { allowedImages: [registry.example/effector:1] }")).toContain(
+        "effector.allowedImages[0]: must be an image pinned by its digest",
+      );
+    });
+  });
+
+  // Decision 0048: the user seat loses NET_RAW unless the installation says otherwise.
+  it("drops the user seat's NET_RAW by default, and reads the opt-out", () => {
+    expect(DEFAULT_POD_CONFIG.userSeat).toEqual({ netRaw: false });
+    expect(parsePodConfig("userSeat: { netRaw: true }", FILE).userSeat).toEqual({ netRaw: true });
+    expect(refusal("userSeat: { netRaw: yes please }")).toContain("userSeat.netRaw: ");
   });
 
   it("reads the same file written as JSON", () => {

@@ -88,8 +88,13 @@ describe("buildPod with gitCredentials", () => {
     for (const c of others) expect(gitMounts(c)).toEqual([]);
   });
 
-  it("leaves the user sidecar without the mounts and without a securityContext", () => {
-    expect(all().find((c) => c.name === "user")).toEqual({ name: "user", image: "u:1" });
+  // Decision 0048: its one default, NET_RAW dropped, and no push credential.
+  it("leaves the user sidecar without the mounts, its context only its NET_RAW drop", () => {
+    expect(all().find((c) => c.name === "user")).toEqual({
+      name: "user",
+      image: "u:1",
+      securityContext: { capabilities: { drop: ["NET_RAW"] } },
+    });
   });
 });
 

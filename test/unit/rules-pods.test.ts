@@ -1,5 +1,6 @@
 import {
   SAFE_SYSCTLS,
+  connectRefusal,
   ephemeralViolations,
   podUpdateViolations,
   podViolations,
@@ -521,5 +522,44 @@ describe("sandboxLabelViolations and podUpdateViolations", () => {
   it("reads hostile input without throwing", () => {
     expect(podUpdateViolations(null, 3, undefined, undefined, "x")).toEqual([]);
     expect(() => podUpdateViolations({ metadata: { labels: "x" } }, { metadata: null }, "a", "b")).not.toThrow();
+  });
+});
+
+// Decision 0048: nobody execs or attaches into a Sandbox pod's credential holders.
+describe("connectRefusal", () => {
+  const sandboxPod = (containers = ["harness", "custodian", "user", "effector"]) => ({
+    metadata: { name: "sbx", namespace: "team-a", labels: { "sandbox.jr2.dev/name": "sbx" } },
+    spec: { containers: containers.map((name) => ({ name, image: "i:1" })) },
+  });
+
+  it.each(["custodian", "effector"])("refuses exec and attach into %s, naming it, why, and the harness instead", (c) => {
+    for (const sub of ["exec", "attach"]) {
+      const why = connectRefusal(sandboxPod(), sub, c);
+      expect(why).toContain(`${sub} into container "${c}" of Sandbox pod team-a/sbx is refused`);
+      expect(why).toContain("credential holder");
+      expect(why).toContain("decision 0048");
+      expect(why).toContain("kubectl exec -n team-a sbx -c harness");
+    }
+  });
+
+  it("admits exec and attach into the harness and the user seat", () => {
+    for (const c of ["harness", "user"]) {
+      expect(connectRefusal(sandboxPod(), "exec", c)).toBeUndefined();
+      expect(connectRefusal(sandboxPod(), "attach", c)).toBeUndefined();
+    }
+  });
+
+  it("reads no container named as the API server does: the pod's only one", () => {
+    expect(connectRefusal(sandboxPod(["custodian"]), "exec", undefined)).toContain('"custodian"');
+    expect(connectRefusal(sandboxPod(["harness"]), "exec", undefined)).toBeUndefined();
+    // Several containers and none named: the API server refuses the request itself.
+    expect(connectRefusal(sandboxPod(), "exec", undefined)).toBeUndefined();
+  });
+
+  it("leaves pods without the Sandbox label, and other subresources, alone", () => {
+    const plain = { ...sandboxPod(), metadata: { name: "p", namespace: "team-a" } };
+    expect(connectRefusal(plain, "exec", "custodian")).toBeUndefined();
+    expect(connectRefusal(sandboxPod(), "portforward", undefined)).toBeUndefined();
+    expect(connectRefusal(null, "exec", "custodian")).toBeUndefined();
   });
 });

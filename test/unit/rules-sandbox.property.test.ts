@@ -10,7 +10,7 @@ import { sandboxNameViolations, sandboxViolations, withDefaults } from "../../ca
 import type { SandboxSpec } from "../../api/crd";
 import type { SecurityContext } from "../../api/crd/generated/corev1";
 import { repoCachesContribution } from "../../capabilities/repo/caches";
-import { hardenedContext, hardenedSecurityContext } from "../../api/hardening";
+import { hardenedContext, hardenedSecurityContext, userSeatContext } from "../../api/hardening";
 import { buildPod } from "../../capabilities/sandbox/pod";
 
 type Obj = Record<string, unknown>;
@@ -368,10 +368,14 @@ function podBreaches(spec: Obj): string[] {
   };
   const creds = new Set(((spec.gitCredentials ?? []) as { name: string }[]).map((c) => c.name));
   const out: string[] = podViolations(pod, "op", "op").map((v) => `pod guard: ${v.path}: ${v.message}`);
-  // The user seat keeps the context it states, or none.
+  // The user seat keeps the context it states, with its one default (decision 0048): NET_RAW
+  // dropped unless it states a drop list or adds NET_RAW.
   const statedUser = ((spec.sidecars ?? []) as Obj[]).find((c) => c.name === "user");
   const builtUser = podSpec.containers.find((c) => c.name === "user");
-  if (statedUser && JSON.stringify(statedUser.securityContext) !== JSON.stringify(builtUser?.securityContext)) {
+  if (
+    statedUser &&
+    JSON.stringify(userSeatContext(statedUser.securityContext as never)) !== JSON.stringify(builtUser?.securityContext)
+  ) {
     out.push("user: context changed");
   }
   for (const c of podSpec.containers) {

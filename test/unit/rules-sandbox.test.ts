@@ -532,7 +532,7 @@ describe("withDefaults", () => {
     expect(d.idleTimeout).toBe("2h");
   });
 
-  it("writes the hardened context into every sidecar that states none but user", () => {
+  it("writes the hardened context into every sidecar that states none but user (its NET_RAW drop only)", () => {
     const d = withDefaults(
       spec({
         sidecars: [
@@ -543,7 +543,11 @@ describe("withDefaults", () => {
       }),
     ) as { sidecars: Spec[] };
     expect(d.sidecars[0].securityContext).toEqual(hardenedSecurityContext());
-    expect(d.sidecars[1]).toEqual({ name: "user", image: "u:1" });
+    expect(d.sidecars[1]).toEqual({
+      name: "user",
+      image: "u:1",
+      securityContext: { capabilities: { drop: ["NET_RAW"] } },
+    });
     expect(d.sidecars[2].securityContext).toEqual(hardenedSecurityContext());
   });
 
@@ -641,7 +645,11 @@ describe("sandboxViolations: stated contexts, field by field", () => {
     const user = { name: "user", image: "u:1", securityContext: { runAsUser: 0, allowPrivilegeEscalation: true } };
     const s = spec({ sidecars: [user] });
     expect(sandboxViolations(s)).toEqual([]);
-    expect((withDefaults(s) as { sidecars: Spec[] }).sidecars[0]).toEqual(user);
+    // Decision 0048: the NET_RAW drop, the one default the seat gets.
+    expect((withDefaults(s) as { sidecars: Spec[] }).sidecars[0]).toEqual({
+      ...user,
+      securityContext: { ...user.securityContext, capabilities: { drop: ["NET_RAW"] } },
+    });
   });
 
   it.each([

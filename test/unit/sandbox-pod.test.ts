@@ -156,9 +156,13 @@ describe("sidecars and init containers", () => {
     expect(containers(pod)[1]).toEqual({ ...custodian, securityContext: HARDENED });
   });
 
-  it("leaves the sidecar named user as it is", () => {
-    expect(containers(pod)[2]).toEqual(user);
-    expect(containers(pod)[2]).not.toHaveProperty("securityContext");
+  // Decision 0048: the user seat's entrypoint and all it states are its own; it loses NET_RAW.
+  it("leaves the sidecar named user as it is but for its NET_RAW drop", () => {
+    expect(containers(pod)[2]).toEqual({ ...user, securityContext: { capabilities: { drop: ["NET_RAW"] } } });
+  });
+
+  it("gives the pod seccomp RuntimeDefault, for every container that names no profile of its own", () => {
+    expect(pod.spec?.securityContext?.seccompProfile).toEqual({ type: "RuntimeDefault" });
   });
 
   // Decision 0016: a stated context keeps what it states and is completed field by field.

@@ -5,7 +5,9 @@
 import { parseAllDocuments } from "yaml";
 import { SANDBOX_DEFAULTS, sandboxDefaultsPolicy } from "../../capabilities/admission/policy";
 import {
+  CREDENTIAL_HOLDER_CONNECT,
   DEPLOYED_OPERATOR,
+  POD_CONNECT_RULE,
   SANDBOX_PODS,
   SPEC_CHANGED,
   forOperator,
@@ -55,7 +57,11 @@ describe("scopeWebhooks", () => {
   const validating = scopeWebhooks(generated("ValidatingWebhookConfiguration", [sandboxRule, podCreate, podUpdate]));
 
   it("splits the one generated webhook by what it guards, keeping everything else", () => {
-    expect(validating.webhooks.map((w) => w.name)).toEqual(["sandboxes.pepr-x.pepr.dev", "pods.pepr-x.pepr.dev"]);
+    expect(validating.webhooks.map((w) => w.name)).toEqual([
+      "sandboxes.pepr-x.pepr.dev",
+      "pods.pepr-x.pepr.dev",
+      "connect.pepr-x.pepr.dev",
+    ]);
     for (const w of validating.webhooks) {
       expect(w.failurePolicy).toBe("Fail");
       expect(w.timeoutSeconds).toBe(10);
@@ -87,6 +93,28 @@ describe("scopeWebhooks", () => {
     expect(pods.matchConditions![0].expression).toBe(
       `request.operation != 'CREATE' || request.userInfo.username != "${DEPLOYED_OPERATOR}"`,
     );
+  });
+
+  // Decision 0048: no exec or attach into a credential holder, the operator's identity included.
+  it("calls the connect webhook on exec and attach naming a credential holder, whoever asks", () => {
+    const connect = validating.webhooks[2];
+    expect(connect.rules).toEqual([POD_CONNECT_RULE]);
+    expect(POD_CONNECT_RULE).toEqual({
+      apiGroups: [""],
+      apiVersions: ["v1"],
+      operations: ["CONNECT"],
+      resources: ["pods/exec", "pods/attach"],
+    });
+    // A CONNECT's object (PodExecOptions) has no labels: an objectSelector would never match it.
+    expect(connect.objectSelector).toBeUndefined();
+    expect(connect.matchConditions).toEqual([CREDENTIAL_HOLDER_CONNECT]);
+    expect(CREDENTIAL_HOLDER_CONNECT.expression).toBe(
+      "!has(object.container) || object.container == '' || object.container in ['custodian','effector']",
+    );
+    expect(forOperator(connect, "kwok-admin")).toBe(connect);
+    // Only the validating configuration judges CONNECTs.
+    const mutating = scopeWebhooks(generated("MutatingWebhookConfiguration", [podCreate]));
+    expect(mutating.webhooks.map((w) => w.name)).toEqual(["pods.pepr-x.pepr.dev"]);
   });
 
   it("names another operator identity where a local run says who it is, the Sandbox webhook untouched", () => {
@@ -131,6 +159,7 @@ describe("scopeManifest", () => {
     expect(docs[1].webhooks.map((w: { name: string }) => w.name)).toEqual([
       "sandboxes.pepr-x.pepr.dev",
       "pods.pepr-x.pepr.dev",
+      "connect.pepr-x.pepr.dev",
     ]);
   });
 
@@ -239,8 +268,9 @@ webhooks:
     expect(out).toContain("  name: {{ .Values.uuid }}\n");
     expect(out).toContain("name: sandboxes.{{ .Values.uuid }}.pepr.dev");
     expect(out).toContain("name: pods.{{ .Values.uuid }}.pepr.dev");
-    expect(out.match(/failurePolicy: \{\{ \.Values\.admission\.failurePolicy \}\}/g)).toHaveLength(2);
-    expect(out.match(/timeoutSeconds: \{\{ \.Values\.admission\.webhookTimeout \}\}/g)).toHaveLength(2);
+    expect(out).toContain("name: connect.{{ .Values.uuid }}.pepr.dev");
+    expect(out.match(/failurePolicy: \{\{ \.Values\.admission\.failurePolicy \}\}/g)).toHaveLength(3);
+    expect(out.match(/timeoutSeconds: \{\{ \.Values\.admission\.webhookTimeout \}\}/g)).toHaveLength(3);
     expect(out).toContain(
       "            {{- range .Values.additionalIgnoredNamespaces }}\n            - {{ . }}\n            {{- end }}\n",
     );
@@ -249,7 +279,7 @@ webhooks:
   });
 
   it("trusts the manifest's CA bundle, whatever bundle the template carried", () => {
-    expect(out.match(/^ +caBundle: Q0EtT0Y=$/gm)).toHaveLength(2);
+    expect(out.match(/^ +caBundle: Q0EtT0Y=$/gm)).toHaveLength(3);
     // Pepr 1.1.4 templates the timeout by replacing "10" everywhere, inside the bundle too.
     const caBundle = "TFMwdExTMUNSVWQ10pUaUJEUlZKVQ==";
     const corrupted = template.replace(
@@ -258,8 +288,8 @@ webhooks:
     );
     expect(corrupted).toContain("VWQ{{ .Values.admission.webhookTimeout }}pUa");
     const fixed = scopeChartTemplate(corrupted, caBundle);
-    expect(fixed.match(/^ +caBundle: (.*)$/gm)).toEqual([`      caBundle: ${caBundle}`, `      caBundle: ${caBundle}`]);
-    expect(fixed.match(/timeoutSeconds: \{\{ \.Values\.admission\.webhookTimeout \}\}/g)).toHaveLength(2);
+    expect(fixed.match(/^ +caBundle: (.*)$/gm)).toEqual(Array(3).fill(`      caBundle: ${caBundle}`));
+    expect(fixed.match(/timeoutSeconds: \{\{ \.Values\.admission\.webhookTimeout \}\}/g)).toHaveLength(3);
   });
 
   it("renders, with values filled in, to the scoped webhooks", () => {
@@ -269,7 +299,13 @@ webhooks:
       .replaceAll("{{ .Values.admission.failurePolicy }}", "Fail")
       .replaceAll("{{ .Values.admission.webhookTimeout }}", "10");
     const doc = parseAllDocuments(rendered)[0].toJS() as WebhookConfiguration;
-    expect(doc.webhooks.map((w) => w.name)).toEqual(["sandboxes.pepr-x.pepr.dev", "pods.pepr-x.pepr.dev"]);
+    expect(doc.webhooks.map((w) => w.name)).toEqual([
+      "sandboxes.pepr-x.pepr.dev",
+      "pods.pepr-x.pepr.dev",
+      "connect.pepr-x.pepr.dev",
+    ]);
+    expect(doc.webhooks[2].rules).toEqual([POD_CONNECT_RULE]);
+    expect(doc.webhooks[2].failurePolicy).toBe("Fail");
     expect(doc.webhooks[0].matchConditions).toEqual([SPEC_CHANGED]);
     expect(doc.webhooks[1].objectSelector).toEqual(SANDBOX_PODS);
     expect(doc.webhooks[1].matchConditions).toEqual([notOperatorPodCreate(DEPLOYED_OPERATOR)]);
