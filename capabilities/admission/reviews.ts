@@ -64,8 +64,18 @@ const judgeSandbox = (req: ReviewRequest) =>
     ];
   });
 
+// The pod's namespace decides which caches it may mount (decision 0046): the request's, should the
+// object not state it.
+const withNamespace = (req: ReviewRequest): Obj | null | undefined =>
+  req.object && {
+    ...req.object,
+    metadata: { ...req.object.metadata, namespace: req.object.metadata?.namespace ?? req.namespace },
+  };
+
 const judgePodCreate = (req: ReviewRequest) =>
-  verdict(req, async () => podViolations(req.object, req.userInfo?.username, await operatorIdentity(), podRules));
+  verdict(req, async () =>
+    podViolations(withNamespace(req), req.userInfo?.username, await operatorIdentity(), podRules),
+  );
 
 // No label filter: a filter reads the new object only, so it would miss a label added to an
 // ordinary pod (and see no removal). The rule decides: a label added, changed or removed is the

@@ -90,7 +90,9 @@ describe("repoCredentialRefusal", () => {
   });
 
   it("refuses an undeclared Secret, naming it, the label and the fix", () => {
-    for (const labels of [undefined, {}, { [REPO_CREDENTIAL_LABEL]: "yes" }]) {
+    for (const labels of [undefined, {}, { [REPO_CREDENTIAL_LABEL]: "yes" }] as Array<
+      Record<string, string> | undefined
+    >) {
       const why = repoCredentialRefusal({ name: "git-token", labels }, "https://github.com/org/app");
       expect(why).toContain('Secret "git-token" (spec.secretRef.name) is not declared a repo credential');
       expect(why).toContain(`metadata.labels[${REPO_CREDENTIAL_LABEL}]`);

@@ -374,7 +374,7 @@ describe("the Sandbox CR the Orchestrator composes", () => {
     const repoView = (key: string) => ({ name: key, key, nodes: { "node-a": { phase: "Present" as const } } });
     const s = withDefaults(structuredClone(spec));
     const pod = buildPod({ metadata: { name: NAME, namespace: "jr2", uid: "u-1" }, spec: s }, [
-      repoCachesContribution(s, repoView)!,
+      repoCachesContribution(s, repoView, "jr2")!,
     ]);
     const containers = (pod.spec!.containers ?? []) as Container[];
     const c = (name: string) => containers.find((x) => x.name === name)!;
