@@ -8,6 +8,7 @@ import { SandboxModel } from "../../api/crd";
 import { SANDBOX_NAME_LABEL } from "../../api/wire";
 import cfg from "../../package.json";
 import { operatorIdentity } from "./identity";
+import { sandboxRepoKeyViolations } from "./repo-keys";
 import { podRulesFromEnv, podUpdateViolations, podViolations, sandboxLabelChanged, type PodRules } from "../rules/pods";
 import { rulesFromEnv, sandboxNameViolations, sandboxViolations, type SandboxRules } from "../rules/sandbox-rules";
 import { describe, type Violation } from "../rules/violations";
@@ -55,12 +56,16 @@ async function verdict(req: ReviewRequest, check: () => Violation[] | Promise<Vi
 
 // A spec change is judged as a create is; an unchanged spec (a keepalive, a re-apply) is not judged
 // again. The name, which names the Service, only at create: it never changes.
+// Its Repo keys must name Repos of its own namespace (decision 0046): read from the API server only
+// for keys a create or a spec change adds.
 const judgeSandbox = (req: ReviewRequest) =>
-  verdict(req, () => {
+  verdict(req, async () => {
     const update = req.operation === "UPDATE";
+    const namespace = req.object?.metadata?.namespace ?? req.namespace;
     return [
       ...(update ? [] : sandboxNameViolations(req.object?.metadata?.name || req.name)),
       ...sandboxViolations(req.object?.spec, update ? (req.oldObject?.spec ?? {}) : undefined, rules),
+      ...(await sandboxRepoKeyViolations(namespace, req.object?.spec, update ? req.oldObject?.spec : undefined)),
     ];
   });
 
