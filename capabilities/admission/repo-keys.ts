@@ -1,9 +1,10 @@
 // A Sandbox's Repo keys name Repos of its own namespace (decision 0046). The caches a pod mounts
 // are its namespace's already (`<cacheRoot>/<namespace>/<key>`), so no key reaches another
 // namespace's cache; admission says so at once, naming the field and the fix, instead of a
-// Sandbox that waits on RepoMissing. Read cheaply: a Repo is most often named by its key (the
-// Orchestrator writes them so), so each key is first a LIST by name (one object, `list` alone);
-// only keys that finds no Repo for cost one LIST of the namespace's Repos, read once per review.
+// Sandbox that waits on RepoMissing. A key names a Repo by the Repo's name or by its url's key
+// (status.key). Read cheaply: a Repo is most often named by its key (the Orchestrator writes them
+// so), so each key is first a LIST by name (one object, `list` alone); only keys that finds no
+// Repo for cost one LIST of the namespace's Repos, read once per review.
 import { checkRepoUrl, repoKey } from "../../api/repo-identity";
 import { kubeRequest, paths } from "../../lib/kube";
 import { violation, type Violation } from "../rules/violations";
@@ -51,13 +52,12 @@ export function repoKeyViolations(
     );
 }
 
-/** Which of `keys` a Repo of `namespace` has (its url's key), read from the API server. */
+/** Which of `keys` a Repo of `namespace` has (as its name or its url's key), read from the API server. */
 export async function repoKeysIn(namespace: string, keys: readonly string[]): Promise<Set<string>> {
   const found = new Set<string>();
   const match = (list: RepoList) => {
     for (const r of list.items ?? []) {
-      const k = keyOf(r.spec?.url);
-      if (k && keys.includes(k)) found.add(k);
+      for (const k of [r.metadata?.name, keyOf(r.spec?.url)]) if (k && keys.includes(k)) found.add(k);
     }
   };
   for (const key of new Set(keys)) {
