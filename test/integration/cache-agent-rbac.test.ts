@@ -31,16 +31,20 @@ const rbac = () =>
     (o) => o.kind !== "DaemonSet" && !(o.kind === "Namespace" && o.metadata.name === COMPANION_NAMESPACE),
   );
 
-function kubectl(args: string[], input?: object): Promise<{ code: number; out: string }> {
+function kubectl(args: string[], input?: object): Promise<{ code: number; out: string; stdout: string }> {
   return new Promise((resolve) => {
     const child = execFile(kubectlPath(), args, (err, stdout, stderr) =>
-      resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, out: (stdout + stderr).trim() }),
+      resolve({
+        code: err ? ((err as { code?: number }).code ?? 1) : 0,
+        out: (stdout + stderr).trim(),
+        stdout: stdout.trim(),
+      }),
     );
     child.stdin!.end(input ? JSON.stringify(input) : "");
   });
 }
 
-const canI = async (...args: string[]) => (await kubectl(["auth", "can-i", ...args, `--as=${AS}`])).out;
+const canI = async (...args: string[]) => (await kubectl(["auth", "can-i", ...args, `--as=${AS}`])).stdout;
 
 let companionsMade = false;
 beforeAll(async () => {
@@ -115,7 +119,7 @@ describe("a cache agent with that account's own token", () => {
     // A kubeconfig naming the API server as the tests reach it and the service account's token.
     const token = await kubectl(["create", "token", CACHE_AGENT, "-n", COMPANION_NAMESPACE, "--duration=10m"]);
     if (token.code !== 0) throw new Error(`no token for ${AS}: ${token.out}`);
-    const view = JSON.parse((await kubectl(["config", "view", "--raw", "--minify", "-o", "json"])).out);
+    const view = JSON.parse((await kubectl(["config", "view", "--raw", "--minify", "--flatten", "-o", "json"])).stdout);
     const kubeconfig = join(tmp, "agent.kubeconfig");
     writeFileSync(
       kubeconfig,
@@ -123,7 +127,7 @@ describe("a cache agent with that account's own token", () => {
         apiVersion: "v1",
         kind: "Config",
         clusters: view.clusters,
-        users: [{ name: "agent", user: { token: token.out } }],
+        users: [{ name: "agent", user: { token: token.stdout } }],
         contexts: [{ name: "agent", context: { cluster: view.clusters[0].name, user: "agent" } }],
         "current-context": "agent",
       }),
