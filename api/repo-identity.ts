@@ -89,6 +89,47 @@ export function checkRepoUrl(url: string): string {
   return identity;
 }
 
+/** Where a url points, as git will reach it: scheme (`ssh` for an ssh address, `file` for a
+ * path), the ssh user if any, the host as an identity spells it (lowercased, default port
+ * dropped) and the path's segments (decoded once, a trailing `.git` dropped). What a repo
+ * credential's url prefixes are matched on (api/repo-credential.ts). Throws RepoUrlError. */
+export type RepoUrlLocation = { scheme: string; user?: string; host: string; segments: string[] };
+
+export function repoUrlLocation(url: string): RepoUrlLocation {
+  readRepoUrl(url); // every refusal of the one reading, first
+  const text = url.trim();
+  const withoutGit = (segments: string[]) => {
+    const out = [...segments];
+    if (out.length) out[out.length - 1] = out[out.length - 1].replace(/\.git$/i, "");
+    return out.filter(Boolean);
+  };
+  if (text.startsWith("/")) return { scheme: "file", host: "", segments: withoutGit(segmentsOf(text, false)) };
+  const parts = SCHEME_URL.exec(text);
+  if (parts) {
+    const scheme = parts[1]
+      .toLowerCase()
+      .replace(/^git\+/, "")
+      .replace(/\+git$/, "");
+    const at = parts[2].lastIndexOf("@");
+    const user = at < 0 ? undefined : parts[2].slice(0, at).split(":")[0];
+    if (scheme === "file") return { scheme, host: "", segments: withoutGit(segmentsOf(parts[3], true)) };
+    return {
+      scheme,
+      ...(user ? { user } : {}),
+      host: hostOf(parts[2].slice(at + 1), scheme),
+      segments: withoutGit(segmentsOf(parts[3], true)),
+    };
+  }
+  const [, userinfo, host, path] = SCP_LIKE.exec(text)!;
+  const user = userinfo?.split(":")[0];
+  return {
+    scheme: "ssh",
+    ...(user ? { user } : {}),
+    host: hostOf(host, "ssh"),
+    segments: withoutGit(segmentsOf(path, false)),
+  };
+}
+
 function readSchemeUrl(rawScheme: string, authority: string, path: string, queryOrFragment: boolean): RepoUrlReading {
   const scheme = rawScheme
     .toLowerCase()

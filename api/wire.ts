@@ -76,6 +76,21 @@ export const SANDBOX_EGRESS_POLICY = "jr2-sandbox-egress";
  * where the Harness container sees them. */
 export const DEFAULT_CACHE_ROOT = "/var/lib/jr2/repos";
 export const REPOS_MOUNT = "/repos";
+/** A Repo cache belongs to its Repo's namespace (decision 0046): one directory per namespace under
+ * the cache root, and in it one bare checkout per Repo key. The cache agent writes
+ * `<cacheRoot>/<namespace>/<key>`, the operator mounts exactly that into the namespace's pods and
+ * the pod guard allows no other hostPath, so a key never reaches another namespace's cache. */
+export const repoCacheNamespaceDir = (cacheRoot: string, namespace: string) => `${cacheRoot}/${namespace}`;
+export const repoCachePath = (cacheRoot: string, namespace: string, key: string) =>
+  `${repoCacheNamespaceDir(cacheRoot, namespace)}/${key}`;
+
+/** A Secret a Repo's spec.secretRef may name declares itself a repo credential with this label
+ * (value "true") and lists, in the annotation, the url prefixes it may be sent to, comma-separated
+ * (`https://github.com/org/,ssh://git@github.com/org/`). The cache agent sends it nowhere else
+ * (api/repo-credential.ts, decision 0046). */
+export const REPO_CREDENTIAL_LABEL = "jr2.dev/repo-credential";
+export const REPO_CREDENTIAL_LABEL_VALUE = "true";
+export const REPO_CREDENTIAL_HOSTS_ANNOTATION = "jr2.dev/repo-credential-hosts";
 
 /** The pod's work group when the spec states none (decision 0021). */
 export const DEFAULT_FS_GROUP = 2000;

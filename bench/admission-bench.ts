@@ -383,11 +383,21 @@ export async function admission(kubeconfig: string): Promise<Result[]> {
         throw new Error(`${kind} answered ${res.statusCode}: ${JSON.stringify(body).slice(0, 300)}`);
       }
     };
+    // The Repo the bench's Sandboxes name (admission wants one of their namespace, decision 0046),
+    // named by its key as the Orchestrator names its Repos: one LIST by name per review.
+    const repo = { apiVersion: "core.jr2.dev/v1alpha1", kind: "Repo", metadata: { name: "example-a1b2" } };
+    await kubeRequest("POST", paths.repos("default"), {
+      ...repo,
+      spec: { url: "https://example.com/org/a.git" },
+    }).catch((err: unknown) => {
+      if (!(err instanceof ApiError && err.status === 409)) throw err;
+    });
     const validate = await load(TOTAL, CONCURRENCY, direct("validate"));
     const through = await load(TOTAL, CONCURRENCY, (i) =>
       kubeRequest("POST", sandboxesPath("default", true), sandbox(`bench-api-${i}`, "default")),
     );
     await agent.close();
+    await kubeRequest("DELETE", `${paths.repos("default")}/example-a1b2`).catch(() => undefined);
     // The module's own timing of each review, from its arrival to its answer (Pepr's summaries).
     const metrics = await scrape(port, op.caPem);
     const server = (name: string, q: string) => round(sumMetric(metrics, name, { quantile: q }));

@@ -4,15 +4,22 @@
 // status.nodes, so agents on different nodes never overwrite each other (decision 0010).
 // A sweep adopts checkouts found without a Repo (pinned: never fetched, never evicted) and evicts
 // caches no pod here mounts and no bound Repo wants, once unused for a grace period (eviction.ts).
+//
+// A cache is its Repo's namespace's (decision 0046): `<root>/<namespace>/<key>`, fetched with that
+// namespace's Secret, and only if the Secret declares itself a credential for the url
+// (credentials.ts). Which caches pods here may mount is read from the Sandboxes it watches: the
+// agent lists no pods and reads Secrets only where the installation bound it.
 import { existsSync } from "node:fs";
+import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { K8s } from "kubernetes-fluent-client";
 import { RepoModel, SandboxModel, type RepoNode } from "../api/crd";
 import { checkRepoUrl, repoKey } from "../api/repo-identity";
 import { parseGoDuration } from "../lib/duration";
 import { kubeRequest, paths } from "../lib/kube";
-import { MANAGED_BY, MANAGED_BY_LABEL } from "../api/wire";
-import { evictable, mountedKeys } from "./eviction";
+import { ApiError } from "../lib/api-error";
+import { cacheId, evictable, sandboxCaches } from "./eviction";
+import { CredentialRefused, gitCredsOf, secretReadFailure, type SecretObject } from "./credentials";
 import {
   cacheKeys,
   consolidate,
@@ -30,6 +37,8 @@ type Log = (level: "info" | "warn", msg: string, fields?: Record<string, unknown
 type Tracked = {
   repo: RepoModel;
   key: string;
+  /** `<namespace>/<key>`: the cache's path under the root, and its name in every map here. */
+  id: string;
   lastFetch: number;
   interval: number;
   timer?: NodeJS.Timeout;
@@ -57,14 +66,17 @@ export const DEFAULT_EVICT_AFTER_MS = 60 * 60_000;
 
 export class CacheAgent {
   readonly #repos = new Map<string, Tracked>();
-  /** Sandboxes placed on this node, by namespace/name: the cache keys they name. */
+  /** Sandboxes that may have a pod on this node (placed here, or not yet placed), by
+   * namespace/name: the caches (ids) they name (eviction.ts sandboxCaches). */
   readonly #placed = new Map<string, string[]>();
-  /** Per cache key: when a Sandbox here last named it, or it was built. */
+  /** Per cache id: when a Sandbox here last named it, or it was built. */
   readonly #lastUsed = new Map<string, number>();
-  /** Per cache key: whether the agent built it (`jr2.owner`), read from git once, kept since. */
+  /** Per cache id: whether the agent built it (`jr2.owner`), read from git once, kept since. */
   readonly #owned = new Map<string, boolean>();
-  /** Keys of checkouts adopted without a Repo. */
+  /** Ids of checkouts adopted without a Repo. */
   readonly #pinned = new Set<string>();
+  /** Top-level directories of the old layout (`<root>/<key>`, before decision 0046), said once. */
+  readonly #oldLayout = new Set<string>();
   #sweeping: Promise<void> = Promise.resolve();
   #stopped = false;
   readonly #evictAfterMs: number;
@@ -94,9 +106,12 @@ export class CacheAgent {
     const interval = parseGoDuration(repo.spec?.interval ?? "5m") ?? DEFAULT_INTERVAL_MS;
     if (held && key === held.key && repo.spec?.url === held.repo.spec?.url) {
       // The same Repo again (most often a status write, this agent's or another node's): keep the
-      // entry, its last fetch and its running timer; re-arm only a changed interval.
+      // entry, its last fetch and its running timer; re-arm only a changed interval. Another
+      // Secret named is tried at once (a refused one's fix), not at the next interval.
+      const secretChanged = repo.spec?.secretRef?.name !== held.repo.spec?.secretRef?.name;
       held.repo = repo;
       if (interval !== held.interval) this.#arm(name, held, interval);
+      if (secretChanged && !held.evicted) void this.sync(name);
       return;
     }
     if (held?.timer) clearInterval(held.timer);
@@ -107,16 +122,18 @@ export class CacheAgent {
     // First sight (a restarted agent): its node's entry says when it last fetched, so Sandboxes
     // created before that do not each ask again.
     const known = held ? undefined : repo.status?.nodes?.[this.node]?.fetchedAt;
+    const id = cacheId(repo.metadata!.namespace!, key);
     const tracked: Tracked = {
       repo,
       key,
+      id,
       lastFetch: known ? Date.parse(known) || 0 : 0,
       interval,
-      evicted: !held && this.#leftEvicted(repo, key),
+      evicted: !held && this.#leftEvicted(repo, id),
       chain: held?.chain ?? Promise.resolve(),
     };
     this.#repos.set(name, tracked);
-    this.#pinned.delete(key); // a Repo now wants it: fetched from here on
+    this.#pinned.delete(id); // a Repo now wants it: fetched from here on
     this.#arm(name, tracked, interval);
     // A new Repo (or a new url) is cloned at once, unless it was left evicted here.
     void this.sync(name);
@@ -127,9 +144,9 @@ export class CacheAgent {
    * no cache here, no entry for this node while other nodes have one. It then waits for an ask, as
    * it would have had the agent not restarted; a brand-new Repo (no entries yet) is cloned at once.
    */
-  #leftEvicted(repo: RepoModel, key: string): boolean {
+  #leftEvicted(repo: RepoModel, id: string): boolean {
     const nodes = repo.status?.nodes ?? {};
-    return !repo.spec?.bound && !existsSync(join(this.root, key)) && !nodes[this.node] && Object.keys(nodes).length > 0;
+    return !repo.spec?.bound && !existsSync(join(this.root, id)) && !nodes[this.node] && Object.keys(nodes).length > 0;
   }
 
   #arm(name: string, t: Tracked, interval: number) {
@@ -139,26 +156,23 @@ export class CacheAgent {
     t.timer.unref?.();
   }
 
-  /** A Sandbox on this node created after a Repo's last fetch asks for a fetch now. */
+  /** A Sandbox on this node created after a Repo's last fetch asks for a fetch now. One not yet
+   * placed keeps its caches here from eviction, but asks for nothing until it lands here. */
   onSandbox(sbx: SandboxModel, deleted = false) {
-    const id = `${sbx.metadata?.namespace}/${sbx.metadata?.name}`;
-    if (deleted || sbx.status?.nodeName !== this.node) {
-      this.#placed.delete(id);
+    const sandbox = `${sbx.metadata?.namespace}/${sbx.metadata?.name}`;
+    const ids = deleted ? [] : sandboxCaches(sbx, this.node);
+    if (!ids.length) {
+      this.#placed.delete(sandbox);
       return;
     }
-    const keys = (sbx.spec?.repos ?? []).map((r) => r.key);
-    this.#placed.set(id, keys);
+    this.#placed.set(sandbox, ids);
     const now = Date.now();
-    for (const key of keys) this.#lastUsed.set(key, now);
+    for (const id of ids) this.#lastUsed.set(id, now);
+    if (sbx.status?.nodeName !== this.node) return;
     const asked = Date.parse(String(sbx.metadata?.creationTimestamp ?? 0));
-    for (const key of keys) {
+    for (const id of ids) {
       for (const [name, t] of this.#repos) {
-        if (
-          t.key === key &&
-          t.repo.metadata?.namespace === sbx.metadata?.namespace &&
-          (t.lastFetch < asked || t.evicted)
-        )
-          void this.sync(name, asked);
+        if (t.id === id && (t.lastFetch < asked || t.evicted)) void this.sync(name, asked);
       }
     }
   }
@@ -196,32 +210,35 @@ export class CacheAgent {
   }
 
   async #sync(name: string, t: Tracked) {
-    const { repo, key } = t;
+    const { repo, key, id } = t;
     const url = repo.spec?.url ?? "";
+    const nsDir = join(this.root, repo.metadata!.namespace!);
     // The last good fetch: this agent's memory, else what its node's entry said when it started.
     const lastGood = t.lastFetch ? new Date(t.lastFetch).toISOString() : repo.status?.nodes?.[this.node]?.fetchedAt;
     try {
+      // Before any git: a Secret that may not be sent to this url is never handed to git.
       const creds = await this.#creds(repo);
       // Cloning only when there is no cache yet: a fetch into a present cache never says less.
-      if (!existsSync(join(this.root, key))) await this.#report(repo, { phase: "Cloning" });
-      const { dir, created } = await ensureCache(this.root, key, url, creds, this.opts.git);
+      if (!existsSync(join(this.root, id))) await this.#report(repo, { phase: "Cloning" });
+      await mkdir(nsDir, { recursive: true, mode: 0o755 });
+      const { dir, created } = await ensureCache(nsDir, key, url, creds, this.opts.git);
       if (created) {
-        this.#lastUsed.set(key, Date.now());
-        this.#owned.set(key, true);
+        this.#lastUsed.set(id, Date.now());
+        this.#owned.set(id, true);
       }
       const { fetchedAt } = created ? { fetchedAt: new Date() } : await fetchCache(dir, url, creds);
       t.lastFetch = fetchedAt.getTime();
       await this.#report(repo, { phase: "Present", fetchedAt: fetchedAt.toISOString() });
       // Said as the node's entry says it, before the housekeeping after it (a reader of the log
       // and of the status then agree).
-      this.log("info", "Repo cache fetched", { repo: name, key });
+      this.log("info", "Repo cache fetched", { repo: name, key: id });
       await consolidate(dir);
     } catch (err) {
       const message = explain(err instanceof Error ? err.message : String(err), repo.spec?.secretRef?.name);
-      this.log("warn", "Repo cache not fetched", { repo: name, key, err: message });
+      this.log("warn", "Repo cache not fetched", { repo: name, key: id, err: message });
       // Present with an error: a stale cache still serves; Failed: there is none.
       const entry: RepoNode =
-        lastGood && existsSync(join(this.root, key))
+        lastGood && existsSync(join(this.root, id))
           ? { phase: "Present", fetchedAt: lastGood, error: message }
           : { phase: "Failed", error: message };
       await this.#report(repo, entry).catch((e) =>
@@ -230,20 +247,23 @@ export class CacheAgent {
     }
   }
 
-  /** The Repo's secretRef as git credentials: `token` (+ `username`) or `ssh-privatekey` (+ `known_hosts`). */
+  /** The Repo's secretRef as git credentials (credentials.ts): only a Secret declared a repo
+   * credential for this url; a read the API refuses (a namespace that did not opt in) is said so. */
   async #creds(repo: RepoModel): Promise<GitCreds | undefined> {
     const ref = repo.spec?.secretRef?.name;
     if (!ref) return undefined;
-    const secret = await kubeRequest<{ data?: Record<string, string> }>(
-      "GET",
-      `/api/v1/namespaces/${encodeURIComponent(repo.metadata!.namespace!)}/secrets/${encodeURIComponent(ref)}`,
-    );
-    const data = (k: string) => (secret.data?.[k] ? Buffer.from(secret.data[k], "base64").toString() : undefined);
-    const token = data("token") ?? data("password");
-    if (token) return { kind: "https-token", token, username: data("username") };
-    const privateKey = data("ssh-privatekey");
-    if (privateKey) return { kind: "ssh-key", privateKey, knownHosts: data("known_hosts") };
-    throw new Error(`Secret ${ref} has neither "token" nor "ssh-privatekey"`);
+    const namespace = repo.metadata!.namespace!;
+    let secret: SecretObject;
+    try {
+      secret = await kubeRequest<SecretObject>(
+        "GET",
+        `/api/v1/namespaces/${encodeURIComponent(namespace)}/secrets/${encodeURIComponent(ref)}`,
+      );
+    } catch (err) {
+      const why = err instanceof ApiError ? secretReadFailure(err.status, ref, namespace) : undefined;
+      throw why ? new CredentialRefused(why) : err;
+    }
+    return gitCredsOf(secret, ref, repo.spec?.url ?? "");
   }
 
   /** This node's entry alone: a merge patch on status.nodes.<node>. */
@@ -272,60 +292,63 @@ export class CacheAgent {
 
   async #sweep() {
     const now = Date.now();
-    const wanted = new Set([...this.#repos.values()].map((t) => t.key));
+    const wanted = new Set([...this.#repos.values()].map((t) => t.id));
     const caches = [];
-    for (const key of await cacheKeys(this.root)) {
-      const dir = join(this.root, key);
-      // Ownership changes only when the agent builds or evicts a cache: one git call per key, ever.
-      let owned = this.#owned.get(key);
-      if (owned === undefined) this.#owned.set(key, (owned = await ownedByAgent(dir)));
-      if (!owned && !wanted.has(key) && !this.#pinned.has(key)) await this.#pin(key, dir);
-      if (!this.#lastUsed.has(key)) this.#lastUsed.set(key, now); // first seen: its grace starts now
-      caches.push({ key, owned, lastUsed: this.#lastUsed.get(key)! });
+    for (const id of await this.#cacheIds()) {
+      const dir = join(this.root, id);
+      // Ownership changes only when the agent builds or evicts a cache: one git call per id, ever.
+      let owned = this.#owned.get(id);
+      if (owned === undefined) this.#owned.set(id, (owned = await ownedByAgent(dir)));
+      if (!owned && !wanted.has(id) && !this.#pinned.has(id)) await this.#pin(id, dir);
+      if (!this.#lastUsed.has(id)) this.#lastUsed.set(id, now); // first seen: its grace starts now
+      caches.push({ key: id, owned, lastUsed: this.#lastUsed.get(id)! });
     }
+    // Which pods here may mount a cache: the Sandboxes placed here or not yet placed (sandboxCaches).
     const mounted = new Set([...this.#placed.values()].flat());
-    const bound = new Set([...this.#repos.values()].filter((t) => t.repo.spec?.bound).map((t) => t.key));
-    let candidates = evictable({ caches, mounted, bound, now, graceMs: this.#evictAfterMs });
-    if (!candidates.length) return;
-    // The Sandboxes' view lags the scheduler: ask the API which pods are bound here right now.
-    for (const key of await this.#podMountedKeys()) {
-      this.#lastUsed.set(key, now);
-      candidates = candidates.filter((k) => k !== key);
-    }
-    for (const key of candidates) await this.#evict(key);
+    const bound = new Set([...this.#repos.values()].filter((t) => t.repo.spec?.bound).map((t) => t.id));
+    for (const id of evictable({ caches, mounted, bound, now, graceMs: this.#evictAfterMs })) await this.#evict(id);
   }
 
-  async #pin(key: string, dir: string) {
+  /** Every `<namespace>/<key>` under the root. A top-level checkout is the old, shared layout
+   * (`<root>/<key>`, before decision 0046): no pod mounts it any more, and it is left alone. */
+  async #cacheIds(): Promise<string[]> {
+    const ids: string[] = [];
+    for (const ns of await cacheKeys(this.root)) {
+      const dir = join(this.root, ns);
+      if (existsSync(join(dir, "HEAD"))) {
+        if (!this.#oldLayout.has(ns)) {
+          this.#oldLayout.add(ns);
+          this.log("info", "checkout of the old shared layout left alone: no pod mounts it; remove it by hand", {
+            dir,
+          });
+        }
+        continue;
+      }
+      for (const key of await cacheKeys(dir)) ids.push(cacheId(ns, key));
+    }
+    return ids;
+  }
+
+  async #pin(id: string, dir: string) {
     try {
       await pin(dir);
-      this.#pinned.add(key);
-      this.log("info", "checkout without a Repo adopted (pinned: not fetched, not evicted)", { key });
+      this.#pinned.add(id);
+      this.log("info", "checkout without a Repo adopted (pinned: not fetched, not evicted)", { key: id });
     } catch (err) {
-      this.log("warn", "checkout without a Repo left alone", { key, err: String((err as Error).message) });
+      this.log("warn", "checkout without a Repo left alone", { key: id, err: String((err as Error).message) });
     }
-  }
-
-  async #podMountedKeys(): Promise<string[]> {
-    const q = new URLSearchParams({
-      fieldSelector: `spec.nodeName=${this.node}`,
-      labelSelector: `${MANAGED_BY_LABEL}=${MANAGED_BY}`,
-    });
-    const list = await kubeRequest<{ items: Array<{ spec?: { volumes?: Array<{ name: string }> } }> }>(
-      "GET",
-      `/api/v1/pods?${q}`,
-    );
-    return list.items.flatMap(mountedKeys);
   }
 
   /** Evicts one cache, inside each of its Repos' sync chains, and drops this node's status entries. */
-  async #evict(key: string) {
-    const holders = [...this.#repos.entries()].filter(([, t]) => t.key === key);
+  async #evict(id: string) {
+    const holders = [...this.#repos.entries()].filter(([, t]) => t.id === id);
+    const [ns, key] = id.split("/");
     const run = async () => {
-      if (!existsSync(join(this.root, key))) return;
-      await evictCache(this.root, key);
-      this.#owned.delete(key);
-      this.#lastUsed.delete(key);
-      this.log("info", "Repo cache evicted: no pod here mounts it and no bound Repo wants it", { key });
+      if (!existsSync(join(this.root, id))) return;
+      await evictCache(join(this.root, ns), key);
+      this.#owned.delete(id);
+      this.#lastUsed.delete(id);
+      this.log("info", "Repo cache evicted: no pod here mounts it and no bound Repo wants it", { key: id });
       for (const [name, t] of holders) {
         t.evicted = true;
         t.lastFetch = 0;
@@ -339,7 +362,9 @@ export class CacheAgent {
     const [, first] = holders[0];
     first.chain = first.chain
       .then(run)
-      .catch((err) => this.log("warn", "Repo cache not evicted", { key, err: String((err as Error)?.message ?? err) }));
+      .catch((err) =>
+        this.log("warn", "Repo cache not evicted", { key: id, err: String((err as Error)?.message ?? err) }),
+      );
     await first.chain;
   }
 

@@ -1,8 +1,9 @@
 // The git layer of the per-node Repo cache agent: one bare checkout per repository under a cache
-// root (`<root>/<key>`), which pods mount read-only and `git clone --shared` from (their clones
-// BORROW objects through alternates). The one invariant everything here serves: the cache never
-// deletes an object. So: no `gc`, no `prune`, no pruning fetch, auto-gc and auto-maintenance off,
-// and consolidation only with `repack -a -d -k` (unreachable objects are kept, in the new pack).
+// root (`<root>/<key>`; the agent gives each namespace a root of its own, decision 0046), which
+// pods mount read-only and `git clone --shared` from (their clones BORROW objects through
+// alternates). The one invariant everything here serves: the cache never deletes an object. So:
+// no `gc`, no `prune`, no pruning fetch, auto-gc and auto-maintenance off, and consolidation only
+// with `repack -a -d -k` (unreachable objects are kept, in the new pack).
 //
 // Every git call goes through execFile (never a shell) with LC_ALL=C, GIT_TERMINAL_PROMPT=0, a
 // timeout, and an environment cleared of inherited GIT_* variables. Credentials travel per command
@@ -160,10 +161,14 @@ async function withCreds<T>(
 ): Promise<T> {
   if (!creds) return fn({});
   if (creds.kind === "https-token") {
+    // No redirect is followed with a credential: it goes to the url its Secret was declared for
+    // and nowhere else (decision 0046); a moved repository is a spec.url to update.
     return fn({
-      GIT_CONFIG_COUNT: "1",
+      GIT_CONFIG_COUNT: "2",
       GIT_CONFIG_KEY_0: "http.extraHeader",
       GIT_CONFIG_VALUE_0: `Authorization: Basic ${basicValue(creds)}`,
+      GIT_CONFIG_KEY_1: "http.followRedirects",
+      GIT_CONFIG_VALUE_1: "false",
     });
   }
   const dir = await mkdtemp(path.join(os.tmpdir(), "jr2-cache-ssh-")); // mkdtemp makes it 0700

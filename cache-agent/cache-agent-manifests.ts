@@ -2,20 +2,36 @@
 // Sandbox pods mount, and the RBAC it needs. Pure: `npm run build` renders it into
 // dist/jr2-cache-agent.yaml (scripts/post-build.ts); a test applies it to the control plane.
 //
-// The agent runs as root with every capability dropped: the cache root is a root-owned hostPath
-// the kubelet may create, and root's own files are the only ones it writes; no capability means
-// no reading or writing anyone else's (decision 0010).
-import { COMPANION_NAMESPACE, DEFAULT_CACHE_ROOT, PART_OF_JR2 } from "../api/wire";
+// The agent runs as root with every capability dropped: the cache root, and each cache directory a
+// pod's hostPath made before the agent cloned into it, are root-owned directories the kubelet
+// creates (0755), and root's own files are the only ones it writes; no capability means no
+// reading or writing anyone else's (decisions 0010, 0046).
+//
+// Its RBAC (decision 0046): cluster-wide, only what names no credential (Repos, their status,
+// Sandboxes); Secrets `get` only in the Sandbox namespaces the installation lists, each labelled
+// and bound here; no pod reads at all.
+import {
+  COMPANION_NAMESPACE,
+  DEFAULT_CACHE_ROOT,
+  PART_OF_JR2,
+  SANDBOX_NAMESPACE_ENABLED,
+  SANDBOX_NAMESPACE_LABEL,
+} from "../api/wire";
 import { GROUP } from "../api/crd/sources/common";
 import { CACHE_AGENT_ENV } from "../api/env";
 
 export const CACHE_AGENT = "jr2-cache-agent";
+/** The namespaced-purpose ClusterRole (Secrets `get`), bound by a RoleBinding in each Sandbox namespace. */
+export const CACHE_AGENT_CREDENTIALS = "jr2-cache-agent-repo-credentials";
 
 export type CacheAgentDeployOptions = {
   image: string;
   namespace?: string;
   cacheRoot?: string;
   evictAfter?: string;
+  /** The namespaces that hold Sandboxes (api/env.ts sandboxNamespacesFrom): each is labelled, and
+   * the agent may read Secrets there and nowhere else. */
+  sandboxNamespaces: readonly string[];
 };
 
 const labels = { "app.kubernetes.io/name": CACHE_AGENT, ...PART_OF_JR2 };
@@ -23,12 +39,23 @@ const labels = { "app.kubernetes.io/name": CACHE_AGENT, ...PART_OF_JR2 };
 export function cacheAgentManifests(opts: CacheAgentDeployOptions): Array<Record<string, unknown>> {
   const namespace = opts.namespace ?? COMPANION_NAMESPACE;
   const root = opts.cacheRoot ?? DEFAULT_CACHE_ROOT;
+  if (opts.sandboxNamespaces.includes(namespace))
+    throw new Error(
+      `the Sandbox namespaces include the companions' namespace "${namespace}", whose Secrets (the Orchestrator's ` +
+        "signing key and API tokens, the root CA) no Sandbox namespace role may reach: hold Sandboxes elsewhere",
+    );
   return [
     {
       apiVersion: "v1",
       kind: "Namespace",
       metadata: { name: namespace, labels: { ...PART_OF_JR2 } },
     },
+    // Each Sandbox namespace, opted in: applying adds the label to a namespace that exists.
+    ...opts.sandboxNamespaces.map((ns) => ({
+      apiVersion: "v1",
+      kind: "Namespace",
+      metadata: { name: ns, labels: { [SANDBOX_NAMESPACE_LABEL]: SANDBOX_NAMESPACE_ENABLED } },
+    })),
     { apiVersion: "v1", kind: "ServiceAccount", metadata: { name: CACHE_AGENT, namespace, labels } },
     {
       apiVersion: "rbac.authorization.k8s.io/v1",
@@ -38,11 +65,8 @@ export function cacheAgentManifests(opts: CacheAgentDeployOptions): Array<Record
         { apiGroups: [GROUP], resources: ["repos"], verbs: ["get", "list", "watch"] },
         // Its own node's entry of status.nodes, by merge patch.
         { apiGroups: [GROUP], resources: ["repos/status"], verbs: ["get", "patch"] },
+        // Which caches pods on its node may mount: the Sandboxes placed (or not yet placed) there.
         { apiGroups: [GROUP], resources: ["sandboxes"], verbs: ["get", "list", "watch"] },
-        // A Repo's spec.secretRef, read per fetch, in the Repo's namespace (any).
-        { apiGroups: [""], resources: ["secrets"], verbs: ["get"] },
-        // Which pods on its node mount a cache, asked right before an eviction.
-        { apiGroups: [""], resources: ["pods"], verbs: ["list"] },
       ],
     },
     {
@@ -52,6 +76,24 @@ export function cacheAgentManifests(opts: CacheAgentDeployOptions): Array<Record
       roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: CACHE_AGENT },
       subjects: [{ kind: "ServiceAccount", name: CACHE_AGENT, namespace }],
     },
+    {
+      // Bound nowhere cluster-wide: a RoleBinding gives it in one namespace.
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "ClusterRole",
+      metadata: { name: CACHE_AGENT_CREDENTIALS, labels },
+      rules: [
+        // A Repo's spec.secretRef, read per fetch by name; sent only if it declares itself a
+        // repo credential for the url (api/repo-credential.ts).
+        { apiGroups: [""], resources: ["secrets"], verbs: ["get"] },
+      ],
+    },
+    ...opts.sandboxNamespaces.map((ns) => ({
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "RoleBinding",
+      metadata: { name: CACHE_AGENT_CREDENTIALS, namespace: ns, labels },
+      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: CACHE_AGENT_CREDENTIALS },
+      subjects: [{ kind: "ServiceAccount", name: CACHE_AGENT, namespace }],
+    })),
     {
       apiVersion: "apps/v1",
       kind: "DaemonSet",

@@ -1,10 +1,9 @@
 // Which caches a node's agent may evict: pure, so the rule is tested on its own (decision 0010).
 // A cache goes only when all of these hold:
 //   - the agent built it itself (an adopted checkout is pinned: someone else put it there);
-//   - no pod on the node mounts it (no Sandbox placed here names its key);
+//   - no pod on the node may mount it (no Sandbox placed here, or not yet placed, names it);
 //   - no bound Repo wants it (a Machine's slot keeps its caches warm everywhere);
 //   - it has gone unused for the grace period (so a cache is not dropped between two Sandboxes).
-import { keyOfRepoVolume } from "../api/wire";
 
 export type CacheEntry = {
   key: string;
@@ -16,9 +15,9 @@ export type CacheEntry = {
 
 export type EvictionInput = {
   caches: readonly CacheEntry[];
-  /** Keys a pod on this node mounts. */
+  /** Caches a pod on this node may mount (sandboxCaches). */
   mounted: ReadonlySet<string>;
-  /** Keys of Repos with `spec.bound: true`. */
+  /** Caches of Repos with `spec.bound: true`. */
   bound: ReadonlySet<string>;
   now: number;
   graceMs: number;
@@ -30,7 +29,27 @@ export function evictable({ caches, mounted, bound, now, graceMs }: EvictionInpu
     .map((c) => c.key);
 }
 
-/** The cache keys a pod mounts: its `repo-<key>` volumes (the operator's naming). */
-export function mountedKeys(pod: { spec?: { volumes?: ReadonlyArray<{ name: string }> } }): string[] {
-  return (pod.spec?.volumes ?? []).flatMap((v) => keyOfRepoVolume(v.name) ?? []);
+/** A cache's id on a node: `<namespace>/<key>`, its path under the cache root (decision 0046). */
+export const cacheId = (namespace: string, key: string) => `${namespace}/${key}`;
+
+/** What the agent reads of a Sandbox to know which caches may be mounted on its node. */
+export type SandboxView = {
+  metadata?: { namespace?: string };
+  spec?: { repos?: ReadonlyArray<{ key: string }> };
+  status?: { nodeName?: string; phase?: string };
+};
+
+/**
+ * The caches (ids) a Sandbox may have mounted on `node`, from the Sandbox alone (decision 0046:
+ * the agent lists no pods): its own namespace's caches of the keys it names, while it is placed
+ * on this node, and also while it is placed nowhere yet and may still land here (the scheduler
+ * runs ahead of the status the operator writes). Placed elsewhere, or Lost before it was placed
+ * anywhere: none.
+ */
+export function sandboxCaches(sbx: SandboxView, node: string): string[] {
+  const ns = sbx.metadata?.namespace;
+  if (!ns) return [];
+  const placed = sbx.status?.nodeName;
+  if (placed ? placed !== node : sbx.status?.phase === "Lost" || sbx.status?.phase === "Terminating") return [];
+  return (sbx.spec?.repos ?? []).map((r) => cacheId(ns, r.key));
 }

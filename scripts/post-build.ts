@@ -6,6 +6,7 @@ import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync,
 import { join } from "node:path";
 import { parseAllDocuments, stringify } from "yaml";
 import { cacheAgentManifests } from "../cache-agent/cache-agent-manifests";
+import { sandboxNamespacesFrom } from "../api/env";
 import { orchestratorManifests } from "../orchestrator/orchestrator-manifests";
 import cfg from "../package.json";
 import { COMPANIONS, bundleCompanion, type Companion } from "./companion-bundle";
@@ -83,7 +84,9 @@ console.log(
 
 const image = process.env.JR2_COMPANION_IMAGE || `jr2/companions:${cfg.version}`;
 const render = (objects: Array<Record<string, unknown>>) => objects.map((o) => stringify(o)).join("---\n");
-writeFileSync(join(dist, "jr2-cache-agent.yaml"), render(cacheAgentManifests({ image })));
+// The namespaces that hold Sandboxes: each opted in, the cache agent's Secret reads bound there alone.
+const sandboxNamespaces = sandboxNamespacesFrom(process.env);
+writeFileSync(join(dist, "jr2-cache-agent.yaml"), render(cacheAgentManifests({ image, sandboxNamespaces })));
 writeFileSync(join(dist, "jr2-orchestrator.yaml"), render(orchestratorManifests({ image })));
 
 // The companions: one bundle each (their lazy libraries beside them), and their manifests. The

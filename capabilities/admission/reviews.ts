@@ -20,6 +20,7 @@ import {
   sandboxLabelChanged,
   type PodRules,
 } from "../rules/pods";
+import { sandboxRepoKeyViolations } from "./repo-keys";
 import { rulesFromEnv, sandboxNameViolations, sandboxViolations, type SandboxRules } from "../rules/sandbox-rules";
 import { describe, type Violation } from "../rules/violations";
 
@@ -68,17 +69,31 @@ async function verdict(req: ReviewRequest, check: () => Violation[] | Promise<Vi
 
 // A spec change is judged as a create is; an unchanged spec (a keepalive, a re-apply) is not judged
 // again. The name, which names the Service, only at create: it never changes.
+// Its Repo keys must name Repos of its own namespace (decision 0046): read from the API server only
+// for keys a create or a spec change adds.
 const judgeSandbox = (req: ReviewRequest) =>
-  verdict(req, () => {
+  verdict(req, async () => {
     const update = req.operation === "UPDATE";
+    const namespace = req.object?.metadata?.namespace ?? req.namespace;
     return [
       ...(update ? [] : sandboxNameViolations(req.object?.metadata?.name || req.name)),
       ...sandboxViolations(req.object?.spec, update ? (req.oldObject?.spec ?? {}) : undefined, rules),
+      ...(await sandboxRepoKeyViolations(namespace, req.object?.spec, update ? req.oldObject?.spec : undefined)),
     ];
   });
 
+// The pod's namespace decides which caches it may mount (decision 0046): the request's, should the
+// object not state it.
+const withNamespace = (req: ReviewRequest): Obj | null | undefined =>
+  req.object && {
+    ...req.object,
+    metadata: { ...req.object.metadata, namespace: req.object.metadata?.namespace ?? req.namespace },
+  };
+
 const judgePodCreate = (req: ReviewRequest) =>
-  verdict(req, async () => podViolations(req.object, req.userInfo?.username, await operatorIdentity(), podRules));
+  verdict(req, async () =>
+    podViolations(withNamespace(req), req.userInfo?.username, await operatorIdentity(), podRules),
+  );
 
 // No label filter: a filter reads the new object only, so it would miss a label added to an
 // ordinary pod (and see no removal). The rule decides: a label added, changed or removed is the

@@ -4,17 +4,20 @@
 import type { Condition, RepoNode, RepoStatus, SandboxSpec } from "../../api/crd";
 import type { PodContribution } from "../sandbox/pod";
 import type { ReadyGate } from "../sandbox/status";
-import { DEFAULT_CACHE_ROOT, REPOS_MOUNT, repoVolumeName } from "../../api/wire";
+import { DEFAULT_CACHE_ROOT, REPOS_MOUNT, repoCachePath, repoVolumeName } from "../../api/wire";
 import { CONDITION, REPO_HOLD, REPOS_FRESH_REASON } from "../../api/conditions";
 
 /** A Repo as the operator sees it: its key (status.key) and its nodes' caches. */
 export type RepoView = { name: string; key?: string; nodes?: RepoStatus["nodes"] };
 
 /** The node caches as read-only hostPath volumes in the Harness container, and a soft
- * preference for nodes that already hold them (a preference never conflicts with a requirement). */
+ * preference for nodes that already hold them (a preference never conflicts with a requirement).
+ * Each cache is the Sandbox's own namespace's (`<cacheRoot>/<namespace>/<key>`, decision 0046):
+ * a key names no other namespace's cache, whatever it spells. */
 export function repoCachesContribution(
   spec: Pick<SandboxSpec, "repos">,
   reposByKey: (key: string) => RepoView | undefined,
+  namespace: string,
   cacheRoot = DEFAULT_CACHE_ROOT,
 ): PodContribution | undefined {
   const repos = spec.repos ?? [];
@@ -29,7 +32,7 @@ export function repoCachesContribution(
   return {
     volumes: repos.map(({ key }) => ({
       name: repoVolumeName(key),
-      hostPath: { path: `${cacheRoot}/${key}`, type: "DirectoryOrCreate" },
+      hostPath: { path: repoCachePath(cacheRoot, namespace, key), type: "DirectoryOrCreate" },
     })),
     harnessMounts: repos.map(({ key }) => ({
       name: repoVolumeName(key),

@@ -86,7 +86,12 @@ export class RepoController {
 
   /** The caches' volumes and mounts for a Sandbox's pod (caches.ts). */
   podContribution(sbx: Sandbox): PodContribution | undefined {
-    return repoCachesContribution(sbx.spec, this.#viewIn(sbx.metadata.namespace), this.#cacheRoot);
+    return repoCachesContribution(
+      sbx.spec,
+      this.#viewIn(sbx.metadata.namespace),
+      sbx.metadata.namespace,
+      this.#cacheRoot,
+    );
   }
 
   /** What the caches say about a Sandbox's Ready: its holds, and the freshness condition. */

@@ -4,7 +4,16 @@
 // by it); an ephemeral container (kubectl debug) may not sit beside the credential holders, mount
 // a Secret or read one into its environment, or run privileged.
 import { cacheRootFrom } from "../../api/env";
-import { CUSTODIAN, DEFAULT_CACHE_ROOT, EFFECTOR, HARNESS, SANDBOX_NAME_LABEL, USER, keyOfRepoVolume } from "../../api/wire";
+import {
+  CUSTODIAN,
+  DEFAULT_CACHE_ROOT,
+  EFFECTOR,
+  HARNESS,
+  SANDBOX_NAME_LABEL,
+  USER,
+  keyOfRepoVolume,
+  repoCachePath,
+} from "../../api/wire";
 import { isGitCredentialVolume } from "./git-credentials";
 import { baselineViolations, hostPortViolations, restrictedViolations, sharedControlViolations } from "./containers";
 import { repoMountViolations, volumeTypeViolations } from "./volumes";
@@ -12,7 +21,7 @@ import { asArray, asObject, isObject, str, violation, type Violation } from "./v
 
 export type PodRules = {
   /** Where the nodes keep their Repo caches (JR2_CACHE_ROOT): the one hostPath a pod may have is
-   * `<cacheRoot>/<key>`, as capabilities/repo/caches.ts builds it. */
+   * `<cacheRoot>/<its namespace>/<key>`, as capabilities/repo/caches.ts builds it. */
   cacheRoot: string;
 };
 
@@ -39,6 +48,7 @@ export const SAFE_SYSCTLS = new Set([
 
 const APPARMOR_ANNOTATION = "container.apparmor.security.beta.kubernetes.io/";
 const REPO_KEY = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+const NAMESPACE = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 
 /** The Sandbox a pod belongs to, by its label; undefined for any other pod. */
 export const sandboxOf = (pod: unknown): string | undefined =>
@@ -72,6 +82,7 @@ export function podViolations(
 export function builtPodViolations(pod: unknown, rules: PodRules = DEFAULT_POD_RULES): Violation[] {
   const out: Violation[] = [];
   const spec = asObject(asObject(pod).spec);
+  const namespace = str(asObject(asObject(pod).metadata).namespace);
   out.push(...podLevelViolations(spec), ...appArmorAnnotationViolations(pod));
   asArray(spec.containers).forEach((c, i) => {
     const path = `spec.containers[${i}]`;
@@ -94,7 +105,7 @@ export function builtPodViolations(pod: unknown, rules: PodRules = DEFAULT_POD_R
     );
   });
   asArray(spec.volumes).forEach((v, i) => {
-    out.push(...volumeTypeViolations(v, `spec.volumes[${i}]`, true), ...hostPathViolations(v, i, rules));
+    out.push(...volumeTypeViolations(v, `spec.volumes[${i}]`, true), ...hostPathViolations(v, i, rules, namespace));
   });
   for (const list of ["containers", "initContainers"] as const) {
     asArray(spec[list]).forEach((c, i) => {
@@ -166,8 +177,9 @@ function appArmorAnnotationViolations(pod: unknown): Violation[] {
 }
 
 /** The one hostPath a Sandbox pod has: a Repo cache exactly as the operator builds it, the volume
- * `repo-<key>` at `<cacheRoot>/<key>` (DirectoryOrCreate). A name alone proves nothing. */
-function hostPathViolations(volume: unknown, i: number, rules: PodRules): Violation[] {
+ * `repo-<key>` at `<cacheRoot>/<the pod's namespace>/<key>` (DirectoryOrCreate): a pod reaches its
+ * own namespace's caches and no other's (decision 0046). A name alone proves nothing. */
+function hostPathViolations(volume: unknown, i: number, rules: PodRules, namespace: string | undefined): Violation[] {
   const vol = asObject(volume);
   if (vol.hostPath === undefined) return [];
   const name = str(vol.name);
@@ -175,17 +187,19 @@ function hostPathViolations(volume: unknown, i: number, rules: PodRules): Violat
   const host = asObject(vol.hostPath);
   const ours =
     key !== undefined &&
+    namespace !== undefined &&
     key.length <= 58 &&
     REPO_KEY.test(key) &&
-    host.path === `${rules.cacheRoot}/${key}` &&
+    NAMESPACE.test(namespace) &&
+    host.path === repoCachePath(rules.cacheRoot, namespace, key) &&
     host.type === "DirectoryOrCreate";
   return ours
     ? []
     : [
         violation(
           `spec.volumes[${i}].hostPath`,
-          "is not allowed in a Sandbox pod: its one hostPath is a Repo cache, repo-<key> at " +
-            `${rules.cacheRoot}/<key> (DirectoryOrCreate), which the operator adds for spec.repos`,
+          "is not allowed in a Sandbox pod: its one hostPath is a Repo cache of its own namespace, repo-<key> at " +
+            `${repoCachePath(rules.cacheRoot, namespace ?? "<namespace>", "<key>")} (DirectoryOrCreate), which the operator adds for spec.repos`,
         ),
       ];
 }

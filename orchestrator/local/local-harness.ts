@@ -16,6 +16,7 @@ import type { SandboxModel } from "../../api/crd";
 import { startHarness } from "../../harness/harness-server";
 import { CA_CERT_KEY } from "../../api/custodian-config";
 import { HARNESS_ENV } from "../../api/env";
+import { repoCacheNamespaceDir } from "../../api/wire";
 import { localHarnessEnv, startLocalCustodian, syncLocalCa } from "./local-custodian";
 import { alive, companionCommand, hostEnv, killPid, startDetached, stopPid } from "./local-process";
 
@@ -78,7 +79,11 @@ export class LocalHarnesses {
     const node = sandbox.status?.nodeName;
     if (!node) throw new Error(`Sandbox "${name}" is on no node yet: no local Harness to start`);
     const tokenSha256 = sandbox.spec?.env?.find((e) => e.name === HARNESS_ENV.tokenSha256)?.value;
-    const reposRoot = this.opts.reposRoot.replaceAll("{node}", node);
+    // The node's caches of this Sandbox's namespace alone, as a pod mounts them (decision 0046).
+    const reposRoot = repoCacheNamespaceDir(
+      this.opts.reposRoot.replaceAll("{node}", node),
+      sandbox.metadata?.namespace ?? this.opts.namespace,
+    );
     const workRoot = join(this.opts.workRoot, name);
     mkdirSync(workRoot, { recursive: true });
     if (this.opts.mode === "inline") return inline(workRoot, reposRoot, tokenSha256);

@@ -8,7 +8,7 @@
 import fc from "fast-check";
 import { K8s, kind } from "kubernetes-fluent-client";
 import cfg from "../../package.json";
-import { SandboxModel } from "../../api/crd";
+import { RepoModel, SandboxModel } from "../../api/crd";
 import { ApiError } from "../../lib/api-error";
 import { kubeRequest } from "../../lib/kube";
 import { withDefaults } from "../../capabilities/rules/sandbox-rules";
@@ -17,6 +17,18 @@ import { hardenedSecurityContext } from "../../api/hardening";
 import { getSandbox, useNamespace, type Sbx } from "./support/cluster";
 
 const ns = useNamespace("policy");
+
+// The Sandboxes here name the Repo keys "app" and "lib": admission wants a Repo of the namespace
+// for each (decision 0046), here by name.
+beforeAll(async () => {
+  for (const key of ["app", "lib"])
+    await K8s(RepoModel).Apply({
+      apiVersion: "core.jr2.dev/v1alpha1",
+      kind: "Repo",
+      metadata: { name: key, namespace: ns.name },
+      spec: { url: `https://example.com/org/${key}.git` },
+    });
+});
 
 type Obj = Record<string, unknown>;
 const isObject = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);

@@ -21,6 +21,14 @@ describe("the CRDs on the API server", () => {
   });
 
   it("store a valid Sandbox and a valid Repo, applying their defaults", async () => {
+    // The Repo first: admission wants one of the namespace for each key a Sandbox names (decision 0046).
+    const repo = await K8s(RepoModel).Apply({
+      apiVersion: "core.jr2.dev/v1alpha1",
+      kind: "Repo",
+      metadata: { name: "example-a1b2", namespace: ns.name },
+      spec: { url: "https://example.com/org/a.git", secretRef: { name: "fetch-token" } },
+    });
+    expect(repo.spec?.interval).toBe("5m");
     const sandbox = await K8s(SandboxModel).Apply({
       apiVersion: "core.jr2.dev/v1alpha1",
       kind: "Sandbox",
@@ -39,14 +47,6 @@ describe("the CRDs on the API server", () => {
     });
     expect(sandbox.metadata?.uid).toBeTruthy();
     expect(sandbox.spec?.idleTimeout).toBe("30m");
-
-    const repo = await K8s(RepoModel).Apply({
-      apiVersion: "core.jr2.dev/v1alpha1",
-      kind: "Repo",
-      metadata: { name: "example-a", namespace: ns.name },
-      spec: { url: "https://example.com/org/a.git", secretRef: { name: "fetch-token" } },
-    });
-    expect(repo.spec?.interval).toBe("5m");
   });
 
   it("refuse a misspelled field through the server's schema (strict field validation)", async () => {

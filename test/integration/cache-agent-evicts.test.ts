@@ -43,13 +43,17 @@ async function applyRepo(name: keyof typeof url, bound = false) {
   });
 }
 const entry = async (name: string) => (await K8s(RepoModel).InNamespace(ns.name).Get(name)).status?.nodes?.[NODE];
-const cacheDir = (name: keyof typeof url) => join(root, keyOf(url[name]));
+// Each cache is its Repo's namespace's (decision 0046).
+const cacheDir = (name: keyof typeof url) => join(root, ns.name, keyOf(url[name]));
+/** A checkout of the old, shared layout (`<root>/<key>`), from before caches had a namespace. */
+const oldLayout = () => join(root, keyOf(url.seeded));
 
 beforeAll(async () => {
   mkdirSync(root, { recursive: true });
   for (const name of Object.keys(url) as Array<keyof typeof url>) url[name] = remote(name);
   // A checkout someone left on the node, for no Repo: cloned by hand, so not the agent's own.
   git(["clone", "--quiet", "--bare", url.seeded, cacheDir("seeded")]);
+  git(["clone", "--quiet", "--bare", url.seeded, oldLayout()]);
   agent = await startCacheAgent(NODE, root, { [CACHE_AGENT_ENV.evictAfter]: "2s" });
 }, 60_000);
 
@@ -63,6 +67,13 @@ describe("a node's cache agent evicting and adopting", () => {
     expect(git(["config", "--get", "gc.auto"], cacheDir("seeded"))).toBe("0");
     expect(git(["config", "--get", "gc.pruneExpire"], cacheDir("seeded"))).toBe("never");
     expect(agent.lines.some((l) => l.includes("checkout without a Repo adopted"))).toBe(true);
+  });
+
+  it("leaves a checkout of the old shared layout alone: not adopted, not mounted, said once", () => {
+    expect(
+      agent.lines.filter((l) => l.includes("old shared layout left alone") && l.includes(oldLayout())),
+    ).toHaveLength(1);
+    expect(() => git(["config", "--get", "gc.pruneExpire"], oldLayout())).toThrow();
   });
 
   it("evicts an idle unbound cache and keeps a bound one, a mounted one and the pinned one", async () => {

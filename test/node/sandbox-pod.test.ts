@@ -424,8 +424,9 @@ describe("a workspace's Sandbox pod on the real node", () => {
     const write = sh("harness", `touch /repos/${repoKey}/escape`);
     expect(write.status).not.toBe(0);
     expect(write.stderr).toMatch(/Read-only file system/);
-    // The cache is the agent's bare checkout on this machine, the one the hostPath names.
-    expect(gitIn(join(cacheRoot, repoKey), "rev-parse", "HEAD")).toBe(gitIn(remote, "rev-parse", "HEAD"));
+    // The cache is the agent's bare checkout on this machine, the one the hostPath names: the
+    // Sandboxes' namespace's (decision 0046).
+    expect(gitIn(join(cacheRoot, ns, repoKey), "rev-parse", "HEAD")).toBe(gitIn(remote, "rev-parse", "HEAD"));
     // /work/<slot>/default and a worktree for the branch, borrowing the cache's objects.
     const git = (...args: string[]) => exec("harness", "git", "-c", "safe.directory=*", ...args);
     expect(git("-C", "/work/app/default", "log", "--format=%s").stdout.trim()).toBe("first widget");

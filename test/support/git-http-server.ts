@@ -1,6 +1,7 @@
 // A loopback git server for tests: real `git http-backend` (smart HTTP) run as a CGI behind HTTP
 // Basic auth, serving the bare repositories under one directory. It counts authorized and refused
-// requests, so a test can prove that credentials reached the server and that a wrong one did not.
+// requests, and every request that carried an Authorization header at all, so a test can prove
+// that credentials reached the server, that a wrong one did not, and that none reached it.
 import { spawn, type ChildProcess } from "node:child_process";
 import { timingSafeEqual } from "node:crypto";
 import http from "node:http";
@@ -22,6 +23,10 @@ export type GitHttpStats = {
   refused: number;
   /** Authorized requests whose body was gzip-encoded (git compresses large negotiation bodies). */
   gzipped: number;
+  /** Requests of any kind, and those that carried an Authorization header at all (right or wrong):
+   * a credential that reached this server shows here, whoever it was meant for. */
+  requests: number;
+  withAuthorization: number;
 };
 
 export type GitHttpServer = {
@@ -165,11 +170,13 @@ function runBackend(
  */
 export async function startGitHttpServer(opts: GitHttpServerOptions): Promise<GitHttpServer> {
   const expected = Buffer.from(`${opts.user}:${opts.password}`);
-  const stats: GitHttpStats = { authorized: 0, refused: 0, gzipped: 0 };
+  const stats: GitHttpStats = { authorized: 0, refused: 0, gzipped: 0, requests: 0, withAuthorization: 0 };
   const children = new Set<ChildProcess>();
 
   const server = http.createServer((req, res) => {
     try {
+      stats.requests++;
+      if (req.headers.authorization !== undefined) stats.withAuthorization++;
       if (!credentialsMatch(req.headers.authorization, expected)) {
         stats.refused++;
         return sendPlain(res, 401, "authentication required", { "www-authenticate": 'Basic realm="git"' });

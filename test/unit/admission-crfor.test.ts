@@ -180,7 +180,7 @@ const repoView = (key: string) => ({ name: key, key, nodes: { "node-a": { phase:
 
 function built(spec: SandboxSpec, cacheRoot = DEFAULT_CACHE_ROOT) {
   const pod = buildPod({ metadata: { name: NAME, namespace: "jr2", uid: "u-1" }, spec }, [
-    repoCachesContribution(spec, repoView, cacheRoot)!,
+    repoCachesContribution(spec, repoView, "jr2", cacheRoot)!,
   ]);
   return { pod, spec: pod.spec as unknown as PodSpec };
 }
@@ -261,10 +261,10 @@ describe("a Sandbox as jr2's crFor composes it", () => {
       for (const m of repos) expect(m.readOnly).toBe(true);
     });
 
-    it("holds exactly the operator's hostPaths, one Repo cache per key", () => {
+    it("holds exactly the operator's hostPaths, one Repo cache per key, in the Sandbox's namespace", () => {
       const hostPaths = spec.volumes.filter((v) => v.hostPath);
       expect(hostPaths.map((v) => [v.name, v.hostPath?.path])).toEqual(
-        KEYS.map((k) => [`repo-${k}`, `${DEFAULT_CACHE_ROOT}/${k}`]),
+        KEYS.map((k) => [`repo-${k}`, `${DEFAULT_CACHE_ROOT}/jr2/${k}`]),
       );
     });
 

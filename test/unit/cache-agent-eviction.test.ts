@@ -9,7 +9,7 @@ import os from "node:os";
 import path from "node:path";
 import { gitIn } from "../support/git-fixtures";
 import { explain } from "../../cache-agent/agent";
-import { evictable, mountedKeys, type CacheEntry } from "../../cache-agent/eviction";
+import { evictable, sandboxCaches, type CacheEntry } from "../../cache-agent/eviction";
 import { cacheKeys, ensureCache, evictCache, ownedByAgent, pin } from "../../cache-agent/bare-checkouts";
 
 const sh = (cwd: string, ...args: string[]) => gitIn(cwd, ...args);
@@ -44,13 +44,34 @@ describe("evictable", () => {
   });
 });
 
-describe("mountedKeys", () => {
-  it("reads the cache keys from a pod's repo-<key> volumes only", () => {
-    const pod = {
-      spec: { volumes: [{ name: "repo-abc123" }, { name: "work" }, { name: "repo-def" }, { name: "jr2-git-0" }] },
-    };
-    expect(mountedKeys(pod)).toEqual(["abc123", "def"]);
-    expect(mountedKeys({})).toEqual([]);
+describe("sandboxCaches: what pods on the node may mount, read from the Sandboxes (decision 0046)", () => {
+  const sbx = (status: { nodeName?: string; phase?: string }, namespace = "team-a") => ({
+    metadata: { namespace },
+    spec: { repos: [{ key: "app-0123456789" }, { key: "lib-9876543210" }] },
+    status,
+  });
+
+  it("names its own namespace's caches while placed on this node", () => {
+    expect(sandboxCaches(sbx({ nodeName: "n-1", phase: "Ready" }), "n-1")).toEqual([
+      "team-a/app-0123456789",
+      "team-a/lib-9876543210",
+    ]);
+    expect(sandboxCaches(sbx({ nodeName: "n-1" }, "team-b"), "n-1")).toEqual([
+      "team-b/app-0123456789",
+      "team-b/lib-9876543210",
+    ]);
+  });
+
+  it("names them while not yet placed (the scheduler runs ahead of the status), none once Lost unplaced", () => {
+    expect(sandboxCaches(sbx({}), "n-1")).toEqual(["team-a/app-0123456789", "team-a/lib-9876543210"]);
+    expect(sandboxCaches(sbx({ phase: "Pending" }), "n-1")).toHaveLength(2);
+    expect(sandboxCaches(sbx({ phase: "Lost" }), "n-1")).toEqual([]);
+  });
+
+  it("names none when placed on another node, or without a namespace or Repos", () => {
+    expect(sandboxCaches(sbx({ nodeName: "n-2" }), "n-1")).toEqual([]);
+    expect(sandboxCaches({ spec: { repos: [{ key: "a" }] } }, "n-1")).toEqual([]);
+    expect(sandboxCaches({ metadata: { namespace: "team-a" }, status: { nodeName: "n-1" } }, "n-1")).toEqual([]);
   });
 });
 

@@ -376,7 +376,7 @@ describe("the Sandbox CR the Orchestrator composes", () => {
     const repoView = (key: string) => ({ name: key, key, nodes: { "node-a": { phase: "Present" as const } } });
     const s = withDefaults(structuredClone(spec));
     const pod = buildPod({ metadata: { name: NAME, namespace: "jr2", uid: "u-1" }, spec: s }, [
-      repoCachesContribution(s, repoView)!,
+      repoCachesContribution(s, repoView, "jr2")!,
     ]);
     const containers = (pod.spec!.containers ?? []) as Container[];
     const c = (name: string) => containers.find((x) => x.name === name)!;
@@ -397,7 +397,7 @@ describe("the Sandbox CR the Orchestrator composes", () => {
         structuredClone(composeSandbox(input({ pod: optOut })).sandbox.spec) as typeof spec,
       );
       const built = buildPod({ metadata: { name: NAME, namespace: "jr2", uid: "u-1" }, spec: composed }, [
-        repoCachesContribution(composed, repoView)!,
+        repoCachesContribution(composed, repoView, "jr2")!,
       ]);
       const user = (built.spec!.containers as Container[]).find((x) => x.name === "user")!;
       expect(user.securityContext).toEqual({ capabilities: { drop: [] } });

@@ -14,15 +14,25 @@ const spec = { repos: [{ key: "app-0123456789", url: "https://example.com/org/ap
 const repo = (nodes: RepoView["nodes"]): RepoView => ({ name: "app", key: "app-0123456789", nodes });
 
 describe("repoCachesContribution", () => {
-  it("mounts each node cache read-only at /repos/<key> from a hostPath under the cache root", () => {
-    const c = repoCachesContribution(spec, lookup([]), "/var/cache/jr2")!;
+  it("mounts each node cache read-only at /repos/<key> from a hostPath under the cache root, in the namespace's directory", () => {
+    const c = repoCachesContribution(spec, lookup([]), "team-a", "/var/cache/jr2")!;
     expect(c.volumes).toEqual([
-      { name: "repo-app-0123456789", hostPath: { path: "/var/cache/jr2/app-0123456789", type: "DirectoryOrCreate" } },
+      {
+        name: "repo-app-0123456789",
+        hostPath: { path: "/var/cache/jr2/team-a/app-0123456789", type: "DirectoryOrCreate" },
+      },
     ]);
     expect(c.harnessMounts).toEqual([
       { name: "repo-app-0123456789", mountPath: "/repos/app-0123456789", readOnly: true },
     ]);
     expect(c.affinity).toBeUndefined();
+  });
+
+  it("gives the same key in another namespace another cache (decision 0046)", () => {
+    const a = repoCachesContribution(spec, lookup([]), "team-a")!;
+    const b = repoCachesContribution(spec, lookup([]), "team-b")!;
+    expect(a.volumes?.[0].hostPath?.path).toBe("/var/lib/jr2/repos/team-a/app-0123456789");
+    expect(b.volumes?.[0].hostPath?.path).toBe("/var/lib/jr2/repos/team-b/app-0123456789");
   });
 
   it("prefers, softly, the nodes where the cache is present", () => {
@@ -35,6 +45,7 @@ describe("repoCachesContribution", () => {
           "n-3": { phase: "Cloning" },
         }),
       ]),
+      "team-a",
     )!;
     expect(c.affinity?.nodeAffinity?.preferredDuringSchedulingIgnoredDuringExecution).toEqual([
       {
@@ -45,7 +56,7 @@ describe("repoCachesContribution", () => {
   });
 
   it("adds nothing for a Sandbox without Repos", () => {
-    expect(repoCachesContribution({}, lookup([]))).toBeUndefined();
+    expect(repoCachesContribution({}, lookup([]), "team-a")).toBeUndefined();
   });
 });
 

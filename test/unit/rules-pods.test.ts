@@ -150,10 +150,15 @@ describe("podViolations: the rules a Sandbox pod keeps", () => {
   it("admits the operator's repo-<key> hostPath volume", () => {
     expect(
       podViolations(
-        pod({
-          containers: [],
-          volumes: [{ name: "repo-app", hostPath: { path: "/var/lib/jr2/repos/app", type: "DirectoryOrCreate" } }],
-        }),
+        {
+          ...pod({
+            containers: [],
+            volumes: [
+              { name: "repo-app", hostPath: { path: "/var/lib/jr2/repos/team-a/app", type: "DirectoryOrCreate" } },
+            ],
+          }),
+          metadata: { name: "sb", namespace: "team-a" },
+        },
         OPERATOR,
         OPERATOR,
       ),
@@ -285,10 +290,18 @@ describe("ephemeralViolations", () => {
   });
 });
 
-// Decision 0016: the pod guard judges the whole pod by the rules a Sandbox pod is built to.
+// Decision 0016: the pod guard judges the whole pod by the rules a Sandbox pod is built to; decision
+// 0046: the one cache path is the pod's own namespace's.
 describe("podViolations: the one hostPath is the Repo cache exactly as the operator builds it", () => {
-  const ok = { path: "/var/lib/jr2/repos/app", type: "DirectoryOrCreate" };
-  const withVolume = (volume: Obj) => pod({ containers: [], volumes: [volume] });
+  const ok = { path: "/var/lib/jr2/repos/team-a/app", type: "DirectoryOrCreate" };
+  const withVolume = (volume: Obj, namespace: string | null = "team-a") => ({
+    ...pod({ containers: [], volumes: [volume] }),
+    metadata: { name: "sb", ...(namespace ? { namespace } : {}) },
+  });
+
+  it("accepts the cache of the pod's own namespace", () => {
+    expect(podViolations(withVolume({ name: "repo-app", hostPath: ok }), OPERATOR, OPERATOR)).toEqual([]);
+  });
 
   it.each([
     ["repo-root at /", { name: "repo-root", hostPath: { path: "/" } }],
@@ -296,13 +309,28 @@ describe("podViolations: the one hostPath is the Repo cache exactly as the opera
       "repo-root at / as the operator types it",
       { name: "repo-root", hostPath: { path: "/", type: "DirectoryOrCreate" } },
     ],
-    ["repo-app at another key's path", { name: "repo-app", hostPath: { ...ok, path: "/var/lib/jr2/repos/lib" } }],
+    [
+      "repo-app at another key's path",
+      { name: "repo-app", hostPath: { ...ok, path: "/var/lib/jr2/repos/team-a/lib" } },
+    ],
+    [
+      "repo-app at another namespace's cache",
+      { name: "repo-app", hostPath: { ...ok, path: "/var/lib/jr2/repos/team-b/app" } },
+    ],
+    [
+      "repo-app at the old, shared path (no namespace)",
+      { name: "repo-app", hostPath: { ...ok, path: "/var/lib/jr2/repos/app" } },
+    ],
+    [
+      "repo-app at the namespace's directory",
+      { name: "repo-app", hostPath: { ...ok, path: "/var/lib/jr2/repos/team-a" } },
+    ],
     ["repo-app at the cache root itself", { name: "repo-app", hostPath: { ...ok, path: "/var/lib/jr2/repos" } }],
     ["repo-app of another type", { name: "repo-app", hostPath: { ...ok, type: "Socket" } }],
     ["repo-app of no type", { name: "repo-app", hostPath: { path: ok.path } }],
     [
       "repo-.. climbing out",
-      { name: "repo-..", hostPath: { path: "/var/lib/jr2/repos/..", type: "DirectoryOrCreate" } },
+      { name: "repo-..", hostPath: { path: "/var/lib/jr2/repos/team-a/..", type: "DirectoryOrCreate" } },
     ],
     ["a volume not named repo-*", { name: "node", hostPath: ok }],
   ])("refuses %s", (_what, volume) => {
@@ -310,8 +338,16 @@ describe("podViolations: the one hostPath is the Repo cache exactly as the opera
     expect(paths(vs)).toEqual(["spec.volumes[0].hostPath"]);
   });
 
+  it("refuses any cache path for a pod that names no namespace, and says where its caches are", () => {
+    const vs = podViolations(withVolume({ name: "repo-app", hostPath: ok }, null), OPERATOR, OPERATOR);
+    expect(paths(vs)).toEqual(["spec.volumes[0].hostPath"]);
+    expect(podViolations(withVolume({ name: "node", hostPath: ok }), OPERATOR, OPERATOR)[0].message).toContain(
+      "/var/lib/jr2/repos/team-a/<key>",
+    );
+  });
+
   it("reads the cache root from the rules (JR2_CACHE_ROOT)", () => {
-    const volume = { name: "repo-app", hostPath: { path: "/srv/caches/app", type: "DirectoryOrCreate" } };
+    const volume = { name: "repo-app", hostPath: { path: "/srv/caches/team-a/app", type: "DirectoryOrCreate" } };
     expect(podViolations(withVolume(volume), OPERATOR, OPERATOR, { cacheRoot: "/srv/caches" })).toEqual([]);
     expect(paths(podViolations(withVolume(volume), OPERATOR, OPERATOR))).toEqual(["spec.volumes[0].hostPath"]);
   });
@@ -320,8 +356,11 @@ describe("podViolations: the one hostPath is the Repo cache exactly as the opera
     const spec = withDefaults({ image: "h:1", idleTimeout: "30m", repos: [{ key: "app", url: "https://x/app.git" }] });
     const sbx = { metadata: { name: "sb", namespace: "team-a", uid: "u-1" }, spec };
     for (const cacheRoot of [DEFAULT_CACHE_ROOT, "/srv/caches"]) {
-      const p = buildPod(sbx, [repoCachesContribution(spec, () => undefined, cacheRoot)!]);
+      const p = buildPod(sbx, [repoCachesContribution(spec, () => undefined, "team-a", cacheRoot)!]);
       expect(podViolations(p, OPERATOR, OPERATOR, { cacheRoot })).toEqual([]);
+      // The same pod moved to another namespace reaches no cache: its paths name team-a's.
+      const moved = { ...p, metadata: { ...p.metadata, namespace: "team-b" } };
+      expect(paths(podViolations(moved, OPERATOR, OPERATOR, { cacheRoot }))).toEqual(["spec.volumes[1].hostPath"]);
     }
   });
 });

@@ -356,7 +356,7 @@ type PodVolume = {
 /** What the built pod breaks of the hardened context and the credential boundary, in words. */
 function podBreaches(spec: Obj): string[] {
   const defaulted = withDefaults(spec as Partial<SandboxSpec>) as SandboxSpec;
-  const caches = repoCachesContribution(defaulted, () => undefined);
+  const caches = repoCachesContribution(defaulted, () => undefined, "team-a");
   const pod = buildPod(
     { metadata: { name: "sb", namespace: "team-a", uid: "u-1" }, spec: defaulted },
     caches ? [caches] : [],

@@ -1,0 +1,187 @@
+// The cache agent's RBAC as rendered (cache-agent/cache-agent-manifests.ts, decision 0046), applied
+// to the control plane and asked of the API server as its service account: no Secret read
+// cluster-wide (kube-system, another namespace, the companions' own), `get` in an opted-in Sandbox
+// namespace alone, no pod read anywhere. Then an agent running with that account's own token: a
+// Repo in the opted-in namespace is fetched with its declared Secret; a Repo in a namespace that
+// did not opt in gets the 403 said on its node's entry, with the namespace and the fix.
+import { execFile, execFileSync } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { K8s, kind } from "kubernetes-fluent-client";
+import { RepoModel } from "../../api/crd";
+import { COMPANION_NAMESPACE, REPO_CREDENTIAL_HOSTS_ANNOTATION, REPO_CREDENTIAL_LABEL } from "../../api/wire";
+import { CACHE_AGENT, cacheAgentManifests } from "../../cache-agent/cache-agent-manifests";
+import { kubectlPath } from "../../dev/kubectl";
+import { type Agent, startCacheAgent } from "../../dev/local-cache-agent";
+import { startGitHttpServer, type GitHttpServer } from "../support/git-http-server";
+import { useNamespace, waitFor } from "./support/cluster";
+
+const optedIn = useNamespace("rbac-in");
+const other = useNamespace("rbac-out");
+const AS = `system:serviceaccount:${COMPANION_NAMESPACE}:${CACHE_AGENT}`;
+const NODE = "jr2-node-0";
+const tmp = mkdtempSync(join(tmpdir(), "jr2-agent-rbac-"));
+
+type Obj = { kind: string; metadata: { name: string; namespace?: string } };
+
+/** The rendered RBAC: the objects an installation applies for the agent, minus its DaemonSet. */
+const rbac = () =>
+  (cacheAgentManifests({ image: "unused", sandboxNamespaces: [optedIn.name] }) as Obj[]).filter(
+    (o) => o.kind !== "DaemonSet" && !(o.kind === "Namespace" && o.metadata.name === COMPANION_NAMESPACE),
+  );
+
+function kubectl(args: string[], input?: object): Promise<{ code: number; out: string; stdout: string }> {
+  return new Promise((resolve) => {
+    const child = execFile(kubectlPath(), args, (err, stdout, stderr) =>
+      resolve({
+        code: err ? ((err as { code?: number }).code ?? 1) : 0,
+        out: (stdout + stderr).trim(),
+        stdout: stdout.trim(),
+      }),
+    );
+    child.stdin!.end(input ? JSON.stringify(input) : "");
+  });
+}
+
+const canI = async (...args: string[]) => (await kubectl(["auth", "can-i", ...args, `--as=${AS}`])).stdout;
+
+let companionsMade = false;
+beforeAll(async () => {
+  // The companions' namespace may be another test's: made here only if absent, and then removed.
+  companionsMade = (await kubectl(["get", "namespace", COMPANION_NAMESPACE])).code !== 0;
+  if (companionsMade) await kubectl(["create", "namespace", COMPANION_NAMESPACE]);
+  const applied = await kubectl(["apply", "-f", "-"], { apiVersion: "v1", kind: "List", items: rbac() });
+  if (applied.code !== 0) throw new Error(`the cache agent's RBAC was not applied: ${applied.out}`);
+});
+
+afterAll(async () => {
+  const cluster = rbac().filter((o) => o.kind !== "Namespace");
+  await kubectl(["delete", "--ignore-not-found", "-f", "-"], { apiVersion: "v1", kind: "List", items: cluster });
+  if (companionsMade) await kubectl(["delete", "namespace", COMPANION_NAMESPACE, "--wait=false"]);
+  rmSync(tmp, { recursive: true, force: true });
+});
+
+describe("the cache agent's service account", () => {
+  it("reads no Secret in kube-system, another namespace or the companions' namespace", async () => {
+    for (const ns of ["kube-system", other.name, COMPANION_NAMESPACE, "default"]) {
+      expect([ns, await canI("get", "secrets", "-n", ns)]).toEqual([ns, "no"]);
+      expect([ns, await canI("get", "secrets/jr2-custodian-ca", "-n", ns)]).toEqual([ns, "no"]);
+    }
+    expect(await canI("get", "secrets", "--all-namespaces")).toBe("no");
+    expect(await canI("list", "secrets", "--all-namespaces")).toBe("no");
+  });
+
+  it("gets a Secret by name in the opted-in Sandbox namespace, and may not list or watch them there", async () => {
+    expect(await canI("get", "secrets", "-n", optedIn.name)).toBe("yes");
+    expect(await canI("list", "secrets", "-n", optedIn.name)).toBe("no");
+    expect(await canI("watch", "secrets", "-n", optedIn.name)).toBe("no");
+  });
+
+  it("lists no pods anywhere", async () => {
+    expect(await canI("list", "pods", "--all-namespaces")).toBe("no");
+    for (const ns of [optedIn.name, other.name, "kube-system"])
+      expect([ns, await canI("list", "pods", "-n", ns)]).toEqual([ns, "no"]);
+  });
+
+  it("keeps what names no credential: Repos and Sandboxes read cluster-wide, Repo status patched", async () => {
+    for (const verb of ["get", "list", "watch"]) {
+      expect(await canI(verb, "repos.core.jr2.dev", "--all-namespaces")).toBe("yes");
+      expect(await canI(verb, "sandboxes.core.jr2.dev", "--all-namespaces")).toBe("yes");
+    }
+    expect(await canI("patch", "repos.core.jr2.dev", "--subresource=status", "-n", other.name)).toBe("yes");
+    expect(await canI("patch", "repos.core.jr2.dev", "-n", other.name)).toBe("no");
+  });
+
+  it("labels the opted-in namespace as holding Sandboxes", async () => {
+    const ns = await K8s(kind.Namespace).Get(optedIn.name);
+    expect(ns.metadata?.labels?.["jr2.dev/sandboxes"]).toBe("enabled");
+  });
+});
+
+describe("a cache agent with that account's own token", () => {
+  let agent: Agent | undefined;
+  let server: GitHttpServer | undefined;
+
+  beforeAll(async () => {
+    const served = join(tmp, "served");
+    const work = join(tmp, "work");
+    execFileSync("git", ["init", "--quiet", "-b", "main", work]);
+    execFileSync(
+      "git",
+      ["-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "a"],
+      {
+        cwd: work,
+      },
+    );
+    execFileSync("git", ["clone", "--quiet", "--bare", work, join(served, "app.git")]);
+    server = await startGitHttpServer({ root: served, user: "jr2", password: "rbac-token-2468" });
+    // A kubeconfig naming the API server as the tests reach it and the service account's token.
+    const token = await kubectl(["create", "token", CACHE_AGENT, "-n", COMPANION_NAMESPACE, "--duration=10m"]);
+    if (token.code !== 0) throw new Error(`no token for ${AS}: ${token.out}`);
+    const view = JSON.parse((await kubectl(["config", "view", "--raw", "--minify", "--flatten", "-o", "json"])).stdout);
+    const kubeconfig = join(tmp, "agent.kubeconfig");
+    writeFileSync(
+      kubeconfig,
+      JSON.stringify({
+        apiVersion: "v1",
+        kind: "Config",
+        clusters: view.clusters,
+        users: [{ name: "agent", user: { token: token.stdout } }],
+        contexts: [{ name: "agent", context: { cluster: view.clusters[0].name, user: "agent" } }],
+        "current-context": "agent",
+      }),
+    );
+    for (const ns of [optedIn.name, other.name]) {
+      await K8s(kind.Secret).Apply({
+        metadata: {
+          name: "git-token",
+          namespace: ns,
+          labels: { [REPO_CREDENTIAL_LABEL]: "true" },
+          annotations: { [REPO_CREDENTIAL_HOSTS_ANNOTATION]: server.url("") },
+        },
+        stringData: { username: "jr2", token: "rbac-token-2468" },
+      });
+    }
+    agent = await startCacheAgent(NODE, join(tmp, "cache"), { KUBECONFIG: kubeconfig });
+  }, 60_000);
+
+  afterAll(async () => {
+    await agent?.stop();
+    await server?.close();
+  });
+
+  const repo = (namespace: string) =>
+    K8s(RepoModel).Apply({
+      apiVersion: "core.jr2.dev/v1alpha1",
+      kind: "Repo",
+      metadata: { name: "app", namespace },
+      spec: { url: server!.url("app.git"), secretRef: { name: "git-token" } },
+    });
+  const entry = (namespace: string) =>
+    waitFor(
+      `Repo ${namespace}/app's entry for ${NODE}`,
+      () => K8s(RepoModel).InNamespace(namespace).Get("app"),
+      (r) => ["Present", "Failed"].includes(r.status?.nodes?.[NODE]?.phase ?? ""),
+    );
+
+  it("fetches a Repo of the opted-in namespace with its declared Secret", async () => {
+    await repo(optedIn.name);
+    expect((await entry(optedIn.name)).status?.nodes?.[NODE]).toMatchObject({ phase: "Present" });
+    expect(server!.stats.authorized).toBeGreaterThan(0);
+  });
+
+  it("says a 403 on a Repo of a namespace that did not opt in, naming it and the fix, and keeps running", async () => {
+    const before = server!.stats.requests;
+    await repo(other.name);
+    const failed = (await entry(other.name)).status!.nodes![NODE];
+    expect(failed.phase).toBe("Failed");
+    expect(failed.error).toContain(
+      `may not read Secret "git-token" (spec.secretRef.name) in namespace "${other.name}"`,
+    );
+    expect(failed.error).toContain("has not opted in to holding Sandboxes");
+    expect(failed.error).toContain("JR2_SANDBOX_NAMESPACES");
+    expect(server!.stats.requests).toBe(before);
+    expect(agent!.process.exitCode).toBeNull();
+  });
+});
