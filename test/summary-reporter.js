@@ -1,8 +1,8 @@
 // CI's closing line (.ci/run): each jest tier's totals in $JR2_TEST_SUMMARY, one JSON line per
 // event, and what became of a tier that never reported them. Jest builds its reporters only after
 // the global setup, so a setup that throws reaches no reporter: each tier's global setup writes its
-// own `started` line first (tierStarted), the reporter writes `started` again at onRunStart (the
-// setup passed) and the totals at onRunComplete. Run as a program, it prints the summary of a file.
+// own `started` line first (tierStarted), the reporter writes `started` again as its first test file
+// starts (the setup passed) and the totals at onRunComplete. Run as a program, it prints the summary of a file.
 const { appendFileSync, existsSync, readFileSync } = require("node:fs");
 const { join } = require("node:path");
 
@@ -26,7 +26,7 @@ const count = (l) => `${l.passed} passed, ${l.failed} failed` + (l.skipped ? `, 
  * totals" when it ran past the setup and never reported; "not run" when it never began.
  */
 function summarize(lines, tiers) {
-  const names = [...tiers, ...lines.map((l) => l.tier).filter((t) => t && !tiers.includes(t))];
+  const names = [...new Set([...tiers, ...lines.map((l) => l.tier).filter(Boolean)])];
   const words = names.map((tier) => {
     const mine = lines.filter((l) => l.tier === tier);
     const totals = mine.filter((l) => typeof l.passed === "number");
@@ -67,20 +67,29 @@ function readLines(file) {
     .map((l) => JSON.parse(l));
 }
 
+/** A project's name as jest.config.js gives it (displayName is a string there, an object once read). */
+const nameOf = (config) => {
+  const d = config?.displayName;
+  return typeof d === "string" ? d : (d?.name ?? "all");
+};
+
 class SummaryReporter {
-  constructor(globalConfig) {
-    // npm test selects one project a run, so a run is a tier; any other run is named by its selection.
-    const selected = globalConfig?.selectProjects ?? [];
-    this.tier = selected.length ? selected.join("+") : "all";
+  // Jest gives a reporter no project names before its tests start (its global config does not carry
+  // --selectProjects), so the tier is read from each test file's project.
+  #began = new Set();
+
+  onTestFileStart(test) {
+    const tier = nameOf(test?.context?.config);
+    if (this.#began.has(tier)) return;
+    this.#began.add(tier);
+    append({ tier, started: "reporter" });
   }
 
-  onRunStart() {
-    append({ tier: this.tier, started: "reporter" });
-  }
-
-  onRunComplete(_contexts, results) {
+  onRunComplete(contexts, results) {
+    // npm test runs one project a run, so a run is a tier; a run of several is counted under their names joined.
+    const names = [...new Set([...(contexts ?? [])].map((c) => nameOf(c.config)))];
     append({
-      tier: this.tier,
+      tier: names.length ? names.join("+") : "all",
       passed: results.numPassedTests,
       failed: results.numFailedTests + results.numRuntimeErrorTestSuites,
       skipped: results.numPendingTests + results.numTodoTests,

@@ -67,49 +67,67 @@ describe("summarize", () => {
   });
 });
 
-describe("a tier whose global setup throws, run by jest", () => {
+describe("the reporter and a tier's setup, run by jest", () => {
   const dir = mkdtempSync(join(tmpdir(), "jr2-ci-summary-"));
+  const reporter = join(ROOT, "test", "summary-reporter.js");
+  const file = join(dir, "summary.jsonl");
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-  it("reaches no reporter; its setup's own line makes the summary say setup failed", () => {
-    const reporter = join(ROOT, "test", "summary-reporter.js");
+  beforeAll(() => {
     writeFileSync(
       join(dir, "setup.js"),
       `module.exports = async () => { require(${JSON.stringify(reporter)}).tierStarted("broken"); throw new Error("setup broke"); };\n`,
     );
-    writeFileSync(join(dir, "a.test.js"), 'test("never runs", () => expect(1).toBe(1));\n');
+    writeFileSync(join(dir, "a.test.js"), 'test("runs", () => expect(1).toBe(1));\n');
+    const project = (name: string, setup: boolean) => ({
+      displayName: name,
+      rootDir: dir,
+      testMatch: [join(dir, "*.test.js")],
+      ...(setup ? { globalSetup: join(dir, "setup.js") } : {}),
+    });
     writeFileSync(
       join(dir, "jest.config.js"),
       `module.exports = ${JSON.stringify({
         rootDir: dir,
         cacheDirectory: join(dir, "cache"),
         reporters: [reporter],
-        projects: [
-          {
-            displayName: "broken",
-            rootDir: dir,
-            testMatch: [join(dir, "*.test.js")],
-            globalSetup: join(dir, "setup.js"),
-          },
-        ],
+        projects: [project("fine", false), project("broken", true)],
       })};\n`,
     );
-    const file = join(dir, "summary.jsonl");
-    const run = spawnSync(
+  });
+
+  const jest = (project: string) =>
+    spawnSync(
       process.execPath,
       [
         join(ROOT, "node_modules", "jest", "bin", "jest.js"),
         "-c",
         join(dir, "jest.config.js"),
         "--selectProjects",
-        "broken",
+        project,
       ],
       { cwd: dir, encoding: "utf8", env: { ...process.env, JR2_TEST_SUMMARY: file } },
     );
+
+  it("a tier that runs: the reporter names it by its project, its start and then its totals", () => {
+    expect(jest("fine").status).toBe(0);
+    expect(readLines(file)).toEqual([
+      { tier: "fine", started: "reporter" },
+      { tier: "fine", passed: 1, failed: 0, skipped: 0 },
+    ]);
+  }, 60_000);
+
+  it("a tier whose setup throws reaches no reporter: its setup's own line makes the summary say so", () => {
+    const run = jest("broken");
     expect(run.status).not.toBe(0);
     expect(run.stderr).toContain("setup broke");
-    // Only the setup's line: the reporter was never built, so wrote neither `started` nor totals.
-    expect(readLines(file)).toEqual([{ tier: "broken", started: "setup" }]);
-    expect(summarize(readLines(file), ["broken"])[0]).toBe("broken: setup failed, 0 run");
+    // Only the setup's line was added: the reporter was never built, so wrote neither a start nor totals.
+    expect(readLines(file).slice(2)).toEqual([{ tier: "broken", started: "setup" }]);
+    expect(summarize(readLines(file), ["fine", "broken", "later"])).toEqual([
+      "fine: 1 passed, 0 failed",
+      "broken: setup failed, 0 run",
+      "later: not run",
+      "tests: 1 passed, 0 failed in 1 of 3 tiers (broken: setup failed, 0 run; later: not run)",
+    ]);
   }, 60_000);
 });
