@@ -33,9 +33,21 @@ describe("the webhooks as registered", () => {
     // Validating only: the Sandbox defaults are a policy the API server runs (decision 0026).
     const mutating = (await K8s(kind.MutatingWebhookConfiguration).Get()).items;
     expect(mutating.filter((c) => c.webhooks?.some((w) => w.name.endsWith(".pepr.dev")))).toEqual([]);
+    // Both halves are there: the Sandbox webhook (what makes a create fail closed below) and the pod one.
+    const guards = (w: (typeof hooks)[number]) => (w.rules ?? []).flatMap((r) => r.resources ?? []);
+    const sandboxHooks = hooks.filter((w) => guards(w).includes("sandboxes"));
+    const podHooks = hooks.filter((w) => !guards(w).includes("sandboxes"));
+    expect(sandboxHooks.length).toBeGreaterThanOrEqual(1);
+    expect(podHooks.length).toBeGreaterThanOrEqual(1);
+    for (const w of sandboxHooks) {
+      expect(w.name).toMatch(/^sandboxes\..+\.pepr\.dev$/);
+      expect(w.rules?.flatMap((r) => r.operations ?? [])).toEqual(expect.arrayContaining(["CREATE", "UPDATE"]));
+      expect(w.failurePolicy).toBe("Fail");
+    }
+    for (const w of podHooks) expect(w.name).toMatch(/^(pods|connect)\..+\.pepr\.dev$/);
     expect(hooks.length).toBeGreaterThanOrEqual(3);
     for (const w of hooks) {
-      const resources = (w.rules ?? []).flatMap((r) => r.resources ?? []);
+      const resources = guards(w);
       if (resources.includes("sandboxes")) {
         expect(w.matchConditions?.map((m) => m.expression)).toEqual([
           "request.operation != 'UPDATE' || object.spec != oldObject.spec",
@@ -86,7 +98,7 @@ describe("while the module is down", () => {
       (e: unknown) => e,
     );
     expect(err).toBeDefined();
-    expect(message(err)).toMatch(/failed calling webhook "(mutate|sandboxes)\..*pepr\.dev"/);
+    expect(message(err)).toMatch(/failed calling webhook "sandboxes\..*pepr\.dev"/);
     await expect(getSandbox(ns.name, "outage-refused")).rejects.toBeDefined();
   });
 });

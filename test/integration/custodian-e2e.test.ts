@@ -7,14 +7,17 @@
 // accepts from it, what a stolen one cannot sign, its end and its rotation.
 // Every log line of the run is grepped, at the end, for every secret, the token and each Stand-in.
 import { randomBytes, X509Certificate } from "node:crypto";
+import diagnostics from "node:diagnostics_channel";
 import { renameSync, writeFileSync } from "node:fs";
 import http from "node:http";
+import type { Socket } from "node:net";
 import { join } from "node:path";
-import { Custodian } from "../../custodian/custodian-server";
+import { Custodian, MAX_ORCHESTRATOR_BODY } from "../../custodian/custodian-server";
 import { caFilesIn, LeafIssuer } from "../../custodian/leaf";
 import { DAY, issueCa, issueIntermediate } from "../../lib/ca";
 import { custodianCa } from "../../orchestrator/workspaces/custodian-ca";
 import { handshake } from "../support/certificates";
+import { eventually } from "../support/eventually";
 import {
   CUSTODIAN_HEADER,
   parseCustodianConfig,
@@ -24,6 +27,7 @@ import {
 import {
   call,
   closedPort,
+  connectionCounter,
   connectThrough,
   fakeUpstream,
   fullAcceptQueue,
@@ -34,7 +38,6 @@ import {
   resettingServer,
   secretValue,
   silentServer,
-  sleep,
   writeLayout,
   type Fake,
 } from "../support/custodian-fixtures";
@@ -222,6 +225,58 @@ describe("routes: the upstream gets the real values, the Harness only ever held 
     expect((await call(c.port, "/elsewhere")).status).toBe(404);
   });
 
+  it("forwards an Orchestrator body of exactly 1 MiB, and refuses one byte more 413 too_large, sent or chunked, forwarding nothing", async () => {
+    const exact = "x".repeat(MAX_ORCHESTRATOR_BODY);
+    const ok = await call(c.port, "/orchestrator/picks", { method: "POST", body: exact });
+    expect(ok.status).toBe(200);
+    expect(orchestrator.seen.at(-1)!.body.length).toBe(MAX_ORCHESTRATOR_BODY);
+    const before = orchestrator.seen.length;
+    // Said up front (content-length), and found while reading (chunked: no length to go by).
+    const declared = await call(c.port, "/orchestrator/picks", { method: "POST", body: `${exact}y` });
+    const chunked = await new Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }>(
+      (resolve, reject) => {
+        const req = http.request(
+          { host: "127.0.0.1", port: c.port, method: "POST", path: "/orchestrator/picks", agent: false },
+          (res) => {
+            const chunks: Buffer[] = [];
+            res.on("data", (d: Buffer) => chunks.push(d));
+            res.on("end", () =>
+              resolve({ status: res.statusCode!, headers: res.headers, body: Buffer.concat(chunks).toString() }),
+            );
+          },
+        );
+        req.on("error", reject);
+        req.write(exact);
+        req.end("y");
+      },
+    );
+    for (const r of [declared, chunked]) {
+      expect(r.status).toBe(413);
+      expect(r.headers[CUSTODIAN_HEADER]).toBe("refused");
+      expect(JSON.parse(r.body).error).toEqual({
+        code: "too_large",
+        message: `a request to the Orchestrator is at most ${MAX_ORCHESTRATOR_BODY} bytes`,
+      });
+    }
+    expect(orchestrator.seen.length).toBe(before);
+  });
+
+  it("without an Orchestrator in its config, the Orchestrator route is 404 and says so", async () => {
+    const bare = await custodian({
+      version: 1,
+      providers: [{ name: "anthropic", url: `http://127.0.0.1:${provider.port}` }],
+    });
+    const before = orchestrator.seen.length + provider.seen.length;
+    const r = await call(bare.port, "/orchestrator/agents/a1/deliveries/7", { method: "POST", body: "{}" });
+    expect(r.status).toBe(404);
+    expect(r.headers[CUSTODIAN_HEADER]).toBe("refused");
+    expect(JSON.parse(r.body).error).toEqual({
+      code: "not_found",
+      message: "no Orchestrator is configured for this Custodian",
+    });
+    expect(orchestrator.seen.length + provider.seen.length).toBe(before);
+  });
+
   it("serves /healthz, /readyz and /metrics, on both listeners, and nothing else on the probes' port", async () => {
     for (const port of [c.port, c.healthPort]) {
       expect((await call(port, "/healthz")).status).toBe(200);
@@ -308,6 +363,21 @@ describe("the HTTPS proxy", () => {
     expect("refused" in r && r.refused.headers[CUSTODIAN_HEADER]).toBe("refused");
   });
 
+  it("refuses a CONNECT whose target is not host:port, 400 bad_target, and forwards nothing", async () => {
+    const before = provider.seen.length + tunnelled.seen.length;
+    for (const target of ["localhost", `localhost:${provider.port}:1`, "127.0.0.1:0", "127.0.0.1:70000", "[::1:443"]) {
+      const r = await connectThrough(c.port, target);
+      expect([target, "refused" in r && r.refused.status]).toEqual([target, 400]);
+      if (!("refused" in r)) continue;
+      expect(r.refused.headers[CUSTODIAN_HEADER]).toBe("refused");
+      expect(JSON.parse(r.refused.body).error).toEqual({
+        code: "bad_target",
+        message: "CONNECT takes host:port, e.g. api.example.com:443",
+      });
+    }
+    expect(provider.seen.length + tunnelled.seen.length).toBe(before);
+  });
+
   it("without a CA, a bound host's CONNECT is refused and says why", async () => {
     const bare = await custodian({ version: 1, held: held(`https://localhost:${provider.port}`) }, { ca: false });
     const r = await connectThrough(bare.port, `localhost:${provider.port}`);
@@ -369,7 +439,7 @@ describe("each Sandbox's own CA (decision 0037): the Harness trusts the root, a 
     expect(r.ok).toBe(true);
   });
 
-  it("a Custodian whose CA has ended refuses the CONNECT, 503 ca_expired, and mints nothing", async () => {
+  it("a Custodian whose CA has ended refuses the CONNECT, 503 ca_expired: no leaf on the socket, nothing forwarded", async () => {
     const ended = issueIntermediate(root, {
       name: "jr2 Custodian ws-old",
       hosts: ["localhost"],
@@ -377,14 +447,19 @@ describe("each Sandbox's own CA (decision 0037): the Harness trusts the root, a 
       notAfter: now - DAY,
     });
     const old = await custodian({ version: 1, held: held(`https://localhost:${provider.port}`) }, { ca: ended });
+    const before = provider.seen.length;
     const r = await connectThrough(old.port, `localhost:${provider.port}`);
     expect("refused" in r && r.refused.status).toBe(503);
+    // Everything the socket carried after the status line is the JSON refusal (it parses whole, so
+    // no TLS record followed it), and the socket was closed: no leaf was presented to anyone.
+    expect("refused" in r && r.refused.headers.connection).toBe("close");
     expect("refused" in r && JSON.parse(r.refused.body).error).toEqual({
       code: "ca_expired",
       message: expect.stringContaining("the Custodian's CA expired on"),
     });
     // Not the client's doing: no `refused` word, so the Harness may try again after the rotation.
     expect("refused" in r && r.refused.headers[CUSTODIAN_HEADER]).toBeUndefined();
+    expect(provider.seen.length).toBe(before);
   });
 
   it("takes a rotated CA from its files, as the kubelet swaps them, without a restart", async () => {
@@ -429,8 +504,19 @@ describe("failure words on real socket faults", () => {
   it("a retry reaches an Orchestrator that comes up between attempts", async () => {
     const port = await closedPort();
     const c = await orchestratorAt(port);
+    // The first attempt's refusal, seen on its own socket (node's net.client.socket channel): the
+    // Orchestrator comes up only after it, so what reaches it is a retry.
+    const refused = new Promise<void>((resolve) => {
+      const onSocket = (message: unknown) =>
+        (message as { socket: Socket }).socket.once("error", (err: NodeJS.ErrnoException & { port?: number }) => {
+          if (err.code !== "ECONNREFUSED" || err.port !== port) return;
+          diagnostics.unsubscribe("net.client.socket", onSocket);
+          resolve();
+        });
+      diagnostics.subscribe("net.client.socket", onSocket);
+    });
     const answer = call(c.port, "/orchestrator/picks", { method: "POST", body: "{}" });
-    await sleep(40);
+    await refused;
     const late = await fakeUpstream((_s, res) => json(res, 200, { ok: true }));
     // The fake took any free port; move it to the closed one.
     await late.close();
@@ -500,17 +586,48 @@ describe("failure words on real socket faults", () => {
 });
 
 describe("readiness", () => {
-  it("answers 503 naming the missing value until it appears, and forwards nothing meanwhile", async () => {
-    const c = await custodian({ version: 1, orchestrator: { url: "http://127.0.0.1:9" } }, { values: {} });
-    const unready = await call(c.healthPort, "/readyz");
-    expect(unready.status).toBe(503);
-    expect(JSON.parse(unready.body).problems.join()).toContain("JR2_SANDBOX_TOKEN: no such file");
-    const early = await call(c.port, "/orchestrator/agents");
-    expect(early.status).toBe(502);
-    expect(early.headers[CUSTODIAN_HEADER]).toBe("unreachable");
-    const { writeFileSync } = await import("node:fs");
-    writeFileSync(`${c.layout.valuesDir}/JR2_SANDBOX_TOKEN`, `${TOKEN}\n`);
-    for (let i = 0; i < 40 && !c.custodian.ready; i++) await sleep(25);
-    expect((await call(c.healthPort, "/readyz")).status).toBe(200);
+  it("answers 503 naming the missing value until it appears, and forwards nothing meanwhile, on a route or a CONNECT", async () => {
+    // Upstreams that record what reaches them, so a Custodian that forwarded while unready fails here.
+    const orchestrator = await fakeUpstream((_s, res) => json(res, 200, { ok: true }));
+    const tunnelled = await connectionCounter();
+    try {
+      const c = await custodian(
+        {
+          version: 1,
+          orchestrator: { url: `http://127.0.0.1:${orchestrator.port}` },
+          egress: { tunnel: [`127.0.0.1:${tunnelled.port}`] },
+        },
+        { values: {} },
+      );
+      const unready = await call(c.healthPort, "/readyz");
+      expect(unready.status).toBe(503);
+      expect(JSON.parse(unready.body).problems.join()).toContain("JR2_SANDBOX_TOKEN: no such file");
+      const early = await call(c.port, "/orchestrator/agents", { method: "POST", body: "{}" });
+      expect(early.status).toBe(502);
+      expect(early.headers[CUSTODIAN_HEADER]).toBe("unreachable");
+      expect(JSON.parse(early.body).error.message).toContain("the Custodian is not ready");
+      const tunnel = await connectThrough(c.port, `127.0.0.1:${tunnelled.port}`);
+      expect("refused" in tunnel && tunnel.refused.status).toBe(502);
+      expect("refused" in tunnel && tunnel.refused.headers[CUSTODIAN_HEADER]).toBe("unreachable");
+      expect("refused" in tunnel && JSON.parse(tunnel.refused.body).error.message).toContain(
+        "the Custodian is not ready",
+      );
+      expect([orchestrator.seen.length, tunnelled.connections()]).toEqual([0, 0]);
+
+      writeFileSync(`${c.layout.valuesDir}/JR2_SANDBOX_TOKEN`, `${TOKEN}\n`);
+      await eventually("the Custodian ready once its value appears", () => c.custodian.ready || undefined);
+      expect((await call(c.healthPort, "/readyz")).status).toBe(200);
+      // The same two now reach their upstreams: what the zeros above were measured against.
+      expect((await call(c.port, "/orchestrator/agents", { method: "POST", body: "{}" })).status).toBe(200);
+      const open = await connectThrough(c.port, `127.0.0.1:${tunnelled.port}`);
+      expect("socket" in open).toBe(true);
+      if ("socket" in open) open.socket.destroy();
+      expect(orchestrator.seen).toHaveLength(1);
+      expect(orchestrator.seen[0].headers.authorization).toBe(`Bearer ${TOKEN}`);
+      await eventually("the tunnel's connection at its upstream", () => tunnelled.connections() === 1 || undefined);
+    } finally {
+      await orchestrator.close();
+      await tunnelled.close();
+    }
   });
 });

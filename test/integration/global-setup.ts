@@ -7,6 +7,7 @@ import { createServer, type Server } from "node:http";
 import { join } from "node:path";
 import { CACHE_DIR, ROOT, startLocalOperator, type LocalOperator } from "../../dev/local-operator";
 import { OPERATOR_ENV } from "../../api/env";
+import { tierStarted } from "../summary-reporter";
 
 type Held = { operator?: LocalOperator; control?: Server };
 const held = globalThis as typeof globalThis & { __jr2?: Held };
@@ -32,6 +33,8 @@ function clusterUp(): string {
 }
 
 export default async function globalSetup() {
+  // First, so a setup that throws still shows in CI's closing line (test/summary-reporter.js).
+  tierStarted("integration");
   const kubeconfig = process.env.KUBECONFIG || step("cluster up", clusterUp);
   process.env.KUBECONFIG = kubeconfig;
   step("module build", () => {

@@ -19,6 +19,7 @@ import { HARNESS_ENV } from "../../api/env";
 import { startScriptedModel, type ScriptedModel } from "../../dev/scripted-model";
 import { bundleCompanion } from "../../scripts/companion-bundle";
 import { custodianEnv, newStandIn, secretValue, writeLayout, type Layout } from "../support/custodian-fixtures";
+import { eventually } from "../support/eventually";
 
 jest.setTimeout(120_000);
 
@@ -115,7 +116,9 @@ async function call<T>(method: string, path: string, body?: unknown): Promise<{ 
 async function untilEnd(a: Admission, conversation = "c1"): Promise<StreamEvent[]> {
   const events: StreamEvent[] = [];
   let offset = a.offset;
-  for (;;) {
+  for (const deadline = Date.now() + 90_000; ; ) {
+    if (Date.now() > deadline)
+      throw new Error(`no end of turn ${a.submissionId} within 90 s; events: ${JSON.stringify(events).slice(-2000)}`);
     const page = (await call<StreamPage>("GET", `/agents/coder/${conversation}/stream?offset=${offset}&wait=5000`))
       .body;
     events.push(...page.events);
@@ -260,8 +263,11 @@ describe("an Agent's turns on the Harness", () => {
 
   it("keeps the conversation across a Harness restart; the turn it cut ends failed, once", async () => {
     const cut = await call<Admission>("POST", "/agents/coder/c1", { message: "restart me", submissionId: "s4" });
-    // The model's answer to it waits 30 s: the turn is running when the Harness dies.
-    await new Promise((r) => setTimeout(r, 500));
+    // The model's answer to it (script step 5) waits 30 s: once its request is at the model, the
+    // turn is running, and the Harness dies then.
+    await eventually("the cut turn's request at the model", () =>
+      model.requests.some((r) => r.step === 5) ? true : undefined,
+    );
     harness.kill("SIGKILL");
     await once(harness, "exit");
     await startHarness();

@@ -65,13 +65,24 @@ describe("the keepalive lease", () => {
   });
 
   it("reaps a Sandbox that was never renewed, counting from its creation", async () => {
-    await createSandbox(ns.name, "abandoned", { idleTimeout: `${IDLE_SECONDS}s` });
+    const created = await createSandbox(ns.name, "abandoned", { idleTimeout: `${IDLE_SECONDS}s` });
+    const createdAt = Date.parse(String(created.metadata.creationTimestamp));
     await waitFor(
       "the Sandbox to be reaped",
       () => gone(() => getSandbox(ns.name, "abandoned")),
       (g) => g,
       30_000,
     );
+    // Not before one idle timeout from its creation, by the API server's own clock (its Reaped
+    // Event's time against its creationTimestamp; both truncate to the second, which keeps the
+    // order: floor(created + idle) >= floor(created) + idle).
+    const reaped = await waitFor(
+      "its Reaped Event",
+      async () => (await eventsFor(ns.name, "abandoned")).find((e) => e.reason === "Reaped"),
+      (e) => e !== undefined,
+    );
+    const reapedAt = Date.parse(String(reaped!.eventTime ?? reaped!.lastTimestamp ?? reaped!.firstTimestamp));
+    expect(reapedAt - createdAt).toBeGreaterThanOrEqual(IDLE_SECONDS * 1000);
   });
 
   it("counts an unparsable keepalive as absent and warns about it", async () => {

@@ -221,6 +221,25 @@ describe("the manifests npm run build writes, deployed with the images npm run i
     expect(bad.stderr).toMatch(/spec\.securityContext\.privileged/);
   });
 
+  test("its admission holds the production idleTimeout floor (1m): the deployed module sets no JR2_MIN_IDLE_TIMEOUT", () => {
+    const apply = (name: string, idleTimeout: string) =>
+      kubectl(
+        ["apply", "--dry-run=server", "-f", "-"],
+        JSON.stringify({
+          apiVersion: "core.jr2.dev/v1alpha1",
+          kind: "Sandbox",
+          metadata: { name, namespace: SYSTEM },
+          spec: { image: SANDBOX_IMAGE, idleTimeout },
+        }),
+      );
+    // A server-side dry run is admitted or refused by the webhook as a create is, and stores nothing.
+    const short = apply("short-idle", "59s");
+    expect(short.status).not.toBe(0);
+    expect(short.stderr).toMatch(/denied the request/);
+    expect(short.stderr).toMatch(/spec\.idleTimeout: .*between 1m and 168h/);
+    expect(apply("minute-idle", "1m")).toMatchObject({ status: 0 });
+  });
+
   test("a workspace through the deployed Orchestrator: its Sandbox a pod on the real node, attached from the DaemonSet's cache", async () => {
     const client = new OrchestratorClient({ url: ORCHESTRATOR_URL, token: TOKEN });
     const { name } = await client.createWorkspace({

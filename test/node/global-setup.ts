@@ -10,6 +10,7 @@ import { homedir, tmpdir } from "node:os";
 import { join } from "node:path";
 import { CLUSTER_SH, ROOT, clusterEnv } from "./support";
 import { distOlderThanSources, pushProjectImages } from "../../dev/project-images";
+import { tierStarted } from "../summary-reporter";
 
 function step<T>(what: string, fn: () => T): T {
   const started = Date.now();
@@ -93,6 +94,8 @@ function pushImages(registry: string) {
 }
 
 export default async function globalSetup() {
+  // First, so a setup that throws still shows in CI's closing line (test/summary-reporter.js).
+  tierStarted("node");
   step("cluster up", () => {
     const r = spawnSync("bash", [CLUSTER_SH, "up"], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
     if (r.status !== 0)

@@ -458,6 +458,15 @@ describe("a workspace's Sandbox pod on the real node", () => {
     expect(exec("user", "/jr2-probe", "read", "/work").stderr).not.toContain("credential holder");
   });
 
+  test("/attach set the slot's default ACL in the image (its acl package), with no warning", () => {
+    // The slot root inherits group rwx to whatever an Agent or the User Container makes under it.
+    const acl = exec("harness", "getfacl", "-p", "/work/app");
+    expect([acl.status, acl.stderr]).toEqual([0, ""]);
+    for (const entry of ["default:user::rwx", "default:group::rwx", "default:other::r-x"])
+      expect(acl.stdout.split("\n")).toContain(entry);
+    expect(kubectlOk(["logs", "-n", ns, name, "-c", "harness"])).not.toContain("setfacl");
+  });
+
   test("kubectl exec -c harness works, and kubectl logs shows each container", () => {
     expect(exec("harness", "cat", "/etc/os-release").stdout).toMatch(/Debian GNU\/Linux 12/);
     const logs = (c: string) => kubectlOk(["logs", "-n", ns, name, "-c", c]);

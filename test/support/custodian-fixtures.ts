@@ -161,6 +161,26 @@ export const json = (
   res.end(JSON.stringify(body));
 };
 
+/** A TCP listener on 127.0.0.1 that counts the connections reaching it (held open until close). */
+export async function connectionCounter(): Promise<{
+  port: number;
+  connections: () => number;
+  close: () => Promise<void>;
+}> {
+  const sockets: net.Socket[] = [];
+  const server = net.createServer((socket) => void sockets.push(socket.on("error", () => undefined)));
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  return {
+    port: (server.address() as AddressInfo).port,
+    connections: () => sockets.length,
+    close: () => {
+      sockets.forEach((socket) => socket.destroy());
+      return closeServer(server);
+    },
+  };
+}
+
 // ---------------------------------------------------------------------------------------------
 // Socket faults
 

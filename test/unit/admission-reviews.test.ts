@@ -8,7 +8,9 @@ import type { AddressInfo } from "node:net";
 import { capabilities } from "../../capabilities/bindings";
 import { REVIEWS, judge, reviewsFor, type ReviewRequest } from "../../capabilities/admission/reviews";
 import { MAX_REVIEW_BYTES, reviewServer } from "../../capabilities/admission/review-server";
+import { OPERATOR_ENV } from "../../api/env";
 import { SANDBOX_NAME_LABEL } from "../../api/wire";
+import { rulesFromEnv } from "../../capabilities/rules/sandbox-rules";
 
 const SANDBOX_KIND = { group: "core.jr2.dev", version: "v1alpha1", kind: "Sandbox" };
 const POD_KIND = { group: "", version: "v1", kind: "Pod" };
@@ -92,6 +94,23 @@ describe("the admission table", () => {
     expect(await judge(connect("exec", "harness"))).toEqual({ allowed: true });
     expect(await judge(connect("attach", "user"))).toEqual({ allowed: true });
     expect(await judge(connect("exec", "custodian", "kube-system"))).toEqual({ allowed: true });
+  });
+
+  // The integration tier's operator lowers the floor to 1s (its lease tests would wait minutes);
+  // this process runs with the production default, as the deployed module does.
+  it("holds the production idleTimeout floor of 1m when JR2_MIN_IDLE_TIMEOUT is unset", async () => {
+    expect(process.env[OPERATOR_ENV.minIdleTimeout]).toBeUndefined();
+    expect(rulesFromEnv({})).toEqual({ minIdleTimeoutMs: 60_000 });
+    // What is not a duration leaves the floor where it is; nothing lowers it but a duration.
+    expect(rulesFromEnv({ [OPERATOR_ENV.minIdleTimeout]: "soon" })).toEqual({ minIdleTimeoutMs: 60_000 });
+    expect(await judge(sandbox("minute", { ...GOOD, idleTimeout: "1m" }))).toEqual({ allowed: true });
+    for (const idleTimeout of ["59s", "1s"]) {
+      const v = await judge(sandbox("short", { ...GOOD, idleTimeout }));
+      expect([idleTimeout, v.allowed === false && v.code]).toEqual([idleTimeout, 422]);
+      expect(v.allowed === false && v.message).toMatch(
+        /^Sandbox team-a\/short refused: spec\.idleTimeout: .*between 1m and 168h/,
+      );
+    }
   });
 
   it("refuses a name that cannot name the Service at create, not at a later update", async () => {

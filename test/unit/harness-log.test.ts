@@ -37,13 +37,16 @@ describe("a conversation's stream", () => {
   it("holds a read at the end until the next event, and answers it at once", async () => {
     const log = fresh();
     log.append({ kind: "turn", submissionId: "s1" });
-    const t0 = Date.now();
-    const pending = log.read(1, 10_000, busy);
-    setTimeout(() => log.append({ kind: "working", note: "still working" }), 50);
+    // A hold far past the test's own timeout: a page with the event can only be the append's answer
+    // (a hold that ran out answers an empty page). How soon is bench/timings-bench.ts's figure.
+    let answered = false;
+    const pending = log.read(1, 10 * 60_000, busy).finally(() => (answered = true));
+    await new Promise((r) => setImmediate(r));
+    expect(answered).toBe(false);
+    log.append({ kind: "working", note: "still working" });
     const page = await pending;
     expect(page.events.map((e) => e.kind)).toEqual(["working"]);
     expect(page.next).toBe(2);
-    expect(Date.now() - t0).toBeLessThan(5_000);
   });
 
   it("answers an empty page after its hold, and at once when the conversation is idle or the reader leaves", async () => {
@@ -100,7 +103,10 @@ describe("a quiet turn", () => {
     });
     release();
     let page = await host.stream("coder", "q1", seen.next, 10_000);
-    while (!page.events.some((e) => e.kind === "end")) page = await host.stream("coder", "q1", page.next, 10_000);
+    for (const deadline = Date.now() + 10_000; !page.events.some((e) => e.kind === "end"); ) {
+      if (Date.now() > deadline) throw new Error("the released turn wrote no end within 10 s");
+      page = await host.stream("coder", "q1", page.next, 10_000);
+    }
     const after = page.next;
     await new Promise((r) => setTimeout(r, 100)); // five heartbeat periods: none may be written
     expect((await host.stream("coder", "q1", after, 0)).events).toEqual([]);

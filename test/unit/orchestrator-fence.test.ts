@@ -127,16 +127,37 @@ describe("fence", () => {
     expect(r.repos[0].entry?.match).toBe("github.com/acme");
   });
 
+  /** Why `url` was refused: FenceRefused for its identity, read and matched by no entry (not, say,
+   * a url that does not parse). */
+  const refusedFor = (url: string) => {
+    const r = fence([url], entries);
+    return r.ok ? "admitted" : [r.error.reason, r.error.details?.refused];
+  };
+
   it("refuses a neighbour that shares a prefix but not a path segment", () => {
-    const r = fence(["https://github.com/acme-evil/app"], entries);
-    expect(r.ok).toBe(false);
+    expect(refusedFor("https://github.com/acme-evil/app")).toEqual([
+      "FenceRefused",
+      ["url https://github.com/acme-evil/app (identity github.com/acme-evil/app)"],
+    ]);
   });
 
   it("refuses the same path on another port or host", () => {
-    expect(fence(["https://git.example.com/ops/deploy"], entries).ok).toBe(false);
-    expect(fence(["https://git.example.com:9443/ops/deploy"], entries).ok).toBe(false);
-    expect(fence(["https://github.com.evil.io/acme/app"], entries).ok).toBe(false);
-    expect(fence(["git@git.example.com:platform/tools-evil.git"], entries).ok).toBe(false);
+    expect(refusedFor("https://git.example.com/ops/deploy")).toEqual([
+      "FenceRefused",
+      ["url https://git.example.com/ops/deploy (identity git.example.com/ops/deploy)"],
+    ]);
+    expect(refusedFor("https://git.example.com:9443/ops/deploy")).toEqual([
+      "FenceRefused",
+      ["url https://git.example.com:9443/ops/deploy (identity git.example.com:9443/ops/deploy)"],
+    ]);
+    expect(refusedFor("https://github.com.evil.io/acme/app")).toEqual([
+      "FenceRefused",
+      ["url https://github.com.evil.io/acme/app (identity github.com.evil.io/acme/app)"],
+    ]);
+    expect(refusedFor("git@git.example.com:platform/tools-evil.git")).toEqual([
+      "FenceRefused",
+      ["url git@git.example.com:platform/tools-evil.git (identity git.example.com/platform/tools-evil)"],
+    ]);
   });
 
   it("refuses with a named failure that lists each refused url and every entry, never a password", () => {

@@ -11,7 +11,8 @@ import type { PickBody } from "../../api/agent-protocol";
 import { LIMITS, allowedPath, deliveryPath, picksPath, streamPath } from "../../api/agent-protocol";
 import { HttpError } from "../../orchestrator/schemas";
 import { startOrchestratorServer, type Workspaces } from "../../orchestrator/http/api-server";
-import { PICKS_FORMAT, PickStore } from "../../orchestrator/agents/pick-store";
+import { PICKS_FORMAT, PickStore, type Picks } from "../../orchestrator/agents/pick-store";
+import { eventually } from "../support/eventually";
 import { MemoryLedgers } from "../../orchestrator/agents/ledger-store";
 import { SubmitTurnBody, TURNS_FORMAT, Turns, type HarnessCaller } from "../../orchestrator/agents/turns";
 import {
@@ -387,8 +388,12 @@ describe("the store", () => {
     const t0 = Date.now();
     expect(await a.picks.delivery("ws-1", "ws-1.c", "d1", 60)).toEqual({ state: "outstanding" });
     expect(Date.now() - t0).toBeGreaterThanOrEqual(50);
-    const held = a.picks.delivery("ws-1", "ws-1.c", "d1", 10_000);
-    await new Promise((r) => setTimeout(r, 20));
+    let settled = false;
+    const held = a.picks.delivery("ws-1", "ws-1.c", "d1", 10 * 60_000).finally(() => (settled = true));
+    // The ledgers are in memory: once the promises queued so far have run, the poll has read the
+    // ledger and is waiting. Held, not answered: only the answer can end a hold this long.
+    await new Promise((r) => setImmediate(r));
+    expect(settled).toBe(false);
     await a.picks.answer("ws-1", "d1", "go");
     expect(await held).toEqual({ state: "answered", answer: "go" });
   });
@@ -398,8 +403,11 @@ describe("the store", () => {
     await a.admit("ws-1.c");
     await a.picks.submit("ws-1", "ws-1.c", body());
     const ctl = new AbortController();
-    const held = a.picks.delivery("ws-1", "ws-1.c", "d1", 10_000, ctl.signal);
-    setTimeout(() => ctl.abort(), 20);
+    let settled = false;
+    const held = a.picks.delivery("ws-1", "ws-1.c", "d1", 10 * 60_000, ctl.signal).finally(() => (settled = true));
+    await new Promise((r) => setImmediate(r));
+    expect(settled).toBe(false);
+    ctl.abort();
     expect(await held).toEqual({ state: "outstanding" });
   });
 
@@ -451,6 +459,17 @@ describe("the routes", () => {
   let base: string;
   const none = { ownerOf: () => undefined } as unknown as Workspaces;
   const a = agentsOf();
+  /** Delivery polls that reached the store, so a test answers a poll once it is held. */
+  let deliveriesAsked = 0;
+  const counted: Picks = {
+    submit: (...args) => a.picks.submit(...args),
+    outstanding: (...args) => a.picks.outstanding(...args),
+    answer: (...args) => a.picks.answer(...args),
+    delivery: (...args) => {
+      deliveriesAsked++;
+      return a.picks.delivery(...args);
+    },
+  };
 
   beforeAll(async () => {
     server = await startOrchestratorServer(
@@ -458,7 +477,7 @@ describe("the routes", () => {
         workspaces: none,
         checkToken: apiTokenChecker([{ token: API, principal: { kind: "admin" } }]),
         metrics: () => "",
-        picks: a.picks,
+        picks: counted,
         turns: a.turns,
         checkSandboxToken: sandboxTokenChecker(key),
         // ws-2's flood is tried below; the others stay well under these.
@@ -589,8 +608,11 @@ describe("the routes", () => {
     expect((await call("GET", deliveryPath("ws-1.c", second), API)).status).toBe(401);
     expect((await call("GET", deliveryPath("ws-1.c", "zz"), sbx)).status).toBe(404);
     expect((await call("GET", "/v1/workspaces/ws-1/picks", sbx)).status).toBe(401);
+    const polling = deliveriesAsked;
     const poll = call("GET", `${deliveryPath("ws-1.c", second)}?wait=20000`, sbx);
-    await new Promise((r) => setTimeout(r, 30));
+    // Answered once the poll is held at the store (it asked; the ledger in memory is read at once).
+    await eventually("the poll held at the store", () => deliveriesAsked > polling || undefined);
+    await new Promise((r) => setImmediate(r));
     expect((await call("POST", `/v1/workspaces/ws-1/picks/${second}/answer`, API, { answer: 1 })).status).toBe(400);
     expect(await call("POST", `/v1/workspaces/ws-1/picks/${second}/answer`, API, { answer: "approved" })).toMatchObject(
       {

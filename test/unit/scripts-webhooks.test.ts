@@ -62,12 +62,20 @@ describe("scopeWebhooks", () => {
       "pods.pepr-x.pepr.dev",
       "connect.pepr-x.pepr.dev",
     ]);
-    for (const w of validating.webhooks) {
-      expect(w.failurePolicy).toBe("Fail");
-      expect(w.timeoutSeconds).toBe(10);
-      expect(w.clientConfig).toEqual({ url: "https://127.0.0.1:3000/validate/abc" });
-      expect(w.namespaceSelector).toBeDefined();
+    // Every other field of the generated webhook, those named here and any Pepr adds later (two it
+    // does not send today stand for them), reaches both halves unchanged, as does the configuration.
+    const source = generated("ValidatingWebhookConfiguration", [sandboxRule, podCreate, podUpdate]);
+    const extra = { admissionReviewVersions: ["v1"], matchPolicy: "Equivalent" };
+    source.webhooks[0] = { ...source.webhooks[0], ...extra } as (typeof source.webhooks)[0];
+    const scoped = scopeWebhooks(source);
+    const { name: _n, rules: _r, ...kept } = source.webhooks[0];
+    expect(kept).toMatchObject({ failurePolicy: "Fail", timeoutSeconds: 10, sideEffects: "None", ...extra });
+    for (const w of scoped.webhooks) {
+      const { name: _name, rules: _rules, objectSelector: _o, matchConditions: _m, ...rest } = w;
+      expect(rest).toEqual(kept);
     }
+    const { webhooks: _w, ...config } = scoped;
+    expect(config).toEqual({ apiVersion: source.apiVersion, kind: source.kind, metadata: source.metadata });
   });
 
   it("calls the Sandbox webhook on create and on a spec change only, never for pods", () => {
