@@ -91,6 +91,10 @@ export const repoCachePath = (cacheRoot: string, namespace: string, key: string)
 export const REPO_CREDENTIAL_LABEL = "jr2.dev/repo-credential";
 export const REPO_CREDENTIAL_LABEL_VALUE = "true";
 export const REPO_CREDENTIAL_HOSTS_ANNOTATION = "jr2.dev/repo-credential-hosts";
+/** Per Sandbox namespace: the Role whose one rule lets the cache agents `get` exactly the Secrets
+ * that the namespace's Repos name as their credential (by resourceNames, never jr2's own Secrets).
+ * The operator writes its rules; the installation binds it to the cache agent (decision 0046). */
+export const REPO_CREDENTIALS_ROLE = "jr2-cache-agent-repo-credentials";
 
 /** The pod's work group when the spec states none (decision 0021). */
 export const DEFAULT_FS_GROUP = 2000;

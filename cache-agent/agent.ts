@@ -19,7 +19,7 @@ import { parseGoDuration } from "../lib/duration";
 import { kubeRequest, paths } from "../lib/kube";
 import { ApiError } from "../lib/api-error";
 import { cacheId, evictable, sandboxCaches } from "./eviction";
-import { CredentialRefused, gitCredsOf, secretReadFailure, type SecretObject } from "./credentials";
+import { CredentialRefused, SecretReadRefused, gitCredsOf, secretReadFailure, type SecretObject } from "./credentials";
 import {
   cacheKeys,
   consolidate,
@@ -49,6 +49,10 @@ type Tracked = {
   /** A sync queued and not yet started: it serves every request made meanwhile. `plain`: an
    * interval or a new Repo asked for it; `ask`: the latest Sandbox ask it answers (ms, 0 for none). */
   queued?: { plain: boolean; ask: number };
+  /** A refused Secret read is asked again on a backoff (the operator may not have granted it
+   * yet, decision 0046): the attempts so far, and the timer of the next. */
+  refusals?: number;
+  refusedTimer?: NodeJS.Timeout;
 };
 
 const DEFAULT_INTERVAL_MS = 5 * 60_000;
@@ -228,6 +232,7 @@ export class CacheAgent {
       }
       const { fetchedAt } = created ? { fetchedAt: new Date() } : await fetchCache(dir, url, creds);
       t.lastFetch = fetchedAt.getTime();
+      t.refusals = 0;
       await this.#report(repo, { phase: "Present", fetchedAt: fetchedAt.toISOString() });
       // Said as the node's entry says it, before the housekeeping after it (a reader of the log
       // and of the status then agree).
@@ -244,7 +249,20 @@ export class CacheAgent {
       await this.#report(repo, entry).catch((e) =>
         this.log("warn", "Repo status not written", { repo: name, err: String(e) }),
       );
+      if (err instanceof SecretReadRefused) this.#retryRefused(name, t);
     }
+  }
+
+  /** A refused Secret read is asked again at 1 s, doubling to 5 min: a grant the operator writes
+   * right after the Repo appears (its repo-credential Role, decision 0046) is picked up within a
+   * second, and a namespace that never opted in costs one read every 5 minutes. */
+  #retryRefused(name: string, t: Tracked) {
+    if (this.#stopped) return;
+    if (t.refusedTimer) clearTimeout(t.refusedTimer);
+    const delay = Math.min(1000 * 2 ** (t.refusals ?? 0), 300_000);
+    t.refusals = (t.refusals ?? 0) + 1;
+    t.refusedTimer = setTimeout(() => void this.sync(name), delay);
+    t.refusedTimer.unref?.();
   }
 
   /** The Repo's secretRef as git credentials (credentials.ts): only a Secret declared a repo
@@ -261,6 +279,7 @@ export class CacheAgent {
       );
     } catch (err) {
       const why = err instanceof ApiError ? secretReadFailure(err.status, ref, namespace) : undefined;
+      if (why && err instanceof ApiError && err.status === 403) throw new SecretReadRefused(why);
       throw why ? new CredentialRefused(why) : err;
     }
     return gitCredsOf(secret, ref, repo.spec?.url ?? "");
@@ -393,7 +412,10 @@ export class CacheAgent {
       clearInterval(sweeper);
       repos.close();
       sandboxes.close();
-      for (const t of this.#repos.values()) if (t.timer) clearInterval(t.timer);
+      for (const t of this.#repos.values()) {
+        if (t.timer) clearInterval(t.timer);
+        if (t.refusedTimer) clearTimeout(t.refusedTimer);
+      }
     };
   }
 }

@@ -9,11 +9,12 @@
 //
 // Its RBAC (decision 0046): cluster-wide, only what names no credential (Repos, their status,
 // Sandboxes); Secrets `get` only in the Sandbox namespaces the installation lists, each labelled
-// and bound here; no pod reads at all.
+// and bound here, and there only the Secrets that namespace's Repos name; no pod reads at all.
 import {
   COMPANION_NAMESPACE,
   DEFAULT_CACHE_ROOT,
   PART_OF_JR2,
+  REPO_CREDENTIALS_ROLE,
   SANDBOX_NAMESPACE_ENABLED,
   SANDBOX_NAMESPACE_LABEL,
 } from "../api/wire";
@@ -21,8 +22,6 @@ import { GROUP } from "../api/crd/sources/common";
 import { CACHE_AGENT_ENV } from "../api/env";
 
 export const CACHE_AGENT = "jr2-cache-agent";
-/** The namespaced-purpose ClusterRole (Secrets `get`), bound by a RoleBinding in each Sandbox namespace. */
-export const CACHE_AGENT_CREDENTIALS = "jr2-cache-agent-repo-credentials";
 
 export type CacheAgentDeployOptions = {
   image: string;
@@ -76,22 +75,15 @@ export function cacheAgentManifests(opts: CacheAgentDeployOptions): Array<Record
       roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: CACHE_AGENT },
       subjects: [{ kind: "ServiceAccount", name: CACHE_AGENT, namespace }],
     },
-    {
-      // Bound nowhere cluster-wide: a RoleBinding gives it in one namespace.
-      apiVersion: "rbac.authorization.k8s.io/v1",
-      kind: "ClusterRole",
-      metadata: { name: CACHE_AGENT_CREDENTIALS, labels },
-      rules: [
-        // A Repo's spec.secretRef, read per fetch by name; sent only if it declares itself a
-        // repo credential for the url (api/repo-credential.ts).
-        { apiGroups: [""], resources: ["secrets"], verbs: ["get"] },
-      ],
-    },
+    // In each Sandbox namespace, bound to the Role the operator keeps there: `get` on exactly the
+    // Secrets that namespace's Repos name as their credential, by resourceNames, never jr2's own
+    // (capabilities/repo/credentials-role.ts). The agent still sends one only where it declares
+    // itself a credential for the url (api/repo-credential.ts).
     ...opts.sandboxNamespaces.map((ns) => ({
       apiVersion: "rbac.authorization.k8s.io/v1",
       kind: "RoleBinding",
-      metadata: { name: CACHE_AGENT_CREDENTIALS, namespace: ns, labels },
-      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: CACHE_AGENT_CREDENTIALS },
+      metadata: { name: REPO_CREDENTIALS_ROLE, namespace: ns, labels },
+      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: REPO_CREDENTIALS_ROLE },
       subjects: [{ kind: "ServiceAccount", name: CACHE_AGENT, namespace }],
     })),
     {

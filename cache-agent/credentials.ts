@@ -14,16 +14,19 @@ export type SecretObject = {
 
 /** A credential the agent will not use, or could not read: the fetch is not made, and this says why. */
 export class CredentialRefused extends Error {}
+/** The API refused the read (403): asked again on a backoff, since the grant may still come. */
+export class SecretReadRefused extends CredentialRefused {}
 
 /** Why the API refused the agent's read of `secret` in `namespace`, with the fix. */
 export function secretReadFailure(status: number, secret: string, namespace: string): string | undefined {
   if (status === 403)
     return (
-      `the cache agent may not read Secret "${secret}" (spec.secretRef.name) in namespace "${namespace}": ` +
-      `the namespace has not opted in to holding Sandboxes. Add it to the installation's ` +
-      `${BUILD_ENV.sandboxNamespaces} and apply the rebuilt manifests (the namespace's ` +
+      `the cache agent may not read Secret "${secret}" (spec.secretRef.name) in namespace "${namespace}" ` +
+      "(asked again shortly). Either the namespace has not opted in to holding Sandboxes: add it to the " +
+      `installation's ${BUILD_ENV.sandboxNamespaces} and apply the rebuilt manifests (the namespace's ` +
       `${SANDBOX_NAMESPACE_LABEL}=${SANDBOX_NAMESPACE_ENABLED} label and the cache agent's RoleBinding in it), ` +
-      "or keep the Repo in a namespace that has"
+      "or keep the Repo in a namespace that has. Or the Secret is one of jr2's own (a Sandbox's token, " +
+      "Effector key or Custodian CA, or the root CA), which the operator never grants: name a Secret of your own"
     );
   if (status === 404)
     return `Secret "${secret}" (spec.secretRef.name) does not exist in namespace "${namespace}": create it, or name another`;

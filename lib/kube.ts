@@ -144,4 +144,6 @@ export const paths = {
   repos: (ns: string) => `${jr2(ns)}/repos`,
   repoStatus: (ns: string, name: string) => `${jr2(ns)}/repos/${enc(name)}/status`,
   sandboxStatus: (ns: string, name: string) => `${jr2(ns)}/sandboxes/${enc(name)}/status`,
+  roles: (ns: string) => `/apis/rbac.authorization.k8s.io/v1/namespaces/${enc(ns)}/roles`,
+  role: (ns: string, name: string) => `/apis/rbac.authorization.k8s.io/v1/namespaces/${enc(ns)}/roles/${enc(name)}`,
 };

@@ -15,6 +15,9 @@ import type { ReadyContributor, Sandbox, SandboxController } from "../sandbox/sa
 import type { PodContribution } from "../sandbox/pod";
 import { repoCachesContribution, repoVerdict, sandboxesToWake, type RepoView } from "./caches";
 import { RepoUrlError, checkRepoUrl, repoKey } from "../../api/repo-identity";
+import { PART_OF_JR2, REPO_CREDENTIALS_ROLE } from "../../api/wire";
+import { ApiError } from "../../lib/api-error";
+import { repoCredentialNames, repoCredentialRules } from "./credentials-role";
 
 /** Seed 000: the Repo controller runs 4 workers. */
 export const REPO_WORKERS = 4;
@@ -49,7 +52,7 @@ export function repoStatusOf(url: string, status: RepoStatus | undefined): RepoS
 /** What the Repo controller is built with. */
 export type RepoControllerParts = {
   /** What it reads of the Sandbox controller: the pods' nodes, and its queue to wake. */
-  sandboxes: Pick<SandboxController, "pods" | "queue">;
+  sandboxes: Pick<SandboxController, "pods" | "queue" | "sandboxes">;
   /** The process's one writer, shared with the Sandbox controller (decision 0006). */
   api: ApiWriter;
   metrics: OperatorMetrics;
@@ -69,6 +72,10 @@ export class RepoController {
   readonly #api: ApiWriter;
   readonly #cacheRoot: string;
   readonly queue: WorkQueue;
+  /** Namespaces whose repo-credential Role (decision 0046) may need new rules. */
+  readonly roles: WorkQueue;
+  /** Namespace -> the Secret names last written to its Role (JSON), so a write happens only on change. */
+  readonly #rolesWritten = new Map<string, string>();
 
   /** Built once, in the watching process, beside the Sandbox controller (capabilities/bindings.ts). */
   constructor({ sandboxes, api, metrics, cacheRoot }: RepoControllerParts) {
@@ -80,6 +87,14 @@ export class RepoController {
       workers: REPO_WORKERS,
       reconcile: (key) => this.#writeIdentity(key),
       onError: (key, err, retryInMs) => Log.warn({ repo: key, retryInMs, err: String(err) }, "Repo status not written"),
+      onDone: (_key, result, ms) => metrics.reconciled("repo", result, ms),
+    });
+    this.roles = new WorkQueue({
+      name: "repo-credentials",
+      workers: 1,
+      reconcile: (namespace) => this.#writeCredentialRole(namespace),
+      onError: (namespace, err, retryInMs) =>
+        Log.warn({ namespace, retryInMs, err: String(err) }, "repo-credential Role not written"),
       onDone: (_key, result, ms) => metrics.reconciled("repo", result, ms),
     });
   }
@@ -103,6 +118,8 @@ export class RepoController {
 
   /** Keeps the index from Repo key to the Sandboxes naming it, as the Sandbox cache changes. */
   onSandboxChange(sbxKey: string, sbx: Sandbox | undefined) {
+    // A Sandbox's arrival or departure changes which names are jr2's own in its namespace.
+    if (!sbx || !this.#named.has(sbxKey)) this.roles.add(sbxKey.split("/")[0]);
     this.#indexSandbox(sbxKey, sbx?.spec.repos?.map((r) => r.key) ?? []);
   }
 
@@ -138,6 +155,7 @@ export class RepoController {
         Log.warn({ repo: name }, "Repo spec.url is not a url this operator can read; no cache can match it");
       return;
     }
+    if (deleted || before?.spec?.secretRef?.name !== r.spec?.secretRef?.name) this.roles.add(r.metadata.namespace);
     const specChanged = deleted || !before || before.metadata.generation !== r.metadata.generation || beforeKey !== key;
     const wake = sandboxesToWake(
       { specChanged, before: before?.status?.nodes, after: r.status?.nodes },
@@ -170,5 +188,46 @@ export class RepoController {
     await this.#api.write("Repo.status", () =>
       kubeRequest("PATCH", paths.repoStatus(namespace, repoName), { status: patch }, "application/merge-patch+json"),
     );
+  }
+
+  /**
+   * The namespace's repo-credential Role holds `get` on exactly its Repos' credential Secrets
+   * (credentials-role.ts). Written only on change. The Role is created empty (which asks for no
+   * privilege) and given its rule by a patch, which RBAC lets the operator make on this one Role by
+   * name; a namespace that has not opted in answers 403, and the cache agent says so on the Repo.
+   */
+  async #writeCredentialRole(namespace: string): Promise<void> {
+    const names = repoCredentialNames(
+      [...this.#byName.values()].filter((r) => r.metadata.namespace === namespace).map((r) => r.spec?.secretRef?.name),
+      (sandbox) => this.#sandboxes.sandboxes.get(`${namespace}/${sandbox}`) !== undefined,
+    );
+    const want = JSON.stringify(names);
+    if (this.#rolesWritten.get(namespace) === want) return;
+    const rules = repoCredentialRules(names);
+    const path = paths.role(namespace, REPO_CREDENTIALS_ROLE);
+    const patch = () =>
+      this.#api.write("Role", () => kubeRequest("PATCH", path, { rules }, "application/merge-patch+json"));
+    try {
+      await patch();
+    } catch (err) {
+      if (!(err instanceof ApiError) || ![403, 404].includes(err.status)) throw err;
+      if (err.status === 404 && names.length) {
+        const role = {
+          apiVersion: "rbac.authorization.k8s.io/v1",
+          kind: "Role",
+          metadata: { name: REPO_CREDENTIALS_ROLE, namespace, labels: { ...PART_OF_JR2 } },
+          rules: [],
+        };
+        await this.#api
+          .write("Role", () => kubeRequest("POST", paths.roles(namespace), role))
+          .catch((e: unknown) => {
+            if (!(e instanceof ApiError && e.status === 409)) throw e;
+          });
+        await patch();
+      } else if (err.status === 403) {
+        Log.info({ namespace }, "the namespace has not opted in to holding Sandboxes: no repo-credential Role there");
+      }
+    }
+    this.#rolesWritten.set(namespace, want);
   }
 }

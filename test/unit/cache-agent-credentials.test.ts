@@ -2,7 +2,8 @@
 // when declared for the url, a refused read said with its fix; and its RBAC as rendered: no
 // cluster-wide Secret read, no pod read, Secrets only in the listed Sandbox namespaces.
 import { CredentialRefused, gitCredsOf, secretReadFailure } from "../../cache-agent/credentials";
-import { CACHE_AGENT, CACHE_AGENT_CREDENTIALS, cacheAgentManifests } from "../../cache-agent/cache-agent-manifests";
+import { CACHE_AGENT, cacheAgentManifests } from "../../cache-agent/cache-agent-manifests";
+import { REPO_CREDENTIALS_ROLE } from "../../api/wire";
 import { REPO_CREDENTIAL_HOSTS_ANNOTATION, REPO_CREDENTIAL_LABEL } from "../../api/wire";
 
 const b64 = (s: string) => Buffer.from(s).toString("base64");
@@ -76,7 +77,7 @@ type Obj = {
   kind: string;
   metadata: { name: string; namespace?: string; labels?: Record<string, string> };
   rules?: Array<{ resources: string[]; verbs: string[] }>;
-  roleRef?: { name: string };
+  roleRef?: { kind: string; name: string };
 };
 
 describe("cacheAgentManifests: the agent's RBAC", () => {
@@ -90,12 +91,12 @@ describe("cacheAgentManifests: the agent's RBAC", () => {
     expect(role.rules!.flatMap((r) => r.resources).sort()).toEqual(["repos", "repos/status", "sandboxes"]);
   });
 
-  it("binds Secret get in each listed Sandbox namespace alone, and labels each", () => {
-    const creds = of("ClusterRole").find((r) => r.metadata.name === CACHE_AGENT_CREDENTIALS)!;
-    expect(creds.rules).toEqual([{ apiGroups: [""], resources: ["secrets"], verbs: ["get"] }]);
-    expect(of("RoleBinding").map((b) => [b.metadata.namespace, b.roleRef!.name])).toEqual([
-      ["team-a", CACHE_AGENT_CREDENTIALS],
-      ["team-b", CACHE_AGENT_CREDENTIALS],
+  it("binds, in each listed Sandbox namespace alone, the Role the operator keeps there, and labels each", () => {
+    // No ClusterRole grants Secrets at all: the Role's names are the operator's (credentials-role.ts).
+    expect(of("ClusterRole").flatMap((r) => r.rules!.flatMap((x) => x.resources))).not.toContain("secrets");
+    expect(of("RoleBinding").map((b) => [b.metadata.namespace, b.roleRef!.kind, b.roleRef!.name])).toEqual([
+      ["team-a", "Role", REPO_CREDENTIALS_ROLE],
+      ["team-b", "Role", REPO_CREDENTIALS_ROLE],
     ]);
     expect(
       of("Namespace")
