@@ -92,9 +92,10 @@ async function main() {
       })
     : undefined;
 
-  // The CA and the ingress and egress policies every Sandbox pod relies on, before the first one is written.
-  await ensureInstallation(namespace, env[E.podNamespace] || namespace).catch((e: Error) =>
-    fail(`the installation's CA, trust ConfigMap or network policies in namespace ${namespace}: ${e.message}`),
+  // The CA every Sandbox pod relies on, before the first one is written (its NetworkPolicies are
+  // the operator's, decision 0047).
+  await ensureInstallation(namespace).catch((e: Error) =>
+    fail(`the installation's CA or trust ConfigMap in namespace ${namespace}: ${e.message}`),
   );
   const watch = new SandboxWatch(namespace);
   await watch.start();

@@ -5,10 +5,10 @@
 // (`jr2-orchestrator`, keys `signing-key` and `api-tokens`); the fence from a ConfigMap.
 import { GROUP } from "../api/crd/sources/common";
 import { ORCHESTRATOR_ENV } from "../api/env";
-import { COMPANION_NAMESPACE, PART_OF_JR2 } from "../api/wire";
+import { COMPANION_NAMESPACE, ORCHESTRATOR_NAME, ORCHESTRATOR_PORT, PART_OF_JR2 } from "../api/wire";
 
-export const ORCHESTRATOR = "jr2-orchestrator";
-export const ORCHESTRATOR_PORT = 8090;
+export const ORCHESTRATOR = ORCHESTRATOR_NAME;
+export { ORCHESTRATOR_PORT };
 
 export type OrchestratorDeployOptions = {
   image: string;
