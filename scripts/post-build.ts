@@ -110,7 +110,11 @@ console.log(
 const image = process.env.JR2_COMPANION_IMAGE || `jr2/companions:${cfg.version}`;
 const render = (objects: Array<Record<string, unknown>>) => objects.map((o) => stringify(o)).join("---\n");
 writeFileSync(join(dist, "jr2-cache-agent.yaml"), render(cacheAgentManifests({ image })));
-writeFileSync(join(dist, "jr2-orchestrator.yaml"), render(orchestratorManifests({ image })));
+// The Orchestrator's Sandboxes in the first opted-in namespace.
+writeFileSync(
+  join(dist, "jr2-orchestrator.yaml"),
+  render(orchestratorManifests({ image, workspaceNamespace: sandboxNamespaces[0] })),
+);
 
 // The companions: one bundle each (their lazy libraries beside them), and their manifests. The
 // directory is written afresh: the image copies every file in it, so none may be left from an
