@@ -1,7 +1,7 @@
 // `npm run orchestrator`: the Orchestrator's HTTP API for Machines. Reads:
 //   PORT                       where the API listens (default 8090)
 //   JR2_LISTEN_HOST            the address it binds (default: all in a pod, 127.0.0.1 outside one)
-//   JR2_NAMESPACE              where its Sandboxes live (default: default)
+//   JR2_NAMESPACE              where its Sandboxes live (default: jr2-sandboxes, opted in; decision 0047)
 //   JR2_SIGNING_KEY_FILE       the key Harness bearers are derived from (>= 32 bytes; required)
 //   JR2_API_TOKENS_FILE        the API's bearer tokens, one a line (required)
 //   JR2_GIT_CREDENTIALS_FILE   the fence's entries (YAML list; absent: every repo url is refused)
@@ -20,7 +20,7 @@ import { readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { envDuration } from "../lib/duration";
-import { DEFAULT_CACHE_ROOT } from "../api/wire";
+import { DEFAULT_CACHE_ROOT, DEFAULT_SANDBOX_NAMESPACE } from "../api/wire";
 import { parseCredentials } from "./workspaces/fence";
 import { startOrchestratorServer } from "./http/api-server";
 import { KubeSandboxGateway } from "./workspaces/kube-gateway";
@@ -56,7 +56,7 @@ async function main() {
   const port = Number(env[E.port] || 8090);
   if (!Number.isInteger(port) || port < 0 || port > 65535) fail(`${E.port} is not a port number: ${env[E.port]}`);
   const host = listenHost(env[E.host]);
-  const namespace = env[E.namespace] || "default";
+  const namespace = env[E.namespace] || DEFAULT_SANDBOX_NAMESPACE;
   const signingKey = await readSigningKey(required(E.signingKeyFile)).catch((e: Error) =>
     fail(`${E.signingKeyFile}: ${e.message}`),
   );
