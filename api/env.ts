@@ -93,9 +93,15 @@ export const ORCHESTRATOR_ENV = {
   custodianImage: "JR2_CUSTODIAN_IMAGE",
   /** How a Custodian reaches this Orchestrator (default: its Service in POD_NAMESPACE). */
   selfUrl: "JR2_ORCHESTRATOR_URL",
-  /** The Orchestrator's own namespace (the Deployment's fieldRef), for its url and the ingress policy. */
+  /** The Orchestrator's own namespace (the Deployment's fieldRef), for its Service's url. */
   podNamespace: "POD_NAMESPACE",
+  /** Both set: the API is served over TLS with this certificate and key (PEM files; decision 0047). */
+  tlsCertFile: "JR2_TLS_CERT_FILE",
+  tlsKeyFile: "JR2_TLS_KEY_FILE",
 } as const;
+
+/** A client of the Orchestrator's API (examples/): the PEM CA its https url's certificate chains to. */
+export const ORCHESTRATOR_CLIENT_ENV = { caFile: "JR2_ORCHESTRATOR_CA_FILE" } as const;
 
 /** The Custodian (custodian/main.ts); written by the Sandbox pod's `custodian` container (api/custodian-config.ts
  * holds the defaults: the ports, the mounts' paths). */

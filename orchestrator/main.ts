@@ -14,6 +14,8 @@
 //   JR2_CUSTODIAN_IMAGE        the custodian container's image (the companions image)
 //   JR2_ORCHESTRATOR_URL       how a Custodian reaches this Orchestrator (default: its Service in
 //                              POD_NAMESPACE, the namespace its pod runs in)
+//   JR2_TLS_CERT_FILE, JR2_TLS_KEY_FILE   both set: the API over TLS (PEM files, e.g. a mounted
+//                              kubernetes.io/tls Secret's tls.crt and tls.key; decision 0047)
 //   JR2_API_HTTP2              1 (default here) HTTP/2 to the API server, 0 HTTP/1.1
 //   KUBECONFIG                 the cluster (in a pod: its service account)
 import { readFileSync } from "node:fs";
@@ -73,9 +75,27 @@ async function main() {
       fail(`${E.gitCredentialsFile}: ${(e as Error).message}`);
     }
   }
+  // TLS when both files are given; one alone is a mistake, named.
+  const certFile = env[E.tlsCertFile];
+  const keyFile = env[E.tlsKeyFile];
+  if (!!certFile !== !!keyFile)
+    fail(
+      `${certFile ? E.tlsCertFile : E.tlsKeyFile} is set without ${certFile ? E.tlsKeyFile : E.tlsCertFile}: set both, or neither`,
+    );
+  let tls: { cert: string; key: string } | undefined;
+  if (certFile && keyFile) {
+    const readPem = (name: string, file: string) => {
+      try {
+        return readFileSync(file, "utf8");
+      } catch (err) {
+        fail(`${name}: ${file} cannot be read (${(err as NodeJS.ErrnoException).code})`);
+      }
+    };
+    tls = { cert: readPem(E.tlsCertFile, certFile), key: readPem(E.tlsKeyFile, keyFile) };
+  }
   let pod: PodSettings;
   try {
-    pod = podSettingsFrom(env);
+    pod = podSettingsFrom(env, !!tls);
   } catch (e) {
     fail((e as Error).message);
   }
@@ -139,14 +159,23 @@ async function main() {
       picks,
       turns,
       checkSandboxToken: sandboxTokenChecker(signingKey),
+      ...(tls ? { tls } : {}),
     },
     port,
     host,
   );
   const bound = (server.address() as import("node:net").AddressInfo).port;
   // Outside the cluster the Custodians run here too: they reach this process on loopback.
-  if (local && !env[E.selfUrl]) pod.orchestratorUrl = `http://127.0.0.1:${bound}`;
-  log({ level: "info", message: "orchestrator listening", port: bound, host, namespace, localHarness: local ?? "off" });
+  if (local && !env[E.selfUrl]) pod.orchestratorUrl = `${tls ? "https" : "http"}://127.0.0.1:${bound}`;
+  log({
+    level: "info",
+    message: "orchestrator listening",
+    port: bound,
+    host,
+    scheme: tls ? "https" : "http",
+    namespace,
+    localHarness: local ?? "off",
+  });
   const stop = () => {
     registry.stop();
     watch.close();

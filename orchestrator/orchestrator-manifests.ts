@@ -31,6 +31,10 @@ export type OrchestratorDeployOptions = {
    * namespaces (their Custodians' /orchestrator route), which are always admitted. Default: the
    * pods of its own namespace. `[{ namespaceSelector: {} }]` admits every pod of the cluster. */
   apiClients?: Array<Record<string, unknown>>;
+  /** A `kubernetes.io/tls` Secret in its namespace: mounted, and the API served over TLS with it
+   * (its probes too). The Custodians then reach it at https://, so its certificate must name the
+   * Service (`jr2-orchestrator.<namespace>.svc`) and chain to a root they trust. */
+  tlsSecret?: string;
 };
 
 /** The ClusterRole of the Orchestrator's writes where its Sandboxes live, bound there alone. */
@@ -39,10 +43,13 @@ export const ORCHESTRATOR_SANDBOXES_ROLE = `${ORCHESTRATOR}-sandboxes`;
 export const ORCHESTRATOR_API_POLICY = `${ORCHESTRATOR}-api`;
 
 const labels = { [APP_NAME_LABEL]: ORCHESTRATOR, ...PART_OF_JR2 };
+/** Where a `tlsSecret` is mounted. */
+const TLS_DIR = "/etc/jr2/tls";
 
 export function orchestratorManifests(opts: OrchestratorDeployOptions): Array<Record<string, unknown>> {
   const namespace = opts.namespace ?? COMPANION_NAMESPACE;
   const workspaces = opts.workspaceNamespace ?? DEFAULT_SANDBOX_NAMESPACE;
+  const scheme = opts.tlsSecret ? "HTTPS" : "HTTP";
   if (workspaces === namespace)
     throw new Error(
       `orchestratorManifests: workspaceNamespace ${workspaces} is the Orchestrator's own namespace, where its ` +
@@ -151,9 +158,15 @@ export function orchestratorManifests(opts: OrchestratorDeployOptions): Array<Re
                   // The Custodian runs from the same companions image as this process.
                   { name: ORCHESTRATOR_ENV.custodianImage, value: opts.image },
                   { name: ORCHESTRATOR_ENV.podNamespace, valueFrom: { fieldRef: { fieldPath: "metadata.namespace" } } },
+                  ...(opts.tlsSecret
+                    ? [
+                        { name: ORCHESTRATOR_ENV.tlsCertFile, value: `${TLS_DIR}/tls.crt` },
+                        { name: ORCHESTRATOR_ENV.tlsKeyFile, value: `${TLS_DIR}/tls.key` },
+                      ]
+                    : []),
                 ],
-                readinessProbe: { httpGet: { path: "/healthz", port: "http" }, periodSeconds: 5 },
-                livenessProbe: { httpGet: { path: "/healthz", port: "http" }, periodSeconds: 20 },
+                readinessProbe: { httpGet: { path: "/healthz", port: "http", scheme }, periodSeconds: 5 },
+                livenessProbe: { httpGet: { path: "/healthz", port: "http", scheme }, periodSeconds: 20 },
                 resources: { requests: { cpu: "100m", memory: "256Mi" }, limits: { memory: "1Gi" } },
                 securityContext: {
                   allowPrivilegeEscalation: false,
@@ -164,6 +177,7 @@ export function orchestratorManifests(opts: OrchestratorDeployOptions): Array<Re
                   { name: "secret", mountPath: "/etc/jr2/secret", readOnly: true },
                   { name: "fence", mountPath: "/etc/jr2/fence", readOnly: true },
                   { name: "pod", mountPath: "/etc/jr2/pod", readOnly: true },
+                  ...(opts.tlsSecret ? [{ name: "tls", mountPath: TLS_DIR, readOnly: true }] : []),
                 ],
               },
             ],
@@ -171,6 +185,7 @@ export function orchestratorManifests(opts: OrchestratorDeployOptions): Array<Re
               { name: "secret", secret: { secretName: ORCHESTRATOR, defaultMode: 0o440 } },
               { name: "fence", configMap: { name: `${ORCHESTRATOR}-fence` } },
               { name: "pod", configMap: { name: `${ORCHESTRATOR}-pod` } },
+              ...(opts.tlsSecret ? [{ name: "tls", secret: { secretName: opts.tlsSecret, defaultMode: 0o440 } }] : []),
             ],
           },
         },

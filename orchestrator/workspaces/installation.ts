@@ -30,8 +30,9 @@ const enc = encodeURIComponent;
 
 export type PodSettings = { config: PodConfig; custodianImage: string; orchestratorUrl: string };
 
-/** The pod settings from the environment; throws naming the variable or file and the fix. */
-export function podSettingsFrom(env: NodeJS.ProcessEnv): PodSettings {
+/** The pod settings from the environment; throws naming the variable or file and the fix. `tls`:
+ * the API is served over TLS, so the Custodians' default url is https. */
+export function podSettingsFrom(env: NodeJS.ProcessEnv, tls = false): PodSettings {
   const file = env[E.podConfigFile];
   let config = DEFAULT_POD_CONFIG;
   if (file) {
@@ -44,8 +45,12 @@ export function podSettingsFrom(env: NodeJS.ProcessEnv): PodSettings {
     config = parsePodConfig(text, file);
   }
   const ns = env[E.podNamespace];
+  const scheme = tls ? "https" : "http";
   const orchestratorUrl =
-    env[E.selfUrl] || (ns ? `http://${ORCHESTRATOR}.${ns}.svc:${ORCHESTRATOR_PORT}` : DEFAULT_ORCHESTRATOR_URL);
+    env[E.selfUrl] ||
+    (ns
+      ? `${scheme}://${ORCHESTRATOR}.${ns}.svc:${ORCHESTRATOR_PORT}`
+      : DEFAULT_ORCHESTRATOR_URL.replace(/^http/, scheme));
   return {
     config,
     custodianImage: config.custodian.image ?? (env[E.custodianImage] || DEFAULT_CUSTODIAN_IMAGE),

@@ -62,4 +62,25 @@ describe("orchestratorManifests", () => {
     expect(of(objs, "Namespace", "jr2-system")[0].metadata.labels).toEqual({ "app.kubernetes.io/part-of": "jr2" });
     expect(of(objs, "Deployment")[0].spec.template.metadata.labels["app.kubernetes.io/name"]).toBe("jr2-orchestrator");
   });
+
+  it("mounts a TLS Secret when given one, serving and probing https", () => {
+    const [dep] = of(orchestratorManifests({ image: "x", tlsSecret: "jr2-orchestrator-tls" }) as Obj[], "Deployment");
+    const pod = dep.spec.template.spec;
+    const c = pod.containers[0];
+    expect(pod.volumes).toContainEqual({
+      name: "tls",
+      secret: { secretName: "jr2-orchestrator-tls", defaultMode: 0o440 },
+    });
+    expect(c.volumeMounts).toContainEqual({ name: "tls", mountPath: "/etc/jr2/tls", readOnly: true });
+    expect(c.env).toEqual(
+      expect.arrayContaining([
+        { name: "JR2_TLS_CERT_FILE", value: "/etc/jr2/tls/tls.crt" },
+        { name: "JR2_TLS_KEY_FILE", value: "/etc/jr2/tls/tls.key" },
+      ]),
+    );
+    expect(c.readinessProbe.httpGet.scheme).toBe("HTTPS");
+    const plain = of(objs, "Deployment")[0].spec.template.spec.containers[0];
+    expect(plain.env.map((e: Obj) => e.name)).not.toContain("JR2_TLS_CERT_FILE");
+    expect(plain.readinessProbe.httpGet.scheme).toBe("HTTP");
+  });
 });
