@@ -103,6 +103,9 @@ async function main() {
     env: nodeCaches ? { [CACHE_AGENT_ENV.cacheRoot]: nodeCaches } : undefined,
   });
 
+  // The Sandboxes' namespace (examples/sandbox.yaml's too), opted in as an installation's is
+  // (decision 0047).
+  await K8s(kind.Namespace).Apply(sandboxNamespace(DEFAULT_SANDBOX_NAMESPACE) as kind.Namespace);
   // The cache agents (the real node's, or one per kwok node) and the Orchestrator, when this is the
   // local control plane.
   const agents: Agent[] = [];
@@ -116,8 +119,6 @@ async function main() {
   if (nodes.length) {
     for (const n of nodes) agents.push(await startCacheAgent(n, join(DEMO, "caches", n)));
     const remote = demoRepository();
-    // The Sandboxes' namespace, opted in as an installation's is (decision 0047).
-    await K8s(kind.Namespace).Apply(sandboxNamespace(DEFAULT_SANDBOX_NAMESPACE) as kind.Namespace);
     model = await startLocalModel({
       namespace: DEFAULT_SANDBOX_NAMESPACE,
       dir: DEMO,
