@@ -1,7 +1,7 @@
 // The Pepr module: registers the capabilities, and in the processes that watch (the watcher
-// Deployment, or `pepr dev`) applies the CRDs first, so `npx pepr deploy` alone yields a working
-// operator (docs/decisions/0003), then builds the controllers and starts their watches (the
-// binding table, capabilities/bindings.ts; decision 0035).
+// Deployment, or `pepr dev`) applies the CRDs first (docs/decisions/0003; deployed, a patch of the
+// CRDs the manifests carry, decision 0047), then builds the controllers and starts their watches
+// (the binding table, capabilities/bindings.ts; decision 0035).
 import type { RequestListener } from "node:http";
 import https from "node:https";
 import { Log, PeprModule, metricsCollector } from "pepr";

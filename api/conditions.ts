@@ -29,6 +29,9 @@ export const SCHEDULED_REASON = {
   SpecRefused: "SpecRefused",
   /** The Sandbox lives in a namespace admission ignores: the operator ignores it too. */
   NamespaceIgnored: "NamespaceIgnored",
+  /** The Sandbox's namespace is not one the installation opted in: the operator may not write its
+   * pod there (decision 0047). Mended by the installation, not the spec: retried, slowly. */
+  NamespaceNotEnabled: "NamespaceNotEnabled",
 } as const;
 
 /** Refusals no retry mends: only a new spec (or namespace) does. */

@@ -1,7 +1,7 @@
 // Environment variables that cross a process boundary: one workload (or its manifest, or the
 // process that spawns it) writes them and another reads them. Each name is defined here once and
 // both sides import it (docs/decisions/0012-shared-contracts.md).
-import { DEFAULT_CACHE_ROOT, DEFAULT_SANDBOX_NAMESPACE } from "./wire";
+import { DEFAULT_CACHE_ROOT } from "./wire";
 
 /** The address a companion's server binds (lib/http-json.ts listenHost). */
 const LISTEN_HOST = "JR2_LISTEN_HOST";
@@ -45,31 +45,6 @@ export const EFFECTOR_ENV = {
 export const BUILD_ENV = {
   sandboxNamespaces: "JR2_SANDBOX_NAMESPACES",
 } as const;
-
-const NAMESPACE_NAME = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
-
-/** The build's Sandbox namespaces, read in this one place: JR2_SANDBOX_NAMESPACES split on
- * commas, blanks dropped, duplicates once; unset or empty, [DEFAULT_SANDBOX_NAMESPACE]. A name that
- * is not a namespace name throws, naming the variable, the entry and the fix. */
-export function sandboxNamespacesFrom(env: NodeJS.ProcessEnv): string[] {
-  const raw = env[BUILD_ENV.sandboxNamespaces] ?? "";
-  const names = [
-    ...new Set(
-      raw
-        .split(",")
-        .map((n) => n.trim())
-        .filter(Boolean),
-    ),
-  ];
-  for (const n of names) {
-    if (!NAMESPACE_NAME.test(n))
-      throw new Error(
-        `${BUILD_ENV.sandboxNamespaces}: ${JSON.stringify(n)} is not a namespace name: ` +
-          "give comma-separated DNS labels (lowercase letters, digits and '-', at most 63)",
-      );
-  }
-  return names.length ? names : [DEFAULT_SANDBOX_NAMESPACE];
-}
 
 /** The cache agent (cache-agent/main.ts); written by its DaemonSet and the local runner. */
 export const CACHE_AGENT_ENV = {
@@ -120,9 +95,15 @@ export const ORCHESTRATOR_ENV = {
   custodianImage: "JR2_CUSTODIAN_IMAGE",
   /** How a Custodian reaches this Orchestrator (default: its Service in POD_NAMESPACE). */
   selfUrl: "JR2_ORCHESTRATOR_URL",
-  /** The Orchestrator's own namespace (the Deployment's fieldRef), for its url and the ingress policy. */
+  /** The Orchestrator's own namespace (the Deployment's fieldRef), for its Service's url. */
   podNamespace: "POD_NAMESPACE",
+  /** Both set: the API is served over TLS with this certificate and key (PEM files; decision 0047). */
+  tlsCertFile: "JR2_TLS_CERT_FILE",
+  tlsKeyFile: "JR2_TLS_KEY_FILE",
 } as const;
+
+/** A client of the Orchestrator's API (examples/): the PEM CA its https url's certificate chains to. */
+export const ORCHESTRATOR_CLIENT_ENV = { caFile: "JR2_ORCHESTRATOR_CA_FILE" } as const;
 
 /** The Custodian (custodian/main.ts); written by the Sandbox pod's `custodian` container (api/custodian-config.ts
  * holds the defaults: the ports, the mounts' paths). */

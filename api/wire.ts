@@ -1,6 +1,8 @@
 // Names on the wire, kept from jr2 so a jr2 Orchestrator's CRs work unchanged (docs/decisions/0001).
 export const MANAGED_BY_LABEL = "app.kubernetes.io/managed-by";
 export const MANAGED_BY = "jr2-operator";
+/** What the operator's server-side applies (a namespace's NetworkPolicies) are written as. */
+export const OPERATOR_FIELD_MANAGER = "jr2-operator";
 /** What the Orchestrator's server-side applies are written as (its own field manager). */
 export const ORCHESTRATOR_FIELD_MANAGER = "jr2-orchestrator";
 export const SANDBOX_NAME_LABEL = "sandbox.jr2.dev/name";
@@ -67,9 +69,15 @@ export const DEFAULT_SANDBOX_NAMESPACE = "jr2-sandboxes";
  * agent's repo-credential reads) in exactly those namespaces, and nowhere else (decision 0045). */
 export const SANDBOX_NAMESPACE_LABEL = "jr2.dev/sandboxes";
 export const SANDBOX_NAMESPACE_ENABLED = "enabled";
+/** The Orchestrator's name (its Deployment, Service and service account) and its pods' label
+ * `app.kubernetes.io/name`, by which the Sandbox namespaces' policies admit it (decision 0047). */
+export const APP_NAME_LABEL = "app.kubernetes.io/name";
+export const ORCHESTRATOR_NAME = "jr2-orchestrator";
+/** The Orchestrator's API port. */
+export const ORCHESTRATOR_PORT = 8090;
 /** Per namespace: ingress to Sandbox pods from the Orchestrator alone (decision 0021). */
 export const SANDBOX_INGRESS_POLICY = "jr2-sandbox-ingress";
-/** Per namespace: what Sandbox pods may connect to (decision 0038, orchestrator/workspaces/sandbox-egress.ts). */
+/** Per namespace: what Sandbox pods may connect to (decision 0038, api/sandbox-policies.ts). */
 export const SANDBOX_EGRESS_POLICY = "jr2-sandbox-egress";
 
 /** Where each node keeps its bare Repo checkouts (the cache agents and the pods agree on it), and

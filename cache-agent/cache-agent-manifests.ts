@@ -28,7 +28,7 @@ export type CacheAgentDeployOptions = {
   namespace?: string;
   cacheRoot?: string;
   evictAfter?: string;
-  /** The namespaces that hold Sandboxes (api/env.ts sandboxNamespacesFrom): each is labelled, and
+  /** The namespaces that hold Sandboxes (api/sandbox-namespaces.ts sandboxNamespacesFrom): each is labelled, and
    * the agent may read Secrets there and nowhere else. */
   sandboxNamespaces: readonly string[];
 };

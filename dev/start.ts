@@ -22,6 +22,8 @@ import { clusterEnv } from "../scripts/images/main";
 import { type LocalModel, startLocalModel } from "./local-model";
 import { type LocalOrchestrator, startLocalOrchestrator } from "./local-orchestrator";
 import { CACHE_AGENT_ENV, ORCHESTRATOR_ENV } from "../api/env";
+import { sandboxNamespace } from "../api/sandbox-namespaces";
+import { DEFAULT_SANDBOX_NAMESPACE } from "../api/wire";
 import { modeBanner, startMode } from "./start-mode";
 import { distOlderThanSources, pushProjectImages } from "./project-images";
 
@@ -101,6 +103,9 @@ async function main() {
     env: nodeCaches ? { [CACHE_AGENT_ENV.cacheRoot]: nodeCaches } : undefined,
   });
 
+  // The Sandboxes' namespace (examples/sandbox.yaml's too), opted in as an installation's is
+  // (decision 0047).
+  await K8s(kind.Namespace).Apply(sandboxNamespace(DEFAULT_SANDBOX_NAMESPACE) as kind.Namespace);
   // The cache agents (the real node's, or one per kwok node) and the Orchestrator, when this is the
   // local control plane.
   const agents: Agent[] = [];
@@ -115,14 +120,14 @@ async function main() {
     for (const n of nodes) agents.push(await startCacheAgent(n, join(DEMO, "caches", n)));
     const remote = demoRepository();
     model = await startLocalModel({
-      namespace: "default",
+      namespace: DEFAULT_SANDBOX_NAMESPACE,
       dir: DEMO,
       inCluster: node && { image: images!.companions, placement: node.placement, modelNamespace: "jr2-demo-model" },
     });
     console.log(`==> the Agents' model: ${model.summary} (its key held by each Sandbox's Custodian)`);
     orch = await startLocalOrchestrator({
       kubeconfig,
-      namespace: "default",
+      namespace: DEFAULT_SANDBOX_NAMESPACE,
       dir: join(DEMO, "orchestrator"),
       credentials: [join(DEMO, "remotes")],
       reposRoot: join(DEMO, "caches", "{node}"),

@@ -8,11 +8,13 @@
 //     npx tsx examples/propose-machine.ts
 //
 // The token is JR2_API_TOKEN, or the first line of .jr2/demo/orchestrator/api-tokens (`npm start`).
+// An https:// JR2_ORCHESTRATOR_URL whose certificate chains to a private CA: JR2_ORCHESTRATOR_CA_FILE.
 import { existsSync, readFileSync } from "node:fs";
 import { assign, createActor, fromPromise, setup, toPromise } from "xstate";
 import type { MenuTool, StreamEvent } from "../api/agent-protocol";
 import type { CreateWorkspaceBody } from "../orchestrator/schemas";
 import { OrchestratorClient, type TurnSubmitted } from "../orchestrator/http/orchestrator-client";
+import { ORCHESTRATOR_CLIENT_ENV } from "../api/env";
 import type { OutstandingPick } from "../orchestrator/agents/pick-ledger";
 
 export const PROPOSE: MenuTool = {
@@ -293,9 +295,11 @@ export async function main(env: NodeJS.ProcessEnv = process.env): Promise<Propos
   if (!token) throw new Error(`set JR2_API_TOKEN (or run \`npm start\`, which writes ${tokenFile})`);
   const repo = env.JR2_REPO_URL;
   if (!repo) throw new Error("set JR2_REPO_URL to a repository inside the Orchestrator's fence");
+  const caFile = env[ORCHESTRATOR_CLIENT_ENV.caFile];
+  const ca = caFile ? readFileSync(caFile, "utf8") : undefined;
   const actor = createActor(proposeMachine, {
     input: {
-      client: new OrchestratorClient({ url, token }),
+      client: new OrchestratorClient({ url, token, ...(ca ? { ca } : {}) }),
       workspace: {
         image: env.JR2_HARNESS_IMAGE ?? "ghcr.io/example/harness:1",
         branch: "example/propose",

@@ -139,6 +139,8 @@ export const paths = {
   services: (ns: string) => `/api/v1/namespaces/${enc(ns)}/services`,
   service: (ns: string, name: string) => `/api/v1/namespaces/${enc(ns)}/services/${enc(name)}`,
   events: (ns: string) => `/api/v1/namespaces/${enc(ns)}/events`,
+  networkPolicy: (ns: string, name: string) =>
+    `/apis/networking.k8s.io/v1/namespaces/${enc(ns)}/networkpolicies/${enc(name)}`,
   sandboxes: (ns: string) => `${jr2(ns)}/sandboxes`,
   sandbox: (ns: string, name: string) => `${jr2(ns)}/sandboxes/${enc(name)}`,
   repos: (ns: string) => `${jr2(ns)}/repos`,

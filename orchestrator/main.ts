@@ -1,7 +1,7 @@
 // `npm run orchestrator`: the Orchestrator's HTTP API for Machines. Reads:
 //   PORT                       where the API listens (default 8090)
 //   JR2_LISTEN_HOST            the address it binds (default: all in a pod, 127.0.0.1 outside one)
-//   JR2_NAMESPACE              where its Sandboxes live (default: default)
+//   JR2_NAMESPACE              where its Sandboxes live (default: jr2-sandboxes, opted in; decision 0047)
 //   JR2_SIGNING_KEY_FILE       the key Harness bearers are derived from (>= 32 bytes; required)
 //   JR2_API_TOKENS_FILE        the API's bearer tokens, one a line (required)
 //   JR2_GIT_CREDENTIALS_FILE   the fence's entries (YAML list; absent: every repo url is refused)
@@ -15,13 +15,15 @@
 //   JR2_CUSTODIAN_IMAGE        the custodian container's image (the companions image)
 //   JR2_ORCHESTRATOR_URL       how a Custodian reaches this Orchestrator (default: its Service in
 //                              POD_NAMESPACE, the namespace its pod runs in)
+//   JR2_TLS_CERT_FILE, JR2_TLS_KEY_FILE   both set: the API over TLS (PEM files, e.g. a mounted
+//                              kubernetes.io/tls Secret's tls.crt and tls.key; decision 0047)
 //   JR2_API_HTTP2              1 (default here) HTTP/2 to the API server, 0 HTTP/1.1
 //   KUBECONFIG                 the cluster (in a pod: its service account)
 import { readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { envDuration } from "../lib/duration";
-import { DEFAULT_CACHE_ROOT } from "../api/wire";
+import { DEFAULT_CACHE_ROOT, DEFAULT_SANDBOX_NAMESPACE } from "../api/wire";
 import { parseCredentials } from "./workspaces/fence";
 import { startOrchestratorServer } from "./http/api-server";
 import { ATTACH_DEADLINE_MS, KubeSandboxGateway } from "./workspaces/kube-gateway";
@@ -57,7 +59,7 @@ async function main() {
   const port = Number(env[E.port] || 8090);
   if (!Number.isInteger(port) || port < 0 || port > 65535) fail(`${E.port} is not a port number: ${env[E.port]}`);
   const host = listenHost(env[E.host]);
-  const namespace = env[E.namespace] || "default";
+  const namespace = env[E.namespace] || DEFAULT_SANDBOX_NAMESPACE;
   const signingKey = await readSigningKey(required(E.signingKeyFile)).catch((e: Error) =>
     fail(`${E.signingKeyFile}: ${e.message}`),
   );
@@ -74,9 +76,27 @@ async function main() {
       fail(`${E.gitCredentialsFile}: ${(e as Error).message}`);
     }
   }
+  // TLS when both files are given; one alone is a mistake, named.
+  const certFile = env[E.tlsCertFile];
+  const keyFile = env[E.tlsKeyFile];
+  if (!!certFile !== !!keyFile)
+    fail(
+      `${certFile ? E.tlsCertFile : E.tlsKeyFile} is set without ${certFile ? E.tlsKeyFile : E.tlsCertFile}: set both, or neither`,
+    );
+  let tls: { cert: string; key: string } | undefined;
+  if (certFile && keyFile) {
+    const readPem = (name: string, file: string) => {
+      try {
+        return readFileSync(file, "utf8");
+      } catch (err) {
+        fail(`${name}: ${file} cannot be read (${(err as NodeJS.ErrnoException).code})`);
+      }
+    };
+    tls = { cert: readPem(E.tlsCertFile, certFile), key: readPem(E.tlsKeyFile, keyFile) };
+  }
   let pod: PodSettings;
   try {
-    pod = podSettingsFrom(env);
+    pod = podSettingsFrom(env, !!tls);
   } catch (e) {
     fail((e as Error).message);
   }
@@ -93,9 +113,10 @@ async function main() {
       })
     : undefined;
 
-  // The CA and the ingress and egress policies every Sandbox pod relies on, before the first one is written.
-  await ensureInstallation(namespace, env[E.podNamespace] || namespace).catch((e: Error) =>
-    fail(`the installation's CA, trust ConfigMap or network policies in namespace ${namespace}: ${e.message}`),
+  // The CA every Sandbox pod relies on, before the first one is written (its NetworkPolicies are
+  // the operator's, decision 0047).
+  await ensureInstallation(namespace).catch((e: Error) =>
+    fail(`the installation's CA or trust ConfigMap in namespace ${namespace}: ${e.message}`),
   );
   const watch = new SandboxWatch(namespace);
   await watch.start();
@@ -143,14 +164,23 @@ async function main() {
       picks,
       turns,
       checkSandboxToken: sandboxTokenChecker(signingKey),
+      ...(tls ? { tls } : {}),
     },
     port,
     host,
   );
   const bound = (server.address() as import("node:net").AddressInfo).port;
   // Outside the cluster the Custodians run here too: they reach this process on loopback.
-  if (local && !env[E.selfUrl]) pod.orchestratorUrl = `http://127.0.0.1:${bound}`;
-  log({ level: "info", message: "orchestrator listening", port: bound, host, namespace, localHarness: local ?? "off" });
+  if (local && !env[E.selfUrl]) pod.orchestratorUrl = `${tls ? "https" : "http"}://127.0.0.1:${bound}`;
+  log({
+    level: "info",
+    message: "orchestrator listening",
+    port: bound,
+    host,
+    scheme: tls ? "https" : "http",
+    namespace,
+    localHarness: local ?? "off",
+  });
   const stop = () => {
     registry.stop();
     watch.close();

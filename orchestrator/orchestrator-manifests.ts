@@ -1,57 +1,100 @@
 // The Orchestrator as deployed: one replica (one watch, one registry of actors: two would renew and
-// attach twice), its Service, and RBAC scoped to the one namespace its Sandboxes live in. Pure:
+// attach twice), its Service, an ingress policy over its API, and RBAC scoped to the one namespace
+// its Sandboxes live in (a ClusterRole of namespaced writes, bound there alone; decision 0047). Pure:
 // `npm run build` renders it into dist/jr2-orchestrator.yaml; a test applies it to the control plane.
 // The signing key and the API tokens come from a Secret the operator of the cluster creates
 // (`jr2-orchestrator`, keys `signing-key` and `api-tokens`); the fence from a ConfigMap.
 import { GROUP } from "../api/crd/sources/common";
 import { ORCHESTRATOR_ENV } from "../api/env";
-import { COMPANION_NAMESPACE, PART_OF_JR2 } from "../api/wire";
+import { sandboxNamespace, sandboxRoleBinding } from "../api/sandbox-namespaces";
+import { sandboxPodsPeer } from "../api/sandbox-policies";
+import {
+  APP_NAME_LABEL,
+  COMPANION_NAMESPACE,
+  DEFAULT_SANDBOX_NAMESPACE,
+  ORCHESTRATOR_NAME,
+  ORCHESTRATOR_PORT,
+  PART_OF_JR2,
+} from "../api/wire";
 
-export const ORCHESTRATOR = "jr2-orchestrator";
-export const ORCHESTRATOR_PORT = 8090;
+export const ORCHESTRATOR = ORCHESTRATOR_NAME;
+export { ORCHESTRATOR_PORT };
 
 export type OrchestratorDeployOptions = {
   image: string;
   /** Where the Orchestrator runs. */
   namespace?: string;
-  /** Where its Sandboxes live (its Role is bound there alone). Default: its own namespace. */
+  /** Where its Sandboxes live (its role is bound there alone; the namespace is opted in). Default
+   * DEFAULT_SANDBOX_NAMESPACE: never its own, where its signing key and API tokens are. */
   workspaceNamespace?: string;
+  /** Who may connect to its API, as NetworkPolicy peers, besides the Sandbox pods of opted-in
+   * namespaces (their Custodians' /orchestrator route), which are always admitted. Default: the
+   * pods of its own namespace. `[{ namespaceSelector: {} }]` admits every pod of the cluster. */
+  apiClients?: Array<Record<string, unknown>>;
+  /** A `kubernetes.io/tls` Secret in its namespace: mounted, and the API served over TLS with it
+   * (its probes too). The Custodians then reach it at https://, so its certificate must name the
+   * Service (`jr2-orchestrator.<namespace>.svc`) and chain to a root they trust. */
+  tlsSecret?: string;
 };
 
-const labels = { "app.kubernetes.io/name": ORCHESTRATOR, ...PART_OF_JR2 };
+/** The ClusterRole of the Orchestrator's writes where its Sandboxes live, bound there alone. */
+export const ORCHESTRATOR_SANDBOXES_ROLE = `${ORCHESTRATOR}-sandboxes`;
+/** The policy over the Orchestrator's API, in its own namespace. */
+export const ORCHESTRATOR_API_POLICY = `${ORCHESTRATOR}-api`;
+
+const labels = { [APP_NAME_LABEL]: ORCHESTRATOR, ...PART_OF_JR2 };
+/** Where a `tlsSecret` is mounted. */
+const TLS_DIR = "/etc/jr2/tls";
 
 export function orchestratorManifests(opts: OrchestratorDeployOptions): Array<Record<string, unknown>> {
   const namespace = opts.namespace ?? COMPANION_NAMESPACE;
-  const workspaces = opts.workspaceNamespace ?? namespace;
+  const workspaces = opts.workspaceNamespace ?? DEFAULT_SANDBOX_NAMESPACE;
+  const scheme = opts.tlsSecret ? "HTTPS" : "HTTP";
+  if (workspaces === namespace)
+    throw new Error(
+      `orchestratorManifests: workspaceNamespace ${workspaces} is the Orchestrator's own namespace, where its ` +
+        "signing key and API tokens live: name another (default " +
+        DEFAULT_SANDBOX_NAMESPACE +
+        ")",
+    );
   return [
     {
       apiVersion: "v1",
       kind: "Namespace",
       metadata: { name: namespace, labels: { ...PART_OF_JR2 } },
     },
+    sandboxNamespace(workspaces),
     { apiVersion: "v1", kind: "ServiceAccount", metadata: { name: ORCHESTRATOR, namespace, labels } },
     {
       apiVersion: "rbac.authorization.k8s.io/v1",
-      kind: "Role",
-      metadata: { name: ORCHESTRATOR, namespace: workspaces, labels },
+      kind: "ClusterRole",
+      metadata: { name: ORCHESTRATOR_SANDBOXES_ROLE, labels },
       rules: [
         // Its Sandboxes: written, watched (the one watch), renewed (a patch), deleted.
         { apiGroups: [GROUP], resources: ["sandboxes"], verbs: ["get", "list", "watch", "create", "patch", "delete"] },
         // A per-run Repo is created at its first use; an existing one is read, never rewritten.
         { apiGroups: [GROUP], resources: ["repos"], verbs: ["get", "create"] },
         // What each Sandbox owns (its token and Effector key Secrets, its Custodian ConfigMap, its
-        // Effector Service), applied after the CR; and the installation's CA Secret, trust
-        // ConfigMap and network policies, made sure of at boot (installation.ts).
+        // Effector Service), applied after the CR; and the installation's CA Secret and trust
+        // ConfigMap, made sure of at boot (installation.ts). The NetworkPolicies are the operator's.
         { apiGroups: [""], resources: ["secrets", "configmaps", "services"], verbs: ["get", "create", "patch"] },
-        { apiGroups: ["networking.k8s.io"], resources: ["networkpolicies"], verbs: ["get", "create", "patch"] },
       ],
     },
+    sandboxRoleBinding(workspaces, ORCHESTRATOR_SANDBOXES_ROLE, { name: ORCHESTRATOR, namespace }),
     {
-      apiVersion: "rbac.authorization.k8s.io/v1",
-      kind: "RoleBinding",
-      metadata: { name: ORCHESTRATOR, namespace: workspaces, labels },
-      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: ORCHESTRATOR },
-      subjects: [{ kind: "ServiceAccount", name: ORCHESTRATOR, namespace }],
+      apiVersion: "networking.k8s.io/v1",
+      kind: "NetworkPolicy",
+      metadata: { name: ORCHESTRATOR_API_POLICY, namespace, labels },
+      spec: {
+        podSelector: { matchLabels: { [APP_NAME_LABEL]: ORCHESTRATOR } },
+        policyTypes: ["Ingress"],
+        ingress: [
+          {
+            from: [sandboxPodsPeer(), ...(opts.apiClients ?? [{ podSelector: {} }])],
+            ports: [{ protocol: "TCP", port: ORCHESTRATOR_PORT }],
+          },
+        ],
+      },
     },
     {
       apiVersion: "v1",
@@ -73,7 +116,7 @@ export function orchestratorManifests(opts: OrchestratorDeployOptions): Array<Re
       kind: "Service",
       metadata: { name: ORCHESTRATOR, namespace, labels },
       spec: {
-        selector: { "app.kubernetes.io/name": ORCHESTRATOR },
+        selector: { [APP_NAME_LABEL]: ORCHESTRATOR },
         ports: [{ name: "http", port: ORCHESTRATOR_PORT, targetPort: "http" }],
       },
     },
@@ -85,7 +128,7 @@ export function orchestratorManifests(opts: OrchestratorDeployOptions): Array<Re
         replicas: 1,
         // Never two at once: the old one stops before the new one lists and renews.
         strategy: { type: "Recreate" },
-        selector: { matchLabels: { "app.kubernetes.io/name": ORCHESTRATOR } },
+        selector: { matchLabels: { [APP_NAME_LABEL]: ORCHESTRATOR } },
         template: {
           metadata: { labels },
           spec: {
@@ -115,9 +158,15 @@ export function orchestratorManifests(opts: OrchestratorDeployOptions): Array<Re
                   // The Custodian runs from the same companions image as this process.
                   { name: ORCHESTRATOR_ENV.custodianImage, value: opts.image },
                   { name: ORCHESTRATOR_ENV.podNamespace, valueFrom: { fieldRef: { fieldPath: "metadata.namespace" } } },
+                  ...(opts.tlsSecret
+                    ? [
+                        { name: ORCHESTRATOR_ENV.tlsCertFile, value: `${TLS_DIR}/tls.crt` },
+                        { name: ORCHESTRATOR_ENV.tlsKeyFile, value: `${TLS_DIR}/tls.key` },
+                      ]
+                    : []),
                 ],
-                readinessProbe: { httpGet: { path: "/healthz", port: "http" }, periodSeconds: 5 },
-                livenessProbe: { httpGet: { path: "/healthz", port: "http" }, periodSeconds: 20 },
+                readinessProbe: { httpGet: { path: "/healthz", port: "http", scheme }, periodSeconds: 5 },
+                livenessProbe: { httpGet: { path: "/healthz", port: "http", scheme }, periodSeconds: 20 },
                 resources: { requests: { cpu: "100m", memory: "256Mi" }, limits: { memory: "1Gi" } },
                 securityContext: {
                   allowPrivilegeEscalation: false,
@@ -128,6 +177,7 @@ export function orchestratorManifests(opts: OrchestratorDeployOptions): Array<Re
                   { name: "secret", mountPath: "/etc/jr2/secret", readOnly: true },
                   { name: "fence", mountPath: "/etc/jr2/fence", readOnly: true },
                   { name: "pod", mountPath: "/etc/jr2/pod", readOnly: true },
+                  ...(opts.tlsSecret ? [{ name: "tls", mountPath: TLS_DIR, readOnly: true }] : []),
                 ],
               },
             ],
@@ -135,6 +185,7 @@ export function orchestratorManifests(opts: OrchestratorDeployOptions): Array<Re
               { name: "secret", secret: { secretName: ORCHESTRATOR, defaultMode: 0o440 } },
               { name: "fence", configMap: { name: `${ORCHESTRATOR}-fence` } },
               { name: "pod", configMap: { name: `${ORCHESTRATOR}-pod` } },
+              ...(opts.tlsSecret ? [{ name: "tls", secret: { secretName: opts.tlsSecret, defaultMode: 0o440 } }] : []),
             ],
           },
         },

@@ -6,9 +6,17 @@ import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync,
 import { join } from "node:path";
 import { parseAllDocuments, stringify } from "yaml";
 import { cacheAgentManifests } from "../cache-agent/cache-agent-manifests";
-import { sandboxNamespacesFrom } from "../api/env";
 import { orchestratorManifests } from "../orchestrator/orchestrator-manifests";
 import cfg from "../package.json";
+import { sandboxNamespacesFrom } from "../api/sandbox-namespaces";
+import {
+  moduleNamespacesChartTemplate,
+  moduleServiceAccount,
+  peprStoreCrd,
+  restrictModuleManifest,
+  restrictedChartDeployment,
+  restrictedChartValues,
+} from "./module-rbac";
 import { COMPANIONS, bundleCompanion, type Companion } from "./companion-bundle";
 import { renderAll } from "./crd-yaml";
 import { applyTlsSwap, servingTlsSwap, tlsSecretOf } from "./serving-tls";
@@ -30,7 +38,11 @@ if (!existsSync(manifest)) throw new Error(`${manifest} is missing: run \`npx pe
 const moduleJs = join(dist, `pepr-${uuid}.js`);
 if (!existsSync(moduleJs)) throw new Error(`pepr build wrote no ${moduleJs}: it failed (its errors are above)`);
 
-const crds = renderAll();
+// The namespaces that hold Sandboxes (JR2_SANDBOX_NAMESPACES): each gets its opt-in label and
+// the components' RoleBindings, in every manifest rendered here (decision 0047).
+const sandboxNamespaces = sandboxNamespacesFrom(process.env);
+// Pepr's store CRD beside the module's: the deployed controller may patch it, not create it.
+const crds = [...renderAll(), { file: "crds/peprstores.pepr.dev.yaml", text: stringify(peprStoreCrd()) }];
 mkdirSync(join(dist, "crds"), { recursive: true });
 if (existsSync(chart)) mkdirSync(join(chart, "crds"), { recursive: true });
 for (const { file, text } of crds) {
@@ -58,6 +70,9 @@ if (swap) {
     throw new Error(`${manifest}: the TLS swap found ${swapped.replaced} of ${swap.size} values`);
   final = swapped.text;
 }
+// The module's rights narrowed and its controller pods restricted (scripts/module-rbac.ts,
+// decision 0047).
+final = restrictModuleManifest(final, sandboxNamespaces);
 writeFileSync(manifest, final);
 // The chart follows the manifest, the one output Pepr writes without text replacement (decision
 // 0032): its webhooks scoped alike and trusting the manifest's CA, its TLS Secret the manifest's.
@@ -77,6 +92,16 @@ if (existsSync(chart)) {
     sandboxDefaultsChartTemplate(ignoredNamespaces(built)),
   );
   writeFileSync(join(chart, "templates", "tls-secret.yaml"), stringify(tlsSecretOf(built, uuid), { lineWidth: 0 }));
+  writeFileSync(
+    join(chart, "templates", "sandbox-namespaces.yaml"),
+    moduleNamespacesChartTemplate(sandboxNamespaces, moduleServiceAccount(built)),
+  );
+  const values = join(chart, "values.yaml");
+  writeFileSync(values, restrictedChartValues(readFileSync(values, "utf8")));
+  for (const template of ["admission-deployment.yaml", "watcher-deployment.yaml"]) {
+    const file = join(chart, "templates", template);
+    if (existsSync(file)) writeFileSync(file, restrictedChartDeployment(readFileSync(file, "utf8")));
+  }
 }
 console.log(
   `CRDs added to ${manifest}${existsSync(chart) ? ` and ${chart}/crds` : ""}: ${readdirSync(join(dist, "crds")).join(", ")}`,
@@ -84,10 +109,12 @@ console.log(
 
 const image = process.env.JR2_COMPANION_IMAGE || `jr2/companions:${cfg.version}`;
 const render = (objects: Array<Record<string, unknown>>) => objects.map((o) => stringify(o)).join("---\n");
-// The namespaces that hold Sandboxes: each opted in, the cache agent's Secret reads bound there alone.
-const sandboxNamespaces = sandboxNamespacesFrom(process.env);
 writeFileSync(join(dist, "jr2-cache-agent.yaml"), render(cacheAgentManifests({ image, sandboxNamespaces })));
-writeFileSync(join(dist, "jr2-orchestrator.yaml"), render(orchestratorManifests({ image })));
+// The Orchestrator's Sandboxes in the first opted-in namespace.
+writeFileSync(
+  join(dist, "jr2-orchestrator.yaml"),
+  render(orchestratorManifests({ image, workspaceNamespace: sandboxNamespaces[0] })),
+);
 
 // The companions: one bundle each (their lazy libraries beside them), and their manifests. The
 // directory is written afresh: the image copies every file in it, so none may be left from an

@@ -6,12 +6,20 @@ import { Log } from "pepr";
 import { SandboxModel, type SandboxSpec } from "../../api/crd";
 import { API_VERSION } from "../../api/crd/sources/common";
 import { apiError, getOrUndefined, isConflict, isNotFound, type ApiError, type ApiWriter } from "../../lib/api-writer";
-import { kubeRequest, paths } from "../../lib/kube";
+import { applyRequest, kubeRequest, paths } from "../../lib/kube";
 import type { OperatorMetrics } from "../../lib/operator-metrics";
 import { statusMergePatch } from "../../lib/patch";
 import { WorkQueue } from "../../lib/queue";
 import { ObjectCache } from "../../lib/cache";
-import { KEEPALIVE_ANNOTATION, SANDBOX_NAME_LABEL } from "../../api/wire";
+import { KEEPALIVE_ANNOTATION, OPERATOR_FIELD_MANAGER, SANDBOX_NAME_LABEL } from "../../api/wire";
+import { sandboxPolicies } from "../../api/sandbox-policies";
+import {
+  NOT_ENABLED_RETRY_MS,
+  POLICIES_CHECKED_FOR_MS,
+  isRbacRefusal,
+  namespaceNotEnabled,
+  policyNeedsWrite,
+} from "./policies";
 import { KeepaliveSightings, leaseOf } from "./lease";
 import { buildPod, type PodContribution } from "./pod";
 import { buildService } from "./service";
@@ -88,6 +96,10 @@ export class SandboxController {
   readonly #readiness: ReadyContributor[] = [];
   readonly #listeners: SandboxListener[] = [];
   readonly #gate: PodGate;
+  /** Per namespace: its NetworkPolicies' last check (decision 0047), shared by the workers while it
+   * runs, and until when it stands: undefined when they are as wanted, a refusal when the namespace
+   * is not opted in. */
+  readonly #policies = new Map<string, { until: number; result: Promise<PodRefusal | undefined> }>();
   readonly #api: ApiWriter;
   readonly #metrics: OperatorMetrics;
   readonly queue: WorkQueue;
@@ -216,6 +228,15 @@ export class SandboxController {
       return { requeueAfterMs: lease.deadline - now };
     }
 
+    // The namespace's NetworkPolicies before any pod of it runs (decision 0047). A namespace the
+    // installation did not opt in gets no pod: the status names it and the fix, and the Sandbox is
+    // looked at again slowly, since only the installation mends it.
+    const notEnabled = sbx.status?.phase === "Lost" ? undefined : await this.#ensurePolicies(sbx.metadata.namespace);
+    if (notEnabled && !this.pods.get(key) && !sbx.status?.podUID) {
+      await this.#writeStatus(key, sbx, computeStatus({ sandbox: sbx, refusal: notEnabled, now: new Date(now) }));
+      return { requeueAfterMs: Math.min(NOT_ENABLED_RETRY_MS, lease.deadline - now) };
+    }
+
     // The pod and the Service in parallel: one round trip less for a new Sandbox.
     const cachedService = this.services.get(key);
     const [podResult, serviceResult] = await Promise.allSettled([
@@ -257,6 +278,8 @@ export class SandboxController {
     await this.#writeStatus(key, sbx, status);
     // Last, so the Warning also tells an observer that this reconcile is done.
     this.#warnInvalidKeepalive(key, sbx, lease.invalidKeepalive);
+    if (refusal?.reason === SCHEDULED_REASON.NamespaceNotEnabled)
+      return { requeueAfterMs: Math.min(NOT_ENABLED_RETRY_MS, lease.deadline - now) };
     if (refusal) throw new RetryLater(`pod create refused: ${refusal.reason}: ${refusal.message}`);
     if (serviceResult.status === "rejected") throw serviceResult.reason;
     // Look again at the lease's deadline: no periodic scan of every Sandbox.
@@ -310,9 +333,41 @@ export class SandboxController {
         // An earlier Sandbox of the same name still has its pod: the collector is taking it.
         throw new RetryLater(`pod ${sbx.metadata.name} of an earlier Sandbox of this name is still being deleted`);
       }
-      const refusal = refusalOf(apiError(err));
+      const refusal = refusalOf(apiError(err), sbx.metadata.namespace);
       if (!refusal) throw err;
       return { refusal };
+    }
+  }
+
+  /** The namespace's two NetworkPolicies as wanted, checked at most once per POLICIES_CHECKED_FOR_MS
+   * (a namespace not opted in: per NOT_ENABLED_RETRY_MS); written only when absent or different. */
+  #ensurePolicies(namespace: string): Promise<PodRefusal | undefined> {
+    const now = Date.now();
+    const held = this.#policies.get(namespace);
+    if (held && held.until > now) return held.result;
+    const entry = { until: Number.POSITIVE_INFINITY, result: this.#checkPolicies(namespace) };
+    this.#policies.set(namespace, entry);
+    entry.result.then(
+      (refusal) => (entry.until = Date.now() + (refusal ? NOT_ENABLED_RETRY_MS : POLICIES_CHECKED_FOR_MS)),
+      () => this.#policies.get(namespace) === entry && this.#policies.delete(namespace),
+    );
+    return entry.result;
+  }
+
+  async #checkPolicies(namespace: string): Promise<PodRefusal | undefined> {
+    try {
+      for (const wanted of sandboxPolicies(namespace)) {
+        const path = paths.networkPolicy(namespace, wanted.metadata.name);
+        const live = await getOrUndefined(() => kubeRequest<{ spec?: unknown }>("GET", path));
+        if (!policyNeedsWrite(live, wanted)) continue;
+        await this.#api.write("NetworkPolicy.apply", () => applyRequest(path, wanted, OPERATOR_FIELD_MANAGER));
+        Log.info({ namespace, name: wanted.metadata.name }, "NetworkPolicy written");
+      }
+      return undefined;
+    } catch (err) {
+      const e = apiError(err);
+      if (isRbacRefusal(e)) return namespaceNotEnabled(namespace);
+      throw e;
     }
   }
 
@@ -439,7 +494,8 @@ const ownedBy = (obj: { metadata?: { ownerReferences?: { uid: string }[] } }, sb
   !!obj.metadata?.ownerReferences?.some((o) => o.uid === sbx.metadata.uid);
 
 /** A pod create the API server refused for a reason worth waiting on, named (pure). */
-export function refusalOf(e: ApiError): PodRefusal | undefined {
+export function refusalOf(e: ApiError, namespace: string): PodRefusal | undefined {
+  if (isRbacRefusal(e)) return namespaceNotEnabled(namespace);
   if (e.status === 403 && /exceeded quota/i.test(e.message))
     return { reason: SCHEDULED_REASON.QuotaExceeded, message: e.message };
   if (e.status === 403 && /no PriorityClass with name/i.test(e.message)) {

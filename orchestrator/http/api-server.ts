@@ -4,6 +4,7 @@
 // JSON, every error `{error: {code, message}}`; a bad request never crashes it, and no header (so
 // no token) is ever logged.
 import http from "node:http";
+import https from "node:https";
 import type { z } from "zod";
 import {
   FINAL_STATES,
@@ -45,6 +46,8 @@ export type { LogEntry };
 
 export type ServerOptions = {
   workspaces: Workspaces;
+  /** A certificate and its key (PEM): the API is served over TLS (decision 0047). */
+  tls?: { cert: string; key: string };
   /** Who a valid API token speaks for, undefined for any other (tokens.ts apiTokenChecker). */
   checkToken: (token: string) => Principal | undefined;
   /** The Prometheus text for /metrics. */
@@ -77,7 +80,7 @@ const DEFAULT_KEEPALIVE_MS = 15_000;
 
 type Req = http.IncomingMessage;
 type Res = http.ServerResponse;
-type Ctx = Required<Omit<ServerOptions, "log" | "picks" | "checkSandboxToken" | "turns" | "sandboxRates">> &
+type Ctx = Required<Omit<ServerOptions, "log" | "picks" | "checkSandboxToken" | "turns" | "sandboxRates" | "tls">> &
   Pick<ServerOptions, "picks" | "checkSandboxToken" | "turns"> & {
     log: (entry: LogEntry) => void;
     openapi: string;
@@ -547,7 +550,7 @@ export function createOrchestratorServer(opts: ServerOptions): http.Server {
     ...(opts.turns ? { turns: opts.turns } : {}),
     ...(opts.checkSandboxToken ? { checkSandboxToken: opts.checkSandboxToken } : {}),
   };
-  return http.createServer((req, res) => {
+  const handler: http.RequestListener = (req, res) => {
     logRequest(req, res, ctx.log);
     route(req, res, ctx).catch((err: unknown) => {
       if (err instanceof HttpError) {
@@ -558,7 +561,11 @@ export function createOrchestratorServer(opts: ServerOptions): http.Server {
       }
       res.destroy();
     });
-  });
+  };
+  // An https.Server serves requests exactly as an http.Server does (it is one over TLS).
+  return opts.tls
+    ? (https.createServer({ cert: opts.tls.cert, key: opts.tls.key }, handler) as unknown as http.Server)
+    : http.createServer(handler);
 }
 
 /** Creates the server and listens; resolves once the port is bound. */

@@ -4,7 +4,7 @@
 // body it sends and every answer it reads goes through the same zod schemas the server uses
 // (schemas.ts, turns.ts, pick-ledger.ts, api/agent-protocol.ts), so there is no second copy of a type to drift. An
 // error answer becomes an OrchestratorError carrying its status, code and message.
-import { request } from "undici";
+import { Agent, request, type Dispatcher } from "undici";
 import { z } from "zod";
 import { Admission, ConversationId, StreamEvent } from "../../api/agent-protocol";
 import { Created, CreateWorkspaceBody, ErrorBody, FINAL_STATES, WorkspaceView } from "../schemas";
@@ -39,6 +39,8 @@ export type ClientOptions = {
   url: string;
   /** An API token (one line of JR2_API_TOKENS_FILE). */
   token: string;
+  /** For an https url: the PEM CA bundle its certificate chains to, when not a public one. */
+  ca?: string;
 };
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -46,8 +48,16 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 export class OrchestratorClient {
   private readonly base: string;
 
+  private readonly dispatcher: Dispatcher | undefined;
+
   constructor(private readonly opts: ClientOptions) {
     this.base = opts.url.replace(/\/+$/, "");
+    const scheme = new URL(this.base).protocol;
+    if (scheme !== "http:" && scheme !== "https:")
+      throw new Error(`OrchestratorClient url ${opts.url}: write an http:// or https:// url`);
+    if (opts.ca && scheme !== "https:")
+      throw new Error(`OrchestratorClient url ${opts.url}: a CA is for an https:// url; write https://`);
+    this.dispatcher = opts.ca ? new Agent({ connect: { ca: opts.ca } }) : undefined;
   }
 
   /** Places a workspace; answers its name (the workspace then moves on by itself). */
@@ -131,6 +141,7 @@ export class OrchestratorClient {
         ...(opts.lastEventId !== undefined ? { "last-event-id": String(opts.lastEventId) } : {}),
       },
       ...(opts.signal ? { signal: opts.signal } : {}),
+      ...(this.dispatcher ? { dispatcher: this.dispatcher } : {}),
     });
     if (res.statusCode !== 200) throw await errorOf(res.statusCode, await res.body.text());
     const decoder = new TextDecoder();
@@ -170,6 +181,7 @@ export class OrchestratorClient {
       method,
       headers: { ...this.headers(), ...(body !== undefined ? { "content-type": "application/json" } : {}) },
       ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+      ...(this.dispatcher ? { dispatcher: this.dispatcher } : {}),
     });
     const text = await res.body.text();
     if (res.statusCode >= 400) throw await errorOf(res.statusCode, text);

@@ -2,9 +2,8 @@
 // (decision 0021): the pod config (pod-config.ts) read from its file, the root CA (a
 // `kubernetes.io/tls` Secret, created once and never rotated here, read by the Orchestrator alone:
 // it signs each Sandbox's Custodian CA, decision 0037) and its certificate as the `jr2-ca`
-// ConfigMap the Harness containers trust, and the namespace's two policies: Sandbox pods take
-// connections on :8080 and :8082 from the Orchestrator alone (decision 0021), and connect to DNS, the
-// Orchestrator and public addresses alone (sandbox-egress.ts, decision 0038).
+// ConfigMap the Harness containers trust. The namespace's two NetworkPolicies are the operator's,
+// kept in every namespace that holds Sandboxes (api/sandbox-policies.ts, decision 0047).
 import { readFileSync } from "node:fs";
 import { CA_CERT_KEY, CA_KEY_KEY, HARNESS_CA_KEY } from "../../api/custodian-config";
 import { ORCHESTRATOR_ENV as E } from "../../api/env";
@@ -12,21 +11,14 @@ import {
   CA_CONFIGMAP,
   COMPANION_NAMESPACE,
   CUSTODIAN_CA_SECRET,
-  EFFECTOR_PORT,
-  HARNESS_PORT,
-  MANAGED_BY,
-  MANAGED_BY_LABEL,
   ORCHESTRATOR_FIELD_MANAGER,
   PART_OF_JR2,
-  SANDBOX_EGRESS_POLICY,
-  SANDBOX_INGRESS_POLICY,
 } from "../../api/wire";
 import { ApiError } from "../../lib/api-error";
 import { issueCa, type CaPem } from "../../lib/ca";
 import { applyRequest, kubeRequest } from "../../lib/kube";
 import { ORCHESTRATOR, ORCHESTRATOR_PORT } from "../orchestrator-manifests";
 import { DEFAULT_POD_CONFIG, parsePodConfig, type PodConfig } from "./pod-config";
-import { egressPolicy, orchestratorPeer } from "./sandbox-egress";
 
 /** The companions image a Custodian runs when nothing says otherwise (`npm run build`'s tag for
  * local use; the Orchestrator's manifest sets JR2_CUSTODIAN_IMAGE to its own image). */
@@ -38,8 +30,9 @@ const enc = encodeURIComponent;
 
 export type PodSettings = { config: PodConfig; custodianImage: string; orchestratorUrl: string };
 
-/** The pod settings from the environment; throws naming the variable or file and the fix. */
-export function podSettingsFrom(env: NodeJS.ProcessEnv): PodSettings {
+/** The pod settings from the environment; throws naming the variable or file and the fix. `tls`:
+ * the API is served over TLS, so the Custodians' default url is https. */
+export function podSettingsFrom(env: NodeJS.ProcessEnv, tls = false): PodSettings {
   const file = env[E.podConfigFile];
   let config = DEFAULT_POD_CONFIG;
   if (file) {
@@ -52,8 +45,12 @@ export function podSettingsFrom(env: NodeJS.ProcessEnv): PodSettings {
     config = parsePodConfig(text, file);
   }
   const ns = env[E.podNamespace];
+  const scheme = tls ? "https" : "http";
   const orchestratorUrl =
-    env[E.selfUrl] || (ns ? `http://${ORCHESTRATOR}.${ns}.svc:${ORCHESTRATOR_PORT}` : DEFAULT_ORCHESTRATOR_URL);
+    env[E.selfUrl] ||
+    (ns
+      ? `${scheme}://${ORCHESTRATOR}.${ns}.svc:${ORCHESTRATOR_PORT}`
+      : DEFAULT_ORCHESTRATOR_URL.replace(/^http/, scheme));
   return {
     config,
     custodianImage: config.custodian.image ?? (env[E.custodianImage] || DEFAULT_CUSTODIAN_IMAGE),
@@ -61,9 +58,8 @@ export function podSettingsFrom(env: NodeJS.ProcessEnv): PodSettings {
   };
 }
 
-/** The CA Secret (created if absent), the `jr2-ca` ConfigMap from its certificate, and the
- * namespace's ingress and egress policies. `orchestratorNamespace`: where the Orchestrator's pod runs. */
-export async function ensureInstallation(namespace: string, orchestratorNamespace: string): Promise<void> {
+/** The CA Secret (created if absent) and the `jr2-ca` ConfigMap from its certificate. */
+export async function ensureInstallation(namespace: string): Promise<void> {
   const { certPem } = await ensureInstallationCa(namespace);
   await apply(`/api/v1/namespaces/${enc(namespace)}/configmaps/${CA_CONFIGMAP}`, {
     apiVersion: "v1",
@@ -71,36 +67,6 @@ export async function ensureInstallation(namespace: string, orchestratorNamespac
     metadata: { name: CA_CONFIGMAP, namespace, labels: { ...PART_OF_JR2 } },
     data: { [HARNESS_CA_KEY]: certPem },
   });
-  await apply(
-    `/apis/networking.k8s.io/v1/namespaces/${enc(namespace)}/networkpolicies/${SANDBOX_INGRESS_POLICY}`,
-    ingressPolicy(namespace, orchestratorNamespace),
-  );
-  await apply(
-    `/apis/networking.k8s.io/v1/namespaces/${enc(namespace)}/networkpolicies/${SANDBOX_EGRESS_POLICY}`,
-    egressPolicy(namespace, orchestratorNamespace),
-  );
-}
-
-/** Pure: the policy over every Sandbox pod of `namespace`. */
-export function ingressPolicy(namespace: string, orchestratorNamespace: string) {
-  return {
-    apiVersion: "networking.k8s.io/v1",
-    kind: "NetworkPolicy",
-    metadata: { name: SANDBOX_INGRESS_POLICY, namespace, labels: { ...PART_OF_JR2 } },
-    spec: {
-      podSelector: { matchLabels: { [MANAGED_BY_LABEL]: MANAGED_BY } },
-      policyTypes: ["Ingress"],
-      ingress: [
-        {
-          from: [orchestratorPeer(orchestratorNamespace)],
-          ports: [
-            { protocol: "TCP", port: HARNESS_PORT },
-            { protocol: "TCP", port: EFFECTOR_PORT },
-          ],
-        },
-      ],
-    },
-  };
 }
 
 /** The root CA with its key: the Secret's, or a new CA's written now. Two Orchestrators racing keep the first. */

@@ -1,10 +1,11 @@
-// What the controller image holds at /app/node_modules (docs/decisions/0041-images-without-an-engine.md):
+// What the controller image holds at /opt/jr2-controller/node_modules, linked from /app/node_modules
+// (docs/decisions/0041-images-without-an-engine.md, 0047):
 // the packages Pepr's controller and the module load at run time, at the versions package-lock.json
 // pins, copied from the node_modules `npm ci` installed. Pepr's own image installs all of Pepr's
 // dependencies and deletes what its CLI alone needs; here the closure is walked from what runs.
 import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { RUN_UID } from "./spec";
+import { CONTROLLER_MODULES, RUN_UID } from "./spec";
 import { entriesOf, type TarEntry } from "./tar";
 
 type LockEntry = {
@@ -142,16 +143,26 @@ export function stageControllerDeps(o: {
 
 /**
  * The controller's layer: /app writable by the run user (the controller writes the module it is
- * given there before forking it), /app/node_modules root-owned and read-only to it.
+ * given there before forking it), the packages root-owned and read-only to it under /opt, so a
+ * Deployment may mount an emptyDir at /app over a read-only root (decision 0047);
+ * /app/node_modules links to them for a Deployment that does not.
  */
 export function controllerEntries(stage: string): TarEntry[] {
+  const modules = CONTROLLER_MODULES.slice(1);
   const normal = (e: TarEntry): TarEntry => {
     const mode = e.type === "dir" || e.mode & 0o111 ? 0o755 : e.type === "symlink" ? 0o777 : 0o644;
     return { ...e, mode, uid: 0, gid: 0 };
   };
   return [
     { path: "app", type: "dir", mode: 0o755, uid: RUN_UID, gid: RUN_UID },
-    { path: "app/node_modules", type: "dir", mode: 0o755, uid: 0, gid: 0 },
-    ...entriesOf(join(stage, "node_modules"), "app/node_modules").map(normal),
+    { path: "app/node_modules", type: "symlink", target: CONTROLLER_MODULES, mode: 0o777, uid: 0, gid: 0 },
+    ...modules.split("/").map((_, i, parts) => ({
+      path: parts.slice(0, i + 1).join("/"),
+      type: "dir" as const,
+      mode: 0o755,
+      uid: 0,
+      gid: 0,
+    })),
+    ...entriesOf(join(stage, "node_modules"), modules).map(normal),
   ];
 }

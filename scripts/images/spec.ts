@@ -50,11 +50,16 @@ export const DOCKERFILE: Record<ImageName, string> = {
 
 /** What each image adds to the shared base and the Node runtime, as its Dockerfile's COPY says it
  * (paths from the repository root; `*` matches within one directory). */
+/** Where the controller image keeps the packages Pepr's controller and the module load. */
+export const CONTROLLER_MODULES = "/opt/jr2-controller/node_modules";
+
 export const APP_COPY: Record<ImageName, { from: string; to: string }> = {
   // `*js`: each bundle and the files it loads late (.js, .mjs; decision 0044), never a source map.
   companions: { from: "dist/companions/*js", to: "/app/" },
   sandbox: { from: "dist/companions/harness*js", to: `${HARNESS_DIR}/` },
-  controller: { from: "dist/controller/node_modules/", to: "/app/node_modules/" },
+  // /opt, not /app: deployed, /app is an emptyDir (the root is read-only, decision 0047), and
+  // /app/node_modules a link here for whatever still names it.
+  controller: { from: "dist/controller/node_modules/", to: `${CONTROLLER_MODULES}/` },
 };
 
 /** Directories of an image the run user owns: the Harness's volumes' mount points (usable without

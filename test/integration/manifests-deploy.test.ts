@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { parseAllDocuments } from "yaml";
 import { K8s, kind } from "kubernetes-fluent-client";
 import { CACHE_AGENT } from "../../cache-agent/cache-agent-manifests";
-import { COMPANION_NAMESPACE } from "../../api/wire";
+import { COMPANION_NAMESPACE, DEFAULT_SANDBOX_NAMESPACE } from "../../api/wire";
 import { GROUP } from "../../api/crd/sources/common";
 import { ORCHESTRATOR } from "../../orchestrator/orchestrator-manifests";
 import { ROOT } from "../../dev/local-operator";
@@ -91,7 +91,7 @@ describe("the companions' manifests in the build output", () => {
     expect(await can("list", "secrets")).toBe(false);
   });
 
-  it("has the Orchestrator's Deployment available, with RBAC scoped to its namespace", async () => {
+  it("has the Orchestrator's Deployment available, with RBAC scoped to its Sandbox namespace", async () => {
     await run(kubeconfig(), [
       "apply",
       "--server-side",
@@ -111,7 +111,8 @@ describe("the companions' manifests in the build output", () => {
       60_000,
     );
     expect(dep.spec?.strategy?.type).toBe("Recreate");
-    const ns = ["-n", COMPANION_NAMESPACE];
+    // Its Sandboxes live in the default Sandbox namespace, not its own (decision 0047).
+    const ns = ["-n", DEFAULT_SANDBOX_NAMESPACE];
     expect(await can("create", `sandboxes.${GROUP}`, ns, ORCHESTRATOR)).toBe(true);
     expect(await can("watch", `sandboxes.${GROUP}`, ns, ORCHESTRATOR)).toBe(true);
     expect(await can("patch", `sandboxes.${GROUP}`, ns, ORCHESTRATOR)).toBe(true);
@@ -122,6 +123,10 @@ describe("the companions' manifests in the build output", () => {
     expect(await can("list", "pods", ns, ORCHESTRATOR)).toBe(false);
     expect(await can("list", "secrets", ns, ORCHESTRATOR)).toBe(false);
     expect(await can("patch", `repos.${GROUP}`, ns, ORCHESTRATOR)).toBe(false);
+    // Nor its own namespace's Secrets (its signing key and API tokens), nor NetworkPolicies (the operator's).
+    expect(await can("get", "secrets", ["-n", COMPANION_NAMESPACE], ORCHESTRATOR)).toBe(false);
+    expect(await can("create", `sandboxes.${GROUP}`, ["-n", COMPANION_NAMESPACE], ORCHESTRATOR)).toBe(false);
+    expect(await can("create", "networkpolicies", ns, ORCHESTRATOR)).toBe(false);
   });
 });
 

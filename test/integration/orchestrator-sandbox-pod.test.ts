@@ -28,7 +28,7 @@ import { nameConstraintsOf } from "../support/certificates";
 import { connectThrough } from "../support/custodian-fixtures";
 import { gitIn } from "../support/git-fixtures";
 import { useNamespace, waitFor } from "./support/cluster";
-import { egressPolicy } from "../../orchestrator/workspaces/sandbox-egress";
+import { egressPolicy } from "../../api/sandbox-policies";
 
 const ns = useNamespace("pod");
 const tmp = mkdtempSync(join(tmpdir(), "jr2-pod-"));
@@ -241,7 +241,7 @@ describe("a workspace's Sandbox pod, as composed and as built", () => {
     expect(JSON.stringify(pod.spec?.volumes)).not.toContain("jr2-custodian-ca");
   });
 
-  it("has the installation's CA (a tls Secret), its certificate for the Harness, and the ingress policy", async () => {
+  it("has the installation's CA (a tls Secret), its certificate for the Harness, and the operator's ingress policy", async () => {
     const ca = await K8s(kind.Secret).InNamespace(ns.name).Get("jr2-custodian-ca");
     expect(ca.type).toBe("kubernetes.io/tls");
     const cert = Buffer.from(ca.data!["tls.crt"]!, "base64").toString();
@@ -256,7 +256,7 @@ describe("a workspace's Sandbox pod, as composed and as built", () => {
         {
           from: [
             {
-              namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": ns.name } },
+              namespaceSelector: { matchLabels: { "app.kubernetes.io/part-of": "jr2" } },
               podSelector: { matchLabels: { "app.kubernetes.io/name": "jr2-orchestrator" } },
             },
           ],
@@ -269,7 +269,7 @@ describe("a workspace's Sandbox pod, as composed and as built", () => {
     });
     // Its egress beside it (decision 0038), as written: the real node tier enforces it.
     const egress = await K8s(kind.NetworkPolicy).InNamespace(ns.name).Get("jr2-sandbox-egress");
-    expect(egress.spec).toEqual(egressPolicy(ns.name, ns.name).spec);
+    expect(egress.spec).toEqual(egressPolicy(ns.name).spec);
     // The policies select this Sandbox's pod.
     expect(pod.metadata?.labels).toMatchObject({ "app.kubernetes.io/managed-by": "jr2-operator" });
   });

@@ -20,6 +20,7 @@ import { freePort } from "../../dev/local-orchestrator";
 import { proposeMachine } from "../../examples/propose-machine";
 import { OrchestratorClient } from "../../orchestrator/http/orchestrator-client";
 import cfg from "../../package.json";
+import { DEFAULT_SANDBOX_NAMESPACE } from "../../api/wire";
 import { gitIn } from "../support/git-fixtures";
 import {
   type Obj,
@@ -45,8 +46,10 @@ const BY_TAG = JSON.parse(need("JR2_NODE_IMAGES_BY_TAG")) as Record<string, stri
 
 const MODULE = `pepr-${cfg.pepr.uuid}`;
 const PEPR_NS = "pepr-system";
-/** The companions' manifests' namespace: the Orchestrator, its Sandboxes, the cache agents. */
+/** The companions' manifests' namespace: the Orchestrator and the cache agents. */
 const SYSTEM = "jr2-system";
+/** Where the deployed Orchestrator's Sandboxes live (its manifest's default, decision 0047). */
+const SANDBOXES = DEFAULT_SANDBOX_NAMESPACE;
 const suffix = randomBytes(3).toString("hex");
 const modelNs = `jr2-dmodel-${suffix}`;
 const tmp = mkdtempSync(join(tmpdir(), "jr2-deployed-"));
@@ -134,12 +137,12 @@ beforeAll(async () => {
     {
       apiVersion: "v1",
       kind: "Secret",
-      metadata: { name: "model-keys", namespace: SYSTEM },
+      metadata: { name: "model-keys", namespace: SANDBOXES },
       stringData: { openai: SCRIPTED_KEY },
     },
     ...scriptedModelObjects({
       namespace: modelNs,
-      sandboxNamespace: SYSTEM,
+      sandboxNamespace: SANDBOXES,
       image: COMPANIONS_IMAGE,
       key: SCRIPTED_KEY,
       script: SCRIPT,
@@ -171,9 +174,9 @@ beforeAll(async () => {
 /** Everything this test applies, deleted and waited for: Sandboxes first, while the watcher that
  * finishes them still runs; then the namespaces and the cluster-wide objects. */
 function cleanUp() {
-  if (kubectl(["get", "namespace", SYSTEM]).status === 0)
-    kubectl(["delete", "sandboxes", "--all", "-n", SYSTEM, "--timeout=120s"]);
-  for (const ns of [SYSTEM, PEPR_NS, modelNs])
+  if (kubectl(["get", "namespace", SANDBOXES]).status === 0)
+    kubectl(["delete", "sandboxes", "--all", "-n", SANDBOXES, "--timeout=120s"]);
+  for (const ns of [SANDBOXES, SYSTEM, PEPR_NS, modelNs])
     kubectl(["delete", "namespace", ns, "--ignore-not-found", "--timeout=180s"]);
   kubectl(["delete", "validatingwebhookconfiguration,mutatingwebhookconfiguration", MODULE, "--ignore-not-found"]);
   kubectl([
@@ -212,7 +215,7 @@ describe("the manifests npm run build writes, deployed with the images npm run i
       JSON.stringify({
         apiVersion: "core.jr2.dev/v1alpha1",
         kind: "Sandbox",
-        metadata: { name: "refused", namespace: SYSTEM },
+        metadata: { name: "refused", namespace: SANDBOXES },
         spec: { image: SANDBOX_IMAGE, securityContext: { privileged: true } },
       }),
     );
@@ -254,13 +257,13 @@ describe("the manifests npm run build writes, deployed with the images npm run i
     });
     expect({ state: view.state, failure: view.failure }).toEqual({ state: "ready", failure: undefined });
     expect(view.phase).toBe("Ready");
-    const pod = getJson(["pod", "-n", SYSTEM, name]);
+    const pod = getJson(["pod", "-n", SANDBOXES, name]);
     expect(pod.spec.nodeName).toBe(node.name);
-    const key = getJson(["sandbox", "-n", SYSTEM, name]).spec.repos[0].key as string;
+    const key = getJson(["sandbox", "-n", SANDBOXES, name]).spec.repos[0].key as string;
     const log = kubectlOk([
       "exec",
       "-n",
-      SYSTEM,
+      SANDBOXES,
       name,
       "-c",
       "harness",
@@ -275,7 +278,7 @@ describe("the manifests npm run build writes, deployed with the images npm run i
     ]);
     expect(log.trim()).toBe("first widget");
     // The cache the pod mounts is the DaemonSet's, on this machine's default cache root.
-    expect(kubectlOk(["exec", "-n", SYSTEM, name, "-c", "harness", "--", "ls", `/repos/${key}`])).toMatch(/HEAD/);
+    expect(kubectlOk(["exec", "-n", SANDBOXES, name, "-c", "harness", "--", "ls", `/repos/${key}`])).toMatch(/HEAD/);
     await client.deleteWorkspace(name);
   }, 330_000);
   test("an Agent's turn with a Menu pick through it, the model in the cluster given the held key", async () => {
@@ -316,8 +319,8 @@ describe("the manifests npm run build writes, deployed with the images npm run i
         where,
       ]).stdout.trim();
 
-    test("the Orchestrator: Sandboxes and their Secrets, ConfigMaps, Services and policies in its own namespace, no pods, nothing elsewhere", () => {
-      const r = rights(SYSTEM, "jr2-orchestrator", SYSTEM);
+    test("the Orchestrator: Sandboxes and their Secrets, ConfigMaps and Services in the Sandbox namespace, no pods, nothing elsewhere", () => {
+      const r = rights(SYSTEM, "jr2-orchestrator", SANDBOXES);
       expect(r["sandboxes.core.jr2.dev"]).toEqual(
         expect.arrayContaining(["get", "list", "watch", "create", "patch", "delete"]),
       );
@@ -327,12 +330,14 @@ describe("the manifests npm run build writes, deployed with the images npm run i
         ["list", "secrets"],
         ["create", "deployments"],
       ])
-        expect([verb, resource, can(SYSTEM, "jr2-orchestrator", verb, resource, SYSTEM)]).toEqual([
+        expect([verb, resource, can(SYSTEM, "jr2-orchestrator", verb, resource, SANDBOXES)]).toEqual([
           verb,
           resource,
           "no",
         ]);
       expect(can(SYSTEM, "jr2-orchestrator", "get", "secrets", "default")).toBe("no");
+      // Not its own namespace either, where its signing key and tokens are.
+      expect(can(SYSTEM, "jr2-orchestrator", "get", "secrets", SYSTEM)).toBe("no");
       expect(can(SYSTEM, "jr2-orchestrator", "create", "sandboxes.core.jr2.dev", "default")).toBe("no");
     });
 
@@ -355,7 +360,9 @@ describe("the manifests npm run build writes, deployed with the images npm run i
     test("the module: what its reconcilers and webhooks need, not every verb on everything", () => {
       const r = rights(PEPR_NS, MODULE, "default");
       expect(r["*.*"]).toBeUndefined();
-      expect(r["pods"]?.sort()).toEqual(["create", "get", "list", "watch"]);
+      // Pods and Services are written where Sandboxes live alone (decision 0047).
+      expect(r["pods"]?.sort()).toEqual(["list", "watch"]);
+      expect(rights(PEPR_NS, MODULE, SANDBOXES)["pods"]?.sort()).toEqual(["create", "get", "list", "watch"]);
       expect(r["sandboxes.core.jr2.dev/status"]).toEqual(expect.arrayContaining(["patch"]));
       for (const [verb, resource] of [
         ["get", "secrets"],

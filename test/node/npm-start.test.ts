@@ -11,6 +11,7 @@ import { join } from "node:path";
 import { freePort } from "../../dev/local-orchestrator";
 import { main as proposeMachine } from "../../examples/propose-machine";
 import { type Obj, modelRequests, ROOT, getJson, kubectl, kubectlOk, realNode, until } from "./support";
+import { DEFAULT_SANDBOX_NAMESPACE } from "../../api/wire";
 
 const node = realNode();
 const demo = mkdtempSync(join(tmpdir(), "jr2-npm-start-"));
@@ -102,11 +103,21 @@ describe("npm start with the real node up", () => {
     });
     expect({ state: view.state, failure: view.failure }).toEqual({ state: "ready", failure: undefined });
     expect(view.phase).toBe("Ready");
-    const pod = getJson(["pod", "-n", "default", name]);
+    const pod = getJson(["pod", "-n", DEFAULT_SANDBOX_NAMESPACE, name]);
     expect(pod.spec.nodeName).toBe(node.name);
     expect((pod.spec.containers as Obj[]).map((c) => c.name).sort()).toEqual(["custodian", "harness"]);
     // Local process mode would have started a Harness of dist/ here, under the demo's work root.
-    const ps = kubectlOk(["exec", "-n", "default", name, "-c", "harness", "--", "cat", "/proc/1/cmdline"]);
+    const ps = kubectlOk([
+      "exec",
+      "-n",
+      DEFAULT_SANDBOX_NAMESPACE,
+      name,
+      "-c",
+      "harness",
+      "--",
+      "cat",
+      "/proc/1/cmdline",
+    ]);
     expect(ps).toContain("/opt/jr2/harness.js");
     expect(hostHarnesses()).toEqual([]);
     expect((await api("DELETE", `/v1/workspaces/${name}`)).status).toBeLessThan(300);

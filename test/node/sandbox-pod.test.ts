@@ -5,9 +5,11 @@
 // turns Ready; the roots that are read-only refuse writes; the Custodian's values and CA are read
 // by the custodian alone; the Repo cache is read-only and /attach cloned from it into /work; exec
 // and logs reach each container (the credential holders only while the test lifts the webhook that
-// refuses exec into them, decision 0048; then it refuses them). Then the two NetworkPolicies (decisions 0021 and 0038), enforced by
-// kube-network-policies (decision 0040): the Sandbox's :8080 and :8082 answer a pod that is the
-// Orchestrator's and no other, and the Sandbox reaches the Orchestrator and DNS but no other pod.
+// refuses exec into them, decision 0048; then it refuses them). Then the two NetworkPolicies
+// (decisions 0021 and 0038), enforced by kube-network-policies (decision 0040), written by the
+// operator (decision 0047): the Sandbox's :8080 and :8082 answer a pod that is the Orchestrator's
+// and no other, and the Sandbox reaches the Orchestrator and DNS but no other pod; a Sandbox
+// written directly in a second opted-in namespace gets both policies too.
 //
 // What runs where: the API server, the operator, the Orchestrator and the node's cache agent are
 // processes on this machine (as in the integration tier); this machine resolves and reaches the
@@ -19,6 +21,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { HARNESS_CUSTODIAN_URL_ENV, STAND_IN } from "../../api/custodian-config";
 import { ORCHESTRATOR_ENV, CACHE_AGENT_ENV } from "../../api/env";
+import { API_VERSION } from "../../api/crd/sources/common";
+import { PART_OF_JR2, SANDBOX_NAMESPACE_ENABLED, SANDBOX_NAMESPACE_LABEL } from "../../api/wire";
 import { CACHE_DIR, startLocalOperator, type LocalOperator } from "../../dev/local-operator";
 import { startLocalOrchestrator, type LocalOrchestrator } from "../../dev/local-orchestrator";
 import { startCacheAgent, type Agent } from "../../dev/local-cache-agent";
@@ -52,8 +56,11 @@ const USER_IMAGE = env("JR2_NODE_USER_IMAGE");
 const suffix = randomBytes(3).toString("hex");
 /** The Sandboxes' namespace. */
 const ns = `jr2-pod-${suffix}`;
-/** Where the Orchestrator's pods would run (POD_NAMESPACE): the policies name it. */
+/** Where the Orchestrator's pods would run (POD_NAMESPACE): labelled as jr2's, which the policies
+ * name (api/sandbox-policies.ts, decision 0047). */
 const orchNs = `jr2-orch-${suffix}`;
+/** A second Sandboxes' namespace, opted in, whose Sandbox is written directly (no Orchestrator). */
+const ns2 = `jr2-pod2-${suffix}`;
 const tmp = mkdtempSync(join(tmpdir(), "jr2-node-pod-"));
 const remotes = join(tmp, "remotes");
 const remote = join(remotes, "widgets.git");
@@ -126,9 +133,12 @@ const readyPod = (namespace: string, name: string, ms = 120_000): Promise<Obj> =
   });
 
 beforeAll(async () => {
-  for (const n of [ns, orchNs, modelNs]) kubectlOk(["create", "namespace", n]);
+  for (const n of [ns, orchNs, modelNs, ns2]) kubectlOk(["create", "namespace", n]);
+  kubectlOk(["label", "namespace", orchNs, `${Object.keys(PART_OF_JR2)[0]}=${Object.values(PART_OF_JR2)[0]}`]);
+  for (const n of [ns, ns2])
+    kubectlOk(["label", "namespace", n, `${SANDBOX_NAMESPACE_LABEL}=${SANDBOX_NAMESPACE_ENABLED}`]);
   // A pod is admitted once its namespace's default service account exists.
-  for (const n of [ns, orchNs, modelNs])
+  for (const n of [ns, orchNs, modelNs, ns2])
     await until(`ServiceAccount ${n}/default`, 30_000, () =>
       kubectl(["get", "sa", "default", "-n", n]).status === 0 ? true : undefined,
     );
@@ -212,7 +222,7 @@ afterAll(async () => {
   await orch?.stop();
   await agent?.stop();
   await operator?.stop();
-  for (const n of [ns, orchNs, modelNs]) kubectl(["delete", "namespace", n, "--wait=false"]);
+  for (const n of [ns, orchNs, modelNs, ns2]) kubectl(["delete", "namespace", n, "--wait=false"]);
   rmSync(tmp, { recursive: true, force: true });
 }, 60_000);
 
@@ -504,7 +514,7 @@ describe("a workspace's Sandbox pod on the real node", () => {
       sandboxIp = pod.status.podIP;
     }, 150_000);
 
-    test("the policies are the Orchestrator's: ingress and egress over every Sandbox pod", () => {
+    test("the policies are the operator's: ingress and egress over every Sandbox pod", () => {
       const names = getJson(["networkpolicy", "-n", ns])
         .items.map((p: Obj) => p.metadata.name)
         .sort();
@@ -552,6 +562,43 @@ describe("a workspace's Sandbox pod on the real node", () => {
       // The Orchestrator pod's :8080 is closed (it serves :8090): from a pod the egress policy does
       // not cover, a connect is refused at once, which is what the 124 above is not.
       expect(get(orchNs, "stranger", `http://${orchestratorIp}:8080/`).stderr).toMatch(/connection refused/);
+    });
+
+    describe("a Sandbox written directly in a second namespace (decision 0047)", () => {
+      let directIp: string;
+      beforeAll(async () => {
+        // jr2's CR shape, no Orchestrator: the probe program as its Harness, serving :8080.
+        apply({
+          apiVersion: API_VERSION,
+          kind: "Sandbox",
+          metadata: { name: "direct", namespace: ns2 },
+          spec: { image: PROBE_IMAGE, args: ["serve", "8080"], ...onRealNode },
+        });
+        directIp = (await readyPod(ns2, "direct")).status.podIP;
+      }, 150_000);
+
+      test("gets both policies from the operator", () => {
+        const names = getJson(["networkpolicy", "-n", ns2])
+          .items.map((p: Obj) => p.metadata.name)
+          .sort();
+        expect(names).toEqual(["jr2-sandbox-egress", "jr2-sandbox-ingress"]);
+      });
+
+      test("its :8080 is dropped from a pod that is not the Orchestrator, and answers the Orchestrator's", async () => {
+        for (const [namespace, from] of [
+          [orchNs, "stranger"],
+          [ns, "neighbour"],
+        ]) {
+          const r = get(namespace, from, `http://${directIp}:8080/healthz`);
+          expect([from, r.status === 0]).toEqual([from, false]);
+          expect(r.stderr).toMatch(/Client\.Timeout|i\/o timeout|deadline exceeded/);
+        }
+        const r = await until("the Orchestrator's pod reaches the direct Sandbox's :8080", 30_000, () => {
+          const x = get(orchNs, "orchestrator", `http://${directIp}:8080/healthz`);
+          return x.status === 0 ? x : undefined;
+        });
+        expect(r.stdout).toMatch(/^200 /);
+      });
     });
 
     test("this node's own addresses are not policed here (decision 0040): the API server answers the Sandbox", () => {

@@ -3,7 +3,7 @@
 // ssh user a prefix names, and whole path segments.
 import { credentialPrefixes, prefixCovers, repoCredentialRefusal } from "../../api/repo-credential";
 import { repoUrlLocation } from "../../api/repo-identity";
-import { sandboxNamespacesFrom } from "../../api/env";
+import { sandboxNamespacesFrom } from "../../api/sandbox-namespaces";
 import { REPO_CREDENTIAL_HOSTS_ANNOTATION, REPO_CREDENTIAL_LABEL } from "../../api/wire";
 
 const declared = (hosts: string) => ({

@@ -1,11 +1,11 @@
-// The Sandbox pods' egress policy (orchestrator/workspaces/sandbox-egress.ts, decision 0038): DNS,
-// the Orchestrator's pods on its port, and public addresses; never a private, shared or link-local one.
+// The Sandbox pods' policies (api/sandbox-policies.ts, decisions 0038, 0047): ingress from the
+// Orchestrator's pods alone; egress to DNS, the Orchestrator's pods on its port, and public
+// addresses, never a private, shared or link-local one.
 // The real node tier (test/node/sandbox-pod.test.ts) holds kube-network-policies to it.
 import { BlockList, isIPv4 } from "node:net";
-import { egressPolicy, PRIVATE_V4, PRIVATE_V6 } from "../../orchestrator/workspaces/sandbox-egress";
-import { ingressPolicy } from "../../orchestrator/workspaces/installation";
+import { egressPolicy, ingressPolicy, PRIVATE_V4, PRIVATE_V6 } from "../../api/sandbox-policies";
 
-const policy = egressPolicy("sandboxes", "jr2-system");
+const policy = egressPolicy("sandboxes");
 type Rule = (typeof policy.spec.egress)[number] & {
   to?: Array<{ ipBlock?: { cidr: string; except: string[] } }>;
   ports?: Array<{ protocol: string; port: number }>;
@@ -41,7 +41,7 @@ describe("the Sandbox egress policy", () => {
       namespace: "sandboxes",
       labels: { "app.kubernetes.io/part-of": "jr2" },
     });
-    expect(policy.spec.podSelector).toEqual(ingressPolicy("sandboxes", "jr2-system").spec.podSelector);
+    expect(policy.spec.podSelector).toEqual(ingressPolicy("sandboxes").spec.podSelector);
     expect(policy.spec.policyTypes).toEqual(["Egress"]);
   });
 
@@ -54,11 +54,11 @@ describe("the Sandbox egress policy", () => {
     });
   });
 
-  it("allows the Orchestrator's pods, by namespace and name, on its port alone", () => {
+  it("allows the Orchestrator's pods, in jr2's labelled namespaces by name, on its port alone", () => {
     expect(rules[1]).toEqual({
       to: [
         {
-          namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "jr2-system" } },
+          namespaceSelector: { matchLabels: { "app.kubernetes.io/part-of": "jr2" } },
           podSelector: { matchLabels: { "app.kubernetes.io/name": "jr2-orchestrator" } },
         },
       ],
@@ -79,5 +79,28 @@ describe("the Sandbox egress policy", () => {
 
   it("lets nothing private through on another port: the Harness's, the kubelet's, the API server's", () => {
     for (const port of [8080, 8082, 10250, 6443, 443]) expect(publicAllows("10.244.255.9", port)).toBe(false);
+  });
+});
+
+describe("the Sandbox ingress policy", () => {
+  const ingress = ingressPolicy("team-a");
+  it("admits the Orchestrator's pods wherever the installation runs them, on :8080 and :8082 alone", () => {
+    expect(ingress.metadata).toMatchObject({ name: "jr2-sandbox-ingress", namespace: "team-a" });
+    expect(ingress.spec.policyTypes).toEqual(["Ingress"]);
+    expect(ingress.spec.ingress).toEqual([
+      {
+        from: [
+          {
+            // A namespace's label, not a name: any namespace the installation labels as jr2's.
+            namespaceSelector: { matchLabels: { "app.kubernetes.io/part-of": "jr2" } },
+            podSelector: { matchLabels: { "app.kubernetes.io/name": "jr2-orchestrator" } },
+          },
+        ],
+        ports: [
+          { protocol: "TCP", port: 8080 },
+          { protocol: "TCP", port: 8082 },
+        ],
+      },
+    ]);
   });
 });

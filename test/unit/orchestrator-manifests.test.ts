@@ -1,0 +1,86 @@
+// The Orchestrator as deployed (orchestrator/orchestrator-manifests.ts, decision 0047): its
+// Sandboxes in an opted-in namespace that is not its own, its writes bound there alone, no
+// NetworkPolicy writes (the operator's), and a policy over its API naming who may call it.
+import {
+  orchestratorManifests,
+  ORCHESTRATOR_API_POLICY,
+  ORCHESTRATOR_SANDBOXES_ROLE,
+} from "../../orchestrator/orchestrator-manifests";
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type Obj = any;
+const of = (objs: Obj[], kind: string, name?: string) =>
+  objs.filter((o) => o.kind === kind && (name === undefined || o.metadata.name === name));
+
+describe("orchestratorManifests", () => {
+  const objs = orchestratorManifests({ image: "jr2/companions:t" }) as Obj[];
+
+  it("puts its Sandboxes in jr2-sandboxes by default, opted in, never its own namespace", () => {
+    const env = of(objs, "Deployment")[0].spec.template.spec.containers[0].env;
+    expect(env).toContainEqual({ name: "JR2_NAMESPACE", value: "jr2-sandboxes" });
+    expect(of(objs, "Namespace", "jr2-sandboxes")[0].metadata.labels).toEqual({ "jr2.dev/sandboxes": "enabled" });
+    expect(() => orchestratorManifests({ image: "x", workspaceNamespace: "jr2-system" })).toThrow(
+      /workspaceNamespace jr2-system is the Orchestrator's own namespace.*name another/,
+    );
+  });
+
+  it("binds a ClusterRole of namespaced writes in its Sandbox namespace alone, without NetworkPolicies", () => {
+    expect(of(objs, "Role")).toEqual([]);
+    expect(of(objs, "ClusterRoleBinding")).toEqual([]);
+    const [role] = of(objs, "ClusterRole", ORCHESTRATOR_SANDBOXES_ROLE);
+    expect(JSON.stringify(role.rules)).not.toContain("networkpolicies");
+    const bindings = of(objs, "RoleBinding");
+    expect(bindings.map((b: Obj) => [b.metadata.namespace, b.roleRef.name])).toEqual([
+      ["jr2-sandboxes", ORCHESTRATOR_SANDBOXES_ROLE],
+    ]);
+    expect(bindings[0].subjects).toEqual([
+      { kind: "ServiceAccount", name: "jr2-orchestrator", namespace: "jr2-system" },
+    ]);
+  });
+
+  it("admits to its API the Sandbox pods of opted-in namespaces and, by default, its own namespace's pods", () => {
+    const [policy] = of(objs, "NetworkPolicy", ORCHESTRATOR_API_POLICY);
+    expect(policy.metadata.namespace).toBe("jr2-system");
+    expect(policy.spec.podSelector).toEqual({ matchLabels: { "app.kubernetes.io/name": "jr2-orchestrator" } });
+    expect(policy.spec.ingress).toEqual([
+      {
+        from: [
+          {
+            namespaceSelector: { matchLabels: { "jr2.dev/sandboxes": "enabled" } },
+            podSelector: { matchLabels: { "app.kubernetes.io/managed-by": "jr2-operator" } },
+          },
+          { podSelector: {} },
+        ],
+        ports: [{ protocol: "TCP", port: 8090 }],
+      },
+    ]);
+    const open = orchestratorManifests({ image: "x", apiClients: [{ namespaceSelector: {} }] }) as Obj[];
+    expect(of(open, "NetworkPolicy")[0].spec.ingress[0].from[1]).toEqual({ namespaceSelector: {} });
+  });
+
+  it("labels its own namespace as jr2's, which the Sandbox policies admit its pods by", () => {
+    expect(of(objs, "Namespace", "jr2-system")[0].metadata.labels).toEqual({ "app.kubernetes.io/part-of": "jr2" });
+    expect(of(objs, "Deployment")[0].spec.template.metadata.labels["app.kubernetes.io/name"]).toBe("jr2-orchestrator");
+  });
+
+  it("mounts a TLS Secret when given one, serving and probing https", () => {
+    const [dep] = of(orchestratorManifests({ image: "x", tlsSecret: "jr2-orchestrator-tls" }) as Obj[], "Deployment");
+    const pod = dep.spec.template.spec;
+    const c = pod.containers[0];
+    expect(pod.volumes).toContainEqual({
+      name: "tls",
+      secret: { secretName: "jr2-orchestrator-tls", defaultMode: 0o440 },
+    });
+    expect(c.volumeMounts).toContainEqual({ name: "tls", mountPath: "/etc/jr2/tls", readOnly: true });
+    expect(c.env).toEqual(
+      expect.arrayContaining([
+        { name: "JR2_TLS_CERT_FILE", value: "/etc/jr2/tls/tls.crt" },
+        { name: "JR2_TLS_KEY_FILE", value: "/etc/jr2/tls/tls.key" },
+      ]),
+    );
+    expect(c.readinessProbe.httpGet.scheme).toBe("HTTPS");
+    const plain = of(objs, "Deployment")[0].spec.template.spec.containers[0];
+    expect(plain.env.map((e: Obj) => e.name)).not.toContain("JR2_TLS_CERT_FILE");
+    expect(plain.readinessProbe.httpGet.scheme).toBe("HTTP");
+  });
+});
