@@ -27,11 +27,9 @@ const SecretKey = z
   .regex(/^[-._a-zA-Z0-9]+$/, { message: "must be a Secret's key (letters, digits, '-', '_', '.'), e.g. anthropic" });
 
 /** An image pinned by digest, compared exactly: a tag can be moved to other bytes. */
-const DigestImage = z
-  .string()
-  .regex(/^[^\s@]+@sha256:[0-9a-f]{64}$/, {
-    message: "must be an image pinned by its digest, <name>@sha256:<64 lower-case hex>, compared exactly",
-  });
+const DigestImage = z.string().regex(/^[^\s@]+@sha256:[0-9a-f]{64}$/, {
+  message: "must be an image pinned by its digest, <name>@sha256:<64 lower-case hex>, compared exactly",
+});
 
 const Cpu = z.string().refine((s) => (milliCpu(s) ?? 0) > 0, { message: "must be a CPU quantity such as 100m" });
 const Memory = z
@@ -90,12 +88,16 @@ export const PodConfig = z
       .default({ env: [] }),
     effector: z
       .strictObject({
-        image: z.string().min(1, "must not be empty").optional().meta({
-          description:
-            "The Effector's image, for every workspace with an Effector whose create names none. It holds push " +
-            "credentials, so it is the installation's choice (decision 0048); absent, a create must name one of " +
-            "allowedImages, and with none of those no workspace may have an Effector.",
-        }),
+        image: z
+          .string()
+          .min(1, "must not be empty")
+          .optional()
+          .meta({
+            description:
+              "The Effector's image, for every workspace with an Effector whose create names none. It holds push " +
+              "credentials, so it is the installation's choice (decision 0048); absent, a create must name one of " +
+              "allowedImages, and with none of those no workspace may have an Effector.",
+          }),
         allowedImages: z
           .array(DigestImage)
           .default([])
@@ -108,13 +110,16 @@ export const PodConfig = z
       .default({ allowedImages: [] }),
     userSeat: z
       .strictObject({
-        netRaw: z.boolean().default(false).meta({
-          description:
-            "Whether the `user` seat keeps NET_RAW (raw sockets, e.g. ping), as the container runtime's default " +
-            "set gives it. Default false: it is dropped, as it " +
-            "would let the seat read and forge the pod's loopback traffic, the Custodian's plain HTTP among it " +
-            "(decision 0048).",
-        }),
+        netRaw: z
+          .boolean()
+          .default(false)
+          .meta({
+            description:
+              "Whether the `user` seat keeps NET_RAW (raw sockets, e.g. ping), as the container runtime's default " +
+              "set gives it. Default false: it is dropped, as it " +
+              "would let the seat read and forge the pod's loopback traffic, the Custodian's plain HTTP among it " +
+              "(decision 0048).",
+          }),
       })
       .default({ netRaw: false }),
     placement: z

@@ -571,15 +571,18 @@ describe("connectRefusal", () => {
     spec: { containers: containers.map((name) => ({ name, image: "i:1" })) },
   });
 
-  it.each(["custodian", "effector"])("refuses exec and attach into %s, naming it, why, and the harness instead", (c) => {
-    for (const sub of ["exec", "attach"]) {
-      const why = connectRefusal(sandboxPod(), sub, c);
-      expect(why).toContain(`${sub} into container "${c}" of Sandbox pod team-a/sbx is refused`);
-      expect(why).toContain("credential holder");
-      expect(why).toContain("decision 0048");
-      expect(why).toContain("kubectl exec -n team-a sbx -c harness");
-    }
-  });
+  it.each(["custodian", "effector"])(
+    "refuses exec and attach into %s, naming it, why, and the harness instead",
+    (c) => {
+      for (const sub of ["exec", "attach"]) {
+        const why = connectRefusal(sandboxPod(), sub, c);
+        expect(why).toContain(`${sub} into container "${c}" of Sandbox pod team-a/sbx is refused`);
+        expect(why).toContain("credential holder");
+        expect(why).toContain("decision 0048");
+        expect(why).toContain("kubectl exec -n team-a sbx -c harness");
+      }
+    },
+  );
 
   it("admits exec and attach into the harness and the user seat", () => {
     for (const c of ["harness", "user"]) {
