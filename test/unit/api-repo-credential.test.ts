@@ -3,7 +3,6 @@
 // ssh user a prefix names, and whole path segments.
 import { credentialPrefixes, prefixCovers, repoCredentialRefusal } from "../../api/repo-credential";
 import { repoUrlLocation } from "../../api/repo-identity";
-import { sandboxNamespacesFrom } from "../../api/sandbox-namespaces";
 import { REPO_CREDENTIAL_HOSTS_ANNOTATION, REPO_CREDENTIAL_LABEL } from "../../api/wire";
 
 const declared = (hosts: string) => ({
@@ -116,22 +115,5 @@ describe("repoCredentialRefusal", () => {
     expect(why).toContain('Secret "git-token" (spec.secretRef.name)');
     expect(why).toContain(`${REPO_CREDENTIAL_HOSTS_ANNOTATION}]: "https://github.com/org/"`);
     expect(why).toContain("add a prefix covering the url");
-  });
-});
-
-describe("sandboxNamespacesFrom: the build's Sandbox namespaces, read once", () => {
-  it("defaults to the default Sandbox namespace", () => {
-    expect(sandboxNamespacesFrom({})).toEqual(["jr2-sandboxes"]);
-    expect(sandboxNamespacesFrom({ JR2_SANDBOX_NAMESPACES: " , " })).toEqual(["jr2-sandboxes"]);
-  });
-
-  it("splits on commas, trims, keeps each once", () => {
-    expect(sandboxNamespacesFrom({ JR2_SANDBOX_NAMESPACES: "team-a, team-b,team-a" })).toEqual(["team-a", "team-b"]);
-  });
-
-  it("refuses a name that is no namespace, naming the variable and the fix", () => {
-    expect(() => sandboxNamespacesFrom({ JR2_SANDBOX_NAMESPACES: "team-a,Team_B" })).toThrow(
-      /JR2_SANDBOX_NAMESPACES: "Team_B" is not a namespace name: give comma-separated DNS labels/,
-    );
   });
 });

@@ -80,7 +80,8 @@ describe("the module's ClusterRole (package.json pepr.rbac)", () => {
     const writes = peprRules.filter((r) =>
       r.resources.some((x) => ["pods", "services", "networkpolicies", "secrets"].includes(x)),
     );
-    for (const r of writes) expect(r.verbs.filter((v) => !["list", "watch"].includes(v))).toEqual([]);
+    // Reads only (`get` on pods for the exec guard, decision 0048; list already reads them all).
+    for (const r of writes) expect(r.verbs.filter((v) => !["get", "list", "watch"].includes(v))).toEqual([]);
     const crd = peprRules.find((r) => r.resources.includes("customresourcedefinitions"))!;
     expect(crd.verbs.sort()).toEqual(["get", "patch"]);
     expect(crd.resourceNames!.sort()).toEqual(["peprstores.pepr.dev", "repos.core.jr2.dev", "sandboxes.core.jr2.dev"]);
