@@ -7,6 +7,7 @@
 // rebuilds on every start, and it cannot be stopped and restarted under a test's control. This
 // keeps everything Pepr decided in the build (webhook rules, failure policy, ignored namespaces)
 // and changes only where the webhooks point.
+import { peprStoreCrd } from "../scripts/module-rbac";
 import { type ChildProcess, fork } from "node:child_process";
 import { once } from "node:events";
 import { existsSync, mkdirSync, openSync, readFileSync, writeFileSync } from "node:fs";
@@ -111,33 +112,11 @@ export function localWebhooks(manifestYaml: string, port: number, caPem: string,
 /**
  * What `npx pepr deploy` applies before the module runs and a local run must apply too: the
  * pepr-system namespace and the PeprStore CRD, without which the module never serves (its store
- * is read before the endpoints bind). Same shape as pepr's src/lib/assets/store.ts.
+ * is read before the endpoints bind). The CRD is the one the built manifests carry.
  */
 export const peprPrerequisites = () => [
   { apiVersion: "v1", kind: "Namespace", metadata: { name: "pepr-system" } },
-  {
-    apiVersion: "apiextensions.k8s.io/v1",
-    kind: "CustomResourceDefinition",
-    metadata: { name: "peprstores.pepr.dev" },
-    spec: {
-      group: "pepr.dev",
-      scope: "Namespaced",
-      names: { plural: "peprstores", singular: "peprstore", kind: "PeprStore" },
-      versions: [
-        {
-          name: "v1",
-          served: true,
-          storage: true,
-          schema: {
-            openAPIV3Schema: {
-              type: "object",
-              properties: { data: { type: "object", additionalProperties: { type: "string" } } },
-            },
-          },
-        },
-      ],
-    },
-  },
+  peprStoreCrd(),
 ];
 
 /**
