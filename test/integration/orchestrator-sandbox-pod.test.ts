@@ -19,7 +19,7 @@ import { SandboxModel } from "../../api/crd";
 import type { Container, EnvVar, Volume } from "../../api/crd/generated/corev1";
 import { STAND_IN } from "../../api/custodian-config";
 import { ORCHESTRATOR_ENV } from "../../api/env";
-import { SANDBOX_NAME_LABEL } from "../../api/wire";
+import { REPO_CREDENTIAL_HOSTS_ANNOTATION, REPO_CREDENTIAL_LABEL, SANDBOX_NAME_LABEL } from "../../api/wire";
 import type { WorkspaceView } from "../../orchestrator/schemas";
 import { harnessToken, sandboxToken, signingKeyOf } from "../../orchestrator/tokens";
 import { type Agent, localReposRoot, startCacheAgents } from "../../dev/local-cache-agent";
@@ -83,8 +83,15 @@ beforeAll(async () => {
     metadata: { name: "model-keys", namespace: ns.name },
     stringData: { anthropic: MODEL_KEY },
   });
+  // The fence's push Secret is also its Repos' fetch credential: declared for the remotes alone
+  // (decision 0046), or the cache agents would refuse to send it.
   await K8s(kind.Secret).Apply({
-    metadata: { name: PUSH_SECRET, namespace: ns.name },
+    metadata: {
+      name: PUSH_SECRET,
+      namespace: ns.name,
+      labels: { [REPO_CREDENTIAL_LABEL]: "true" },
+      annotations: { [REPO_CREDENTIAL_HOSTS_ANNOTATION]: `${remotes},${privateRemotes}` },
+    },
     stringData: { username: "jr2", password: "push-token-not-for-the-harness" },
   });
   const podConfig = join(tmp, "pod.yaml");
