@@ -254,9 +254,17 @@ test("the controller image holds the staged packages, and loads what the control
   const layer = ownLayer("controller");
   expect(layer[0]).toBe(`drwxr-xr-x ${RUN_USER.uid}/${RUN_USER.gid} app/`);
   const top = new Set(
-    layer.map((l) => /^\S+ \S+ app\/node_modules\/([^/]+)\//.exec(l)?.[1]).filter((d) => d !== undefined),
+    layer
+      .map((l) => /^\S+ \S+ opt\/jr2-controller\/node_modules\/([^/]+)\//.exec(l)?.[1])
+      .filter((d) => d !== undefined),
   );
   expect([...top].sort()).toEqual(staged);
+  // The packages live under /opt, so a read-only root keeps them while /app is an emptyDir the
+  // controller writes the module into (decision 0047); /app/node_modules links there for a
+  // Deployment that mounts nothing on /app.
+  expect(layer.filter((l) => /^\S+ \S+ app\/node_modules\b/.test(l))).toEqual([
+    expect.stringMatching(/^l\S* 0\/0 app\/node_modules -> \/opt\/jr2-controller\/node_modules$/),
+  ]);
   expect(layer.filter((l) => /\.(map|ts)$/.test(l))).toEqual([]);
   // The module's own requires, as `npm run build` bundled it, beside Pepr's.
   const builtin = new Set([...builtinModules, ...builtinModules.map((m) => `node:${m}`)]);
