@@ -81,8 +81,10 @@ describe("the companions' manifests in the build output", () => {
     expect(await can("list", `repos.${GROUP}`)).toBe(true);
     expect(await can("watch", `sandboxes.${GROUP}`)).toBe(true);
     expect(await can("patch", `repos.${GROUP}`, ["--subresource=status"])).toBe(true);
-    expect(await can("get", "secrets", ["-n", "default"])).toBe(true);
-    expect(await can("list", "pods")).toBe(true);
+    // No Secret outside a Sandbox namespace, no pod read at all (decision 0046; the Secrets a
+    // Sandbox namespace's Repos name: test/integration/cache-agent-rbac.test.ts).
+    expect(await can("get", "secrets", ["-n", "default"])).toBe(false);
+    expect(await can("list", "pods")).toBe(false);
     // Not its business: writing a Repo's spec, any Sandbox, Pods, listing Secrets.
     expect(await can("patch", `repos.${GROUP}`)).toBe(false);
     expect(await can("delete", `sandboxes.${GROUP}`)).toBe(false);

@@ -166,6 +166,11 @@ describe("the RBAC of the built manifests (decision 0047)", () => {
       "patch networkpolicies.networking.k8s.io": ["no", "no", "no"],
       "get secrets": ["yes", "no", "no"],
       "list secrets": ["no", "no", "no"],
+      "patch roles.rbac.authorization.k8s.io/jr2-cache-agent-repo-credentials": ["no", "no", "no"],
+      "escalate roles.rbac.authorization.k8s.io/jr2-cache-agent-repo-credentials": ["no", "no", "no"],
+      "patch roles.rbac.authorization.k8s.io/admin": ["no", "no", "no"],
+      "escalate roles.rbac.authorization.k8s.io/admin": ["no", "no", "no"],
+      "create rolebindings.rbac.authorization.k8s.io": ["no", "no", "no"],
       "create sandboxes.core.jr2.dev": ["yes", "no", "no"],
     });
     expect(await can(orchestratorSa, "get", "secrets", ORCHESTRATOR_NS)).toBe("no");
