@@ -62,9 +62,10 @@ beforeAll(async () => {
 afterAll(async () => {
   const cluster = rbac().filter((o) => o.kind !== "Namespace");
   await kubectl(["delete", "--ignore-not-found", "-f", "-"], { apiVersion: "v1", kind: "List", items: cluster });
-  if (companionsMade) await kubectl(["delete", "namespace", COMPANION_NAMESPACE, "--wait=false"]);
+  // Waited for: a later file applying into the companions' namespace must not meet it terminating.
+  if (companionsMade) await kubectl(["delete", "namespace", COMPANION_NAMESPACE, "--timeout=100s"]);
   rmSync(tmp, { recursive: true, force: true });
-});
+}, 120_000);
 
 describe("the cache agent's service account", () => {
   it("reads no Secret in kube-system, another namespace or the companions' namespace", async () => {

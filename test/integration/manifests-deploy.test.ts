@@ -24,10 +24,12 @@ const kubeconfig = () => process.env.KUBECONFIG!;
 const manifest = join(ROOT, "dist", "jr2-cache-agent.yaml");
 const orchestratorManifest = join(ROOT, "dist", "jr2-orchestrator.yaml");
 
+// Waits until what it applied is gone (its namespaces too): a later file applying into the same
+// namespaces would otherwise meet them terminating.
 afterAll(async () => {
-  await run(kubeconfig(), ["delete", "--ignore-not-found", "--wait=false", "-f", orchestratorManifest]);
-  await run(kubeconfig(), ["delete", "--ignore-not-found", "--wait=false", "-f", manifest]);
-});
+  await run(kubeconfig(), ["delete", "--ignore-not-found", "--timeout=100s", "-f", orchestratorManifest]);
+  await run(kubeconfig(), ["delete", "--ignore-not-found", "--timeout=100s", "-f", manifest]);
+}, 240_000);
 
 /** What a service account may do (a SubjectAccessReview through kubectl auth can-i). */
 async function can(verb: string, resource: string, extra: string[] = [], account = CACHE_AGENT): Promise<boolean> {

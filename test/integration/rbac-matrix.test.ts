@@ -55,14 +55,16 @@ beforeAll(async () => {
   );
 }, 60_000);
 
+// Waits until the namespaces it made are gone: a later test file applying the manifests into the
+// same namespaces would otherwise meet them terminating.
 afterAll(async () => {
   const made = objects.filter((o) => o.kind !== "Namespace" || !existing.has(o.metadata.name));
   await run(
     kubeconfig(),
-    ["delete", "--ignore-not-found", "--wait=false", "-f", "-"],
+    ["delete", "--ignore-not-found", "--timeout=100s", "-f", "-"],
     JSON.stringify({ apiVersion: "v1", kind: "List", items: made }),
   );
-});
+}, 120_000);
 
 /** `kubectl auth can-i` as `as`: "yes" or "no". */
 const can = async (as: string, verb: string, resource: string, namespace?: string) => {
