@@ -360,8 +360,9 @@ describe("the manifests npm run build writes, deployed with the images npm run i
     test("the module: what its reconcilers and webhooks need, not every verb on everything", () => {
       const r = rights(PEPR_NS, MODULE, "default");
       expect(r["*.*"]).toBeUndefined();
-      // Pods and Services are written where Sandboxes live alone (decision 0047).
-      expect(r["pods"]?.sort()).toEqual(["list", "watch"]);
+      // Pods and Services are written where Sandboxes live alone (decision 0047); pods are read
+      // everywhere (its watch, and the exec guard's get, decision 0048).
+      expect(r["pods"]?.sort()).toEqual(["get", "list", "watch"]);
       expect(rights(PEPR_NS, MODULE, SANDBOXES)["pods"]?.sort()).toEqual(["create", "get", "list", "watch"]);
       expect(r["sandboxes.core.jr2.dev/status"]).toEqual(expect.arrayContaining(["patch"]));
       for (const [verb, resource] of [
