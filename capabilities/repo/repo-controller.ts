@@ -76,6 +76,8 @@ export class RepoController {
   readonly roles: WorkQueue;
   /** Namespace -> the Secret names last written to its Role (JSON), so a write happens only on change. */
   readonly #rolesWritten = new Map<string, string>();
+  /** Sandboxes seen, so only an arrival or a departure (not each status write) asks for the Role. */
+  readonly #seenSandboxes = new Set<string>();
 
   /** Built once, in the watching process, beside the Sandbox controller (capabilities/bindings.ts). */
   constructor({ sandboxes, api, metrics, cacheRoot }: RepoControllerParts) {
@@ -119,7 +121,10 @@ export class RepoController {
   /** Keeps the index from Repo key to the Sandboxes naming it, as the Sandbox cache changes. */
   onSandboxChange(sbxKey: string, sbx: Sandbox | undefined) {
     // A Sandbox's arrival or departure changes which names are jr2's own in its namespace.
-    if (!sbx || !this.#named.has(sbxKey)) this.roles.add(sbxKey.split("/")[0]);
+    const arrivedOrLeft = sbx ? !this.#seenSandboxes.has(sbxKey) : this.#seenSandboxes.has(sbxKey);
+    if (sbx) this.#seenSandboxes.add(sbxKey);
+    else this.#seenSandboxes.delete(sbxKey);
+    if (arrivedOrLeft) this.roles.add(sbxKey.split("/")[0]);
     this.#indexSandbox(sbxKey, sbx?.spec.repos?.map((r) => r.key) ?? []);
   }
 
