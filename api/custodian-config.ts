@@ -157,6 +157,34 @@ export function baseUrlProblem(text: string): string | undefined {
   return undefined;
 }
 
+const VIA_FIX =
+  "write the egress point's proxy address as http://host:port alone, e.g. http://jr2-egress.jr2-system.svc:3128";
+
+/** Why `text` is not the egress point's proxy address (`http://host:port`: plain http, a port
+ * stated, nothing else), or undefined (docs/decisions/0051). */
+export function viaProblem(text: string): string | undefined {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    return `is not a url: ${VIA_FIX}`;
+  }
+  if (url.protocol !== "http:") return `must be http (the egress point's proxy speaks plain HTTP): ${VIA_FIX}`;
+  if (url.username || url.password) return `must not carry a credential: ${VIA_FIX}`;
+  // The text itself, since URL drops a default port (80) and adds a "/" path.
+  const m = /^http:\/\/(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):([0-9]{1,5})$/.exec(text);
+  if (!m) return `must be a host and a port and nothing more (no path, query or fragment): ${VIA_FIX}`;
+  const port = Number(m[2]);
+  if (port < 1 || port > 65535) return `names a port outside 1 to 65535: ${VIA_FIX}`;
+  return undefined;
+}
+
+/** The egress point's host (an IPv6 literal without brackets) and port, from a checked `egress.via`. */
+export function viaAddress(via: string): { host: string; port: number } {
+  const url = new URL(via);
+  return { host: url.hostname.replace(/^\[|\]$/g, ""), port: Number(/:([0-9]+)$/.exec(via)![1]) };
+}
+
 /** A string whose `problem` (undefined when fine) is its refusal. */
 const checked = (problem: (s: string) => string | undefined) =>
   z.string().check(
@@ -169,6 +197,8 @@ const checked = (problem: (s: string) => string | undefined) =>
 export const Origin = checked(originProblem);
 
 const BaseUrl = checked(baseUrlProblem);
+
+const Via = checked(viaProblem);
 
 /** A file under the values directory: a Secret's key, never a path or a hidden name. */
 const ValueFile = z.string().check(
@@ -274,7 +304,11 @@ export const CustodianConfig = z
       z.strictObject({
         tunnel: described(
           z._default(z.array(HostPattern), []),
-          "Hosts the proxy tunnels untouched; default port 443 (80 for http://).",
+          "Hosts the proxy tunnels untouched; default port 443 (80 for http://). Read only without via.",
+        ),
+        via: described(
+          z.optional(Via),
+          "The egress point's proxy (http://host:port): every outbound connection but the Orchestrator's goes through it, and it alone decides where (docs/decisions/0051).",
         ),
       }),
       { tunnel: [] },

@@ -10,6 +10,7 @@ import {
   standInsIn,
   STAND_IN,
   timeoutsMs,
+  viaAddress,
   type CustodianConfigInput,
 } from "../../api/custodian-config";
 import { CUSTODIAN_ENV } from "../../api/env";
@@ -203,6 +204,59 @@ describe("the Custodian's config", () => {
     expect(message).not.toContain("0123456789abcdef");
   });
 
+  it("takes egress.via, the egress point's proxy address, beside egress.tunnel, and leaves it out when absent", () => {
+    const r = parseCustodianConfig({
+      ...good,
+      egress: { ...good.egress, via: "http://jr2-egress.jr2-system.svc:3128" },
+    });
+    if (!r.ok) throw new Error(r.message);
+    expect(r.config.egress).toEqual({
+      tunnel: ["github.com", "*.npmjs.org", "registry.example:8443"],
+      via: "http://jr2-egress.jr2-system.svc:3128",
+    });
+    const without = parseCustodianConfig(good);
+    expect(without.ok && "via" in without.config.egress).toBe(false);
+    for (const via of ["http://10.96.0.12:3128", "http://[fd00::12]:3128", "http://egress:80"])
+      expect([via, parseCustodianConfig({ version: 1, egress: { via } }).ok]).toEqual([via, true]);
+  });
+
+  it("reads egress.via as a host and a port", () => {
+    expect(viaAddress("http://jr2-egress.jr2-system.svc:3128")).toEqual({
+      host: "jr2-egress.jr2-system.svc",
+      port: 3128,
+    });
+    expect(viaAddress("http://[fd00::12]:3128")).toEqual({ host: "fd00::12", port: 3128 });
+    // URL forgets a default port; the address keeps it.
+    expect(viaAddress("http://egress:80")).toEqual({ host: "egress", port: 80 });
+  });
+
+  it.each<[string, unknown, RegExp]>([
+    ["no scheme", "jr2-egress:3128", /egress\.via: must be http .*e\.g\. http:\/\/jr2-egress\.jr2-system\.svc:3128/],
+    [
+      "https",
+      "https://jr2-egress.jr2-system.svc:3128",
+      /egress\.via: must be http \(the egress point's proxy speaks plain HTTP\)/,
+    ],
+    ["no port", "http://jr2-egress.jr2-system.svc", /egress\.via: must be a host and a port and nothing more/],
+    [
+      "a path",
+      "http://jr2-egress.jr2-system.svc:3128/proxy",
+      /egress\.via: must be a host and a port and nothing more/,
+    ],
+    ["a trailing slash", "http://jr2-egress.jr2-system.svc:3128/", /egress\.via: must be a host and a port/],
+    ["a query", "http://jr2-egress.jr2-system.svc:3128?x=1", /egress\.via: must be a host and a port/],
+    ["a credential", "http://u:p@jr2-egress.jr2-system.svc:3128", /egress\.via: must not carry a credential/],
+    ["port 0", "http://jr2-egress:0", /egress\.via: names a port outside 1 to 65535/],
+    ["not a string", 3128, /egress\.via: .*string/],
+    [
+      "no url at all",
+      "not a url",
+      /egress\.via: is not a url: write the egress point's proxy address as http:\/\/host:port alone/,
+    ],
+  ])("refuses an egress.via with %s, naming the field and the fix", (_what, via, message) => {
+    expect(refusal({ version: 1, egress: { via } })).toMatch(message);
+  });
+
   it("reads JSON text, and says so when it is not JSON", () => {
     expect(parseCustodianConfigText(JSON.stringify(good)).ok).toBe(true);
     const r = parseCustodianConfigText("version: 1");
@@ -270,6 +324,7 @@ describe("property: the parser", () => {
       held: fc.oneof(fc.array(held, { maxLength: 3 }), fc.anything()),
       egress: fc.record({
         tunnel: fc.array(fc.oneof(fc.constantFrom("*", "a.example", "*.a.example:443"), fc.string()), { maxLength: 3 }),
+        via: fc.oneof(fc.constantFrom("http://e:3128", "http://e", "https://e:1", "http://[::1]:3128"), fc.string()),
       }),
       timeouts: fc.dictionary(
         fc.constantFrom("connect", "headers", "body"),
@@ -286,6 +341,7 @@ describe("property: the parser", () => {
         if (!r.ok) return expect(typeof r.message).toBe("string");
         for (const h of r.config.held) for (const o of h.origins) expect(new URL(o).origin).toBe(o);
         expect(new Set(r.config.held.map((h) => h.standIn)).size).toBe(r.config.held.length);
+        if (r.config.egress.via !== undefined) expect(viaAddress(r.config.egress.via).port).toBeGreaterThan(0);
       }),
       { numRuns: 2_000 },
     );
