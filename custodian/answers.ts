@@ -9,6 +9,7 @@ import { CUSTODIAN_HEADER, REFUSED, UNREACHABLE, unreachableMessage } from "../a
 import { sendError } from "../lib/http-json";
 import { redact } from "../lib/redact";
 import type { Ctx, Trace } from "./context";
+import type { EgressAnswer } from "./egress-via";
 import type { ProxyRefusal } from "./rules";
 
 export type Answer = { status: number; code: string; message: string; word?: string };
@@ -29,6 +30,23 @@ export const failedAfterSending = (detail: string): Answer => ({
   code: "upstream_failed",
   message: `the upstream failed after the request may have reached it (${detail})`,
 });
+
+/**
+ * The egress point's answer (docs/decisions/0051) as the Custodian's own: its refusal is a refusal
+ * (its code and message passed on, `refused`); "never reached" is `unreachable`, naming it; any
+ * other answer its status, code and message, with no word.
+ */
+export function egressAnswer(a: EgressAnswer, target: string): Answer {
+  if (a.word === UNREACHABLE)
+    return unreachable(`the egress point did not reach ${target}${a.message ? `: ${a.message}` : ""}`);
+  const status = a.status >= 400 && a.status <= 599 ? a.status : 502;
+  return {
+    status,
+    code: a.code ?? (a.word === REFUSED ? "egress_refused" : "egress_failed"),
+    message: a.message ?? `the egress point answered ${a.status} for ${target}`,
+    ...(a.word === REFUSED ? { word: REFUSED } : {}),
+  };
+}
 
 export const notReady = (ctx: Ctx): Answer => unreachable(`the Custodian is not ready: ${ctx.problems().join("; ")}`);
 

@@ -2,15 +2,18 @@
 // `CONNECT host:port`. A host a held value is bound to is intercepted: TLS is ended here with a leaf
 // from the Sandbox's CA (decision 0037), and each request inside is forwarded like any other (Stand-ins
 // swapped, answers masked), always to the CONNECT's own host, whatever the inner Host header says.
-// A host in `egress.tunnel` gets its bytes carried untouched. Any other is refused.
+// A host in `egress.tunnel` gets its bytes carried untouched. Any other is refused. With
+// `egress.via`, any host not bound is tunnelled through the egress point instead, which alone
+// decides (docs/decisions/0051): `egress.tunnel` is not read.
 import type http from "node:http";
 import net from "node:net";
 import type { Duplex } from "node:stream";
 import { type SecureContext, TLSSocket } from "node:tls";
-import { answerRaw, notReady, refusal, unreachable } from "./answers";
+import { answerRaw, egressAnswer, notReady, refusal, unreachable } from "./answers";
 import type { Ctx, Trace } from "./context";
+import { authorityOf, openTunnel, type Via } from "./egress-via";
 import { CaUnusable } from "./leaf";
-import { connectTarget, tunnelAllowed } from "./rules";
+import { connectTarget, failureDetail, tunnelAllowed } from "./rules";
 
 const ESTABLISHED = "HTTP/1.1 200 Connection Established\r\n\r\n";
 
@@ -59,6 +62,43 @@ function tunnel(ctx: Ctx, socket: Duplex, head: Buffer, target: Target, trace: T
   socket.on("error", () => upstream.destroy());
   socket.on("close", () => upstream.destroy());
   upstream.on("close", () => socket.destroy());
+}
+
+/** Pipes the Harness's socket and a connected upstream socket both ways, each ending the other. */
+function splice(socket: Duplex, head: Buffer, upstream: net.Socket, early: Buffer): void {
+  socket.write(ESTABLISHED);
+  if (early.length) socket.write(early);
+  if (head.length) upstream.write(head);
+  socket.pipe(upstream).pipe(socket);
+  upstream.on("error", () => socket.destroy());
+  socket.on("error", () => upstream.destroy());
+  socket.on("close", () => upstream.destroy());
+  upstream.on("close", () => socket.destroy());
+}
+
+/** Tunnels through the egress point: its 200 is the Harness's 200, any other answer is relayed as
+ * the Custodian's own (a refusal `refused`, "never reached" `unreachable`), and an egress point
+ * not reached in time is `unreachable`. */
+function chain(ctx: Ctx, socket: Duplex, head: Buffer, target: Target, trace: Trace, connectMs: number, via: Via) {
+  trace.route = "via";
+  trace.via = via.label;
+  openTunnel(via, authorityOf(target.host, target.port), connectMs).then(
+    (t) => {
+      if (!t.ok) return answerRaw(ctx, socket, trace, egressAnswer(t.answer, trace.host!));
+      // The Harness went away while the egress point was asked.
+      if (socket.destroyed) return void t.socket.destroy();
+      trace.outcome = "answered";
+      trace.status = 200;
+      splice(socket, head, t.socket, t.head);
+    },
+    (err: unknown) =>
+      answerRaw(
+        ctx,
+        socket,
+        trace,
+        unreachable(`the egress point ${via.label} could not be reached: ${failureDetail(err)}`),
+      ),
+  );
 }
 
 /** The `connect` event of the Custodian's listener. */
@@ -110,6 +150,7 @@ export function onConnect(
     trace.status = 200;
     return intercept(socket, head, target, inner, context);
   }
+  if (ctx.via) return chain(ctx, socket, head, target, trace, connectMs, ctx.via);
   if (tunnelAllowed(ctx.config.egress.tunnel, target.host, target.port))
     return tunnel(ctx, socket, head, target, trace, connectMs);
   answerRaw(

@@ -4,6 +4,7 @@
 import type { CustodianConfig } from "../api/custodian-config";
 import type { LeafIssuer } from "./leaf";
 import type { CustodianMetrics, Outcome } from "./custodian-metrics";
+import type { Via } from "./egress-via";
 import type { HeldTable } from "./rules";
 import type { Upstream } from "./upstream";
 
@@ -23,6 +24,8 @@ export type Held = {
 export type Ctx = {
   config: CustodianConfig;
   upstream: Upstream;
+  /** The egress point (`egress.via`): every connection but the Orchestrator's goes through it. */
+  via?: Via;
   metrics: CustodianMetrics;
   log: Log;
   /** Present when the installation CA is mounted: bound hosts are intercepted. */
@@ -38,6 +41,8 @@ export type Trace = {
   route: string;
   host?: string;
   outcome: Outcome;
+  /** The egress point it went through (host:port), when it did. */
+  via?: string;
   /** A CONNECT's status (an HTTP response's own is read from it). */
   status?: number;
 };

@@ -13,6 +13,7 @@ import { redact } from "../lib/redact";
 import { answer, notReady, refusal } from "./answers";
 import { interceptedOrigins, onConnect } from "./connect";
 import type { Ctx, Held, Log, Trace } from "./context";
+import { viaOf } from "./egress-via";
 import { forward, type Exchange } from "./forward";
 import { LeafIssuer, type CaSource } from "./leaf";
 import { CustodianMetrics } from "./custodian-metrics";
@@ -70,13 +71,16 @@ export class Custodian {
     this.#opts = opts;
     const t = timeoutsMs(opts.config);
     this.#connectMs = t.connect;
+    const via = viaOf(opts.config.egress.via);
     this.#ctx = {
       config: opts.config,
+      ...(via ? { via } : {}),
       upstream: new Upstream({
         connectTimeoutMs: t.connect,
         headersTimeoutMs: t.headers,
         bodyTimeoutMs: t.body,
         extraCa: opts.upstreamCa,
+        via,
       }),
       metrics: new CustodianMetrics(),
       log: opts.log ?? (() => undefined),
@@ -190,6 +194,7 @@ export class Custodian {
       method,
       route: trace.route,
       ...(trace.host ? { host: trace.host } : {}),
+      ...(trace.via ? { via: trace.via } : {}),
       status,
       ms,
     });
@@ -250,6 +255,8 @@ export class Custodian {
         body,
         retries: o.retries,
         bearer: this.#held!.token,
+        // The pod's policy lets the Orchestrator through: never via the egress point (docs/decisions/0051).
+        direct: true,
       };
       return ex;
     }
@@ -268,7 +275,12 @@ export class Custodian {
     const url = route.url;
     const port = Number(url.port) || (url.protocol === "http:" ? 80 : 443);
     const bound = this.#held!.table.boundOrigins.has(url.origin);
-    if (!bound && !tunnelAllowed(config.egress.tunnel, url.hostname, port, url.protocol === "http:")) {
+    // Through an egress point, it alone decides where (docs/decisions/0051): egress.tunnel is not read.
+    if (
+      !bound &&
+      !this.#ctx.via &&
+      !tunnelAllowed(config.egress.tunnel, url.hostname, port, url.protocol === "http:")
+    ) {
       trace.host = url.host;
       return refusal({
         status: 403,

@@ -3,16 +3,17 @@
 // sent); the Sandbox token, when the route adds it, goes as the bearer. An answer to a request that
 // carried a held value is asked for unencoded and masked on its way back. A failure before the
 // request was sent is `unreachable` (retried first when the route allows); any other is a bare 502;
-// an upstream's own status (a stopping Orchestrator's 503) passes through unchanged.
+// an upstream's own status (a stopping Orchestrator's 503) passes through unchanged. Through the
+// egress point (docs/decisions/0051), its refusal is the Custodian's refusal, sent once.
 import type http from "node:http";
 import { performance } from "node:perf_hooks";
 import type { Duplex, Readable } from "node:stream";
 import { createBrotliDecompress, createGunzip, createInflate } from "node:zlib";
-import { answer, failedAfterSending, refusal, unreachable } from "./answers";
+import { answer, egressAnswer, failedAfterSending, refusal, unreachable } from "./answers";
 import type { Ctx, Held, Trace } from "./context";
 import { maskInto, maskText } from "./mask";
 import { answerHeaders, failureDetail, substitute, withoutHeader, type Header } from "./rules";
-import type { Gone, UpstreamAnswer } from "./upstream";
+import { egressOf, type Gone, type UpstreamAnswer } from "./upstream";
 
 export type Exchange = {
   url: URL;
@@ -24,6 +25,8 @@ export type Exchange = {
   retries: number;
   /** The bearer the route adds (the Sandbox token), replacing any the Harness sent. */
   bearer?: string;
+  /** Straight to the upstream even with an egress point (the Orchestrator's route). */
+  direct?: boolean;
 };
 
 const BACKOFF_MS = 100;
@@ -57,9 +60,10 @@ function outgoing(
 async function send(ctx: Ctx, ex: Exchange, method: string, headers: Header[], gone: Gone): Promise<UpstreamAnswer> {
   for (let attempt = 0; ; attempt++) {
     try {
-      return await ctx.upstream.request(ex.url, { method, headers, body: ex.body, gone });
+      return await ctx.upstream.request(ex.url, { method, headers, body: ex.body, gone, direct: ex.direct });
     } catch (err) {
-      if (gone.yes || attempt >= ex.retries || !ctx.upstream.wasNotSent(err)) throw err;
+      const again = ctx.upstream.wasNotSent(err) && !ctx.upstream.wasRefused(err);
+      if (gone.yes || attempt >= ex.retries || !again) throw err;
       await new Promise((r) => setTimeout(r, BACKOFF_MS * 2 ** attempt));
     }
   }
@@ -138,6 +142,7 @@ export async function forward(
   ex: Exchange,
 ): Promise<void> {
   trace.host = ex.url.host;
+  if (ctx.via && !ex.direct) trace.via = ctx.via.label;
   const held = ctx.held()!;
   const out = outgoing(ex, held);
   if ("refused" in out) {
@@ -156,6 +161,8 @@ export async function forward(
     up = await send(ctx, ex, req.method ?? "GET", out.headers, gone);
   } catch (err) {
     if (gone.yes) return;
+    const egress = egressOf(err);
+    if (egress) return answer(ctx, res, trace, egressAnswer(egress, ex.url.host));
     const detail = failureDetail(err);
     return answer(ctx, res, trace, ctx.upstream.wasNotSent(err) ? unreachable(detail) : failedAfterSending(detail));
   }

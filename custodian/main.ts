@@ -104,6 +104,7 @@ async function main(): Promise<void> {
     healthHost: ports.healthHost,
     providers: config.providers.map((p) => p.name),
     orchestrator: config.orchestrator ? new URL(config.orchestrator.url).host : null,
+    via: config.egress.via ?? null,
     intercepting: ca !== undefined,
   });
   const stop = () => {

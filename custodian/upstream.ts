@@ -4,12 +4,24 @@
 // route may retry) or not (a plain 502). Timeouts come from the config; trust is the system roots
 // plus an optional private bundle. Node's own client rather than undici: per small request it costs
 // less CPU, and it is in Node already, so nothing is loaded with the first call
-// (docs/decisions/0044-the-custodian-starts-small.md).
+// (docs/decisions/0044-the-custodian-starts-small.md). With an egress point (`egress.via`,
+// docs/decisions/0051), a request not marked `direct` goes through it: https over a tunnel its
+// CONNECT opened (TLS with the real host, as direct), http as an absolute-form request to it; two
+// more Agents, their connections pooled per origin as the direct ones are.
 import http from "node:http";
 import https from "node:https";
 import type { Socket } from "node:net";
 import type { Readable } from "node:stream";
 import { createSecureContext, rootCertificates, type SecureContext } from "node:tls";
+import {
+  authorityOf,
+  EGRESS_HEADER,
+  egressAnswerOf,
+  openTunnel,
+  readAnswer,
+  type EgressAnswer,
+  type Via,
+} from "./egress-via";
 import { notSent } from "./rules";
 
 export type UpstreamOptions = {
@@ -18,6 +30,8 @@ export type UpstreamOptions = {
   bodyTimeoutMs: number;
   /** PEM certificates trusted beside the system roots. */
   extraCa?: string;
+  /** The egress point every request not `direct` goes through. */
+  via?: Via;
 };
 
 /** A request's way to be ended early: the Harness went away. `request` sets `end`. */
@@ -28,6 +42,9 @@ export type UpstreamRequest = {
   headers: ReadonlyArray<readonly [string, string]>;
   body?: Buffer | Readable;
   gone?: Gone;
+  /** Straight to its host even with an egress point (the Orchestrator's route: the pod's policy
+   * lets it through, docs/decisions/0051). */
+  direct?: boolean;
 };
 
 export type UpstreamAnswer = {
@@ -41,6 +58,24 @@ export type UpstreamAnswer = {
  * (api/custodian-config.ts NEVER_SENT_CODES), whichever client gave them. */
 const failure = (code: string, message: string) => Object.assign(new Error(message), { code });
 
+/** The egress point refused the request's host: nothing was sent, and nothing is tried again. */
+export const EGRESS_REFUSED = "JR2_EGRESS_REFUSED";
+/** The egress point answered in place of the upstream, which never got the request. */
+export const EGRESS_UNREACHABLE = "JR2_EGRESS_UNREACHABLE";
+
+/** The egress point's answer, when it is what `err` (from `request`) carries. */
+export const egressOf = (err: unknown): EgressAnswer | undefined => (err as { egress?: EgressAnswer } | null)?.egress;
+
+/** The egress point's answer as a failure: its refusal `EGRESS_REFUSED`, any other answer (the
+ * upstream was never reached) `EGRESS_UNREACHABLE`. */
+const egressFailure = (a: EgressAnswer, target: string): Error & { code: string; egress: EgressAnswer } =>
+  Object.assign(
+    new Error(`the egress point answered ${a.status} for ${target}${a.message ? `: ${a.message}` : ""}`),
+    a.word === "refused"
+      ? { code: EGRESS_REFUSED, egress: a }
+      : { code: EGRESS_UNREACHABLE, egress: { ...a, word: "unreachable" as const } },
+  );
+
 /** Methods whose requests go without a Content-Length when they carry no body. */
 const BODILESS_METHODS: ReadonlySet<string> = new Set(["GET", "HEAD", "OPTIONS", "TRACE", "CONNECT"]);
 
@@ -51,6 +86,8 @@ export class Upstream {
   readonly #opts: UpstreamOptions;
   #http: http.Agent | undefined;
   #https: http.Agent | undefined;
+  #viaHttp: http.Agent | undefined;
+  #viaHttps: http.Agent | undefined;
   /** Errors a connection gave before it was up: no byte of its request was written. */
   readonly #connectFailures = new WeakSet<object>();
 
@@ -58,11 +95,16 @@ export class Upstream {
     this.#opts = opts;
   }
 
-  /** The connection's connect timeout, and its failures before it is up marked as not sent. */
-  #watch(socket: Socket, ready: "connect" | "secureConnect"): Socket {
+  get via(): Via | undefined {
+    return this.#opts.via;
+  }
+
+  /** The connection's connect timeout (what is left of it), and its failures before it is up
+   * marked as not sent. */
+  #watch(socket: Socket, ready: "connect" | "secureConnect", ms = this.#opts.connectTimeoutMs): Socket {
     const timer = setTimeout(
       () => socket.destroy(failure("UND_ERR_CONNECT_TIMEOUT", `connect timeout (${this.#opts.connectTimeoutMs} ms)`)),
-      this.#opts.connectTimeoutMs,
+      ms,
     );
     const onError = (err: Error) => {
       clearTimeout(timer);
@@ -76,25 +118,64 @@ export class Upstream {
     return socket;
   }
 
-  /** The Agent for plain HTTP or for TLS, made with its first request. */
-  #agent(tls: boolean): http.Agent {
+  /** The Agent for plain HTTP or for TLS, direct or through the egress point, made with its first request. */
+  #agent(tls: boolean, via: Via | undefined): http.Agent {
     // https.Agent is an http.Agent that makes TLS connections.
+    if (via && tls) return (this.#viaHttps ??= this.#newAgent(https.Agent as typeof http.Agent, "secureConnect", via));
+    if (via) return (this.#viaHttp ??= this.#newAgent(http.Agent, "connect", via));
     if (tls) return (this.#https ??= this.#newAgent(https.Agent as typeof http.Agent, "secureConnect"));
     return (this.#http ??= this.#newAgent(http.Agent, "connect"));
   }
 
-  #newAgent(Base: typeof http.Agent, ready: "connect" | "secureConnect"): http.Agent {
-    const watch = (socket: Socket) => this.#watch(socket, ready);
-    const { extraCa } = this.#opts;
+  #newAgent(Base: typeof http.Agent, ready: "connect" | "secureConnect", via?: Via): http.Agent {
+    const watch = (socket: Socket, ms?: number) => this.#watch(socket, ready, ms);
+    const { extraCa, connectTimeoutMs } = this.#opts;
+    const connectFailures = this.#connectFailures;
     // One context for every connection: given as a CA list, it is built (every system root parsed
     // again) for each connection.
     const secureContext: SecureContext | undefined =
       ready === "secureConnect" && extraCa ? createSecureContext({ ca: [...rootCertificates, extraCa] }) : undefined;
-    return new (class extends Base {
-      override createConnection(...args: Parameters<http.Agent["createConnection"]>) {
+    type Args = Parameters<http.Agent["createConnection"]>;
+    const Direct = class extends Base {
+      override createConnection(...args: Args) {
         return watch(super.createConnection(...args) as Socket);
       }
-    })({
+    };
+    // Through the egress point, TLS: the tunnel is asked for first (Node's Agent takes a connection
+    // given later, to its callback), then TLS is spoken over it exactly as it is direct (the host's
+    // name, the same trust). The connect timeout covers the CONNECT and the handshake together.
+    const Tunnelled = class extends Base {
+      override createConnection(options: Args[0], done?: Args[1]) {
+        const started = Date.now();
+        const authority = authorityOf(String(options.host), String(options.port));
+        const fail = (err: Error) => {
+          connectFailures.add(err);
+          done!(err, undefined as never);
+        };
+        openTunnel(via!, authority, connectTimeoutMs).then((t) => {
+          if (!t.ok) return fail(egressFailure(t.answer, authority));
+          // A TLS server speaks only after the client: bytes before that are no TLS.
+          if (t.head.length) {
+            t.socket.destroy();
+            return fail(failure("ECONNRESET", `${authority} sent bytes before the TLS handshake`));
+          }
+          t.socket.on("error", () => undefined);
+          const left = Math.max(1, connectTimeoutMs - (Date.now() - started));
+          done!(null, watch(super.createConnection({ ...options, socket: t.socket } as Args[0]) as Socket, left));
+        }, fail);
+        return undefined;
+      }
+    };
+    // Through the egress point, plain http: each connection to it carries one origin's requests
+    // (absolute-form), so an egress point that decides per connection is never asked for one host
+    // and given another's.
+    const PerOrigin = class extends Direct {
+      override getName(options?: Args[0]) {
+        return `${super.getName(options)}|${(options as { jr2Origin?: string } | undefined)?.jr2Origin ?? ""}`;
+      }
+    };
+    const Agent = !via ? Direct : ready === "secureConnect" ? Tunnelled : PerOrigin;
+    return new Agent({
       keepAlive: true,
       timeout: KEEP_ALIVE_MS,
       ...(ready === "secureConnect" ? { ALPNProtocols: ["http/1.1"] } : {}),
@@ -119,14 +200,17 @@ export class Upstream {
     if (!length && (body === undefined || Buffer.isBuffer(body))) {
       if (body?.length || !BODILESS_METHODS.has(req.method)) raw.push("content-length", String(body?.length ?? 0));
     } else if (!length) raw.push("transfer-encoding", "chunked");
+    const via = req.direct ? undefined : this.#opts.via;
+    const hostname = url.hostname.startsWith("[") ? url.hostname.slice(1, -1) : url.hostname;
     return new Promise((resolve, reject) => {
       const out = (tls ? https : http).request({
-        agent: this.#agent(tls),
+        agent: this.#agent(tls, via),
         protocol: url.protocol,
-        hostname: url.hostname.startsWith("[") ? url.hostname.slice(1, -1) : url.hostname,
-        port: url.port || (tls ? 443 : 80),
+        // Plain http through the egress point: to it, the whole url as the target (absolute-form).
+        ...(via && !tls
+          ? { hostname: via.host, port: via.port, path: url.href, jr2Origin: url.origin }
+          : { hostname, port: url.port || (tls ? 443 : 80), path: url.pathname + url.search }),
         method: req.method,
-        path: url.pathname + url.search,
         headers: raw,
       });
       let answered: http.IncomingMessage | undefined;
@@ -147,6 +231,18 @@ export class Upstream {
         out.once("close", () => socket.removeListener("timeout", onTimeout));
       });
       out.on("response", (res: http.IncomingMessage) => {
+        // The egress point's own answer to an absolute-form request, in place of the upstream's.
+        const mark = via && !tls ? res.headers[EGRESS_HEADER] : undefined;
+        if (mark === "refused" || mark === "unreachable") {
+          void readAnswer(res, Buffer.alloc(0)).then((body) => {
+            res.destroy();
+            const err = egressFailure(egressAnswerOf(res.statusCode ?? 0, res.headers, body), url.host);
+            // Not forwarded to the upstream, refused or not (refused is never tried again: wasRefused).
+            this.#connectFailures.add(err);
+            reject(err);
+          });
+          return;
+        }
         answered = res;
         res.socket?.setTimeout(bodyTimeoutMs);
         resolve({ statusCode: res.statusCode!, rawHeaders: res.rawHeaders, body: res });
@@ -162,14 +258,19 @@ export class Upstream {
     });
   }
 
-  /** Whether `err` (from `request`) came before the request was sent. */
+  /** Whether `err` (from `request`) came before the request was sent: a refusal by the egress
+   * point did too, but is not worth sending again (`wasRefused`). */
   wasNotSent(err: unknown): boolean {
     return notSent(err, typeof err === "object" && err !== null && this.#connectFailures.has(err));
   }
 
+  /** Whether the egress point refused `err`'s request: never sent, never tried again. */
+  wasRefused(err: unknown): boolean {
+    return (err as { code?: unknown } | null)?.code === EGRESS_REFUSED;
+  }
+
   close(): Promise<void> {
-    this.#http?.destroy();
-    this.#https?.destroy();
+    for (const agent of [this.#http, this.#https, this.#viaHttp, this.#viaHttps]) agent?.destroy();
     return Promise.resolve();
   }
 }
