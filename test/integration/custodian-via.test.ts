@@ -19,6 +19,7 @@ import {
   newCa,
   newStandIn,
   secretValue,
+  silentServer,
   writeLayout,
   type Fake,
 } from "../support/custodian-fixtures";
@@ -288,6 +289,48 @@ describe("what the Custodian sends itself goes through the egress point, the key
     expect(r.status).toBe(502);
     expect(r.headers[CUSTODIAN_HEADER]).toBe("unreachable");
     expect(JSON.parse(r.body).error.message).toMatch(/^the Custodian could not reach it \(.*ECONNREFUSED/);
+  });
+});
+
+describe("the connect timeout covers the CONNECT exchange", () => {
+  it("an egress point that accepts and never answers: the CONNECT and a provider route are 502 `unreachable` within it", async () => {
+    const silent = await silentServer();
+    closing.push(silent);
+    const c = await custodian({
+      version: 1,
+      providers: [{ name: "p", url: "https://localhost:443" }],
+      egress: { via: `http://127.0.0.1:${silent.port}` },
+      timeouts: { connect: "300ms" },
+    });
+    const t0 = Date.now();
+    const tunnel = await connectThrough(c.port, "127.0.0.1:443");
+    const route = await call(c.port, "/providers/p/v1/models");
+    // Each waited out its own 300 ms, no more than a few seconds together (the headers timeout is 300 s).
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(600);
+    expect(Date.now() - t0).toBeLessThan(5_000);
+    if (!("refused" in tunnel)) throw new Error("the CONNECT was established");
+    for (const r of [tunnel.refused, route]) {
+      expect(r.status).toBe(502);
+      expect(r.headers[CUSTODIAN_HEADER]).toBe("unreachable");
+      expect(r.body).toContain("UND_ERR_CONNECT_TIMEOUT");
+    }
+  });
+
+  it("the egress point's own `unreachable` for a provider's host is 502 `unreachable`, the provider never reached", async () => {
+    const provider = await tlsProvider();
+    const e = await egress({ unreachable: [`localhost:${provider.port}`] });
+    const c = await custodian({
+      version: 1,
+      providers: [{ name: "p", url: `https://localhost:${provider.port}` }],
+      egress: { via: e.url },
+    });
+    const r = await call(c.port, "/providers/p/v1/models");
+    expect(r.status).toBe(502);
+    expect(r.headers[CUSTODIAN_HEADER]).toBe("unreachable");
+    expect(JSON.parse(r.body).error.message).toBe(
+      `the Custodian could not reach it (the egress point did not reach localhost:${provider.port}: the egress point could not reach localhost:${provider.port} (told to))`,
+    );
+    expect(provider.seen).toHaveLength(0);
   });
 });
 
