@@ -8,18 +8,25 @@
 // direct and over the bare hop. Then, on a fresh Custodian, its RSS at idle, its peak with 100
 // concurrent streams (sampled every 50 ms), and its RSS after each 10 MiB of a 100 MiB streamed
 // answer: flat means no growth over its second half (a buffered answer would grow by 50 MiB).
+// Chained (docs/decisions/0051): two more Custodians, one with `egress.via` naming a stand-in egress
+// point (test/support/egress-point-fixture.ts, a real proxy in this process) and one without, each
+// sending small bodies to the fake provider over plain http (absolute-form through the egress
+// point) and over https (a CONNECT tunnel, TLS over it), interleaved: each path's p50 and p99, the
+// ratio of the chained p50 to the unchained one, and each Custodian's CPU per request.
 //   BENCH_CUSTODIAN_REQUESTS=2000 (default; rounds of small bodies, a tenth of that of 1 MiB, a quarter of streams)
 import { spawn, type ChildProcess } from "node:child_process";
 import { once } from "node:events";
-import { readFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import http from "node:http";
+import https from "node:https";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { Pool } from "undici";
 import { CUSTODIAN_ENV } from "../api/env";
 import { bundleCompanion } from "../scripts/companion-bundle";
 import { cpuSeconds } from "./cost";
-import { closedPort, newStandIn, secretValue, writeLayout } from "../test/support/custodian-fixtures";
+import { closedPort, newCa, newStandIn, secretValue, writeLayout, type Pem } from "../test/support/custodian-fixtures";
+import { egressPoint } from "../test/support/egress-point-fixture";
 import type { Result } from "./sandbox-burst-bench";
 import { percentile, round, sleep, sorted } from "./stats";
 
@@ -47,8 +54,9 @@ async function stream(res: http.ServerResponse, chunk: Buffer, count: number, ga
   res.end();
 }
 
-function provider(): Promise<http.Server> {
-  const server = http.createServer((req, res) => {
+/** The fake provider, over https when given a serving certificate. */
+function provider(tlsPem?: Pem): Promise<http.Server> {
+  const handle = (req: http.IncomingMessage, res: http.ServerResponse) => {
     req.resume();
     req.on("end", () => {
       const path = req.url ?? "";
@@ -59,7 +67,10 @@ function provider(): Promise<http.Server> {
       if (path.endsWith("/huge")) return void stream(res, BIG_CHUNK, 1600, 0);
       res.writeHead(404).end();
     });
-  });
+  };
+  const server = tlsPem
+    ? https.createServer({ cert: tlsPem.certPem, key: tlsPem.keyPem }, handle)
+    : http.createServer(handle);
   server.keepAliveTimeout = 60_000;
   return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve(server)));
 }
@@ -69,16 +80,30 @@ function provider(): Promise<http.Server> {
 
 type Running = { child: ChildProcess; port: number; rss: () => number; stop: () => Promise<void> };
 
-export async function runCustodian(upstreamPort: number, standIn: string): Promise<Running> {
+/** `tls`: a second provider, `tls`, at https://localhost:<port>, trusted through `ca`; `via`: the
+ * egress point's url for `egress.via`. */
+export async function runCustodian(
+  upstreamPort: number,
+  standIn: string,
+  extra: { tls?: { port: number; ca: string }; via?: string } = {},
+): Promise<Running> {
   // Bundled as `npm run build` bundles it, its lazy libraries beside it (scripts/companion-bundle.ts).
   const dir = join(ROOT, "node_modules", ".cache", "jr2-bench");
   await bundleCompanion("custodian", dir);
   const bundle = join(dir, "custodian.js");
   const origin = `http://127.0.0.1:${upstreamPort}`;
+  const tlsOrigin = extra.tls ? `https://localhost:${extra.tls.port}` : undefined;
   const layout = writeLayout(
-    { version: 1, providers: [{ name: "bench", url: origin }], held: [{ value: "key", standIn, origins: [origin] }] },
+    {
+      version: 1,
+      providers: [{ name: "bench", url: origin }, ...(tlsOrigin ? [{ name: "tls", url: tlsOrigin }] : [])],
+      held: [{ value: "key", standIn, origins: [origin, ...(tlsOrigin ? [tlsOrigin] : [])] }],
+      ...(extra.via ? { egress: { via: extra.via } } : {}),
+    },
     { key: secretValue("bench-key") },
   );
+  const upstreamCa = join(layout.dir, "upstream-ca.pem");
+  if (extra.tls) writeFileSync(upstreamCa, extra.tls.ca);
   const port = await closedPort();
   const child = spawn(process.execPath, [bundle], {
     env: {
@@ -87,6 +112,7 @@ export async function runCustodian(upstreamPort: number, standIn: string): Promi
       [CUSTODIAN_ENV.caDir]: layout.caDir,
       [CUSTODIAN_ENV.port]: String(port),
       [CUSTODIAN_ENV.healthPort]: "0",
+      ...(extra.tls ? { [CUSTODIAN_ENV.upstreamCa]: upstreamCa } : {}),
     },
     stdio: ["ignore", "pipe", "inherit"],
   });
@@ -144,9 +170,14 @@ type Path = "direct" | "bare" | "custodian";
 type Times = Record<Path, number[]>;
 
 /** `n` rounds, each sending the request once per path in a rotating order; each path's sorted times. */
-async function rounds(targets: Record<Path, Target>, path: string, n: number, body?: Buffer): Promise<Times> {
-  const names = Object.keys(targets) as Path[];
-  const times: Times = { direct: [], bare: [], custodian: [] };
+async function rounds<K extends string>(
+  targets: Record<K, Target>,
+  path: string,
+  n: number,
+  body?: Buffer,
+): Promise<Record<K, number[]>> {
+  const names = Object.keys(targets) as K[];
+  const times = Object.fromEntries(names.map((k) => [k, [] as number[]])) as Record<K, number[]>;
   for (let i = 0; i < Math.ceil(n / 10); i++) for (const k of names) await timed(targets[k], path, body);
   for (let i = 0; i < n; i++) {
     for (let j = 0; j < names.length; j++) {
@@ -154,7 +185,7 @@ async function rounds(targets: Record<Path, Target>, path: string, n: number, bo
       times[k].push(await timed(targets[k], path, body));
     }
   }
-  return { direct: sorted(times.direct), bare: sorted(times.bare), custodian: sorted(times.custodian) };
+  return Object.fromEntries(names.map((k) => [k, sorted(times[k])])) as Record<K, number[]>;
 }
 
 function overhead(name: string, t: Times): Result[] {
@@ -206,6 +237,70 @@ async function hugeAnswer(t: Target, rss: () => number): Promise<{ samples: numb
   return { samples, seconds: (performance.now() - started) / 1000 };
 }
 
+/**
+ * The chained case (docs/decisions/0051): a Custodian whose provider requests go through the
+ * egress point against one sending them straight, small bodies each way, over plain http and
+ * https, interleaved; each path's p50 and p99, the ratio of the chained p50 to the unchained, and
+ * each Custodian's CPU per request.
+ */
+async function chainedBench(n: number, httpPort: number, standIn: string): Promise<Result[]> {
+  const ca = newCa("bench upstream CA");
+  const tlsProvider = await provider(ca.sign(["localhost"]));
+  const tls = { port: (tlsProvider.address() as AddressInfo).port, ca: ca.certPem };
+  const egress = await egressPoint();
+  const unchained = await runCustodian(httpPort, standIn, { tls });
+  const chained = await runCustodian(httpPort, standIn, { tls, via: egress.url });
+  const pools: Pool[] = [];
+  const target = (port: number, prefix: string): Target => ({
+    pool: pools[pools.push(new Pool(`http://127.0.0.1:${port}`, { connections: 256 })) - 1],
+    prefix,
+    headers: { authorization: `Bearer ${standIn}` },
+  });
+  const results: Result[] = [];
+  const r = (metric: string, value: number, unit = "ms"): Result => ({ bench: B, metric, value, unit });
+  try {
+    for (const [name, prefix] of [
+      ["http", "/providers/bench"],
+      ["https", "/providers/tls"],
+    ] as const) {
+      log(`chained through the egress point, ${name}, small bodies, ${n} rounds`);
+      const cpu0 = { unchained: cpuMs(unchained.child.pid!), chained: cpuMs(chained.child.pid!) };
+      const t = await rounds(
+        { unchained: target(unchained.port, prefix), chained: target(chained.port, prefix) },
+        "/small",
+        n,
+        SMALL,
+      );
+      const served = n + Math.ceil(n / 10);
+      const p = (xs: number[], q: number) => round(percentile(xs, q));
+      const cpu = {
+        unchained: round((cpuMs(unchained.child.pid!) - cpu0.unchained) / served),
+        chained: round((cpuMs(chained.child.pid!) - cpu0.chained) / served),
+      };
+      results.push(
+        r(`chained_${name}_unchained_p50`, p(t.unchained, 50)),
+        r(`chained_${name}_unchained_p99`, p(t.unchained, 99)),
+        r(`chained_${name}_via_p50`, p(t.chained, 50)),
+        r(`chained_${name}_via_p99`, p(t.chained, 99)),
+        r(`chained_${name}_p50_ratio_via_to_unchained`, round(p(t.chained, 50) / p(t.unchained, 50)), "x"),
+        r(`chained_${name}_unchained_cpu_per_request`, cpu.unchained),
+        r(`chained_${name}_via_cpu_per_request`, cpu.chained),
+      );
+    }
+    // Kept alive: the chained Custodian opened one connection to the egress point per origin
+    // (with the pool's concurrency 1, one each), not one per request.
+    results.push(r("chained_egress_connections", egress.connections(), "connections"));
+  } finally {
+    await Promise.all(pools.map((p) => p.close()));
+    await unchained.stop();
+    await chained.stop();
+    await egress.close();
+    tlsProvider.close();
+    (tlsProvider as http.Server).closeAllConnections();
+  }
+  return results;
+}
+
 export async function custodianBench(): Promise<Result[]> {
   const n = Number(process.env.BENCH_CUSTODIAN_REQUESTS ?? 2000);
   const upstream = await provider();
@@ -255,6 +350,7 @@ export async function custodianBench(): Promise<Result[]> {
     results.push(...overhead("mib", await rounds(targets, "/large", Math.ceil(n / 10), LARGE)));
     log(`streamed answers, ${Math.ceil(n / 4)} rounds`);
     results.push(...overhead("stream", await rounds(targets, "/stream", Math.ceil(n / 4))));
+    results.push(...(await chainedBench(n, upstreamPort, standIn)));
 
     // The memory figures on a fresh Custodian: the latency rounds above grew its heap.
     await custodian.stop();
