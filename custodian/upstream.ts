@@ -231,9 +231,10 @@ export class Upstream {
         out.once("close", () => socket.removeListener("timeout", onTimeout));
       });
       out.on("response", (res: http.IncomingMessage) => {
-        // The egress point's own answer to an absolute-form request, in place of the upstream's.
+        // The egress point's own answer to an absolute-form request, in place of the upstream's:
+        // its mark on its own status only, so an upstream's 200 is never read as one.
         const mark = via && !tls ? res.headers[EGRESS_HEADER] : undefined;
-        if (mark === "refused" || mark === "unreachable") {
+        if ((mark === "refused" && res.statusCode === 403) || (mark === "unreachable" && res.statusCode === 502)) {
           void readAnswer(res, Buffer.alloc(0)).then((body) => {
             res.destroy();
             const err = egressFailure(egressAnswerOf(res.statusCode ?? 0, res.headers, body), url.host);

@@ -138,6 +138,17 @@ describe("a CONNECT for a host not bound goes through the egress point, which al
         new RegExp(`^the Custodian could not reach it \\(the egress point did not reach 127\\.0\\.0\\.1:${port}: `),
       );
     }
+    // A 502 the egress point did not mark: it may have reached the host, so no `unreachable` word.
+    const failing = await egress({ failed: [`127.0.0.1:${closed}`] });
+    const f = await custodian({ version: 1, egress: { via: failing.url } });
+    const bare = await connectThrough(f.port, `127.0.0.1:${closed}`);
+    if (!("refused" in bare)) throw new Error("the CONNECT was established");
+    expect(bare.refused.status).toBe(502);
+    expect(bare.refused.headers[CUSTODIAN_HEADER]).toBeUndefined();
+    expect(JSON.parse(bare.refused.body).error).toEqual({
+      code: "upstream_failed",
+      message: `127.0.0.1:${closed} failed`,
+    });
     // No egress point at all.
     const nowhere = await custodian({ version: 1, egress: { via: `http://127.0.0.1:${await closedPort()}` } });
     const r = await connectThrough(nowhere.port, `127.0.0.1:${closed}`);
@@ -242,12 +253,16 @@ describe("what the Custodian sends itself goes through the egress point, the key
   });
 
   it("an absolute-form proxy request goes to the egress point (egress.tunnel not read), and its refusal is the Custodian's", async () => {
-    const open = await upstream((s, res) => json(res, 200, { key: s.headers["x-api-key"] ?? null }));
+    // An upstream's own mark on its own 200 is not the egress point's refusal.
+    const open = await upstream((s, res) =>
+      json(res, 200, { key: s.headers["x-api-key"] ?? null }, { "x-jr2-egress": "refused" }),
+    );
     const blocked = await closedPort();
     const e = await egress({ refuse: [`127.0.0.1:${blocked}`] });
     const c = await custodian({ version: 1, egress: { via: e.url } });
     const ok = await call(c.port, `http://127.0.0.1:${open.port}/x`);
     expect(ok.status).toBe(200);
+    expect(ok.headers[CUSTODIAN_HEADER]).toBeUndefined();
     expect(open.seen).toHaveLength(1);
     const refused = await call(c.port, `http://127.0.0.1:${blocked}/x`);
     expect(refused.status).toBe(403);

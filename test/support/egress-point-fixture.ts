@@ -16,6 +16,8 @@ export type EgressPointOptions = {
   refuse?: readonly string[];
   /** Hosts (`host:port`) answered 502 unreachable without trying. */
   unreachable?: readonly string[];
+  /** Hosts (`host:port`) answered a 502 without the egress point's mark (it may have reached them). */
+  failed?: readonly string[];
 };
 
 export type ProxiedRequest = { method: string; url: string; headers: http.IncomingHttpHeaders };
@@ -47,12 +49,12 @@ const unreachableBody = (target: string, why: string) =>
   JSON.stringify({ error: { code: "unreachable", message: `the egress point could not reach ${target} (${why})` } });
 
 /** The raw head and body of an answer on a CONNECT's socket, which is then closed. */
-function raw(status: number, mark: string, body: string): string {
+function raw(status: number, mark: string | undefined, body: string): string {
   return [
     `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}`,
     "content-type: application/json",
     `content-length: ${Buffer.byteLength(body)}`,
-    `${EGRESS_HEADER}: ${mark}`,
+    ...(mark ? [`${EGRESS_HEADER}: ${mark}`] : []),
     "connection: close",
     "",
     body,
@@ -73,6 +75,7 @@ export async function egressPoint(opts: EgressPointOptions = {}): Promise<Egress
   let connections = 0;
   const refused = new Set(opts.refuse ?? []);
   const unreachable = new Set(opts.unreachable ?? []);
+  const failed = new Set(opts.failed ?? []);
   const agent = new http.Agent({ keepAlive: true });
 
   const server = http.createServer((req, res) => {
@@ -125,6 +128,10 @@ export async function egressPoint(opts: EgressPointOptions = {}): Promise<Egress
     socket.on("error", () => undefined);
     if (refused.has(target)) return void socket.end(raw(403, "refused", refusedBody(target)));
     if (unreachable.has(target)) return void socket.end(raw(502, "unreachable", unreachableBody(target, "told to")));
+    if (failed.has(target))
+      return void socket.end(
+        raw(502, undefined, JSON.stringify({ error: { code: "upstream_failed", message: `${target} failed` } })),
+      );
     const { host, port } = split(target);
     const upstream = net.connect({ host, port });
     let established = false;
