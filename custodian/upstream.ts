@@ -95,10 +95,6 @@ export class Upstream {
     this.#opts = opts;
   }
 
-  get via(): Via | undefined {
-    return this.#opts.via;
-  }
-
   /** The connection's connect timeout (what is left of it), and its failures before it is up
    * marked as not sent. */
   #watch(socket: Socket, ready: "connect" | "secureConnect", ms = this.#opts.connectTimeoutMs): Socket {
