@@ -223,12 +223,7 @@ function standInsOf(value: string): readonly string[] {
 }
 
 /** Why the Stand-in may not leave in header `name` toward `origin`, or undefined. */
-function refusalOf(
-  standIn: string,
-  entry: HeldEntry | undefined,
-  name: string,
-  origin: string,
-): ProxyRefusal | undefined {
+function refusalOf(standIn: string, entry: HeldEntry | undefined, name: string, origin: string): ProxyRefusal | undefined {
   if (!entry) {
     return {
       status: 400,
