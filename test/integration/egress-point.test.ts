@@ -143,7 +143,8 @@ beforeAll(async () => {
       JR2_EGRESS_ADMIN_PORT: String(adminPort),
       JR2_LISTEN_HOST: "127.0.0.1",
       JR2_EGRESS_MAX_CONNECTIONS: String(CAP),
-      JR2_EGRESS_CONNECT_TIMEOUT: "2s",
+      // Short: the documentation address below may swallow a connect, and the answer waits for it.
+      JR2_EGRESS_CONNECT_TIMEOUT: "300ms",
     },
     stdio: ["ignore", "pipe", "pipe"],
   });
@@ -281,6 +282,8 @@ describe("the egress point", () => {
     expect(Date.now() - patched).toBeLessThan(2_000);
     expect([200, 502]).toContain(after.status);
     after.socket.destroy();
+    const passed = (await logOf(A.name)).filter((e) => e.host === "203.0.113.9");
+    expect(passed.at(-1)?.decision).toMatch(/^(allowed|unreachable)$/);
     // B's list is B's: the same target stays refused for it.
     const b = await connectVia(B.ip, target);
     expect([b.status, b.headers[EGRESS_HEADER], JSON.parse(b.body).error.message]).toEqual([
