@@ -151,10 +151,12 @@ beforeAll(async () => {
   child.stdout!.on("data", (c: Buffer) => (output += c.toString()));
   child.stderr!.on("data", (c: Buffer) => (output += c.toString()));
   await waitFor(
-    `the egress point ready (its output: ${output.slice(-2000)})`,
+    "the egress point ready",
     () => admin("/readyz").catch(() => ({ status: 0, text: "" })),
     (r) => r.status === 200,
-  );
+  ).catch((err: Error) => {
+    throw new Error(`${err.message}; its output: ${output.slice(-2000)}`);
+  });
   // Both pods' addresses in its index before a test asks.
   await waitFor(
     "both Sandbox pods in the index",
