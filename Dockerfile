@@ -1,5 +1,5 @@
-# The companions image: the cache agent, the Custodian, the Harness and the Orchestrator as the
-# one-file bundles `npm run build` writes to dist/companions/, on Node 20 with git (and ssh and ACL
+# The companions image: the cache agent, the Custodian, the Harness, the Orchestrator and the egress
+# point as the one-file bundles `npm run build` writes to dist/companions/, on Node 20 with git (and ssh and ACL
 # tools, which the cache agent and the Harness call). Each manifest picks its program with
 # `command: ["node", "/app/<name>.js"]`. It also carries the scripted model provider
 # (/app/scripted-model.js) for demos and tests that serve it from a pod.

@@ -1,6 +1,6 @@
 // The manifests `npm run build` writes, as applied to the local cluster (docs/decisions/0039-in-cluster-by-default.md):
-// the module (admission, watcher, webhooks, CRDs, RBAC), the cache agent's DaemonSet and the
-// Orchestrator's Deployment, each image named by the digest `npm run images` pushed (a node
+// the module (admission, watcher, webhooks, CRDs, RBAC), the cache agent's DaemonSet, the
+// Orchestrator's Deployment and the egress point's (after it: its Namespace is the Orchestrator's), each image named by the digest `npm run images` pushed (a node
 // holding an older image under the same tag still runs this one), and the Deployments placed on
 // the real node, where containers run (a kwok node only plays a pod). Nothing else is changed:
 // what runs is what a platform team applies. Pure: the caller reads the files and applies.
@@ -17,7 +17,7 @@ type Obj = any;
 export function builtManifests(dist: string): Obj[] {
   const module = readdirSync(dist).find((f) => /^pepr-module-.*\.yaml$/.test(f));
   if (!module) throw new Error(`${dist} holds no pepr-module-<uuid>.yaml: run npm run build`);
-  return [module, "jr2-cache-agent.yaml", "jr2-orchestrator.yaml"].flatMap((f) =>
+  return [module, "jr2-cache-agent.yaml", "jr2-orchestrator.yaml", "jr2-egress.yaml"].flatMap((f) =>
     parseAllDocuments(readFileSync(join(dist, f), "utf8"))
       .map((d) => d.toJSON() as Obj)
       .filter(Boolean),

@@ -12,6 +12,8 @@ export const COMPANIONS = {
   custodian: "custodian/main.ts",
   harness: "harness/main.ts",
   orchestrator: "orchestrator/main.ts",
+  // The egress point (docs/decisions/0051): the Sandbox pods' one way out.
+  egress: "egress/main.ts",
   // The scripted model provider (decision 0025), so a cluster can serve it from a pod of the
   // companions image to Sandboxes on a real node (decision 0039): demos and tests, never a default.
   "scripted-model": "dev/scripted-model.ts",

@@ -6,6 +6,7 @@ import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync,
 import { join } from "node:path";
 import { parseAllDocuments, stringify } from "yaml";
 import { cacheAgentManifests } from "../cache-agent/cache-agent-manifests";
+import { egressManifests } from "../egress/egress-manifests";
 import { orchestratorManifests } from "../orchestrator/orchestrator-manifests";
 import cfg from "../package.json";
 import { sandboxNamespacesFrom } from "../api/sandbox-namespaces";
@@ -115,6 +116,8 @@ writeFileSync(
   join(dist, "jr2-orchestrator.yaml"),
   render(orchestratorManifests({ image, workspaceNamespace: sandboxNamespaces[0] })),
 );
+// The egress point (docs/decisions/0051), in the companions' namespace the Orchestrator's manifest makes.
+writeFileSync(join(dist, "jr2-egress.yaml"), render(egressManifests({ image, sandboxNamespaces })));
 
 // The companions: one bundle each (their lazy libraries beside them), and their manifests. The
 // directory is written afresh: the image copies every file in it, so none may be left from an
@@ -123,7 +126,7 @@ void (async () => {
   rmSync(join(dist, "companions"), { recursive: true, force: true });
   for (const name of Object.keys(COMPANIONS) as Companion[]) await bundleCompanion(name, join(dist, "companions"));
   console.log(
-    `companions bundled into ${join(dist, "companions")}; manifests dist/jr2-cache-agent.yaml, dist/jr2-orchestrator.yaml (image ${image})`,
+    `companions bundled into ${join(dist, "companions")}; manifests dist/jr2-cache-agent.yaml, dist/jr2-orchestrator.yaml, dist/jr2-egress.yaml (image ${image})`,
   );
 })().catch((err: unknown) => {
   console.error(err);

@@ -327,7 +327,11 @@ export function manifestImages(root = ROOT): { companions: string[]; controller:
   };
   const dist = join(root, "dist");
   return {
-    companions: images(join(dist, "jr2-orchestrator.yaml"), join(dist, "jr2-cache-agent.yaml")),
+    companions: images(
+      join(dist, "jr2-orchestrator.yaml"),
+      join(dist, "jr2-cache-agent.yaml"),
+      join(dist, "jr2-egress.yaml"),
+    ),
     controller: images(join(dist, `pepr-module-${cfg.pepr.uuid}.yaml`)),
   };
 }

@@ -198,6 +198,7 @@ test("the companions image adds what its Dockerfile copies, root-owned and read-
     "cache-agent.js",
     "custodian-forge.js",
     "custodian.js",
+    "egress.js",
     "harness-pi.mjs",
     "harness.js",
     "orchestrator.js",

@@ -115,6 +115,21 @@ export const SandboxSpec = z
           "(the custodian, the user container, the effector).",
       }),
     repos: z.array(SandboxRepo).optional().meta({ description: "The Repos whose node caches this Sandbox mounts." }),
+    // Stand-in for the egress point's tests until the lead's own version lands (docs/decisions/0051):
+    // the minimal shape, so the API server keeps the field; each rule is checked elsewhere.
+    egress: z
+      .strictObject({
+        allow: z
+          .array(z.string())
+          .max(256)
+          .optional()
+          .meta({
+            description:
+              "Hosts the pod may reach through the egress point (host[:port], *.domain[:port], IP literals). Live.",
+          }),
+      })
+      .optional()
+      .meta({ description: "The Sandbox's egress list, beside the installation's base list and its git remotes." }),
     gitCredentials: z
       .array(GitCredential)
       .optional()

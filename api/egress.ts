@@ -1,0 +1,393 @@
+// The egress point's words on the wire (docs/decisions/0051): its names and ports, the rule syntax
+// of an egress list and its matcher, the base list an installation's pod config yields, the rules
+// a Sandbox's git remotes yield, which addresses are internal, and one entry of its per-Sandbox
+// log. Pure: no I/O. The CRD, the Orchestrator's API and the pod config take `EgressAllowList`
+// (zod/mini, as api/custodian-config.ts, so a small bundle loads little of zod).
+//
+// A rule is `host`, `host:port`, `*.suffix`, `*.suffix:port`, an IPv4 literal or `[IPv6]`, each
+// with an optional `:port`; no port means any port. Hosts compare case-insensitively, a trailing
+// dot ignored, an IDN as its punycode (node:url domainToASCII). `*.suffix` matches one or more
+// labels before the suffix and never the suffix itself. An IP literal matches only a rule naming
+// that literal, so a raw address is refused unless listed.
+import { isIPv4, isIPv6 } from "node:net";
+import { domainToASCII } from "node:url";
+import * as z from "zod/mini";
+
+// ---------------------------------------------------------------------------------------------
+// Names, ports, paths
+
+/** The Deployment, Service, ServiceAccount and ClusterRole, in the companions' namespace. */
+export const EGRESS = "jr2-egress";
+/** The proxy (CONNECT host:port and absolute-form plain HTTP), the Sandbox pods' one way out. */
+export const EGRESS_PROXY_PORT = 3128;
+/** /healthz, /readyz, /metrics and the per-Sandbox logs: the Orchestrator's pods only. */
+export const EGRESS_ADMIN_PORT = 9091;
+/** The most rules a Sandbox's `spec.egress.allow` (or a workspace's list) may hold. */
+export const EGRESS_LIST_MAX = 256;
+/** The Warning Event on a Sandbox the first time a host is refused for it. */
+export const EGRESS_REFUSED_REASON = "EgressRefused";
+/** On the egress point's own answers only: `refused` (a rule or a limit of the egress point said
+ * no) or `unreachable` (allowed, but no connection was made: nothing reached the host). */
+export const EGRESS_HEADER = "x-jr2-egress";
+export const EGRESS_REFUSED = "refused";
+export const EGRESS_UNREACHABLE = "unreachable";
+/** The connections counter (labels `decision`, and `reason` on refusals). */
+export const EGRESS_CONNECTIONS_METRIC = "jr2_egress_connections_total";
+
+/** The admin listener's path of one Sandbox's log: `{"entries": EgressLogEntry[]}`. */
+export const egressLogPath = (namespace: string, name: string) =>
+  `/v1/sandboxes/${encodeURIComponent(namespace)}/${encodeURIComponent(name)}/egress/log`;
+/** The same path's shape, for the listener's router. */
+export const EGRESS_LOG_PATH = /^\/v1\/sandboxes\/([^/]+)\/([^/]+)\/egress\/log$/;
+
+/** The egress point's environment (egress/main.ts; its Deployment writes them). */
+export const EGRESS_ENV = {
+  /** The installation's pod config (the Orchestrator's file): the base list. Absent: an empty one. */
+  podConfigFile: "JR2_POD_CONFIG_FILE",
+  /** The opted-in Sandbox namespaces, comma-separated, as the build read them (api/sandbox-namespaces.ts). */
+  sandboxNamespaces: "JR2_SANDBOX_NAMESPACES",
+  proxyPort: "JR2_EGRESS_PROXY_PORT",
+  adminPort: "JR2_EGRESS_ADMIN_PORT",
+  /** The address both listeners bind; unset: every interface. */
+  host: "JR2_LISTEN_HOST",
+  /** Connections one Sandbox may hold open at once (default 128). */
+  maxConnections: "JR2_EGRESS_MAX_CONNECTIONS",
+  /** New connections per second one Sandbox may open, sustained (default 50) and in a burst (default 200). */
+  connectRate: "JR2_EGRESS_CONNECT_RATE",
+  connectBurst: "JR2_EGRESS_CONNECT_BURST",
+  /** Entries kept per Sandbox's log (default 500). */
+  logEntries: "JR2_EGRESS_LOG_ENTRIES",
+  /** The bound on one upstream connect (Go duration, default 10s). */
+  connectTimeout: "JR2_EGRESS_CONNECT_TIMEOUT",
+} as const;
+
+export const EGRESS_DEFAULTS = {
+  maxConnections: 128,
+  connectRate: 50,
+  connectBurst: 200,
+  logEntries: 500,
+  connectTimeoutMs: 10_000,
+} as const;
+
+// ---------------------------------------------------------------------------------------------
+// Rules
+
+export type EgressRule = {
+  /** The rule as written canonically (lower case, punycode, no trailing dot). */
+  text: string;
+  /** `host`: exactly this name; `wildcard`: any name under `host` (never `host`); `ip`: this literal. */
+  kind: "host" | "wildcard" | "ip";
+  /** The name (for a wildcard, the suffix without `*.`), or the canonical IP (IPv6 without brackets). */
+  host: string;
+  /** Absent: any port. */
+  port?: number;
+};
+
+export type Parsed = { ok: true; rule: EgressRule } | { ok: false; message: string };
+
+const RULE_FIX = "write host, host:port, *.example.com:443, an IPv4 literal or [IPv6], each with an optional :port";
+const LABEL = /^[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?$/;
+const DOTTED_QUAD =
+  /^(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])(\.(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])){3}$/;
+
+/** An IPv6 literal in its canonical form (lower case, compressed), or undefined. */
+function canonicalV6(text: string): string | undefined {
+  if (!isIPv6(text) || text.includes("%")) return undefined;
+  try {
+    return new URL(`http://[${text}]/`).hostname.slice(1, -1);
+  } catch {
+    return undefined;
+  }
+}
+
+/** A DNS name lower-cased, its trailing dot dropped, an IDN as punycode; undefined when it is no name. */
+function canonicalName(text: string): string | undefined {
+  const lower = text.toLowerCase().replace(/\.$/, "");
+  if (lower === "" || lower.length > 253) return undefined;
+  // domainToASCII also maps full-width dots and the like; it gives "" for what is no domain.
+  const ascii = /^[\x21-\x7e]*$/.test(lower) ? lower : domainToASCII(lower);
+  if (!ascii || ascii.length > 253) return undefined;
+  return ascii.split(".").every((l) => LABEL.test(l)) ? ascii : undefined;
+}
+
+/**
+ * A host as the matcher compares it: lower case, no trailing dot, an IDN as punycode, an IPv6
+ * literal unbracketed and compressed, an IPv4-mapped IPv6 address as its IPv4. Undefined when it is
+ * neither a name nor an IP literal.
+ */
+export function normaliseHost(host: string): string | undefined {
+  const h = host.trim().replace(/^\[(.*)\]$/, "$1");
+  if (DOTTED_QUAD.test(h)) return h;
+  if (h.includes(":")) {
+    const v6 = canonicalV6(h);
+    if (!v6) return undefined;
+    // An IPv4-mapped address (::ffff:a.b.c.d, which the URL parser writes ::ffff:XXXX:XXXX) is its IPv4.
+    const mapped = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(v6);
+    if (!mapped) return v6;
+    const [hi, lo] = [parseInt(mapped[1], 16), parseInt(mapped[2], 16)];
+    return [hi >> 8, hi & 255, lo >> 8, lo & 255].join(".");
+  }
+  // Digits and dots that are not a dotted quad (1.2.3, 010.1.1.1) are an address in some parsers
+  // and a name in none: refused rather than guessed.
+  if (/^[0-9.]+$/.test(h)) return undefined;
+  return canonicalName(h);
+}
+
+const isIpLiteral = (h: string) => DOTTED_QUAD.test(h) || h.includes(":");
+
+/** One rule from its text, or why not (naming the fix). */
+export function parseEgressRule(text: string): Parsed {
+  const bad = (why: string): Parsed => ({ ok: false, message: `${why}: ${RULE_FIX}` });
+  if (typeof text !== "string") return bad("is not a string");
+  const t = text.trim();
+  if (t === "") return bad("is empty");
+  if (/[/@?#\s]/.test(t) || /^[a-z][a-z0-9+.-]*:\/\//i.test(t))
+    return bad(`${JSON.stringify(text)} is not a host: no scheme, path or user (e.g. api.example.com:443)`);
+  let hostPart = t;
+  let portText: string | undefined;
+  if (t.startsWith("[")) {
+    const m = /^\[([^\]]+)\](?::([^:]*))?$/.exec(t);
+    if (!m) return bad(`${JSON.stringify(text)} is not a bracketed IPv6 literal (e.g. [2001:db8::1]:443)`);
+    hostPart = m[1];
+    portText = m[2];
+    if (!canonicalV6(hostPart)) return bad(`${JSON.stringify(text)} is not an IPv6 literal (e.g. [2001:db8::1])`);
+  } else {
+    const colons = t.split(":").length - 1;
+    if (colons > 1)
+      return bad(`${JSON.stringify(text)}: an IPv6 literal is written in brackets, e.g. [2001:db8::1]:443`);
+    if (colons === 1) [hostPart, portText] = t.split(":");
+  }
+  let port: number | undefined;
+  if (portText !== undefined) {
+    if (!/^[0-9]{1,5}$/.test(portText) || Number(portText) < 1 || Number(portText) > 65535)
+      return bad(`${JSON.stringify(text)} names no port from 1 to 65535`);
+    port = Number(portText);
+  }
+  const suffix = port === undefined ? "" : `:${port}`;
+  if (t.startsWith("[")) {
+    const ip = normaliseHost(hostPart)!;
+    return { ok: true, rule: { text: `${ip.includes(":") ? `[${ip}]` : ip}${suffix}`, kind: "ip", host: ip, port } };
+  }
+  if (hostPart === "*")
+    return bad(`${JSON.stringify(text)} would open every host: name the hosts, e.g. *.example.com:443`);
+  if (hostPart.startsWith("*.")) {
+    const name = canonicalName(hostPart.slice(2));
+    if (!name || name.includes("*"))
+      return bad(`${JSON.stringify(text)}: after "*." comes a domain, e.g. *.example.com`);
+    if (!name.includes("."))
+      return bad(
+        `${JSON.stringify(text)} spans a whole top-level domain: name a domain of two labels or more, e.g. *.example.com`,
+      );
+    return { ok: true, rule: { text: `*.${name}${suffix}`, kind: "wildcard", host: name, port } };
+  }
+  if (hostPart.includes("*"))
+    return bad(
+      `${JSON.stringify(text)}: a wildcard is only a whole first label, "*." before a domain (e.g. *.example.com)`,
+    );
+  const host = normaliseHost(hostPart);
+  if (!host) return bad(`${JSON.stringify(text)} is not a host name or an IP literal`);
+  if (host.includes(":")) return bad(`${JSON.stringify(text)}: an IPv6 literal is written in brackets`);
+  return { ok: true, rule: { text: `${host}${suffix}`, kind: isIpLiteral(host) ? "ip" : "host", host, port } };
+}
+
+/** `rule` admits `host` (normalised) and `port`. */
+function admits(rule: EgressRule, host: string, literal: boolean, port: number): boolean {
+  if (rule.port !== undefined && rule.port !== port) return false;
+  switch (rule.kind) {
+    case "ip":
+      return literal && rule.host === host;
+    case "host":
+      return !literal && rule.host === host;
+    case "wildcard":
+      return !literal && host.length > rule.host.length + 1 && host.endsWith(`.${rule.host}`);
+  }
+}
+
+/** The first rule of `rules` that admits host:port, or undefined (a host that is no host matches nothing). */
+export function matchEgress(rules: readonly EgressRule[], host: string, port: number): EgressRule | undefined {
+  const h = normaliseHost(host);
+  if (h === undefined) return undefined;
+  const literal = isIpLiteral(h);
+  return rules.find((r) => admits(r, h, literal, port));
+}
+
+/** The rules of `texts`, or the first refusal with its index (e.g. for a list a client sent). */
+export function parseEgressRules(
+  texts: readonly string[],
+): { ok: true; rules: EgressRule[] } | { ok: false; index: number; message: string } {
+  const rules: EgressRule[] = [];
+  for (const [index, text] of texts.entries()) {
+    const p = parseEgressRule(text);
+    if (!p.ok) return { ok: false, index, message: p.message };
+    rules.push(p.rule);
+  }
+  return { ok: true, rules };
+}
+
+/** An egress list: at most EGRESS_LIST_MAX rules, each refused at its own index with the fix. */
+export const EgressAllowList = z.array(z.string()).check(
+  z.maxLength(EGRESS_LIST_MAX, `must hold at most ${EGRESS_LIST_MAX} rules: use *.domain rules to cover many hosts`),
+  z.superRefine((list, ctx) => {
+    list.forEach((text, i) => {
+      const p = parseEgressRule(text);
+      if (!p.ok) ctx.addIssue({ code: "custom", path: [i], message: p.message, input: text });
+    });
+  }),
+);
+
+// ---------------------------------------------------------------------------------------------
+// Where the lists come from
+
+/** The rule for a url's host and port (the scheme's default port when it names none). */
+function urlRule(url: URL, defaults: Record<string, number>): Parsed {
+  const port = url.port ? Number(url.port) : defaults[url.protocol];
+  if (port === undefined) return { ok: false, message: `${url.protocol} is not a scheme the egress point reaches` };
+  return parseEgressRule(`${url.hostname}:${port}`);
+}
+
+const WEB = { "https:": 443, "http:": 80 } as const;
+
+/**
+ * The installation's base list from its pod config (the Orchestrator's JR2_POD_CONFIG_FILE, parsed):
+ * `egress.allow`, the host:port of each `custodian.providers[].url` and `custodian.held[].origins[]`,
+ * and each `custodian.tunnel` entry (port 443 unless it names one; `http://host` 80). Read leniently
+ * (the Orchestrator validates the file); an entry that yields no rule throws, naming each such field
+ * and its fix, so the base list is never silently short of what the installation wrote.
+ */
+export function baseListOf(podConfigDocument: unknown): EgressRule[] {
+  const rules: EgressRule[] = [];
+  const problems: string[] = [];
+  const obj = (v: unknown): Record<string, unknown> =>
+    v && typeof v === "object" && !Array.isArray(v) ? (v as Record<string, unknown>) : {};
+  const list = (v: unknown, field: string): unknown[] => {
+    if (v === undefined || v === null) return [];
+    if (Array.isArray(v)) return v;
+    problems.push(`${field}: must be a list`);
+    return [];
+  };
+  const take = (p: Parsed, field: string) => (p.ok ? rules.push(p.rule) : problems.push(`${field}: ${p.message}`));
+  const fromUrl = (v: unknown, field: string) => {
+    let url: URL;
+    try {
+      url = new URL(String(v));
+    } catch {
+      return problems.push(`${field}: ${JSON.stringify(v)} is not a url: write e.g. https://api.example.com`);
+    }
+    take(urlRule(url, WEB), field);
+  };
+  const doc = obj(podConfigDocument);
+  const egress = obj(doc.egress);
+  const custodian = obj(doc.custodian);
+  list(egress.allow, "egress.allow").forEach((v, i) => take(parseEgressRule(String(v)), `egress.allow[${i}]`));
+  list(custodian.providers, "custodian.providers").forEach((p, i) =>
+    fromUrl(obj(p).url, `custodian.providers[${i}].url`),
+  );
+  list(custodian.held, "custodian.held").forEach((h, i) =>
+    list(obj(h).origins, `custodian.held[${i}].origins`).forEach((o, j) =>
+      fromUrl(o, `custodian.held[${i}].origins[${j}]`),
+    ),
+  );
+  list(custodian.tunnel, "custodian.tunnel").forEach((v, i) => {
+    const field = `custodian.tunnel[${i}]`;
+    const text = String(v).trim();
+    const scheme = /^(https?):\/\//i.exec(text);
+    const bare = scheme ? text.slice(scheme[0].length).replace(/\/$/, "") : text;
+    if (bare === "*")
+      return problems.push(
+        `${field}: "*" tunnels every host, which the egress point will not open: name the hosts in custodian.tunnel or egress.allow`,
+      );
+    const p = parseEgressRule(bare);
+    if (!p.ok) return problems.push(`${field}: ${p.message}`);
+    if (p.rule.port !== undefined) return rules.push(p.rule);
+    const port = scheme?.[1].toLowerCase() === "http" ? 80 : 443;
+    rules.push({ ...p.rule, port, text: `${p.rule.text}:${port}` });
+  });
+  if (problems.length) throw new Error(problems.join("; "));
+  return rules;
+}
+
+/**
+ * The rules of a Sandbox's git remotes (its spec.repos[].url, admitted by the Orchestrator's
+ * fence): https -> 443, http -> 80, ssh:// and scp-like user@host:path -> 22, git:// -> 9418, or
+ * the url's own port. A url that names no reachable host (a file path) yields none.
+ */
+export function repoRulesOf(repoUrls: readonly string[]): EgressRule[] {
+  const rules: EgressRule[] = [];
+  for (const raw of repoUrls) {
+    const text = String(raw).trim();
+    let p: Parsed | undefined;
+    if (/^[a-z][a-z0-9+.-]*:\/\//i.test(text)) {
+      try {
+        p = urlRule(new URL(text), { ...WEB, "ssh:": 22, "git+ssh:": 22, "ssh+git:": 22, "git:": 9418 });
+      } catch {
+        p = undefined;
+      }
+    } else {
+      // scp-like: [user@]host:path (a colon before any slash; an IPv6 host in brackets).
+      const m = /^(?:[^@/:]+@)?(\[[^\]]+\]|[^/:[\]]+):(?!\/\/)/.exec(text);
+      if (m) p = parseEgressRule(`${m[1]}:22`);
+    }
+    if (p?.ok && !rules.some((r) => r.text === p.rule.text)) rules.push(p.rule);
+  }
+  return rules;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Internal addresses
+
+const V4_INTERNAL: Array<[number, number]> = (
+  [
+    ["0.0.0.0", 8], // "this network": 0.0.0.0 reaches the local host
+    ["10.0.0.0", 8],
+    ["100.64.0.0", 10],
+    ["127.0.0.0", 8],
+    ["169.254.0.0", 16],
+    ["172.16.0.0", 12],
+    ["192.168.0.0", 16],
+  ] as const
+).map(([base, bits]) => [v4Number(base), bits]);
+
+function v4Number(ip: string): number {
+  return ip.split(".").reduce((n, o) => n * 256 + Number(o), 0);
+}
+
+/**
+ * Whether `ip` is a cluster's kind of address, where no workspace's rule may reach: private,
+ * shared, loopback, link-local, "this network", and IPv6 loopback, unspecified, unique-local and
+ * link-local (an IPv4-mapped address judged as its IPv4). Anything that is no IP literal counts as
+ * internal: it is never connected to.
+ */
+export function isInternalAddress(ip: string): boolean {
+  const h = normaliseHost(ip);
+  if (h === undefined || !isIpLiteral(h)) return true;
+  if (isIPv4(h)) {
+    const n = v4Number(h);
+    return V4_INTERNAL.some(([base, bits]) => Math.floor(n / 2 ** (32 - bits)) === Math.floor(base / 2 ** (32 - bits)));
+  }
+  if (h === "::1" || h === "::") return true;
+  const first = parseInt(h.startsWith("::") ? "0" : h.split(":")[0], 16);
+  return (first & 0xfe00) === 0xfc00 || (first & 0xffc0) === 0xfe80;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The record
+
+/** `refused` reasons: not on the list, an internal address a workspace rule named, a limit. */
+export type EgressRefusal = "not_listed" | "internal" | "limit";
+/** `allowed`: connected; `refused`: a rule or a limit said no; `unreachable`: allowed, but no
+ * connection was made (the name did not resolve, the connect failed or timed out). */
+export type EgressDecision = "allowed" | "refused" | "unreachable";
+
+/** One connection (or one absolute-form request) in a Sandbox's log. Never a path or a header. */
+export type EgressLogEntry = {
+  /** When it was decided (ISO 8601). */
+  time: string;
+  host: string;
+  port: number;
+  decision: EgressDecision;
+  /** A refusal's or an unreachable's reason. */
+  reason?: string;
+  bytesOut: number;
+  bytesIn: number;
+  durationMs: number;
+};

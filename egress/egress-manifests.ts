@@ -1,0 +1,132 @@
+// The egress point as deployed (docs/decisions/0051): one replica in the companions' namespace
+// (one index, one record: a second replica would keep a second log and Event set), its Service
+// (the proxy and the admin port), an ingress policy (the proxy from Sandbox pods only, the admin
+// port from the Orchestrator's pods only), and RBAC read-only on pods and Sandboxes plus Events,
+// as a ClusterRole bound in each opted-in namespace alone (decision 0047). It reads the
+// Orchestrator's pod config ConfigMap for the base list, mounted where the Orchestrator mounts it.
+// Pure: `npm run build` renders it into dist/jr2-egress.yaml (scripts/post-build.ts); the
+// companions' Namespace is the Orchestrator's manifest's, applied before this one.
+import { GROUP } from "../api/crd/sources/common";
+import { EGRESS, EGRESS_ADMIN_PORT, EGRESS_ENV, EGRESS_PROXY_PORT } from "../api/egress";
+import { sandboxNamespace, sandboxRoleBinding } from "../api/sandbox-namespaces";
+import { orchestratorPeer, sandboxPodsPeer } from "../api/sandbox-policies";
+import { APP_NAME_LABEL, COMPANION_NAMESPACE, ORCHESTRATOR_NAME, PART_OF_JR2 } from "../api/wire";
+
+export type EgressDeployOptions = {
+  image: string;
+  namespace?: string;
+  /** The namespaces that hold Sandboxes (api/sandbox-namespaces.ts sandboxNamespacesFrom): its role is bound there alone. */
+  sandboxNamespaces: readonly string[];
+};
+
+/** The Orchestrator's pod config (orchestrator/orchestrator-manifests.ts writes it, key pod.yaml),
+ * mounted at the path the Orchestrator reads it from. */
+export const POD_CONFIGMAP = `${ORCHESTRATOR_NAME}-pod`;
+export const POD_CONFIG_DIR = "/etc/jr2/pod";
+export const POD_CONFIG_FILE = `${POD_CONFIG_DIR}/pod.yaml`;
+/** The policy over the egress point's pods. */
+export const EGRESS_POLICY = `${EGRESS}-ingress`;
+
+const labels = { [APP_NAME_LABEL]: EGRESS, ...PART_OF_JR2 };
+
+export function egressManifests(opts: EgressDeployOptions): Array<Record<string, unknown>> {
+  const namespace = opts.namespace ?? COMPANION_NAMESPACE;
+  if (!opts.sandboxNamespaces.length)
+    throw new Error("egressManifests: no Sandbox namespace: name at least one (JR2_SANDBOX_NAMESPACES)");
+  if (opts.sandboxNamespaces.includes(namespace))
+    throw new Error(
+      `the Sandbox namespaces include the companions' namespace "${namespace}": the egress point's role would be ` +
+        "bound beside the Orchestrator's secrets; hold Sandboxes elsewhere",
+    );
+  const http = (path: string) => ({ httpGet: { path, port: "admin" } });
+  return [
+    // Each Sandbox namespace, opted in: applying adds the label to a namespace that exists.
+    ...opts.sandboxNamespaces.map(sandboxNamespace),
+    { apiVersion: "v1", kind: "ServiceAccount", metadata: { name: EGRESS, namespace, labels } },
+    {
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "ClusterRole",
+      metadata: { name: EGRESS, labels },
+      rules: [
+        // Which Sandbox a source address is (its pods), and each Sandbox's list (its spec).
+        { apiGroups: [""], resources: ["pods"], verbs: ["get", "list", "watch"] },
+        { apiGroups: [GROUP], resources: ["sandboxes"], verbs: ["get", "list", "watch"] },
+        // The EgressRefused Event on a Sandbox.
+        { apiGroups: [""], resources: ["events"], verbs: ["create", "patch"] },
+      ],
+    },
+    ...opts.sandboxNamespaces.map((ns) => sandboxRoleBinding(ns, EGRESS, { name: EGRESS, namespace })),
+    {
+      apiVersion: "networking.k8s.io/v1",
+      kind: "NetworkPolicy",
+      metadata: { name: EGRESS_POLICY, namespace, labels },
+      spec: {
+        podSelector: { matchLabels: { [APP_NAME_LABEL]: EGRESS } },
+        policyTypes: ["Ingress"],
+        ingress: [
+          { from: [sandboxPodsPeer()], ports: [{ protocol: "TCP", port: EGRESS_PROXY_PORT }] },
+          { from: [orchestratorPeer()], ports: [{ protocol: "TCP", port: EGRESS_ADMIN_PORT }] },
+        ],
+      },
+    },
+    {
+      apiVersion: "v1",
+      kind: "Service",
+      metadata: { name: EGRESS, namespace, labels },
+      spec: {
+        selector: { [APP_NAME_LABEL]: EGRESS },
+        ports: [
+          { name: "proxy", port: EGRESS_PROXY_PORT, targetPort: "proxy" },
+          { name: "admin", port: EGRESS_ADMIN_PORT, targetPort: "admin" },
+        ],
+      },
+    },
+    {
+      apiVersion: "apps/v1",
+      kind: "Deployment",
+      metadata: { name: EGRESS, namespace, labels },
+      spec: {
+        replicas: 1,
+        selector: { matchLabels: { [APP_NAME_LABEL]: EGRESS } },
+        template: {
+          metadata: { labels },
+          spec: {
+            serviceAccountName: EGRESS,
+            securityContext: {
+              runAsNonRoot: true,
+              runAsUser: 65532,
+              runAsGroup: 65532,
+              seccompProfile: { type: "RuntimeDefault" },
+            },
+            containers: [
+              {
+                name: "egress",
+                image: opts.image,
+                command: ["node", "/app/egress.js"],
+                env: [
+                  { name: EGRESS_ENV.sandboxNamespaces, value: opts.sandboxNamespaces.join(",") },
+                  { name: EGRESS_ENV.podConfigFile, value: POD_CONFIG_FILE },
+                ],
+                ports: [
+                  { name: "proxy", containerPort: EGRESS_PROXY_PORT },
+                  { name: "admin", containerPort: EGRESS_ADMIN_PORT },
+                ],
+                readinessProbe: { ...http("/readyz"), periodSeconds: 2 },
+                livenessProbe: { ...http("/healthz"), periodSeconds: 10, failureThreshold: 3 },
+                resources: { requests: { cpu: "100m", memory: "128Mi" }, limits: { memory: "512Mi" } },
+                securityContext: {
+                  allowPrivilegeEscalation: false,
+                  readOnlyRootFilesystem: true,
+                  capabilities: { drop: ["ALL"] },
+                },
+                volumeMounts: [{ name: "pod", mountPath: POD_CONFIG_DIR, readOnly: true }],
+              },
+            ],
+            // Optional: with no pod config the base list is empty, as the Orchestrator's defaults are.
+            volumes: [{ name: "pod", configMap: { name: POD_CONFIGMAP, optional: true } }],
+          },
+        },
+      },
+    },
+  ];
+}

@@ -1,0 +1,155 @@
+// `node /app/egress.js`: the egress point (docs/decisions/0051). Reads:
+//   JR2_SANDBOX_NAMESPACES        the namespaces that hold Sandboxes (as the build read them)
+//   JR2_POD_CONFIG_FILE           the installation's pod config: the base list (absent: empty)
+//   JR2_EGRESS_PROXY_PORT         the proxy (default 3128)
+//   JR2_EGRESS_ADMIN_PORT         /healthz, /readyz, /metrics, the logs (default 9091)
+//   JR2_LISTEN_HOST               the address both bind (default every interface)
+//   JR2_EGRESS_MAX_CONNECTIONS    connections one Sandbox holds open at once (default 128)
+//   JR2_EGRESS_CONNECT_RATE       new connections per second per Sandbox (default 50)
+//   JR2_EGRESS_CONNECT_BURST      ... in a burst (default 200)
+//   JR2_EGRESS_LOG_ENTRIES        entries kept per Sandbox's log (default 500)
+//   JR2_EGRESS_CONNECT_TIMEOUT    the bound on one upstream connect (Go duration, default 10s)
+//   KUBECONFIG                    the cluster (in a pod: its service account)
+import { readFileSync } from "node:fs";
+import { parse as parseYaml } from "yaml";
+import {
+  EGRESS,
+  EGRESS_ADMIN_PORT,
+  EGRESS_DEFAULTS,
+  EGRESS_ENV as E,
+  EGRESS_PROXY_PORT,
+  EGRESS_REFUSED_REASON,
+  baseListOf,
+  type EgressRule,
+} from "../api/egress";
+import { API_VERSION } from "../api/crd/sources/common";
+import { SANDBOX_KIND } from "../api/crd";
+import { sandboxNamespacesFrom } from "../api/sandbox-namespaces";
+import { envDuration } from "../lib/duration";
+import { kubeRequest, paths } from "../lib/kube";
+import { fail, jsonLog } from "../lib/log";
+import { adminServer } from "./admin";
+import { EgressIndex, refKey, watchIndex, type SandboxRef } from "./index";
+import { EgressProxy } from "./proxy";
+import { EgressRecord } from "./record";
+import { SandboxLimits, envCount } from "./limits";
+
+const out = jsonLog({ component: EGRESS });
+const log = (level: "info" | "warn", message: string, fields: Record<string, unknown> = {}) =>
+  out({ level, message, ...fields });
+const env = process.env;
+const orFail = <T>(f: () => T): T => {
+  try {
+    return f();
+  } catch (err) {
+    fail((err as Error).message, out);
+  }
+};
+
+/** The base list from the pod config file; a file that is not there is an empty list. */
+function baseList(file: string | undefined): EgressRule[] {
+  if (!file) return [];
+  let text: string;
+  try {
+    text = readFileSync(file, "utf8");
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return [];
+    fail(`${E.podConfigFile}=${file}: could not be read (${(err as Error).message})`, out);
+  }
+  let doc: unknown;
+  try {
+    doc = parseYaml(text);
+  } catch (err) {
+    fail(`${file} is not YAML or JSON: ${(err as Error).message.split("\n")[0]}`, out);
+  }
+  try {
+    return baseListOf(doc);
+  } catch (err) {
+    fail(`${file}: ${(err as Error).message}`, out);
+  }
+}
+
+const namespaces = orFail(() => sandboxNamespacesFrom(env));
+const base = baseList(env[E.podConfigFile]);
+const limits = new SandboxLimits({
+  maxConnections: orFail(() => envCount(env, E.maxConnections, EGRESS_DEFAULTS.maxConnections)),
+  connectRate: orFail(() => envCount(env, E.connectRate, EGRESS_DEFAULTS.connectRate)),
+  connectBurst: orFail(() => envCount(env, E.connectBurst, EGRESS_DEFAULTS.connectBurst)),
+});
+const logEntries = orFail(() => envCount(env, E.logEntries, EGRESS_DEFAULTS.logEntries, 100_000));
+const connectTimeoutMs = orFail(() => envDuration(E.connectTimeout, EGRESS_DEFAULTS.connectTimeoutMs, env));
+const proxyPort = orFail(() => envCount(env, E.proxyPort, EGRESS_PROXY_PORT, 65535));
+const adminPort = orFail(() => envCount(env, E.adminPort, EGRESS_ADMIN_PORT, 65535));
+const host = env[E.host] || undefined;
+
+let index: EgressIndex;
+const writeEvent = async (ref: SandboxRef, message: string) => {
+  const uid = index.uidOf(ref);
+  const stamp = new Date().toISOString();
+  await kubeRequest("POST", paths.events(ref.namespace), {
+    apiVersion: "v1",
+    kind: "Event",
+    metadata: { generateName: `${ref.name}.`, namespace: ref.namespace },
+    involvedObject: {
+      apiVersion: API_VERSION,
+      kind: SANDBOX_KIND.kind,
+      name: ref.name,
+      namespace: ref.namespace,
+      ...(uid ? { uid } : {}),
+    },
+    type: "Warning",
+    reason: EGRESS_REFUSED_REASON,
+    message: message.slice(0, 1024),
+    source: { component: EGRESS },
+    reportingComponent: `jr2.dev/egress`,
+    reportingInstance: EGRESS,
+    firstTimestamp: stamp,
+    lastTimestamp: stamp,
+    count: 1,
+  });
+};
+const record = new EgressRecord({ logEntries, writeEvent, log });
+index = new EgressIndex(base, {
+  onForget: (ref) => {
+    record.forget(ref);
+    limits.forget(refKey(ref));
+  },
+  onProblems: (ref, problems) =>
+    log("warn", "a Sandbox's egress list holds entries that are no rule; they open nothing", {
+      sandbox: refKey(ref),
+      problems,
+    }),
+});
+
+let ready = false;
+const admin = adminServer({ index, record, ready: () => ready });
+const proxy = new EgressProxy({ index, record, limits, connectTimeoutMs });
+
+void (async () => {
+  await new Promise<void>((resolve, reject) => admin.once("error", reject).listen(adminPort, host, resolve));
+  const watches = watchIndex(index, namespaces, log);
+  await watches.ready;
+  // The proxy takes connections only once the index holds every Sandbox pod: before, each would be
+  // refused as no Sandbox's.
+  await proxy.listen(proxyPort, host);
+  ready = true;
+  log("info", "egress point ready", {
+    namespaces,
+    baseRules: base.map((r) => r.text),
+    proxyPort,
+    adminPort,
+    limits: limits.config,
+    logEntries,
+    connectTimeoutMs,
+    ...index.sizes,
+  });
+  for (const sig of ["SIGINT", "SIGTERM"] as const)
+    process.once(sig, () => {
+      ready = false;
+      watches.close();
+      // Connections open now finish (the grace the pod's termination gives); new ones are refused.
+      proxy.server.close(() => process.exit(0));
+      admin.close();
+      setTimeout(() => process.exit(0), 20_000).unref();
+    });
+})().catch((err: unknown) => fail(`the egress point could not start: ${String((err as Error)?.message ?? err)}`, out));

@@ -1,0 +1,327 @@
+// The egress point as a process (the built dist/companions/egress.js, docs/decisions/0051) against
+// the real API server: two Sandboxes in an opted-in namespace, their pods (the operator's, left
+// unscheduled by a nodeSelector no node matches, so no kubelet or kwok owns their status) given
+// loopback addresses as a kubelet would write them (127.0.0.7 and 127.0.0.8), and connections made
+// FROM those addresses. What it must do: pass a base-list host, refuse a workspace rule that
+// reaches an internal address, refuse an unlisted host (logged, counted, one Event for three
+// refusals), take a spec.egress.allow patch on its watch event without a restart, never apply one
+// Sandbox's list to another, refuse an unknown source, and cap one Sandbox's open connections.
+import { spawn, type ChildProcess } from "node:child_process";
+import { once } from "node:events";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { request, createServer as httpServer } from "node:http";
+import { createServer, connect, type AddressInfo, type Server, type Socket } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { K8s, kind } from "kubernetes-fluent-client";
+import { SandboxModel } from "../../api/crd";
+import { EGRESS_HEADER, EGRESS_REFUSED_REASON, egressLogPath, type EgressLogEntry } from "../../api/egress";
+import { SANDBOX_NAMESPACE_ENABLED, SANDBOX_NAMESPACE_LABEL } from "../../api/wire";
+import { createSandbox, eventsFor, listPods, useNamespace, waitFor } from "./support/cluster";
+
+const ROOT = join(__dirname, "..", "..");
+const ns = useNamespace("egress");
+const A = { name: "egress-a", ip: "127.0.0.7" };
+const B = { name: "egress-b", ip: "127.0.0.8" };
+const STRANGER = "127.0.0.9";
+const CAP = 3;
+const tmp = mkdtempSync(join(tmpdir(), "jr2-egress-"));
+
+let echo: Server;
+let web: ReturnType<typeof httpServer>;
+let echoPort: number;
+let webPort: number;
+let otherPort: number;
+let proxyPort: number;
+let adminPort: number;
+let child: ChildProcess | undefined;
+let output = "";
+
+const freePort = async () => {
+  const s = createServer().listen(0, "127.0.0.1");
+  await once(s, "listening");
+  const port = (s.address() as AddressInfo).port;
+  s.close();
+  return port;
+};
+
+type Answer = { status: number; headers: Record<string, string>; body: string; socket: Socket };
+
+/** CONNECT host:port from `source`; resolves with the answer's head and body, the socket left open on a 200. */
+function connectVia(source: string, target: string): Promise<Answer> {
+  return new Promise((resolve, reject) => {
+    const socket = connect({ host: "127.0.0.1", port: proxyPort, localAddress: source });
+    let buf = Buffer.alloc(0);
+    socket.on("error", reject);
+    socket.on("data", function onData(chunk: Buffer) {
+      buf = Buffer.concat([buf, chunk]);
+      const end = buf.indexOf("\r\n\r\n");
+      if (end < 0) return;
+      const [statusLine, ...lines] = buf.subarray(0, end).toString().split("\r\n");
+      const headers = Object.fromEntries(
+        lines.map((l) => [l.slice(0, l.indexOf(":")).toLowerCase(), l.slice(l.indexOf(":") + 1).trim()]),
+      );
+      const status = Number(statusLine.split(" ")[1]);
+      const length = Number(headers["content-length"] ?? 0);
+      const rest = buf.subarray(end + 4);
+      if (status !== 200 && rest.length < length) return;
+      socket.off("data", onData);
+      resolve({ status, headers, body: rest.toString(), socket });
+    });
+    socket.write(`CONNECT ${target} HTTP/1.1\r\nHost: ${target}\r\n\r\n`);
+  });
+}
+
+/** Through an open tunnel to the echo server: what goes out comes back. */
+async function echoes(socket: Socket, text: string): Promise<string> {
+  socket.write(text);
+  const [chunk] = (await once(socket, "data")) as [Buffer];
+  return chunk.toString();
+}
+
+const admin = async (path: string) => {
+  const res = await fetch(`http://127.0.0.1:${adminPort}${path}`);
+  return { status: res.status, text: await res.text() };
+};
+const logOf = async (name: string) =>
+  (JSON.parse((await admin(egressLogPath(ns.name, name))).text) as { entries: EgressLogEntry[] }).entries;
+
+async function podOf(sandbox: string) {
+  const pods = await waitFor(
+    `the operator's pod of Sandbox ${sandbox}`,
+    () => listPods(ns.name, sandbox),
+    (p) => p.length === 1,
+  );
+  return pods[0];
+}
+
+/** Plays the kubelet's one write the egress point reads: the pod's address. */
+async function givePodIP(sandbox: string, ip: string) {
+  const pod = await podOf(sandbox);
+  await K8s(kind.Pod).PatchStatus({
+    metadata: { name: pod.metadata!.name!, namespace: ns.name },
+    status: { podIP: ip, podIPs: [{ ip }] },
+  });
+}
+
+beforeAll(async () => {
+  echo = createServer((s) => s.pipe(s)).listen(0, "127.0.0.1");
+  await once(echo, "listening");
+  echoPort = (echo.address() as AddressInfo).port;
+  web = httpServer((req, res) => res.writeHead(200, { "content-type": "text/plain" }).end(`hello ${req.url}`)).listen(
+    0,
+    "127.0.0.1",
+  );
+  await once(web, "listening");
+  webPort = (web.address() as AddressInfo).port;
+  otherPort = await freePort();
+  proxyPort = await freePort();
+  adminPort = await freePort();
+
+  // Opted in, as the installation's manifests label it.
+  await K8s(kind.Namespace).Apply(
+    { metadata: { name: ns.name, labels: { [SANDBOX_NAMESPACE_LABEL]: SANDBOX_NAMESPACE_ENABLED } } },
+    { force: true },
+  );
+  // Placed where no node is: the pod stays unscheduled, its status ours to write.
+  const spec = { nodeSelector: { "jr2.dev/egress-test": "nowhere" } };
+  await createSandbox(ns.name, A.name, spec);
+  await createSandbox(ns.name, B.name, spec);
+  await givePodIP(A.name, A.ip);
+  await givePodIP(B.name, B.ip);
+
+  // The installation vouches for localhost on two ports (exact rules); a workspace rule never reaches it.
+  const podConfig = join(tmp, "pod.yaml");
+  writeFileSync(podConfig, `egress:\n  allow:\n    - localhost:${echoPort}\n    - localhost:${webPort}\n`);
+  child = spawn(process.execPath, [join(ROOT, "dist", "companions", "egress.js")], {
+    cwd: ROOT,
+    env: {
+      ...process.env,
+      JR2_SANDBOX_NAMESPACES: ns.name,
+      JR2_POD_CONFIG_FILE: podConfig,
+      JR2_EGRESS_PROXY_PORT: String(proxyPort),
+      JR2_EGRESS_ADMIN_PORT: String(adminPort),
+      JR2_LISTEN_HOST: "127.0.0.1",
+      JR2_EGRESS_MAX_CONNECTIONS: String(CAP),
+      // Short: the documentation address below may swallow a connect, and the answer waits for it.
+      JR2_EGRESS_CONNECT_TIMEOUT: "300ms",
+    },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  child.stdout!.on("data", (c: Buffer) => (output += c.toString()));
+  child.stderr!.on("data", (c: Buffer) => (output += c.toString()));
+  await waitFor(
+    "the egress point ready",
+    () => admin("/readyz").catch(() => ({ status: 0, text: "" })),
+    (r) => r.status === 200,
+  ).catch((err: Error) => {
+    throw new Error(`${err.message}; its output: ${output.slice(-2000)}`);
+  });
+  // Both pods' addresses in its index before a test asks.
+  await waitFor(
+    "both Sandbox pods in the index",
+    () => admin("/metrics"),
+    (r) => /jr2_egress_pods 2\b/.test(r.text) && /jr2_egress_sandboxes 2\b/.test(r.text),
+  );
+}, 120_000);
+
+afterAll(async () => {
+  if (child && child.exitCode === null) {
+    child.kill("SIGTERM");
+    await once(child, "exit");
+  }
+  echo?.close();
+  web?.close();
+  rmSync(tmp, { recursive: true, force: true });
+});
+
+describe("the egress point", () => {
+  it("passes a base-list host through CONNECT and an absolute-form GET, and logs the bytes", async () => {
+    const a = await connectVia(A.ip, `localhost:${echoPort}`);
+    expect(a.status).toBe(200);
+    expect(await echoes(a.socket, "ping")).toBe("ping");
+    a.socket.end();
+    await once(a.socket, "close");
+
+    const got = await new Promise<{ status: number; body: string; header?: string }>((resolve, reject) => {
+      const req = request(
+        {
+          host: "127.0.0.1",
+          port: proxyPort,
+          localAddress: A.ip,
+          path: `http://localhost:${webPort}/page?q=1`,
+          headers: { host: `localhost:${webPort}` },
+        },
+        (res) => {
+          let body = "";
+          res.on("data", (c) => (body += c));
+          res.on("end", () => resolve({ status: res.statusCode!, body, header: res.headers[EGRESS_HEADER] as string }));
+        },
+      );
+      req.on("error", reject);
+      req.end();
+    });
+    expect(got).toEqual({ status: 200, body: "hello /page?q=1", header: undefined });
+
+    const entries = await waitFor(
+      "both allowed entries in A's log",
+      () => logOf(A.name),
+      (e) => e.filter((x) => x.decision === "allowed").length >= 2,
+    );
+    const tunnel = entries.find((e) => e.port === echoPort)!;
+    expect(tunnel).toMatchObject({ host: "localhost", decision: "allowed", bytesOut: 4, bytesIn: 4 });
+    // No path, no header: host, port, decision, bytes, time, duration.
+    expect(JSON.stringify(entries)).not.toContain("/page");
+  });
+
+  it("refuses a workspace rule that reaches an internal address, name or literal", async () => {
+    await K8s(SandboxModel, { namespace: ns.name, name: A.name }).Patch([
+      { op: "add", path: "/spec/egress", value: { allow: [`localhost:${otherPort}`, `127.0.0.1:${otherPort}`] } },
+    ]);
+    const stored = await K8s(SandboxModel).InNamespace(ns.name).Get(A.name);
+    expect((stored.spec as { egress?: { allow?: string[] } }).egress?.allow).toEqual([
+      `localhost:${otherPort}`,
+      `127.0.0.1:${otherPort}`,
+    ]);
+    for (const target of [`localhost:${otherPort}`, `127.0.0.1:${otherPort}`]) {
+      const r = await waitFor(
+        `${target} judged internal (the patch in force)`,
+        () => connectVia(A.ip, target),
+        (x) => x.body.includes("internal address"),
+        5_000,
+      );
+      expect(r.status).toBe(403);
+      expect(r.headers[EGRESS_HEADER]).toBe("refused");
+      expect(JSON.parse(r.body).error.code).toBe("egress_refused");
+    }
+    expect((await logOf(A.name)).filter((e) => e.reason === "internal").length).toBeGreaterThanOrEqual(2);
+  });
+
+  it("refuses an unlisted host with the fix, logs and counts each refusal, and says it once as an Event", async () => {
+    for (let i = 0; i < 3; i++) {
+      const r = await connectVia(A.ip, "unlisted.example.com:443");
+      expect(r.status).toBe(403);
+      expect(r.headers[EGRESS_HEADER]).toBe("refused");
+      expect(JSON.parse(r.body)).toEqual({
+        error: {
+          code: "egress_refused",
+          message:
+            `unlisted.example.com:443 is not in Sandbox ${ns.name}/${A.name}'s egress list: add it to the workspace's ` +
+            `egress list (PUT /v1/workspaces/${A.name}/egress) or to spec.egress.allow`,
+        },
+      });
+    }
+    const refused = (await logOf(A.name)).filter((e) => e.host === "unlisted.example.com");
+    expect(refused.map((e) => [e.decision, e.reason, e.port])).toEqual(Array(3).fill(["refused", "not_listed", 443]));
+    const metrics = await waitFor(
+      "the Event written",
+      () => admin("/metrics"),
+      (m) => /jr2_egress_events_total [1-9]/.test(m.text),
+    );
+    expect(metrics.text).toMatch(/jr2_egress_connections_total\{decision="refused",reason="not_listed"\} 3\b/);
+    const events = (await eventsFor(ns.name, A.name)).filter((e) => e.reason === EGRESS_REFUSED_REASON);
+    const unlisted = events.filter((e) => e.message?.includes("unlisted.example.com:443"));
+    expect(unlisted).toHaveLength(1);
+    expect(unlisted[0]).toMatchObject({ type: "Warning", involvedObject: { kind: "Sandbox", name: A.name } });
+  });
+
+  it("takes a spec.egress.allow patch on its watch event, for that Sandbox alone", async () => {
+    // A documentation address (TEST-NET-3): public, so a workspace rule may name it. Whether it
+    // answers here or not, passing the list shows as an `unreachable` (or a 200), never `refused`.
+    const target = "203.0.113.9:80";
+    const before = await connectVia(A.ip, target);
+    expect([before.status, before.headers[EGRESS_HEADER]]).toEqual([403, "refused"]);
+    const patched = Date.now();
+    await K8s(SandboxModel, { namespace: ns.name, name: A.name }).Patch([
+      { op: "replace", path: "/spec/egress/allow", value: ["203.0.113.9:80"] },
+    ]);
+    const after = await waitFor(
+      "A's patched list in force",
+      () => connectVia(A.ip, target),
+      (r) => r.headers[EGRESS_HEADER] !== "refused",
+      2_000,
+    );
+    expect(Date.now() - patched).toBeLessThan(2_000);
+    expect([200, 502]).toContain(after.status);
+    after.socket.destroy();
+    const passed = (await logOf(A.name)).filter((e) => e.host === "203.0.113.9");
+    expect(passed.at(-1)?.decision).toMatch(/^(allowed|unreachable)$/);
+    // B's list is B's: the same target stays refused for it.
+    const b = await connectVia(B.ip, target);
+    expect([b.status, b.headers[EGRESS_HEADER], JSON.parse(b.body).error.message]).toEqual([
+      403,
+      "refused",
+      expect.stringContaining(`Sandbox ${ns.name}/${B.name}'s egress list`),
+    ]);
+  });
+
+  it("refuses a source that is no Sandbox pod's address", async () => {
+    const r = await connectVia(STRANGER, `localhost:${echoPort}`);
+    expect(r.status).toBe(403);
+    expect(JSON.parse(r.body).error.code).toBe("not_a_sandbox");
+    expect((await admin(egressLogPath(ns.name, "no-such-sandbox"))).status).toBe(404);
+  });
+
+  it(`refuses a Sandbox's connection past its cap of ${CAP} open, and only that Sandbox's`, async () => {
+    const open: Socket[] = [];
+    try {
+      for (let i = 0; i < CAP; i++) {
+        const r = await connectVia(A.ip, `localhost:${echoPort}`);
+        expect(r.status).toBe(200);
+        open.push(r.socket);
+      }
+      const over = await connectVia(A.ip, `localhost:${echoPort}`);
+      expect([over.status, over.headers[EGRESS_HEADER], JSON.parse(over.body).error.code]).toEqual([
+        429,
+        "refused",
+        "egress_limit",
+      ]);
+      const b = await connectVia(B.ip, `localhost:${echoPort}`);
+      expect(b.status).toBe(200);
+      b.socket.destroy();
+      expect((await logOf(A.name)).some((e) => e.reason === "limit")).toBe(true);
+    } finally {
+      open.forEach((s) => s.destroy());
+    }
+  });
+});
