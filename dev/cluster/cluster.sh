@@ -819,6 +819,7 @@ cmd_env() {
   # stand-in public host's network namespace and addresses (docs/decisions/0051).
   echo "JR2_NODE_GUARD=$NODE_GUARD_BIN/jr2-node-guard"
   echo "JR2_NODE_GUARD_SET=inet $NFT_TABLE $NFT_SANDBOX_SET"
+  echo "JR2_NODE_GUARD_PORTS=inet $NFT_TABLE $NFT_SANDBOX_PORTS"
   echo "JR2_SANDBOX_ANNOTATION=$SANDBOX_ANNOTATION"
   echo "JR2_PUBLIC_NETNS=$PUBLIC_NETNS"
   echo "JR2_PUBLIC_ALLOWED_IP=$PUBLIC_ALLOWED_IP"

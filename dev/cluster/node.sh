@@ -34,6 +34,10 @@ NFT_TABLE=jr2-node
 # Sandbox pods' IPv4 addresses, kept by the node guard (go/nodeguard) from each pod's CNI ADD to its
 # DEL: the input chain drops what they send this node (docs/decisions/0051).
 NFT_SANDBOX_SET=sandbox_pods
+# TCP ports of the node IP a Sandbox pod may open all the same, empty unless a test adds one: a
+# process of this machine that Sandbox pods must reach, such as an Orchestrator run in-cluster mode
+# from this machine (test/node/node-guard.ts openToSandboxes).
+NFT_SANDBOX_PORTS=sandbox_node_ports
 SANDBOX_ANNOTATION=sandbox.jr2.dev/name
 # The stand-in public host (docs/decisions/0051): a network namespace holding documentation-range
 # addresses (RFC 5737), joined to this machine by a veth pair and routed through it, so the node's
@@ -318,6 +322,9 @@ table inet $NFT_TABLE {
   set $NFT_SANDBOX_SET {
     type ipv4_addr
   }
+  set $NFT_SANDBOX_PORTS {
+    type inet_service
+  }
   # The API server listens on every address so pods reach it at the node IP; other machines may not.
   chain input {
     type filter hook input priority filter; policy accept;
@@ -327,6 +334,7 @@ table inet $NFT_TABLE {
     # sends this node is dropped, TCP, UDP or ICMP, any port, any of its addresses (Service IPs
     # DNATed here too), except replies to connections the node opened (the kubelet's probes).
     ip saddr @$NFT_SANDBOX_SET ct direction reply accept
+    ip saddr @$NFT_SANDBOX_SET ip daddr $NODE_IP tcp dport @$NFT_SANDBOX_PORTS accept
     ip saddr @$NFT_SANDBOX_SET drop
     # IPv6: the bridge has none (disable_ipv6), so no pod reaches this node over IPv6; stated here too.
     iifname "$NODE_BRIDGE" meta nfproto ipv6 drop

@@ -5,6 +5,8 @@
 // and the stand-in public host its pods reach, and the node closed to Sandbox pods (docs/decisions/0051).
 import { spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
+import { createServer } from "node:net";
+import { guardedAddresses, openPorts, openToSandboxes } from "./node-guard";
 import { type PublicHost, publicHostAddresses, startPublicHost } from "./public-host";
 import { type Obj, apply, fromSetup, getJson, kubectl, kubectlOk, realNode, until } from "./support";
 
@@ -249,14 +251,6 @@ describe("the stand-in public host, and the node closed to Sandbox pods (docs/de
   const guardSet = fromSetup("JR2_NODE_GUARD_SET").split(" ");
   const DROPPED = /i\/o timeout/;
 
-  /** The addresses in the node guard's set now. */
-  const guarded = (): string[] => {
-    const r = spawnSync("nft", ["-j", "list", "set", ...guardSet], { encoding: "utf8" });
-    if (r.status !== 0) throw new Error(`nft list set ${guardSet.join(" ")} failed: ${r.stderr}`);
-    const set = JSON.parse(r.stdout).nftables.find((o: Obj) => o.set).set;
-    return (set.elem ?? []).map((e: Obj) => (typeof e === "string" ? e : e.elem.val));
-  };
-
   beforeAll(async () => {
     host = await startPublicHost();
     apply(
@@ -333,14 +327,38 @@ describe("the stand-in public host, and the node closed to Sandbox pods (docs/de
     );
   }, 120_000);
 
+  test("a node port opened to Sandbox pods admits them to that port only, until it is closed", async () => {
+    await readyPod("sandboxed");
+    // A process of this machine on the node IP, as an Orchestrator run from here in-cluster mode.
+    const server = createServer((s) => s.destroy());
+    await new Promise<void>((resolve) => server.listen(0, nodeIP, resolve));
+    const port = (server.address() as { port: number }).port;
+    const target = `${nodeIP}:${port}`;
+    try {
+      expect(exec("sandboxed", "connect", target).stderr).toMatch(DROPPED);
+      const close = openToSandboxes(port);
+      try {
+        expect(openPorts()).toContain(port);
+        expect(exec("sandboxed", "connect", target).stdout).toBe("connected\n");
+        expect(exec("sandboxed", "connect", `${nodeIP}:10250`).stderr).toMatch(DROPPED);
+      } finally {
+        close();
+      }
+      expect(openPorts()).not.toContain(port);
+      expect(exec("sandboxed", "connect", target).stderr).toMatch(DROPPED);
+    } finally {
+      server.close();
+    }
+  }, 60_000);
+
   test("the Sandbox pod's address is in the node guard's set while it runs, a plain pod's never, and it leaves when the pod is deleted", async () => {
     const sandboxed = await readyPod("sandboxed");
     const plain = await readyPod("plain");
-    expect(guarded()).toContain(sandboxed.status.podIP);
-    expect(guarded()).not.toContain(plain.status.podIP);
+    expect(guardedAddresses()).toContain(sandboxed.status.podIP);
+    expect(guardedAddresses()).not.toContain(plain.status.podIP);
     kubectlOk(["delete", "pod", "-n", ns, "sandboxed", "--wait=true", "--timeout=60s"]);
     await until(`${sandboxed.status.podIP} gone from the set ${guardSet.join(" ")}`, 30_000, () =>
-      guarded().includes(sandboxed.status.podIP) ? undefined : true,
+      guardedAddresses().includes(sandboxed.status.podIP) ? undefined : true,
     );
   }, 120_000);
 
@@ -381,6 +399,6 @@ describe("the stand-in public host, and the node closed to Sandbox pods (docs/de
       code: 4,
       msg: expect.stringContaining("passed no pod annotations"),
     });
-    expect(guarded()).not.toContain("10.244.255.250");
+    expect(guardedAddresses()).not.toContain("10.244.255.250");
   });
 });
