@@ -667,7 +667,8 @@ build_node() {
 # Returns 0 if nothing had to be started.
 ensure_real_node() {
   local deadline
-  if node_current && node_healthy; then return 0; fi
+  # The stand-in public host is put back without a restart if only it is missing (node.sh).
+  if node_current && node_healthy && { public_host_ok || public_host_up; }; then return 0; fi
   if node_current && node_mode_on && supervisor_pid >/dev/null; then
     log "the real node is not healthy but its supervisor runs; waiting up to ${RECOVERY_SECONDS}s for it"
     deadline=$((SECONDS + RECOVERY_SECONDS))
@@ -814,6 +815,17 @@ cmd_env() {
   # This machine's address on the node's bridge: where the node's pods reach a process of this
   # machine (npm start's Orchestrator, in-cluster mode).
   echo "JR2_REAL_NODE_IP=$NODE_IP"
+  # The node guard (CNI plugin) and the nft set of Sandbox pods' addresses it keeps, and the
+  # stand-in public host's network namespace and addresses (docs/decisions/0051).
+  echo "JR2_NODE_GUARD=$NODE_GUARD_BIN/jr2-node-guard"
+  echo "JR2_NODE_GUARD_SET=inet $NFT_TABLE $NFT_SANDBOX_SET"
+  echo "JR2_NODE_GUARD_PORTS=inet $NFT_TABLE $NFT_SANDBOX_PORTS"
+  echo "JR2_SANDBOX_ANNOTATION=$SANDBOX_ANNOTATION"
+  echo "JR2_PUBLIC_NETNS=$PUBLIC_NETNS"
+  echo "JR2_PUBLIC_ALLOWED_IP=$PUBLIC_ALLOWED_IP"
+  echo "JR2_PUBLIC_OTHER_IP=$PUBLIC_OTHER_IP"
+  echo "JR2_PUBLIC_DNS_IP=$PUBLIC_DNS_IP"
+  echo "JR2_PUBLIC_DNS_ZONE=$PUBLIC_DNS_ZONE"
 }
 
 cmd_kubectl_path() {

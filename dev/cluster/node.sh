@@ -31,6 +31,26 @@ NODE_DNS=$NODE_IP
 API_SERVICE_IP=10.96.0.1
 CNI_NETWORK=jr2
 NFT_TABLE=jr2-node
+# Sandbox pods' IPv4 addresses, kept by the node guard (go/nodeguard) from each pod's CNI ADD to its
+# DEL: the input chain drops what they send this node (docs/decisions/0051).
+NFT_SANDBOX_SET=sandbox_pods
+# TCP ports of the node IP a Sandbox pod may open all the same, empty unless a test adds one: a
+# process of this machine that Sandbox pods must reach, such as an Orchestrator run in-cluster mode
+# from this machine (test/node/node-guard.ts openToSandboxes).
+NFT_SANDBOX_PORTS=sandbox_node_ports
+SANDBOX_ANNOTATION=sandbox.jr2.dev/name
+# The stand-in public host (docs/decisions/0051): a network namespace holding documentation-range
+# addresses (RFC 5737), joined to this machine by a veth pair and routed through it, so the node's
+# pods reach "the internet" without anything leaving this machine. 203.0.113.1 is this machine's end.
+PUBLIC_NETNS=jr2-public
+PUBLIC_HOST_IF=jr2pub0
+PUBLIC_NETNS_IF=jr2pub1
+PUBLIC_CIDR=203.0.113.0/24
+PUBLIC_GATEWAY=203.0.113.1
+PUBLIC_ALLOWED_IP=203.0.113.10 # allowed.egress.example
+PUBLIC_OTHER_IP=203.0.113.11   # other.egress.example
+PUBLIC_DNS_IP=203.0.113.53     # where CoreDNS forwards attacker.example
+PUBLIC_DNS_ZONE=attacker.example
 # Ports of this machine the node's processes take (one real node per machine).
 KUBELET_PORT=10250
 REGISTRY_PORT_DEFAULT=5000
@@ -68,6 +88,8 @@ NETPOL_FP=$(fingerprint "$GO_DIR/netpol/go.mod" "$GO_DIR/netpol/go.sum" "$GO_DIR
 # Programs of this repo (no dependency): keyed by their source alone.
 PAUSE_FP=$(fingerprint "$GO_DIR/pause/go.mod" "$GO_DIR/pause/main.go")
 PAUSE_BIN="$BIN_DIR/pause-$PAUSE_FP"
+NODE_GUARD_FP=$(fingerprint "$GO_DIR/nodeguard/go.mod" "$GO_DIR/nodeguard/main.go")
+NODE_GUARD_BIN="$BIN_DIR/node-guard-$NODE_GUARD_FP"
 
 # real_node_wanted: JR2_REAL_NODE=0 turns the node off (test/cluster/supervision.sh's own cluster).
 real_node_wanted() { [[ ${JR2_REAL_NODE:-1} != 0 ]]; }
@@ -118,6 +140,7 @@ ensure_node_binaries() {
   build coredns "$COREDNS_VERSION" "$GO_DIR/coredns" . "$COREDNS_BIN" "$COREDNS_FP"
   build kube-network-policies "$NETPOL_VERSION" "$GO_DIR/netpol" . "$NETPOL_BIN" "$NETPOL_FP"
   build pause "$PAUSE_FP" "$GO_DIR/pause" . "$PAUSE_BIN" "$PAUSE_FP"
+  build jr2-node-guard "$NODE_GUARD_FP" "$GO_DIR/nodeguard" . "$NODE_GUARD_BIN" "$NODE_GUARD_FP"
   build_runc || return 1
 }
 
@@ -152,7 +175,7 @@ preflight_host() {
   [[ -e /proc/sys/net/bridge/bridge-nf-call-iptables ]] || { echo "no br_netfilter (/proc/sys/net/bridge): Services and NetworkPolicy need bridged traffic to pass netfilter"; return 1; }
   [[ -e /proc/net/netfilter/nfnetlink_queue ]] || { echo "no nfnetlink_queue in this kernel: kube-network-policies needs it"; return 1; }
   command -v ip >/dev/null 2>&1 || { echo "'ip' not found: apt-get install -y iproute2"; return 1; }
-  command -v nft >/dev/null 2>&1 || { echo "'nft' not found (kube-proxy's nftables mode runs it): apt-get install -y nftables"; return 1; }
+  command -v nft >/dev/null 2>&1 || { echo "'nft' not found (kube-proxy's nftables mode and the node guard run it): apt-get install -y nftables"; return 1; }
   nft list tables >/dev/null 2>&1 || { echo "'nft list tables' failed: this kernel has no usable nf_tables"; return 1; }
   command -v openssl >/dev/null 2>&1 || { echo "'openssl' not found (signs the node's client certificates): apt-get install -y openssl"; return 1; }
   if [[ ! -x $RUNC_BIN/runc || ! -f $RUNC_BIN/.runc.fingerprint || $(<"$RUNC_BIN/.runc.fingerprint") != "$RUNC_FP" ]]; then
@@ -176,7 +199,7 @@ preflight_host() {
 preflight_binaries() {
   local b out
   for b in "$KUBE_BIN/kubelet" "$KUBE_BIN/kube-proxy" "$CONTAINERD_BIN/containerd" "$CONTAINERD_BIN/containerd-shim-runc-v2" \
-    "$RUNC_BIN/runc" "$COREDNS_BIN/coredns" "$CNI_BIN/bridge"; do
+    "$RUNC_BIN/runc" "$COREDNS_BIN/coredns" "$CNI_BIN/bridge" "$NODE_GUARD_BIN/jr2-node-guard"; do
     [[ -x $b ]] || { echo "$b is missing"; return 1; }
   done
   for b in "$KUBE_BIN/kubelet --version" "$KUBE_BIN/kube-proxy --version" "$CONTAINERD_BIN/containerd --version" \
@@ -294,18 +317,43 @@ choose_api_port() {
 nft_rules() {
   cat <<EOF
 table inet $NFT_TABLE {
+  # Sandbox pods' addresses, added by the node guard (CNI, go/nodeguard) before a pod's containers
+  # start and removed when its sandbox goes. IPv4 only: the pod network is IPv4 (IPv6 below).
+  set $NFT_SANDBOX_SET {
+    type ipv4_addr
+  }
+  set $NFT_SANDBOX_PORTS {
+    type inet_service
+  }
   # The API server listens on every address so pods reach it at the node IP; other machines may not.
   chain input {
     type filter hook input priority filter; policy accept;
+    # This node is closed to Sandbox pods (docs/decisions/0051): kube-network-policies polices pod
+    # traffic in postrouting, which a pod's connection to its own node never passes, so no egress
+    # policy keeps a pod from the API server's port, the kubelet or DNS here. Whatever a Sandbox pod
+    # sends this node is dropped, TCP, UDP or ICMP, any port, any of its addresses (Service IPs
+    # DNATed here too), except replies to connections the node opened (the kubelet's probes).
+    ip saddr @$NFT_SANDBOX_SET ct direction reply accept
+    ip saddr @$NFT_SANDBOX_SET ip daddr $NODE_IP tcp dport @$NFT_SANDBOX_PORTS accept
+    ip saddr @$NFT_SANDBOX_SET drop
+    # IPv6: the bridge has none (disable_ipv6), so no pod reaches this node over IPv6; stated here too.
+    iifname "$NODE_BRIDGE" meta nfproto ipv6 drop
     iifname != { "lo", "$NODE_BRIDGE" } tcp dport { $(api_port), $KUBELET_PORT } drop
     iifname != { "lo", "$NODE_BRIDGE" } ip daddr $CLUSTER_CIDR drop
+    # The stand-in public host answers this machine (CoreDNS's forwards, tests) and opens nothing here.
+    iifname "$PUBLIC_HOST_IF" ct direction original drop
   }
-  # Pods reach each other, this machine and Services, and nothing beyond it; nothing beyond reaches them.
+  # Pods reach each other, this machine, Services and the stand-in public host, and nothing beyond
+  # it; nothing beyond reaches them.
   chain forward {
     type filter hook forward priority filter; policy accept;
     iifname "$NODE_BRIDGE" oifname "$NODE_BRIDGE" accept
+    iifname "$NODE_BRIDGE" oifname "$PUBLIC_HOST_IF" ip daddr $PUBLIC_CIDR accept
+    iifname "$PUBLIC_HOST_IF" oifname "$NODE_BRIDGE" ct state established,related accept
     iifname "$NODE_BRIDGE" drop
     oifname "$NODE_BRIDGE" drop
+    iifname "$PUBLIC_HOST_IF" drop
+    oifname "$PUBLIC_HOST_IF" drop
   }
 }
 EOF
@@ -318,6 +366,8 @@ node_network_up() {
     ip link add "$NODE_BRIDGE" type bridge || return 1
   fi
   ip addr replace "$NODE_IP/24" dev "$NODE_BRIDGE" || return 1
+  # No IPv6 on the pod network: the node has no address there that the guard's IPv4 set misses.
+  if [[ -d /proc/sys/net/ipv6 ]]; then sysctl -qw "net.ipv6.conf.$NODE_BRIDGE.disable_ipv6=1" || return 1; fi
   ip link set "$NODE_BRIDGE" up || return 1
   # Service IPs belong on the bridge: kube-proxy rewrites them to a pod (or the API server) before
   # they leave; without kube-proxy they go nowhere instead of out of the machine's uplink. The kwok
@@ -328,13 +378,55 @@ node_network_up() {
   # Recorded once per boot (reboot clears /run), restored by 'down'.
   [[ -f $NODE_DIR/ip_forward.orig ]] || cat /proc/sys/net/ipv4/ip_forward >"$NODE_DIR/ip_forward.orig"
   sysctl -qw net.ipv4.ip_forward=1 net.bridge.bridge-nf-call-iptables=1 || return 1
+  public_host_up || return 1
   echo "$STATE_DIR" >"$NODE_OWNER_FILE"
+}
+
+# public_host_up: the stand-in public host's namespace, veth pair, addresses and routes (idempotent).
+# This machine routes 203.0.113.0/24 to the veth; the namespace's default route comes back through
+# it, so pods' own addresses reach the host and its answers reach them (no NAT). The forward and
+# input chains above let the bridge in and nothing else new.
+public_host_up() {
+  local a
+  [[ -e /run/netns/$PUBLIC_NETNS ]] || ip netns add "$PUBLIC_NETNS" || return 1
+  if ip link show "$PUBLIC_HOST_IF" >/dev/null 2>&1 && ! ip -n "$PUBLIC_NETNS" link show "$PUBLIC_NETNS_IF" >/dev/null 2>&1; then
+    ip link del "$PUBLIC_HOST_IF" || return 1 # its peer is not in the namespace: start over
+  fi
+  if ! ip link show "$PUBLIC_HOST_IF" >/dev/null 2>&1; then
+    ip link add "$PUBLIC_HOST_IF" type veth peer name "$PUBLIC_NETNS_IF" netns "$PUBLIC_NETNS" || return 1
+  fi
+  if [[ -d /proc/sys/net/ipv6 ]]; then
+    sysctl -qw "net.ipv6.conf.$PUBLIC_HOST_IF.disable_ipv6=1" || return 1
+    ip netns exec "$PUBLIC_NETNS" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 || return 1
+  fi
+  ip addr replace "$PUBLIC_GATEWAY/24" dev "$PUBLIC_HOST_IF" || return 1
+  ip link set "$PUBLIC_HOST_IF" up || return 1
+  ip -n "$PUBLIC_NETNS" link set lo up || return 1
+  for a in "$PUBLIC_ALLOWED_IP" "$PUBLIC_OTHER_IP" "$PUBLIC_DNS_IP"; do
+    ip -n "$PUBLIC_NETNS" addr replace "$a/24" dev "$PUBLIC_NETNS_IF" || return 1
+  done
+  ip -n "$PUBLIC_NETNS" link set "$PUBLIC_NETNS_IF" up || return 1
+  ip -n "$PUBLIC_NETNS" route replace default via "$PUBLIC_GATEWAY" dev "$PUBLIC_NETNS_IF" || return 1
+}
+
+# public_host_ok: the namespace holds its addresses and this machine's end is up.
+public_host_ok() {
+  ip -n "$PUBLIC_NETNS" -4 addr show dev "$PUBLIC_NETNS_IF" 2>/dev/null | grep -q "inet $PUBLIC_DNS_IP/" &&
+    ip -4 addr show dev "$PUBLIC_HOST_IF" up 2>/dev/null | grep -q "inet $PUBLIC_GATEWAY/"
+}
+
+# public_host_down: the namespace and, with it, the veth pair. A test's listeners in it are its own
+# processes (test/node/public-host.ts stops them); they lose their addresses here.
+public_host_down() {
+  ip netns del "$PUBLIC_NETNS" 2>/dev/null || true
+  ip link del "$PUBLIC_HOST_IF" 2>/dev/null || true
 }
 
 node_network_down() {
   ip link del "$NODE_BRIDGE" 2>/dev/null || true # takes the Service route with it
   ip route del unreachable "$CLUSTER_CIDR" 2>/dev/null || true
   nft delete table inet "$NFT_TABLE" 2>/dev/null || true
+  public_host_down
   nft delete table ip kube-proxy 2>/dev/null || true
   nft delete table ip6 kube-proxy 2>/dev/null || true
   nft delete table ip jr2-netpol 2>/dev/null || true
@@ -495,7 +587,7 @@ state = "$NODE_DIR/containerd/state"
         Root = "$NODE_DIR/runc"
         SystemdCgroup = false
   [plugins."io.containerd.cri.v1.runtime".cni]
-    bin_dirs = ["$CNI_BIN"]
+    bin_dirs = ["$CNI_BIN", "$NODE_GUARD_BIN"]
     conf_dir = "$NODE_DIR/cni"
     max_conf_num = 1
 
@@ -523,6 +615,15 @@ cni_config() {
         "ranges": [[{"subnet": "$NODE_POD_CIDR", "gateway": "$NODE_IP"}]],
         "routes": [{"dst": "0.0.0.0/0"}]
       }
+    },
+    {
+      "type": "jr2-node-guard",
+      "nft": "$(command -v nft)",
+      "family": "inet",
+      "table": "$NFT_TABLE",
+      "set": "$NFT_SANDBOX_SET",
+      "annotation": "$SANDBOX_ANNOTATION",
+      "capabilities": {"io.kubernetes.cri.pod-annotations": true}
     }
   ]
 }
@@ -604,7 +705,27 @@ corefile() {
     forward . $(upstream_nameservers)
     cache 30
 }
+# The stand-in public host's names (docs/decisions/0051), answered here: nothing is asked upstream.
+egress.example:53 {
+    bind $NODE_DNS
+    errors
+    hosts $NODE_DIR/public.hosts {
+        ttl 5
+        no_reverse
+    }
+}
+# Forwarded to the stand-in public host, where a test may run a DNS recorder: it sees whether a
+# lookup left the cluster. Not cached, so every lookup is seen.
+$PUBLIC_DNS_ZONE:53 {
+    bind $NODE_DNS
+    errors
+    forward . $PUBLIC_DNS_IP:53
+}
 EOF
+}
+
+public_hosts_file() {
+  printf '%s allowed.egress.example\n%s other.egress.example\n' "$PUBLIC_ALLOWED_IP" "$PUBLIC_OTHER_IP"
 }
 
 # ---------------------------------------------------------------------------------------
@@ -696,7 +817,7 @@ node_down() {
 
 # What the running node was started from (binaries and this file); a change restarts it.
 node_fingerprint() {
-  { printf '%s ' "$KUBE_FP" "$CONTAINERD_FP" "$RUNC_FP" "$CNI_FP" "$COREDNS_FP" "$NETPOL_FP" "$PAUSE_FP"
+  { printf '%s ' "$KUBE_FP" "$CONTAINERD_FP" "$RUNC_FP" "$CNI_FP" "$COREDNS_FP" "$NETPOL_FP" "$PAUSE_FP" "$NODE_GUARD_FP"
     cat "${BASH_SOURCE[0]}"; } | sha256sum | cut -c1-16
 }
 node_current() { [[ -f $NODE_DIR/fingerprint && $(<"$NODE_DIR/fingerprint") == "$(node_fingerprint)" ]]; }
@@ -743,6 +864,7 @@ EOF
   kubelet_config >"$NODE_DIR/kubelet-config.yaml"
   kube_proxy_config >"$NODE_DIR/kube-proxy.yaml"
   corefile >"$NODE_DIR/Corefile"
+  public_hosts_file >"$NODE_DIR/public.hosts"
   node_step "signing the node's client certificates (openssl)"
   node_kubeconfig "system:node:$REAL_NODE_NAME" kubelet system:nodes || return 1
   node_kubeconfig system:kube-proxy kube-proxy || return 1

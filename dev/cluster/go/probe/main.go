@@ -7,6 +7,8 @@
 //	jr2-probe get URL [CA_FILE]    GET URL (HTTPS checked against CA_FILE, with the pod's service
 //	                               account token as bearer if CA_FILE is given); exit 0 on a 2xx
 //	jr2-probe resolve NAME         print NAME's IPv4 addresses; exit 1 if it does not resolve
+//	jr2-probe connect HOST:PORT    open a TCP connection and close it; print "connected", or exit 1
+//	                               (a dropped connection says "i/o timeout")
 //	jr2-probe write PATH           create PATH; exit 1 (printing why) if that fails
 //	jr2-probe read PATH            print PATH's size in bytes (never its content); exit 1 if it
 //	                               cannot be read
@@ -45,6 +47,12 @@ func main() {
 		err = get(args[1], args[2:])
 	case args[0] == "resolve" && len(args) == 2:
 		err = resolve(args[1])
+	case args[0] == "connect" && len(args) == 2:
+		var c net.Conn
+		if c, err = net.DialTimeout("tcp", args[1], 3*time.Second); err == nil {
+			c.Close()
+			fmt.Println("connected")
+		}
 	case args[0] == "write" && len(args) == 2:
 		err = os.WriteFile(args[1], []byte("x"), 0o644)
 	case args[0] == "read" && len(args) == 2:
@@ -53,7 +61,7 @@ func main() {
 			fmt.Println(len(b))
 		}
 	default:
-		err = fmt.Errorf("usage: jr2-probe [serve PORT | get URL [CA_FILE] | resolve NAME | write PATH | read PATH]")
+		err = fmt.Errorf("usage: jr2-probe [serve PORT | get URL [CA_FILE] | resolve NAME | connect HOST:PORT | write PATH | read PATH]")
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
