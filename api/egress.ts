@@ -24,6 +24,8 @@ export const EGRESS_PROXY_PORT = 3128;
 export const EGRESS_ADMIN_PORT = 9091;
 /** The most rules a Sandbox's `spec.egress.allow` (or a workspace's list) may hold. */
 export const EGRESS_LIST_MAX = 256;
+/** The longest rule's text: a DNS name (253), a port and its colon, or a bracketed IPv6 literal. */
+export const EGRESS_RULE_MAX_LENGTH = 262;
 /** The Warning Event on a Sandbox the first time a host is refused for it. */
 export const EGRESS_REFUSED_REASON = "EgressRefused";
 /** On the egress point's own answers only: `refused` (a rule or a limit of the egress point said
@@ -141,6 +143,8 @@ export function parseEgressRule(text: string): Parsed {
   if (typeof text !== "string") return bad("is not a string");
   const t = text.trim();
   if (t === "") return bad("is empty");
+  if (t.length > EGRESS_RULE_MAX_LENGTH)
+    return bad(`is ${t.length} characters, past the bound of ${EGRESS_RULE_MAX_LENGTH}`);
   if (/[/@?#\s]/.test(t) || /^[a-z][a-z0-9+.-]*:\/\//i.test(t))
     return bad(`${JSON.stringify(text)} is not a host: no scheme, path or user (e.g. api.example.com:443)`);
   let hostPart = t;

@@ -97,6 +97,11 @@ export const ORCHESTRATOR_ENV = {
   selfUrl: "JR2_ORCHESTRATOR_URL",
   /** The Orchestrator's own namespace (the Deployment's fieldRef), for its Service's url. */
   podNamespace: "POD_NAMESPACE",
+  /** The egress point's proxy, as a Sandbox pod reaches it (default in the cluster: its Service in
+   * POD_NAMESPACE; `off`: none, the Sandboxes' tools then reach nothing; decision 0051). */
+  egressUrl: "JR2_EGRESS_URL",
+  /** The egress point's admin listener, where the Orchestrator reads a workspace's egress log. */
+  egressAdminUrl: "JR2_EGRESS_ADMIN_URL",
   /** Both set: the API is served over TLS with this certificate and key (PEM files; decision 0047). */
   tlsCertFile: "JR2_TLS_CERT_FILE",
   tlsKeyFile: "JR2_TLS_KEY_FILE",

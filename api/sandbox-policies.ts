@@ -4,24 +4,23 @@
 // Ingress (`jr2-sandbox-ingress`): a Sandbox pod takes connections on :8080 (the Harness) and
 // :8082 (the Effector) from the Orchestrator's pods alone.
 //
-// Egress (`jr2-sandbox-egress`): a NetworkPolicy sees a pod, not its containers, so this is the
-// union of what the pod's seats need, and nothing else of the cluster:
+// Egress (`jr2-sandbox-egress`): default deny (decision 0051). A NetworkPolicy sees a pod, not its
+// containers, and by address, not by name, so it admits only the two jr2 peers the pod's seats
+// need, and nothing else of the cluster or beyond:
 //
-//   DNS, port 53 to any address   every seat resolves names (the Custodian its providers' and tunnel
-//                                 hosts', the Effector its remotes'); the cluster's resolver is a
-//                                 pod on most clusters and a node address on others.
-//   the Orchestrator, :8090       the Custodian's /orchestrator route (decision 0018): its pods,
-//                                 as the ingress policy names them.
-//   public addresses, any port    the model providers, the tunnel hosts and the git remotes live
-//                                 outside the cluster; which host a credential may reach is the
-//                                 Custodian's rule (decision 0018), not an address's.
+//   the egress point, :3128       every connection out of the Sandbox (the Custodian's providers and
+//                                 bound hosts, the Effector's git remotes, the tools of the Harness
+//                                 and the user seat) goes through the egress point, which admits it
+//                                 by name against this Sandbox's list, resolves the name itself and
+//                                 records the decision (decision 0051).
+//   the Orchestrator, :8090       the Custodian's /orchestrator route (decision 0018).
 //
-// Not allowed: private (RFC 1918), shared (RFC 6598) and link-local addresses, where a cluster's pods,
-// Services, nodes, API server and a cloud's metadata server live: the Agent runs code (decision
-// 0042), and a pod of another tenant, the kubelet or the metadata server is no place for it. The
-// pod's own loopback (the Harness to its Custodian) is no NetworkPolicy's business. Nor, with most
-// enforcers, is the pod's own node (kube-network-policies, decision 0040, polices no traffic between
-// a pod and its node).
+// No DNS: the pod finds both peers by hostAliases (the Orchestrator writes their Services'
+// addresses), and every other name is resolved by the egress point, only once it is allowed; a
+// lookup from the pod reaches no resolver, so it carries nothing out (decision 0051). No public
+// address: a process that ignores HTTPS_PROXY connects to nothing. The pod's own loopback (the
+// Harness to its Custodian) is no NetworkPolicy's business; the pod's own node is closed by the
+// node (decision 0051: kube-network-policies polices no traffic between a pod and its node).
 //
 // The Orchestrator's pods, wherever the installation runs them: the pods named `jr2-orchestrator`
 // in a namespace labelled `app.kubernetes.io/part-of: jr2` (the companions' namespace, as their
@@ -41,11 +40,14 @@ import {
   SANDBOX_NAMESPACE_ENABLED,
   SANDBOX_NAMESPACE_LABEL,
 } from "./wire";
+import { EGRESS, EGRESS_PROXY_PORT } from "./egress";
 
-/** The address ranges a Sandbox pod may not reach beyond its allowed peers: the cluster's kinds of
- * address (private, shared, link-local; IPv6 unique-local and link-local). */
-export const PRIVATE_V4 = ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "169.254.0.0/16"];
-export const PRIVATE_V6 = ["fc00::/7", "fe80::/10"];
+/** The egress point's pods as a policy peer (decision 0051), named as the Orchestrator's are: its
+ * name in a namespace an administrator labelled part of jr2. */
+export const egressPointPeer = () => ({
+  namespaceSelector: { matchLabels: { ...PART_OF_JR2 } },
+  podSelector: { matchLabels: { [APP_NAME_LABEL]: EGRESS } },
+});
 
 /** The Orchestrator's pods as a policy peer: both policies name it so. */
 export const orchestratorPeer = () => ({
@@ -94,22 +96,8 @@ export function egressPolicy(namespace: string) {
       podSelector: sandboxPods(),
       policyTypes: ["Egress"],
       egress: [
-        {
-          ports: [
-            { protocol: "UDP", port: 53 },
-            { protocol: "TCP", port: 53 },
-          ],
-        },
-        {
-          to: [orchestratorPeer()],
-          ports: [{ protocol: "TCP", port: ORCHESTRATOR_PORT }],
-        },
-        {
-          to: [
-            { ipBlock: { cidr: "0.0.0.0/0", except: PRIVATE_V4 } },
-            { ipBlock: { cidr: "::/0", except: PRIVATE_V6 } },
-          ],
-        },
+        { to: [egressPointPeer()], ports: [{ protocol: "TCP", port: EGRESS_PROXY_PORT }] },
+        { to: [orchestratorPeer()], ports: [{ protocol: "TCP", port: ORCHESTRATOR_PORT }] },
       ],
     },
   };

@@ -15,6 +15,9 @@
 //   JR2_CUSTODIAN_IMAGE        the custodian container's image (the companions image)
 //   JR2_ORCHESTRATOR_URL       how a Custodian reaches this Orchestrator (default: its Service in
 //                              POD_NAMESPACE, the namespace its pod runs in)
+//   JR2_EGRESS_URL             the egress point's proxy as a Sandbox pod reaches it (default in a pod:
+//                              its Service in POD_NAMESPACE; `off`: none; decision 0051)
+//   JR2_EGRESS_ADMIN_URL       where a workspace's egress log is read (default: that Service, :9091)
 //   JR2_TLS_CERT_FILE, JR2_TLS_KEY_FILE   both set: the API over TLS (PEM files, e.g. a mounted
 //                              kubernetes.io/tls Secret's tls.crt and tls.key; decision 0047)
 //   JR2_API_HTTP2              1 (default here) HTTP/2 to the API server, 0 HTTP/1.1

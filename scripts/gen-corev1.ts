@@ -14,6 +14,7 @@ const ROOTS = [
   "io.k8s.api.core.v1.Container",
   "io.k8s.api.core.v1.EnvFromSource",
   "io.k8s.api.core.v1.EnvVar",
+  "io.k8s.api.core.v1.HostAlias",
   "io.k8s.api.core.v1.ResourceRequirements",
   "io.k8s.api.core.v1.SecurityContext",
   "io.k8s.api.core.v1.Toleration",

@@ -3,6 +3,7 @@
 // path and its fix. A stated context is judged field by field: only what states something weaker
 // than the hardened context is refused, what it leaves out the defaults complete (decision 0016).
 // Reads hostile input as `unknown` and never throws.
+import { EGRESS_LIST_MAX, parseEgressRule } from "../../api/egress";
 import { OPERATOR_ENV } from "../../api/env";
 import { parseGoDuration } from "../../lib/duration";
 import { DEFAULT_FS_GROUP, DEFAULT_IDLE_TIMEOUT, EFFECTOR, HARNESS, USER, keyOfRepoVolume } from "../../api/wire";
@@ -116,6 +117,7 @@ export function sandboxViolations(input: unknown, old?: unknown, rules: SandboxR
     ...repoViolations(spec),
     ...gitCredentialViolations(spec, seats),
     ...idleTimeoutViolations(spec, rules),
+    ...egressViolations(spec),
   ];
 }
 
@@ -224,6 +226,29 @@ function idleTimeoutViolations(spec: Record<string, unknown>, rules: SandboxRule
   if (ms < rules.minIdleTimeoutMs || ms > MAX_IDLE_TIMEOUT_MS)
     return [violation("spec.idleTimeout", `must be ${range}`)];
   return [];
+}
+
+/** spec.egress.allow: each entry a rule the egress point can match (api/egress.ts, decision 0051),
+ * named by its index with the fix. */
+function egressViolations(spec: Record<string, unknown>): Violation[] {
+  const egress = spec.egress;
+  if (egress === undefined) return [];
+  if (!isObject(egress)) return [violation("spec.egress", "must be an object such as {allow: [api.example.com]}")];
+  const allow = egress.allow;
+  if (allow === undefined) return [];
+  if (!Array.isArray(allow)) return [violation("spec.egress.allow", "must be a list of hosts, e.g. [api.example.com]")];
+  if (allow.length > EGRESS_LIST_MAX)
+    return [
+      violation(
+        "spec.egress.allow",
+        `lists ${allow.length} hosts, past the bound of ${EGRESS_LIST_MAX}: use a *.suffix`,
+      ),
+    ];
+  return allow.flatMap((entry, i) => {
+    const parsed =
+      typeof entry === "string" ? parseEgressRule(entry) : { ok: false as const, message: "must be a string" };
+    return parsed.ok ? [] : [violation(`spec.egress.allow[${i}]`, parsed.message)];
+  });
 }
 
 const human = (ms: number) => (ms % 60_000 === 0 ? `${ms / 60_000}m` : `${ms / 1000}s`);

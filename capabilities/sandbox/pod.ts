@@ -3,7 +3,15 @@
 import type { kind } from "kubernetes-fluent-client";
 import type { Container, Probe, Volume, VolumeMount } from "../../api/crd/generated/corev1";
 import type { SandboxSpec } from "../../api/crd";
-import { DEFAULT_FS_GROUP, EFFECTOR, GIT_CREDENTIALS_ROOT, HARNESS, HARNESS_PORT, SHM_VOLUME } from "../../api/wire";
+import {
+  DEFAULT_FS_GROUP,
+  EFFECTOR,
+  GIT_CREDENTIALS_ROOT,
+  HARNESS,
+  HARNESS_PORT,
+  SANDBOX_NAME_LABEL,
+  SHM_VOLUME,
+} from "../../api/wire";
 import { hardenSidecar, hardenSpec, hardenedContext } from "../../api/hardening";
 import { gitCredentialVolumeName } from "../rules/git-credentials";
 import { type SandboxRef, managedLabels, ownerReference } from "./refs";
@@ -105,6 +113,10 @@ export function buildPod(sandbox: SandboxRef & { spec: SandboxSpec }, contributi
       name: sandbox.metadata.name,
       namespace: sandbox.metadata.namespace,
       labels: managedLabels(sandbox.metadata.name),
+      // The label again as an annotation: a node's container runtime hands a pod's annotations, not its
+      // labels, to the network plugins, and the node closes its own addresses to a Sandbox pod before
+      // its containers start (decision 0051).
+      annotations: { [SANDBOX_NAME_LABEL]: sandbox.metadata.name },
       ownerReferences: [ownerReference(sandbox)],
     },
     spec: {
@@ -122,6 +134,7 @@ export function buildPod(sandbox: SandboxRef & { spec: SandboxSpec }, contributi
       ...(spec.tolerations ? { tolerations: spec.tolerations } : {}),
       ...(spec.priorityClassName ? { priorityClassName: spec.priorityClassName } : {}),
       ...(spec.runtimeClassName ? { runtimeClassName: spec.runtimeClassName } : {}),
+      ...(spec.hostAliases?.length ? { hostAliases: spec.hostAliases } : {}),
       ...(affinity ? { affinity } : {}),
       ...(spec.initContainers?.length ? { initContainers: spec.initContainers } : {}),
       containers: [harnessContainer(spec, harnessMounts), ...sidecars],

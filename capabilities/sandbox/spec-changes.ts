@@ -10,8 +10,9 @@ import type { Condition } from "../../api/crd";
 import { CONDITION, SPEC_APPLIED_REASON } from "../../api/conditions";
 import { SPEC_DIGEST_ANNOTATION } from "../../api/wire";
 
-/** Fields a live Sandbox takes without its pod: the lease reads them at every reconcile. */
-export const LIVE_FIELDS: ReadonlySet<string> = new Set(["idleTimeout"]);
+/** Fields a live Sandbox takes without its pod: the lease reads idleTimeout at every reconcile, the
+ * egress point reads egress at each change (decision 0051). */
+export const LIVE_FIELDS: ReadonlySet<string> = new Set(["idleTimeout", "egress"]);
 
 /** JSON with object keys sorted, so equal values always digest alike. */
 function canonical(value: unknown): string {

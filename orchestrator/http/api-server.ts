@@ -15,6 +15,8 @@ import {
   type WorkspaceEvent,
   type WorkspaceView,
 } from "../schemas";
+import { EgressList } from "../schemas";
+import type { EgressLogEntry } from "../../api/egress";
 import { openApiDocument } from "./openapi-document";
 import { LIMITS, PickBody } from "../../api/agent-protocol";
 import { KeyedRateLimiter } from "../../lib/ratelimit";
@@ -37,6 +39,11 @@ export interface Workspaces {
   get(name: string): Promise<WorkspaceView | undefined>;
   /** Starts its destruction; false when no such workspace. */
   delete(name: string): Promise<boolean>;
+  /** The workspace's egress list, its replacement and the egress point's log of it (decision
+   * 0051); undefined / false when no such workspace. Throw HttpError to refuse. */
+  egress(name: string): Promise<string[] | undefined>;
+  setEgress(name: string, allow: string[]): Promise<boolean>;
+  egressLog(name: string): Promise<EgressLogEntry[] | undefined>;
   /** Every event from now on; undefined when no such workspace. Returns the unsubscribe. */
   subscribe(name: string, listener: (event: WorkspaceEvent) => void): (() => void) | undefined;
 }
@@ -360,6 +367,19 @@ const HANDLERS: Record<RouteId, Handler> = {
     return (await ctx.workspaces.delete(name!)) ? sendJson(res, 202, { name }) : notFound(res, name!);
   },
   workspaceEvents: (req, res, ctx, { name }) => workspaceEvents(req, res, ctx, name!),
+  async getEgress(_req, res, ctx, { name }) {
+    const allow = await ctx.workspaces.egress(name!);
+    return allow ? sendJson(res, 200, { allow }) : notFound(res, name!);
+  },
+  async setEgress(req, res, ctx, { name }) {
+    const body = await parsedBody(req, res, EgressList);
+    if (!body) return;
+    return (await ctx.workspaces.setEgress(name!, body.allow)) ? sendJson(res, 200, body) : notFound(res, name!);
+  },
+  async egressLog(_req, res, ctx, { name }) {
+    const entries = await ctx.workspaces.egressLog(name!);
+    return entries ? sendJson(res, 200, { entries }) : notFound(res, name!);
+  },
   async submitTurn(req, res, ctx, { name }) {
     const turns = turnsOf(res, ctx);
     if (!turns) return;

@@ -1,7 +1,16 @@
 // `/v1/openapi.json`, generated from the very zod schemas the server validates with (schemas.ts), by
 // zod 4's own JSON Schema writer (docs/decisions/0003). OpenAPI 3.1 takes JSON Schema 2020-12 as is.
 import { z } from "zod";
-import { Created, CreateWorkspaceBody, ErrorBody, WorkspaceEvent, WorkspaceList, WorkspaceView } from "../schemas";
+import {
+  Created,
+  CreateWorkspaceBody,
+  EgressList,
+  EgressLog,
+  ErrorBody,
+  WorkspaceEvent,
+  WorkspaceList,
+  WorkspaceView,
+} from "../schemas";
 import { Admission, Allowed, Delivery, PickBody, PickReceipt, StreamEvent } from "../../api/agent-protocol";
 import { SubmitTurnBody } from "../agents/turns";
 import { AllowedBody, AnswerBody, AnswerReceipt, PickList } from "../agents/pick-ledger";
@@ -95,6 +104,41 @@ const OPERATIONS: Record<RouteId, Operation | null> = {
         content: { "text/event-stream": { schema: ref("WorkspaceEvent") } },
       },
       "404": error("No such workspace."),
+      ...COMMON_ERRORS,
+    },
+  },
+  getEgress: {
+    summary: "The workspace's egress list",
+    description:
+      "The hosts its Sandbox may reach through the egress point beside the installation's base list and its " +
+      "Repos' remotes (decision 0051).",
+    responses: {
+      "200": answer("The list.", "EgressList"),
+      "404": error("No such workspace, or no egress point (local mode)."),
+      "409": error("The workspace has no Sandbox now (being placed, or ended)."),
+      ...COMMON_ERRORS,
+    },
+  },
+  setEgress: {
+    summary: "Replace the workspace's egress list",
+    description:
+      "Takes effect within 2 s with no restart: the next connection is judged by the new list; connections " +
+      "already open stay open.",
+    requestBody: { required: true, ...json("EgressList") },
+    responses: {
+      "200": answer("The list, as now in force.", "EgressList"),
+      "400": error("An entry is no host rule; the message names its index and the fix."),
+      "404": error("No such workspace, or no egress point (local mode)."),
+      "409": error("The workspace has no Sandbox now (being placed, or ended)."),
+      ...COMMON_ERRORS,
+    },
+  },
+  egressLog: {
+    summary: "The workspace's latest connections, allowed and refused",
+    responses: {
+      "200": answer("The egress point's log for its Sandbox, oldest first.", "EgressLog"),
+      "404": error("No such workspace, or no egress point (local mode)."),
+      "502": error("The egress point could not be read."),
       ...COMMON_ERRORS,
     },
   },
@@ -325,6 +369,8 @@ export function openApiDocument(): Json {
         Created: schemaOf(Created, "output"),
         WorkspaceView: schemaOf(WorkspaceView, "output"),
         WorkspaceList: schemaOf(WorkspaceList, "output"),
+        EgressList: schemaOf(EgressList, "output"),
+        EgressLog: schemaOf(EgressLog, "output"),
         WorkspaceEvent: schemaOf(WorkspaceEvent, "output"),
         Error: schemaOf(ErrorBody, "output"),
         PickList: schemaOf(PickList, "output"),

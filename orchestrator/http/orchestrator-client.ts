@@ -1,5 +1,5 @@
 // A typed client of the Orchestrator's API (decision 0025), for a Machine written in TypeScript:
-// workspaces (create, read, wait until ready, delete), an Agent's turns (submit, the events as
+// workspaces (create, read, wait until ready, delete; their egress list and log), an Agent's turns (submit, the events as
 // Server-Sent Events, abort, the Allowed picks) and its Menu picks (list, answer). It speaks undici's `request`; every
 // body it sends and every answer it reads goes through the same zod schemas the server uses
 // (schemas.ts, turns.ts, pick-ledger.ts, api/agent-protocol.ts), so there is no second copy of a type to drift. An
@@ -7,7 +7,15 @@
 import { Agent, request, type Dispatcher } from "undici";
 import { z } from "zod";
 import { Admission, ConversationId, StreamEvent } from "../../api/agent-protocol";
-import { Created, CreateWorkspaceBody, ErrorBody, FINAL_STATES, WorkspaceView } from "../schemas";
+import {
+  Created,
+  CreateWorkspaceBody,
+  EgressList,
+  EgressLog,
+  ErrorBody,
+  FINAL_STATES,
+  WorkspaceView,
+} from "../schemas";
 import { AllowedBody, AnswerBody, AnswerReceipt, PickList } from "../agents/pick-ledger";
 import { SubmitTurnBody } from "../agents/turns";
 import { pathFor, type Method } from "../../api/orchestrator-routes";
@@ -98,6 +106,21 @@ export class OrchestratorClient {
   }
 
   /** Gives one of the workspace's Agents a turn; answers the conversation's iid and the admission. */
+  /** The workspace's egress list (decision 0051). */
+  async egress(name: string): Promise<EgressList> {
+    return this.call("GET", pathFor("getEgress", { name }), EgressList);
+  }
+
+  /** Replaces the workspace's egress list; in force within 2 s, with no restart. */
+  async setEgress(name: string, allow: string[]): Promise<EgressList> {
+    return this.call("PUT", pathFor("setEgress", { name }), EgressList, EgressList.parse({ allow }));
+  }
+
+  /** The egress point's log of the workspace's connections, oldest first. */
+  async egressLog(name: string): Promise<EgressLog> {
+    return this.call("GET", pathFor("egressLog", { name }), EgressLog);
+  }
+
   async submitTurn(name: string, body: z.input<typeof SubmitTurnBody>): Promise<TurnSubmitted> {
     return this.call("POST", pathFor("submitTurn", { name }), TurnSubmitted, SubmitTurnBody.parse(body));
   }

@@ -35,7 +35,7 @@ import {
 } from "../../api/custodian-config";
 import { API_VERSION, sandboxOwnerReference, type SandboxSpecInput } from "../../api/crd";
 import { USER_SEAT_DROP, hardenedSecurityContext } from "../../api/hardening";
-import type { Container, SecurityContext, Volume } from "../../api/crd/generated/corev1";
+import type { Container, HostAlias, SecurityContext, Volume } from "../../api/crd/generated/corev1";
 import { CUSTODIAN_ENV, EFFECTOR_ENV, HARNESS_ENV } from "../../api/env";
 import {
   ATTACH_ANNOTATION,
@@ -101,6 +101,9 @@ export type ComposeInput = {
   orchestratorUrl: string;
   /** The keepalive's start, ms since the epoch. */
   now: number;
+  /** The egress point (decision 0051): its proxy url, and the /etc/hosts entries by which the pod,
+   * which reaches no resolver, finds it and the Orchestrator. Absent in local mode. */
+  egress?: { proxyUrl: string; hostAliases: HostAlias[] };
 };
 
 type KubeObject = { apiVersion: string; kind: string; metadata: Record<string, unknown> & { name: string } };
@@ -122,7 +125,7 @@ export const heldFileName = (h: Pick<HeldSecret, "secret" | "key">) => `${h.secr
 
 /** The Custodian's config for one Sandbox: every Stand-in derived, so a re-provision writes the same. */
 export function custodianConfigFor(
-  input: Pick<ComposeInput, "pod" | "signingKey" | "orchestratorUrl">,
+  input: Pick<ComposeInput, "pod" | "signingKey" | "orchestratorUrl"> & { egress?: { proxyUrl: string } },
   sandbox: string,
 ) {
   const c = input.pod.custodian;
@@ -137,7 +140,10 @@ export function custodianConfigFor(
       ...(h.headers ? { headers: h.headers } : {}),
       ...(h.env ? { env: h.env } : {}),
     })),
-    egress: { tunnel: c.tunnel },
+    // With an egress point, the Custodian chains every connection but the Orchestrator's through it,
+    // which judges it against the Sandbox's list (the tunnel hosts are in its base list); without
+    // one (local mode), the Custodian's own tunnel list (decision 0051).
+    egress: { tunnel: c.tunnel, ...(input.egress ? { via: input.egress.proxyUrl } : {}) },
     ...(c.timeouts ? { timeouts: c.timeouts } : {}),
   };
   const parsed = parseCustodianConfig(config);
@@ -152,7 +158,7 @@ export function composeSandbox(input: ComposeInput): Composition {
   const config = custodianConfigFor(input, req.name);
   const keys = req.repos.map((r) => r.key);
   // Its image was resolved from the pod config at the create (decision 0048), never the workspace's.
-  const effector = req.effector ? effectorContainer(req.effector.image, keys) : undefined;
+  const effector = req.effector ? effectorContainer(req.effector.image, keys, input.egress?.proxyUrl) : undefined;
 
   const spec: SandboxSpecInput = {
     image: req.image,
@@ -165,7 +171,9 @@ export function composeSandbox(input: ComposeInput): Composition {
     env: harnessEnv(input, config),
     sidecars: [
       custodianContainer(input.custodianImage, split, boundHosts(input.pod.custodian.held).length > 0),
-      ...(req.userImage ? [userContainer(req.userImage, keys, split, input.pod.userSeat.netRaw)] : []),
+      ...(req.userImage
+        ? [userContainer(req.userImage, keys, split, input.pod.userSeat.netRaw, input.egress?.proxyUrl)]
+        : []),
       ...(effector ? [effector] : []),
     ],
     // Where the installation puts its Sandboxes (decision 0038), copied so a pod config change
@@ -175,6 +183,11 @@ export function composeSandbox(input: ComposeInput): Composition {
       ? { tolerations: input.pod.placement.tolerations.map((t) => ({ ...t })) }
       : {}),
     ...(req.repos.length ? { repos: req.repos.map((r) => ({ key: r.key, url: r.url })) } : {}),
+    // The workspace's own egress list; the egress point adds the base list and the Repos' remotes.
+    ...(req.egressAllow ? { egress: { allow: [...req.egressAllow] } } : {}),
+    ...(input.egress?.hostAliases.length
+      ? { hostAliases: input.egress.hostAliases.map((a) => ({ ip: a.ip, hostnames: [...(a.hostnames ?? [])] })) }
+      : {}),
     ...(req.effector?.gitCredentials.length
       ? { gitCredentials: req.effector.gitCredentials.map((name) => ({ name })) }
       : {}),
@@ -340,10 +353,11 @@ function custodianContainer(image: string, split: SizeSplit, intercepts: boolean
  * The image's own entrypoint and user, no hardened context (the User Container's exemption,
  * decision 0009): only NET_RAW dropped, or nothing where the pod config opts out (decision 0048).
  */
-function userContainer(image: string, keys: string[], split: SizeSplit, netRaw: boolean): Container {
+function userContainer(image: string, keys: string[], split: SizeSplit, netRaw: boolean, proxy?: string): Container {
   return {
     name: USER,
     image,
+    ...(proxy ? { env: proxyEnv(proxy) } : {}),
     // The opt-out states its own (empty) drop list: the runtime's default set, NET_RAW in it.
     securityContext: { capabilities: { drop: netRaw ? [] : [USER_SEAT_DROP] } },
     volumeMounts: [{ name: VOLUME.work, mountPath: WORK_ROOT }, ...repoMounts(keys)],
@@ -351,11 +365,28 @@ function userContainer(image: string, keys: string[], split: SizeSplit, netRaw: 
   };
 }
 
-function effectorContainer(image: string, keys: string[]): Container {
+/**
+ * A seat's way out, told the way tools read it (decision 0051): the egress point's proxy, in both
+ * spellings. The Harness's proxy is its Custodian (which chains to the egress point); the user seat
+ * and the Effector hold no Stand-in, so they ask the egress point directly. A tool that ignores
+ * these variables reaches nothing: the pod's policy admits no other address.
+ */
+export function proxyEnv(url: string): Array<{ name: string; value: string }> {
+  const loopback = "127.0.0.1,localhost,::1";
+  return ["HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"]
+    .map((name) => ({ name, value: url }))
+    .concat([
+      { name: "NO_PROXY", value: loopback },
+      { name: "no_proxy", value: loopback },
+    ]);
+}
+
+function effectorContainer(image: string, keys: string[], proxy?: string): Container {
   return {
     name: EFFECTOR,
     image,
     env: [
+      ...(proxy ? proxyEnv(proxy) : []),
       { name: EFFECTOR_ENV.port, value: String(EFFECTOR_PORT) },
       { name: EFFECTOR_ENV.work, value: WORK_ROOT },
       { name: EFFECTOR_ENV.repos, value: REPOS_MOUNT },

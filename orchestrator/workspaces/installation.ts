@@ -7,6 +7,7 @@
 import { readFileSync } from "node:fs";
 import { CA_CERT_KEY, CA_KEY_KEY, HARNESS_CA_KEY } from "../../api/custodian-config";
 import { ORCHESTRATOR_ENV as E } from "../../api/env";
+import { EGRESS, EGRESS_ADMIN_PORT, EGRESS_PROXY_PORT } from "../../api/egress";
 import {
   CA_CONFIGMAP,
   COMPANION_NAMESPACE,
@@ -28,7 +29,39 @@ export const DEFAULT_ORCHESTRATOR_URL = `http://${ORCHESTRATOR}.${COMPANION_NAME
 
 const enc = encodeURIComponent;
 
-export type PodSettings = { config: PodConfig; custodianImage: string; orchestratorUrl: string };
+/** The egress point (decision 0051): its proxy as a Sandbox pod reaches it, its admin listener as
+ * the Orchestrator does. */
+export type EgressSettings = { proxyUrl: string; adminUrl: string };
+
+export type PodSettings = {
+  config: PodConfig;
+  custodianImage: string;
+  orchestratorUrl: string;
+  /** Absent outside a cluster (local mode): the Custodian keeps its own tunnel list. */
+  egress?: EgressSettings;
+};
+
+/** The egress point's settings from the environment: its Service in `namespace` unless
+ * JR2_EGRESS_URL names another (`off`: none). Absent outside a cluster unless named. */
+export function egressSettingsFrom(env: NodeJS.ProcessEnv, namespace: string | undefined): EgressSettings | undefined {
+  const named = env[E.egressUrl];
+  if (named === "off") return undefined;
+  const service = namespace ? `${EGRESS}.${namespace}.svc` : undefined;
+  const proxyUrl = named || (service ? `http://${service}:${EGRESS_PROXY_PORT}` : undefined);
+  if (!proxyUrl) return undefined;
+  let url: URL;
+  try {
+    url = new URL(proxyUrl);
+  } catch {
+    throw new Error(`${E.egressUrl}: ${JSON.stringify(proxyUrl)} is not a url: write http://<host>:<port>, or off`);
+  }
+  if (url.protocol !== "http:" || !url.port || (url.pathname !== "/" && url.pathname !== ""))
+    throw new Error(
+      `${E.egressUrl}: ${JSON.stringify(proxyUrl)} must be http://<host>:<port> (the egress point's proxy), or off`,
+    );
+  const adminUrl = env[E.egressAdminUrl] || `http://${service ?? url.hostname}:${EGRESS_ADMIN_PORT}`;
+  return { proxyUrl: `http://${url.host}`, adminUrl: adminUrl.replace(/\/$/, "") };
+}
 
 /** The pod settings from the environment; throws naming the variable or file and the fix. `tls`:
  * the API is served over TLS, so the Custodians' default url is https. */
@@ -51,10 +84,12 @@ export function podSettingsFrom(env: NodeJS.ProcessEnv, tls = false): PodSetting
     (ns
       ? `${scheme}://${ORCHESTRATOR}.${ns}.svc:${ORCHESTRATOR_PORT}`
       : DEFAULT_ORCHESTRATOR_URL.replace(/^http/, scheme));
+  const egress = egressSettingsFrom(env, ns);
   return {
     config,
     custodianImage: config.custodian.image ?? (env[E.custodianImage] || DEFAULT_CUSTODIAN_IMAGE),
     orchestratorUrl,
+    ...(egress ? { egress } : {}),
   };
 }
 

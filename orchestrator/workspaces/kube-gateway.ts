@@ -3,18 +3,28 @@
 // Harness is reached over undici at the Sandbox's endpoint (or, outside the cluster, wherever the
 // endpoint resolver says). Every operation is idempotent, so a restarted Orchestrator may repeat
 // any of them for the same name.
+import { lookup as dnsLookup } from "node:dns/promises";
+import { isIP } from "node:net";
 import { request } from "undici";
+import { ORCHESTRATOR_ENV } from "../../api/env";
+import { egressLogPath, type EgressLogEntry } from "../../api/egress";
+import type { HostAlias } from "../../api/crd/generated/corev1";
 import { EFFECTOR, KEEPALIVE_ANNOTATION, ORCHESTRATOR_FIELD_MANAGER } from "../../api/wire";
 import { ApiError } from "../../lib/api-error";
 import { applyRequest, kubeRequest, paths } from "../../lib/kube";
 import { AnswerTooLarge, boundedText } from "../../lib/http-json";
 import { API_VERSION, type SandboxModel } from "../../api/crd";
 import type { AttachBody } from "../../api/attach";
-import { AttachAnswer } from "../schemas";
+import { AttachAnswer, EgressLog, HttpError } from "../schemas";
 import type { CredentialEntry } from "./fence";
-import { composeSandbox, custodianConfigFor, ownedObjects, type Composition } from "./compose";
+import { composeSandbox, custodianConfigFor, ownedObjects, type ComposeInput, type Composition } from "./compose";
 import { custodianCaSecret, periodStart } from "./custodian-ca";
-import { DEFAULT_CUSTODIAN_IMAGE, DEFAULT_ORCHESTRATOR_URL, ensureInstallationCa } from "./installation";
+import {
+  DEFAULT_CUSTODIAN_IMAGE,
+  DEFAULT_ORCHESTRATOR_URL,
+  ensureInstallationCa,
+  type EgressSettings,
+} from "./installation";
 import { DEFAULT_POD_CONFIG, type PodConfig } from "./pod-config";
 import {
   AttachFailure,
@@ -61,7 +71,9 @@ export type KubeGatewayOptions = {
   resolveEndpoint?: EndpointResolver;
   /** What every Sandbox pod holds (pod-config.ts), the custodian image and the Orchestrator's url
    * as a Custodian reaches it. Absent: the defaults (installation.ts). */
-  pod?: { config: PodConfig; custodianImage: string; orchestratorUrl: string };
+  pod?: { config: PodConfig; custodianImage: string; orchestratorUrl: string; egress?: EgressSettings };
+  /** How a name the pod must find without DNS is resolved here (decision 0051). Default: the system's. */
+  lookup?: (host: string) => Promise<string>;
   /** The installation root that signs each Custodian's CA (decision 0037). Absent: read from its
    * Secret (installation.ts) when first needed. */
   custodianRoot?: CaPem;
@@ -73,6 +85,10 @@ export type KubeGatewayOptions = {
   onMisbehaviour?: (workspace: string, reason: Misbehaviour, message: string) => void;
   now?: () => number;
 };
+
+/** The egress point's log: read within 5 s, at most 1 MiB (its bound is 500 entries). */
+const EGRESS_LOG_TIMEOUT_MS = 5_000;
+const EGRESS_LOG_MAX_BYTES = 1024 * 1024;
 
 /** An attach clones and checks out every slot before it answers, so it may take minutes; past ten,
  * or an answer drip-fed past it, the Harness is misbehaving (decision 0049). */
@@ -89,7 +105,7 @@ export class KubeSandboxGateway implements SandboxGateway {
     // The fence ran before (fence.ts fenceSlots): req.repos are admitted, with their identity,
     // key and entry. The Repo resources before the CR names them (the operator holds Ready on
     // RepoMissing).
-    const composed = this.#compose(req);
+    const composed = this.#compose(req, await this.#podEgress(req.name));
     for (const r of req.repos) await this.#ensureRepo(r);
     const sandbox = await this.#createSandbox(req, composed);
     // After the CR, owned by its uid from birth: no path leaves a token or a config behind. The
@@ -158,6 +174,7 @@ export class KubeSandboxGateway implements SandboxGateway {
         pod: this.opts.pod?.config ?? DEFAULT_POD_CONFIG,
         signingKey: this.opts.signingKey,
         orchestratorUrl: this.opts.pod?.orchestratorUrl ?? DEFAULT_ORCHESTRATOR_URL,
+        ...(this.opts.pod?.egress ? { egress: { proxyUrl: this.opts.pod.egress.proxyUrl } } : {}),
       },
       name,
     );
@@ -273,8 +290,107 @@ export class KubeSandboxGateway implements SandboxGateway {
     return (this.opts.now ?? Date.now)();
   }
 
+  /** The names a Sandbox pod finds by hostAliases, resolved once each (a Service's address is its
+   * own for the Service's life). */
+  readonly #aliases = new Map<string, string>();
+
+  /**
+   * The egress point as the pod reaches it (decision 0051): its proxy url, and the addresses of it
+   * and of the Orchestrator for the pod's /etc/hosts, since the pod reaches no resolver. A name
+   * that does not resolve refuses the create, naming what to deploy.
+   */
+  async #podEgress(name: string): Promise<ComposeInput["egress"]> {
+    const egress = this.opts.pod?.egress;
+    if (!egress) return undefined;
+    const hosts = [
+      new URL(egress.proxyUrl).hostname,
+      new URL(this.opts.pod?.orchestratorUrl ?? DEFAULT_ORCHESTRATOR_URL).hostname,
+    ];
+    const lookup = this.opts.lookup ?? (async (host: string) => (await dnsLookup(host)).address);
+    const hostAliases: HostAlias[] = [];
+    for (const host of new Set(hosts)) {
+      if (isIP(host.replace(/^\[|\]$/g, ""))) continue;
+      let ip = this.#aliases.get(host);
+      if (!ip) {
+        try {
+          ip = await lookup(host);
+        } catch (err) {
+          throw new PlaceFailure(
+            "Refused",
+            `Sandbox "${name}" cannot be composed: ${host} does not resolve here (${messageOf(err)}); a Sandbox pod ` +
+              `reaches no resolver and finds it by this address: deploy the egress point (dist/jr2-egress.yaml) ` +
+              `and the Orchestrator's Service, or set ${ORCHESTRATOR_ENV.egressUrl}`,
+          );
+        }
+        this.#aliases.set(host, ip);
+      }
+      const same = hostAliases.find((a) => a.ip === ip);
+      if (same) same.hostnames!.push(host);
+      else hostAliases.push({ ip, hostnames: [host] });
+    }
+    return { proxyUrl: egress.proxyUrl, hostAliases };
+  }
+
+  async egress(name: string): Promise<string[] | undefined> {
+    await this.opts.watch.whenListed();
+    const sandbox = this.opts.watch.get(name);
+    if (!sandbox || sandbox.metadata?.deletionTimestamp) return undefined;
+    return [...(sandbox.spec?.egress?.allow ?? [])];
+  }
+
+  async setEgress(name: string, allow: string[]): Promise<void> {
+    // A merge patch replaces the list whole; admission judges each entry (decision 0051).
+    try {
+      await kubeRequest(
+        "PATCH",
+        this.#sandboxPath(name),
+        { spec: { egress: { allow } } },
+        "application/merge-patch+json",
+      );
+    } catch (err) {
+      if (err instanceof ApiError && err.status === 404)
+        throw new HttpError(409, "no_sandbox", `workspace "${name}" has no Sandbox now: its egress list cannot be set`);
+      if (err instanceof ApiError && (err.status === 400 || err.status === 422 || err.status === 403))
+        throw new HttpError(400, "invalid", `allow: ${messageOf(err)}`);
+      throw err;
+    }
+  }
+
+  async egressLog(name: string): Promise<EgressLogEntry[]> {
+    const admin = this.opts.pod?.egress?.adminUrl;
+    if (!admin)
+      throw new HttpError(
+        404,
+        "not_found",
+        "no egress point is configured here: its log is the egress point's (decision 0051)",
+      );
+    let res;
+    try {
+      res = await request(`${admin}${egressLogPath(this.#ns, name)}`, {
+        signal: AbortSignal.timeout(EGRESS_LOG_TIMEOUT_MS),
+        headersTimeout: EGRESS_LOG_TIMEOUT_MS,
+        bodyTimeout: EGRESS_LOG_TIMEOUT_MS,
+      });
+    } catch (err) {
+      throw new HttpError(
+        502,
+        "egress_unreadable",
+        `the egress point at ${admin} could not be read: ${messageOf(err)}`,
+      );
+    }
+    const text = await boundedText(res.body, EGRESS_LOG_MAX_BYTES).catch((err: unknown) => {
+      throw new HttpError(502, "egress_unreadable", `the egress point's log could not be read: ${messageOf(err)}`);
+    });
+    // Nothing decided for the Sandbox yet: an empty log, not an error.
+    if (res.statusCode === 404) return [];
+    const parsed = res.statusCode === 200 ? EgressLog.safeParse(safeJson(text)) : undefined;
+    if (!parsed?.success)
+      throw new HttpError(502, "egress_unreadable", `the egress point answered ${res.statusCode} without a log`);
+    return parsed.data.entries;
+  }
+
   /** The CR and what it owns (compose.ts); a Size the split refuses is refused before any write. */
-  #compose(req: PlaceRequest): Composition {
+  #compose(req: PlaceRequest, egress?: ComposeInput["egress"]): Composition {
     try {
       return composeSandbox({
         req,
@@ -284,6 +400,7 @@ export class KubeSandboxGateway implements SandboxGateway {
         custodianImage: this.opts.pod?.custodianImage ?? DEFAULT_CUSTODIAN_IMAGE,
         orchestratorUrl: this.opts.pod?.orchestratorUrl ?? DEFAULT_ORCHESTRATOR_URL,
         now: this.#now(),
+        ...(egress ? { egress } : {}),
       });
     } catch (err) {
       throw new PlaceFailure("Refused", `Sandbox "${req.name}" cannot be composed: ${messageOf(err)}`);

@@ -3,13 +3,15 @@
 // (each a key of a Secret in the Sandboxes' namespace, bound to its origins, with the env name the
 // Harness gets its Stand-in under), the hosts tools may tunnel to, the Effector's image and the
 // digests a create may name instead (decision 0048: an image that holds push credentials is the
-// installation's choice), the `user` seat's NET_RAW opt-out (decision 0048), and where the pods run
+// installation's choice), the `user` seat's NET_RAW opt-out (decision 0048), the base egress list
+// (decision 0051; the egress point reads this same file), and where the pods run
 // (a nodeSelector and tolerations, decision 0038: e.g. the local real node).
 // Pure: parsed once at boot; a bad file ends the Orchestrator naming each field and its fix. The
 // Custodian's own config (api/custodian-config.ts) is composed from this per Sandbox (compose.ts).
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { fieldPath } from "../../api/attach";
+import { EgressAllowList } from "../../api/egress";
 import { EnvName, HeaderName, HostPattern, Origin, Provider, Timeout } from "../../api/custodian-config";
 import { Toleration } from "../../api/crd/generated/corev1";
 import { milliCpu, bytesOf } from "../../lib/quantity";
@@ -122,6 +124,27 @@ export const PodConfig = z
           }),
       })
       .default({ netRaw: false }),
+    egress: z
+      .strictObject({
+        allow: z
+          .array(z.string())
+          .check(
+            z.superRefine<string[]>((list, ctx) => {
+              const r = EgressAllowList.safeParse(list);
+              if (!r.success)
+                for (const i of r.error.issues) ctx.addIssue({ code: "custom", path: i.path, message: i.message });
+            }),
+          )
+          .default([])
+          .meta({
+            description:
+              "The installation's base list (decision 0051): hosts every Sandbox may reach through the egress point, " +
+              "beside each workspace's own list and its Repos' remotes. The egress point adds the hosts of " +
+              "custodian.providers, custodian.held origins and custodian.tunnel itself. Only an exact host of " +
+              "this list (or of those) may resolve to a cluster-internal address, e.g. a model served in the cluster.",
+          }),
+      })
+      .default({ allow: [] }),
     placement: z
       .strictObject({
         nodeSelector: z

@@ -2,6 +2,7 @@
 // actor per workspace, every event kept for its stream; on boot, the Sandboxes this Orchestrator
 // wrote are read back from the one watch and each actor is rebuilt in the state the Sandbox's
 // status says, renewing again at once (restart re-attach, decision 0011).
+import type { EgressLogEntry } from "../../api/egress";
 import { randomBytes } from "node:crypto";
 import { attachBodyOf, readAttach } from "./attach-body";
 import { FINAL_STATES, HttpError, type CreateWorkspaceBody, type WorkspaceEvent, type WorkspaceView } from "../schemas";
@@ -82,6 +83,7 @@ export class WorkspaceRegistry implements Workspaces {
         ? { effector: { image: effectorImage.image, gitCredentials: pushes.secrets } }
         : {}),
       ...(body.idleTimeout ? { idleTimeout: body.idleTimeout } : {}),
+      ...(body.egress ? { egressAllow: body.egress.allow } : {}),
       labels: { run: body.run ?? name, workflow: body.workflow ?? "api", ...(tenant ? { tenant } : {}) },
     };
     this.#start(name, tenant, { place, ...(attach ? { attach } : {}) });
@@ -109,6 +111,51 @@ export class WorkspaceRegistry implements Workspaces {
     if (state && FINAL_STATES.includes(state)) await this.opts.gateway.destroy(name);
     else entry.actor.send({ type: "DESTROY" });
     return true;
+  }
+
+  /** The workspace's egress list (decision 0051); undefined when no such workspace. Refuses with
+   * 404 where no egress point keeps lists, 409 while the workspace has no Sandbox. */
+  async egress(name: string): Promise<string[] | undefined> {
+    if (!this.#entries.has(name)) return undefined;
+    const gateway = this.#egressGateway();
+    const allow = await gateway.egress!(name);
+    if (allow === undefined) throw this.#noSandbox(name);
+    return allow;
+  }
+
+  /** Replaces the list; false when no such workspace. */
+  async setEgress(name: string, allow: string[]): Promise<boolean> {
+    if (!this.#entries.has(name)) return false;
+    const gateway = this.#egressGateway();
+    if ((await gateway.egress!(name)) === undefined) throw this.#noSandbox(name);
+    await gateway.setEgress!(name, allow);
+    return true;
+  }
+
+  /** The egress point's log of the workspace's Sandbox; undefined when no such workspace. */
+  async egressLog(name: string): Promise<EgressLogEntry[] | undefined> {
+    if (!this.#entries.has(name)) return undefined;
+    return this.#egressGateway().egressLog!(name);
+  }
+
+  #egressGateway() {
+    const g = this.opts.gateway;
+    if (!g.egress || !g.setEgress || !g.egressLog)
+      throw new HttpError(
+        404,
+        "not_found",
+        "egress lists are kept by the egress point, which this Orchestrator does not use (local mode): run in a cluster",
+      );
+    return g;
+  }
+
+  #noSandbox(name: string) {
+    const state = this.#entries.get(name)?.actor.getSnapshot().context.state;
+    return new HttpError(
+      409,
+      "no_sandbox",
+      `workspace "${name}" has no Sandbox now (state ${state ?? "unknown"}): its egress list is read and set once it is placed`,
+    );
   }
 
   subscribe(name: string, listener: (event: WorkspaceEvent) => void): (() => void) | undefined {

@@ -7,6 +7,7 @@ import type { AttachAnswer, Failure, Loss, RepoSlot, Size, Wait } from "../schem
 import type { REPO_HOLD } from "../../api/conditions";
 import type { CredentialEntry } from "./fence";
 import type { SandboxModel } from "../../api/crd";
+import type { EgressLogEntry } from "../../api/egress";
 
 export type { Wait } from "../schemas";
 
@@ -36,6 +37,8 @@ export type PlaceRequest = {
   effector?: { image: string; gitCredentials: string[] };
   /** spec.idleTimeout, a Go duration (the operator's default when absent). */
   idleTimeout?: string;
+  /** spec.egress.allow: the workspace's egress list (decision 0051); absent, the base list alone. */
+  egressAllow?: string[];
   /** The `jr2.dev/run` and `jr2.dev/workflow` labels, and `jr2.dev/tenant` when a tenant owns it. */
   labels: { run: string; workflow: string; tenant?: string };
 };
@@ -96,6 +99,14 @@ export interface SandboxGateway {
   watchContinuity?(name: string, listener: (c: Continuity) => void): () => void;
   /** Deletes the CR (its Secret goes with it through the garbage collector); absent is fine. */
   destroy(name: string): Promise<void>;
+  /** The Sandbox's egress list (spec.egress.allow) as the watch last saw it; undefined with no
+   * Sandbox. Optional: a gateway without an egress point (local mode) has none (decision 0051). */
+  egress?(name: string): Promise<string[] | undefined>;
+  /** Replaces the list on the CR: the egress point applies it on the watch event, no restart.
+   * Rejects with an HttpError 404 with no Sandbox. */
+  setEgress?(name: string, allow: string[]): Promise<void>;
+  /** The egress point's log of the Sandbox's connections, oldest first. */
+  egressLog?(name: string): Promise<EgressLogEntry[]>;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 // The scripted model as a cluster serves it (dev/in-cluster-model.ts, decision 0039): a hardened pod
-// of the companions image, the key from its own Secret, a Service, and a policy that opens the
-// Sandboxes' egress to it alone. And its request log (dev/scripted-model.ts requestLine), which a
+// of the companions image, the key from its own Secret, and a Service, with no policy of its own: the
+// Sandboxes reach it through the egress point, as any provider (decision 0051). And its request log (dev/scripted-model.ts requestLine), which a
 // test reads in place of the recorded requests: never the key, nor the authorization it came with.
 import type { IncomingHttpHeaders } from "node:http";
 import { SCRIPTED_MODEL_PORT, scriptedModelObjects, scriptedModelUrl } from "../../dev/in-cluster-model";
@@ -8,10 +8,12 @@ import { requestLine } from "../../dev/scripted-model";
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Obj = any;
-const placement = { nodeSelector: { "jr2.dev/node": "real" }, tolerations: [{ key: "jr2.dev/node", operator: "Exists" }] };
+const placement = {
+  nodeSelector: { "jr2.dev/node": "real" },
+  tolerations: [{ key: "jr2.dev/node", operator: "Exists" }],
+};
 const objects = scriptedModelObjects({
   namespace: "models",
-  sandboxNamespace: "agents",
   image: "registry.local/jr2/companions@sha256:abc",
   key: "sk-held",
   script: [{ text: "hi" }],
@@ -35,26 +37,12 @@ describe("the in-cluster scripted model", () => {
     expect(byKind("Secret")[0].stringData).toEqual({ key: "sk-held" });
   });
 
-  it("is reached at its Service name, and only the Sandboxes' pods get a way out to it", () => {
+  it("is reached at its Service name, and opens no way out of the Sandboxes' pods of its own", () => {
     expect(scriptedModelUrl("models")).toBe(`http://scripted-model.models.svc.cluster.local:${SCRIPTED_MODEL_PORT}`);
     const [svc] = byKind("Service");
     expect(svc.spec.selector).toEqual(byKind("Deployment")[0].spec.template.metadata.labels);
     expect(svc.spec.selector).toEqual(byKind("Deployment")[0].spec.selector.matchLabels);
-    const [policy] = byKind("NetworkPolicy");
-    expect(policy.metadata.namespace).toBe("agents");
-    expect(policy.spec.podSelector.matchLabels).toEqual({ "app.kubernetes.io/managed-by": "jr2-operator" });
-    expect(policy.spec.policyTypes).toEqual(["Egress"]);
-    expect(policy.spec.egress).toEqual([
-      {
-        to: [
-          {
-            namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "models" } },
-            podSelector: { matchLabels: svc.spec.selector },
-          },
-        ],
-        ports: [{ protocol: "TCP", port: SCRIPTED_MODEL_PORT }],
-      },
-    ]);
+    expect(byKind("NetworkPolicy")).toEqual([]);
   });
 });
 
@@ -63,7 +51,12 @@ describe("the scripted model's request log", () => {
     path: "/v1/chat/completions",
     headers: { authorization } as IncomingHttpHeaders,
     authorization,
-    body: { messages: [{ role: "user", content: "go" }, { role: "tool", content: "hello\n65532\n" }] },
+    body: {
+      messages: [
+        { role: "user", content: "go" },
+        { role: "tool", content: "hello\n65532\n" },
+      ],
+    },
     status: 200,
     step: 1,
   });

@@ -198,6 +198,8 @@ describe("the OpenAPI document", () => {
         "WorkspaceEvent",
         "WorkspaceList",
         "WorkspaceView",
+        "EgressList",
+        "EgressLog",
         "PickList",
         "AnswerBody",
         "AllowedBody",

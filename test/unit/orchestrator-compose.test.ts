@@ -415,4 +415,56 @@ describe("the Sandbox CR the Orchestrator composes", () => {
       expect(c("custodian").volumeMounts!.some((m) => m.name.startsWith("repo-") || m.name === "work")).toBe(false);
     });
   });
+
+  // Decision 0051.
+  describe("with an egress point: every seat's way out is the egress point, and the pod finds it without DNS", () => {
+    const EGRESS = {
+      proxyUrl: "http://jr2-egress.jr2-system.svc:3128",
+      hostAliases: [
+        { ip: "10.96.0.40", hostnames: ["jr2-egress.jr2-system.svc"] },
+        { ip: "10.96.0.41", hostnames: ["jr2-orchestrator.jr2-system.svc"] },
+      ],
+    };
+    const withEgress = composeSandbox(input({ egress: EGRESS, req: req({ egressAllow: ["*.pypi.org:443"] }) }));
+    const s = withEgress.sandbox.spec as SandboxSpec;
+    const seat = (name: string) => (s.sidecars ?? []).find((c) => c.name === name)!;
+    const envOf = (c: { env?: Array<{ name: string; value?: string }> }) =>
+      Object.fromEntries((c.env ?? []).map((e) => [e.name, e.value]));
+
+    it("writes the workspace's list as spec.egress.allow, and the Services' addresses as hostAliases", () => {
+      expect(s.egress).toEqual({ allow: ["*.pypi.org:443"] });
+      expect(s.hostAliases).toEqual(EGRESS.hostAliases);
+      // No list at the create: none on the CR, the base list alone applies.
+      expect((composeSandbox(input({ egress: EGRESS })).sandbox.spec as SandboxSpec).egress).toBeUndefined();
+    });
+
+    it("chains the Custodian through the egress point, and keeps its tunnel list for a Custodian without one", () => {
+      expect(withEgress.custodianConfig.egress).toEqual({ tunnel: ["*.github.com"], via: EGRESS.proxyUrl });
+      expect(composed.custodianConfig.egress).toEqual({ tunnel: ["*.github.com"] });
+    });
+
+    it("gives the user seat and the Effector the egress point as their proxy, and the Harness its Custodian", () => {
+      for (const name of ["user", "effector"]) {
+        const env = envOf(seat(name));
+        for (const v of ["HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY"])
+          expect([name, v, env[v]]).toEqual([name, v, EGRESS.proxyUrl]);
+        expect(env.NO_PROXY).toBe("127.0.0.1,localhost,::1");
+      }
+      expect(envOf({ env: s.env as Array<{ name: string; value?: string }> }).HTTPS_PROXY).toBe(
+        "http://127.0.0.1:8081",
+      );
+      // Without an egress point, the user seat states no env of its own.
+      expect(
+        ((composed.sandbox.spec as SandboxSpec).sidecars ?? []).find((c) => c.name === "user")!.env,
+      ).toBeUndefined();
+    });
+
+    it("is admitted, and its pod carries the hostAliases and the annotation the node's guard reads", () => {
+      const spec2 = withDefaults(structuredClone(s));
+      expect(sandboxViolations(spec2)).toEqual([]);
+      const pod = buildPod({ metadata: { name: NAME, namespace: "jr2", uid: "u-1" }, spec: spec2 });
+      expect(pod.spec!.hostAliases).toEqual(EGRESS.hostAliases);
+      expect(pod.metadata!.annotations).toEqual({ "sandbox.jr2.dev/name": NAME });
+    });
+  });
 });

@@ -53,6 +53,18 @@ class MemoryWorkspaces implements Workspaces {
     this.deleted.push(name);
     return true;
   }
+  egressLists = new Map<string, string[]>();
+  async egress(name: string) {
+    return this.views.has(name) ? (this.egressLists.get(name) ?? []) : undefined;
+  }
+  async setEgress(name: string, allow: string[]) {
+    if (!this.views.has(name)) return false;
+    this.egressLists.set(name, allow);
+    return true;
+  }
+  async egressLog(name: string) {
+    return this.views.has(name) ? [] : undefined;
+  }
   subscribe(name: string, listener: (e: WorkspaceEvent) => void) {
     const set = this.listeners.get(name);
     if (!set) return undefined;
@@ -237,6 +249,46 @@ describe("workspaces", () => {
     const a = await call("GET", "/v2/workspaces");
     expect(a.status).toBe(404);
     expect(a.json.error.code).toBe("not_found");
+  });
+});
+
+// Decision 0051: the routes; the list's meaning is the egress point's (test/node/deployed.test.ts).
+describe("a workspace's egress list", () => {
+  const json = { "content-type": "application/json" };
+  it("is read, replaced whole and read again; its log is the egress point's entries", async () => {
+    const name = (await post(GOOD)).json.name;
+    expect((await call("GET", `/v1/workspaces/${name}/egress`)).text).toBe(JSON.stringify({ allow: [] }));
+    const allow = ["api.example.com", "*.pypi.org:443", "[2001:db8::1]:8443"];
+    const put = await call("PUT", `/v1/workspaces/${name}/egress`, { body: JSON.stringify({ allow }), headers: json });
+    expect([put.status, put.text]).toEqual([200, JSON.stringify({ allow })]);
+    expect(workspaces.egressLists.get(name)).toEqual(allow);
+    expect((await call("GET", `/v1/workspaces/${name}/egress`)).text).toBe(JSON.stringify({ allow }));
+    expect((await call("GET", `/v1/workspaces/${name}/egress/log`)).text).toBe(JSON.stringify({ entries: [] }));
+  });
+
+  it("refuses an entry that is no host rule, naming its index and the fix, and keeps the list it had", async () => {
+    const name = (await post(GOOD)).json.name;
+    const bad = await call("PUT", `/v1/workspaces/${name}/egress`, {
+      body: JSON.stringify({ allow: ["api.example.com", "https://evil.example/path"] }),
+      headers: json,
+    });
+    expect(bad.status).toBe(400);
+    expect(bad.json.error.code).toBe("invalid");
+    expect(bad.json.error.message).toMatch(/^allow\.1: /);
+    expect(workspaces.egressLists.get(name)).toBeUndefined();
+    const missing = await call("PUT", `/v1/workspaces/${name}/egress`, { body: "{}", headers: json });
+    expect([missing.status, missing.json.error.message]).toEqual([400, expect.stringMatching(/^allow: /)]);
+  });
+
+  it("answers 404 for a workspace that does not exist, on all three routes", async () => {
+    for (const [method, path] of [
+      ["GET", "/v1/workspaces/ws-none/egress"],
+      ["PUT", "/v1/workspaces/ws-none/egress"],
+      ["GET", "/v1/workspaces/ws-none/egress/log"],
+    ]) {
+      const r = await call(method, path, method === "PUT" ? { body: '{"allow":[]}', headers: json } : {});
+      expect([method, path, r.status]).toEqual([method, path, 404]);
+    }
   });
 });
 

@@ -15,6 +15,7 @@ const DEFAULTS: PodConfig = {
   harness: { env: [] },
   effector: { allowedImages: [] },
   userSeat: { netRaw: false },
+  egress: { allow: [] },
   placement: {},
 };
 
@@ -68,6 +69,10 @@ custodian:
     body: 10m
 effector:
   image: registry.example.com/jr2/effector:1.2.3
+egress:
+  allow:
+    - "*.pypi.org:443"
+    - files.example.com
 placement:
   nodeSelector:
     jr2.dev/node: real
@@ -134,6 +139,7 @@ describe("the pod config", () => {
       harness: { env: [] },
       effector: { image: "registry.example.com/jr2/effector:1.2.3", allowedImages: [] },
       userSeat: { netRaw: false },
+      egress: { allow: ["*.pypi.org:443", "files.example.com"] },
       placement: {
         nodeSelector: { "jr2.dev/node": "real" },
         tolerations: [{ key: "jr2.dev/node", operator: "Equal", value: "real", effect: "NoSchedule" }],

@@ -41,6 +41,15 @@ class KnownWorkspaces implements Workspaces {
   subscribe(name: string, _l: (e: WorkspaceEvent) => void) {
     return this.owners.has(name) ? () => undefined : undefined;
   }
+  async egress(name: string) {
+    return this.owners.has(name) ? [] : undefined;
+  }
+  async setEgress(name: string) {
+    return this.owners.has(name);
+  }
+  async egressLog(name: string) {
+    return this.owners.has(name) ? [] : undefined;
+  }
 }
 
 /** Turns and picks that serve whatever name they are asked for, as the watch-backed services do for

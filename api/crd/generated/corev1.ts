@@ -284,6 +284,12 @@ export const Container = z.strictObject({
 }).meta({ description: "A single application container that you want to run within a pod." });
 export type Container = z.infer<typeof Container>;
 
+export const HostAlias = z.strictObject({
+  hostnames: z.array(z.string()).meta({ description: "Hostnames for the above IP address." }).optional(),
+  ip: z.string().meta({ description: "IP address of the host file entry." }),
+}).meta({ description: "HostAlias holds the mapping between IP and hostnames that will be injected as an entry in the pod's hosts file." });
+export type HostAlias = z.infer<typeof HostAlias>;
+
 export const Toleration = z.strictObject({
   effect: z.enum(["NoExecute", "NoSchedule", "PreferNoSchedule"]).meta({ description: "Effect indicates the taint effect to match. Empty means match all taint effects. When specified, allowed values are NoSchedule, PreferNoSchedule and NoExecute.\n\nPossible enum values:\n - `\"NoExecute\"` Evict any already-running pods that do not tolerate the taint. Currently enforced by NodeController.\n - `\"NoSchedule\"` Do not allow new pods to schedule onto the node unless they tolerate the taint, but allow all pods submitted to Kubelet without going through the scheduler to start, and allow all already-running pods to continue running. Enforced by the scheduler.\n - `\"PreferNoSchedule\"` Like TaintEffectNoSchedule, but the scheduler tries not to schedule new pods onto the node, rather than prohibiting new pods from scheduling onto the node entirely. Enforced by the scheduler." }).optional(),
   key: z.string().meta({ description: "Key is the taint key that the toleration applies to. Empty means match all taint keys. If the key is empty, operator must be Exists; this combination means to match all values and all keys." }).optional(),

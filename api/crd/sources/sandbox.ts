@@ -6,6 +6,7 @@ import { z } from "zod";
 import * as core from "../generated/corev1";
 import { Condition, SecretName, goDuration, goDurationMs } from "./common";
 import { DEFAULT_IDLE_TIMEOUT } from "../../wire";
+import { EGRESS_LIST_MAX, EGRESS_RULE_MAX_LENGTH } from "../../egress";
 
 export const SANDBOX_PHASES = ["Pending", "Ready", "Lost", "Terminating"] as const;
 
@@ -58,6 +59,28 @@ export const GitCredential = z
     description: "A push credential, projected into the effector sidecar alone at /run/jr2/secrets/@git/<name>/.",
   });
 
+/** The hosts this Sandbox may reach through the egress point beside the installation's base list
+ * (decision 0051). The one field of the spec a live Sandbox takes without its pod: the egress point
+ * reads it at each change. */
+export const SandboxEgress = z
+  .strictObject({
+    allow: z
+      .array(z.string().min(1).max(EGRESS_RULE_MAX_LENGTH))
+      .max(EGRESS_LIST_MAX)
+      .optional()
+      .meta({
+        description:
+          "Hosts the pod may reach through the egress point, beside the installation's base list and its Repos' " +
+          "remotes: `host`, `host:port`, `*.suffix` (any deeper name, never the suffix itself), `*.suffix:port`, " +
+          "an IP literal (`[v6]` with a port). No port: any port. Admission refuses an entry that is none of these.",
+      }),
+  })
+  .meta({
+    description:
+      "Egress by allowlist (decision 0051): every connection out of the pod goes through the egress point, " +
+      "which admits it by name. A change takes effect at once, with no restart.",
+  });
+
 export const SandboxSpec = z
   .strictObject({
     image: z.string().min(1).meta({ description: "The Harness image: the primary container, named harness." }),
@@ -105,6 +128,15 @@ export const SandboxSpec = z
     tolerations: z.array(core.Toleration).optional().meta({ description: "The pod's tolerations, verbatim." }),
     priorityClassName: z.string().optional().meta({ description: "The pod's priorityClassName." }),
     runtimeClassName: z.string().optional().meta({ description: "The pod's runtimeClassName." }),
+    hostAliases: z
+      .array(core.HostAlias)
+      .optional()
+      .meta({
+        description:
+          "The pod's /etc/hosts entries, verbatim: how a Sandbox pod, which reaches no DNS resolver, finds the " +
+          "egress point and the Orchestrator by name (decision 0051).",
+      }),
+    egress: SandboxEgress.optional(),
     initContainers: z.array(core.Container).optional().meta({ description: "Init containers, verbatim and in order." }),
     sidecars: z
       .array(core.Container)
@@ -115,21 +147,6 @@ export const SandboxSpec = z
           "(the custodian, the user container, the effector).",
       }),
     repos: z.array(SandboxRepo).optional().meta({ description: "The Repos whose node caches this Sandbox mounts." }),
-    // Stand-in for the egress point's tests until the lead's own version lands (docs/decisions/0051):
-    // the minimal shape, so the API server keeps the field; each rule is checked elsewhere.
-    egress: z
-      .strictObject({
-        allow: z
-          .array(z.string())
-          .max(256)
-          .optional()
-          .meta({
-            description:
-              "Hosts the pod may reach through the egress point (host[:port], *.domain[:port], IP literals). Live.",
-          }),
-      })
-      .optional()
-      .meta({ description: "The Sandbox's egress list, beside the installation's base list and its git remotes." }),
     gitCredentials: z
       .array(GitCredential)
       .optional()
