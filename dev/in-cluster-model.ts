@@ -1,11 +1,11 @@
 // The scripted model provider served in the cluster (docs/decisions/0039-in-cluster-by-default.md):
 // a Deployment of the companions image running /app/scripted-model.js on the real node, its Service, the
-// key it wants in its own namespace's Secret, its script in a ConfigMap, and the NetworkPolicy that
-// lets the Sandboxes' pods reach it (their egress policy allows public addresses only, decision
-// 0038, so a provider inside the cluster needs a policy of its own). `npm start`'s in-cluster mode
+// key it wants in its own namespace's Secret and its script in a ConfigMap. The Sandboxes' pods reach
+// it through the egress point, as they reach any provider: its url is a provider of the pod config,
+// so an exact host of the base list, the one kind of name that may resolve to an address inside the
+// cluster (decision 0051). `npm start`'s in-cluster mode
 // and the node tier's turn apply the same objects. Pure: the caller applies them.
 import type { ScriptStep } from "./scripted-model";
-import { MANAGED_BY, MANAGED_BY_LABEL } from "../api/wire";
 
 export const SCRIPTED_MODEL = "scripted-model";
 export const SCRIPTED_MODEL_PORT = 8000;
@@ -21,8 +21,6 @@ export const scriptedModelUrl = (namespace: string) =>
 export function scriptedModelObjects(o: {
   /** Where the model runs. */
   namespace: string;
-  /** Where the Sandboxes run: the policy letting them reach it goes there. */
-  sandboxNamespace: string;
   /** The companions image (it carries /app/scripted-model.js). */
   image: string;
   /** The key it wants as a bearer token: the one the Custodians hold. */
@@ -99,26 +97,6 @@ export function scriptedModelObjects(o: {
       kind: "Service",
       metadata: meta(SCRIPTED_MODEL),
       spec: { selector: LABELS, ports: [{ port, targetPort: port }] },
-    },
-    {
-      apiVersion: "networking.k8s.io/v1",
-      kind: "NetworkPolicy",
-      metadata: meta(`to-${SCRIPTED_MODEL}`, o.sandboxNamespace),
-      spec: {
-        podSelector: { matchLabels: { [MANAGED_BY_LABEL]: MANAGED_BY } },
-        policyTypes: ["Egress"],
-        egress: [
-          {
-            to: [
-              {
-                namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": o.namespace } },
-                podSelector: { matchLabels: LABELS },
-              },
-            ],
-            ports: [{ protocol: "TCP", port }],
-          },
-        ],
-      },
     },
   ];
 }

@@ -74,15 +74,13 @@ const KINDS = {
   ConfigMap: kind.ConfigMap,
   Deployment: kind.Deployment,
   Service: kind.Service,
-  NetworkPolicy: kind.NetworkPolicy,
 } as const;
 
 /** The scripted model served from the real node (dev/in-cluster-model.ts), Ready; stop deletes it. */
-async function serveInCluster(o: InCluster, sandboxNamespace: string, key: string) {
+async function serveInCluster(o: InCluster, key: string) {
   await K8s(kind.Namespace).Apply({ metadata: { name: o.modelNamespace } });
   const objects = scriptedModelObjects({
     namespace: o.modelNamespace,
-    sandboxNamespace,
     image: o.image,
     key,
     script: DEMO_SCRIPT,
@@ -106,12 +104,7 @@ async function serveInCluster(o: InCluster, sandboxNamespace: string, key: strin
       );
     await new Promise((r) => setTimeout(r, 500));
   }
-  const policy = objects.find((x) => x.kind === "NetworkPolicy")!.metadata;
   const stop = async () => {
-    await K8s(kind.NetworkPolicy)
-      .InNamespace(policy.namespace)
-      .Delete(policy.name)
-      .catch(() => undefined);
     await K8s(kind.Namespace)
       .Delete(o.modelNamespace)
       .catch(() => undefined);
@@ -125,7 +118,7 @@ async function endpoint(env: NodeJS.ProcessEnv, processMode: boolean, inCluster?
   const url = env[LOCAL_MODEL_ENV.url];
   if (!url && inCluster) {
     const key = `sk-scripted-${randomBytes(12).toString("hex")}`;
-    const served = await serveInCluster(inCluster.o, inCluster.namespace, key);
+    const served = await serveInCluster(inCluster.o, key);
     const what = `the scripted model, served from the real node at ${served.url}`;
     return { baseUrl: `${served.url}/v1`, key, id: SCRIPTED_MODEL_ID, stop: served.stop, what };
   }

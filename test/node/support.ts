@@ -102,9 +102,16 @@ export const modelRequests = (namespace: string): ModelRequest[] =>
     .map((l) => JSON.parse(l) as ModelRequest);
 
 /** The turn both turn tests script: bash writes `word` to change.txt in the Harness container and
- * prints it and its uid, then a `propose` pick, then the last word. */
-export const proposeScript = (word: string) => [
-  { toolCalls: [{ name: "bash", arguments: { command: `echo ${word} > change.txt && cat change.txt && id -u` } }] },
+ * prints it and its uid (then runs `more`, when given), then a `propose` pick, then the last word. */
+export const proposeScript = (word: string, more?: string) => [
+  {
+    toolCalls: [
+      {
+        name: "bash",
+        arguments: { command: `echo ${word} > change.txt && cat change.txt && id -u${more ? `; ${more}` : ""}` },
+      },
+    ],
+  },
   { toolCalls: [{ name: "propose", arguments: { summary: "wrote change.txt" } }] },
   { text: "done: the change is approved" },
 ];
@@ -149,3 +156,41 @@ export async function available(namespace: string, deployment: string): Promise<
       : undefined;
   });
 }
+
+/**
+ * The pod webhook's CONNECT guard (decision 0048) refuses every exec into the custodian and the
+ * effector, so no installation can look inside them. This test does, to prove what they hold: it
+ * takes the guard out of the validating configuration while it looks, and puts it back after.
+ */
+export const connectGuard = {
+  held: undefined as { config: string; webhook: Obj } | undefined,
+  lift() {
+    for (const config of getJson(["validatingwebhookconfigurations"]).items as Obj[]) {
+      const i = (config.webhooks ?? []).findIndex((w: Obj) => w.name.startsWith("connect."));
+      if (i < 0) continue;
+      kubectlOk([
+        "patch",
+        "validatingwebhookconfiguration",
+        config.metadata.name,
+        "--type=json",
+        "-p",
+        JSON.stringify([{ op: "remove", path: `/webhooks/${i}` }]),
+      ]);
+      this.held = { config: config.metadata.name, webhook: config.webhooks[i] };
+      return;
+    }
+    throw new Error("no connect webhook registered: the operator's configuration lacks decision 0048's guard");
+  },
+  restore() {
+    if (!this.held) return;
+    kubectlOk([
+      "patch",
+      "validatingwebhookconfiguration",
+      this.held.config,
+      "--type=json",
+      "-p",
+      JSON.stringify([{ op: "add", path: "/webhooks/-", value: this.held.webhook }]),
+    ]);
+    this.held = undefined;
+  },
+};
