@@ -246,7 +246,9 @@ function egressViolations(spec: Record<string, unknown>): Violation[] {
     ];
   return allow.flatMap((entry, i) => {
     const parsed =
-      typeof entry === "string" ? parseEgressRule(entry) : { ok: false as const, message: "must be a string" };
+      typeof entry === "string"
+        ? parseEgressRule(entry)
+        : { ok: false as const, message: "must be a string such as api.example.com:443 (e.g. quoted in YAML)" };
     return parsed.ok ? [] : [violation(`spec.egress.allow[${i}]`, parsed.message)];
   });
 }

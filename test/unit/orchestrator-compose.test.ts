@@ -465,6 +465,7 @@ describe("the Sandbox CR the Orchestrator composes", () => {
       const pod = buildPod({ metadata: { name: NAME, namespace: "jr2", uid: "u-1" }, spec: spec2 });
       expect(pod.spec!.hostAliases).toEqual(EGRESS.hostAliases);
       expect(pod.metadata!.annotations).toEqual({ "sandbox.jr2.dev/name": NAME });
+      expect(podViolations(pod, OPERATOR, OPERATOR)).toEqual([]);
     });
   });
 });

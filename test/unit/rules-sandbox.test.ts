@@ -457,6 +457,36 @@ describe("sandboxViolations: idleTimeout", () => {
   });
 });
 
+// Decision 0051: each entry of spec.egress.allow is a rule the egress point can match.
+describe("sandboxViolations: egress", () => {
+  it("admits host, port, wildcard and IP rules, an empty list, and no egress at all", () => {
+    const allow = [
+      "api.example.com",
+      "api.example.com:443",
+      "*.pypi.org",
+      "*.pypi.org:443",
+      "203.0.113.7",
+      "[2001:db8::1]:8443",
+    ];
+    expect(sandboxViolations(spec({ egress: { allow } }))).toEqual([]);
+    expect(sandboxViolations(spec({ egress: { allow: [] } }))).toEqual([]);
+    expect(sandboxViolations(spec({ egress: {} }))).toEqual([]);
+  });
+
+  it("refuses each bad entry by its index, with the fix", () => {
+    const vs = sandboxViolations(spec({ egress: { allow: ["ok.example", "https://x.example/path", "*", 7] } }));
+    expect(paths(vs)).toEqual(["spec.egress.allow[1]", "spec.egress.allow[2]", "spec.egress.allow[3]"]);
+    for (const v of vs) expect(v.message).toMatch(/e\.g\./);
+  });
+
+  it("refuses a list past 256 entries, and shapes that are no list", () => {
+    const long = Array.from({ length: 257 }, (_, i) => `h${i}.example`);
+    expect(paths(sandboxViolations(spec({ egress: { allow: long } })))).toEqual(["spec.egress.allow"]);
+    expect(paths(sandboxViolations(spec({ egress: { allow: "api.example.com" } })))).toEqual(["spec.egress.allow"]);
+    expect(paths(sandboxViolations(spec({ egress: ["api.example.com"] })))).toEqual(["spec.egress"]);
+  });
+});
+
 // Decision 0016: the spec is no longer immutable. An unchanged spec is a re-apply (not judged again); a
 // changed one is judged as a create is, and accepted when it keeps the rules.
 describe("sandboxViolations: update", () => {
