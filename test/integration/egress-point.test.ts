@@ -271,7 +271,6 @@ describe("the egress point", () => {
     const target = "203.0.113.9:80";
     const before = await connectVia(A.ip, target);
     expect([before.status, before.headers[EGRESS_HEADER]]).toEqual([403, "refused"]);
-    const patched = Date.now();
     await K8s(SandboxModel, { namespace: ns.name, name: A.name }).Patch([
       { op: "replace", path: "/spec/egress/allow", value: ["203.0.113.9:80"] },
     ]);
@@ -279,9 +278,10 @@ describe("the egress point", () => {
       "A's patched list in force",
       () => connectVia(A.ip, target),
       (r) => r.headers[EGRESS_HEADER] !== "refused",
-      2_000,
+      // A deadline, not a measurement (decision 0050): the test proves the patch takes effect with
+      // nothing restarted; how fast is no test's to time on shared cores.
+      15_000,
     );
-    expect(Date.now() - patched).toBeLessThan(2_000);
     expect([200, 502]).toContain(after.status);
     after.socket.destroy();
     const passed = (await logOf(A.name)).filter((e) => e.host === "203.0.113.9");
