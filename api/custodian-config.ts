@@ -8,7 +8,7 @@ import { en } from "zod/locales";
 import * as z from "zod/mini";
 import { fieldPath } from "./field-path";
 import { goDurationMs } from "./go-duration";
-import { SANDBOX_TOKEN_KEY } from "./wire";
+import { HOP_BY_HOP_HEADERS, SANDBOX_TOKEN_KEY } from "./wire";
 
 // ---------------------------------------------------------------------------------------------
 // Ports and mounts
@@ -111,18 +111,7 @@ export function standInFrom(bytes: Uint8Array): string {
 // The config (`config.json` in `<sandbox>-custodian`)
 
 /** Headers that belong to one hop: never bound to a held value, never passed on by the Custodian. */
-export const HOP_BY_HOP: ReadonlySet<string> = new Set([
-  "connection",
-  "keep-alive",
-  "proxy-connection",
-  "proxy-authorization",
-  "proxy-authenticate",
-  "te",
-  "trailer",
-  "transfer-encoding",
-  "upgrade",
-  "host",
-]);
+export const HOP_BY_HOP: ReadonlySet<string> = new Set([...HOP_BY_HOP_HEADERS, "host"]);
 
 const ORIGIN_FIX =
   "write the origin alone, e.g. https://api.anthropic.com (scheme, host, a port only when not the default)";

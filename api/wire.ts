@@ -113,3 +113,17 @@ export const SHM_VOLUME = "jr2-shm";
 export const repoVolumeName = (key: string) => `repo-${key}`;
 /** The cache key a `repo-<key>` volume carries; undefined for any other volume. */
 export const keyOfRepoVolume = (volume: string) => (volume.startsWith("repo-") ? volume.slice(5) : undefined);
+
+/** The headers of one hop (RFC 9110 7.6.1, and the proxies' own): never passed on by a proxy. The
+ * Custodian adds `host` to them, the egress point its own header. */
+export const HOP_BY_HOP_HEADERS = [
+  "connection",
+  "keep-alive",
+  "proxy-connection",
+  "proxy-authorization",
+  "proxy-authenticate",
+  "te",
+  "trailer",
+  "transfer-encoding",
+  "upgrade",
+] as const;

@@ -5,6 +5,7 @@
 // installation's base list names the host exactly, and the connection made to the address resolved
 // here (the Sandbox's own idea of the name never counts). Each Sandbox has its own limits
 // (limits.ts), and every decision goes to the record (record.ts).
+import { HOP_BY_HOP_HEADERS } from "../api/wire";
 import { lookup as dnsLookup } from "node:dns/promises";
 import {
   STATUS_CODES,
@@ -42,18 +43,7 @@ export type ProxyOptions = {
 };
 
 /** Headers of one hop: never passed on, either way. */
-const HOP_BY_HOP = new Set([
-  "connection",
-  "keep-alive",
-  "proxy-connection",
-  "proxy-authorization",
-  "proxy-authenticate",
-  "te",
-  "trailer",
-  "transfer-encoding",
-  "upgrade",
-  EGRESS_HEADER,
-]);
+const HOP_BY_HOP: ReadonlySet<string> = new Set([...HOP_BY_HOP_HEADERS, EGRESS_HEADER]);
 
 type Refusal = { status: number; code: string; header: string; message: string };
 type Allowed = { ref: SandboxRef; host: string; port: number; addresses: string[]; release(): void };

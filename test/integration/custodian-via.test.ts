@@ -161,17 +161,23 @@ describe("a CONNECT for a host not bound goes through the egress point, which al
   });
 });
 
+/** An https provider whose key the Custodian holds, the Custodian chained through the egress point. */
+async function chainedTlsProvider() {
+  const e = await egress();
+  const provider = await tlsProvider();
+  const origin = `https://localhost:${provider.port}`;
+  const c = await custodian({
+    version: 1,
+    providers: [{ name: "p", url: origin }],
+    held: heldKey(origin),
+    egress: { via: e.url },
+  });
+  return { e, provider, origin, c };
+}
+
 describe("what the Custodian sends itself goes through the egress point, the key swapped in", () => {
   it("a provider over https: the egress point sees one CONNECT and ciphertext, the provider the key", async () => {
-    const e = await egress();
-    const provider = await tlsProvider();
-    const origin = `https://localhost:${provider.port}`;
-    const c = await custodian({
-      version: 1,
-      providers: [{ name: "p", url: origin }],
-      held: heldKey(origin),
-      egress: { via: e.url },
-    });
+    const { e, provider, c } = await chainedTlsProvider();
     const r = await call(c.port, "/providers/p/v1/messages", {
       method: "POST",
       headers: { "x-api-key": KEY_STAND_IN },
@@ -189,15 +195,7 @@ describe("what the Custodian sends itself goes through the egress point, the key
   });
 
   it("keep-alive: a second request to the same origin rides the same tunnel, with no second CONNECT", async () => {
-    const e = await egress();
-    const provider = await tlsProvider();
-    const origin = `https://localhost:${provider.port}`;
-    const c = await custodian({
-      version: 1,
-      providers: [{ name: "p", url: origin }],
-      held: heldKey(origin),
-      egress: { via: e.url },
-    });
+    const { e, provider, c } = await chainedTlsProvider();
     for (let i = 0; i < 3; i++)
       expect((await call(c.port, "/providers/p/v1/models", { headers: { "x-api-key": KEY_STAND_IN } })).status).toBe(
         200,
