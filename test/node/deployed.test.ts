@@ -609,6 +609,25 @@ describe("the manifests npm run build writes, deployed with the images npm run i
         ]);
     });
 
+    test("the egress point: pods and Sandboxes read and Events written where Sandboxes live; no Secret, nothing else", () => {
+      const r = rights(SYSTEM, "jr2-egress", SANDBOXES);
+      expect(r["pods"]?.sort()).toEqual(["get", "list", "watch"]);
+      expect(r["sandboxes.core.jr2.dev"]?.sort()).toEqual(["get", "list", "watch"]);
+      for (const [verb, resource, where] of [
+        ["get", "secrets", SANDBOXES],
+        ["patch", "sandboxes.core.jr2.dev", SANDBOXES],
+        ["create", "pods", SANDBOXES],
+        ["list", "pods", "default"],
+        ["get", "secrets", SYSTEM],
+      ])
+        expect([verb, resource, where, can(SYSTEM, "jr2-egress", verb, resource, where)]).toEqual([
+          verb,
+          resource,
+          where,
+          "no",
+        ]);
+    });
+
     test("the module: what its reconcilers and webhooks need, not every verb on everything", () => {
       const r = rights(PEPR_NS, MODULE, "default");
       expect(r["*.*"]).toBeUndefined();
