@@ -40,16 +40,18 @@ NFT_SANDBOX_SET=sandbox_pods
 NFT_SANDBOX_PORTS=sandbox_node_ports
 SANDBOX_ANNOTATION=sandbox.jr2.dev/name
 # The stand-in public host (docs/decisions/0051): a network namespace holding documentation-range
-# addresses (RFC 5737), joined to this machine by a veth pair and routed through it, so the node's
-# pods reach "the internet" without anything leaving this machine. 203.0.113.1 is this machine's end.
+# addresses (RFC 5737's TEST-NET-2), joined to this machine by a veth pair and routed through it, so
+# the node's pods reach "the internet" without anything leaving this machine. 198.51.100.1 is this
+# machine's end. Only these four addresses are routed here, each as a /32: a machine may reach its
+# own services at documentation addresses (this one's package registries answer at one of
+# TEST-NET-3's), and a whole /24 routed to the veth took them away while the cluster ran.
 PUBLIC_NETNS=jr2-public
 PUBLIC_HOST_IF=jr2pub0
 PUBLIC_NETNS_IF=jr2pub1
-PUBLIC_CIDR=203.0.113.0/24
-PUBLIC_GATEWAY=203.0.113.1
-PUBLIC_ALLOWED_IP=203.0.113.10 # allowed.egress.example
-PUBLIC_OTHER_IP=203.0.113.11   # other.egress.example
-PUBLIC_DNS_IP=203.0.113.53     # where CoreDNS forwards attacker.example
+PUBLIC_GATEWAY=198.51.100.1
+PUBLIC_ALLOWED_IP=198.51.100.10 # allowed.egress.example
+PUBLIC_OTHER_IP=198.51.100.11   # other.egress.example
+PUBLIC_DNS_IP=198.51.100.53     # where CoreDNS forwards attacker.example
 PUBLIC_DNS_ZONE=attacker.example
 # Ports of this machine the node's processes take (one real node per machine).
 KUBELET_PORT=10250
@@ -348,7 +350,7 @@ table inet $NFT_TABLE {
   chain forward {
     type filter hook forward priority filter; policy accept;
     iifname "$NODE_BRIDGE" oifname "$NODE_BRIDGE" accept
-    iifname "$NODE_BRIDGE" oifname "$PUBLIC_HOST_IF" ip daddr $PUBLIC_CIDR accept
+    iifname "$NODE_BRIDGE" oifname "$PUBLIC_HOST_IF" ip daddr { $PUBLIC_ALLOWED_IP, $PUBLIC_OTHER_IP, $PUBLIC_DNS_IP } accept
     iifname "$PUBLIC_HOST_IF" oifname "$NODE_BRIDGE" ct state established,related accept
     iifname "$NODE_BRIDGE" drop
     oifname "$NODE_BRIDGE" drop
@@ -383,11 +385,17 @@ node_network_up() {
 }
 
 # public_host_up: the stand-in public host's namespace, veth pair, addresses and routes (idempotent).
-# This machine routes 203.0.113.0/24 to the veth; the namespace's default route comes back through
-# it, so pods' own addresses reach the host and its answers reach them (no NAT). The forward and
-# input chains above let the bridge in and nothing else new.
+# This machine routes the three addresses (each a /32) to the veth; the namespace's default route
+# comes back through it, so pods' own addresses reach the host and its answers reach them (no NAT).
+# The forward and input chains above let the bridge in and nothing else new. Refused when one of them
+# is where this machine's own package registries answer.
 public_host_up() {
-  local a
+  local a clash
+  clash=$(public_host_clash)
+  [[ -z $clash ]] || { echo "the stand-in public host's address $clash is where this machine reaches its package registries: change PUBLIC_*_IP in dev/cluster/node.sh"; return 1; }
+  # Whatever is there and not as it should be (an earlier version's /24 took the registries'
+  # addresses) goes first.
+  public_host_ok || public_host_down
   [[ -e /run/netns/$PUBLIC_NETNS ]] || ip netns add "$PUBLIC_NETNS" || return 1
   if ip link show "$PUBLIC_HOST_IF" >/dev/null 2>&1 && ! ip -n "$PUBLIC_NETNS" link show "$PUBLIC_NETNS_IF" >/dev/null 2>&1; then
     ip link del "$PUBLIC_HOST_IF" || return 1 # its peer is not in the namespace: start over
@@ -399,20 +407,41 @@ public_host_up() {
     sysctl -qw "net.ipv6.conf.$PUBLIC_HOST_IF.disable_ipv6=1" || return 1
     ip netns exec "$PUBLIC_NETNS" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 || return 1
   fi
-  ip addr replace "$PUBLIC_GATEWAY/24" dev "$PUBLIC_HOST_IF" || return 1
+  ip addr replace "$PUBLIC_GATEWAY/32" dev "$PUBLIC_HOST_IF" || return 1
   ip link set "$PUBLIC_HOST_IF" up || return 1
   ip -n "$PUBLIC_NETNS" link set lo up || return 1
   for a in "$PUBLIC_ALLOWED_IP" "$PUBLIC_OTHER_IP" "$PUBLIC_DNS_IP"; do
-    ip -n "$PUBLIC_NETNS" addr replace "$a/24" dev "$PUBLIC_NETNS_IF" || return 1
+    ip -n "$PUBLIC_NETNS" addr replace "$a/32" dev "$PUBLIC_NETNS_IF" || return 1
   done
   ip -n "$PUBLIC_NETNS" link set "$PUBLIC_NETNS_IF" up || return 1
+  for a in "$PUBLIC_ALLOWED_IP" "$PUBLIC_OTHER_IP" "$PUBLIC_DNS_IP"; do
+    ip route replace "$a/32" dev "$PUBLIC_HOST_IF" src "$PUBLIC_GATEWAY" || return 1
+  done
+  ip -n "$PUBLIC_NETNS" route replace "$PUBLIC_GATEWAY/32" dev "$PUBLIC_NETNS_IF" || return 1
   ip -n "$PUBLIC_NETNS" route replace default via "$PUBLIC_GATEWAY" dev "$PUBLIC_NETNS_IF" || return 1
+}
+
+# public_host_clash: a stand-in address that one of this machine's package registries (npm's, the
+# Go module proxy's) resolves to, or nothing. Their hosts come from the machine's own configuration.
+public_host_clash() {
+  local url host ip
+  for url in $(command -v npm >/dev/null 2>&1 && npm config get registry 2>/dev/null) \
+    $(command -v go >/dev/null 2>&1 && go env GOPROXY 2>/dev/null | tr ',|' '  '); do
+    host=${url#*://}
+    host=${host%%/*}
+    [[ -n $host && $host != "$url" ]] || continue
+    for ip in $(getent ahostsv4 "$host" 2>/dev/null | awk '{ print $1 }' | sort -u); do
+      case $ip in "$PUBLIC_GATEWAY" | "$PUBLIC_ALLOWED_IP" | "$PUBLIC_OTHER_IP" | "$PUBLIC_DNS_IP") echo "$ip"; return 0 ;; esac
+    done
+  done
 }
 
 # public_host_ok: the namespace holds its addresses and this machine's end is up.
 public_host_ok() {
   ip -n "$PUBLIC_NETNS" -4 addr show dev "$PUBLIC_NETNS_IF" 2>/dev/null | grep -q "inet $PUBLIC_DNS_IP/" &&
-    ip -4 addr show dev "$PUBLIC_HOST_IF" up 2>/dev/null | grep -q "inet $PUBLIC_GATEWAY/"
+    ip -4 addr show dev "$PUBLIC_HOST_IF" up 2>/dev/null | grep -q "inet $PUBLIC_GATEWAY/32" &&
+    ! ip -4 addr show dev "$PUBLIC_HOST_IF" 2>/dev/null | grep -q "inet $PUBLIC_GATEWAY/24" &&
+    ip route show "$PUBLIC_ALLOWED_IP/32" 2>/dev/null | grep -q "$PUBLIC_HOST_IF"
 }
 
 # public_host_down: the namespace and, with it, the veth pair. A test's listeners in it are its own

