@@ -40,7 +40,7 @@ import {
   SANDBOX_NAMESPACE_ENABLED,
   SANDBOX_NAMESPACE_LABEL,
 } from "./wire";
-import { EGRESS, EGRESS_PROXY_PORT } from "./egress";
+import { EGRESS, EGRESS_PROXY_PORT } from "./egress-point";
 
 /** The egress point's pods as a policy peer (decision 0051), named as the Orchestrator's are: its
  * name in a namespace an administrator labelled part of jr2. */

@@ -14,7 +14,7 @@ import { createServer as httpServer, request, type Server as HttpServer } from "
 import { connect, createServer, type AddressInfo, type Server, type Socket } from "node:net";
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
-import { baseListOf } from "../api/egress";
+import { baseListOf } from "../api/egress-point";
 import { EgressIndex } from "../egress/index";
 import { SandboxLimits } from "../egress/limits";
 import { EgressProxy } from "../egress/proxy";

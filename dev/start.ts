@@ -17,7 +17,7 @@ import { K8s, kind } from "kubernetes-fluent-client";
 import { apply, kubectlPath, run } from "./kubectl";
 import { egressPointObjects } from "./in-cluster-egress";
 import { openToSandboxes } from "./node-guard";
-import { EGRESS, EGRESS_PROXY_PORT } from "../api/egress";
+import { EGRESS, EGRESS_PROXY_PORT } from "../api/egress-point";
 import { oneCommitRepository } from "./repository";
 import { type Agent, startCacheAgent } from "./local-cache-agent";
 import { CACHE_DIR, ROOT, startLocalOperator } from "./local-operator";

@@ -1,8 +1,8 @@
 // The egress point's admin listener (docs/decisions/0051), reached by the Orchestrator's pods only
 // (its NetworkPolicy): /healthz, /readyz (once every watch's first list is in the index),
-// /metrics (Prometheus text) and one Sandbox's log at api/egress.ts egressLogPath.
+// /metrics (Prometheus text) and one Sandbox's log at api/egress-point.ts egressLogPath.
 import { createServer, type Server, type ServerResponse } from "node:http";
-import { EGRESS_LOG_PATH } from "../api/egress";
+import { EGRESS_LOG_PATH } from "../api/egress-point";
 import type { EgressIndex } from "./index";
 import type { EgressRecord } from "./record";
 

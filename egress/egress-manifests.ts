@@ -7,7 +7,7 @@
 // Pure: `npm run build` renders it into dist/jr2-egress.yaml (scripts/post-build.ts); the
 // companions' Namespace is the Orchestrator's manifest's, applied before this one.
 import { GROUP } from "../api/crd/sources/common";
-import { EGRESS, EGRESS_ADMIN_PORT, EGRESS_ENV, EGRESS_PROXY_PORT } from "../api/egress";
+import { EGRESS, EGRESS_ADMIN_PORT, EGRESS_ENV, EGRESS_PROXY_PORT } from "../api/egress-point";
 import { sandboxNamespace, sandboxRoleBinding } from "../api/sandbox-namespaces";
 import { orchestratorPeer, sandboxPodsPeer } from "../api/sandbox-policies";
 import { APP_NAME_LABEL, COMPANION_NAMESPACE, ORCHESTRATOR_NAME, PART_OF_JR2 } from "../api/wire";

@@ -6,7 +6,7 @@
 // attributed to the Sandbox that held it. Pure apart from `watchIndex`, the watch I/O.
 import { K8s, WatchEvent, kind } from "kubernetes-fluent-client";
 import { SandboxModel } from "../api/crd";
-import { parseEgressRule, repoRulesOf, type EgressRule } from "../api/egress";
+import { parseEgressRule, repoRulesOf, type EgressRule } from "../api/egress-point";
 import { MANAGED_BY, MANAGED_BY_LABEL, SANDBOX_NAME_LABEL } from "../api/wire";
 
 export type SandboxRef = { namespace: string; name: string };

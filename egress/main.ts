@@ -21,7 +21,7 @@ import {
   EGRESS_REFUSED_REASON,
   baseListOf,
   type EgressRule,
-} from "../api/egress";
+} from "../api/egress-point";
 import { API_VERSION } from "../api/crd/sources/common";
 import { SANDBOX_KIND } from "../api/crd";
 import { sandboxNamespacesFrom } from "../api/sandbox-namespaces";

@@ -23,7 +23,7 @@ import {
   isInternalAddress,
   matchEgress,
   normaliseHost,
-} from "../api/egress";
+} from "../api/egress-point";
 import { refKey, type CompiledList, type SandboxRef } from "./index";
 import type { SandboxLimits } from "./limits";
 import type { EgressRecord } from "./record";

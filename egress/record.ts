@@ -3,7 +3,7 @@
 // Event `EgressRefused` on the Sandbox the first time a host is refused for it, written in the
 // background so a slow API server never holds an answer. No path, no header, no credential: a log
 // entry is host, port, decision, reason, bytes, time and duration.
-import { EGRESS_CONNECTIONS_METRIC, type EgressDecision, type EgressLogEntry } from "../api/egress";
+import { EGRESS_CONNECTIONS_METRIC, type EgressDecision, type EgressLogEntry } from "../api/egress-point";
 import { refKey, type SandboxRef } from "./index";
 
 /** Hosts remembered per Sandbox for the first-refusal Event: past this, no more Events for it

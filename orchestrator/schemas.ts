@@ -4,9 +4,9 @@
 // Shapes the Orchestrator shares with others come from their owners: the Sandbox's conditions and
 // phases from the CRD sources, the slot, branch, ref and url rules from api/names.ts, which the
 // Harness's `/attach` schema uses too, so a body this API accepts is one the Harness accepts.
-import { EgressAllowList } from "../api/egress";
+import { EgressAllowList } from "../api/egress-point";
 
-/** The list's own refusals (api/egress.ts), on a classic schema that carries a description. */
+/** The list's own refusals (api/egress-point.ts), on a classic schema that carries a description. */
 const egressAllowCheck = z.superRefine<string[]>((list, ctx) => {
   const r = EgressAllowList.safeParse(list);
   if (!r.success) for (const i of r.error.issues) ctx.addIssue({ code: "custom", path: i.path, message: i.message });

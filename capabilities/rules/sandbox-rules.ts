@@ -3,7 +3,7 @@
 // path and its fix. A stated context is judged field by field: only what states something weaker
 // than the hardened context is refused, what it leaves out the defaults complete (decision 0016).
 // Reads hostile input as `unknown` and never throws.
-import { EGRESS_LIST_MAX, parseEgressRule } from "../../api/egress";
+import { EGRESS_LIST_MAX, parseEgressRule } from "../../api/egress-point";
 import { OPERATOR_ENV } from "../../api/env";
 import { parseGoDuration } from "../../lib/duration";
 import { DEFAULT_FS_GROUP, DEFAULT_IDLE_TIMEOUT, EFFECTOR, HARNESS, USER, keyOfRepoVolume } from "../../api/wire";
@@ -228,7 +228,7 @@ function idleTimeoutViolations(spec: Record<string, unknown>, rules: SandboxRule
   return [];
 }
 
-/** spec.egress.allow: each entry a rule the egress point can match (api/egress.ts, decision 0051),
+/** spec.egress.allow: each entry a rule the egress point can match (api/egress-point.ts, decision 0051),
  * named by its index with the fix. */
 function egressViolations(spec: Record<string, unknown>): Violation[] {
   const egress = spec.egress;

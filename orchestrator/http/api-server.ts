@@ -16,7 +16,7 @@ import {
   type WorkspaceView,
 } from "../schemas";
 import { EgressList } from "../schemas";
-import type { EgressLogEntry } from "../../api/egress";
+import type { EgressLogEntry } from "../../api/egress-point";
 import { openApiDocument } from "./openapi-document";
 import { LIMITS, PickBody } from "../../api/agent-protocol";
 import { KeyedRateLimiter } from "../../lib/ratelimit";

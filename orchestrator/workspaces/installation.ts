@@ -7,7 +7,7 @@
 import { readFileSync } from "node:fs";
 import { CA_CERT_KEY, CA_KEY_KEY, HARNESS_CA_KEY } from "../../api/custodian-config";
 import { ORCHESTRATOR_ENV as E } from "../../api/env";
-import { EGRESS, EGRESS_ADMIN_PORT, EGRESS_PROXY_PORT } from "../../api/egress";
+import { EGRESS, EGRESS_ADMIN_PORT, EGRESS_PROXY_PORT } from "../../api/egress-point";
 import {
   CA_CONFIGMAP,
   COMPANION_NAMESPACE,

@@ -7,7 +7,7 @@ import { lookup as dnsLookup } from "node:dns/promises";
 import { isIP } from "node:net";
 import { request } from "undici";
 import { ORCHESTRATOR_ENV } from "../../api/env";
-import { egressLogPath, type EgressLogEntry } from "../../api/egress";
+import { egressLogPath, type EgressLogEntry } from "../../api/egress-point";
 import type { HostAlias } from "../../api/crd/generated/corev1";
 import { EFFECTOR, KEEPALIVE_ANNOTATION, ORCHESTRATOR_FIELD_MANAGER } from "../../api/wire";
 import { ApiError } from "../../lib/api-error";

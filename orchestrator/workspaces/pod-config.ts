@@ -11,7 +11,7 @@
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { fieldPath } from "../../api/attach";
-import { EgressAllowList } from "../../api/egress";
+import { EgressAllowList } from "../../api/egress-point";
 import { EnvName, HeaderName, HostPattern, Origin, Provider, Timeout } from "../../api/custodian-config";
 import { Toleration } from "../../api/crd/generated/corev1";
 import { milliCpu, bytesOf } from "../../lib/quantity";

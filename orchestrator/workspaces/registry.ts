@@ -2,7 +2,7 @@
 // actor per workspace, every event kept for its stream; on boot, the Sandboxes this Orchestrator
 // wrote are read back from the one watch and each actor is rebuilt in the state the Sandbox's
 // status says, renewing again at once (restart re-attach, decision 0011).
-import type { EgressLogEntry } from "../../api/egress";
+import type { EgressLogEntry } from "../../api/egress-point";
 import { randomBytes } from "node:crypto";
 import { attachBodyOf, readAttach } from "./attach-body";
 import { FINAL_STATES, HttpError, type CreateWorkspaceBody, type WorkspaceEvent, type WorkspaceView } from "../schemas";

@@ -7,7 +7,7 @@ import type { AttachAnswer, Failure, Loss, RepoSlot, Size, Wait } from "../schem
 import type { REPO_HOLD } from "../../api/conditions";
 import type { CredentialEntry } from "./fence";
 import type { SandboxModel } from "../../api/crd";
-import type { EgressLogEntry } from "../../api/egress";
+import type { EgressLogEntry } from "../../api/egress-point";
 
 export type { Wait } from "../schemas";
 

@@ -15,7 +15,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { K8s, kind } from "kubernetes-fluent-client";
 import { SandboxModel } from "../../api/crd";
-import { EGRESS_HEADER, EGRESS_REFUSED_REASON, egressLogPath, type EgressLogEntry } from "../../api/egress";
+import { EGRESS_HEADER, EGRESS_REFUSED_REASON, egressLogPath, type EgressLogEntry } from "../../api/egress-point";
 import { SANDBOX_NAMESPACE_ENABLED, SANDBOX_NAMESPACE_LABEL } from "../../api/wire";
 import { createSandbox, eventsFor, listPods, useNamespace, waitFor } from "./support/cluster";
 

@@ -1,4 +1,4 @@
-// The egress list's words (api/egress.ts, docs/decisions/0051): rule syntax and its refusals, the
+// The egress list's words (api/egress-point.ts, docs/decisions/0051): rule syntax and its refusals, the
 // matcher (case, trailing dot, IDN, wildcard depth, IP literals, ports), the base list from a pod
 // config, the rules of git remotes, and which addresses are internal.
 import {
@@ -12,7 +12,7 @@ import {
   parseEgressRule,
   repoRulesOf,
   type EgressRule,
-} from "../../api/egress";
+} from "../../api/egress-point";
 
 const rule = (text: string): EgressRule => {
   const p = parseEgressRule(text);

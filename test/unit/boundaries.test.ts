@@ -85,7 +85,7 @@ const allowed: Array<[string, string]> = [
   ["orchestrator/workspaces/probe.ts", "./fence"],
   ["orchestrator/local/local-harness.ts", "../../harness/harness-server"],
   ["cache-agent/probe.ts", "../api/repo-identity"],
-  ["egress/probe.ts", "../api/egress"],
+  ["egress/probe.ts", "../api/egress-point"],
   ["egress/probe.ts", "../lib/kube"],
   ["api/crd/probe.ts", "../wire"],
   ["lib/probe.ts", "../api/env"],

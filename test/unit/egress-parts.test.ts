@@ -1,7 +1,7 @@
 // The egress point's pure parts (egress/, docs/decisions/0051): the index (address -> Sandbox ->
 // compiled list, from pod and Sandbox events), the per-Sandbox limits, the record (bounded logs,
 // one Event per refused host, counters) and the rendered manifests.
-import { baseListOf, EGRESS_ADMIN_PORT, EGRESS_PROXY_PORT } from "../../api/egress";
+import { baseListOf, EGRESS_ADMIN_PORT, EGRESS_PROXY_PORT } from "../../api/egress-point";
 import { orchestratorPeer, sandboxPodsPeer } from "../../api/sandbox-policies";
 import { EgressIndex } from "../../egress/index";
 import { SandboxLimits, envCount } from "../../egress/limits";

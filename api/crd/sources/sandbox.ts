@@ -6,7 +6,7 @@ import { z } from "zod";
 import * as core from "../generated/corev1";
 import { Condition, SecretName, goDuration, goDurationMs } from "./common";
 import { DEFAULT_IDLE_TIMEOUT } from "../../wire";
-import { EGRESS_LIST_MAX, EGRESS_RULE_MAX_LENGTH } from "../../egress";
+import { EGRESS_LIST_MAX, EGRESS_RULE_MAX_LENGTH } from "../../egress-point";
 
 export const SANDBOX_PHASES = ["Pending", "Ready", "Lost", "Terminating"] as const;
 
