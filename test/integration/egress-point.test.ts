@@ -17,6 +17,7 @@ import { K8s, kind } from "kubernetes-fluent-client";
 import { SandboxModel } from "../../api/crd";
 import { EGRESS_HEADER, EGRESS_REFUSED_REASON, egressLogPath, type EgressLogEntry } from "../../api/egress-point";
 import { SANDBOX_NAMESPACE_ENABLED, SANDBOX_NAMESPACE_LABEL } from "../../api/wire";
+import { clusterEnv } from "../../scripts/images/main";
 import { createSandbox, eventsFor, listPods, useNamespace, waitFor } from "./support/cluster";
 
 const ROOT = join(__dirname, "..", "..");
@@ -266,13 +267,16 @@ describe("the egress point", () => {
   });
 
   it("takes a spec.egress.allow patch on its watch event, for that Sandbox alone", async () => {
-    // A documentation address (TEST-NET-3): public, so a workspace rule may name it. Whether it
-    // answers here or not, passing the list shows as an `unreachable` (or a 200), never `refused`.
-    const target = "203.0.113.9:80";
+    // A public address, so a workspace rule may name it: the stand-in public host's (a documentation
+    // address the local cluster routes to a namespace of this machine, dev/cluster/node.sh), where
+    // nothing listens on :80 in this tier, so a connect is refused at once and nothing leaves this
+    // machine. Passing the list shows as `unreachable` (or a 200), never `refused`.
+    const ip = clusterEnv().JR2_PUBLIC_OTHER_IP || "198.51.100.11";
+    const target = `${ip}:80`;
     const before = await connectVia(A.ip, target);
     expect([before.status, before.headers[EGRESS_HEADER]]).toEqual([403, "refused"]);
     await K8s(SandboxModel, { namespace: ns.name, name: A.name }).Patch([
-      { op: "replace", path: "/spec/egress/allow", value: ["203.0.113.9:80"] },
+      { op: "replace", path: "/spec/egress/allow", value: [target] },
     ]);
     const after = await waitFor(
       "A's patched list in force",
@@ -284,8 +288,13 @@ describe("the egress point", () => {
     );
     expect([200, 502]).toContain(after.status);
     after.socket.destroy();
-    const passed = (await logOf(A.name)).filter((e) => e.host === "203.0.113.9");
-    expect(passed.at(-1)?.decision).toMatch(/^(allowed|unreachable)$/);
+    // An entry is written when its connection ends, which the destroy above may not have reached yet.
+    const log = await waitFor(
+      "A's log records the attempt the new list passed",
+      () => logOf(A.name),
+      (entries) => entries.filter((e) => e.host === ip).at(-1)?.decision !== "refused",
+    );
+    expect(log.filter((e) => e.host === ip).at(-1)?.decision).toMatch(/^(allowed|unreachable)$/);
     // B's list is B's: the same target stays refused for it.
     const b = await connectVia(B.ip, target);
     expect([b.status, b.headers[EGRESS_HEADER], JSON.parse(b.body).error.message]).toEqual([
