@@ -124,6 +124,10 @@ export class LedgerStore<T> {
           `or delete it to start the ledger empty`,
       );
     }
+    // A change that wrote while this read was on its way (a first read after a restart, racing a
+    // submit) holds a newer value than the one read: this read's answer is older, never kept over it.
+    const meanwhile = this.#held.get(workspace);
+    if (!fresh && meanwhile !== held && meanwhile?.uid === uid) return meanwhile;
     const next: Held<T> = { value: read?.value ?? this.opts.format.empty(), version: read?.version, uid };
     this.#held.set(workspace, next);
     return next;
