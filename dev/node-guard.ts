@@ -13,12 +13,14 @@ function nft(args: string[], input?: string): string {
 
 /**
  * Lets Sandbox pods open TCP `port` on the node IP; returns what closes it again. `ports` names the
- * set as `cluster.sh env` prints JR2_NODE_GUARD_PORTS ("family table set").
+ * set as `cluster.sh env` prints JR2_NODE_GUARD_PORTS ("family/table/set").
  */
 export function openToSandboxes(ports: string, port: number): () => void {
   if (!Number.isInteger(port) || port < 1 || port > 65535)
     throw new Error(`openToSandboxes: ${port} is not a TCP port`);
-  nft(["add", "element", ...ports.split(" "), `{ ${port} }`]);
+  const ref = ports.split("/");
+  nft(["add", "element", ...ref, `{ ${port} }`]);
   // add then delete in one batch: gone whether or not it is still there (nft 1.0.6 has no destroy).
-  return () => void nft(["-f", "-"], `add element ${ports} { ${port} }\ndelete element ${ports} { ${port} }\n`);
+  const set = ref.join(" ");
+  return () => void nft(["-f", "-"], `add element ${set} { ${port} }\ndelete element ${set} { ${port} }\n`);
 }

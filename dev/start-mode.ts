@@ -12,7 +12,7 @@ export type RealNode = {
   /** This machine's address as the node's pods reach it. */
   address: string;
   registry: string;
-  /** The node guard's set of node ports Sandbox pods may open (decision 0051), "family table set". */
+  /** The node guard's set of node ports Sandbox pods may open (decision 0051), "family/table/set". */
   guardPorts: string;
   placement: {
     nodeSelector: Record<string, string>;

@@ -818,8 +818,8 @@ cmd_env() {
   # The node guard (CNI plugin) and the nft set of Sandbox pods' addresses it keeps, and the
   # stand-in public host's network namespace and addresses (docs/decisions/0051).
   echo "JR2_NODE_GUARD=$NODE_GUARD_BIN/jr2-node-guard"
-  echo "JR2_NODE_GUARD_SET=inet $NFT_TABLE $NFT_SANDBOX_SET"
-  echo "JR2_NODE_GUARD_PORTS=inet $NFT_TABLE $NFT_SANDBOX_PORTS"
+  echo "JR2_NODE_GUARD_SET=inet/$NFT_TABLE/$NFT_SANDBOX_SET"
+  echo "JR2_NODE_GUARD_PORTS=inet/$NFT_TABLE/$NFT_SANDBOX_PORTS"
   echo "JR2_SANDBOX_ANNOTATION=$SANDBOX_ANNOTATION"
   echo "JR2_PUBLIC_NETNS=$PUBLIC_NETNS"
   echo "JR2_PUBLIC_ALLOWED_IP=$PUBLIC_ALLOWED_IP"

@@ -92,8 +92,7 @@ deployment_pod_scheduled() {
 # ---------------------------------------------------------------------------------------
 say "cluster up in $JR2_STATE_DIR"
 cluster up >/dev/null
-# Only the two it needs: other lines (the node guard's nft set names) hold spaces, which eval would run.
-eval "$(cluster env | grep -E '^(KUBECONFIG|KUBECTL)=')" # KUBECONFIG=..., KUBECTL=...
+eval "$(cluster env)" # KUBECONFIG=..., KUBECTL=...
 status=$(cluster status) || fail "status is not up after 'up':"$'\n'"$status"
 grep -q '^supervisor: running' <<<"$status" || fail "status does not report a running supervisor:"$'\n'"$status"
 say "$(grep '^supervisor:' <<<"$status")"

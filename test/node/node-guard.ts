@@ -13,9 +13,9 @@ function nft(args: string[]): string {
   return r.stdout;
 }
 
-/** The elements of a set named "family table set" (as `cluster.sh env` prints it). */
+/** The elements of a set named "family/table/set" (as `cluster.sh env` prints it). */
 function elements(ref: string): string[] {
-  const set = JSON.parse(nft(["-j", "list", "set", ...ref.split(" ")])).nftables.find((o: { set?: unknown }) => o.set)
+  const set = JSON.parse(nft(["-j", "list", "set", ...ref.split("/")])).nftables.find((o: { set?: unknown }) => o.set)
     .set as { elem?: Array<string | number | { elem: { val: string | number } }> };
   return (set.elem ?? []).map((e) => String(typeof e === "object" ? e.elem.val : e));
 }

@@ -247,8 +247,8 @@ describe("the stand-in public host, and the node closed to Sandbox pods (docs/de
   const pub = publicHostAddresses();
   const nodeIP = fromSetup("JR2_REAL_NODE_IP");
   const annotation = fromSetup("JR2_SANDBOX_ANNOTATION");
-  // "inet jr2-node sandbox_pods": the nft set the node guard keeps.
-  const guardSet = fromSetup("JR2_NODE_GUARD_SET").split(" ");
+  // "inet/jr2-node/sandbox_pods": the nft set the node guard keeps.
+  const guardSet = fromSetup("JR2_NODE_GUARD_SET").split("/");
   const DROPPED = /i\/o timeout/;
 
   beforeAll(async () => {

@@ -12,7 +12,7 @@ const up = {
   JR2_REAL_NODE_LABEL: "jr2.dev/node=real",
   JR2_REAL_NODE_TAINT: "jr2.dev/node=real:NoSchedule",
   JR2_REAL_NODE_IP: "10.244.255.1",
-  JR2_NODE_GUARD_PORTS: "inet jr2-node sandbox_node_ports",
+  JR2_NODE_GUARD_PORTS: "inet/jr2-node/sandbox_node_ports",
 };
 
 describe("npm start's mode", () => {
@@ -23,7 +23,7 @@ describe("npm start's mode", () => {
         name: "jr2-real-0",
         address: "10.244.255.1",
         registry: "127.0.0.1:5000",
-        guardPorts: "inet jr2-node sandbox_node_ports",
+        guardPorts: "inet/jr2-node/sandbox_node_ports",
         placement: {
           nodeSelector: { "jr2.dev/node": "real" },
           tolerations: [{ key: "jr2.dev/node", operator: "Equal", value: "real", effect: "NoSchedule" }],
