@@ -398,20 +398,27 @@ export function timeoutsMs(config: CustodianConfig): { connect: number; headers:
  * trust bundle, and each held value's Stand-in under its `env` name. */
 export const HARNESS_CUSTODIAN_URL_ENV = "JR2_CUSTODIAN_URL";
 
+/** A proxy told the way tools read it, in both spellings, loopback excepted; `all`: ALL_PROXY too
+ * (curl's for any scheme), for a seat whose only way out is that proxy (decision 0051). */
+export function proxyEnv(url: string, all = false): Array<{ name: string; value: string }> {
+  const loopback = "127.0.0.1,localhost,::1";
+  return [
+    ...["HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", ...(all ? ["ALL_PROXY", "all_proxy"] : [])].map(
+      (name) => ({ name, value: url }),
+    ),
+    { name: "NO_PROXY", value: loopback },
+    { name: "no_proxy", value: loopback },
+  ];
+}
+
 export function harnessCustodianEnv(
   config: CustodianConfig,
   port: number = CUSTODIAN_PORT,
 ): Array<{ name: string; value: string }> {
   const url = `http://127.0.0.1:${port}`;
-  const loopback = "127.0.0.1,localhost,::1";
   return [
     { name: HARNESS_CUSTODIAN_URL_ENV, value: url },
-    { name: "HTTPS_PROXY", value: url },
-    { name: "https_proxy", value: url },
-    { name: "HTTP_PROXY", value: url },
-    { name: "http_proxy", value: url },
-    { name: "NO_PROXY", value: loopback },
-    { name: "no_proxy", value: loopback },
+    ...proxyEnv(url),
     { name: "NODE_EXTRA_CA_CERTS", value: `${HARNESS_CA_DIR}/${HARNESS_CA_KEY}` },
     ...config.held.flatMap((h) => (h.env ? [{ name: h.env, value: h.standIn }] : [])),
   ];

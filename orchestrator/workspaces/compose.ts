@@ -28,6 +28,7 @@ import {
   HARNESS_CA_KEY,
   custodianConfigMapName,
   harnessCustodianEnv,
+  proxyEnv,
   parseCustodianConfig,
   standInFrom,
   type CustodianConfig,
@@ -357,7 +358,7 @@ function userContainer(image: string, keys: string[], split: SizeSplit, netRaw: 
   return {
     name: USER,
     image,
-    ...(proxy ? { env: proxyEnv(proxy) } : {}),
+    ...(proxy ? { env: seatProxyEnv(proxy) } : {}),
     // The opt-out states its own (empty) drop list: the runtime's default set, NET_RAW in it.
     securityContext: { capabilities: { drop: netRaw ? [] : [USER_SEAT_DROP] } },
     volumeMounts: [{ name: VOLUME.work, mountPath: WORK_ROOT }, ...repoMounts(keys)],
@@ -366,27 +367,18 @@ function userContainer(image: string, keys: string[], split: SizeSplit, netRaw: 
 }
 
 /**
- * A seat's way out, told the way tools read it (decision 0051): the egress point's proxy, in both
- * spellings. The Harness's proxy is its Custodian (which chains to the egress point); the user seat
- * and the Effector hold no Stand-in, so they ask the egress point directly. A tool that ignores
- * these variables reaches nothing: the pod's policy admits no other address.
+ * The user seat's and the Effector's way out (decision 0051): the egress point itself, as they hold
+ * no Stand-in (the Harness's proxy is its Custodian, which chains to it). A tool that ignores these
+ * variables reaches nothing: the pod's policy admits no other address.
  */
-export function proxyEnv(url: string): Array<{ name: string; value: string }> {
-  const loopback = "127.0.0.1,localhost,::1";
-  return ["HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"]
-    .map((name) => ({ name, value: url }))
-    .concat([
-      { name: "NO_PROXY", value: loopback },
-      { name: "no_proxy", value: loopback },
-    ]);
-}
+const seatProxyEnv = (url: string) => proxyEnv(url, true);
 
 function effectorContainer(image: string, keys: string[], proxy?: string): Container {
   return {
     name: EFFECTOR,
     image,
     env: [
-      ...(proxy ? proxyEnv(proxy) : []),
+      ...(proxy ? seatProxyEnv(proxy) : []),
       { name: EFFECTOR_ENV.port, value: String(EFFECTOR_PORT) },
       { name: EFFECTOR_ENV.work, value: WORK_ROOT },
       { name: EFFECTOR_ENV.repos, value: REPOS_MOUNT },

@@ -5,7 +5,7 @@
 // ConfigMap the Harness containers trust. The namespace's two NetworkPolicies are the operator's,
 // kept in every namespace that holds Sandboxes (api/sandbox-policies.ts, decision 0047).
 import { readFileSync } from "node:fs";
-import { CA_CERT_KEY, CA_KEY_KEY, HARNESS_CA_KEY } from "../../api/custodian-config";
+import { CA_CERT_KEY, CA_KEY_KEY, HARNESS_CA_KEY, viaAddress, viaProblem } from "../../api/custodian-config";
 import { ORCHESTRATOR_ENV as E } from "../../api/env";
 import { EGRESS, EGRESS_ADMIN_PORT, EGRESS_PROXY_PORT } from "../../api/egress-point";
 import {
@@ -16,6 +16,7 @@ import {
   PART_OF_JR2,
 } from "../../api/wire";
 import { ApiError } from "../../lib/api-error";
+import { urlWithoutCredentials } from "../../lib/redact";
 import { issueCa, type CaPem } from "../../lib/ca";
 import { applyRequest, kubeRequest } from "../../lib/kube";
 import { ORCHESTRATOR, ORCHESTRATOR_PORT } from "../orchestrator-manifests";
@@ -49,18 +50,12 @@ export function egressSettingsFrom(env: NodeJS.ProcessEnv, namespace: string | u
   const service = namespace ? `${EGRESS}.${namespace}.svc` : undefined;
   const proxyUrl = named || (service ? `http://${service}:${EGRESS_PROXY_PORT}` : undefined);
   if (!proxyUrl) return undefined;
-  let url: URL;
-  try {
-    url = new URL(proxyUrl);
-  } catch {
-    throw new Error(`${E.egressUrl}: ${JSON.stringify(proxyUrl)} is not a url: write http://<host>:<port>, or off`);
-  }
-  if (url.protocol !== "http:" || !url.port || (url.pathname !== "/" && url.pathname !== ""))
-    throw new Error(
-      `${E.egressUrl}: ${JSON.stringify(proxyUrl)} must be http://<host>:<port> (the egress point's proxy), or off`,
-    );
-  const adminUrl = env[E.egressAdminUrl] || `http://${service ?? url.hostname}:${EGRESS_ADMIN_PORT}`;
-  return { proxyUrl: `http://${url.host}`, adminUrl: adminUrl.replace(/\/$/, "") };
+  // The url becomes each Custodian's egress.via: judged here by the same rule, at boot.
+  const problem = viaProblem(proxyUrl);
+  if (problem)
+    throw new Error(`${E.egressUrl}: ${JSON.stringify(urlWithoutCredentials(proxyUrl))} ${problem}; or write off`);
+  const adminUrl = env[E.egressAdminUrl] || `http://${service ?? viaAddress(proxyUrl).host}:${EGRESS_ADMIN_PORT}`;
+  return { proxyUrl, adminUrl: adminUrl.replace(/\/$/, "") };
 }
 
 /** The pod settings from the environment; throws naming the variable or file and the fix. `tls`:
