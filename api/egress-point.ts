@@ -228,12 +228,17 @@ export function parseEgressRules(
   return { ok: true, rules };
 }
 
-/** An egress list: at most EGRESS_LIST_MAX rules, each refused at its own index with the fix. */
-export const EgressAllowList = z.array(z.string()).check(
+/** An egress list: at most EGRESS_LIST_MAX rules, each refused at its own index with the fix. Its
+ * entries are judged here, not by an element type, so one entry that is no string hides no other's
+ * refusal (admission names them all). */
+export const EgressAllowList = z.array(z.unknown()).check(
   z.maxLength(EGRESS_LIST_MAX, `must hold at most ${EGRESS_LIST_MAX} rules: use *.domain rules to cover many hosts`),
   z.superRefine((list, ctx) => {
     list.forEach((text, i) => {
-      const p = parseEgressRule(text);
+      const p =
+        typeof text === "string"
+          ? parseEgressRule(text)
+          : { ok: false as const, message: "must be a string, e.g. api.example.com:443 (quoted in YAML)" };
       if (!p.ok) ctx.addIssue({ code: "custom", path: [i], message: p.message, input: text });
     });
   }),

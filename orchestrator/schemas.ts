@@ -4,14 +4,8 @@
 // Shapes the Orchestrator shares with others come from their owners: the Sandbox's conditions and
 // phases from the CRD sources, the slot, branch, ref and url rules from api/names.ts, which the
 // Harness's `/attach` schema uses too, so a body this API accepts is one the Harness accepts.
-import { EgressAllowList } from "../api/egress-point";
-
-/** The list's own refusals (api/egress-point.ts), on a classic schema that carries a description. */
-const egressAllowCheck = z.superRefine<string[]>((list, ctx) => {
-  const r = EgressAllowList.safeParse(list);
-  if (!r.success) for (const i of r.error.issues) ctx.addIssue({ code: "custom", path: i.path, message: i.message });
-});
 import { z } from "zod";
+import { EgressAllowList } from "../api/egress-point";
 import { Condition } from "../api/crd/sources/common";
 import { IDLE_TIMEOUT_RANGE, SANDBOX_PHASES, idleTimeoutField } from "../api/crd/sources/sandbox";
 import { AttachAnswer, fieldPath } from "../api/attach";
@@ -75,18 +69,25 @@ export type RepoSlot = z.infer<typeof RepoSlot>;
 // ---------------------------------------------------------------------------------------------
 // Bodies
 
+/** Egress rules (decision 0051) as a classic schema, which carries a description: the list's own
+ * refusals (api/egress-point.ts EgressAllowList), each at its index. The API's body and the pod
+ * config's base list both take it. */
+export const EgressRules = z.array(z.string()).check(
+  z.superRefine((list, ctx) => {
+    const r = EgressAllowList.safeParse(list);
+    if (!r.success) for (const i of r.error.issues) ctx.addIssue({ code: "custom", path: i.path, message: i.message });
+  }),
+);
+
 /** A workspace's egress list (decision 0051): what its Sandbox may reach through the egress point
  * beside the installation's base list and its Repos' remotes. */
 export const EgressList = z
   .strictObject({
-    allow: z
-      .array(z.string())
-      .check(egressAllowCheck)
-      .meta({
-        description:
-          "Hosts the Sandbox may reach: `host`, `host:port`, `*.suffix` (deeper names only, never the suffix " +
-          "itself), `*.suffix:port`, or an IP literal (`[v6]:port`). No port: any port. At most 256.",
-      }),
+    allow: EgressRules.meta({
+      description:
+        "Hosts the Sandbox may reach: `host`, `host:port`, `*.suffix` (deeper names only, never the suffix " +
+        "itself), `*.suffix:port`, or an IP literal (`[v6]:port`). No port: any port. At most 256.",
+    }),
   })
   .meta({ description: "A workspace's egress list: the Sandbox's spec.egress.allow (decision 0051)." });
 export type EgressList = z.infer<typeof EgressList>;
@@ -305,17 +306,12 @@ export const EgressLog = z
           time: z.string().meta({ format: "date-time", description: "When the connection was decided." }),
           host: z.string().meta({ description: "The host asked for, as the egress point matched it." }),
           port: z.number().int().meta({ description: "The port asked for." }),
-          decision: z
-            .enum(["allowed", "refused", "unreachable"])
-            .meta({
-              description: "allowed: connected; refused: a rule or limit said no; unreachable: allowed, not connected.",
-            }),
-          reason: z
-            .string()
-            .optional()
-            .meta({
-              description: "Why it was refused (not_listed, internal, limit) or not connected (dns, connect, timeout).",
-            }),
+          decision: z.enum(["allowed", "refused", "unreachable"]).meta({
+            description: "allowed: connected; refused: a rule or limit said no; unreachable: allowed, not connected.",
+          }),
+          reason: z.string().optional().meta({
+            description: "Why it was refused (not_listed, internal, limit) or not connected (dns, connect, timeout).",
+          }),
           bytesOut: z.number().int().meta({ description: "Bytes the Sandbox sent." }),
           bytesIn: z.number().int().meta({ description: "Bytes the Sandbox received." }),
           durationMs: z.number().meta({ description: "How long the connection lasted." }),

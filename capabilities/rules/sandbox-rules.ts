@@ -3,7 +3,7 @@
 // path and its fix. A stated context is judged field by field: only what states something weaker
 // than the hardened context is refused, what it leaves out the defaults complete (decision 0016).
 // Reads hostile input as `unknown` and never throws.
-import { EGRESS_LIST_MAX, parseEgressRule } from "../../api/egress-point";
+import { EgressAllowList } from "../../api/egress-point";
 import { OPERATOR_ENV } from "../../api/env";
 import { parseGoDuration } from "../../lib/duration";
 import { DEFAULT_FS_GROUP, DEFAULT_IDLE_TIMEOUT, EFFECTOR, HARNESS, USER, keyOfRepoVolume } from "../../api/wire";
@@ -237,20 +237,12 @@ function egressViolations(spec: Record<string, unknown>): Violation[] {
   const allow = egress.allow;
   if (allow === undefined) return [];
   if (!Array.isArray(allow)) return [violation("spec.egress.allow", "must be a list of hosts, e.g. [api.example.com]")];
-  if (allow.length > EGRESS_LIST_MAX)
-    return [
-      violation(
-        "spec.egress.allow",
-        `lists ${allow.length} hosts, past the bound of ${EGRESS_LIST_MAX}: use a *.suffix`,
-      ),
-    ];
-  return allow.flatMap((entry, i) => {
-    const parsed =
-      typeof entry === "string"
-        ? parseEgressRule(entry)
-        : { ok: false as const, message: "must be a string such as api.example.com:443 (e.g. quoted in YAML)" };
-    return parsed.ok ? [] : [violation(`spec.egress.allow[${i}]`, parsed.message)];
-  });
+  // The list's own check (api/egress-point.ts), its issues at this field's path.
+  const r = EgressAllowList.safeParse(allow);
+  if (r.success) return [];
+  return r.error.issues.map((i) =>
+    violation(`spec.egress.allow${i.path.length ? `[${String(i.path[0])}]` : ""}`, i.message),
+  );
 }
 
 const human = (ms: number) => (ms % 60_000 === 0 ? `${ms / 60_000}m` : `${ms / 1000}s`);

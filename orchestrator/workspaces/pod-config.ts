@@ -11,7 +11,7 @@
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { fieldPath } from "../../api/attach";
-import { EgressAllowList } from "../../api/egress-point";
+import { EgressRules } from "../schemas";
 import { EnvName, HeaderName, HostPattern, Origin, Provider, Timeout } from "../../api/custodian-config";
 import { Toleration } from "../../api/crd/generated/corev1";
 import { milliCpu, bytesOf } from "../../lib/quantity";
@@ -126,23 +126,13 @@ export const PodConfig = z
       .default({ netRaw: false }),
     egress: z
       .strictObject({
-        allow: z
-          .array(z.string())
-          .check(
-            z.superRefine<string[]>((list, ctx) => {
-              const r = EgressAllowList.safeParse(list);
-              if (!r.success)
-                for (const i of r.error.issues) ctx.addIssue({ code: "custom", path: i.path, message: i.message });
-            }),
-          )
-          .default([])
-          .meta({
-            description:
-              "The installation's base list (decision 0051): hosts every Sandbox may reach through the egress point, " +
-              "beside each workspace's own list and its Repos' remotes. The egress point adds the hosts of " +
-              "custodian.providers, custodian.held origins and custodian.tunnel itself. Only an exact host of " +
-              "this list (or of those) may resolve to a cluster-internal address, e.g. a model served in the cluster.",
-          }),
+        allow: EgressRules.default([]).meta({
+          description:
+            "The installation's base list (decision 0051): hosts every Sandbox may reach through the egress point, " +
+            "beside each workspace's own list and its Repos' remotes. The egress point adds the hosts of " +
+            "custodian.providers, custodian.held origins and custodian.tunnel itself. Only an exact host of " +
+            "this list (or of those) may resolve to a cluster-internal address, e.g. a model served in the cluster.",
+        }),
       })
       .default({ allow: [] }),
     placement: z
