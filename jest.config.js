@@ -8,8 +8,8 @@ const esm = [
   "openid-client",
   "oauth4webapi",
   "jose",
-  "@mariozechner/pi-agent-core",
-  "@mariozechner/pi-ai",
+  "@earendil-works/pi-agent-core",
+  "@earendil-works/pi-ai",
   "typebox",
 ];
 
@@ -26,7 +26,7 @@ const base = {
   transform: { "^.+\\.(t|j|mj)s$": swc },
   transformIgnorePatterns: [`/node_modules/(?!(${esm.join("|")})/)`],
   // pi-ai's package exports name only an `import` entry, which jest's CommonJS resolver never picks.
-  moduleNameMapper: { "^@mariozechner/pi-ai$": "<rootDir>/node_modules/@mariozechner/pi-ai/dist/index.js" },
+  moduleNameMapper: { "^@earendil-works/pi-ai$": "<rootDir>/node_modules/@earendil-works/pi-ai/dist/index.js" },
   moduleFileExtensions: ["ts", "js", "mjs", "json"],
   testEnvironment: "node",
 };

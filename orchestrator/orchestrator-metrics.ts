@@ -1,7 +1,7 @@
 // The Orchestrator's Prometheus text for GET /metrics: workspaces by state, transitions, waits and
 // renewals, and how late its event loop runs. Small enough to write out by hand rather than carry a
 // client library.
-import { monitorEventLoopDelay, type IntervalHistogram } from "node:perf_hooks";
+import { monitorEventLoopDelay, type ELDHistogram } from "node:perf_hooks";
 import { WORKSPACE_STATES, type WorkspaceEvent, type WorkspaceView } from "./schemas";
 
 /** How often the event-loop monitor's timer asks to run (node's default). */
@@ -11,7 +11,7 @@ export const EVENT_LOOP_DELAY = "jr2_orchestrator_event_loop_delay_seconds";
 export const EVENT_LOOP_DELAY_MAX = "jr2_orchestrator_event_loop_delay_max_seconds";
 
 /** What the event-loop lines read of node's histogram (nanoseconds). */
-export type DelayHistogram = Pick<IntervalHistogram, "percentile" | "max" | "count">;
+export type DelayHistogram = Pick<ELDHistogram, "percentile" | "max" | "count">;
 
 /**
  * The event-loop delay lines from node's histogram. The histogram records the time between two

@@ -24,7 +24,7 @@ export type Companion = keyof typeof COMPANIONS;
 export const LAZY: Partial<Record<Companion, Record<string, string>>> = {
   custodian: { "node-forge": "custodian-forge.js" },
   // The agent library (decision 0024), imported with the first turn (harness/agents/model.ts).
-  harness: { "@mariozechner/pi-agent-core": "harness-pi.mjs" },
+  harness: { "@earendil-works/pi-agent-core": "harness-pi.mjs" },
 };
 
 const ROOT = join(__dirname, "..");

@@ -9,7 +9,7 @@
 // file imports pi-ai for its types alone and loads pi-agent-core with `import()` (`agentCore()`):
 // under tsx that is Node's own ESM loader, in the esbuild bundle it is inlined, and in jest swc turns
 // it into a `require` of the transformed package (jest.config.js).
-import type { Model, OpenAICompletionsCompat } from "@mariozechner/pi-ai";
+import type { Model, OpenAICompletionsCompat } from "@earendil-works/pi-ai";
 
 /** An OpenAI-compatible endpoint and the model to ask there. */
 export type ModelEndpoint = {
@@ -89,11 +89,11 @@ export function agentModel(endpoint: ModelEndpoint): {
   return { model, getApiKey: (provider) => (provider === model.provider ? apiKey : undefined) };
 }
 
-export type AgentCore = typeof import("@mariozechner/pi-agent-core");
+export type AgentCore = typeof import("@earendil-works/pi-agent-core");
 
 let core: Promise<AgentCore> | undefined;
 /** pi-agent-core (`Agent`, `agentLoop`, ...), loaded once. See the head of this file for why it is
  * an `import()` and not an import statement. */
 export function agentCore(): Promise<AgentCore> {
-  return (core ??= import("@mariozechner/pi-agent-core"));
+  return (core ??= import("@earendil-works/pi-agent-core"));
 }

@@ -7,8 +7,8 @@
 // (picks/allowed.ts) and, when they changed, the Turn part is restated before the next model call
 // (decision 0025). The model is reached through the Custodian's provider route with a Stand-in
 // as its key (decision 0021): the Harness never holds the key.
-import type { AgentMessage, AgentTool } from "@mariozechner/pi-agent-core";
-import type { AssistantMessage } from "@mariozechner/pi-ai";
+import type { AgentMessage, AgentTool } from "@earendil-works/pi-agent-core";
+import type { AssistantMessage } from "@earendil-works/pi-ai";
 import { Type } from "typebox";
 import type { MenuTool } from "../../api/agent-protocol";
 import { readAllowed } from "../picks/allowed";

@@ -6,8 +6,8 @@ import { readdirSync, readFileSync } from "node:fs";
 import { mkdir, mkdtemp, readFile, realpath, rm, symlink, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import type { AgentEvent, AgentTool } from "@mariozechner/pi-agent-core";
-import type { AssistantMessage, ToolResultMessage } from "@mariozechner/pi-ai";
+import type { AgentEvent, AgentTool } from "@earendil-works/pi-agent-core";
+import type { AssistantMessage, ToolResultMessage } from "@earendil-works/pi-ai";
 import { startScriptedModel, type ScriptedModel, type ScriptStep } from "../../dev/scripted-model";
 import { agentCore, agentModel, openAICompatibleModel } from "../../harness/agents/model";
 import {
