@@ -119,7 +119,7 @@ export const boundaries = [
     },
   })),
   ...COMPANIONS.map((self) => ({
-    files: [`${self}/**/*.ts`],
+    files: [`${self}/**/*.{ts,mts}`],
     rules: {
       "no-restricted-imports": refuse(
         folders(
@@ -156,7 +156,7 @@ export default [
     },
   },
   {
-    files: ["**/*.ts"],
+    files: ["**/*.{ts,mts}"],
     plugins: { "@typescript-eslint": tsPlugin },
     languageOptions: {
       parser: tsParser,

@@ -8,8 +8,7 @@ const esm = [
   "openid-client",
   "oauth4webapi",
   "jose",
-  "@earendil-works/pi-agent-core",
-  "@earendil-works/pi-ai",
+  "@earendil-works",
   "typebox",
 ];
 
@@ -23,11 +22,13 @@ const swc = [
 ];
 
 const base = {
-  transform: { "^.+\\.(t|j|mj)s$": swc },
+  transform: { "^.+\\.(t|mt|j|mj)s$": swc },
   transformIgnorePatterns: [`/node_modules/(?!(${esm.join("|")})/)`],
-  // pi-ai's package exports name only an `import` entry, which jest's CommonJS resolver never picks.
-  moduleNameMapper: { "^@earendil-works/pi-ai$": "<rootDir>/node_modules/@earendil-works/pi-ai/dist/index.js" },
-  moduleFileExtensions: ["ts", "js", "mjs", "json"],
+  // pi's packages export only an `import` entry: resolved with that condition.
+  resolver: "<rootDir>/test/support/import-condition-resolver.js",
+  // The Harness's ES-module facade of pi (harness/agents/pi-lib.mts), imported as ./pi-lib.mjs.
+  moduleNameMapper: { "^(.*)/pi-lib\\.mjs$": "$1/pi-lib.mts" },
+  moduleFileExtensions: ["ts", "mts", "js", "mjs", "json"],
   testEnvironment: "node",
 };
 

@@ -113,6 +113,16 @@ export const StreamEvent = z.discriminatedUnion("kind", [
   }),
   z.strictObject({ kind: z.literal("pick"), ...at, pick: z.string(), deliveryId: z.string().optional() }),
   z.strictObject({ kind: z.literal("working"), ...at, note: z.string() }),
+  /** One model call's tokens as the provider counted them (docs/decisions/0054). */
+  z.strictObject({
+    kind: z.literal("usage"),
+    ...at,
+    model: z.string(),
+    input: z.number().int().min(0),
+    output: z.number().int().min(0),
+    cacheRead: z.number().int().min(0),
+    cacheWrite: z.number().int().min(0),
+  }),
   /** The Allowed picks changed mid-turn and the model was told the new list (the restated Turn part). */
   z.strictObject({ kind: z.literal("allowed"), ...at, allowed: z.array(z.string()) }),
   z.strictObject({

@@ -8,6 +8,7 @@ import { en } from "zod/locales";
 import * as z from "zod/mini";
 import { fieldPath } from "./field-path";
 import { goDurationMs } from "./go-duration";
+import { MODEL_KINDS } from "./model-kinds";
 import { HOP_BY_HOP_HEADERS, SANDBOX_TOKEN_KEY } from "./wire";
 
 // ---------------------------------------------------------------------------------------------
@@ -265,6 +266,15 @@ const HeldValue = z.strictObject({
 export const Provider = z.strictObject({
   name: RouteName,
   url: described(z.clone(BaseUrl), "Where /providers/<name>/<path> goes: <url>/<path>."),
+  kind: described(
+    z.optional(
+      z.enum(MODEL_KINDS, {
+        message: `must be one of ${MODEL_KINDS.join(", ")} (the API the provider speaks)`,
+      }),
+    ),
+    "The API it speaks, and so the one header its key rides in (x-api-key, authorization, x-goog-api-key); " +
+      "absent: the kind of the public API at its url's host, else openai-compatible (docs/decisions/0054).",
+  ),
 });
 
 const Orchestrator = z.strictObject({

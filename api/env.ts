@@ -19,13 +19,21 @@ export const HARNESS_ENV = {
   host: LISTEN_HOST,
   /** Where it keeps its conversations (decision 0025), a volume of its own. */
   conversationsDir: "JR2_CONVERSATIONS_DIR",
-  /** The model its Agents ask (an OpenAI-compatible endpoint): the Custodian's provider route by
-   * name (`<JR2_CUSTODIAN_URL>/providers/<name>/v1`), or a base url outright; the model's id; and the
-   * env var holding the key's Stand-in (default OPENAI_API_KEY). */
+  /** The model its Agents ask (docs/decisions/0054): the Custodian's provider route by name
+   * (`<JR2_CUSTODIAN_URL>/providers/<name>` + the kind's path), or a base url outright; the model's
+   * id as the provider names it; and the env var holding the key's Stand-in (default: the kind's,
+   * e.g. ANTHROPIC_API_KEY). */
   modelProvider: "JR2_MODEL_PROVIDER",
   modelUrl: "JR2_MODEL_URL",
   modelId: "JR2_MODEL_ID",
   modelKeyEnv: "JR2_MODEL_KEY_ENV",
+  /** The provider's kind (api/model-kinds.ts): the Orchestrator writes it from custodian.providers;
+   * default openai-compatible. */
+  modelKind: "JR2_MODEL_KIND",
+  /** The API to speak when the kind takes more than one (openai: openai-responses or openai-completions). */
+  modelApi: "JR2_MODEL_API",
+  /** How hard a reasoning model thinks: off (default), minimal, low, medium, high. */
+  modelThinking: "JR2_MODEL_THINKING",
 } as const;
 
 /** The Sandbox Effector (decision 0021): where its mounts are. */

@@ -8,6 +8,7 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { performance } from "node:perf_hooks";
 import { timeoutsMs, type CustodianConfig } from "../api/custodian-config";
+import { MODEL_KIND, providerKind } from "../api/model-kinds";
 import { readBody, sendJson, listen } from "../lib/http-json";
 import { redact } from "../lib/redact";
 import { answer, notReady, refusal } from "./answers";
@@ -269,7 +270,9 @@ export class Custodian {
         );
       const url = hasDotSegment(route.rest) ? undefined : joinUrl(p.url, route.rest);
       if (!url) return badPath;
-      return { url, headers, body: hasBody(req) ? req : undefined, retries: 0 } satisfies Exchange;
+      const kind = providerKind(p);
+      const keyHeader = { header: MODEL_KIND[kind].keyHeader, provider: p.name, kind };
+      return { url, headers, body: hasBody(req) ? req : undefined, retries: 0, keyHeader } satisfies Exchange;
     }
     trace.route = "proxy";
     const url = route.url;

@@ -12,7 +12,7 @@ import { createBrotliDecompress, createGunzip, createInflate } from "node:zlib";
 import { answer, egressAnswer, failedAfterSending, refusal, unreachable } from "./answers";
 import type { Ctx, Held, Trace } from "./context";
 import { maskInto, maskText } from "./mask";
-import { answerHeaders, failureDetail, substitute, withoutHeader, type Header } from "./rules";
+import { answerHeaders, failureDetail, substitute, withoutHeader, type Header, type KeyHeader } from "./rules";
 import { egressOf, type Gone, type UpstreamAnswer } from "./upstream";
 
 export type Exchange = {
@@ -27,6 +27,8 @@ export type Exchange = {
   bearer?: string;
   /** Straight to the upstream even with an egress point (the Orchestrator's route). */
   direct?: boolean;
+  /** A provider route's key header: Stand-ins ride there alone (api/model-kinds.ts). */
+  keyHeader?: KeyHeader;
 };
 
 const BACKOFF_MS = 100;
@@ -46,7 +48,7 @@ function outgoing(
   ex: Exchange,
   held: Held,
 ): { headers: Header[]; carries: boolean } | { refused: ReturnType<typeof refusal> } {
-  const sub = substitute(ex.headers, ex.url.origin, held.table);
+  const sub = substitute(ex.headers, ex.url.origin, held.table, ex.keyHeader);
   if (!sub.ok) return { refused: refusal(sub) };
   let headers = sub.headers;
   if (ex.bearer !== undefined)

@@ -222,8 +222,17 @@ function standInsOf(value: string): readonly string[] {
   return inner.length ? [...direct, ...inner] : direct;
 }
 
+/** A provider route's one key header (api/model-kinds.ts): a Stand-in rides there or nowhere. */
+export type KeyHeader = { header: string; provider: string; kind: string };
+
 /** Why the Stand-in may not leave in header `name` toward `origin`, or undefined. */
-function refusalOf(standIn: string, entry: HeldEntry | undefined, name: string, origin: string): ProxyRefusal | undefined {
+function refusalOf(
+  standIn: string,
+  entry: HeldEntry | undefined,
+  name: string,
+  origin: string,
+  only: KeyHeader | undefined,
+): ProxyRefusal | undefined {
   if (!entry) {
     return {
       status: 400,
@@ -238,6 +247,13 @@ function refusalOf(standIn: string, entry: HeldEntry | undefined, name: string, 
       message: `header ${name} carries the Stand-in of held value ${entry.name}, which is bound to ${[...entry.origins].join(", ")}, not ${origin}: it is sent nowhere else`,
     };
   }
+  if (only && name !== only.header) {
+    return {
+      status: 403,
+      code: "stand_in_header",
+      message: `provider ${only.provider} (${only.kind}) takes its key in header ${only.header} alone, not in ${name}: set the kind its API speaks on custodian.providers`,
+    };
+  }
   if (entry.headers && !entry.headers.has(name)) {
     return {
       status: 403,
@@ -250,11 +266,17 @@ function refusalOf(standIn: string, entry: HeldEntry | undefined, name: string, 
 
 /**
  * The headers as they leave toward `origin`: each Stand-in replaced by its held secret when every
- * Stand-in in the request is known, bound to `origin` and in a header it may ride in; otherwise a
+ * Stand-in in the request is known, bound to `origin` and in a header it may ride in (on a provider
+ * route, `only` that provider's key header); otherwise a
  * refusal naming the first that is not (the request is then not sent at all). `used` names the
  * held values put in.
  */
-export function substitute(headers: readonly Header[], origin: string, table: HeldTable): Substituted {
+export function substitute(
+  headers: readonly Header[],
+  origin: string,
+  table: HeldTable,
+  only?: KeyHeader,
+): Substituted {
   const used = new Set<string>();
   /** Which headers carry a Stand-in: only those are rewritten. */
   const carrying: boolean[] = [];
@@ -263,7 +285,7 @@ export function substitute(headers: readonly Header[], origin: string, table: He
     carrying.push(found.length > 0);
     for (const standIn of found) {
       const entry = table.byStandIn.get(standIn);
-      const refusal = refusalOf(standIn, entry, name, origin);
+      const refusal = refusalOf(standIn, entry, name, origin, only);
       if (refusal) return { ok: false, ...refusal };
       used.add(entry!.name);
     }

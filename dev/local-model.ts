@@ -11,6 +11,7 @@ import { join } from "node:path";
 import { K8s, kind } from "kubernetes-fluent-client";
 import { request } from "undici";
 import { HARNESS_ENV } from "../api/env";
+import { MODEL_KIND, MODEL_KINDS, isModelKind, providerKind, type ModelKind } from "../api/model-kinds";
 import type { z } from "zod";
 import { PodConfig } from "../orchestrator/workspaces/pod-config";
 import { ROOT } from "./local-operator";
@@ -22,6 +23,9 @@ export const LOCAL_MODEL_ENV = {
   url: "JR2_MODEL_URL",
   keyFile: "JR2_MODEL_KEY_FILE",
   id: "JR2_MODEL_ID",
+  /** The API JR2_MODEL_URL speaks (api/model-kinds.ts); default: the public API's at its host, else
+   * openai-compatible. */
+  kind: "JR2_MODEL_KIND",
   /** `1`: take a real provider's key in local process mode anyway (decision 0042). */
   allowRealKey: "JR2_LOCAL_ALLOW_REAL_KEY",
 } as const;
@@ -36,6 +40,14 @@ const DEFAULT_KEY_FILE = join(ROOT, ".jr2", "model-key");
 /** The Secret holding the model's key, its key, and the Custodian's name for the provider. */
 export const MODEL_SECRET = { name: "jr2-model-key", key: "api-key" };
 const PROVIDER = "model";
+
+/** A model id each kind knows, for the error that asks for one. */
+const EXAMPLE_ID: Record<ModelKind, string> = {
+  anthropic: "claude-sonnet-4-5",
+  openai: "gpt-5",
+  google: "gemini-2.5-flash",
+  "openai-compatible": "the id it serves",
+};
 
 /** The demo's script, per conversation: change a file in the `app` slot, propose it, finish. The
  * example Machine (examples/propose-machine.ts) asks exactly this of its Agent. */
@@ -133,9 +145,19 @@ async function endpoint(env: NodeJS.ProcessEnv, processMode: boolean, inCluster?
       `${LOCAL_MODEL_ENV.url}: must not carry a credential (user:password@): put the key in the key file`,
     );
   const baseUrl = url.replace(/\/+$/, "");
-  if (!/^https?:\/\/[^/]+(\/.*)?\/v1$/.test(baseUrl))
+  const rawKind = env[LOCAL_MODEL_ENV.kind];
+  if (rawKind && !isModelKind(rawKind))
+    throw new Error(`${LOCAL_MODEL_ENV.kind}=${rawKind}: must be one of ${MODEL_KINDS.join(", ")}`);
+  const modelKind = rawKind && isModelKind(rawKind) ? rawKind : providerKind({ url: baseUrl });
+  if (modelKind === "openai-compatible" && !/^https?:\/\/[^/]+(\/.*)?\/v1$/.test(baseUrl))
     throw new Error(
-      `${LOCAL_MODEL_ENV.url}=${url}: must be an OpenAI-compatible base URL ending in /v1, e.g. http://127.0.0.1:8000/v1`,
+      `${LOCAL_MODEL_ENV.url}=${url}: must be an OpenAI-compatible base URL ending in /v1, e.g. http://127.0.0.1:8000/v1 ` +
+        `(or name the API it speaks in ${LOCAL_MODEL_ENV.kind}: ${MODEL_KINDS.join(", ")})`,
+    );
+  if (modelKind !== "openai-compatible" && !env[LOCAL_MODEL_ENV.id])
+    throw new Error(
+      `${LOCAL_MODEL_ENV.url} is a ${modelKind} API, which lists no one model to take: set ${LOCAL_MODEL_ENV.id} to ` +
+        `the model's id as ${modelKind} names it (e.g. ${EXAMPLE_ID[modelKind]})`,
     );
   // Checked once the URL is usable, and before the key is read: the refusal is the next thing to fix.
   if (processMode && env[LOCAL_MODEL_ENV.allowRealKey] !== "1")
@@ -153,7 +175,8 @@ async function endpoint(env: NodeJS.ProcessEnv, processMode: boolean, inCluster?
   const key = readFileSync(keyFile, "utf8").trim();
   if (!key) throw new Error(`${keyFile} is empty: it must hold the model's API key`);
   const id = env[LOCAL_MODEL_ENV.id] || (await firstModel(baseUrl, key));
-  return { baseUrl, key, id, stop: async () => undefined, what: `${id} at ${baseUrl}` };
+  const what = `${id} at ${baseUrl} (${modelKind})`;
+  return { baseUrl, kind: modelKind, key, id, stop: async () => undefined, what };
 }
 
 /** The endpoint's first model (`GET /models`), for an endpoint that serves one, as vLLM does. */
@@ -191,18 +214,31 @@ export async function startLocalModel(o: {
     o.inCluster && { o: o.inCluster, namespace: o.namespace },
   );
   const origin = new URL(e.baseUrl).origin;
+  const modelKind: ModelKind = ("kind" in e && e.kind) || "openai-compatible";
+  const spec = MODEL_KIND[modelKind];
+  // The provider is the base URL without the path the kind's client adds itself (/v1, /v1beta).
+  const providerUrl =
+    spec.basePath && e.baseUrl.endsWith(spec.basePath) ? e.baseUrl.slice(0, -spec.basePath.length) : e.baseUrl;
   await K8s(kind.Secret).Apply(
     { metadata: { name: MODEL_SECRET.name, namespace: o.namespace }, stringData: { [MODEL_SECRET.key]: e.key } },
     { force: true },
   );
-  // The Harness asks <Custodian>/providers/model/v1 (harness/main.ts): the provider is the base URL
-  // without its /v1.
+  // The Harness asks <Custodian>/providers/model + the kind's path (harness/agents/model-settings.ts),
+  // with the Stand-in in the kind's variable and header (docs/decisions/0054).
   const config: z.input<typeof PodConfig> = {
     ...(o.inCluster ? { placement: o.inCluster.placement } : {}),
     custodian: {
       ...(o.inCluster ? { image: o.inCluster.image } : {}),
-      providers: [{ name: PROVIDER, url: e.baseUrl.replace(/\/v1$/, "") }],
-      held: [{ secret: MODEL_SECRET.name, key: MODEL_SECRET.key, env: "OPENAI_API_KEY", origins: [origin] }],
+      providers: [{ name: PROVIDER, url: providerUrl, kind: modelKind }],
+      held: [
+        {
+          secret: MODEL_SECRET.name,
+          key: MODEL_SECRET.key,
+          env: spec.keyEnv,
+          origins: [origin],
+          headers: [spec.keyHeader],
+        },
+      ],
     },
     harness: {
       env: [

@@ -2,8 +2,9 @@
 // Logs are JSON lines on stdout, one per request; neither headers nor bodies are ever logged.
 import { HARNESS_ENV } from "../api/env";
 import { HARNESS_PORT, REPOS_MOUNT } from "../api/wire";
-import { HARNESS_CUSTODIAN_URL_ENV, PROVIDERS_ROUTE } from "../api/custodian-config";
+import { HARNESS_CUSTODIAN_URL_ENV } from "../api/custodian-config";
 import { AgentHost } from "./agents/host";
+import { modelSettings } from "./agents/model-settings";
 import { piRunner } from "./agents/pi-runner";
 import { startHarness } from "./harness-server";
 import { log } from "../lib/log";
@@ -54,26 +55,14 @@ function agentHost(env: NodeJS.ProcessEnv, workRoot: string): AgentHost | undefi
   const dir = env[HARNESS_ENV.conversationsDir];
   if (!dir) return undefined;
   const custodianUrl = env[HARNESS_CUSTODIAN_URL_ENV];
-  const provider = env[HARNESS_ENV.modelProvider];
-  const baseUrl =
-    env[HARNESS_ENV.modelUrl] ||
-    (custodianUrl && provider ? `${custodianUrl}${PROVIDERS_ROUTE}/${provider}/v1` : undefined);
-  const keyEnv = env[HARNESS_ENV.modelKeyEnv] || "OPENAI_API_KEY";
+  const model = modelSettings(env, custodianUrl);
+  for (const problem of model.problems) log({ level: "warn", message: problem });
   const run = piRunner({
-    endpoint: {
-      baseUrl: baseUrl ?? "http://model.invalid/v1",
-      // The Stand-in; the Custodian swaps it for the key toward its bound origin.
-      apiKey: env[keyEnv] || "none",
-      id: env[HARNESS_ENV.modelId] || "default",
-    },
+    endpoint: model.endpoint,
     workRoot,
+    ...(model.thinking ? { thinking: model.thinking } : {}),
     ...(custodianUrl ? { custodianUrl } : {}),
   });
-  if (!baseUrl)
-    log({
-      level: "warn",
-      message: `no model: set ${HARNESS_ENV.modelProvider} (a Custodian provider) or ${HARNESS_ENV.modelUrl}; every turn fails`,
-    });
   return new AgentHost({ dir, run, log });
 }
 

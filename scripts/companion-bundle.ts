@@ -20,12 +20,18 @@ export const COMPANIONS = {
 } as const;
 export type Companion = keyof typeof COMPANIONS;
 
-/** The libraries a companion requires from a file beside its own, by package name: the file. */
+/** The libraries a companion requires from a file beside its own, by the specifier it imports
+ * them with: the file. A relative specifier is a module of ours, named from the repository's root in
+ * LAZY_SOURCES. */
 export const LAZY: Partial<Record<Companion, Record<string, string>>> = {
   custodian: { "node-forge": "custodian-forge.js" },
-  // The agent library (decision 0024), imported with the first turn (harness/agents/model.ts).
-  harness: { "@earendil-works/pi-agent-core": "harness-pi.mjs" },
+  // The agent library (decisions 0024, 0054): our ES-module facade of pi, imported with the first
+  // turn (harness/agents/model.ts).
+  harness: { "./pi-lib.mjs": "harness-pi.mjs" },
 };
+
+/** Where a lazy library of ours is, from the repository's root. */
+const LAZY_SOURCES: Record<string, string> = { "./pi-lib.mjs": "./harness/agents/pi-lib.mts" };
 
 const ROOT = join(__dirname, "..");
 
@@ -75,7 +81,9 @@ export async function bundleCompanion(name: Companion, outdir: string): Promise<
           }
         : {}),
       stdin: {
-        contents: esm ? `export * from ${JSON.stringify(pkg)};` : `module.exports = require(${JSON.stringify(pkg)});`,
+        contents: esm
+          ? `export * from ${JSON.stringify(LAZY_SOURCES[pkg] ?? pkg)};`
+          : `module.exports = require(${JSON.stringify(LAZY_SOURCES[pkg] ?? pkg)});`,
         resolveDir: ROOT,
       },
       outfile: lib,

@@ -21,7 +21,8 @@ export type Progress =
   | { kind: "toolResult"; tool: string; callId: string; isError: boolean; text: string }
   | { kind: "pick"; pick: string; deliveryId?: string }
   | { kind: "working"; note: string }
-  | { kind: "allowed"; allowed: string[] };
+  | { kind: "allowed"; allowed: string[] }
+  | { kind: "usage"; model: string; input: number; output: number; cacheRead: number; cacheWrite: number };
 
 export type TurnInput = {
   agent: string;

@@ -1,40 +1,43 @@
-// The model an Agent talks to (decision 0024): a pi-ai `Model` for an OpenAI-compatible
-// Chat Completions endpoint (vLLM, the scripted model of dev/scripted-model.ts, a hosted provider
-// reached through the Custodian), the key resolver that carries its API key, and the loader of
-// pi-agent-core. In a pod the key given here is the Harness's Stand-in: the Custodian swaps it for the
-// held value on the way out (decision 0018); the Harness never holds the real key.
+// The model an Agent talks to (decisions 0024, 0054): a pi-ai `Model` for the provider's own API
+// (Anthropic Messages, OpenAI Responses or Chat, Gemini, or an OpenAI-compatible Chat Completions
+// server such as vLLM or the scripted model), registered in a pi `Models` collection of its own whose
+// one provider resolves the key, and the stream function the Agent calls. In a pod the key given here
+// is the Harness's Stand-in: the Custodian swaps it for the held value in the one header that
+// provider's API reads, on its way out (decision 0018); the Harness never holds the real key.
 //
-// pi is ESM-only, and pi-ai's package exports name only an `import` entry. Our TypeScript runs as
-// CommonJS (tsx for `npm run harness` and local mode, jest through swc, the esbuild bundle), so this
-// file imports pi-ai for its types alone and loads pi-agent-core with `import()` (`agentCore()`):
-// under tsx that is Node's own ESM loader, in the esbuild bundle it is inlined, and in jest swc turns
-// it into a `require` of the transformed package (jest.config.js).
-import type { Model, OpenAICompletionsCompat } from "@earendil-works/pi-ai";
+// pi is ESM-only and its packages export only an `import` entry. Our TypeScript runs as CommonJS, so
+// this file imports pi for its types alone and loads the library with `import()` of ./pi-lib.mjs
+// (`piLib()`): under tsx that is Node's own ESM loader, in the companions bundle a file of its own,
+// and in jest a `require` of the transformed module (jest.config.js).
+import type { Api, Model, OpenAICompletionsCompat } from "@earendil-works/pi-ai";
+import type { StreamFn } from "@earendil-works/pi-agent-core";
+import { MODEL_KIND, type ModelApi, type ModelKind } from "../../api/model-kinds";
 
-/** An OpenAI-compatible endpoint and the model to ask there. */
+/** A model endpoint and the model to ask there. */
 export type ModelEndpoint = {
-  /** The base URL an OpenAI client is given: requests go to `<baseUrl>/chat/completions`, so it
-   * usually ends in `/v1`. */
+  /** The provider's kind; default `openai-compatible`. */
+  kind?: ModelKind;
+  /** The API spoken, when the kind takes more than one; default the kind's (api/model-kinds.ts). */
+  api?: ModelApi;
+  /** The base URL the API's client is given, the kind's path included (`.../v1` for OpenAI's and
+   * OpenAI-compatible ones, `.../v1beta` for Gemini, none for Anthropic's). */
   baseUrl: string;
-  /** Sent as `authorization: Bearer <apiKey>`. Required and non-empty (pi-ai refuses a call without
-   * a key); an endpoint that wants none takes any placeholder. */
+  /** The key (a Stand-in in a pod), sent in the kind's header. Required and non-empty: an endpoint
+   * that wants none takes any placeholder. */
   apiKey: string;
-  /** The model id sent as `model`. */
+  /** The model id as the provider names it (`claude-sonnet-4-5`, `gpt-5`, `gemini-2.5-flash`). */
   id: string;
-  /** pi's provider name. Default `jr2`: a name pi does not know, so it never reads a key of its own
-   * from the environment (`OPENAI_API_KEY` for `openai`) nor guesses compatibility from it. */
+  /** pi's provider id. Default: the kind for a native provider (so pi applies that provider's own
+   * handling), `jr2` for an OpenAI-compatible one (a name pi guesses nothing from). */
   provider?: string;
-  /** Default 128k tokens. pi uses it for nothing on this path; a context manager may. */
+  /** Overrides of what pi's catalog says of the model (or of the defaults when it knows none). */
   contextWindow?: number;
-  /** The cap on one answer (sent as `max_tokens`). Default 16384. */
   maxTokens?: number;
-  /** Whether the model reasons (pi then asks for reasoning per its thinking level). Default false. */
   reasoning?: boolean;
-  /** Default text only. */
   input?: Array<"text" | "image">;
   /** Extra headers on every request. */
   headers?: Record<string, string>;
-  /** Overrides of the compatibility settings below. */
+  /** Chat Completions compatibility overrides (OpenAI-compatible servers). */
   compat?: OpenAICompletionsCompat;
 };
 
@@ -52,48 +55,100 @@ export const GENERIC_COMPAT: OpenAICompletionsCompat = {
 
 export const DEFAULT_PROVIDER = "jr2";
 
-/** The pi-ai model for an OpenAI-compatible endpoint: `api: "openai-completions"`, which pi-ai serves
- * with the OpenAI SDK's Chat Completions client pointed at `baseUrl`. */
-export function openAICompatibleModel(endpoint: ModelEndpoint): Model<"openai-completions"> {
+const DEFAULTS = { contextWindow: 128_000, maxTokens: 16_384 };
+
+/**
+ * The pi-ai model for an endpoint (pure). `known` is pi's catalog entry for the id, when the kind is
+ * a native provider's and pi knows the model: its facts (window, output cap, reasoning, images,
+ * compatibility) are kept, with our base url, provider and API put over them.
+ */
+export function modelFor(endpoint: ModelEndpoint, known?: Model<Api>): Model<Api> {
   if (!/^https?:\/\//.test(endpoint.baseUrl))
     throw new Error(`the model's base URL is not http(s): ${endpoint.baseUrl}`);
   if (!endpoint.id) throw new Error("the model id is empty");
+  const kind = endpoint.kind ?? "openai-compatible";
+  const api = endpoint.api ?? MODEL_KIND[kind].api;
+  if (!MODEL_KIND[kind].apis.includes(api))
+    throw new Error(`a model of kind ${kind} is spoken with ${MODEL_KIND[kind].apis.join(" or ")}, not ${api}`);
+  const base = known && known.api === api ? known : undefined;
+  const compat =
+    kind === "openai-compatible"
+      ? { ...GENERIC_COMPAT, ...endpoint.compat }
+      : // OpenAI's own Chat Completions behind the Custodian's url: pi cannot tell it from the url.
+        api === "openai-completions"
+        ? { supportsDeveloperRole: true, ...endpoint.compat }
+        : base?.compat;
   return {
+    ...(base ?? {}),
     id: endpoint.id,
-    name: endpoint.id,
-    api: "openai-completions",
-    provider: endpoint.provider ?? DEFAULT_PROVIDER,
+    name: base?.name ?? endpoint.id,
+    api,
+    provider: endpoint.provider ?? (kind === "openai-compatible" ? DEFAULT_PROVIDER : kind),
     baseUrl: endpoint.baseUrl.replace(/\/+$/, ""),
-    reasoning: endpoint.reasoning ?? false,
-    input: endpoint.input ?? ["text"],
+    reasoning: endpoint.reasoning ?? base?.reasoning ?? false,
+    input: endpoint.input ?? base?.input ?? ["text"],
     // Cost is pi's bookkeeping (usage.cost); nobody here bills by it.
     cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 },
-    contextWindow: endpoint.contextWindow ?? 128_000,
-    maxTokens: endpoint.maxTokens ?? 16_384,
+    contextWindow: endpoint.contextWindow ?? base?.contextWindow ?? DEFAULTS.contextWindow,
+    maxTokens: endpoint.maxTokens ?? base?.maxTokens ?? DEFAULTS.maxTokens,
     ...(endpoint.headers ? { headers: { ...endpoint.headers } } : {}),
-    compat: { ...GENERIC_COMPAT, ...endpoint.compat },
+    ...(compat ? { compat } : {}),
+  } as Model<Api>;
+}
+
+export type AgentModel = {
+  model: Model<Api>;
+  /** What `new Agent({ streamFn })` takes: the collection's `streamSimple`. */
+  streamFn: StreamFn;
+  /** pi asks it before each model call; the key is fixed here. */
+  getApiKey: (provider: string) => string | undefined;
+};
+
+/** The model, its stream function and key resolver, as `new Agent({ initialState: { model },
+ * streamFn, getApiKey })` takes them. */
+export async function agentModel(endpoint: ModelEndpoint): Promise<AgentModel> {
+  if (!endpoint.apiKey)
+    throw new Error("the model's API key is empty (an endpoint that wants none takes a placeholder)");
+  const pi = await piLib();
+  const kind = endpoint.kind ?? "openai-compatible";
+  const catalog =
+    kind === "anthropic"
+      ? pi.anthropicProvider()
+      : kind === "openai"
+        ? pi.openaiProvider()
+        : kind === "google"
+          ? pi.googleProvider()
+          : undefined;
+  const model = modelFor(endpoint, catalog?.getModels().find((m) => m.id === endpoint.id));
+  const apiKey = endpoint.apiKey;
+  const implementation = {
+    "anthropic-messages": pi.anthropicMessagesApi,
+    "openai-responses": pi.openAIResponsesApi,
+    "openai-completions": pi.openAICompletionsApi,
+    "google-generative-ai": pi.googleGenerativeAIApi,
+  }[model.api as ModelApi]();
+  const models = pi.createModels();
+  models.setProvider(
+    pi.createProvider({
+      id: model.provider,
+      // The one key there is: pi reads no environment variable and no stored credential for it.
+      auth: { apiKey: { name: "the Harness's Stand-in", resolve: async () => ({ auth: { apiKey } }) } },
+      models: [model],
+      api: implementation,
+    }),
+  );
+  return {
+    model,
+    streamFn: models.streamSimple.bind(models) as StreamFn,
+    getApiKey: (provider) => (provider === model.provider ? apiKey : undefined),
   };
 }
 
-/** The model and the key resolver, as `new Agent({ initialState: { model }, getApiKey })` takes them.
- * pi asks `getApiKey(provider)` before each model call, so a key file re-read there would take
- * effect at the next step; here the key is fixed. */
-export function agentModel(endpoint: ModelEndpoint): {
-  model: Model<"openai-completions">;
-  getApiKey: (provider: string) => string | undefined;
-} {
-  if (!endpoint.apiKey)
-    throw new Error("the model's API key is empty (an endpoint that wants none takes a placeholder)");
-  const model = openAICompatibleModel(endpoint);
-  const apiKey = endpoint.apiKey;
-  return { model, getApiKey: (provider) => (provider === model.provider ? apiKey : undefined) };
-}
+export type PiLib = typeof import("./pi-lib.mjs");
 
-export type AgentCore = typeof import("@earendil-works/pi-agent-core");
-
-let core: Promise<AgentCore> | undefined;
-/** pi-agent-core (`Agent`, `agentLoop`, ...), loaded once. See the head of this file for why it is
- * an `import()` and not an import statement. */
-export function agentCore(): Promise<AgentCore> {
-  return (core ??= import("@earendil-works/pi-agent-core"));
+let lib: Promise<PiLib> | undefined;
+/** The agent library (pi-agent-core's `Agent`, pi-ai's `Models` and APIs), loaded once. See the head
+ * of this file for why it is an `import()` and not an import statement. */
+export function piLib(): Promise<PiLib> {
+  return (lib ??= import("./pi-lib.mjs"));
 }

@@ -14,7 +14,7 @@ import type { MenuTool } from "../../api/agent-protocol";
 import { readAllowed } from "../picks/allowed";
 import { sendPick } from "../picks/pick-client";
 import type { TurnInput, TurnRunner } from "./host";
-import { agentCore, agentModel, type ModelEndpoint } from "./model";
+import { agentModel, piLib, type ModelEndpoint } from "./model";
 import { restatedTurnPart, sameAllowed, turnPart } from "./turn-part";
 import { workingTools } from "./tools";
 
@@ -25,7 +25,11 @@ export type PiRunnerOptions = {
   /** Where picks go (JR2_CUSTODIAN_URL); absent, a pick is answered as not deliverable. */
   custodianUrl?: string;
   systemPrompt?: string;
+  /** How hard a reasoning model thinks (pi's level); default off. */
+  thinking?: ThinkingLevel;
 };
+
+export type ThinkingLevel = "off" | "minimal" | "low" | "medium" | "high";
 
 const SYSTEM_PROMPT =
   "You are a coding agent working in /work, a checkout of the repositories you were given. Use the tools to " +
@@ -33,10 +37,11 @@ const SYSTEM_PROMPT =
 
 export function piRunner(o: PiRunnerOptions): TurnRunner {
   return async (turn) => {
-    const { Agent } = await agentCore();
-    const { model, getApiKey } = agentModel(o.endpoint);
+    const { Agent } = await piLib();
+    const { model, streamFn, getApiKey } = await agentModel(o.endpoint);
     // The picks allowed now: the turn's, then each step boundary's read.
     const allowed = { now: turn.body.allowed };
+    const menuNames = new Set(turn.body.menu.map((m) => m.name));
     const tools: AgentTool[] = [
       ...workingTools({ root: o.workRoot }),
       ...turn.body.menu.map((m) => menuTool(m, turn, allowed, o)),
@@ -45,10 +50,22 @@ export function piRunner(o: PiRunnerOptions): TurnRunner {
       initialState: {
         systemPrompt: o.systemPrompt ?? SYSTEM_PROMPT,
         model,
+        thinkingLevel: o.thinking ?? "off",
         tools,
         messages: turn.history as AgentMessage[],
       },
+      streamFn,
       getApiKey,
+      // The provider's prompt cache keyed by the conversation (OpenAI's prompt_cache_key).
+      sessionId: turn.conversation,
+      // No attribution headers: the provider sees the Custodian's request, not an app's.
+      identity: { attribution: null },
+      // A Menu tool the turn does not allow now is refused before it runs: sent nowhere, and the
+      // model is told which picks it may make (decision 0025).
+      beforeToolCall: async ({ toolCall }) => {
+        if (!menuNames.has(toolCall.name) || allowed.now.includes(toolCall.name)) return undefined;
+        return { block: true, reason: notAllowed(toolCall.name, allowed.now) };
+      },
     });
     let answering = { chars: 0, told: 0 };
     const unsubscribe = agent.subscribe(async (event) => {
@@ -78,6 +95,17 @@ export function piRunner(o: PiRunnerOptions): TurnRunner {
       } else if (event.type === "message_end" && isAssistant(event.message)) {
         const text = textOf(event.message);
         if (text) turn.emit({ kind: "text", text });
+        // What the model call cost, as the provider counted it (tokens, not money).
+        const u = event.message.usage;
+        if (u && (u.input > 0 || u.output > 0))
+          turn.emit({
+            kind: "usage",
+            model: event.message.model || model.id,
+            input: u.input,
+            output: u.output,
+            cacheRead: u.cacheRead,
+            cacheWrite: u.cacheWrite,
+          });
       } else if (event.type === "tool_execution_start") {
         turn.emit({ kind: "tool", tool: event.toolName, callId: event.toolCallId, args: event.args });
       } else if (event.type === "tool_execution_end") {
@@ -121,11 +149,8 @@ function menuTool(m: MenuTool, turn: TurnInput, allowed: { now: string[] }, o: P
     parameters: Type.Unsafe(m.parameters ?? { type: "object", properties: {} }),
     executionMode: "sequential",
     execute: async (callId, args, signal) => {
-      if (!allowed.now.includes(m.name)) {
-        throw new Error(
-          `\`${m.name}\` is not allowed in this turn; the allowed picks are: ${allowed.now.join(", ") || "none"}`,
-        );
-      }
+      // beforeToolCall refused it already when not allowed; checked again at the point of sending.
+      if (!allowed.now.includes(m.name)) throw new Error(notAllowed(m.name, allowed.now));
       if (!o.custodianUrl) throw new Error(`\`${m.name}\` cannot be sent: this Harness has no Custodian`);
       const both = signal ? AbortSignal.any([signal, turn.signal]) : turn.signal;
       const outcome = await sendPick({
@@ -144,6 +169,9 @@ function menuTool(m: MenuTool, turn: TurnInput, allowed: { now: string[] }, o: P
     },
   };
 }
+
+const notAllowed = (pick: string, allowed: readonly string[]) =>
+  `\`${pick}\` is not allowed in this turn; the allowed picks are: ${allowed.join(", ") || "none"}`;
 
 const userText = (text: string): AgentMessage => ({
   role: "user",

@@ -38,6 +38,7 @@ import { API_VERSION, sandboxOwnerReference, type SandboxSpecInput } from "../..
 import { USER_SEAT_DROP, hardenedSecurityContext } from "../../api/hardening";
 import type { Container, HostAlias, SecurityContext, Volume } from "../../api/crd/generated/corev1";
 import { CUSTODIAN_ENV, EFFECTOR_ENV, HARNESS_ENV } from "../../api/env";
+import { providerKind } from "../../api/model-kinds";
 import {
   ATTACH_ANNOTATION,
   CA_CONFIGMAP,
@@ -309,11 +310,20 @@ export function ownedObjects(
 function harnessEnv(input: ComposeInput, config: CustodianConfig) {
   const owned = [
     ...harnessCustodianEnv(config),
+    ...modelKindEnv(input.pod.harness.env, config),
     { name: HARNESS_ENV.conversationsDir, value: CONVERSATIONS_DIR },
     { name: HARNESS_ENV.tokenSha256, value: tokenDigest(harnessToken(input.signingKey, input.req.name)) },
   ];
   const names = new Set(owned.map((e) => e.name));
   return [...input.pod.harness.env.filter((e) => !names.has(e.name)), ...owned];
+}
+
+/** The kind of the provider the Harness's model names (JR2_MODEL_PROVIDER), so it speaks that
+ * provider's own API (docs/decisions/0054); nothing when it names none the Custodian routes. */
+function modelKindEnv(env: ReadonlyArray<{ name: string; value: string }>, config: CustodianConfig) {
+  const name = env.find((e) => e.name === HARNESS_ENV.modelProvider)?.value;
+  const provider = config.providers.find((p) => p.name === name);
+  return provider ? [{ name: HARNESS_ENV.modelKind, value: providerKind(provider) }] : [];
 }
 
 // ---------------------------------------------------------------------------------------------

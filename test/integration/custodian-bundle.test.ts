@@ -59,7 +59,7 @@ test("the bundle starts without node-forge, proxies without it, and intercepts o
   const layout = writeLayout(
     {
       version: 1,
-      providers: [{ name: "p", url: origin }],
+      providers: [{ name: "p", url: origin, kind: "anthropic" }],
       held: [{ value: "key", standIn, origins: [origin, boundOrigin] }],
     },
     { key },

@@ -125,7 +125,7 @@ describe("routes: the upstream gets the real values, the Harness only ever held 
     c = await custodian({
       version: 1,
       orchestrator: { url: `http://127.0.0.1:${orchestrator.port}/api` },
-      providers: [{ name: "anthropic", url: providerOrigin }],
+      providers: [{ name: "anthropic", url: providerOrigin, kind: "anthropic" }],
       held: held(providerOrigin),
     });
   });
@@ -183,9 +183,26 @@ describe("routes: the upstream gets the real values, the Harness only ever held 
     expect(r.headers["x-seen-key"]).toBe("*".repeat(KEY.length));
   });
 
+  it("a provider route takes the key in its kind's header alone: elsewhere it is refused and never sent", async () => {
+    const before = provider.seen.length;
+    const r = await call(c.port, "/providers/anthropic/v1/messages", {
+      method: "POST",
+      headers: { authorization: `Bearer ${KEY_STAND_IN}`, "content-type": "application/json" },
+      body: '{"model":"m"}',
+    });
+    expect(r.status).toBe(403);
+    expect(JSON.parse(r.body).error).toMatchObject({
+      code: "stand_in_header",
+      message: expect.stringContaining("provider anthropic (anthropic) takes its key in header x-api-key alone"),
+    });
+    expect(r.body).not.toContain(KEY);
+    expect(provider.seen.length).toBe(before);
+  });
+
   it("a Stand-in in Basic credentials is swapped too", async () => {
     const basic = Buffer.from(`x-access-token:${KEY_STAND_IN}`).toString("base64");
-    await call(c.port, "/providers/anthropic/v1/models", { headers: { authorization: `Basic ${basic}` } });
+    // Through the proxy: a provider route takes the key in its kind's header alone.
+    await call(c.port, `http://127.0.0.1:${provider.port}/v1/models`, { headers: { authorization: `Basic ${basic}` } });
     const auth = String(provider.seen.at(-1)!.headers.authorization);
     expect(Buffer.from(auth.replace(/^Basic /, ""), "base64").toString()).toBe(`x-access-token:${KEY}`);
   });
@@ -264,7 +281,7 @@ describe("routes: the upstream gets the real values, the Harness only ever held 
   it("without an Orchestrator in its config, the Orchestrator route is 404 and says so", async () => {
     const bare = await custodian({
       version: 1,
-      providers: [{ name: "anthropic", url: `http://127.0.0.1:${provider.port}` }],
+      providers: [{ name: "anthropic", url: `http://127.0.0.1:${provider.port}`, kind: "anthropic" }],
     });
     const before = orchestrator.seen.length + provider.seen.length;
     const r = await call(bare.port, "/orchestrator/agents/a1/deliveries/7", { method: "POST", body: "{}" });

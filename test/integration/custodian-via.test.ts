@@ -168,7 +168,7 @@ async function chainedTlsProvider() {
   const origin = `https://localhost:${provider.port}`;
   const c = await custodian({
     version: 1,
-    providers: [{ name: "p", url: origin }],
+    providers: [{ name: "p", url: origin, kind: "anthropic" }],
     held: heldKey(origin),
     egress: { via: e.url },
   });
@@ -211,7 +211,7 @@ describe("what the Custodian sends itself goes through the egress point, the key
     const origin = `http://127.0.0.1:${provider.port}`;
     const c = await custodian({
       version: 1,
-      providers: [{ name: "p", url: origin }],
+      providers: [{ name: "p", url: origin, kind: "anthropic" }],
       held: heldKey(origin),
       egress: { via: e.url },
     });
@@ -275,7 +275,7 @@ describe("what the Custodian sends itself goes through the egress point, the key
     const origin = `https://localhost:${provider.port}`;
     const c = await custodian({
       version: 1,
-      providers: [{ name: "p", url: origin }],
+      providers: [{ name: "p", url: origin, kind: "anthropic" }],
       held: heldKey(origin),
       egress: { via: e.url },
     });

@@ -100,7 +100,7 @@ beforeAll(async () => {
     JSON.stringify({
       custodian: {
         image: "jr2/companions:test",
-        providers: [{ name: "anthropic", url: provider.url }],
+        providers: [{ name: "anthropic", url: provider.url, kind: "anthropic" }],
         held: [
           {
             secret: "model-keys",
@@ -200,7 +200,7 @@ describe("a workspace's Sandbox pod, as composed and as built", () => {
     expect(cm.metadata?.ownerReferences).toEqual([expect.objectContaining(owner())]);
     const config = JSON.parse(cm.data!["config.json"]!);
     expect(config.orchestrator).toEqual({ url: orchestratorEndpoint.url, token: "JR2_SANDBOX_TOKEN", retries: 2 });
-    expect(config.providers).toEqual([{ name: "anthropic", url: provider.url }]);
+    expect(config.providers).toEqual([{ name: "anthropic", url: provider.url, kind: "anthropic" }]);
     expect(config.held).toEqual([
       {
         value: "model-keys__anthropic",

@@ -194,6 +194,27 @@ describe("substitution", () => {
     ]);
   });
 
+  it("on a provider route, a Stand-in rides in that provider kind's key header alone", () => {
+    const only = { header: "x-api-key", provider: "anthropic", kind: "anthropic" };
+    expect(substitute([["x-api-key", A]], "https://api.anthropic.com", table, only)).toMatchObject({
+      ok: true,
+      headers: [["x-api-key", "sk-ant-SECRET-1"]],
+    });
+    const elsewhere = substitute([["authorization", `Bearer ${A}`]], "https://api.anthropic.com", table, only);
+    expect(elsewhere).toEqual({
+      ok: false,
+      status: 403,
+      code: "stand_in_header",
+      message:
+        "provider anthropic (anthropic) takes its key in header x-api-key alone, not in authorization: set the kind its API speaks on custodian.providers",
+    });
+    // A request with no Stand-in is left alone: the rule is about where a held value may go.
+    expect(substitute([["authorization", "Bearer public"]], "https://api.anthropic.com", table, only)).toMatchObject({
+      ok: true,
+      used: [],
+    });
+  });
+
   it("looks into Basic credentials", () => {
     const basic = `Basic ${Buffer.from(`x-access-token:${B}`).toString("base64")}`;
     const r = substitute([["authorization", basic]], "https://github.com", table);

@@ -9,7 +9,7 @@ import path from "node:path";
 import type { AgentEvent, AgentTool } from "@earendil-works/pi-agent-core";
 import type { AssistantMessage, ToolResultMessage } from "@earendil-works/pi-ai";
 import { startScriptedModel, type ScriptedModel, type ScriptStep } from "../../dev/scripted-model";
-import { agentCore, agentModel, openAICompatibleModel } from "../../harness/agents/model";
+import { agentModel, modelFor, piLib } from "../../harness/agents/model";
 import {
   bashTool,
   editTool,
@@ -67,11 +67,12 @@ async function scripted(script: ScriptStep[], apiKey?: string): Promise<Scripted
 
 /** An Agent on the scripted model with the given tools, and every event it emits. */
 async function agentOn(model: ScriptedModel, tools: AgentTool[], apiKey = "sk-test") {
-  const { Agent } = await agentCore();
-  const { model: piModel, getApiKey } = agentModel({ baseUrl: model.baseUrl, apiKey, id: "scripted" });
+  const { Agent } = await piLib();
+  const { model: piModel, streamFn, getApiKey } = await agentModel({ baseUrl: model.baseUrl, apiKey, id: "scripted" });
   const events: AgentEvent[] = [];
   const agent = new Agent({
     initialState: { systemPrompt: "You work in a git checkout.", model: piModel, tools },
+    streamFn,
     getApiKey,
   });
   agent.subscribe((e) => {
@@ -227,7 +228,9 @@ describe("an Agent from pi-agent-core on the scripted model", () => {
       content: [{ type: "text", text: "f.txt holds hi." }],
     });
     expect(final.usage.totalTokens).toBeGreaterThan(0);
+    // pi 1.6's transcript opens with the system message: the prompt and the tools declared.
     expect(agent.state.messages.map((m) => (m as { role: string }).role)).toEqual([
+      "system",
       "user",
       "assistant",
       "toolResult",
@@ -312,8 +315,8 @@ describe("an Agent from pi-agent-core on the scripted model", () => {
 });
 
 describe("the model for an OpenAI-compatible endpoint", () => {
-  test("its fields, and what is refused", () => {
-    const model = openAICompatibleModel({ baseUrl: "http://127.0.0.1:8081/models/qwen/v1/", apiKey: "x", id: "qwen" });
+  test("its fields, and what is refused", async () => {
+    const model = modelFor({ baseUrl: "http://127.0.0.1:8081/models/qwen/v1/", apiKey: "x", id: "qwen" });
     expect(model).toMatchObject({
       id: "qwen",
       api: "openai-completions",
@@ -323,9 +326,9 @@ describe("the model for an OpenAI-compatible endpoint", () => {
       input: ["text"],
       compat: { supportsDeveloperRole: false, supportsStore: false, maxTokensField: "max_tokens" },
     });
-    expect(() => openAICompatibleModel({ baseUrl: "127.0.0.1:1/v1", apiKey: "x", id: "m" })).toThrow(/not http/);
-    expect(() => agentModel({ baseUrl: "http://h/v1", apiKey: "", id: "m" })).toThrow(/key is empty/);
-    const { getApiKey } = agentModel({ baseUrl: "http://h/v1", apiKey: "k", id: "m" });
+    expect(() => modelFor({ baseUrl: "127.0.0.1:1/v1", apiKey: "x", id: "m" })).toThrow(/not http/);
+    await expect(agentModel({ baseUrl: "http://h/v1", apiKey: "", id: "m" })).rejects.toThrow(/key is empty/);
+    const { getApiKey } = await agentModel({ baseUrl: "http://h/v1", apiKey: "k", id: "m" });
     expect([getApiKey("jr2"), getApiKey("openai")]).toEqual(["k", undefined]);
   });
 });

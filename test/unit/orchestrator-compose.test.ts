@@ -211,6 +211,26 @@ describe("the Sandbox CR the Orchestrator composes", () => {
       });
     });
 
+    it("tells the Harness the kind of the provider its model names, from custodian.providers", () => {
+      // No kind written: api.anthropic.com's host makes it anthropic (api/model-kinds.ts).
+      expect(env.filter((e) => e.name === "JR2_MODEL_KIND")).toEqual([{ name: "JR2_MODEL_KIND", value: "anthropic" }]);
+      const pod = parsePodConfig(
+        `
+custodian:
+  providers: [{ name: gw, url: "https://gateway.example", kind: google }]
+harness:
+  env: [{ name: JR2_MODEL_PROVIDER, value: gw }, { name: JR2_MODEL_KIND, value: openai }]
+`,
+        "pod.yaml",
+      );
+      const other = (composeSandbox(input({ pod })).sandbox.spec as SandboxSpec).env as EnvVar[];
+      // The composition owns it: the passthrough's own value is dropped.
+      expect(other.filter((e) => e.name === "JR2_MODEL_KIND")).toEqual([{ name: "JR2_MODEL_KIND", value: "google" }]);
+      const none = parsePodConfig(`harness: { env: [{ name: JR2_MODEL_PROVIDER, value: missing }] }`, "pod.yaml");
+      const bare = (composeSandbox(input({ pod: none })).sandbox.spec as SandboxSpec).env as EnvVar[];
+      expect(bare.some((e) => e.name === "JR2_MODEL_KIND")).toBe(false);
+    });
+
     it("puts the installation's passthrough first, and never lets it choose a variable the composition owns", () => {
       expect(env[0]).toEqual({ name: "JR2_MODEL_PROVIDER", value: "anthropic" });
       expect(env.filter((e) => e.name === "HTTPS_PROXY")).toEqual([
