@@ -10,6 +10,9 @@ const esm = [
   "jose",
   "@earendil-works/pi-agent-core",
   "@earendil-works/pi-ai",
+  // pi-ai's own ESM-only packages, which its API implementations (`pi-ai/api/<api>`) import.
+  "@earendil-works/pi-schema",
+  "@earendil-works/pi-telemetry",
   "typebox",
 ];
 
@@ -25,8 +28,9 @@ const swc = [
 const base = {
   transform: { "^.+\\.(t|j|mj)s$": swc },
   transformIgnorePatterns: [`/node_modules/(?!(${esm.join("|")})/)`],
-  // pi-ai's package exports name only an `import` entry, which jest's CommonJS resolver never picks.
-  moduleNameMapper: { "^@earendil-works/pi-ai$": "<rootDir>/node_modules/@earendil-works/pi-ai/dist/index.js" },
+  // pi's packages export only an `import` entry, which jest's CommonJS resolution never picks: this
+  // resolver adds that condition for them (pi-ai, its subpaths, and the pi packages pi-ai imports).
+  resolver: "<rootDir>/test/jest-resolver.js",
   moduleFileExtensions: ["ts", "js", "mjs", "json"],
   testEnvironment: "node",
 };
