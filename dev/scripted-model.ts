@@ -1,36 +1,55 @@
-// The built-in scripted model provider (decision 0025): an OpenAI-compatible Chat Completions endpoint on
-// loopback that plays a fixed script, so Agents run here with no network and tests know what the
-// model will say. node:http only.
+// The built-in scripted model provider (decision 0025): a model endpoint on loopback that plays a
+// fixed script, so Agents run here with no network and tests know what the model will say.
+// node:http only.
 //
-//   POST /v1/chat/completions   one script step per request, in order: streamed as Server-Sent
-//                               Events (`stream: true`) or answered whole
-//   GET  /v1/models             the one model it serves
+// It speaks one wire format, chosen by `wire` (`--wire`), each an encoder of its own under
+// dev/scripted-model/, where each one's routes and shapes are described:
+//   openai-chat        (the default) OpenAI Chat Completions: POST /v1/chat/completions
+//   anthropic          Anthropic Messages: POST /v1/messages
+//   openai-responses   OpenAI Responses: POST /v1/responses
+//   google             Gemini: POST /v1beta/models/{model}:generateContent and :streamGenerateContent
+// and lists the one model it serves (GET /v1/models; Gemini's GET /v1beta/models). One script step
+// per request, in order, streamed as Server-Sent Events (`stream: true`, or Gemini's stream method)
+// or answered whole; a path of another wire is a 404 that names the one it speaks.
 //
 // A step is an assistant text answer, or one or more tool calls (optionally after some text), with
-// an optional delay before the answer starts. The chunks are shaped like OpenAI's own, which is what
-// OpenAI-compatible clients parse (pi-ai's `openai-completions` provider among them): a first chunk
-// with the role, `choices[0].delta.content` pieces, `choices[0].delta.tool_calls[{index, id, type,
-// function: {name, arguments}}]` with the arguments split across chunks, a last chunk with
-// `finish_reason` ("tool_calls" or "stop"), then `usage` when `stream_options.include_usage` asks,
-// then `data: [DONE]`.
+// an optional delay before the answer starts. Usage is estimated (four characters a token) and
+// reported in the wire's own fields.
 //
-// With `apiKey` set it refuses (401, OpenAI's error shape) any request without `authorization:
-// Bearer <key>`: what proves the Custodian swapped the Harness's Stand-in for the held key. Every
-// chat request it receives is recorded (headers, the `authorization` it carried, the parsed body),
+// With `apiKey` set it refuses, in the wire's own words, any request without the key where the wire
+// takes it (`authorization: Bearer <key>` for both OpenAI wires, `x-api-key` for Anthropic's,
+// `x-goog-api-key` for Gemini's): what proves the Custodian swapped the Harness's Stand-in for the
+// held key. Every request for an answer is recorded (headers, the key it carried, the parsed body),
 // refused ones too, so a test can assert what the model was sent back (the tool results).
 //
-// With `perConversation`, a request's step is where its own conversation is (how many assistant
-// answers it holds), so every conversation plays the whole script, turn after turn.
+// With `perConversation`, a request's step is where its own conversation is (how many of the
+// model's answers it holds), so every conversation plays the whole script, turn after turn.
 //
-// CLI: tsx dev/scripted-model.ts <script.json> [--port N] [--host ADDR] [--key-file PATH]
+// CLI: tsx dev/scripted-model.ts <script.json> [--wire W] [--port N] [--host ADDR] [--key-file PATH]
 //        [--per-conversation] [--log]
 // The file is a JSON array of steps (or {"steps": [...]}); it prints one JSON line with the URL,
-// and with --log one line per chat request answered (requestLine). The companions image carries it
+// and with --log one line per request answered (requestLine). The companions image carries it
 // as /app/scripted-model.js, so a cluster serves it from a pod (docs/decisions/0039-in-cluster-by-default.md).
 import { readFileSync } from "node:fs";
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { z } from "zod";
+import { anthropic } from "./scripted-model/anthropic";
+import { google } from "./scripted-model/google";
+import { openAIChat } from "./scripted-model/openai-chat";
+import { openAIResponses } from "./scripted-model/openai-responses";
+import {
+  type Answer,
+  answerTokens,
+  isObject,
+  type Refusal,
+  type Route,
+  textPieces,
+  tokens,
+  type Wire,
+  WIRES,
+  type WireName,
+} from "./scripted-model/wire";
 
 /** One tool call a step makes: `arguments` an object (sent as its JSON) or a string sent as is
  * (a malformed one included, for tests of what a client does with it). */
@@ -52,12 +71,25 @@ export const ScriptStep = z.union([
 export type ScriptStep = z.infer<typeof ScriptStep>;
 export const Script = z.array(ScriptStep);
 
-/** One chat request as received. `step` is the script step it was answered with (0-based), absent
- * when it was refused (a wrong key, a bad body, the script exhausted); `status` is what it got. */
+/** One request for an answer as received. `step` is the script step it was answered with
+ * (0-based), absent when it was refused (a wrong key, a bad body, the script exhausted); `status` is
+ * what it got. The server sets every field; `wire`, `query` and `keyHeader` are optional so that a
+ * record made by hand for requestLine (a test's, from before there were wires) still is one. */
 export type RecordedRequest = {
+  /** The wire that received it (absent: `openai-chat`). */
+  wire?: WireName;
+  /** Without the query. */
   path: string;
+  /** The query without its `?` ("" when none): `beta=true` from the Anthropic SDK, `alt=sse`. */
+  query?: string;
   headers: IncomingHttpHeaders;
+  /** The `authorization` header as received, on every wire. */
   authorization: string | undefined;
+  /** The header the wire takes its key in: `authorization` (OpenAI's; `api-key` when a Chat
+   * Completions request carried that alone), `x-api-key` (Anthropic's), `x-goog-api-key` (Gemini's). */
+  keyHeader?: string;
+  /** The key as received in that header (a bearer token without its `Bearer `), if any. */
+  key?: string;
   /** The parsed JSON body (the raw text when it was not JSON). */
   body: unknown;
   status: number;
@@ -66,17 +98,19 @@ export type RecordedRequest = {
 
 export type ScriptedModelOptions = {
   script: ScriptStep[];
-  /** When set, every request must carry `authorization: Bearer <apiKey>`. */
+  /** The wire format it speaks. Default `openai-chat`. */
+  wire?: WireName;
+  /** When set, every request must carry this key where the wire takes it. */
   apiKey?: string;
   /** Default 0: any free port. */
   port?: number;
   /** Default 127.0.0.1; `0.0.0.0` when it serves a cluster from a pod (`--host`). */
   host?: string;
-  /** Called with each chat request once it has been answered (or refused). */
+  /** Called with each request for an answer once it has been answered (or refused). */
   onAnswered?: (request: RecordedRequest) => void;
-  /** The model id it serves (listed by /v1/models; echoed when a request names none). */
+  /** The model id it serves (listed by GET models; echoed when a request names none). */
   model?: string;
-  /** Each request gets the step its own conversation is at (the number of assistant answers it
+  /** Each request gets the step its own conversation is at (the number of the model's answers it
    * already holds, modulo the script's length) instead of the next in arrival order: the script
    * is then every conversation's, and never runs out. What `npm start` plays. */
   perConversation?: boolean;
@@ -85,10 +119,12 @@ export type ScriptedModelOptions = {
 export type ScriptedModel = {
   /** `http://127.0.0.1:<port>`. */
   url: string;
-  /** `url + "/v1"`: the base URL an OpenAI-compatible client is given. */
+  /** The base URL the wire's clients (pi-ai's among them) are given: `url + "/v1"` for both OpenAI
+   * wires, `url` for Anthropic's (its SDK adds /v1), `url + "/v1beta"` for Gemini's. */
   baseUrl: string;
+  wire: WireName;
   port: number;
-  /** Every chat request received, in arrival order. */
+  /** Every request for an answer received, in arrival order. */
   requests: RecordedRequest[];
   /** How many steps have been played. */
   readonly played: number;
@@ -98,19 +134,22 @@ export type ScriptedModel = {
 export const SCRIPTED_MODEL_ID = "scripted";
 const MAX_BODY = 32 * 1024 * 1024;
 
-type OpenAIError = { status: number; message: string; type: string; code: string | null };
+export { textPieces, WIRES, type WireName };
 
-function sendError(res: ServerResponse, e: OpenAIError): void {
-  const body = JSON.stringify({ error: { message: e.message, type: e.type, param: null, code: e.code } });
-  res.writeHead(e.status, { "content-type": "application/json", "content-length": Buffer.byteLength(body) });
-  res.end(body);
-}
+const ENCODERS: Record<WireName, Wire> = {
+  "openai-chat": openAIChat,
+  anthropic,
+  "openai-responses": openAIResponses,
+  google,
+};
 
-function sendJson(res: ServerResponse, value: unknown): void {
+function send(res: ServerResponse, status: number, value: unknown): void {
   const body = JSON.stringify(value);
-  res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(body) });
+  res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(body) });
   res.end(body);
 }
+
+const refuseWith = (res: ServerResponse, r: Refusal) => send(res, r.status, r.body);
 
 function readBody(req: IncomingMessage): Promise<string> {
   return new Promise((resolve, reject) => {
@@ -128,29 +167,6 @@ function readBody(req: IncomingMessage): Promise<string> {
   });
 }
 
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
-
-/** A rough token count (four characters a token): enough for `usage` to be plausible. */
-const tokens = (text: string) => Math.ceil(text.length / 4);
-
-/** The text in pieces as a model streams it: a word and the space after it, each. */
-export function textPieces(text: string): string[] {
-  return text.match(/\s*\S+\s*/g) ?? (text ? [text] : []);
-}
-
-/** A JSON string cut in two (a client must join the pieces before it parses them). */
-function argumentPieces(json: string): string[] {
-  if (json.length < 2) return [json];
-  const half = Math.ceil(json.length / 2);
-  return [json.slice(0, half), json.slice(half)];
-}
-
-type Answer = {
-  text: string | null;
-  calls: Array<{ id: string; name: string; arguments: string }>;
-  finish: "stop" | "tool_calls";
-};
-
 function answerOf(step: ScriptStep, index: number): Answer {
   if ("toolCalls" in step) {
     return {
@@ -166,93 +182,11 @@ function answerOf(step: ScriptStep, index: number): Answer {
   return { text: step.text, calls: [], finish: "stop" };
 }
 
-function usageOf(body: Record<string, unknown>, answer: Answer) {
-  const prompt = tokens(JSON.stringify(body.messages ?? []));
-  const completion = tokens((answer.text ?? "") + answer.calls.map((c) => c.name + c.arguments).join(""));
-  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
-}
-
-/** The whole-answer form (`stream` absent or false). */
-function completion(id: string, model: string, created: number, answer: Answer, usage: object) {
-  return {
-    id,
-    object: "chat.completion",
-    created,
-    model,
-    choices: [
-      {
-        index: 0,
-        message: {
-          role: "assistant",
-          content: answer.text,
-          ...(answer.calls.length > 0
-            ? {
-                tool_calls: answer.calls.map((c) => ({
-                  id: c.id,
-                  type: "function",
-                  function: { name: c.name, arguments: c.arguments },
-                })),
-              }
-            : {}),
-        },
-        logprobs: null,
-        finish_reason: answer.finish,
-      },
-    ],
-    usage,
-  };
-}
-
-/** The streamed form: the chunks, in order, without the closing `[DONE]`. */
-function chunks(
-  id: string,
-  model: string,
-  created: number,
-  answer: Answer,
-  usage: object | undefined,
-): Array<Record<string, unknown>> {
-  const out: Array<Record<string, unknown>> = [];
-  // With include_usage, OpenAI sends `usage: null` on every chunk but the last.
-  const chunk = (delta: object, finish: string | null = null) => ({
-    id,
-    object: "chat.completion.chunk",
-    created,
-    model,
-    choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
-    ...(usage ? { usage: null } : {}),
-  });
-  out.push(chunk({ role: "assistant", content: "" }));
-  for (const piece of textPieces(answer.text ?? "")) out.push(chunk({ content: piece }));
-  answer.calls.forEach((call, index) => {
-    out.push(
-      chunk({ tool_calls: [{ index, id: call.id, type: "function", function: { name: call.name, arguments: "" } }] }),
-    );
-    for (const piece of argumentPieces(call.arguments)) {
-      out.push(chunk({ tool_calls: [{ index, function: { arguments: piece } }] }));
-    }
-  });
-  out.push(chunk({}, answer.finish));
-  if (usage) out.push({ id, object: "chat.completion.chunk", created, model, choices: [], usage });
-  return out;
-}
-
-/** Whether the request carries the key: `authorization: Bearer <key>` (or `api-key: <key>`, the
- * Azure form some clients send). */
-function keyMatches(headers: IncomingHttpHeaders, key: string): boolean {
-  const auth = headers.authorization;
-  if (typeof auth === "string" && /^bearer\s+/i.test(auth) && auth.replace(/^bearer\s+/i, "") === key) return true;
-  return headers["api-key"] === key;
-}
-
-const WRONG_KEY: OpenAIError = {
-  status: 401,
-  message: "Incorrect API key provided (the scripted model wants its configured key as a bearer token)",
-  type: "invalid_request_error",
-  code: "invalid_api_key",
-};
-
 export async function startScriptedModel(options: ScriptedModelOptions): Promise<ScriptedModel> {
   const script = Script.parse(options.script);
+  const wireName = options.wire ?? "openai-chat";
+  const wire = ENCODERS[wireName];
+  if (!wire) throw new Error(`unknown wire ${JSON.stringify(wireName)}: one of ${WIRES.join(", ")}`);
   const servedModel = options.model ?? SCRIPTED_MODEL_ID;
   const requests: RecordedRequest[] = [];
   const timers = new Set<NodeJS.Timeout>();
@@ -276,7 +210,7 @@ export async function startScriptedModel(options: ScriptedModelOptions): Promise
       res.once("close", onClose);
     });
 
-  async function chat(req: IncomingMessage, res: ServerResponse, path: string): Promise<void> {
+  async function answer(req: IncomingMessage, res: ServerResponse, path: string, query: URLSearchParams, route: Route) {
     const raw = await readBody(req);
     let body: unknown = raw;
     try {
@@ -284,39 +218,38 @@ export async function startScriptedModel(options: ScriptedModelOptions): Promise
     } catch {
       // Recorded as the raw text, refused below.
     }
+    const seen = wire.key(req.headers);
     const record: RecordedRequest = {
+      wire: wire.name,
       path,
+      query: query.toString(),
       headers: req.headers,
       authorization: req.headers.authorization,
+      keyHeader: seen.header,
+      key: seen.value,
       body,
       status: 0,
     };
     requests.push(record);
     if (options.onAnswered) res.once("close", () => options.onAnswered!(record));
-    const refuse = (e: OpenAIError) => {
-      record.status = e.status;
-      sendError(res, e);
+    const refuse = (r: Refusal) => {
+      record.status = r.status;
+      refuseWith(res, r);
     };
-    if (options.apiKey !== undefined && !keyMatches(req.headers, options.apiKey)) return refuse(WRONG_KEY);
+    const keyRefusal = wire.checkKey(req.headers, query, options.apiKey);
+    if (keyRefusal) return refuse(keyRefusal);
     const request = isObject(body) ? body : undefined;
-    if (!request || !Array.isArray(request.messages)) {
-      return refuse({
-        status: 400,
-        message: "the body is not a chat completion request: a JSON object with a `messages` array",
-        type: "invalid_request_error",
-        code: null,
-      });
-    }
+    const conversation = request && wire.conversation(request);
+    if (!request || !conversation) return refuse(wire.failure("bad-request", `the body is not ${wire.shape}`));
     if (!options.perConversation && next >= script.length) {
-      // 400 rather than a 5xx: OpenAI clients retry a 5xx, which would only repeat this.
-      return refuse({
-        status: 400,
-        message: `the script has ${script.length} steps and all have been played (request ${requests.length})`,
-        type: "scripted_model_exhausted",
-        code: "script_exhausted",
-      });
+      return refuse(
+        wire.failure(
+          "exhausted",
+          `the script has ${script.length} steps and all have been played (request ${requests.length})`,
+        ),
+      );
     }
-    const index = options.perConversation ? answersIn(request.messages) % script.length : next;
+    const index = options.perConversation ? wire.answersIn(conversation) % script.length : next;
     next++;
     const step = script[index]!;
     record.step = index;
@@ -324,49 +257,52 @@ export async function startScriptedModel(options: ScriptedModelOptions): Promise
     if (!(await wait(step.delayMs ?? 0, res))) return;
 
     // Tool call ids stay unique across a conversation that plays the script more than once.
-    const answer = answerOf(step, options.perConversation ? next - 1 : index);
-    const id = `chatcmpl-scripted-${++serial}`;
-    const model = typeof request.model === "string" && request.model ? request.model : servedModel;
-    const created = Math.floor(Date.now() / 1000);
-    const usage = usageOf(request, answer);
-    if (request.stream !== true) return sendJson(res, completion(id, model, created, answer, usage));
-
-    const streamOptions = request.stream_options as { include_usage?: unknown } | undefined;
-    const withUsage = streamOptions?.include_usage === true;
+    const scripted = answerOf(step, options.perConversation ? next - 1 : index);
+    const named = route.kind === "answer" ? route.model : undefined;
+    const reply = wire.reply(scripted, {
+      serial: ++serial,
+      model: named ?? (typeof request.model === "string" && request.model ? request.model : servedModel),
+      created: Math.floor(Date.now() / 1000),
+      usage: { input: tokens(JSON.stringify(wire.prompt(request))), output: answerTokens(scripted) },
+      body: request,
+      route,
+    });
+    if ("json" in reply) return send(res, 200, reply.json);
     res.writeHead(200, {
       "content-type": "text/event-stream; charset=utf-8",
       "cache-control": "no-cache",
       connection: "keep-alive",
     });
-    for (const c of chunks(id, model, created, answer, withUsage ? usage : undefined)) {
-      res.write(`data: ${JSON.stringify(c)}\n\n`);
-    }
-    res.end("data: [DONE]\n\n");
+    const frames = reply.sse;
+    for (const frame of frames.slice(0, -1)) res.write(frame);
+    res.end(frames.at(-1));
   }
 
   const server = createServer((req, res) => {
-    const path = (req.url ?? "/").split("?")[0]!.replace(/\/+$/, "");
-    const route = path.replace(/^\/v1(?=\/)/, "");
-    if (req.method === "POST" && route === "/chat/completions") {
-      chat(req, res, path).catch((err: unknown) => {
+    const [rawPath, rawQuery] = (req.url ?? "/").split("?", 2) as [string, string | undefined];
+    const path = rawPath.replace(/\/+$/, "");
+    const query = new URLSearchParams(rawQuery ?? "");
+    const method = req.method ?? "GET";
+    const route = wire.route(method, path, query);
+    if (route?.kind === "answer") {
+      answer(req, res, path, query, route).catch((err: unknown) => {
         if (res.headersSent) return res.destroy();
-        sendError(res, { status: 400, message: String(err), type: "invalid_request_error", code: null });
+        refuseWith(res, wire.failure("bad-request", String(err)));
       });
       return;
     }
-    if (req.method === "GET" && route === "/models") {
-      if (options.apiKey !== undefined && !keyMatches(req.headers, options.apiKey)) return sendError(res, WRONG_KEY);
-      return sendJson(res, {
-        object: "list",
-        data: [{ id: servedModel, object: "model", created: 0, owned_by: "jr2-scripted" }],
-      });
+    if (route?.kind === "models") {
+      const refusal = wire.checkKey(req.headers, query, options.apiKey);
+      if (refusal) return refuseWith(res, refusal);
+      return send(res, 200, wire.models(servedModel));
     }
-    sendError(res, {
-      status: 404,
-      message: `no route ${req.method} ${path}: this is a scripted model (POST /v1/chat/completions, GET /v1/models)`,
-      type: "invalid_request_error",
-      code: "unknown_url",
-    });
+    refuseWith(
+      res,
+      wire.failure(
+        "no-route",
+        `no route ${method} ${path}: this is a scripted model speaking the ${wire.name} wire (${wire.routes})`,
+      ),
+    );
   });
 
   await new Promise<void>((resolve, reject) => {
@@ -380,7 +316,8 @@ export async function startScriptedModel(options: ScriptedModelOptions): Promise
   const url = `http://127.0.0.1:${port}`;
   return {
     url,
-    baseUrl: `${url}/v1`,
+    baseUrl: wire.baseUrl(url),
+    wire: wire.name,
     port,
     requests,
     get played() {
@@ -396,9 +333,6 @@ export async function startScriptedModel(options: ScriptedModelOptions): Promise
   };
 }
 
-/** How many assistant answers a conversation already holds. */
-const answersIn = (messages: unknown[]) => messages.filter((m) => isObject(m) && m.role === "assistant").length;
-
 /** A script file: a JSON array of steps, or an object with `steps`. */
 export function readScript(file: string): ScriptStep[] {
   const parsed: unknown = JSON.parse(readFileSync(file, "utf8"));
@@ -408,21 +342,27 @@ export function readScript(file: string): ScriptStep[] {
 /**
  * One answered request as `--log` prints it, for whoever can read only the model's log (a test of
  * a model served from a pod): whether it carried the configured key (never the key itself, nor the
- * authorization it carried), and the conversation's last message, which is what the client sent
- * back (a tool's result, a person's answer).
+ * header it carried), and the conversation's last entry, which is what the client sent back (a
+ * tool's result, a person's answer).
  */
 export function requestLine(r: RecordedRequest, apiKey: string | undefined) {
-  const messages = isObject(r.body) && Array.isArray(r.body.messages) ? r.body.messages : [];
-  const last: unknown = messages.at(-1);
-  const content = isObject(last) ? last.content : undefined;
+  const wire = ENCODERS[r.wire ?? "openai-chat"];
+  const conversation = (isObject(r.body) && wire.conversation(r.body)) || [];
+  const last = wire.last(conversation);
+  const content = last?.content;
   return {
     message: "chat request",
+    wire: wire.name,
     path: r.path,
     status: r.status,
     step: r.step,
-    keyed: apiKey === undefined ? undefined : keyMatches(r.headers, apiKey),
-    messages: messages.length,
-    last: isObject(last)
+    // Whether it passed the wire's own check, from the headers it came with.
+    keyed:
+      apiKey === undefined
+        ? undefined
+        : wire.checkKey(r.headers, new URLSearchParams(r.query ?? ""), apiKey) === undefined,
+    messages: conversation.length,
+    last: last
       ? {
           role: last.role,
           content: (typeof content === "string" ? content : JSON.stringify(content ?? "")).slice(0, 2000),
@@ -431,13 +371,16 @@ export function requestLine(r: RecordedRequest, apiKey: string | undefined) {
   };
 }
 
-async function cli(argv: string[]): Promise<void> {
+/** The CLI's options. */
+export function parseArgs(argv: string[]) {
   const usage =
-    "usage: tsx dev/scripted-model.ts <script.json> [--port N] [--host ADDR] [--key-file PATH] [--per-conversation] [--log]";
+    "usage: tsx dev/scripted-model.ts <script.json> [--wire W] [--port N] [--host ADDR] [--key-file PATH] [--per-conversation] [--log]" +
+    `\n  --wire: ${WIRES.join(", ")} (default openai-chat)`;
   let file: string | undefined;
   let port = 0;
   let host: string | undefined;
-  let apiKey: string | undefined;
+  let keyFile: string | undefined;
+  let wire: WireName = "openai-chat";
   let perConversation = false;
   let log = false;
   for (let i = 0; i < argv.length; i++) {
@@ -446,23 +389,34 @@ async function cli(argv: string[]): Promise<void> {
     else if (arg === "--host") host = argv[++i];
     else if (arg === "--log") log = true;
     else if (arg === "--per-conversation") perConversation = true;
-    else if (arg === "--key-file") apiKey = readFileSync(argv[++i] ?? "", "utf8").trim();
-    else if (!arg.startsWith("--") && file === undefined) file = arg;
+    else if (arg === "--key-file") keyFile = argv[++i] ?? "";
+    else if (arg === "--wire") {
+      const w = argv[++i] ?? "";
+      if (!(WIRES as readonly string[]).includes(w)) throw new Error(`${usage}\nunknown wire: ${w}`);
+      wire = w as WireName;
+    } else if (!arg.startsWith("--") && file === undefined) file = arg;
     else throw new Error(`${usage}\nunknown argument: ${arg}`);
   }
   if (!file) throw new Error(usage);
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`--port is not a port number\n${usage}`);
-  const script = readScript(file);
+  return { file, port, host, keyFile, wire, perConversation, log };
+}
+
+async function cli(argv: string[]): Promise<void> {
+  const args = parseArgs(argv);
+  const apiKey = args.keyFile === undefined ? undefined : readFileSync(args.keyFile, "utf8").trim();
+  const script = readScript(args.file);
   const model = await startScriptedModel({
     script,
+    wire: args.wire,
     apiKey,
-    port,
-    host,
-    perConversation,
-    onAnswered: log ? (r) => process.stdout.write(`${JSON.stringify(requestLine(r, apiKey))}\n`) : undefined,
+    port: args.port,
+    host: args.host,
+    perConversation: args.perConversation,
+    onAnswered: args.log ? (r) => process.stdout.write(`${JSON.stringify(requestLine(r, apiKey))}\n`) : undefined,
   });
   const line = { message: "scripted model listening", url: model.url, baseUrl: model.baseUrl, steps: script.length };
-  process.stdout.write(`${JSON.stringify({ ...line, keyed: apiKey !== undefined })}\n`);
+  process.stdout.write(`${JSON.stringify({ ...line, wire: model.wire, keyed: apiKey !== undefined })}\n`);
   const stop = () => void model.stop().then(() => process.exit(0));
   process.once("SIGTERM", stop);
   process.once("SIGINT", stop);
