@@ -5,7 +5,7 @@
 // so an exact host of the base list, the one kind of name that may resolve to an address inside the
 // cluster (decision 0051). `npm start`'s in-cluster mode
 // and the node tier's turn apply the same objects. Pure: the caller applies them.
-import type { ScriptStep } from "./scripted-model";
+import type { ScriptStep, WireName } from "./scripted-model";
 
 export const SCRIPTED_MODEL = "scripted-model";
 export const SCRIPTED_MODEL_PORT = 8000;
@@ -27,6 +27,8 @@ export function scriptedModelObjects(o: {
   key: string;
   script: ScriptStep[];
   placement: Placement;
+  /** The API it speaks (default openai-chat): a native provider's, to prove the Harness speaks it. */
+  wire?: WireName;
 }): object[] {
   const meta = (name: string, namespace = o.namespace) => ({ name, namespace, labels: { ...LABELS } });
   const port = SCRIPTED_MODEL_PORT;
@@ -69,6 +71,7 @@ export function scriptedModelObjects(o: {
                 args: ["--host", "0.0.0.0", "--port", String(port), "--key-file", "/etc/model/key/key"].concat(
                   "--per-conversation",
                   "--log",
+                  ...(o.wire && o.wire !== "openai-chat" ? ["--wire", o.wire] : []),
                 ),
                 ports: [{ containerPort: port }],
                 readinessProbe: { tcpSocket: { port }, periodSeconds: 1 },

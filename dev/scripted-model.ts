@@ -354,6 +354,8 @@ export function requestLine(r: RecordedRequest, apiKey: string | undefined) {
     message: "chat request",
     wire: wire.name,
     path: r.path,
+    // Which header the key came in (never the key).
+    keyHeader: r.keyHeader,
     status: r.status,
     step: r.step,
     // Whether it passed the wire's own check, from the headers it came with.

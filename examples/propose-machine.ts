@@ -34,6 +34,8 @@ export type ProposeInput = {
   autoApprove?: boolean;
   readyTimeoutMs?: number;
   log?: (line: string) => void;
+  /** Told every event of the turn's stream as it is read (progress such as `usage` included). */
+  onEvent?: (e: StreamEvent) => void;
 };
 
 export type ProposeEvent = { type: "APPROVE"; answer?: string } | { type: "REJECT"; reason?: string };
@@ -68,7 +70,13 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** Submits the turn, then reads its stream until the Agent picks `propose` (or the turn ends). */
 const turnActor = fromPromise<
   { submitted: TurnSubmitted; lastEventId?: number; pick?: OutstandingPick; end?: Context["end"] },
-  { client: OrchestratorClient; workspace: string; agent: string; message: string }
+  {
+    client: OrchestratorClient;
+    workspace: string;
+    agent: string;
+    message: string;
+    onEvent?: (e: StreamEvent) => void;
+  }
 >(async ({ input, signal }) => {
   const submitted = await input.client.submitTurn(input.workspace, {
     agent: input.agent,
@@ -79,6 +87,7 @@ const turnActor = fromPromise<
   let lastEventId: number | undefined;
   for await (const e of input.client.turnEvents(input.workspace, submitted.iid, { signal })) {
     lastEventId = e.offset;
+    input.onEvent?.(e);
     if (e.kind === "end") return { submitted, lastEventId, end: e };
     if (e.kind === "pick" && e.pick === PROPOSE.name) break;
   }
@@ -96,11 +105,20 @@ const turnActor = fromPromise<
 /** Reads the rest of the turn's stream to its end. */
 const continueActor = fromPromise<
   { end: NonNullable<Context["end"]> },
-  { client: OrchestratorClient; workspace: string; iid: string; submissionId: string; lastEventId?: number }
+  {
+    client: OrchestratorClient;
+    workspace: string;
+    iid: string;
+    submissionId: string;
+    lastEventId?: number;
+    onEvent?: (e: StreamEvent) => void;
+  }
 >(async ({ input, signal }) => {
   const opts = { signal, ...(input.lastEventId !== undefined ? { lastEventId: input.lastEventId } : {}) };
-  for await (const e of input.client.turnEvents(input.workspace, input.iid, opts))
+  for await (const e of input.client.turnEvents(input.workspace, input.iid, opts)) {
+    input.onEvent?.(e);
     if (e.kind === "end" && e.submissionId === input.submissionId) return { end: e };
+  }
   throw new Error("the turn's stream closed before its end");
 });
 
@@ -185,6 +203,7 @@ export const proposeMachine = setup({
           workspace: context.workspace!,
           agent: context.input.agent ?? "coder",
           message: context.input.message,
+          ...(context.input.onEvent ? { onEvent: context.input.onEvent } : {}),
         }),
         onDone: [
           {
@@ -250,6 +269,7 @@ export const proposeMachine = setup({
           iid: context.iid!,
           submissionId: context.submissionId!,
           ...(context.lastEventId !== undefined ? { lastEventId: context.lastEventId } : {}),
+          ...(context.input.onEvent ? { onEvent: context.input.onEvent } : {}),
         }),
         onDone: {
           target: "destroying",

@@ -16,9 +16,13 @@ import { startLocalOrchestrator } from "../../dev/local-orchestrator";
 import { oneCommitRepository } from "../../dev/repository";
 import { startScriptedModel, type ScriptedModel } from "../../dev/scripted-model";
 import { main as runExample } from "../../examples/propose-machine";
+import type { StreamEvent } from "../../api/agent-protocol";
 import { OrchestratorClient } from "../../orchestrator/http/orchestrator-client";
 import { PodConfig } from "../../orchestrator/workspaces/pod-config";
 import { useNamespace, waitFor } from "./support/cluster";
+
+/** The remote models' key: what the Custodian must put in each API's own header. */
+const KEY = "sk-remote-real-key-3f8a";
 
 const ns = useNamespace("model");
 const tmp = mkdtempSync(join(tmpdir(), "jr2-model-"));
@@ -76,7 +80,6 @@ describe("npm start's model", () => {
   }, 180_000);
 
   it("with JR2_MODEL_URL and a key file, asks that endpoint with the file's key and the id it lists", async () => {
-    const KEY = "sk-remote-real-key-3f8a";
     const remote: ScriptedModel = await startScriptedModel({
       apiKey: KEY,
       model: "remote-model-1",
@@ -93,7 +96,7 @@ describe("npm start's model", () => {
       dir,
       env: { JR2_MODEL_URL: `${remote.baseUrl}/`, JR2_MODEL_KEY_FILE: keyFile, JR2_LOCAL_ALLOW_REAL_KEY: "1" },
     });
-    expect(model.summary).toBe(`remote-model-1 at ${remote.baseUrl}`);
+    expect(model.summary).toBe(`remote-model-1 at ${remote.baseUrl} (openai-compatible)`);
     const secret = await K8s(kind.Secret).InNamespace(ns.name).Get(MODEL_SECRET.name);
     expect(Buffer.from(secret.data![MODEL_SECRET.key]!, "base64").toString()).toBe(KEY);
     expect(readFileSync(model.podConfigFile, "utf8")).not.toContain(KEY);
@@ -118,6 +121,62 @@ describe("npm start's model", () => {
       60_000,
     );
   }, 120_000);
+
+  // Decision 0054: a provider's own API, spoken by the Harness with pi-ai's client, the key put by the
+  // Custodian in the one header that API reads; each call's tokens in the turn's events.
+  for (const [modelKind, wire, id, header] of [
+    ["anthropic", "anthropic", "claude-sonnet-4-5", "x-api-key"],
+    ["openai", "openai-responses", "gpt-5", "authorization"],
+    ["google", "google", "gemini-2.5-flash", "x-goog-api-key"],
+  ] as const)
+    it(`with JR2_MODEL_KIND=${modelKind}, the Harness speaks ${wire} and the key rides in ${header} alone`, async () => {
+      const remote: ScriptedModel = await startScriptedModel({
+        apiKey: KEY,
+        wire,
+        script: [{ toolCalls: [{ name: "bash", arguments: { command: "echo native" } }] }, { text: `hello from ${modelKind}` }],
+        perConversation: true,
+      });
+      cleanups.push(() => remote.stop());
+      const dir = join(tmp, `native-${modelKind}`);
+      mkdirSync(dir, { recursive: true });
+      const keyFile = join(dir, "model-key");
+      writeFileSync(keyFile, `${KEY}\n`, { mode: 0o600 });
+      const model = await startLocalModel({
+        namespace: ns.name,
+        dir,
+        env: {
+          JR2_MODEL_URL: remote.url,
+          JR2_MODEL_KIND: modelKind,
+          JR2_MODEL_ID: id,
+          JR2_MODEL_KEY_FILE: keyFile,
+          JR2_LOCAL_ALLOW_REAL_KEY: "1",
+        },
+      });
+      expect(JSON.parse(readFileSync(model.podConfigFile, "utf8")).custodian).toMatchObject({
+        providers: [{ name: "model", url: remote.url, kind: modelKind }],
+        held: [{ headers: [header] }],
+      });
+      const orch = await orchestrator(`orch-${modelKind}`, model.podConfigFile);
+      cleanups.push(() => orch.stop());
+      const client = new OrchestratorClient({ url: orch.url, token: orch.token });
+      const { name } = await client.createWorkspace({ image: "ghcr.io/example/harness:1", branch: `model/${modelKind}` });
+      await client.waitReady(name, { timeoutMs: 60_000 });
+      const { iid } = await client.submitTurn(name, { agent: "coder", message: "say hello" });
+      const events: StreamEvent[] = [];
+      for await (const e of client.turnEvents(name, iid)) events.push(e);
+      expect(events.at(-1)).toMatchObject({ kind: "end", outcome: "completed", message: `hello from ${modelKind}` });
+      expect(events.find((e) => e.kind === "toolResult")).toMatchObject({ tool: "bash", isError: false, text: "native\n" });
+      // Two calls, each with the held key in the API's own header, none refused.
+      expect(remote.requests.map((r) => [r.status, r.wire, r.keyHeader, r.key])).toEqual([
+        [200, wire, header, KEY],
+        [200, wire, header, KEY],
+      ]);
+      const usage = events.filter((e) => e.kind === "usage");
+      expect(usage).toHaveLength(2);
+      for (const u of usage) expect(u).toMatchObject({ model: id, input: expect.any(Number), output: expect.any(Number) });
+      expect(usage.every((u) => u.kind === "usage" && u.input > 0 && u.output > 0)).toBe(true);
+      await client.deleteWorkspace(name);
+    }, 120_000);
 
   it("refuses settings it cannot use, naming the variable and the fix", async () => {
     const dir = join(tmp, "bad");

@@ -264,9 +264,10 @@ describe("a pick's POST that gets no receipt (decision 0025's three cases)", () 
     const outcome = pick(orchestrator.url, signal);
     await orchestrator.read(1);
     turn.abort(ORCHESTRATOR_ABORT);
-    // pi aborts the call's signal (no reason) from the turn's abort listener, which runs before the
-    // joined signal follows the turn: the detail is the DOMException's, as decision 0025 quotes it.
-    expectOutcome(await outcome, ADR.unknownAfterAbort(PICK, "This operation was aborted"), false);
+    // The joined signal follows the turn before the turn's abort listeners run (Node 24 follows the
+    // DOM standard's order: dependent signals first), so the detail is the turn's own reason, not
+    // the reasonless abort pi's listener then gives the call.
+    expectOutcome(await outcome, ADR.unknownAfterAbort(PICK, ORCHESTRATOR_ABORT.message), false);
   });
 
   it("a 2xx whose body is cut: the pick reached the workflow and its answer did not reach the Agent", async () => {

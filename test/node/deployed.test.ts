@@ -19,6 +19,7 @@ import { builtManifests, onTheRealNode } from "../../dev/deployed";
 import { freePort } from "../../dev/local-orchestrator";
 import { proposeMachine } from "../../examples/propose-machine";
 import { OrchestratorClient } from "../../orchestrator/http/orchestrator-client";
+import type { StreamEvent } from "../../api/agent-protocol";
 import cfg from "../../package.json";
 import { DEFAULT_SANDBOX_NAMESPACE } from "../../api/wire";
 import { gitIn } from "../support/git-fixtures";
@@ -78,6 +79,24 @@ const onRealNode = {
 let daemon: ChildProcess | undefined;
 let publicHost: PublicHost | undefined;
 
+/** One scripted model per native provider API (decision 0054), each in a namespace of its own with a
+ * key of its own, and the pod config's provider for it: its kind, the header its key rides in, the
+ * Harness variable of its Stand-in, and a model id as a user writes it. */
+const NATIVE = (
+  [
+    { kind: "anthropic", wire: "anthropic", id: "claude-sonnet-4-5", keyHeader: "x-api-key", env: "ANTHROPIC_API_KEY" },
+    { kind: "openai", wire: "openai-responses", id: "gpt-5", keyHeader: "authorization", env: "OPENAI_RESPONSES_KEY" },
+    { kind: "google", wire: "google", id: "gemini-2.5-flash", keyHeader: "x-goog-api-key", env: "GEMINI_API_KEY" },
+  ] as const
+).map((n) => ({
+  ...n,
+  provider: `native-${n.kind}`,
+  namespace: `${modelNs}-${n.kind}`,
+  key: `sk-${n.kind}-${randomBytes(16).toString("hex")}`,
+  word: `native-${n.kind}`,
+}));
+type Native = (typeof NATIVE)[number];
+
 /** Node, in the Harness container: `CONNECT <argv[1]>` through $HTTPS_PROXY (its Custodian), then
  * a GET inside the tunnel. Prints the CONNECT's status, and after a 200 the inner status line. */
 const CONNECT_JS = `
@@ -111,16 +130,47 @@ const ready = (p: Obj) => p.status?.conditions?.find((c: Obj) => c.type === "Rea
 /** The Orchestrator's installation config, as a platform team fills in the manifests' two
  * ConfigMaps: its fence (the remote) and its pod config (the model, its key, the real node). */
 function configured(docs: Obj[]): Obj[] {
-  const podConfig = {
+  const data: Record<string, Record<string, string>> = {
+    "jr2-orchestrator-fence": {
+      "git-credentials.yaml": `- ${JSON.stringify(remoteUrl.replace(/widgets\.git$/, ""))}\n`,
+    },
+    "jr2-orchestrator-pod": { "pod.yaml": JSON.stringify(podConfig()) },
+  };
+  return docs.map((d) => (d.kind === "ConfigMap" && data[d.metadata.name] ? { ...d, data: data[d.metadata.name] } : d));
+}
+
+/** The pod config: the scripted (OpenAI-compatible) model and one provider per native API, each
+ * held key bound to its own model's url and header; the Harness's model `native`'s, else scripted. */
+function podConfig(native?: Native) {
+  return {
     custodian: {
-      providers: [{ name: "scripted", url: scriptedModelUrl(modelNs) }],
-      held: [{ secret: "model-keys", key: "openai", env: "OPENAI_API_KEY", origins: [scriptedModelUrl(modelNs)] }],
+      providers: [
+        { name: "scripted", url: scriptedModelUrl(modelNs) },
+        ...NATIVE.map((n) => ({ name: n.provider, url: scriptedModelUrl(n.namespace), kind: n.kind })),
+      ],
+      held: [
+        { secret: "model-keys", key: "openai", env: "OPENAI_API_KEY", origins: [scriptedModelUrl(modelNs)] },
+        ...NATIVE.map((n) => ({
+          secret: "model-keys",
+          key: n.kind,
+          env: n.env,
+          origins: [scriptedModelUrl(n.namespace)],
+          headers: [n.keyHeader],
+        })),
+      ],
     },
     harness: {
-      env: [
-        { name: "JR2_MODEL_PROVIDER", value: "scripted" },
-        { name: "JR2_MODEL_ID", value: "scripted" },
-      ],
+      env: native
+        ? [
+            { name: "JR2_MODEL_PROVIDER", value: native.provider },
+            { name: "JR2_MODEL_ID", value: native.id },
+            // OPENAI_API_KEY is the scripted model's Stand-in here: the Responses key has its own.
+            ...(native.kind === "openai" ? [{ name: "JR2_MODEL_KEY_ENV", value: native.env }] : []),
+          ]
+        : [
+            { name: "JR2_MODEL_PROVIDER", value: "scripted" },
+            { name: "JR2_MODEL_ID", value: "scripted" },
+          ],
     },
     effector: { image: EFFECTOR_IMAGE },
     // The installation's base list (decision 0051): the stand-in public host's allowed name, on
@@ -128,13 +178,6 @@ function configured(docs: Obj[]): Obj[] {
     egress: { allow: [`${ALLOWED}:80`] },
     placement: onRealNode,
   };
-  const data: Record<string, Record<string, string>> = {
-    "jr2-orchestrator-fence": {
-      "git-credentials.yaml": `- ${JSON.stringify(remoteUrl.replace(/widgets\.git$/, ""))}\n`,
-    },
-    "jr2-orchestrator-pod": { "pod.yaml": JSON.stringify(podConfig) },
-  };
-  return docs.map((d) => (d.kind === "ConfigMap" && data[d.metadata.name] ? { ...d, data: data[d.metadata.name] } : d));
 }
 
 beforeAll(async () => {
@@ -169,7 +212,7 @@ beforeAll(async () => {
   // From nothing: what a run stopped before its cleanup left (an Orchestrator holding another
   // run's token, a module of another build) is removed first.
   cleanUp();
-  kubectlOk(["create", "namespace", modelNs]);
+  for (const ns of [modelNs, ...NATIVE.map((n) => n.namespace)]) kubectlOk(["create", "namespace", ns]);
   const docs = configured(onTheRealNode(builtManifests(join(ROOT, "dist")), BY_TAG, onRealNode));
   kubectlOk(
     ["apply", "--server-side", "--force-conflicts", "-f", "-"],
@@ -186,7 +229,7 @@ beforeAll(async () => {
       apiVersion: "v1",
       kind: "Secret",
       metadata: { name: "model-keys", namespace: SANDBOXES },
-      stringData: { openai: SCRIPTED_KEY },
+      stringData: { openai: SCRIPTED_KEY, ...Object.fromEntries(NATIVE.map((n) => [n.kind, n.key])) },
     },
     ...scriptedModelObjects({
       namespace: modelNs,
@@ -195,6 +238,16 @@ beforeAll(async () => {
       script: SCRIPT,
       placement: onRealNode,
     }),
+    ...NATIVE.flatMap((n) =>
+      scriptedModelObjects({
+        namespace: n.namespace,
+        image: COMPANIONS_IMAGE,
+        key: n.key,
+        script: proposeScript(n.word),
+        placement: onRealNode,
+        wire: n.wire,
+      }),
+    ),
   );
   for (const [ns, d] of [
     [PEPR_NS, MODULE],
@@ -202,6 +255,7 @@ beforeAll(async () => {
     [SYSTEM, "jr2-orchestrator"],
     [SYSTEM, "jr2-egress"],
     [modelNs, SCRIPTED_MODEL],
+    ...NATIVE.map((n) => [n.namespace, SCRIPTED_MODEL]),
   ])
     await available(ns, d);
   await until("the cache agent Ready on the real node", 120_000, () =>
@@ -224,7 +278,7 @@ beforeAll(async () => {
 function cleanUp() {
   if (kubectl(["get", "namespace", SANDBOXES]).status === 0)
     kubectl(["delete", "sandboxes", "--all", "-n", SANDBOXES, "--timeout=120s"]);
-  for (const ns of [SANDBOXES, SYSTEM, PEPR_NS, modelNs])
+  for (const ns of [SANDBOXES, SYSTEM, PEPR_NS, modelNs, ...NATIVE.map((n) => n.namespace)])
     kubectl(["delete", "namespace", ns, "--ignore-not-found", "--timeout=180s"]);
   kubectl(["delete", "validatingwebhookconfiguration,mutatingwebhookconfiguration", MODULE, "--ignore-not-found"]);
   kubectl([
@@ -548,6 +602,54 @@ describe("the manifests npm run build writes, deployed with the images npm run i
       for (const r of host().http()) expect(r.authorization ?? "").toBe("");
       for (const r of modelRequests(modelNs)) expect(r.keyed).toBe(true);
     });
+  });
+
+  // Decision 0054: the Harness speaks each provider's own API with pi-ai's client; the Custodian puts
+  // the key in the one header that API reads. The Orchestrator reads its pod config at boot, so
+  // each kind is its model's config and a restart.
+  describe("each native provider API, through the Custodian, the provider given the held key", () => {
+    for (const n of NATIVE)
+      test(`${n.kind}: an Agent's turn with a Menu pick, the key in ${n.keyHeader}, the usage in the turn's events`, async () => {
+        kubectlOk([
+          "patch",
+          "configmap",
+          "jr2-orchestrator-pod",
+          "-n",
+          SYSTEM,
+          "--type",
+          "merge",
+          "-p",
+          JSON.stringify({ data: { "pod.yaml": JSON.stringify(podConfig(n)) } }),
+        ]);
+        kubectlOk(["rollout", "restart", "deployment/jr2-orchestrator", "-n", SYSTEM]);
+        await available(SYSTEM, "jr2-orchestrator");
+        const events: StreamEvent[] = [];
+        const actor = createActor(proposeMachine, {
+          input: {
+            client: new OrchestratorClient({ url: ORCHESTRATOR_URL, token: TOKEN }),
+            workspace: { image: SANDBOX_IMAGE, branch: `feature/${n.kind}`, repos: [{ slot: "app", url: remoteUrl }] },
+            message: "write change.txt, then propose it",
+            readyTimeoutMs: 300_000,
+            log: () => undefined,
+            onEvent: (e) => events.push(e),
+          },
+        });
+        actor.start();
+        expectProposedTurn(await toPromise(actor), n.namespace, n.word);
+        // The model saw its own API (its path) and the held key in that API's header, every time.
+        const requests = modelRequests(n.namespace);
+        expect(new Set(requests.map((r) => `${r.wire} ${r.keyHeader} ${r.keyed}`))).toEqual(
+          new Set([`${n.wire} ${n.keyHeader} true`]),
+        );
+        // Each model call's tokens, as the provider counted them, reached the turn's events.
+        const usage = events.filter((e) => e.kind === "usage");
+        expect(usage.length).toBeGreaterThan(0);
+        for (const u of usage) {
+          expect(u).toMatchObject({ model: n.id });
+          expect(u.input).toBeGreaterThan(0);
+          expect(u.output).toBeGreaterThan(0);
+        }
+      }, 600_000);
   });
 
   describe("each service account's RBAC, as kubectl auth can-i --list reads it", () => {

@@ -91,7 +91,15 @@ export type Obj = any;
 export const getJson = (args: string[]): Obj => JSON.parse(kubectlOk(["get", ...args, "-o", "json"]));
 
 /** One chat request as the in-cluster scripted model logs it (dev/scripted-model.ts requestLine). */
-export type ModelRequest = { status: number; step?: number; keyed?: boolean; last?: { content: string } };
+export type ModelRequest = {
+  status: number;
+  step?: number;
+  keyed?: boolean;
+  /** The API the scripted model spoke, and the header the key came in (dev/scripted-model.ts). */
+  wire?: string;
+  keyHeader?: string;
+  last?: { content: string };
+};
 
 /** The scripted model's log in `namespace` (its Deployment, dev/in-cluster-model.ts), one entry
  * per chat request it answered. */
