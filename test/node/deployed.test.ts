@@ -152,7 +152,7 @@ function podConfig(native?: Native) {
         { secret: "model-keys", key: "openai", env: "OPENAI_API_KEY", origins: [scriptedModelUrl(modelNs)] },
         ...NATIVE.map((n) => ({
           secret: "model-keys",
-          key: n.kind,
+          key: n.provider,
           env: n.env,
           origins: [scriptedModelUrl(n.namespace)],
           headers: [n.keyHeader],
@@ -229,7 +229,7 @@ beforeAll(async () => {
       apiVersion: "v1",
       kind: "Secret",
       metadata: { name: "model-keys", namespace: SANDBOXES },
-      stringData: { openai: SCRIPTED_KEY, ...Object.fromEntries(NATIVE.map((n) => [n.kind, n.key])) },
+      stringData: { openai: SCRIPTED_KEY, ...Object.fromEntries(NATIVE.map((n) => [n.provider, n.key])) },
     },
     ...scriptedModelObjects({
       namespace: modelNs,
