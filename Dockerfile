@@ -1,5 +1,5 @@
 # The companions image: the cache agent, the Custodian, the Harness, the Orchestrator and the egress
-# point as the one-file bundles `npm run build` writes to dist/companions/, on Node 20 with git (and ssh and ACL
+# point as the one-file bundles `npm run build` writes to dist/companions/, on Node 24 with git (and ssh and ACL
 # tools, which the cache agent and the Harness call). Each manifest picks its program with
 # `command: ["node", "/app/<name>.js"]`. It also carries the scripted model provider
 # (/app/scripted-model.js) for demos and tests that serve it from a pod.
@@ -9,7 +9,7 @@
 # test/unit/images-dockerfiles.test.ts holds the two to the same packages, user, paths and command.
 # Build after `npm run build`:
 #   docker build -t jr2/companions:0.1.0 .
-FROM node:20-bookworm-slim
+FROM node:24-bookworm-slim
 RUN apt-get update \
  && apt-get install -y --no-install-recommends acl ca-certificates git libstdc++6 openssh-client tini \
  && rm -rf /var/lib/apt/lists/* \

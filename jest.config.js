@@ -1,7 +1,9 @@
 // Two tiers (docs/decisions/0004-jest.md). Both transform TypeScript with @swc/jest (fast, cached
 // in jest's cache directory) and also transform the ESM-only packages pepr's CJS entry requires,
-// which jest's module loader cannot `require` on Node 20; likewise the agent library the Harness runs
-// on (pi, decision 0024) and typebox, its ESM-only schema package.
+// which jest's module loader could not `require` before Node 24.9 (the tests now run on Node 24,
+// decision 0052, but still take the transform rather than jest's own require(esm)); likewise the
+// agent library the Harness runs on (pi, decision 0024) and typebox, its ESM-only schema package.
+// Each tier's global setup first stops a Node older than package.json's engines (decision 0052).
 const esm = [
   "kubernetes-fluent-client",
   "@kubernetes/client-node",
@@ -39,7 +41,12 @@ module.exports = {
   testTimeout: 60_000,
   reporters: ["default", "<rootDir>/test/summary-reporter.js"],
   projects: [
-    { ...base, displayName: "unit", testMatch: ["<rootDir>/test/unit/**/*.test.ts"] },
+    {
+      ...base,
+      displayName: "unit",
+      testMatch: ["<rootDir>/test/unit/**/*.test.ts"],
+      globalSetup: "<rootDir>/test/unit/global-setup.ts",
+    },
     {
       ...base,
       displayName: "integration",

@@ -70,6 +70,9 @@ async function main() {
     throw new Error(`BENCH_ONLY=${only} names no bench (known: ${Object.keys(BENCHES).join(", ")})`);
   }
   const selected = Object.entries(BENCHES).filter(([name, b]) => (only ? only === name : !b.only));
+  // The benches' processes run on this Node (process.execPath): under `npm run bench`, the one npm
+  // ci brought (docs/decisions/0052-node-24-runtime.md). Said so a figure can be read against it.
+  process.stderr.write(`bench: node ${process.version} (${process.execPath})\n`);
   const kubeconfig = selected.some(([, b]) => b.cluster) ? prepareCluster() : "";
   for (const [name, bench] of selected) {
     process.stderr.write(`bench ${name} ...\n`);

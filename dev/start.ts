@@ -10,6 +10,7 @@
 // Sandbox is a pod on the real node, the scripted model is served from a pod there, and the
 // Orchestrator listens where those pods reach it. Otherwise, or with JR2_START_MODE=local, local
 // process mode, the named fallback: a Harness and a Custodian per Sandbox run here, as you.
+import "./require-node"; // first: an older Node stops here, saying what to install (decision 0052)
 import { spawn, spawnSync } from "node:child_process";
 import { join } from "node:path";
 import { chmodSync, existsSync, mkdirSync, readFileSync } from "node:fs";

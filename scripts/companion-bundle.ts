@@ -50,7 +50,8 @@ const beside = (lazy: Record<string, string>): Plugin => ({
 const common = {
   bundle: true,
   platform: "node",
-  target: "node20",
+  // The Node the images and development run (docs/decisions/0052-node-24-runtime.md).
+  target: "node24",
   format: "cjs",
   sourcemap: true,
   // kubernetes-fluent-client finds a kind by its class's name: a renamed class is an unknown kind.

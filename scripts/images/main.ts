@@ -142,7 +142,7 @@ export function recipes(ctx: Context): Record<LayerId, () => Recipe> {
     },
     "node-runtime": () => ({
       key: contentKey({ ...common(epoch), layer: "node-runtime", code: codeOf("node-runtime.ts"), node: NODE_RUNTIME }),
-      entries: () => nodeEntries(nodeRuntime(join(IMAGES_DIR, "node"), ctx.log)),
+      entries: () => nodeEntries(nodeRuntime(join(IMAGES_DIR, "node"), ctx.log, { root })),
     }),
     "companions-app": () => {
       const files = expandCopy(root, APP_COPY.companions.from);

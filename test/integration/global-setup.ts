@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { CACHE_DIR, ROOT, startLocalOperator, type LocalOperator } from "../../dev/local-operator";
 import { OPERATOR_ENV } from "../../api/env";
 import { tierStarted } from "../summary-reporter";
+import { requireNode } from "../../dev/node-version";
 
 type Held = { operator?: LocalOperator; control?: Server };
 const held = globalThis as typeof globalThis & { __jr2?: Held };
@@ -35,6 +36,8 @@ function clusterUp(): string {
 export default async function globalSetup() {
   // First, so a setup that throws still shows in CI's closing line (test/summary-reporter.js).
   tierStarted("integration");
+  // Then the Node check: an older Node stops the tier here, saying what to install (decision 0052).
+  requireNode();
   const kubeconfig = process.env.KUBECONFIG || step("cluster up", clusterUp);
   process.env.KUBECONFIG = kubeconfig;
   step("module build", () => {

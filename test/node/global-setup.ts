@@ -11,6 +11,7 @@ import { join } from "node:path";
 import { CLUSTER_SH, ROOT, clusterEnv } from "./support";
 import { distOlderThanSources, pushProjectImages } from "../../dev/project-images";
 import { tierStarted } from "../summary-reporter";
+import { requireNode } from "../../dev/node-version";
 
 function step<T>(what: string, fn: () => T): T {
   const started = Date.now();
@@ -96,6 +97,8 @@ function pushImages(registry: string) {
 export default async function globalSetup() {
   // First, so a setup that throws still shows in CI's closing line (test/summary-reporter.js).
   tierStarted("node");
+  // Then the Node check: an older Node stops the tier here, saying what to install (decision 0052).
+  requireNode();
   step("cluster up", () => {
     const r = spawnSync("bash", [CLUSTER_SH, "up"], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
     if (r.status !== 0)

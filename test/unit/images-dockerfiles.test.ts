@@ -79,7 +79,7 @@ test("the reader knows continuations, comments, exec forms and what an ENTRYPOIN
     "# a comment",
     "FROM base AS build",
     "USER 1",
-    "FROM node:20 AS final",
+    "FROM node:24 AS final",
     "RUN apt-get update \\",
     "  # inside a continuation",
     " && apt-get install -y --no-install-recommends a b \\",
@@ -100,7 +100,7 @@ test("the reader knows continuations, comments, exec forms and what an ENTRYPOIN
     "EXPOSE",
   ]);
   const f = dockerfileFacts(text);
-  expect(f).toMatchObject({ from: "node:20", entrypoint: ["/bin/e"], cmd: undefined, env: { A: "1", B: "two words" } });
+  expect(f).toMatchObject({ from: "node:24", entrypoint: ["/bin/e"], cmd: undefined, env: { A: "1", B: "two words" } });
   expect(f.user).toBeUndefined();
   expect(f.expose).toEqual(["80/tcp", "53/udp"]);
   expect(f.aptPackages).toEqual(["a", "b"]);
