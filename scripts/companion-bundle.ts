@@ -59,11 +59,20 @@ const common = {
   logLevel: "warning",
 } as const;
 
+/** Set in every companion's process before its own code runs (the file says why). */
+export const V8_FLAGS = join(ROOT, "scripts", "companion-v8-flags.ts");
+
 /** Writes `<outdir>/<name>.js` and the files of its lazy libraries; returns every file written. */
 export async function bundleCompanion(name: Companion, outdir: string): Promise<string[]> {
   const lazy = LAZY[name] ?? {};
   const out = join(outdir, `${name}.js`);
-  await build({ ...common, entryPoints: [join(ROOT, COMPANIONS[name])], outfile: out, plugins: [beside(lazy)] });
+  await build({
+    ...common,
+    inject: [V8_FLAGS],
+    entryPoints: [join(ROOT, COMPANIONS[name])],
+    outfile: out,
+    plugins: [beside(lazy)],
+  });
   const written = [out];
   for (const [pkg, file] of Object.entries(lazy)) {
     const lib = join(outdir, file);

@@ -102,3 +102,37 @@ test("the bundle starts without node-forge, proxies without it, and intercepts o
   expect(output).not.toContain(key);
   expect(output).not.toContain(standIn);
 });
+
+test("the bundle sets V8's new space cap as Node 20 had it, before its own code runs (decision 0052)", async () => {
+  // node:v8's setter, wrapped from a preload, says each flag set and when.
+  const preload = join(dir, "say-v8-flags.js");
+  writeFileSync(
+    preload,
+    'const v8 = require("node:v8"); const set = v8.setFlagsFromString;\n' +
+      "v8.setFlagsFromString = (f) => { process.stderr.write(`v8 flag ${f}\\n`); set(f); };\n",
+  );
+  const standIn = newStandIn();
+  const origin = `http://127.0.0.1:${await closedPort()}`;
+  const layout = writeLayout(
+    { version: 1, providers: [{ name: "p", url: origin }], held: [{ value: "key", standIn, origins: [origin] }] },
+    { key: secretValue("key") },
+  );
+  const ports = { port: await closedPort(), healthPort: await closedPort() };
+  const child = spawn(process.execPath, ["--require", preload, join(dir, "custodian.js")], {
+    env: custodianEnv(layout, ports),
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  child.stdout.on("data", (c: Buffer) => (output += c.toString()));
+  child.stderr.on("data", (c: Buffer) => (output += c.toString()));
+  try {
+    for (let i = 0; i < 200 && !output.includes('"listening"'); i++) await sleep(50);
+    expect(output).toContain('"listening"');
+    const lines = output.split("\n");
+    expect(lines[0]).toBe("v8 flag --scavenger-max-new-space-capacity-mb=8");
+    expect(lines.filter((l) => l.startsWith("v8 flag"))).toHaveLength(1);
+  } finally {
+    child.kill("SIGTERM");
+    await once(child, "exit");
+  }
+});
