@@ -96,6 +96,9 @@ export function modelFor(endpoint: ModelEndpoint, known?: Model<Api>): Model<Api
   } as Model<Api>;
 }
 
+/** Retries of a model call that failed before an answer began (the OpenAI and Anthropic SDKs' default). */
+export const MODEL_RETRIES = 2;
+
 export type AgentModel = {
   model: Model<Api>;
   /** What `new Agent({ streamFn })` takes: the collection's `streamSimple`. */
@@ -139,7 +142,10 @@ export async function agentModel(endpoint: ModelEndpoint): Promise<AgentModel> {
   );
   return {
     model,
-    streamFn: models.streamSimple.bind(models) as StreamFn,
+    // pi retries nothing unless asked; the SDKs it wraps retried a dropped connection, a 408, 409,
+    // 429 or 5xx twice by default, and a turn should not fail on one stale keep-alive socket.
+    streamFn: ((m, context, options) =>
+      models.streamSimple(m, context, { maxRetries: MODEL_RETRIES, ...options })) as StreamFn,
     getApiKey: (provider) => (provider === model.provider ? apiKey : undefined),
   };
 }

@@ -3,6 +3,8 @@
 // answers; the key arrives as a bearer token. Then the working tools alone (harness/agents/tools.ts):
 // confined to their root, edit's one-occurrence rule, bash's timeout, abort and output cut.
 import { readdirSync, readFileSync } from "node:fs";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
 import { mkdir, mkdtemp, readFile, realpath, rm, symlink, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
@@ -311,6 +313,61 @@ describe("an Agent from pi-agent-core on the scripted model", () => {
     agent.abort();
     await run;
     expect((agent.state.messages.at(-1) as AssistantMessage).stopReason).toBe("aborted");
+  });
+});
+
+describe("a model call that fails before an answer begins", () => {
+  /** A hop in front of the scripted model that cuts the first `drops` requests' connections, unanswered. */
+  async function cutting(model: ScriptedModel, drops: number) {
+    let seen = 0;
+    const server = http.createServer((req, res) => {
+      if (seen++ < drops) {
+        req.socket.destroy();
+        return;
+      }
+      const up = http.request(`${model.url}${req.url}`, { method: req.method, headers: req.headers }, (answer) => {
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(res);
+      });
+      req.pipe(up);
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const port = (server.address() as AddressInfo).port;
+    return { baseUrl: `http://127.0.0.1:${port}/v1`, seen: () => seen, close: () => server.close() };
+  }
+
+  async function turn(baseUrl: string) {
+    const { Agent } = await piLib();
+    const { model: piModel, streamFn, getApiKey } = await agentModel({ baseUrl, apiKey: "sk-test", id: "scripted" });
+    const agent = new Agent({ initialState: { systemPrompt: "s", model: piModel, tools: [] }, streamFn, getApiKey });
+    await agent.prompt("hello");
+    return agent.state.messages.at(-1) as AssistantMessage;
+  }
+
+  test("is tried again, as the providers' SDKs did by default: a dropped connection does not fail the turn", async () => {
+    const model = await scripted([{ text: "answered after two drops" }], "sk-test");
+    const hop = await cutting(model, 2);
+    try {
+      const last = await turn(hop.baseUrl);
+      expect(last).toMatchObject({ stopReason: "stop", content: [{ type: "text", text: "answered after two drops" }] });
+      expect(hop.seen()).toBe(3);
+      expect(model.requests).toHaveLength(1);
+    } finally {
+      hop.close();
+    }
+  });
+
+  test("twice at most: a third drop ends the turn with the connection's error", async () => {
+    const model = await scripted([{ text: "never" }], "sk-test");
+    const hop = await cutting(model, 3);
+    try {
+      const last = await turn(hop.baseUrl);
+      expect(last.stopReason).toBe("error");
+      expect(hop.seen()).toBe(3);
+      expect(model.requests).toHaveLength(0);
+    } finally {
+      hop.close();
+    }
   });
 });
 
