@@ -36,9 +36,12 @@ const SYSTEM_PROMPT =
   "read, change and test the code. When the work of this turn is done, call the tool of the decision you make.";
 
 export function piRunner(o: PiRunnerOptions): TurnRunner {
+  // The endpoint is the Harness's for its life: its Models collection and catalog entry are built
+  // with the first turn, not again on each.
+  let built: ReturnType<typeof agentModel> | undefined;
   return async (turn) => {
     const { Agent } = await piLib();
-    const { model, streamFn, getApiKey } = await agentModel(o.endpoint);
+    const { model, streamFn, getApiKey } = await (built ??= agentModel(o.endpoint));
     // The picks allowed now: the turn's, then each step boundary's read.
     const allowed = { now: turn.body.allowed };
     const menuNames = new Set(turn.body.menu.map((m) => m.name));
