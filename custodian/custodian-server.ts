@@ -26,6 +26,7 @@ import {
   routeOf,
   tunnelAllowed,
   withoutHeader,
+  type KeyHeader,
   type Route,
 } from "./rules";
 import { Upstream } from "./upstream";
@@ -270,8 +271,7 @@ export class Custodian {
         );
       const url = hasDotSegment(route.rest) ? undefined : joinUrl(p.url, route.rest);
       if (!url) return badPath;
-      const kind = providerKind(p);
-      const keyHeader = { header: MODEL_KIND[kind].keyHeader, provider: p.name, kind };
+      const keyHeader = keyHeaderOf(p);
       return { url, headers, body: hasBody(req) ? req : undefined, retries: 0, keyHeader } satisfies Exchange;
     }
     trace.route = "proxy";
@@ -319,4 +319,17 @@ export class Custodian {
     res.writeHead(200, { "content-type": "text/plain; version=0.0.4", "content-length": Buffer.byteLength(text) });
     res.end(text);
   }
+}
+
+/** A provider's key header (api/model-kinds.ts), worked out once per provider of a loaded config:
+ * a provider without a kind is judged by its url's host, which is not parsed again per request. */
+const keyHeaders = new WeakMap<CustodianConfig["providers"][number], KeyHeader>();
+function keyHeaderOf(p: CustodianConfig["providers"][number]): KeyHeader {
+  let k = keyHeaders.get(p);
+  if (!k) {
+    const kind = providerKind(p);
+    k = { header: MODEL_KIND[kind].keyHeader, provider: p.name, kind };
+    keyHeaders.set(p, k);
+  }
+  return k;
 }
