@@ -815,6 +815,8 @@ cmd_env() {
   # This machine's address on the node's bridge: where the node's pods reach a process of this
   # machine (npm start's Orchestrator, in-cluster mode).
   echo "JR2_REAL_NODE_IP=$NODE_IP"
+  # The RuntimeClass whose pods run under gVisor on the real node (docs/decisions/0055-gvisor.md).
+  echo "JR2_GVISOR_RUNTIME_CLASS=$GVISOR_RUNTIME_CLASS"
   # The node guard (CNI plugin) and the nft set of Sandbox pods' addresses it keeps, and the
   # stand-in public host's network namespace and addresses (docs/decisions/0051).
   echo "JR2_NODE_GUARD=$NODE_GUARD_BIN/jr2-node-guard"

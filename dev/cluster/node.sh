@@ -18,6 +18,15 @@ REAL_NODE_KEY=jr2.dev/node
 REAL_NODE_VALUE=real
 REAL_NODE_LABEL=$REAL_NODE_KEY=$REAL_NODE_VALUE
 REAL_NODE_TAINT=$REAL_NODE_KEY=$REAL_NODE_VALUE:NoSchedule
+# gVisor (docs/decisions/0055-gvisor.md): containerd's handler `runsc`, the RuntimeClass that names
+# it, and the label of the nodes that have it, which the RuntimeClass's scheduling selects.
+GVISOR_HANDLER=runsc
+GVISOR_RUNTIME_CLASS=gvisor
+GVISOR_NODE_KEY=runtime.jr2.dev/gvisor
+GVISOR_NODE_VALUE=true
+# systrap intercepts syscalls with seccomp and needs no device; KVM needs /dev/kvm, which this VM
+# lacks. JR2_GVISOR_PLATFORM=kvm chooses it where it is present.
+GVISOR_PLATFORM=${JR2_GVISOR_PLATFORM:-systrap}
 
 # Addresses. The kwok nodes use 10.244.0-249.0/24 (JR2_NODES <= 250); the real node's pod CIDR is
 # the last /24 of the same cluster CIDR and its bridge address is the node's own IP, which exists on
@@ -74,19 +83,22 @@ RUNC_VERSION=$(mod_version "$GO_DIR/runc" github.com/opencontainers/runc)
 CNI_VERSION=$(mod_version "$GO_DIR/cni" github.com/containernetworking/plugins)
 COREDNS_VERSION=$(mod_version "$GO_DIR/coredns" github.com/coredns/coredns)
 NETPOL_VERSION=$(mod_version "$GO_DIR/netpol" sigs.k8s.io/kube-network-policies)
-[[ -n $CONTAINERD_VERSION && -n $RUNC_VERSION && -n $CNI_VERSION && -n $COREDNS_VERSION && -n $NETPOL_VERSION ]] ||
-  die "cannot read pinned versions from $GO_DIR/{containerd,runc,cni,coredns,netpol}/go.mod"
+GVISOR_VERSION=$(mod_version "$GO_DIR/gvisor" gvisor.dev/gvisor)
+[[ -n $CONTAINERD_VERSION && -n $RUNC_VERSION && -n $CNI_VERSION && -n $COREDNS_VERSION && -n $NETPOL_VERSION && -n $GVISOR_VERSION ]] ||
+  die "cannot read pinned versions from $GO_DIR/{containerd,runc,cni,coredns,netpol,gvisor}/go.mod"
 CONTAINERD_BIN="$BIN_DIR/containerd-$CONTAINERD_VERSION"
 RUNC_BIN="$BIN_DIR/runc-$RUNC_VERSION"
 CNI_BIN="$BIN_DIR/cni-$CNI_VERSION"
 COREDNS_BIN="$BIN_DIR/coredns-$COREDNS_VERSION"
 NETPOL_BIN="$BIN_DIR/kube-network-policies-$NETPOL_VERSION"
+GVISOR_BIN="$BIN_DIR/gvisor-$GVISOR_VERSION"
 RUNC_TAGS="seccomp urfave_cli_no_docs netgo osusergo"
 CONTAINERD_FP=$(fingerprint "$GO_DIR/containerd/go.mod" "$GO_DIR/containerd/go.sum")
 RUNC_FP=$(fingerprint "$GO_DIR/runc/go.mod" "$GO_DIR/runc/go.sum" -- "$RUNC_TAGS")
 CNI_FP=$(fingerprint "$GO_DIR/cni/go.mod" "$GO_DIR/cni/go.sum")
 COREDNS_FP=$(fingerprint "$GO_DIR/coredns/go.mod" "$GO_DIR/coredns/go.sum" "$GO_DIR/coredns/main.go")
 NETPOL_FP=$(fingerprint "$GO_DIR/netpol/go.mod" "$GO_DIR/netpol/go.sum" "$GO_DIR/netpol/main.go")
+GVISOR_FP=$(fingerprint "$GO_DIR/gvisor/go.mod" "$GO_DIR/gvisor/go.sum" "$GO_DIR/gvisor/shim-oom.patch")
 # Programs of this repo (no dependency): keyed by their source alone.
 PAUSE_FP=$(fingerprint "$GO_DIR/pause/go.mod" "$GO_DIR/pause/main.go")
 PAUSE_BIN="$BIN_DIR/pause-$PAUSE_FP"
@@ -127,6 +139,39 @@ build_runc() {
   log "built runc $RUNC_VERSION in $((SECONDS - start))s"
 }
 
+# build_gvisor: runsc and its containerd shim (the handler `runsc`, docs/decisions/0055-gvisor.md).
+# runsc as the module pins it; the shim from a copy of the module with shim-oom.patch applied, since
+# go build may not overlay files in the module cache. Both static (cgo off), as gVisor ships them.
+build_gvisor() {
+  local out=$GVISOR_BIN fp=$GVISOR_FP stamp="$GVISOR_BIN/.gvisor.fingerprint"
+  if [[ -x $out/runsc && -x $out/containerd-shim-runsc-v1 && -f $stamp && $(<"$stamp") == "$fp" ]]; then return 0; fi
+  require_go
+  command -v patch >/dev/null 2>&1 || { log "'patch' not found (the gVisor shim is built patched): apt-get install -y patch"; return 1; }
+  mkdir -p "$out"
+  local work="$out/.build.$$" start=$SECONDS src ldflags="-s -w -X gvisor.dev/gvisor/runsc/version.version=$GVISOR_VERSION"
+  log "building gVisor $GVISOR_VERSION: runsc and containerd-shim-runsc-v1 (about 6 minutes cold on two cores) ..."
+  rm -rf "$work" && mkdir -p "$work/mod"
+  if ! src=$(cd "$GO_DIR/gvisor" && GOWORK=off go mod download -json gvisor.dev/gvisor | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",*$/\1/p') ||
+    [[ ! -d $src ]]; then
+    log "could not download gvisor.dev/gvisor $GVISOR_VERSION"; rm -rf "$work"; return 1
+  fi
+  cp -R "$src" "$work/gvisor" && chmod -R u+w "$work/gvisor"
+  if ! patch -s -d "$work/gvisor" -p1 <"$GO_DIR/gvisor/shim-oom.patch"; then
+    log "$GO_DIR/gvisor/shim-oom.patch does not apply to gvisor.dev/gvisor $GVISOR_VERSION: update it with the version"
+    rm -rf "$work"; return 1
+  fi
+  cp "$GO_DIR/gvisor/go.mod" "$GO_DIR/gvisor/go.sum" "$work/mod/"
+  printf '\nreplace gvisor.dev/gvisor => %s\n' "$work/gvisor" >>"$work/mod/go.mod"
+  if ! (cd "$GO_DIR/gvisor" && CGO_ENABLED=0 GOWORK=off go build -trimpath -ldflags "$ldflags" -o "$work/runsc" gvisor.dev/gvisor/runsc) ||
+    ! (cd "$work/mod" && CGO_ENABLED=0 GOWORK=off go build -trimpath -ldflags "-s -w" -o "$work/containerd-shim-runsc-v1" gvisor.dev/gvisor/shim); then
+    rm -rf "$work"; return 1
+  fi
+  mv -f "$work/runsc" "$work/containerd-shim-runsc-v1" "$out/"
+  rm -rf "$work"
+  printf '%s\n' "$fp" >"$stamp.tmp" && mv -f "$stamp.tmp" "$stamp"
+  log "built gVisor $GVISOR_VERSION in $((SECONDS - start))s"
+}
+
 ensure_node_binaries() {
   local c p
   for c in kubelet kube-proxy; do
@@ -144,6 +189,7 @@ ensure_node_binaries() {
   build pause "$PAUSE_FP" "$GO_DIR/pause" . "$PAUSE_BIN" "$PAUSE_FP"
   build jr2-node-guard "$NODE_GUARD_FP" "$GO_DIR/nodeguard" . "$NODE_GUARD_BIN" "$NODE_GUARD_FP"
   build_runc || return 1
+  build_gvisor || return 1
 }
 
 # ---------------------------------------------------------------------------------------
@@ -184,6 +230,14 @@ preflight_host() {
     command -v cc >/dev/null 2>&1 || { echo "no C compiler to build runc (cgo): apt-get install -y gcc libseccomp-dev"; return 1; }
     [[ $(cc -print-file-name=libseccomp.a) == /* ]] || { echo "no libseccomp.a to build runc with seccomp: apt-get install -y libseccomp-dev"; return 1; }
   fi
+  case $GVISOR_PLATFORM in
+    systrap | ptrace) ;;
+    kvm) [[ -c /dev/kvm ]] || { echo "JR2_GVISOR_PLATFORM=kvm, but this machine has no /dev/kvm: leave it unset (systrap)"; return 1; } ;;
+    *) echo "JR2_GVISOR_PLATFORM=$GVISOR_PLATFORM is not a gVisor platform: systrap (default), kvm or ptrace"; return 1 ;;
+  esac
+  if [[ ! -x $GVISOR_BIN/runsc || ! -f $GVISOR_BIN/.gvisor.fingerprint || $(<"$GVISOR_BIN/.gvisor.fingerprint") != "$GVISOR_FP" ]]; then
+    command -v patch >/dev/null 2>&1 || { echo "'patch' not found (the gVisor shim is built patched): apt-get install -y patch"; return 1; }
+  fi
   local owner=""
   [[ -f $NODE_OWNER_FILE ]] && owner=$(<"$NODE_OWNER_FILE")
   [[ $owner == "$STATE_DIR" ]] && return 0 # this cluster's own node holds what is checked below
@@ -201,11 +255,12 @@ preflight_host() {
 preflight_binaries() {
   local b out
   for b in "$KUBE_BIN/kubelet" "$KUBE_BIN/kube-proxy" "$CONTAINERD_BIN/containerd" "$CONTAINERD_BIN/containerd-shim-runc-v2" \
-    "$RUNC_BIN/runc" "$COREDNS_BIN/coredns" "$CNI_BIN/bridge" "$NODE_GUARD_BIN/jr2-node-guard"; do
+    "$RUNC_BIN/runc" "$COREDNS_BIN/coredns" "$CNI_BIN/bridge" "$NODE_GUARD_BIN/jr2-node-guard" \
+    "$GVISOR_BIN/runsc" "$GVISOR_BIN/containerd-shim-runsc-v1"; do
     [[ -x $b ]] || { echo "$b is missing"; return 1; }
   done
   for b in "$KUBE_BIN/kubelet --version" "$KUBE_BIN/kube-proxy --version" "$CONTAINERD_BIN/containerd --version" \
-    "$RUNC_BIN/runc --version" "$COREDNS_BIN/coredns -version"; do
+    "$RUNC_BIN/runc --version" "$COREDNS_BIN/coredns -version" "$GVISOR_BIN/runsc --version"; do
     if ! out=$($b 2>&1); then echo "'$b' failed: $(head -c 300 <<<"$out")"; return 1; fi
   done
 }
@@ -615,6 +670,12 @@ state = "$NODE_DIR/containerd/state"
         # runc's container state (default /run/containerd/runc) with the rest of the node's.
         Root = "$NODE_DIR/runc"
         SystemdCgroup = false
+    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.$GVISOR_HANDLER]
+      runtime_type = "io.containerd.runsc.v1"
+      runtime_path = "$GVISOR_BIN/containerd-shim-runsc-v1"
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.$GVISOR_HANDLER.options]
+        TypeUrl = "io.containerd.runsc.v1.options"
+        ConfigPath = "$NODE_DIR/containerd/runsc.toml"
   [plugins."io.containerd.cri.v1.runtime".cni]
     bin_dirs = ["$CNI_BIN", "$NODE_GUARD_BIN"]
     conf_dir = "$NODE_DIR/cni"
@@ -623,6 +684,33 @@ state = "$NODE_DIR/containerd/state"
 [plugins."io.containerd.nri.v1.nri"]
   # kube-network-policies learns new pods' IPs here before the API server does.
   disable = false
+EOF
+}
+
+# The shim's own options (read by containerd-shim-runsc-v1), runsc's flags under runsc_config.
+runsc_config() {
+  cat <<EOF
+# Written by dev/cluster/cluster.sh; see docs/decisions/0055-gvisor.md.
+binary_name = "$GVISOR_BIN/runsc"
+# runsc's container state (default /run/containerd/runsc) with the rest of the node's.
+root = "$NODE_DIR/runsc"
+[runsc_config]
+  platform = "$GVISOR_PLATFORM"
+EOF
+}
+
+# The RuntimeClass pods name to run under gVisor: scheduled only to nodes labelled as having it,
+# and tolerating the real node's taint, since here that node is the only one that has it.
+node_runtime_classes() {
+  cat <<EOF
+apiVersion: node.k8s.io/v1
+kind: RuntimeClass
+metadata: {name: $GVISOR_RUNTIME_CLASS}
+handler: $GVISOR_HANDLER
+scheduling:
+  nodeSelector: {$GVISOR_NODE_KEY: "$GVISOR_NODE_VALUE"}
+  tolerations:
+  - {key: $REAL_NODE_KEY, operator: Equal, value: $REAL_NODE_VALUE, effect: NoSchedule}
 EOF
 }
 
@@ -795,11 +883,11 @@ node_kill_pods() {
     sleep 0.1
   done
   # Shims are started by containerd with its address on their command line.
-  for pid in $(pgrep -f "containerd-shim-runc-v2 .*-address $CONTAINERD_SOCK" 2>/dev/null); do
+  for pid in $(pgrep -f "containerd-shim-(runc-v2|runsc-v1) .*-address $CONTAINERD_SOCK" 2>/dev/null); do
     kill -KILL "$pid" 2>/dev/null || true
   done
   for ((i = 0; i < 50; i++)); do
-    pgrep -f "containerd-shim-runc-v2 .*-address $CONTAINERD_SOCK" >/dev/null 2>&1 || break
+    pgrep -f "containerd-shim-(runc-v2|runsc-v1) .*-address $CONTAINERD_SOCK" >/dev/null 2>&1 || break
     sleep 0.1
   done
 }
@@ -846,7 +934,7 @@ node_down() {
 
 # What the running node was started from (binaries and this file); a change restarts it.
 node_fingerprint() {
-  { printf '%s ' "$KUBE_FP" "$CONTAINERD_FP" "$RUNC_FP" "$CNI_FP" "$COREDNS_FP" "$NETPOL_FP" "$PAUSE_FP" "$NODE_GUARD_FP"
+  { printf '%s ' "$KUBE_FP" "$CONTAINERD_FP" "$RUNC_FP" "$CNI_FP" "$COREDNS_FP" "$NETPOL_FP" "$PAUSE_FP" "$NODE_GUARD_FP" "$GVISOR_FP"
     cat "${BASH_SOURCE[0]}"; } | sha256sum | cut -c1-16
 }
 node_current() { [[ -f $NODE_DIR/fingerprint && $(<"$NODE_DIR/fingerprint") == "$(node_fingerprint)" ]]; }
@@ -888,6 +976,7 @@ server = "http://$reg"
   capabilities = ["pull", "resolve"]
 EOF
   containerd_config >"$NODE_DIR/containerd/config.toml"
+  runsc_config >"$NODE_DIR/containerd/runsc.toml"
   cni_config >"$NODE_DIR/cni/10-$CNI_NETWORK.conflist"
   echo "nameserver $NODE_DNS" >"$NODE_DIR/resolv.conf"
   kubelet_config >"$NODE_DIR/kubelet-config.yaml"
@@ -915,7 +1004,7 @@ EOF
   component_alive kubelet ||
     start_component kubelet "$NODE_DIR" "$KUBE_BIN/kubelet" --config "$NODE_DIR/kubelet-config.yaml" \
       --kubeconfig "$NODE_DIR/kubelet.kubeconfig" --root-dir "$NODE_DIR/kubelet" --cert-dir "$NODE_DIR/kubelet/pki" \
-      --hostname-override "$REAL_NODE_NAME" --node-ip "$NODE_IP" --node-labels "$REAL_NODE_LABEL"
+      --hostname-override "$REAL_NODE_NAME" --node-ip "$NODE_IP" --node-labels "$REAL_NODE_LABEL,$GVISOR_NODE_KEY=$GVISOR_NODE_VALUE"
   node_step "the kubelet registering node $REAL_NODE_NAME"
   wait_for "node $REAL_NODE_NAME registered" node_registered
   # The pod CIDR is set once (the API server refuses a change); the kubelet does not set it.
@@ -923,6 +1012,10 @@ EOF
     k patch node "$REAL_NODE_NAME" --type merge \
       -p "{\"spec\":{\"podCIDR\":\"$NODE_POD_CIDR\",\"podCIDRs\":[\"$NODE_POD_CIDR\"]}}" >/dev/null || return 1
   fi
+  # --node-labels is applied when the kubelet registers the node only; a node registered before
+  # gained it is labelled here.
+  k label node "$REAL_NODE_NAME" --overwrite "$GVISOR_NODE_KEY=$GVISOR_NODE_VALUE" >/dev/null || return 1
+  node_step "the RuntimeClass $GVISOR_RUNTIME_CLASS"; node_runtime_classes | k apply -f - >/dev/null || return 1
   node_step "node $REAL_NODE_NAME turning Ready"; wait_for "node $REAL_NODE_NAME Ready" node_ready
   node_step "kube-proxy's rules"; wait_for "kube-proxy's rules (nft table ip kube-proxy)" nft_table_exists ip kube-proxy
   node_step "kube-network-policies' rules"; wait_for "kube-network-policies' rules (nft table ip jr2-netpol)" nft_table_exists ip jr2-netpol
