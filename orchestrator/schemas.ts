@@ -37,6 +37,15 @@ const Quantity = z
     "must be a Kubernetes quantity such as 500m or 4Gi",
   );
 
+/** A RuntimeClass's name (a DNS-1123 subdomain): what a Sandbox pod runs under (decision 0055). The
+ * create body and the pod config both take it. */
+export const RuntimeClassName = z
+  .string()
+  .max(253, "must be at most 253 characters")
+  .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/, {
+    message: "must be a RuntimeClass's name (lower-case DNS subdomain), e.g. gvisor",
+  });
+
 export const Size = z
   .strictObject({
     cpu: Quantity.optional().meta({ description: "CPU for the whole pod (e.g. `2`, `500m`)." }),

@@ -4,6 +4,7 @@ import {
   DEFAULT_POD_CONFIG,
   effectorImageFor,
   parsePodConfig,
+  runtimeClassFor,
   type PodConfig,
 } from "../../orchestrator/workspaces/pod-config";
 import { CUSTODIAN_SLICE } from "../../orchestrator/workspaces/size";
@@ -17,6 +18,7 @@ const DEFAULTS: PodConfig = {
   userSeat: { netRaw: false },
   egress: { allow: [] },
   placement: {},
+  runtime: { allowedClassNames: [] },
 };
 
 /** The message parsePodConfig throws for `text`, or a failure when it is accepted. */
@@ -81,6 +83,9 @@ placement:
       operator: Equal
       value: real
       effect: NoSchedule
+runtime:
+  className: gvisor
+  allowedClassNames: [kata]
 `;
 
 describe("the pod config", () => {
@@ -144,6 +149,7 @@ describe("the pod config", () => {
         nodeSelector: { "jr2.dev/node": "real" },
         tolerations: [{ key: "jr2.dev/node", operator: "Equal", value: "real", effect: "NoSchedule" }],
       },
+      runtime: { className: "gvisor", allowedClassNames: ["kata"] },
     });
   });
 
@@ -208,6 +214,82 @@ describe("the pod config", () => {
     it("refuses an allowed image not pinned by digest, naming the field", () => {
       expect(refusal("effector: { allowedImages: [registry.example/effector:1] }")).toContain(
         "effector.allowedImages[0]: must be an image pinned by its digest",
+      );
+    });
+  });
+
+  // Decision 0055: what the Sandbox pods run under is the installation's choice.
+  describe("the runtime class", () => {
+    const config = (text: string) => parsePodConfig(text, FILE);
+    const gvisor = config("runtime: { className: gvisor, allowedClassNames: [kata, runc.example.com] }");
+
+    it("is none by default: the cluster's default runtime, as before, and a create may choose nothing", () => {
+      expect(DEFAULT_POD_CONFIG.runtime).toEqual({ allowedClassNames: [] });
+      expect(runtimeClassFor(undefined, DEFAULT_POD_CONFIG)).toEqual({ ok: true, className: undefined });
+    });
+
+    it("is the pod config's when the create names none", () => {
+      expect(runtimeClassFor(undefined, gvisor)).toEqual({ ok: true, className: "gvisor" });
+      expect(runtimeClassFor(undefined, config("runtime: { allowedClassNames: [kata] }"))).toEqual({
+        ok: true,
+        className: undefined,
+      });
+    });
+
+    it("is the one the create names when it is the pod config's or an allowed one, exactly", () => {
+      expect(runtimeClassFor("gvisor", gvisor)).toEqual({ ok: true, className: "gvisor" });
+      expect(runtimeClassFor("kata", gvisor)).toEqual({ ok: true, className: "kata" });
+      expect(runtimeClassFor("runc.example.com", gvisor)).toEqual({ ok: true, className: "runc.example.com" });
+      expect(runtimeClassFor("kata", config("runtime: { allowedClassNames: [kata] }"))).toEqual({
+        ok: true,
+        className: "kata",
+      });
+    });
+
+    it("refuses another class, naming the field, the value and the classes it may name", () => {
+      for (const other of ["runc", "Gvisor", "gvisor "]) {
+        const r = runtimeClassFor(other, gvisor);
+        expect(r.ok).toBe(false);
+        expect(!r.ok && r.message).toBe(
+          `runtimeClassName: ${JSON.stringify(other)} is not a runtime class this installation lets a workspace ` +
+            "choose (its pod config's runtime.className and runtime.allowedClassNames): leave runtimeClassName " +
+            `out (the installation's "gvisor") or name one of "gvisor", "kata", "runc.example.com"`,
+        );
+      }
+    });
+
+    it("refuses any class where the pod config allows no choice, saying so and naming the default", () => {
+      const none = runtimeClassFor("gvisor", DEFAULT_POD_CONFIG);
+      expect(none.ok).toBe(false);
+      expect(!none.ok && none.message).toContain('runtimeClassName: "gvisor" is not a runtime class');
+      expect(!none.ok && none.message).toContain(
+        "this installation allows no choice: leave runtimeClassName out (the cluster's default runtime)",
+      );
+      expect(!none.ok && none.message).toContain("runtime.allowedClassNames");
+      const fixed = runtimeClassFor("kata", config("runtime: { className: gvisor }"));
+      expect(!fixed.ok && fixed.message).toContain(
+        `this installation allows no choice: leave runtimeClassName out (the installation's "gvisor")`,
+      );
+      // Naming the default itself is no choice, and is accepted.
+      expect(runtimeClassFor("gvisor", config("runtime: { className: gvisor }"))).toEqual({
+        ok: true,
+        className: "gvisor",
+      });
+    });
+
+    it("refuses a name that is not a RuntimeClass's, naming the field and an example", () => {
+      for (const bad of ["gVisor", "-gvisor", "g_visor", "", "a".repeat(254)]) {
+        expect(refusal(JSON.stringify({ runtime: { className: bad } }))).toContain(`${FILE}: runtime.className: `);
+      }
+      expect(refusal("runtime: { className: gVisor }")).toBe(
+        `${FILE}: runtime.className: must be a RuntimeClass's name (lower-case DNS subdomain), e.g. gvisor`,
+      );
+      expect(refusal("runtime: { allowedClassNames: [kata, Kata] }")).toBe(
+        `${FILE}: runtime.allowedClassNames[1]: must be a RuntimeClass's name (lower-case DNS subdomain), e.g. gvisor`,
+      );
+      expect(refusal("runtime: { class: gvisor }")).toContain(`${FILE}: runtime: `);
+      expect(refusal(JSON.stringify({ runtime: { className: "a".repeat(254) } }))).toContain(
+        "runtime.className: must be at most 253 characters",
       );
     });
   });
