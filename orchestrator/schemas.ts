@@ -144,6 +144,12 @@ export const CreateWorkspaceBody = z
       })
       .optional()
       .meta({ description: "A Sandbox Effector beside the Harness (decision 0021)." }),
+    runtimeClassName: RuntimeClassName.optional().meta({
+      description:
+        "The RuntimeClass every container of the Sandbox pod runs under (the Sandbox's spec.runtimeClassName; " +
+        "decision 0055): the pod config's runtime.className or one of its runtime.allowedClassNames. Absent: " +
+        "the pod config's runtime.className, else the cluster's default runtime.",
+    }),
     egress: EgressList.optional().meta({
       description:
         "The hosts the Sandbox may reach beside the installation's base list (decision 0051); read and replaced " +

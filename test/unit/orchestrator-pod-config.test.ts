@@ -7,6 +7,9 @@ import {
   runtimeClassFor,
   type PodConfig,
 } from "../../orchestrator/workspaces/pod-config";
+import { WorkspaceRegistry } from "../../orchestrator/workspaces/registry";
+import type { PlaceRequest, SandboxGateway } from "../../orchestrator/workspaces/sandbox-gateway";
+import type { SandboxWatch } from "../../orchestrator/workspaces/sandbox-watch";
 import { CUSTODIAN_SLICE } from "../../orchestrator/workspaces/size";
 
 const FILE = "/etc/jr2/pod-config.yaml";
@@ -274,6 +277,51 @@ describe("the pod config", () => {
       expect(runtimeClassFor("gvisor", config("runtime: { className: gvisor }"))).toEqual({
         ok: true,
         className: "gvisor",
+      });
+    });
+
+    describe("at a workspace create, resolved once before anything is written", () => {
+      /** A registry whose gateway records the place request and never answers. */
+      const registry = (podConfig: PodConfig) => {
+        const placed: PlaceRequest[] = [];
+        const never = () => new Promise<never>(() => undefined);
+        const gateway = {
+          place: (req: PlaceRequest) => (placed.push(req), never()),
+          provision: never,
+          attach: never,
+          renew: async () => undefined,
+          continuity: async () => ({ kind: "present" as const }),
+          destroy: async () => undefined,
+        } as unknown as SandboxGateway;
+        const reg = new WorkspaceRegistry({ gateway, watch: {} as unknown as SandboxWatch, credentials: [], podConfig });
+        return { reg, placed };
+      };
+      const body = (runtimeClassName?: string) => ({
+        image: "h",
+        branch: "feat",
+        repos: [],
+        ...(runtimeClassName ? { runtimeClassName } : {}),
+      });
+
+      it("hands the gateway the default, the class named, or none", async () => {
+        const { reg, placed } = registry(gvisor);
+        await reg.create(body());
+        await reg.create(body("kata"));
+        reg.stop();
+        expect(placed.map((p) => p.runtimeClassName)).toEqual(["gvisor", "kata"]);
+        const bare = registry(DEFAULT_POD_CONFIG);
+        await bare.reg.create(body());
+        bare.reg.stop();
+        expect(bare.placed[0]).not.toHaveProperty("runtimeClassName");
+      });
+
+      it("refuses another class with a 403 runtime_class_refused naming the field, before the gateway hears it", async () => {
+        const { reg, placed } = registry(gvisor);
+        const create = reg.create(body("runc"));
+        await expect(create).rejects.toMatchObject({ status: 403, code: "runtime_class_refused" });
+        await expect(create).rejects.toThrow('runtimeClassName: "runc" is not a runtime class');
+        reg.stop();
+        expect(placed).toHaveLength(0);
       });
     });
 
