@@ -37,6 +37,15 @@ const Quantity = z
     "must be a Kubernetes quantity such as 500m or 4Gi",
   );
 
+/** A RuntimeClass's name (a DNS-1123 subdomain): what a Sandbox pod runs under (decision 0055). The
+ * create body and the pod config both take it. */
+export const RuntimeClassName = z
+  .string()
+  .max(253, "must be at most 253 characters")
+  .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/, {
+    message: "must be a RuntimeClass's name (lower-case DNS subdomain), e.g. gvisor",
+  });
+
 export const Size = z
   .strictObject({
     cpu: Quantity.optional().meta({ description: "CPU for the whole pod (e.g. `2`, `500m`)." }),
@@ -135,6 +144,12 @@ export const CreateWorkspaceBody = z
       })
       .optional()
       .meta({ description: "A Sandbox Effector beside the Harness (decision 0021)." }),
+    runtimeClassName: RuntimeClassName.optional().meta({
+      description:
+        "The RuntimeClass every container of the Sandbox pod runs under (the Sandbox's spec.runtimeClassName; " +
+        "decision 0055): the pod config's runtime.className or one of its runtime.allowedClassNames. Absent: " +
+        "the pod config's runtime.className, else the cluster's default runtime.",
+    }),
     egress: EgressList.optional().meta({
       description:
         "The hosts the Sandbox may reach beside the installation's base list (decision 0051); read and replaced " +

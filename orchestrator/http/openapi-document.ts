@@ -65,7 +65,8 @@ const OPERATIONS: Record<RouteId, Operation | null> = {
       "400": error("The body is invalid; the message names each field path."),
       "403": error(
         "A repo url is outside the fence: no git.credentials entry admits it (fence_refused); or effector.image " +
-          "is not one the pod config lets hold push credentials (image_refused).",
+          "is not one the pod config lets hold push credentials (image_refused); or runtimeClassName is not one " +
+          "the pod config lets a workspace choose (runtime_class_refused).",
       ),
       "413": error("The body exceeds 1 MiB."),
       "415": error("The body is not JSON."),

@@ -184,6 +184,9 @@ export function composeSandbox(input: ComposeInput): Composition {
     ...(input.pod.placement.tolerations?.length
       ? { tolerations: input.pod.placement.tolerations.map((t) => ({ ...t })) }
       : {}),
+    // One runtime class for the whole pod, so every seat runs under it (decision 0055); resolved
+    // from the pod config at the create, so a pod config change never reaches an existing Sandbox.
+    ...(req.runtimeClassName ? { runtimeClassName: req.runtimeClassName } : {}),
     ...(req.repos.length ? { repos: req.repos.map((r) => ({ key: r.key, url: r.url })) } : {}),
     // The workspace's own egress list; the egress point adds the base list and the Repos' remotes.
     ...(req.egressAllow ? { egress: { allow: [...req.egressAllow] } } : {}),

@@ -5,13 +5,14 @@
 // digests a create may name instead (decision 0048: an image that holds push credentials is the
 // installation's choice), the `user` seat's NET_RAW opt-out (decision 0048), the base egress list
 // (decision 0051; the egress point reads this same file), and where the pods run
-// (a nodeSelector and tolerations, decision 0038: e.g. the local real node).
+// (a nodeSelector and tolerations, decision 0038: e.g. the local real node), and the runtime class
+// they run under and the others a create may choose (decision 0055: e.g. gVisor).
 // Pure: parsed once at boot; a bad file ends the Orchestrator naming each field and its fix. The
 // Custodian's own config (api/custodian-config.ts) is composed from this per Sandbox (compose.ts).
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { fieldPath } from "../../api/attach";
-import { EgressRules } from "../schemas";
+import { EgressRules, RuntimeClassName } from "../schemas";
 import { EnvName, HeaderName, HostPattern, Origin, Provider, Timeout } from "../../api/custodian-config";
 import { Toleration } from "../../api/crd/generated/corev1";
 import { milliCpu, bytesOf } from "../../lib/quantity";
@@ -155,6 +156,29 @@ export const PodConfig = z
           "Where every Sandbox pod runs (decision 0038): written into each Sandbox's spec.nodeSelector and " +
           "spec.tolerations, which the operator copies to its pod. Absent: anywhere the scheduler finds.",
       }),
+    runtime: z
+      .strictObject({
+        className: RuntimeClassName.optional().meta({
+          description:
+            "The RuntimeClass every Sandbox pod runs under, all four seats with it, when its create names none " +
+            "(decision 0055), e.g. gvisor: written into each Sandbox's spec.runtimeClassName, which the operator " +
+            "copies to its pod. The cluster must have a RuntimeClass of that name. Absent: the cluster's default runtime.",
+        }),
+        allowedClassNames: z
+          .array(RuntimeClassName)
+          .default([])
+          .meta({
+            description:
+              "The other RuntimeClasses a create may name in runtimeClassName, e.g. [kata]. None: a create may " +
+              "name only className (or leave it out).",
+          }),
+      })
+      .default({ allowedClassNames: [] })
+      .meta({
+        description:
+          "What the Sandbox pods run under (decision 0055): the installation's default runtime class and the " +
+          "others a workspace create may choose.",
+      }),
   })
   .superRefine((c, ctx) => {
     const seen = new Map<string, number>();
@@ -215,6 +239,35 @@ export function effectorImageFor(
     message:
       `effector.image: ${JSON.stringify(requested)} is not an image this installation lets hold push credentials ` +
       `(the Effector's image comes from the pod config, decision 0048): ${choices}`,
+  };
+}
+
+/**
+ * The runtime class a workspace's Sandbox pod runs under (decision 0055): the pod config's
+ * `runtime.className` (or none: the cluster's default runtime) when the create names none, else the
+ * one it names if the pod config lets it (that class, or one of `runtime.allowedClassNames`): the
+ * isolation a Sandbox gets is the installation's choice, never a create's alone, so a create cannot opt
+ * out of the default (not even back to the cluster's default runtime). A refusal names the field and the fix.
+ */
+export function runtimeClassFor(
+  requested: string | undefined,
+  config: PodConfig,
+): { ok: true; className: string | undefined } | { ok: false; message: string } {
+  const { className, allowedClassNames } = config.runtime;
+  if (requested === undefined) return { ok: true, className };
+  if (requested === className || allowedClassNames.includes(requested)) return { ok: true, className: requested };
+  const dflt = className ? `the installation's ${JSON.stringify(className)}` : "the cluster's default runtime";
+  const choices = allowedClassNames.length
+    ? `leave runtimeClassName out (${dflt}) or name one of ${[...(className ? [className] : []), ...allowedClassNames]
+        .map((c) => JSON.stringify(c))
+        .join(", ")}`
+    : `this installation allows no choice: leave runtimeClassName out (${dflt}), or ask its operator to add ` +
+      "it to the pod config's runtime.allowedClassNames";
+  return {
+    ok: false,
+    message:
+      `runtimeClassName: ${JSON.stringify(requested)} is not a runtime class this installation lets a workspace ` +
+      `choose (its pod config's runtime.className and runtime.allowedClassNames): ${choices}`,
   };
 }
 

@@ -7,7 +7,7 @@ import { randomBytes } from "node:crypto";
 import { attachBodyOf, readAttach } from "./attach-body";
 import { FINAL_STATES, HttpError, type CreateWorkspaceBody, type WorkspaceEvent, type WorkspaceView } from "../schemas";
 import { fenceSlots, pushCredentials, type CredentialEntry } from "./fence";
-import { DEFAULT_POD_CONFIG, effectorImageFor, type PodConfig } from "./pod-config";
+import { DEFAULT_POD_CONFIG, effectorImageFor, runtimeClassFor, type PodConfig } from "./pod-config";
 import { SizeError, splitSize } from "./size";
 import { RUN_LABEL, TENANT_LABEL } from "../../api/wire";
 import {
@@ -69,6 +69,9 @@ export class WorkspaceRegistry implements Workspaces {
       ? effectorImageFor(body.effector.image, this.opts.podConfig ?? DEFAULT_POD_CONFIG)
       : undefined;
     if (effectorImage && !effectorImage.ok) throw new HttpError(403, "image_refused", effectorImage.message);
+    // What the pod runs under is the installation's choice too (decision 0055).
+    const runtime = runtimeClassFor(body.runtimeClassName, this.opts.podConfig ?? DEFAULT_POD_CONFIG);
+    if (!runtime.ok) throw new HttpError(403, "runtime_class_refused", runtime.message);
     const name = `ws-${randomBytes(5).toString("hex")}`;
     const attach = attachBodyOf({ branch: body.branch, repos: fenced.repos });
     const place: PlaceRequest = {
@@ -83,6 +86,7 @@ export class WorkspaceRegistry implements Workspaces {
         ? { effector: { image: effectorImage.image, gitCredentials: pushes.secrets } }
         : {}),
       ...(body.idleTimeout ? { idleTimeout: body.idleTimeout } : {}),
+      ...(runtime.className ? { runtimeClassName: runtime.className } : {}),
       ...(body.egress ? { egressAllow: body.egress.allow } : {}),
       labels: { run: body.run ?? name, workflow: body.workflow ?? "api", ...(tenant ? { tenant } : {}) },
     };

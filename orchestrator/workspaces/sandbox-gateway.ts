@@ -37,6 +37,9 @@ export type PlaceRequest = {
   effector?: { image: string; gitCredentials: string[] };
   /** spec.idleTimeout, a Go duration (the operator's default when absent). */
   idleTimeout?: string;
+  /** spec.runtimeClassName, as the pod config lets it (pod-config.ts runtimeClassFor, decision 0055);
+   * absent: the cluster's default runtime. */
+  runtimeClassName?: string;
   /** spec.egress.allow: the workspace's egress list (decision 0051); absent, the base list alone. */
   egressAllow?: string[];
   /** The `jr2.dev/run` and `jr2.dev/workflow` labels, and `jr2.dev/tenant` when a tenant owns it. */

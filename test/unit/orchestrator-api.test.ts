@@ -35,6 +35,7 @@ describe("POST /v1/workspaces body", () => {
       userImage: "ghcr.io/acme/dev:1",
       size: { cpu: "2", memory: "4Gi" },
       idleTimeout: "1h30m",
+      runtimeClassName: "gvisor",
       run: "run-42",
       workflow: "fix-bug",
     };
@@ -83,6 +84,11 @@ describe("POST /v1/workspaces body", () => {
     ["an empty size", { ...GOOD, size: {} }, "size: must name cpu, memory or disk"],
     ["a bad idle timeout", { ...GOOD, idleTimeout: "30 minutes" }, "idleTimeout: idleTimeout must be a Go duration"],
     ["a bad run label", { ...GOOD, run: "a b" }, "run: must be a Kubernetes label value"],
+    [
+      "a runtime class that is no RuntimeClass's name",
+      { ...GOOD, runtimeClassName: "gVisor" },
+      "runtimeClassName: must be a RuntimeClass's name (lower-case DNS subdomain), e.g. gvisor",
+    ],
     ["repos not a list", { ...GOOD, repos: "app" }, "repos: Invalid input: expected array"],
     ["not an object", [GOOD], "body: Invalid input: expected object"],
   ])("refuses %s, naming the field", (_what, body, message) => {

@@ -392,6 +392,36 @@ harness:
     });
   });
 
+  // Decision 0055: one runtime class for the pod, so all four seats run under it.
+  describe("the runtime class the create resolved", () => {
+    const classed = composeSandbox(input({ req: req({ runtimeClassName: "gvisor" }) })).sandbox.spec as SandboxSpec;
+
+    it("is written as spec.runtimeClassName, admitted, and the operator's pod runs every seat under it", () => {
+      expect(classed.runtimeClassName).toBe("gvisor");
+      expect(sandboxViolations(classed)).toEqual([]);
+      const s = withDefaults(structuredClone(classed));
+      expect(s.runtimeClassName).toBe("gvisor");
+      const pod = buildPod({ metadata: { name: NAME, namespace: "jr2", uid: "u-1" }, spec: s });
+      expect(pod.spec!.runtimeClassName).toBe("gvisor");
+      expect((pod.spec!.containers as Container[]).map((c) => c.name)).toEqual([
+        "harness",
+        "custodian",
+        "user",
+        "effector",
+      ]);
+      expect(podViolations(pod, OPERATOR, OPERATOR)).toEqual([]);
+    });
+
+    it("is left out when the create resolved none: the cluster's default runtime", () => {
+      expect(spec).not.toHaveProperty("runtimeClassName");
+    });
+
+    it("is the request's, not the pod config's: the create resolved it once (runtimeClassFor)", () => {
+      const pod = { ...POD, runtime: { className: "gvisor", allowedClassNames: [] } };
+      expect(composeSandbox(input({ pod })).sandbox.spec).not.toHaveProperty("runtimeClassName");
+    });
+  });
+
   describe("the pod the operator builds from it", () => {
     const repoView = (key: string) => ({ name: key, key, nodes: { "node-a": { phase: "Present" as const } } });
     const s = withDefaults(structuredClone(spec));

@@ -4,8 +4,12 @@ import {
   DEFAULT_POD_CONFIG,
   effectorImageFor,
   parsePodConfig,
+  runtimeClassFor,
   type PodConfig,
 } from "../../orchestrator/workspaces/pod-config";
+import { WorkspaceRegistry } from "../../orchestrator/workspaces/registry";
+import type { PlaceRequest, SandboxGateway } from "../../orchestrator/workspaces/sandbox-gateway";
+import type { SandboxWatch } from "../../orchestrator/workspaces/sandbox-watch";
 import { CUSTODIAN_SLICE } from "../../orchestrator/workspaces/size";
 
 const FILE = "/etc/jr2/pod-config.yaml";
@@ -17,6 +21,7 @@ const DEFAULTS: PodConfig = {
   userSeat: { netRaw: false },
   egress: { allow: [] },
   placement: {},
+  runtime: { allowedClassNames: [] },
 };
 
 /** The message parsePodConfig throws for `text`, or a failure when it is accepted. */
@@ -81,6 +86,9 @@ placement:
       operator: Equal
       value: real
       effect: NoSchedule
+runtime:
+  className: gvisor
+  allowedClassNames: [kata]
 `;
 
 describe("the pod config", () => {
@@ -144,6 +152,7 @@ describe("the pod config", () => {
         nodeSelector: { "jr2.dev/node": "real" },
         tolerations: [{ key: "jr2.dev/node", operator: "Equal", value: "real", effect: "NoSchedule" }],
       },
+      runtime: { className: "gvisor", allowedClassNames: ["kata"] },
     });
   });
 
@@ -208,6 +217,127 @@ describe("the pod config", () => {
     it("refuses an allowed image not pinned by digest, naming the field", () => {
       expect(refusal("effector: { allowedImages: [registry.example/effector:1] }")).toContain(
         "effector.allowedImages[0]: must be an image pinned by its digest",
+      );
+    });
+  });
+
+  // Decision 0055: what the Sandbox pods run under is the installation's choice.
+  describe("the runtime class", () => {
+    const config = (text: string) => parsePodConfig(text, FILE);
+    const gvisor = config("runtime: { className: gvisor, allowedClassNames: [kata, runc.example.com] }");
+
+    it("is none by default: the cluster's default runtime, as before, and a create may choose nothing", () => {
+      expect(DEFAULT_POD_CONFIG.runtime).toEqual({ allowedClassNames: [] });
+      expect(runtimeClassFor(undefined, DEFAULT_POD_CONFIG)).toEqual({ ok: true, className: undefined });
+    });
+
+    it("is the pod config's when the create names none", () => {
+      expect(runtimeClassFor(undefined, gvisor)).toEqual({ ok: true, className: "gvisor" });
+      expect(runtimeClassFor(undefined, config("runtime: { allowedClassNames: [kata] }"))).toEqual({
+        ok: true,
+        className: undefined,
+      });
+    });
+
+    it("is the one the create names when it is the pod config's or an allowed one, exactly", () => {
+      expect(runtimeClassFor("gvisor", gvisor)).toEqual({ ok: true, className: "gvisor" });
+      expect(runtimeClassFor("kata", gvisor)).toEqual({ ok: true, className: "kata" });
+      expect(runtimeClassFor("runc.example.com", gvisor)).toEqual({ ok: true, className: "runc.example.com" });
+      expect(runtimeClassFor("kata", config("runtime: { allowedClassNames: [kata] }"))).toEqual({
+        ok: true,
+        className: "kata",
+      });
+    });
+
+    it("refuses another class, naming the field, the value and the classes it may name", () => {
+      for (const other of ["runc", "Gvisor", "gvisor "]) {
+        const r = runtimeClassFor(other, gvisor);
+        expect(r.ok).toBe(false);
+        expect(!r.ok && r.message).toBe(
+          `runtimeClassName: ${JSON.stringify(other)} is not a runtime class this installation lets a workspace ` +
+            "choose (its pod config's runtime.className and runtime.allowedClassNames): leave runtimeClassName " +
+            `out (the installation's "gvisor") or name one of "gvisor", "kata", "runc.example.com"`,
+        );
+      }
+    });
+
+    it("refuses any class where the pod config allows no choice, saying so and naming the default", () => {
+      const none = runtimeClassFor("gvisor", DEFAULT_POD_CONFIG);
+      expect(none.ok).toBe(false);
+      expect(!none.ok && none.message).toContain('runtimeClassName: "gvisor" is not a runtime class');
+      expect(!none.ok && none.message).toContain(
+        "this installation allows no choice: leave runtimeClassName out (the cluster's default runtime)",
+      );
+      expect(!none.ok && none.message).toContain("runtime.allowedClassNames");
+      const fixed = runtimeClassFor("kata", config("runtime: { className: gvisor }"));
+      expect(!fixed.ok && fixed.message).toContain(
+        `this installation allows no choice: leave runtimeClassName out (the installation's "gvisor")`,
+      );
+      // Naming the default itself is no choice, and is accepted.
+      expect(runtimeClassFor("gvisor", config("runtime: { className: gvisor }"))).toEqual({
+        ok: true,
+        className: "gvisor",
+      });
+    });
+
+    describe("at a workspace create, resolved once before anything is written", () => {
+      /** A registry whose gateway records the place request and never answers. */
+      const registry = (podConfig: PodConfig) => {
+        const placed: PlaceRequest[] = [];
+        const never = () => new Promise<never>(() => undefined);
+        const gateway = {
+          place: (req: PlaceRequest) => (placed.push(req), never()),
+          provision: never,
+          attach: never,
+          renew: async () => undefined,
+          continuity: async () => ({ kind: "present" as const }),
+          destroy: async () => undefined,
+        } as unknown as SandboxGateway;
+        const reg = new WorkspaceRegistry({ gateway, watch: {} as unknown as SandboxWatch, credentials: [], podConfig });
+        return { reg, placed };
+      };
+      const body = (runtimeClassName?: string) => ({
+        image: "h",
+        branch: "feat",
+        repos: [],
+        ...(runtimeClassName ? { runtimeClassName } : {}),
+      });
+
+      it("hands the gateway the default, the class named, or none", async () => {
+        const { reg, placed } = registry(gvisor);
+        await reg.create(body());
+        await reg.create(body("kata"));
+        reg.stop();
+        expect(placed.map((p) => p.runtimeClassName)).toEqual(["gvisor", "kata"]);
+        const bare = registry(DEFAULT_POD_CONFIG);
+        await bare.reg.create(body());
+        bare.reg.stop();
+        expect(bare.placed[0]).not.toHaveProperty("runtimeClassName");
+      });
+
+      it("refuses another class with a 403 runtime_class_refused naming the field, before the gateway hears it", async () => {
+        const { reg, placed } = registry(gvisor);
+        const create = reg.create(body("runc"));
+        await expect(create).rejects.toMatchObject({ status: 403, code: "runtime_class_refused" });
+        await expect(create).rejects.toThrow('runtimeClassName: "runc" is not a runtime class');
+        reg.stop();
+        expect(placed).toHaveLength(0);
+      });
+    });
+
+    it("refuses a name that is not a RuntimeClass's, naming the field and an example", () => {
+      for (const bad of ["gVisor", "-gvisor", "g_visor", "", "a".repeat(254)]) {
+        expect(refusal(JSON.stringify({ runtime: { className: bad } }))).toContain(`${FILE}: runtime.className: `);
+      }
+      expect(refusal("runtime: { className: gVisor }")).toBe(
+        `${FILE}: runtime.className: must be a RuntimeClass's name (lower-case DNS subdomain), e.g. gvisor`,
+      );
+      expect(refusal("runtime: { allowedClassNames: [kata, Kata] }")).toBe(
+        `${FILE}: runtime.allowedClassNames[1]: must be a RuntimeClass's name (lower-case DNS subdomain), e.g. gvisor`,
+      );
+      expect(refusal("runtime: { class: gvisor }")).toContain(`${FILE}: runtime: `);
+      expect(refusal(JSON.stringify({ runtime: { className: "a".repeat(254) } }))).toContain(
+        "runtime.className: must be at most 253 characters",
       );
     });
   });
