@@ -41,6 +41,9 @@ const PUSH_SECRET = "jr2-git-push-widgets";
 /** The installation's Effector image, and a digest it lets a create name instead (decision 0048). */
 const EFFECTOR_IMAGE = "ghcr.io/example/effector:1";
 const ALLOWED_EFFECTOR = `ghcr.io/example/effector@sha256:${"e".repeat(64)}`;
+/** A runtime class the installation lets a create choose (decision 0055); none by default, so the
+ * pods of this file run under the cluster's default runtime. */
+const ALLOWED_RUNTIME_CLASS = "gvisor";
 /** Repos set apart for tenant team-a by its fence entry (decision 0048). */
 const privateRemotes = join(tmp, "private-remotes");
 /** An admin's token first (startLocalOrchestrator's own), then two tenants'. */
@@ -112,6 +115,7 @@ beforeAll(async () => {
         ],
       },
       effector: { image: EFFECTOR_IMAGE, allowedImages: [ALLOWED_EFFECTOR] },
+      runtime: { allowedClassNames: [ALLOWED_RUNTIME_CLASS] },
     }),
   );
   mkdirSync(join(tmp, "orchestrator"), { recursive: true });
@@ -182,6 +186,12 @@ describe("a workspace's Sandbox pod, as composed and as built", () => {
   }, 90_000);
 
   const owner = () => ({ apiVersion: "core.jr2.dev/v1alpha1", kind: "Sandbox", name, uid: sandbox.metadata!.uid });
+
+  // Decision 0055: a class only where the create or the pod config names one.
+  it("runs under the cluster's default runtime when neither the create nor the pod config names a class", () => {
+    expect(sandbox.spec).not.toHaveProperty("runtimeClassName");
+    expect(pod.spec).not.toHaveProperty("runtimeClassName");
+  });
 
   it("owns its token Secret from birth, with `data`, the Sandbox token and not the Harness bearer", async () => {
     const secret = await K8s(kind.Secret).InNamespace(ns.name).Get(`${name}-token`);
@@ -472,6 +482,23 @@ describe("a create refused before anything is written", () => {
     expect(res.body.error.message).toContain('effector.image: "attacker.example/effector:1" is not an image');
     expect(res.body.error.message).toContain(`"${EFFECTOR_IMAGE}"`);
     expect(res.body.error.message).toContain(ALLOWED_EFFECTOR);
+    expect(await sandboxes()).toBe(before);
+  });
+
+  // Decision 0055.
+  it("names the runtime class field and the classes the installation lets a create choose", async () => {
+    const before = await sandboxes();
+    const res = await api<{ error: { code: string; message: string } }>(
+      "POST",
+      "/v1/workspaces",
+      body({ runtimeClassName: "runc-unsandboxed" }),
+    );
+    expect(res.status).toBe(403);
+    expect(res.body.error.code).toBe("runtime_class_refused");
+    expect(res.body.error.message).toContain('runtimeClassName: "runc-unsandboxed" is not a runtime class');
+    expect(res.body.error.message).toContain(
+      `leave runtimeClassName out (the cluster's default runtime) or name one of "${ALLOWED_RUNTIME_CLASS}"`,
+    );
     expect(await sandboxes()).toBe(before);
   });
 
