@@ -10,7 +10,7 @@
 // defaults policy, the roles) is removed, so the next module to run here is the only one.
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createActor, toPromise } from "xstate";
@@ -49,6 +49,8 @@ const COMPANIONS_IMAGE = need("JR2_NODE_COMPANIONS_IMAGE");
 const BY_TAG = JSON.parse(need("JR2_NODE_IMAGES_BY_TAG")) as Record<string, string>;
 const EFFECTOR_IMAGE = need("JR2_NODE_EFFECTOR_IMAGE");
 const USER_IMAGE = need("JR2_NODE_USER_IMAGE");
+/** The RuntimeClass of the real node's gVisor (decision 0055). */
+const GVISOR = need("JR2_GVISOR_RUNTIME_CLASS");
 /** The stand-in public host's names (dev/cluster/node.sh, test/node/public-host.ts). */
 const ALLOWED = "allowed.egress.example";
 const OTHER = "other.egress.example";
@@ -177,6 +179,8 @@ function podConfig(native?: Native) {
     // port 80. Its other name is on no list unless a workspace's says so.
     egress: { allow: [`${ALLOWED}:80`] },
     placement: onRealNode,
+    // The cluster's default runtime unless a create names gVisor (decision 0055).
+    runtime: { allowedClassNames: [GVISOR] },
   };
 }
 
@@ -602,6 +606,76 @@ describe("the manifests npm run build writes, deployed with the images npm run i
       for (const r of host().http()) expect(r.authorization ?? "").toBe("");
       for (const r of modelRequests(modelNs)) expect(r.keyed).toBe(true);
     });
+  });
+
+  // Decision 0055: a create names the gVisor RuntimeClass the pod config allows; everything of the
+  // deployed installation works the same in it, and it really runs in gVisor's sentry.
+  describe("a workspace under gVisor, through the deployed Orchestrator", () => {
+    const client = () => new OrchestratorClient({ url: ORCHESTRATOR_URL, token: TOKEN });
+    const exec = (ws: string, container: string, ...command: string[]) =>
+      kubectl(["exec", "-n", SANDBOXES, ws, "-c", container, "--", ...command]);
+    let ws = "";
+
+    beforeAll(async () => {
+      ws = (
+        await client().createWorkspace({
+          image: SANDBOX_IMAGE,
+          branch: "feature/gvisor",
+          repos: [{ slot: "app", url: remoteUrl }],
+          userImage: USER_IMAGE,
+          effector: {},
+          runtimeClassName: GVISOR,
+        })
+      ).name;
+      const v = await client().waitReady(ws, { timeoutMs: 300_000 });
+      expect({ state: v.state, failure: v.failure }).toEqual({ state: "ready", failure: undefined });
+    }, 330_000);
+    afterAll(async () => {
+      if (ws) await client().deleteWorkspace(ws);
+    });
+
+    test("its pod runs every seat in the sentry on the real node, attached from the DaemonSet's cache", () => {
+      const pod = getJson(["pod", "-n", SANDBOXES, ws]);
+      expect([pod.spec.runtimeClassName, pod.spec.nodeName]).toEqual([GVISOR, node.name]);
+      expect((pod.status.containerStatuses as Obj[]).map((c) => [c.name, c.ready]).sort()).toEqual([
+        ["custodian", true],
+        ["effector", true],
+        ["harness", true],
+        ["user", true],
+      ]);
+      // This machine is the node: under runc the Harness would read this kernel's version.
+      const version = exec(ws, "harness", "cat", "/proc/version").stdout;
+      expect(version).not.toBe(readFileSync("/proc/version", "utf8"));
+      expect(exec(ws, "harness", "dmesg").stdout).toContain("Starting gVisor");
+      const log = exec(ws, "harness", "git", "-c", "safe.directory=*", "-C", "/work/app/default", "log", "--format=%s");
+      expect(log.stdout.trim()).toBe("first widget");
+    });
+
+    test("its egress is the egress point's: the allowed host through the proxy, a raw address dropped", () => {
+      const through = exec(ws, "harness", "node", "-e", CONNECT_JS, `${ALLOWED}:80`).stdout.trim();
+      expect(through).toMatch(/^200 HTTP\/1\.1 200/);
+      expect(exec(ws, "harness", "node", "-e", CONNECT_JS, `${OTHER}:80`).stdout.trim()).toBe("403");
+      expect(exec(ws, "harness", "node", "-e", DIAL_JS(PUBLIC.allowedIp, 80)).stdout.trim()).toBe("dropped");
+    });
+
+    test("an Agent's turn with a Menu pick in a gVisor workspace, the model given the held key", async () => {
+      const actor = createActor(proposeMachine, {
+        input: {
+          client: client(),
+          workspace: {
+            image: SANDBOX_IMAGE,
+            branch: "feature/gvisor-turn",
+            repos: [{ slot: "app", url: remoteUrl }],
+            runtimeClassName: GVISOR,
+          },
+          message: "write change.txt, then propose it",
+          readyTimeoutMs: 300_000,
+          log: () => undefined,
+        },
+      });
+      actor.start();
+      expectProposedTurn(await toPromise(actor), modelNs, "deployed");
+    }, 420_000);
   });
 
   // Decision 0054: the Harness speaks each provider's own API with pi-ai's client; the Custodian puts
