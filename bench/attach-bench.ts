@@ -154,7 +154,7 @@ async function cached(dir: string): Promise<boolean> {
 }
 
 /** The upstream repository (bare), built beside its final place and renamed there when done. */
-async function upstream(): Promise<string> {
+export async function upstream(): Promise<string> {
   const t0 = performance.now();
   if (await cached(REPO_DIR)) {
     log(`repository ready (cached) in ${seconds(performance.now() - t0)} s: ${REPO_DIR}`);

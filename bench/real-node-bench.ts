@@ -71,13 +71,13 @@ const nodeImages = () =>
 
 /** The names the node holds `ref`'s manifest under: the digest ref, a tag, and the CRI's own
  * sha256:<config> name all point at it. */
-const namesOf = (ref: string) =>
+export const namesOf = (ref: string) =>
   nodeImages()
     .filter((i) => i.digest === ref.slice(ref.indexOf("@") + 1))
     .map((i) => i.name);
 
 /** Containers on the node made from one of `refs` (a deleted pod's, not yet removed). */
-const containersOf = (refs: string[]) =>
+export const containersOf = (refs: string[]) =>
   ctr("containers", "ls")
     .split("\n")
     .slice(1)
@@ -108,7 +108,7 @@ function layersOf(crane: string, name: string, digest: string): string[] {
  * the node's containers of them to go (a container holds its image's snapshots). Returns the
  * other images removed (registry refs by digest), to be put back at the end.
  */
-async function removeImages(crane: string, refs: string[]): Promise<string[]> {
+export async function removeImages(crane: string, refs: string[]): Promise<string[]> {
   const ours = new Set(refs.flatMap((r) => layersOf(crane, r, r.slice(r.indexOf("@") + 1))));
   const digestsOurs = new Set(refs.map((r) => r.slice(r.indexOf("@") + 1)));
   for (let i = 0; ; i++) {
@@ -151,7 +151,11 @@ export function goSeconds(d: string): number {
 type Pulled = { image: string; seconds: number; withWaiting: number; bytes: number };
 
 /** The kubelet's `Pulled` Events of a pod: its own pull times, or none for images already present. */
-async function pulledOf(kubeconfig: string, ns: string, pod: string): Promise<{ pulled: Pulled[]; present: number }> {
+export async function pulledOf(
+  kubeconfig: string,
+  ns: string,
+  pod: string,
+): Promise<{ pulled: Pulled[]; present: number }> {
   const out = await kubectl(kubeconfig, [
     "get",
     "events",
@@ -177,7 +181,7 @@ async function pulledOf(kubeconfig: string, ns: string, pod: string): Promise<{ 
 }
 
 /** When this process first saw each pod bound and each pod Ready, from one pod watch. */
-function watchPods(kubeconfig: string, ns: string) {
+export function watchPods(kubeconfig: string, ns: string) {
   const seen = new Map<string, { scheduled?: number; ready?: number }>();
   const child = spawn(
     kubectlPath(),

@@ -3,8 +3,8 @@
 // plane (or KUBECONFIG) bring it up and build the module first; the others need neither.
 //   BENCH_SANDBOXES=1000 (default)   BENCH_ADMISSION_REQUESTS=5000 (default)   BENCH_ATTACH_RUNS=5 (default)
 //   BENCH_FANOUT_SANDBOXES=200   BENCH_WORKSPACES=200   BENCH_LIVE_WORKSPACES=1000   BENCH_EGRESS_CONNECTIONS=1000
-//   BENCH_ONLY=sandbox-burst|admission|attach|custodian|custodian-ca|egress|footprint|repo-fanout|orchestrator|agents|picks|timings|real-node
-//   BENCH_PICKS=2000   BENCH_TIMINGS_RUNS=20   BENCH_REAL_NODE_RUNS=20   BENCH_REAL_NODE_WARM_RUNS=3   BENCH_BUILD=0: no `npm run build` first (dist/ as it is)
+//   BENCH_ONLY=sandbox-burst|admission|attach|custodian|custodian-ca|egress|footprint|repo-fanout|orchestrator|agents|picks|timings|real-node|gvisor
+//   BENCH_PICKS=2000   BENCH_TIMINGS_RUNS=20   BENCH_REAL_NODE_RUNS=20   BENCH_REAL_NODE_WARM_RUNS=3   BENCH_GVISOR_RUNS=5   BENCH_BUILD=0: no `npm run build` first (dist/ as it is)
 import { spawnSync } from "node:child_process";
 import { join } from "node:path";
 import { ROOT } from "../dev/local-operator";
@@ -40,6 +40,8 @@ const BENCHES: Record<string, Bench> = {
   agents: { cluster: true, run: async (k) => (await import("./agents-bench")).agentsBench(k) },
   // Not in a plain `npm run bench`: it empties the shared real node's image store 20 times.
   "real-node": { cluster: true, only: true, run: async (k) => (await import("./real-node-bench")).realNodeBench(k) },
+  // Not in a plain `npm run bench` either: runsc against runc on the real node, cold runs among them.
+  gvisor: { cluster: true, only: true, run: async (k) => (await import("./gvisor-bench")).gvisorBench(k) },
 };
 
 function clusterUp(): string {
