@@ -120,8 +120,7 @@ export async function gvisorBench(kubeconfig: string): Promise<Result[]> {
     "-o",
     'jsonpath={range .items[?(@.webhooks[0].clientConfig.service)]}{.metadata.name}{" "}{end}',
   ]);
-  if (hooks.trim())
-    throw new Error(`a module is deployed in this cluster (webhooks ${hooks.trim()}): remove it first`);
+  if (hooks.trim()) throw new Error(`a module is deployed in this cluster (webhooks ${hooks.trim()}): remove it first`);
   const images = pushProjectImages(env.JR2_REGISTRY, false);
   const refs = [images.sandbox, images.companions];
   const big = await upstream();
@@ -174,7 +173,13 @@ export async function gvisorBench(kubeconfig: string): Promise<Result[]> {
       credentials: [remotes, dirname(big)],
       reposRoot: cacheRoot,
       podAddress: env.JR2_REAL_NODE_IP,
-      env: { [ORCHESTRATOR_ENV.podConfigFile]: podConfig, [ORCHESTRATOR_ENV.podNamespace]: orchNs },
+      env: {
+        [ORCHESTRATOR_ENV.podConfigFile]: podConfig,
+        [ORCHESTRATOR_ENV.podNamespace]: orchNs,
+        // No egress point: this Orchestrator is a process on the node, as in sandbox-pod-suite.ts,
+        // and nothing measured here leaves the pod.
+        [ORCHESTRATOR_ENV.egressUrl]: "off",
+      },
     });
     const client = new OrchestratorClient({ url: orch.url, token: orch.token });
     const again = async <T>(fn: () => Promise<T>): Promise<T> => {
@@ -207,14 +212,16 @@ export async function gvisorBench(kubeconfig: string): Promise<Result[]> {
           ...(runtime === "runsc" ? { runtimeClassName: runtimeClass } : {}),
         }),
       );
-      let state = "";
+      let view: Awaited<ReturnType<typeof client.workspace>> | undefined;
       for (const deadline = t0 + 600_000; Date.now() < deadline; await sleep(100)) {
-        state = (await again(() => client.workspace(name))).state;
-        if (["ready", "failed", "lost"].includes(state)) break;
+        view = await again(() => client.workspace(name));
+        if (["ready", "failed", "lost"].includes(view.state)) break;
       }
       const ready = Date.now();
-      if (state !== "ready")
-        throw new Error(`workspace ${name} (${runtime}) ${state || "not ready"} after ${s(ready - t0)}s`);
+      if (view?.state !== "ready")
+        throw new Error(
+          `workspace ${name} (${runtime}) ${view?.state ?? "not ready"} after ${s(ready - t0)}s: ${JSON.stringify(view?.failure)}`,
+        );
       const seen = watch!.seen.get(name) ?? {};
       if (seen.scheduled === undefined || seen.ready === undefined)
         throw new Error(`the pod watch did not see ${name} bound and Ready`);
