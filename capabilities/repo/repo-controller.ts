@@ -19,7 +19,7 @@ import { PART_OF_JR2, REPO_CREDENTIALS_ROLE } from "../../api/wire";
 import { ApiError } from "../../lib/api-error";
 import { repoCredentialNames, repoCredentialRules } from "./credentials-role";
 
-/** Seed 000: the Repo controller runs 4 workers. */
+/** The Repo controller runs 4 workers (decision 0035). */
 export const REPO_WORKERS = 4;
 
 type Repo = RepoModel & { metadata: { name: string; namespace: string; generation?: number } };

@@ -36,7 +36,7 @@ import type { Condition } from "../../api/crd";
 import { SCHEDULED_REASON } from "../../api/conditions";
 import { specAppliedCondition, withSpecDigest } from "./spec-changes";
 
-/** Seed 000: a fixed number of workers; one Sandbox is never reconciled twice at once. */
+/** A fixed number of workers; one Sandbox is never reconciled twice at once (decision 0034). */
 export const SANDBOX_WORKERS = 16;
 /** Beyond those, workers only a key whose pod news finishes its Sandbox may take (decision 0034). */
 export const SANDBOX_WORKERS_FOR_FINISHING = 16;

@@ -21,7 +21,7 @@ import {
   writeLayout,
   type Layout,
 } from "../support/custodian-fixtures";
-import { ADR } from "../support/adr-0002-texts";
+import { ADR } from "../support/decision-0025-texts";
 
 const ROOT = join(__dirname, "..", "..");
 /** tsx as node's loader, in one process: a SIGKILL reaches the Custodian itself (decision 0025's e2e). */

@@ -42,7 +42,8 @@ describe("the decision records", () => {
       [
         "grep",
         "-nE",
-        "seed 00[0-9]|[Ii]ssue [0-9]+|ADR-[0-9]+",
+        "-i",
+        "seed 00[0-9]|issue [0-9]+|ADR-[0-9]+",
         "--",
         "*.ts",
         "*.mjs",

@@ -18,7 +18,7 @@ import {
   type PickFailure,
   type PickStage,
 } from "../../harness/picks/texts";
-import { ADR } from "../support/adr-0002-texts";
+import { ADR } from "../support/decision-0025-texts";
 
 const PICK = "propose";
 const err = (code: string, message: string) => ({ error: { code, message } });
