@@ -56,6 +56,33 @@ export const CAPABILITY_FOLDERS = {
   repo: ["rules", "sandbox"],
 };
 
+/**
+ * orchestrator/: which of its rooms each room may import besides itself, so no room imports one
+ * that imports it back: the registry's room (workspaces/) knows neither the API nor the Agents, the
+ * Agents' room (agents/) knows the workspaces, the API's room (http/) both; local/ (local mode's
+ * Harness and cache) none. Its top-level files (main.ts, schemas.ts, tokens.ts) join them.
+ */
+export const ORCHESTRATOR_ROOMS = {
+  workspaces: [],
+  agents: ["workspaces"],
+  http: ["agents", "workspaces"],
+  local: [],
+};
+
+/** Patterns refusing, from a room of orchestrator/, every other room but `allowed`. */
+const orchestratorRooms = (self) => {
+  const refused = Object.keys(ORCHESTRATOR_ROOMS).filter((r) => r !== self && !ORCHESTRATOR_ROOMS[self].includes(r));
+  if (!refused.length) return [];
+  const allowed = ORCHESTRATOR_ROOMS[self];
+  const why =
+    `orchestrator/${self}/ imports ${allowed.length ? allowed.map((a) => `${a}/`).join(" and ") : "none"} of ` +
+    "orchestrator/'s rooms, never one that imports it back: pass in what it needs";
+  return [
+    { regex: `^\\.\\./(${refused.join("|")})(/|$)`, message: `${why} (${LAYOUT})` },
+    { regex: `^(\\.\\./)+orchestrator/(${refused.join("|")})(/|$)`, message: `${why} (${LAYOUT})` },
+  ];
+};
+
 /** Patterns refusing, from a folder of capabilities/, every other part of capabilities/ but `allowed`. */
 const capabilityParts = (self, allowed, why) => {
   const ok = [self, ...allowed].join("|");
@@ -66,6 +93,13 @@ const capabilityParts = (self, allowed, why) => {
     { regex: `^(\\.\\./)+capabilities/(?!(${ok})/)`, message: `${why} (${CONTROLLERS})` },
   ];
 };
+
+/** Patterns refusing, from companion `self`, a capability, another companion and the tooling. */
+const companionFolders = (self) =>
+  folders(
+    ["capabilities", ...COMPANIONS.filter((c) => c !== self), ...TOOLING],
+    `${self}/ imports the shared home (api/, lib/) and itself, never a capability or another companion`,
+  );
 
 const NEVER_FROM_THE_MODULE = folders(
   [...COMPANIONS, ...TOOLING],
@@ -120,14 +154,13 @@ export const boundaries = [
   })),
   ...COMPANIONS.map((self) => ({
     files: [`${self}/**/*.{ts,mts}`],
-    rules: {
-      "no-restricted-imports": refuse(
-        folders(
-          ["capabilities", ...COMPANIONS.filter((c) => c !== self), ...TOOLING],
-          `${self}/ imports the shared home (api/, lib/) and itself, never a capability or another companion`,
-        ),
-      ),
-    },
+    rules: { "no-restricted-imports": refuse(companionFolders(self)) },
+  })),
+  // A later block's rule replaces an earlier one's for the same file: each room's restates its
+  // companion's patterns.
+  ...Object.keys(ORCHESTRATOR_ROOMS).map((room) => ({
+    files: [`orchestrator/${room}/**/*.ts`],
+    rules: { "no-restricted-imports": refuse(companionFolders("orchestrator"), orchestratorRooms(room)) },
   })),
   {
     // Local mode runs the real Harness beside the Orchestrator, outside any cluster: the one place a
@@ -139,6 +172,7 @@ export const boundaries = [
           ["capabilities", "cache-agent", "custodian", "egress", ...TOOLING],
           "orchestrator/local/local-harness.ts may start the Harness, nothing else outside the shared home",
         ),
+        orchestratorRooms("local"),
       ),
     },
   },

@@ -11,12 +11,10 @@ import {
   HttpError,
   WorkspaceName,
   parseCreateBody,
-  type CreateWorkspaceBody,
   type WorkspaceEvent,
   type WorkspaceView,
 } from "../schemas";
 import { EgressList } from "../schemas";
-import type { EgressLogEntry } from "../../api/egress-point";
 import { openApiDocument } from "./openapi-document";
 import { LIMITS, PickBody } from "../../api/agent-protocol";
 import { KeyedRateLimiter } from "../../lib/ratelimit";
@@ -29,24 +27,8 @@ import { bearerOf, listen, logRequest, pathOf, readBody, sendError, sendJson } f
 import { fieldPath } from "../../api/field-path";
 
 /** What the API serves; the registry of workspace actors implements it. */
-export interface Workspaces {
-  /** Starts a workspace owned by `tenant` (undefined: an admin's) and answers its name. Throws
-   * HttpError to refuse (e.g. 403 for the fence). */
-  create(body: CreateWorkspaceBody, tenant: string | undefined): Promise<string>;
-  list(): Promise<WorkspaceView[]>;
-  /** The tenant that created it (undefined: an admin); null when there is no such workspace. */
-  ownerOf(name: string): string | undefined | null;
-  get(name: string): Promise<WorkspaceView | undefined>;
-  /** Starts its destruction; false when no such workspace. */
-  delete(name: string): Promise<boolean>;
-  /** The workspace's egress list, its replacement and the egress point's log of it (decision
-   * 0051); undefined / false when no such workspace. Throw HttpError to refuse. */
-  egress(name: string): Promise<string[] | undefined>;
-  setEgress(name: string, allow: string[]): Promise<boolean>;
-  egressLog(name: string): Promise<EgressLogEntry[] | undefined>;
-  /** Every event from now on; undefined when no such workspace. Returns the unsubscribe. */
-  subscribe(name: string, listener: (event: WorkspaceEvent) => void): (() => void) | undefined;
-}
+import type { Workspaces } from "../workspaces/service";
+export type { Workspaces };
 
 import type { LogEntry } from "../../lib/log";
 export type { LogEntry };

@@ -18,7 +18,7 @@ import {
   type WorkspaceActor,
   type WorkspaceInput,
 } from "./lifecycle";
-import type { Workspaces } from "../http/api-server";
+import type { Workspaces } from "./service";
 import type { Budgets, PlaceRequest, SandboxGateway } from "./sandbox-gateway";
 import type { SandboxWatch } from "./sandbox-watch";
 

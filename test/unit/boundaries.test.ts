@@ -10,11 +10,13 @@ const ROOT = join(__dirname, "..", "..");
 
 type Verdict = { filePath: string; errors: string[] };
 
-function lint(cases: Array<{ filePath: string; code: string }>): { verdicts: Verdict[]; capabilityFolders: string[] } {
+type Linted = { verdicts: Verdict[]; capabilityFolders: string[]; orchestratorRooms: string[] };
+
+function lint(cases: Array<{ filePath: string; code: string }>): Linted {
   const script = `
     import { ESLint } from "eslint";
     import tsParser from "@typescript-eslint/parser";
-    import { CAPABILITY_FOLDERS, boundaries } from "./eslint.config.mjs";
+    import { CAPABILITY_FOLDERS, ORCHESTRATOR_ROOMS, boundaries } from "./eslint.config.mjs";
     const eslint = new ESLint({
       cwd: process.cwd(),
       overrideConfigFile: true,
@@ -26,18 +28,32 @@ function lint(cases: Array<{ filePath: string; code: string }>): { verdicts: Ver
       const [r] = await eslint.lintText(c.code, { filePath: c.filePath });
       out.push({ filePath: c.filePath, errors: r.messages.map((m) => m.ruleId + ": " + m.message) });
     }
-    process.stdout.write(JSON.stringify({ verdicts: out, capabilityFolders: Object.keys(CAPABILITY_FOLDERS) }));
+    process.stdout.write(
+      JSON.stringify({
+        verdicts: out,
+        capabilityFolders: Object.keys(CAPABILITY_FOLDERS),
+        orchestratorRooms: Object.keys(ORCHESTRATOR_ROOMS),
+      }),
+    );
   `;
   const stdout = execFileSync(process.execPath, ["--input-type=module", "-e", script], {
     cwd: ROOT,
     env: { ...process.env, CASES: JSON.stringify(cases) },
     encoding: "utf8",
   });
-  return JSON.parse(stdout) as { verdicts: Verdict[]; capabilityFolders: string[] };
+  return JSON.parse(stdout) as Linted;
 }
 
 /** [file, import, the decision its refusal cites (0012 unless said)] */
 const forbidden: Array<[string, string, string?]> = [
+  // The Orchestrator's rooms (eslint.config.mjs ORCHESTRATOR_ROOMS): none imports one that imports it back.
+  ["orchestrator/workspaces/probe.ts", "../http/api-server"],
+  ["orchestrator/workspaces/probe.ts", "../agents/turns"],
+  ["orchestrator/workspaces/probe.ts", "../../orchestrator/http/api-server"],
+  ["orchestrator/agents/probe.ts", "../http/api-server"],
+  ["orchestrator/local/probe.ts", "../workspaces/registry"],
+  // A room's rule keeps its companion's.
+  ["orchestrator/workspaces/probe.ts", "../../harness/harness-server"],
   ["capabilities/sandbox/probe.ts", "../../orchestrator/schemas"],
   ["capabilities/sandbox/probe.ts", "../../harness/harness-server"],
   ["capabilities/sandbox/probe.ts", "../../dev/kubectl"],
@@ -77,6 +93,11 @@ const forbidden: Array<[string, string, string?]> = [
 ];
 
 const allowed: Array<[string, string]> = [
+  ["orchestrator/http/probe.ts", "../agents/turns"],
+  ["orchestrator/http/probe.ts", "../workspaces/service"],
+  ["orchestrator/agents/probe.ts", "../workspaces/sandbox-watch"],
+  ["orchestrator/workspaces/probe.ts", "../schemas"],
+  ["orchestrator/workspaces/probe.ts", "./fence"],
   ["capabilities/sandbox/probe.ts", "../../api/wire"],
   ["capabilities/sandbox/probe.ts", "../../lib/queue"],
   ["harness/probe.ts", "../api/attach"],
@@ -112,7 +133,7 @@ const allowed: Array<[string, string]> = [
 const code = (spec: string) => `import { x } from "${spec}";\nexport const y = x;\n`;
 
 describe("import boundaries", () => {
-  const { verdicts, capabilityFolders } = lint(
+  const { verdicts, capabilityFolders, orchestratorRooms } = lint(
     [...forbidden, ...allowed].map(([filePath, spec]) => ({ filePath, code: code(spec) })),
   );
 
@@ -127,6 +148,13 @@ describe("import boundaries", () => {
 
   it.each(allowed.map((c, i) => [...c, forbidden.length + i] as const))("%s may import %s", (_file, _spec, i) => {
     expect(verdicts[i].errors).toEqual([]);
+  });
+
+  it("says, for every room of orchestrator/, which of the others it may import", () => {
+    const present = readdirSync(join(ROOT, "orchestrator"), { withFileTypes: true })
+      .filter((e) => e.isDirectory())
+      .map((e) => e.name);
+    expect([...orchestratorRooms].sort()).toEqual(present.sort());
   });
 
   it("says, for every folder of capabilities/, which of the others it may import", () => {
