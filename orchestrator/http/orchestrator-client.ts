@@ -18,7 +18,7 @@ import {
 } from "../schemas";
 import { AllowedBody, AnswerBody, AnswerReceipt, PickList } from "../agents/pick-ledger";
 import { SubmitTurnBody } from "../agents/turns";
-import { pathFor, type Method } from "../../api/orchestrator-routes";
+import { ROUTES, pathFor, type ParamsFor, type RouteId } from "../../api/orchestrator-routes";
 
 /** `POST /v1/workspaces/:name/turns` answers the conversation and the Harness's admission. */
 export const TurnSubmitted = z.strictObject({ iid: ConversationId, admission: Admission });
@@ -70,11 +70,11 @@ export class OrchestratorClient {
 
   /** Places a workspace; answers its name (the workspace then moves on by itself). */
   async createWorkspace(body: z.input<typeof CreateWorkspaceBody>): Promise<Created> {
-    return this.call("POST", pathFor("createWorkspace", {}), Created, CreateWorkspaceBody.parse(body));
+    return this.call("createWorkspace", {}, Created, CreateWorkspaceBody.parse(body));
   }
 
   async workspace(name: string): Promise<WorkspaceView> {
-    return this.call("GET", pathFor("getWorkspace", { name }), WorkspaceView);
+    return this.call("getWorkspace", { name }, WorkspaceView);
   }
 
   /** Polls the workspace until it is ready; throws naming the failure when it ends otherwise, or
@@ -102,47 +102,47 @@ export class OrchestratorClient {
 
   /** Ends the workspace (202: it is being destroyed). */
   async deleteWorkspace(name: string): Promise<Created> {
-    return this.call("DELETE", pathFor("deleteWorkspace", { name }), Created);
+    return this.call("deleteWorkspace", { name }, Created);
   }
 
   /** Gives one of the workspace's Agents a turn; answers the conversation's iid and the admission. */
   /** The workspace's egress list (decision 0051). */
   async egress(name: string): Promise<EgressList> {
-    return this.call("GET", pathFor("getEgress", { name }), EgressList);
+    return this.call("getEgress", { name }, EgressList);
   }
 
   /** Replaces the workspace's egress list; in force within 2 s, with no restart. */
   async setEgress(name: string, allow: string[]): Promise<EgressList> {
-    return this.call("PUT", pathFor("setEgress", { name }), EgressList, EgressList.parse({ allow }));
+    return this.call("setEgress", { name }, EgressList, EgressList.parse({ allow }));
   }
 
   /** The egress point's log of the workspace's connections, oldest first. */
   async egressLog(name: string): Promise<EgressLog> {
-    return this.call("GET", pathFor("egressLog", { name }), EgressLog);
+    return this.call("egressLog", { name }, EgressLog);
   }
 
   async submitTurn(name: string, body: z.input<typeof SubmitTurnBody>): Promise<TurnSubmitted> {
-    return this.call("POST", pathFor("submitTurn", { name }), TurnSubmitted, SubmitTurnBody.parse(body));
+    return this.call("submitTurn", { name }, TurnSubmitted, SubmitTurnBody.parse(body));
   }
 
   /** Aborts the conversation's running turn. */
   async abort(name: string, iid: string): Promise<AbortReceipt> {
-    return this.call("POST", pathFor("abortTurn", { name, iid }), AbortReceipt);
+    return this.call("abortTurn", { name, iid }, AbortReceipt);
   }
 
   /** Changes the conversation's Allowed picks; its running turn is told at its next step boundary. */
   async setAllowed(name: string, iid: string, allowed: string[]): Promise<AllowedSet> {
-    return this.call("PUT", pathFor("setAllowed", { name, iid }), AllowedSet, AllowedBody.parse({ allowed }));
+    return this.call("setAllowed", { name, iid }, AllowedSet, AllowedBody.parse({ allowed }));
   }
 
   /** The workspace's outstanding picks. */
   async picks(name: string): Promise<z.infer<typeof PickList>> {
-    return this.call("GET", pathFor("listPicks", { name }), PickList);
+    return this.call("listPicks", { name }, PickList);
   }
 
   /** Answers a pick: the text the Agent's model reads as the Menu tool's result. */
   async answer(name: string, deliveryId: string, answer: string): Promise<z.infer<typeof AnswerReceipt>> {
-    return this.call("POST", pathFor("answerPick", { name, deliveryId }), AnswerReceipt, AnswerBody.parse({ answer }));
+    return this.call("answerPick", { name, deliveryId }, AnswerReceipt, AnswerBody.parse({ answer }));
   }
 
   /**
@@ -157,7 +157,7 @@ export class OrchestratorClient {
     opts: { lastEventId?: number; signal?: AbortSignal } = {},
   ): AsyncGenerator<StreamEvent, void, undefined> {
     const res = await request(`${this.base}${pathFor("turnEvents", { name, iid })}`, {
-      method: "GET",
+      method: ROUTES.turnEvents.method,
       headers: {
         ...this.headers(),
         accept: "text/event-stream",
@@ -199,7 +199,10 @@ export class OrchestratorClient {
     return { authorization: `Bearer ${this.opts.token}` };
   }
 
-  private async call<S extends z.ZodType>(method: Method, path: string, schema: S, body?: unknown) {
+  /** One route of the table, its method and path from there (api/orchestrator-routes.ts). */
+  private async call<R extends RouteId, S extends z.ZodType>(id: R, params: ParamsFor<R>, schema: S, body?: unknown) {
+    const { method } = ROUTES[id];
+    const path = pathFor(id, params);
     const res = await request(this.base + path, {
       method,
       headers: { ...this.headers(), ...(body !== undefined ? { "content-type": "application/json" } : {}) },
