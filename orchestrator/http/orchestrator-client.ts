@@ -49,9 +49,18 @@ export type ClientOptions = {
   token: string;
   /** For an https url: the PEM CA bundle its certificate chains to, when not a public one. */
   ca?: string;
+  /** How long a call keeps trying while the Orchestrator refuses connections, as it does while it
+   * restarts (its Service has no ready endpoint). Default 30 s; 0 tries once. */
+  reconnectWindowMs?: number;
 };
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** A refused connection: nothing of the request was sent, so any call, a create too, may be sent again. */
+const refused = (err: unknown): boolean => {
+  const e = err as { code?: string; cause?: { code?: string } };
+  return e?.code === "ECONNREFUSED" || e?.cause?.code === "ECONNREFUSED";
+};
 
 export class OrchestratorClient {
   private readonly base: string;
@@ -156,7 +165,7 @@ export class OrchestratorClient {
     iid: string,
     opts: { lastEventId?: number; signal?: AbortSignal } = {},
   ): AsyncGenerator<StreamEvent, void, undefined> {
-    const res = await request(`${this.base}${pathFor("turnEvents", { name, iid })}`, {
+    const res = await this.send(`${this.base}${pathFor("turnEvents", { name, iid })}`, {
       method: ROUTES.turnEvents.method,
       headers: {
         ...this.headers(),
@@ -195,6 +204,21 @@ export class OrchestratorClient {
     }
   }
 
+  /** undici's request, sent again (backoff 100 ms to 1 s) while the connection is refused, within
+   * the reconnect window: a Machine rides through an Orchestrator's restart. */
+  private async send(url: string, init: Parameters<typeof request>[1]): ReturnType<typeof request> {
+    const until = Date.now() + (this.opts.reconnectWindowMs ?? 30_000);
+    for (let backoff = 100; ; backoff = Math.min(backoff * 2, 1_000)) {
+      try {
+        return await request(url, init);
+      } catch (err) {
+        if (!refused(err) || Date.now() + backoff > until || (init?.signal as AbortSignal | undefined)?.aborted)
+          throw err;
+        await sleep(backoff);
+      }
+    }
+  }
+
   private headers(): Record<string, string> {
     return { authorization: `Bearer ${this.opts.token}` };
   }
@@ -203,7 +227,7 @@ export class OrchestratorClient {
   private async call<R extends RouteId, S extends z.ZodType>(id: R, params: ParamsFor<R>, schema: S, body?: unknown) {
     const { method } = ROUTES[id];
     const path = pathFor(id, params);
-    const res = await request(this.base + path, {
+    const res = await this.send(this.base + path, {
       method,
       headers: { ...this.headers(), ...(body !== undefined ? { "content-type": "application/json" } : {}) },
       ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
