@@ -30,14 +30,42 @@
 //   total      create -> workspace `ready`; scheduled + pull + start + attach, to within the polls.
 // Then a few warm runs (BENCH_REAL_NODE_WARM_RUNS, default 3; images present, no pull) for
 // comparison. The images are present on the node at the end: the last runs pulled them back.
+// BENCH_REAL_NODE_RUNS=0 skips the cold runs (and their figures): warm runs alone leave the node's
+// images where they are.
+//
+// Each warm run is split further into consecutive parts that add up to its total, from what the
+// cluster records: this process's watches, containerd's and the kubelet's logs, the pod's own log
+// lines and the Orchestrator's (bench/timeline.ts names each part and its marks):
+//   create -> operator -> schedule -> kubelet -> pod_sandbox -> containers -> pleg -> probes
+//   -> sandbox_ready -> orchestrator_sees -> attach -> poll
+// and details within them (the Orchestrator's writes, the Repo's fetch, each container's start
+// and boot, the Harness's wait for its probe, its /attach); p50 and p90 of each. With them, each
+// container's CPU time until `ready` and how long its CPU limit held it back (its cgroup's
+// cpuacct.usage and cpu.stat throttled_time: warm_cgroup_*).
+// The floor: each warm run is followed by a plain pod, the same two images on the same node,
+// placed as the Sandbox pods are, each container only sleeping, no probe, no volume, created by
+// this process's API client (lib/kube.ts, as the Orchestrator and the operator write) and timed
+// from its POST to Ready on the pod watch. warm_ready_ratio_to_plain_pod is the workspace's p50
+// over the plain pod's.
 //   BENCH_REAL_NODE_RUNS=20   BENCH_REAL_NODE_WARM_RUNS=3
 import { spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
 import { CACHE_AGENT_ENV, ORCHESTRATOR_ENV } from "../api/env";
+import { SANDBOX_LABEL } from "../api/wire";
+import { kubeRequest, paths } from "../lib/kube";
 import { startCacheAgent, type Agent } from "../dev/local-cache-agent";
 import { ROOT } from "../dev/local-operator";
 import { freePort, startLocalOrchestrator, type LocalOrchestrator } from "../dev/local-orchestrator";
@@ -48,6 +76,23 @@ import { oneCommitRepository } from "../dev/repository";
 import { OrchestratorClient } from "../orchestrator/http/orchestrator-client";
 import { benchOperator, type Result } from "./sandbox-burst-bench";
 import { percentile, round, sleep, sorted } from "./stats";
+import {
+  PLAIN_PARTS,
+  Timelines,
+  WORKSPACE_DETAILS,
+  WORKSPACE_PARTS,
+  containerLogMarks,
+  containerdMarks,
+  kubeletMarks,
+  logSince,
+  logSize,
+  markPod,
+  markSandbox,
+  orchestratorMarks,
+  spans,
+  watchJson,
+  type Marks,
+} from "./timeline";
 
 const B = "real-node";
 const CLUSTER_SH = join(ROOT, "dev", "cluster", "cluster.sh");
@@ -208,7 +253,62 @@ export function watchPods(kubeconfig: string, ns: string) {
   return { seen, stop: () => child.kill("SIGTERM") };
 }
 
-type Run = { total: number; scheduled: number; pull: number; start: number; attach: number; pulled: Pulled[] };
+type Run = {
+  total: number;
+  scheduled: number;
+  pull: number;
+  start: number;
+  attach: number;
+  pulled: Pulled[];
+  /** Warm runs: the parts (WORKSPACE_PARTS) and details (WORKSPACE_DETAILS), ms. */
+  parts?: Record<string, number>;
+  details?: Record<string, number>;
+  /** Warm runs: each container's CPU time and time throttled by its CPU limit until `ready`, ms. */
+  cpu?: Record<string, number>;
+};
+
+/** A plain pod's run: POST -> Ready on the watch, and its parts (PLAIN_PARTS), ms. */
+type PlainRun = { total: number; parts: Record<string, number> };
+
+type PodObject = {
+  metadata: { uid: string };
+  status?: { containerStatuses?: Array<{ name: string; containerID?: string }> };
+};
+
+/** The directory of cgroup v1 `controller` named `pod<uid>` (the kubelet's cgroupfs layout), if any. */
+function podCgroup(controller: string, uid: string): string | undefined {
+  const find = (dir: string, depth: number): string | undefined => {
+    if (depth > 4 || !existsSync(dir)) return undefined;
+    for (const e of readdirSync(dir, { withFileTypes: true })) {
+      if (!e.isDirectory()) continue;
+      if (e.name === `pod${uid}`) return join(dir, e.name);
+      const deeper = find(join(dir, e.name), depth + 1);
+      if (deeper) return deeper;
+    }
+    return undefined;
+  };
+  return find(join("/sys/fs/cgroup", controller), 0);
+}
+
+/**
+ * Each container's CPU time so far and the time its CPU limit (CFS quota) held it back, in ms,
+ * from the node's cgroup v1 controllers (this machine is the node): `<container>_cpu`,
+ * `<container>_throttled`. None where the node has no v1 cpu controller.
+ */
+function containerCpu(pod: PodObject): Record<string, number> {
+  const cpu = podCgroup("cpu", pod.metadata.uid);
+  const acct = podCgroup("cpuacct", pod.metadata.uid);
+  const out: Record<string, number> = {};
+  if (!cpu || !acct) return out;
+  for (const c of pod.status?.containerStatuses ?? []) {
+    const id = c.containerID?.replace(/^[a-z]+:\/\//, "");
+    if (!id || !existsSync(join(cpu, id))) continue;
+    out[`${c.name}_cpu`] = Number(readFileSync(join(acct, id, "cpuacct.usage"), "utf8")) / 1e6;
+    const throttled = /^throttled_time (\d+)$/m.exec(readFileSync(join(cpu, id, "cpu.stat"), "utf8"));
+    out[`${c.name}_throttled`] = Number(throttled?.[1] ?? NaN) / 1e6;
+  }
+  return out;
+}
 
 export async function realNodeBench(kubeconfig: string): Promise<Result[]> {
   const runs = Number(process.env.BENCH_REAL_NODE_RUNS ?? 20);
@@ -260,6 +360,7 @@ export async function realNodeBench(kubeconfig: string): Promise<Result[]> {
   let agent: Agent | undefined;
   let orch: LocalOrchestrator | undefined;
   let watch: ReturnType<typeof watchPods> | undefined;
+  const stopWatches: Array<() => void> = [];
   /** Images of others removed for a cold run, pulled back at the end. */
   const restore: string[] = [];
   try {
@@ -283,6 +384,9 @@ export async function realNodeBench(kubeconfig: string): Promise<Result[]> {
       env: {
         [ORCHESTRATOR_ENV.podConfigFile]: podConfig,
         [ORCHESTRATOR_ENV.podNamespace]: orchNs,
+        // No egress point, as in the node tier (test/node/sandbox-pod-suite.ts): its default, a
+        // Service in orchNs, does not resolve here, and every create is refused (decision 0051).
+        [ORCHESTRATOR_ENV.egressUrl]: "off",
       },
     });
     const client = new OrchestratorClient({ url: orch.url, token: orch.token });
@@ -299,9 +403,82 @@ export async function realNodeBench(kubeconfig: string): Promise<Result[]> {
     };
     watch = watchPods(kubeconfig, ns);
 
+    // The timelines (bench/timeline.ts): every object of the run's namespace as it changes.
+    const tl = new Timelines();
+    const fetches: Array<{ fetchedAt: number; seen: number }> = [];
+    stopWatches.push(
+      watchJson(kubeconfig, "pods", ns, (_, o, at) => markPod(tl, o, at)),
+      watchJson(kubeconfig, "sandboxes.core.jr2.dev", ns, (_, o, at) => markSandbox(tl, o, at)),
+      watchJson(kubeconfig, "services", ns, (_, o, at) => o.metadata?.name && tl.mark(o.metadata.name, "service", at)),
+      // What the Orchestrator writes beside each Sandbox carries its name as a label.
+      ...["secrets", "configmaps"].map((r) =>
+        watchJson(
+          kubeconfig,
+          r,
+          ns,
+          (_, o, at) => {
+            const sandbox = o.metadata?.labels?.[SANDBOX_LABEL];
+            if (sandbox) tl.mark(sandbox, `owned:${r}/${o.metadata!.name}`, at);
+          },
+          ["-l", SANDBOX_LABEL],
+        ),
+      ),
+      watchJson(kubeconfig, "repos.core.jr2.dev", ns, (_, o, at) => {
+        const f = Date.parse(o.status?.nodes?.[env.JR2_REAL_NODE_NAME]?.fetchedAt ?? "");
+        if (Number.isFinite(f) && !fetches.some((x) => x.fetchedAt === f)) fetches.push({ fetchedAt: f, seen: at });
+      }),
+    );
+    const logs = join(dirname(kubeconfig), "logs");
+    const CONTAINERD_LOG = join(logs, "containerd.log");
+    const KUBELET_LOG = join(logs, "kubelet.log");
+    const logOffsets = () => ({ containerd: logSize(CONTAINERD_LOG), kubelet: logSize(KUBELET_LOG) });
+    /** containerd's and the kubelet's marks of `pod` since `from`, waited for (each logs a moment
+     * after; `want` the ones waited for). */
+    const nodeMarks = async (
+      pod: string,
+      from: ReturnType<typeof logOffsets>,
+      want = ["containers_up", "kl_running"],
+    ): Promise<Marks> => {
+      for (let k = 0; ; k++) {
+        const m: Marks = {
+          ...containerdMarks(logSince(CONTAINERD_LOG, from.containerd), ns, pod),
+          ...kubeletMarks(logSince(KUBELET_LOG, from.kubelet), ns, pod),
+        };
+        if (want.every((x) => m[x] !== undefined) || k >= 20) return m;
+        await sleep(100);
+      }
+    };
+    /** The warm workspace's whole timeline, read before its pod goes. */
+    const timelineOf = async (name: string, t0: number, done: number, from: ReturnType<typeof logOffsets>) => {
+      // The watches deliver a moment after the Orchestrator's own.
+      for (let k = 0; k < 30; k++) {
+        const m = tl.get(name);
+        if (["cond:Ready", "sbx:Ready", "ready:harness", "ready:custodian"].every((x) => m[x] !== undefined)) break;
+        await sleep(100);
+      }
+      const container = async (c: string) =>
+        containerLogMarks(await kubectl(kubeconfig, ["logs", "-n", ns, name, "-c", c]).catch(() => ""), c);
+      const m: Marks = {
+        ...tl.get(name),
+        ...(await nodeMarks(name, from)),
+        ...(await container("harness")),
+        ...(await container("custodian")),
+        ...orchestratorMarks(orch!.lines, name),
+        post: t0,
+        done,
+      };
+      const owned = Object.keys(m).filter((k) => k.startsWith("owned:"));
+      if (owned.length) m.owned = Math.max(...owned.map((k) => m[k]));
+      // The cache agent's fetch this Sandbox asked for: the first seen after the create.
+      const fetch = fetches.find((f) => f.seen > t0);
+      if (fetch) Object.assign(m, { repo_fetched: fetch.fetchedAt, repo_seen: fetch.seen });
+      return m;
+    };
+
     const once = async (cold: boolean, i: number): Promise<Run> => {
       if (cold)
         for (const other of await removeImages(env.CRANE, refs)) if (!restore.includes(other)) restore.push(other);
+      const from = logOffsets();
       const t0 = Date.now();
       const { name } = await again(() =>
         client.createWorkspace({
@@ -311,13 +488,18 @@ export async function realNodeBench(kubeconfig: string): Promise<Result[]> {
         }),
       );
       let state = "";
+      let why: unknown;
       for (const deadline = t0 + 300_000; Date.now() < deadline; await sleep(100)) {
         const view = await again(() => client.workspace(name));
         state = view.state;
+        why = view.failure ?? view.lost;
         if (["ready", "failed", "lost"].includes(state)) break;
       }
       const ready = Date.now();
-      if (state !== "ready") throw new Error(`workspace ${name} ${state || "not ready"} after ${(ready - t0) / 1000}s`);
+      if (state !== "ready")
+        throw new Error(
+          `workspace ${name} ${state || "not ready"} after ${(ready - t0) / 1000}s${why ? `: ${JSON.stringify(why)}` : ""}`,
+        );
       const seen = watch!.seen.get(name) ?? {};
       if (seen.scheduled === undefined || seen.ready === undefined)
         throw new Error(`the pod watch did not see ${name} bound and Ready`);
@@ -355,6 +537,16 @@ export async function realNodeBench(kubeconfig: string): Promise<Result[]> {
           ` [${r.pulled.map((p) => `${p.image.split("/").pop()!.split("@")[0]} ${p.seconds.toFixed(2)}s`).join(", ")}],` +
           ` start ${s(r.start)}, attach ${s(r.attach)})`,
       );
+      if (!cold) {
+        const m = await timelineOf(name, t0, ready, from);
+        r.parts = spans(m, WORKSPACE_PARTS);
+        r.details = spans(m, WORKSPACE_DETAILS);
+        log(`warm ${i + 1} parts: ${line(r.parts)} = ${s(r.total)}`);
+        log(`warm ${i + 1} details: ${line(r.details)}`);
+        const pod = JSON.parse(await kubectl(kubeconfig, ["get", "pod", "-n", ns, name, "-o", "json"])) as PodObject;
+        r.cpu = containerCpu(pod);
+        log(`warm ${i + 1} cpu until ready: ${line(r.cpu)}`);
+      }
       // Gone before the next run: its pod, and the node's containers, so removing the images
       // leaves no snapshot of theirs behind.
       await again(() => client.deleteWorkspace(name));
@@ -366,10 +558,61 @@ export async function realNodeBench(kubeconfig: string): Promise<Result[]> {
       return r;
     };
 
+    /** A plain pod of the same two images on the same node: its POST -> Ready, then gone. */
+    const plainOnce = async (i: number): Promise<PlainRun> => {
+      const name = `plain-${i}`;
+      const sleeping = (image: string, c: string) => ({
+        name: c,
+        image,
+        // Both images carry tini (the shared base), which passes the TERM on: deleted at once.
+        command: ["/usr/bin/tini", "--", "sleep", "infinity"],
+      });
+      const pod = {
+        apiVersion: "v1",
+        kind: "Pod",
+        metadata: { name, namespace: ns },
+        spec: {
+          ...placement,
+          // As the Sandbox pod: no token volume, no service variables.
+          automountServiceAccountToken: false,
+          enableServiceLinks: false,
+          containers: [sleeping(images.sandbox, "harness"), sleeping(images.companions, "custodian")],
+        },
+      };
+      // A kept-alive connection, as the Orchestrator's and the operator's writes have.
+      await kubeRequest("GET", `/api/v1/namespaces/${ns}`);
+      const from = logOffsets();
+      const t0 = Date.now();
+      await kubeRequest("POST", paths.pods(ns), pod);
+      for (const deadline = t0 + 120_000; tl.get(name)["cond:Ready"] === undefined; await sleep(10))
+        if (Date.now() > deadline) throw new Error(`plain pod ${name} not Ready after 120 s`);
+      const m: Marks = { ...tl.get(name), ...(await nodeMarks(name, from, ["containers_up"])), post: t0 };
+      const r: PlainRun = { total: m["cond:Ready"] - t0, parts: spans(m, PLAIN_PARTS) };
+      log(`plain ${i + 1}: ${s(r.total)} s (${line(r.parts)})`);
+      await kubeRequest("DELETE", paths.pod(ns, name));
+      for (const deadline = Date.now() + 180_000; ; await sleep(250)) {
+        const left = await kubectl(kubeconfig, ["get", "pods", "-n", ns, "-o", "name"]);
+        if (!left.includes(`pod/${name}`) && containersOf(refs).length === 0) break;
+        if (Date.now() > deadline) throw new Error(`${name} or its containers still there after 180 s`);
+      }
+      return r;
+    };
+
     const cold: Run[] = [];
     for (let i = 0; i < runs; i++) cold.push(await once(true, i));
+    // Warm means present: with no cold run before, images just pushed may not be on the node yet.
+    for (const ref of refs)
+      if (!namesOf(ref).length) {
+        log(`pulling ${ref} onto the node for the warm runs`);
+        ctr("images", "pull", "--plain-http", ref);
+      }
+    // Each warm workspace followed by a plain pod: both see the machine as it is at that moment.
     const warm: Run[] = [];
-    for (let i = 0; i < warmRuns; i++) warm.push(await once(false, i));
+    const plain: PlainRun[] = [];
+    for (let i = 0; i < warmRuns; i++) {
+      warm.push(await once(false, i));
+      plain.push(await plainOnce(i));
+    }
 
     const out: Result[] = [{ bench: B, metric: "cold_runs", value: cold.length, unit: "count" }];
     const figures = (prefix: string, rs: Run[], ps: number[]) => {
@@ -384,27 +627,51 @@ export async function realNodeBench(kubeconfig: string): Promise<Result[]> {
           });
       }
     };
-    figures("cold", cold, [50, 90, 100]);
-    // Per image, the kubelet's pull time and the bytes it says it pulled.
-    for (const [what, ref] of [
-      ["sandbox", images.sandbox],
-      ["companions", images.companions],
-    ] as const) {
-      const ps = cold.flatMap((r) => r.pulled.filter((p) => p.image === ref));
-      out.push({
-        bench: B,
-        metric: `cold_pull_${what}_p50_seconds`,
-        value: round(percentile(sorted(ps.map((p) => p.seconds)), 50)),
-        unit: "s",
-      });
-      out.push({ bench: B, metric: `${what}_image_mb`, value: round((ps[0]?.bytes ?? NaN) / 1e6), unit: "MB" });
-    }
+    // No cold run (BENCH_REAL_NODE_RUNS=0): no cold figure, rather than figures of nothing.
+    if (cold.length) figures("cold", cold, [50, 90, 100]);
+    // Per image, the kubelet's pull time and the bytes it says it pulled: the cold runs'.
+    if (cold.length)
+      for (const [what, ref] of [
+        ["sandbox", images.sandbox],
+        ["companions", images.companions],
+      ] as const) {
+        const ps = cold.flatMap((r) => r.pulled.filter((p) => p.image === ref));
+        out.push({
+          bench: B,
+          metric: `cold_pull_${what}_p50_seconds`,
+          value: round(percentile(sorted(ps.map((p) => p.seconds)), 50)),
+          unit: "s",
+        });
+        out.push({ bench: B, metric: `${what}_image_mb`, value: round((ps[0]?.bytes ?? NaN) / 1e6), unit: "MB" });
+      }
     if (warm.length) {
       out.push({ bench: B, metric: "warm_runs", value: warm.length, unit: "count" });
       figures("warm", warm, [50]);
+      const percentiles = <T>(metric: string, rs: T[], of: (r: T) => number) => {
+        const v = sorted(rs.map(of).filter(Number.isFinite));
+        if (!v.length) return;
+        for (const p of [50, 90])
+          out.push({ bench: B, metric: `${metric}_p${p}_seconds`, value: round(percentile(v, p) / 1000), unit: "s" });
+      };
+      percentiles("warm_ready", warm, (r) => r.total);
+      for (const [name] of WORKSPACE_PARTS) percentiles(`warm_part_${name}`, warm, (r) => r.parts?.[name] ?? NaN);
+      for (const [name] of WORKSPACE_DETAILS) percentiles(`warm_detail_${name}`, warm, (r) => r.details?.[name] ?? NaN);
+      for (const name of Object.keys(warm[0]?.cpu ?? {}))
+        percentiles(`warm_cgroup_${name}`, warm, (r) => r.cpu?.[name] ?? NaN);
+      out.push({ bench: B, metric: "plain_pod_runs", value: plain.length, unit: "count" });
+      percentiles("plain_pod_ready", plain, (r) => r.total);
+      for (const [name] of PLAIN_PARTS) percentiles(`plain_pod_part_${name}`, plain, (r) => r.parts[name]);
+      const p50 = (values: number[]) => percentile(sorted(values), 50);
+      out.push({
+        bench: B,
+        metric: "warm_ready_ratio_to_plain_pod",
+        value: round(p50(warm.map((r) => r.total)) / p50(plain.map((r) => r.total))),
+        unit: "ratio",
+      });
     }
     return out;
   } finally {
+    for (const stop of stopWatches) stop();
     watch?.stop();
     await orch?.stop();
     await agent?.stop();
@@ -423,3 +690,8 @@ export async function realNodeBench(kubeconfig: string): Promise<Result[]> {
 }
 
 const s = (ms: number) => (ms / 1000).toFixed(2);
+/** Named spans in seconds, in order, `?` where a mark is missing. */
+const line = (spans: Record<string, number>) =>
+  Object.entries(spans)
+    .map(([k, v]) => `${k} ${Number.isFinite(v) ? s(v) : "?"}`)
+    .join(", ");
