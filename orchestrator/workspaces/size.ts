@@ -1,7 +1,10 @@
 // A workspace's Size split inside its pod (decision 0015), pure: the Size is the pod-level
 // ceiling (`podResources`); the Custodian takes a fixed slice, the User Container its own Size when
 // the request states one, and the Harness container the rest. Every request equals its limit, so
-// the pod is Guaranteed and the CPU limit is enforced. `disk` is the Harness's ephemeral-storage
+// the pod is Guaranteed and the CPU limit is enforced (pod-level resources decide the QoS class),
+// but for the Custodian's CPU: a request with no limit of its own, as its start (Node reading its
+// bundle, 0.3 s of CPU) throttled under a 100m limit took 2.3 s of every workspace's create
+// (decision 0056); the pod's limit still bounds it. `disk` is the Harness's ephemeral-storage
 // request (for `/work`), with no limit: a full disk is a tool's error, not an eviction.
 import { bytesOf, formatBytes, formatMilliCpu, milliCpu } from "../../lib/quantity";
 import type { Size } from "../schemas";
@@ -46,7 +49,10 @@ export function splitSize(
   user?: Size,
   slice: { cpu: string; memory: string } = CUSTODIAN_SLICE,
 ): SizeSplit {
-  const custodian = equal({ cpu: slice.cpu, memory: slice.memory });
+  const custodian: Resources = {
+    requests: { cpu: slice.cpu, memory: slice.memory },
+    limits: { memory: slice.memory },
+  };
   if (!size) {
     if (user) throw new SizeError("userSize needs size: the User Container's share is taken from the pod's Size");
     return { custodian };

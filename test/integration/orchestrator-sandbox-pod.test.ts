@@ -357,7 +357,7 @@ describe("a workspace's Sandbox pod, as composed and as built", () => {
       });
       expect(c.resources).toEqual({
         requests: { cpu: "100m", memory: "192Mi" },
-        limits: { cpu: "100m", memory: "192Mi" },
+        limits: { memory: "192Mi" },
       });
       const values = volumes().find((v) => v.name === "custodian-values")!;
       expect(values.projected?.sources?.map((s) => s.secret?.name)).toEqual([`${name}-token`, "model-keys"]);

@@ -254,12 +254,13 @@ harness:
     });
   });
 
-  describe("the Size split (decision 0015): requests equal limits, the parts sum to the pod", () => {
+  describe("the Size split (decisions 0015, 0056): requests equal limits but the Custodian's CPU, the parts sum to the pod", () => {
     it("gives the Custodian its slice, the User Container its Size and the Harness the rest", () => {
       expect(spec.podResources).toEqual({ requests: { cpu: "2", memory: "4Gi" }, limits: { cpu: "2", memory: "4Gi" } });
+      // Its CPU a request alone (decision 0056); the pod's limit bounds it.
       expect(sidecar("custodian").resources).toEqual({
         requests: { cpu: "100m", memory: "192Mi" },
-        limits: { cpu: "100m", memory: "192Mi" },
+        limits: { memory: "192Mi" },
       });
       expect(sidecar("user").resources).toEqual({
         requests: { cpu: "500m", memory: "1Gi" },

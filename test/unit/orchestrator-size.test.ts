@@ -119,7 +119,9 @@ describe("quantities", () => {
 });
 
 describe("the Size split", () => {
-  const custodian = equalTo({ cpu: "100m", memory: "192Mi" });
+  // Its CPU a request alone (decision 0056): its start is not throttled; the pod's limit bounds it.
+  const custodianOf = (cpu: string, memory: string) => ({ requests: { cpu, memory }, limits: { memory } });
+  const custodian = custodianOf("100m", "192Mi");
 
   it("gives the Custodian its fixed slice alone when the request states no Size", () => {
     expect(CUSTODIAN_SLICE).toEqual({ cpu: "100m", memory: "192Mi" });
@@ -128,7 +130,7 @@ describe("the Size split", () => {
 
   it("takes the Custodian's slice from the pod config when given one", () => {
     const split = splitSize({ cpu: "1", memory: "1Gi" }, undefined, { cpu: "250m", memory: "256Mi" });
-    expect(split.custodian).toEqual(equalTo({ cpu: "250m", memory: "256Mi" }));
+    expect(split.custodian).toEqual(custodianOf("250m", "256Mi"));
     expect(split.harness).toEqual(equalTo({ cpu: "750m", memory: "768Mi" }));
   });
 
@@ -350,7 +352,9 @@ describe("the Size split", () => {
           }
 
           const split = splitSize(size, user, sliceText);
-          for (const r of [split.custodian, split.pod, split.harness, split.user]) {
+          expect(split.custodian.limits.cpu).toBeUndefined();
+          expect(split.custodian.limits.memory).toBe(split.custodian.requests.memory);
+          for (const r of [split.pod, split.harness, split.user]) {
             if (!r) continue;
             expect(r.limits.cpu).toBe(r.requests.cpu);
             expect(r.limits.memory).toBe(r.requests.memory);
@@ -362,7 +366,8 @@ describe("the Size split", () => {
 
           if (cpu) {
             expect(milliCpu(split.pod!.limits.cpu!)).toBe(cpu.m);
-            expect(sum((r) => milliCpu(r.limits.cpu ?? "0"))).toBe(cpu.m);
+            // The requests sum to the pod; the Custodian's CPU has no limit of its own.
+            expect(sum((r) => milliCpu(r.requests.cpu ?? "0"))).toBe(cpu.m);
             expect(milliCpu(split.harness!.limits.cpu!)).toBe(cpuLeft);
           } else {
             expect(split.pod?.limits.cpu).toBeUndefined();
