@@ -24,7 +24,7 @@
 //              one after another, each after its own image is there, so the pulls are sequential.
 //   start      pod bound -> pod Ready, both seen on the watch, less the pull: the pod's sandbox
 //              (pause, CNI), its volumes, creating and starting each container, and the readiness
-//              probes passing (the Harness's every 2 s).
+//              probes passing (every 1 s, decision 0056).
 //   attach     pod Ready -> the workspace `ready` (GET polled every 100 ms): the operator's Sandbox
 //              Ready, the Orchestrator seeing it and its attach through the Harness.
 //   total      create -> workspace `ready`; scheduled + pull + start + attach, to within the polls.

@@ -31,10 +31,13 @@ export type PodContribution = {
   affinity?: kind.Pod["spec"] extends infer S ? (S extends { affinity?: infer A } ? A : never) : never;
 };
 
+// Every second, the kubelet's shortest period: a Harness that missed its first probe (its Node not
+// yet listening) is Ready at most a second after it listens, not two; six misses in a row, not
+// three, mark it unready, the same 6 s as before (decision 0056).
 export const DEFAULT_READINESS_PROBE = (): Probe => ({
   httpGet: { path: "/healthz", port: HARNESS_PORT },
-  periodSeconds: 2,
-  failureThreshold: 3,
+  periodSeconds: 1,
+  failureThreshold: 6,
 });
 
 export function harnessContainer(spec: SandboxSpec, extraMounts: VolumeMount[]): Container {
