@@ -273,7 +273,8 @@ export class SandboxController {
       createdMs: at - created.at,
       ...(created.placedAt !== undefined ? { placedMs: at - created.placedAt } : {}),
     };
-    const wait = serviceResult.status === "fulfilled" ? firstStatusWaitMs(sbx.status, status, since) : 0;
+    const awaitsCaches = (sbx.spec?.repos?.length ?? 0) > 0;
+    const wait = serviceResult.status === "fulfilled" ? firstStatusWaitMs(sbx.status, status, since, awaitsCaches) : 0;
     if (wait > 0) return { requeueAfterMs: Math.min(wait, lease.deadline - now) };
     await this.#writeStatus(key, sbx, status);
     // Last, so the Warning also tells an observer that this reconcile is done.

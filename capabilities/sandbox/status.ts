@@ -325,12 +325,16 @@ export type PodSightings = { createdMs: number; placedMs?: number };
  * while it says nothing but "under way", and never past FIRST_STATUS_LIMIT_MS from the create:
  * while the pod is not placed it waits for the scheduler; once placed, FIRST_STATUS_QUIET_MS from
  * then. A condition False for any other reason (a refusal, Unschedulable, a Repo hold) or a
- * container waiting for a reason worth naming is written at once.
+ * container waiting for a reason worth naming is written at once. So is the placed status of a
+ * Sandbox whose Ready waits on Repo caches (`awaitsCaches`): the node's cache agent starts its fetch
+ * when the status names the node (decision 0010), and a quiet wait there would hold Ready for the
+ * whole fetch after the pod is Ready (decision 0056).
  */
 export function firstStatusWaitMs(
   prev: SandboxStatus | undefined,
   next: SandboxStatus,
   since: PodSightings | undefined,
+  awaitsCaches = false,
 ): number {
   if (prev || since === undefined) return 0;
   if (next.phase !== "Pending" || next.waiting?.length) return 0;
@@ -341,5 +345,6 @@ export function firstStatusWaitMs(
   if (news || left <= 0) return 0;
   const placed = next.conditions?.some((c) => c.type === CONDITION.Scheduled && c.status === "True");
   if (!placed) return left;
+  if (awaitsCaches) return 0;
   return Math.max(0, Math.min(left, FIRST_STATUS_QUIET_MS - (since.placedMs ?? 0)));
 }

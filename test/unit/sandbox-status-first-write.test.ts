@@ -38,6 +38,17 @@ describe("firstStatusWaitMs", () => {
     expect(firstStatusWaitMs(undefined, unplaced, { createdMs: FIRST_STATUS_LIMIT_MS })).toBe(0);
   });
 
+  it("writes the placed status of a Sandbox waiting on Repo caches at once: it tells the node's cache agent to fetch", () => {
+    const placed = status({ pod: unreadyPod(), service: serviceOf() });
+    const young = { createdMs: 100, placedMs: 50 };
+    expect(firstStatusWaitMs(undefined, placed, young, true)).toBe(0);
+    // Not placed yet: it still waits for the scheduler's word, caches or not.
+    const unplaced = status({ pod: podOf(), service: serviceOf() });
+    expect(firstStatusWaitMs(undefined, unplaced, { createdMs: 100 }, true)).toBe(FIRST_STATUS_LIMIT_MS - 100);
+    // Without Repos the quiet time holds.
+    expect(firstStatusWaitMs(undefined, placed, young, false)).toBe(FIRST_STATUS_QUIET_MS - 50);
+  });
+
   it("writes at once once the quiet time since the placement is over, or the limit since the create", () => {
     const pending = status({ pod: unreadyPod(), service: serviceOf() });
     expect(firstStatusWaitMs(undefined, pending, { createdMs: 3000, placedMs: FIRST_STATUS_QUIET_MS })).toBe(0);
