@@ -41,10 +41,18 @@ import { freePort, startLocalOrchestrator, type LocalOrchestrator } from "../dev
 import { run as kubectl } from "../dev/kubectl";
 import { pushProjectImages } from "../dev/project-images";
 import { oneCommitRepository } from "../dev/repository";
-import { clusterEnv } from "../scripts/images/main";
 import { OrchestratorClient } from "../orchestrator/http/orchestrator-client";
 import { upstream } from "./attach-bench";
-import { containersOf, namesOf, pulledOf, removeImages, watchPods } from "./real-node-bench";
+import {
+  again,
+  containersOf,
+  namesOf,
+  pulledOf,
+  realNodePlacement,
+  realNodeReady,
+  removeImages,
+  watchPods,
+} from "./real-node-bench";
 import { benchOperator, type Result } from "./sandbox-burst-bench";
 import { percentile, round, sleep, sorted } from "./stats";
 
@@ -106,31 +114,13 @@ export async function gvisorBench(kubeconfig: string): Promise<Result[]> {
   const warmRuns = Number(process.env.BENCH_GVISOR_RUNS ?? 5);
   const coldRuns = Number(process.env.BENCH_GVISOR_COLD_RUNS ?? 2);
   const bigRuns = Number(process.env.BENCH_GVISOR_BIG_RUNS ?? 2);
-  const env = clusterEnv();
-  if (env.JR2_REAL_NODE_STATUS !== "up")
-    throw new Error(
-      `the real node is not up (JR2_REAL_NODE_STATUS=${env.JR2_REAL_NODE_STATUS}): npm run cluster -- status`,
-    );
+  const env = await realNodeReady(kubeconfig);
   const runtimeClass = env.JR2_GVISOR_RUNTIME_CLASS;
-  process.env.KUBECTL ??= env.KUBECTL;
-  // As real-node-bench.ts: a module deployed in the cluster would reconcile these Sandboxes too.
-  const hooks = await kubectl(kubeconfig, [
-    "get",
-    "validatingwebhookconfiguration",
-    "-o",
-    'jsonpath={range .items[?(@.webhooks[0].clientConfig.service)]}{.metadata.name}{" "}{end}',
-  ]);
-  if (hooks.trim()) throw new Error(`a module is deployed in this cluster (webhooks ${hooks.trim()}): remove it first`);
   const images = pushProjectImages(env.JR2_REGISTRY, false);
   const refs = [images.sandbox, images.companions];
   const big = await upstream();
 
-  const [labelKey, labelValue] = env.JR2_REAL_NODE_LABEL.split("=");
-  const taint = /^([^=]+)=([^:]*):(.+)$/.exec(env.JR2_REAL_NODE_TAINT)!;
-  const placement = {
-    nodeSelector: { [labelKey]: labelValue },
-    tolerations: [{ key: taint[1], operator: "Equal", value: taint[2], effect: taint[3] }],
-  };
+  const placement = realNodePlacement(env);
   const suffix = randomBytes(3).toString("hex");
   const ns = `jr2-bench-gvisor-${suffix}`;
   const orchNs = `jr2-bench-gvisor-orch-${suffix}`;
@@ -182,15 +172,6 @@ export async function gvisorBench(kubeconfig: string): Promise<Result[]> {
       },
     });
     const client = new OrchestratorClient({ url: orch.url, token: orch.token });
-    const again = async <T>(fn: () => Promise<T>): Promise<T> => {
-      for (let i = 0; ; i++)
-        try {
-          return await fn();
-        } catch (err) {
-          if (i >= 3 || !/other side closed|ECONNRESET|fetch failed/.test(String((err as Error).cause ?? err)))
-            throw err;
-        }
-    };
     watch = watchPods(kubeconfig, ns);
     const exec = (name: string, ...cmd: string[]) =>
       kubectl(kubeconfig, ["exec", "-n", ns, name, "-c", "harness", "--", ...cmd]);

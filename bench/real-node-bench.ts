@@ -310,17 +310,18 @@ function containerCpu(pod: PodObject): Record<string, number> {
   return out;
 }
 
-export async function realNodeBench(kubeconfig: string): Promise<Result[]> {
-  const runs = Number(process.env.BENCH_REAL_NODE_RUNS ?? 20);
-  const warmRuns = Number(process.env.BENCH_REAL_NODE_WARM_RUNS ?? 3);
+/**
+ * The cluster's env (cluster.sh env) once its real node is up and no module is deployed in it: a
+ * module deployed in the cluster (its webhooks served by a Service) would reconcile the bench's
+ * Sandboxes beside the one it runs, and its webhooks cannot be re-pointed at this process.
+ */
+export async function realNodeReady(kubeconfig: string): Promise<Record<string, string>> {
   const env = clusterEnv();
   if (env.JR2_REAL_NODE_STATUS !== "up")
     throw new Error(
       `the real node is not up (JR2_REAL_NODE_STATUS=${env.JR2_REAL_NODE_STATUS}): npm run cluster -- status`,
     );
   process.env.KUBECTL ??= env.KUBECTL;
-  // A module deployed in the cluster (its webhooks served by a Service) would reconcile these
-  // Sandboxes beside the one run here, and its webhooks cannot be re-pointed at this process.
   const hooks = await kubectl(kubeconfig, [
     "get",
     "validatingwebhookconfiguration",
@@ -332,17 +333,40 @@ export async function realNodeBench(kubeconfig: string): Promise<Result[]> {
       `a module is deployed in this cluster (webhooks ${hooks.trim()} served by a Service): ` +
         "the bench runs its own; remove the deployment (test/node/deployed.test.ts's afterAll does) first",
     );
+  return env;
+}
+
+/** The nodeSelector and toleration that put a pod on the real node, from cluster.sh env. */
+export function realNodePlacement(env: Record<string, string>) {
+  const [labelKey, labelValue] = env.JR2_REAL_NODE_LABEL.split("=");
+  const taint = /^([^=]+)=([^:]*):(.+)$/.exec(env.JR2_REAL_NODE_TAINT)!;
+  return {
+    nodeSelector: { [labelKey]: labelValue },
+    tolerations: [{ key: taint[1], operator: "Equal", value: taint[2], effect: taint[3] }],
+  };
+}
+
+/** `fn`, sent again up to three times when fetch reused a kept-alive connection the Orchestrator
+ * closed at that moment ("other side closed"): such a request never reached it. */
+export async function again<T>(fn: () => Promise<T>): Promise<T> {
+  for (let i = 0; ; i++)
+    try {
+      return await fn();
+    } catch (err) {
+      if (i >= 3 || !/other side closed|ECONNRESET|fetch failed/.test(String((err as Error).cause ?? err))) throw err;
+    }
+}
+
+export async function realNodeBench(kubeconfig: string): Promise<Result[]> {
+  const runs = Number(process.env.BENCH_REAL_NODE_RUNS ?? 20);
+  const warmRuns = Number(process.env.BENCH_REAL_NODE_WARM_RUNS ?? 3);
+  const env = await realNodeReady(kubeconfig);
   // run.ts built dist/ (unless BENCH_BUILD=0): the images carry its bundles.
   const images = pushProjectImages(env.JR2_REGISTRY, false);
   const refs = [images.sandbox, images.companions];
   log(`images ${refs.join(" ")}`);
 
-  const [labelKey, labelValue] = env.JR2_REAL_NODE_LABEL.split("=");
-  const taint = /^([^=]+)=([^:]*):(.+)$/.exec(env.JR2_REAL_NODE_TAINT)!;
-  const placement = {
-    nodeSelector: { [labelKey]: labelValue },
-    tolerations: [{ key: taint[1], operator: "Equal", value: taint[2], effect: taint[3] }],
-  };
+  const placement = realNodePlacement(env);
   const suffix = randomBytes(3).toString("hex");
   const ns = `jr2-bench-node-${suffix}`;
   const orchNs = `jr2-bench-orch-${suffix}`;
@@ -390,17 +414,6 @@ export async function realNodeBench(kubeconfig: string): Promise<Result[]> {
       },
     });
     const client = new OrchestratorClient({ url: orch.url, token: orch.token });
-    // fetch reuses a kept-alive connection the Orchestrator may close at that moment ("other side
-    // closed"): such a request never reached it, so it is sent again.
-    const again = async <T>(fn: () => Promise<T>): Promise<T> => {
-      for (let i = 0; ; i++)
-        try {
-          return await fn();
-        } catch (err) {
-          if (i >= 3 || !/other side closed|ECONNRESET|fetch failed/.test(String((err as Error).cause ?? err)))
-            throw err;
-        }
-    };
     watch = watchPods(kubeconfig, ns);
 
     // The timelines (bench/timeline.ts): every object of the run's namespace as it changes.
