@@ -34,10 +34,7 @@ import {
 } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { CACHE_AGENT_ENV, ORCHESTRATOR_ENV } from "../api/env";
-import { startCacheAgent, type Agent } from "../dev/local-cache-agent";
 import { ROOT } from "../dev/local-operator";
-import { freePort, startLocalOrchestrator, type LocalOrchestrator } from "../dev/local-orchestrator";
 import { run as kubectl } from "../dev/kubectl";
 import { pushProjectImages } from "../dev/project-images";
 import { oneCommitRepository } from "../dev/repository";
@@ -50,10 +47,13 @@ import {
   pulledOf,
   realNodePlacement,
   realNodeReady,
+  startRealNodeStage,
+  stopRealNodeStage,
+  type RealNodeStage,
   removeImages,
   watchPods,
 } from "./real-node-bench";
-import { benchOperator, type Result } from "./sandbox-burst-bench";
+import type { Result } from "./sandbox-burst-bench";
 import { percentile, round, sleep, sorted } from "./stats";
 
 const B = "gvisor";
@@ -140,37 +140,17 @@ export async function gvisorBench(kubeconfig: string): Promise<Result[]> {
     }),
   );
 
-  let operator: Awaited<ReturnType<typeof benchOperator>> | undefined;
-  let agent: Agent | undefined;
-  let orch: LocalOrchestrator | undefined;
+  const stage: Partial<RealNodeStage> = {};
   let watch: ReturnType<typeof watchPods> | undefined;
   /** Images of others removed for a cold run (sharing a layer), pulled back at the end. */
   const restore: string[] = [];
   try {
-    for (const n of [ns, orchNs]) await kubectl(kubeconfig, ["create", "namespace", n]);
-    for (let i = 0; i < 120; i++) {
-      if ((await kubectl(kubeconfig, ["get", "sa", "-n", ns, "-o", "name"])).includes("default")) break;
-      await sleep(250);
-    }
-    operator = await benchOperator(kubeconfig, await freePort("127.0.0.1"), "bench-gvisor", {
-      [CACHE_AGENT_ENV.cacheRoot]: cacheRoot,
-    });
-    agent = await startCacheAgent(env.JR2_REAL_NODE_NAME, cacheRoot);
-    orch = await startLocalOrchestrator({
+    const { orch } = await startRealNodeStage(
       kubeconfig,
-      namespace: ns,
-      dir: join(tmp, "orchestrator"),
-      credentials: [remotes, dirname(big)],
-      reposRoot: cacheRoot,
-      podAddress: env.JR2_REAL_NODE_IP,
-      env: {
-        [ORCHESTRATOR_ENV.podConfigFile]: podConfig,
-        [ORCHESTRATOR_ENV.podNamespace]: orchNs,
-        // No egress point: this Orchestrator is a process on the node, as in sandbox-pod-suite.ts,
-        // and nothing measured here leaves the pod.
-        [ORCHESTRATOR_ENV.egressUrl]: "off",
-      },
-    });
+      env,
+      { name: "bench-gvisor", ns, orchNs, tmp, cacheRoot, credentials: [remotes, dirname(big)], podConfig },
+      stage,
+    );
     const client = new OrchestratorClient({ url: orch.url, token: orch.token });
     watch = watchPods(kubeconfig, ns);
     const exec = (name: string, ...cmd: string[]) =>
@@ -305,10 +285,7 @@ export async function gvisorBench(kubeconfig: string): Promise<Result[]> {
     return out;
   } finally {
     watch?.stop();
-    await orch?.stop();
-    await agent?.stop();
-    await operator?.stop();
-    for (const n of [ns, orchNs]) await kubectl(kubeconfig, ["delete", "namespace", n, "--wait=false"]).catch(() => {});
+    await stopRealNodeStage(kubeconfig, stage, [ns, orchNs]);
     rmSync(tmp, { recursive: true, force: true });
     for (const ref of [...refs, ...restore])
       if (!namesOf(ref).length) {

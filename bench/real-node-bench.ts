@@ -357,6 +357,72 @@ export async function again<T>(fn: () => Promise<T>): Promise<T> {
     }
 }
 
+/** What a real-node bench runs beside the node: the module, the node's cache agent and an
+ * Orchestrator in in-cluster mode, as the node tier's Sandbox pod suite runs them. */
+export type RealNodeStage = {
+  operator: Awaited<ReturnType<typeof benchOperator>>;
+  agent: Agent;
+  orch: LocalOrchestrator;
+};
+
+/**
+ * Creates the Sandboxes' and the Orchestrator's namespaces and starts the stage in them; `stop`
+ * stops whatever of it started and deletes both namespaces (without waiting).
+ */
+export async function startRealNodeStage(
+  kubeconfig: string,
+  env: Record<string, string>,
+  o: {
+    name: string;
+    ns: string;
+    orchNs: string;
+    tmp: string;
+    cacheRoot: string;
+    credentials: string[];
+    podConfig: string;
+  },
+  started: Partial<RealNodeStage>,
+): Promise<RealNodeStage> {
+  for (const n of [o.ns, o.orchNs]) await kubectl(kubeconfig, ["create", "namespace", n]);
+  // A pod is admitted once its namespace's default service account exists.
+  for (let i = 0; i < 120; i++) {
+    if ((await kubectl(kubeconfig, ["get", "sa", "-n", o.ns, "-o", "name"])).includes("default")) break;
+    await sleep(250);
+  }
+  started.operator = await benchOperator(kubeconfig, await freePort("127.0.0.1"), o.name, {
+    [CACHE_AGENT_ENV.cacheRoot]: o.cacheRoot,
+  });
+  started.agent = await startCacheAgent(env.JR2_REAL_NODE_NAME, o.cacheRoot);
+  started.orch = await startLocalOrchestrator({
+    kubeconfig,
+    namespace: o.ns,
+    dir: join(o.tmp, "orchestrator"),
+    credentials: o.credentials,
+    reposRoot: o.cacheRoot,
+    podAddress: env.JR2_REAL_NODE_IP,
+    env: {
+      [ORCHESTRATOR_ENV.podConfigFile]: o.podConfig,
+      [ORCHESTRATOR_ENV.podNamespace]: o.orchNs,
+      // No egress point, as in the node tier (test/node/sandbox-pod-suite.ts): its default, a
+      // Service in orchNs, does not resolve here, and every create is refused (decision 0051).
+      [ORCHESTRATOR_ENV.egressUrl]: "off",
+    },
+  });
+  return started as RealNodeStage;
+}
+
+/** Stops what `startRealNodeStage` started, and deletes its namespaces. */
+export async function stopRealNodeStage(
+  kubeconfig: string,
+  started: Partial<RealNodeStage>,
+  namespaces: string[],
+): Promise<void> {
+  await started.orch?.stop();
+  await started.agent?.stop();
+  await started.operator?.stop();
+  for (const n of namespaces) await kubectl(kubeconfig, ["delete", "namespace", n, "--wait=false"]).catch(() => {});
+}
+
 export async function realNodeBench(kubeconfig: string): Promise<Result[]> {
   const runs = Number(process.env.BENCH_REAL_NODE_RUNS ?? 20);
   const warmRuns = Number(process.env.BENCH_REAL_NODE_WARM_RUNS ?? 3);
@@ -380,39 +446,18 @@ export async function realNodeBench(kubeconfig: string): Promise<Result[]> {
   const podConfig = join(tmp, "pod-config.json");
   writeFileSync(podConfig, JSON.stringify({ custodian: { image: images.companions }, placement }));
 
-  let operator: Awaited<ReturnType<typeof benchOperator>> | undefined;
-  let agent: Agent | undefined;
-  let orch: LocalOrchestrator | undefined;
+  const stage: Partial<RealNodeStage> = {};
   let watch: ReturnType<typeof watchPods> | undefined;
   const stopWatches: Array<() => void> = [];
   /** Images of others removed for a cold run, pulled back at the end. */
   const restore: string[] = [];
   try {
-    for (const n of [ns, orchNs]) await kubectl(kubeconfig, ["create", "namespace", n]);
-    // A pod is admitted once its namespace's default service account exists.
-    for (let i = 0; i < 120; i++) {
-      if ((await kubectl(kubeconfig, ["get", "sa", "-n", ns, "-o", "name"])).includes("default")) break;
-      await sleep(250);
-    }
-    operator = await benchOperator(kubeconfig, await freePort("127.0.0.1"), "bench-real-node", {
-      [CACHE_AGENT_ENV.cacheRoot]: cacheRoot,
-    });
-    agent = await startCacheAgent(env.JR2_REAL_NODE_NAME, cacheRoot);
-    orch = await startLocalOrchestrator({
+    const { orch } = await startRealNodeStage(
       kubeconfig,
-      namespace: ns,
-      dir: join(tmp, "orchestrator"),
-      credentials: [remotes],
-      reposRoot: cacheRoot,
-      podAddress: env.JR2_REAL_NODE_IP,
-      env: {
-        [ORCHESTRATOR_ENV.podConfigFile]: podConfig,
-        [ORCHESTRATOR_ENV.podNamespace]: orchNs,
-        // No egress point, as in the node tier (test/node/sandbox-pod-suite.ts): its default, a
-        // Service in orchNs, does not resolve here, and every create is refused (decision 0051).
-        [ORCHESTRATOR_ENV.egressUrl]: "off",
-      },
-    });
+      env,
+      { name: "bench-real-node", ns, orchNs, tmp, cacheRoot, credentials: [remotes], podConfig },
+      stage,
+    );
     const client = new OrchestratorClient({ url: orch.url, token: orch.token });
     watch = watchPods(kubeconfig, ns);
 
@@ -686,10 +731,7 @@ export async function realNodeBench(kubeconfig: string): Promise<Result[]> {
   } finally {
     for (const stop of stopWatches) stop();
     watch?.stop();
-    await orch?.stop();
-    await agent?.stop();
-    await operator?.stop();
-    for (const n of [ns, orchNs]) await kubectl(kubeconfig, ["delete", "namespace", n, "--wait=false"]).catch(() => {});
+    await stopRealNodeStage(kubeconfig, stage, [ns, orchNs]);
     rmSync(tmp, { recursive: true, force: true });
     // Leave the node as it was found: both images present (a run stopped midway may have removed
     // them) and any other image removed for sharing their layers. The kubelet would pull them again
