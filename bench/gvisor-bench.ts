@@ -22,16 +22,7 @@
 //   BENCH_GVISOR_RUNS=5   BENCH_GVISOR_COLD_RUNS=2   BENCH_GVISOR_BIG_RUNS=2
 import { spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import {
-  chmodSync,
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readFileSync,
-  readdirSync,
-  rmSync,
-  writeFileSync,
-} from "node:fs";
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { ROOT } from "../dev/local-operator";
@@ -44,6 +35,7 @@ import {
   again,
   containersOf,
   namesOf,
+  podCgroup,
   pulledOf,
   realNodePlacement,
   realNodeReady,
@@ -66,24 +58,13 @@ const RUNTIMES: Runtime[] = ["runc", "runsc"];
 
 /** The pod's memory working set in MiB, from its memory cgroup (v1 or v2) on this machine. */
 function podWorkingSet(uid: string): number {
-  const want = `pod${uid}`;
-  const find = (dir: string, depth: number): string | undefined => {
-    if (depth > 4 || !existsSync(dir)) return undefined;
-    for (const e of readdirSync(dir, { withFileTypes: true })) {
-      if (!e.isDirectory()) continue;
-      if (e.name === want || e.name === want.replace(/-/g, "_")) return join(dir, e.name);
-      const deeper = find(join(dir, e.name), depth + 1);
-      if (deeper) return deeper;
-    }
-    return undefined;
-  };
-  const v1 = find("/sys/fs/cgroup/memory", 0);
+  const v1 = podCgroup("memory", uid);
   if (v1) {
     const usage = Number(readFileSync(join(v1, "memory.usage_in_bytes"), "utf8"));
     const inactive = Number(/^total_inactive_file (\d+)$/m.exec(readFileSync(join(v1, "memory.stat"), "utf8"))![1]);
     return (usage - inactive) / (1 << 20);
   }
-  const v2 = find("/sys/fs/cgroup", 0);
+  const v2 = podCgroup("", uid);
   if (!v2) throw new Error(`no memory cgroup for pod ${uid} under /sys/fs/cgroup`);
   const usage = Number(readFileSync(join(v2, "memory.current"), "utf8"));
   const inactive = Number(/^inactive_file (\d+)$/m.exec(readFileSync(join(v2, "memory.stat"), "utf8"))![1]);

@@ -275,8 +275,9 @@ type PodObject = {
   status?: { containerStatuses?: Array<{ name: string; containerID?: string }> };
 };
 
-/** The directory of cgroup v1 `controller` named `pod<uid>` (the kubelet's cgroupfs layout), if any. */
-function podCgroup(controller: string, uid: string): string | undefined {
+/** The directory named `pod<uid>` (the kubelet's cgroupfs layout) under cgroup v1 `controller`, or under the
+ * v2 root when `controller` is "", if any. */
+export function podCgroup(controller: string, uid: string): string | undefined {
   const find = (dir: string, depth: number): string | undefined => {
     if (depth > 4 || !existsSync(dir)) return undefined;
     for (const e of readdirSync(dir, { withFileTypes: true })) {
