@@ -4,7 +4,7 @@
 // the pair once, when its process starts. So, in this order, no admission call is refused on the
 // way (the window decision 0039 names for a new build):
 //   1. each webhook's caBundle trusts the new CA beside the one(s) in use;
-//   2. the TLS Secret gets the new pair;
+//   2. the TLS Secret gets the new pair (on kubectl's stdin, never its command line);
 //   3. the admission and watcher Deployments restart onto it, and the rollouts are waited for;
 //   4. each caBundle trusts the new CA alone.
 // Usage: npx tsx scripts/renew-webhook-certificate.ts [--days 365] [--namespace pepr-system]
@@ -56,11 +56,15 @@ export function servingNamesOf(tlsCrtB64: string): string[] {
     .split(", ")
     .filter((n) => n.startsWith("DNS:"))
     .map((n) => n.slice(4));
-  if (!names.length) throw new Error(`the certificate in ${MODULE}-tls names no DNS name: it is not the module's`);
+  if (!names.length)
+    throw new Error(`the certificate in use names no DNS name: it is not a webhook serving certificate`);
   return names;
 }
 
 export type RenewOptions = {
+  /** The module's name (default `pepr-<uuid>` from package.json): its Secret `<module>-tls`, its
+   * webhook configurations and its Deployments `<module>` and `<module>-watcher`. */
+  module?: string;
   kubectl: Kubectl;
   namespace?: string;
   days?: number;
@@ -70,42 +74,49 @@ export type RenewOptions = {
 
 /** The four steps above; resolves the new certificate's end. */
 export async function renewWebhookCertificate(opts: RenewOptions): Promise<Date> {
-  const { kubectl, namespace = "pepr-system", days = 365, say = () => undefined } = opts;
+  const { kubectl, namespace = "pepr-system", days = 365, say = () => undefined, module: name = MODULE } = opts;
   const now = opts.now ?? Date.now();
-  const secret = JSON.parse(await kubectl(["get", "secret", `${MODULE}-tls`, "-n", namespace, "-o", "json"])) as {
+  const secret = JSON.parse(await kubectl(["get", "secret", `${name}-tls`, "-n", namespace, "-o", "json"])) as {
+    metadata?: object;
     data?: Record<string, string>;
   };
   const crt = secret.data?.["tls.crt"];
-  if (!crt) throw new Error(`Secret ${namespace}/${MODULE}-tls has no tls.crt: is the module installed there?`);
+  if (!crt) throw new Error(`Secret ${namespace}/${name}-tls has no tls.crt: is the module installed there?`);
   const fresh = servingCertificate({ dnsNames: servingNamesOf(crt) }, days, now);
   const b64 = (pem: string) => Buffer.from(pem, "utf8").toString("base64");
 
   const configurations: Array<{ kind: string; config: WebhookConfiguration }> = [];
   for (const kind of WEBHOOK_KINDS) {
-    const out = await kubectl(["get", kind, MODULE, "--ignore-not-found", "-o", "json"]);
+    const out = await kubectl(["get", kind, name, "--ignore-not-found", "-o", "json"]);
     if (out.trim()) configurations.push({ kind, config: JSON.parse(out) as WebhookConfiguration });
   }
-  if (!configurations.length) throw new Error(`no webhook configuration named ${MODULE}: is the module installed?`);
+  if (!configurations.length) throw new Error(`no webhook configuration named ${name}: is the module installed?`);
   const setBundles = async (bundleOf: (config: WebhookConfiguration) => string) => {
     for (const { kind, config } of configurations) {
       const patch = caBundlePatch(config, bundleOf(config));
-      if (patch.length)
-        await kubectl(["patch", kind, MODULE, "--type", "json", "--patch-file", "/dev/stdin"], JSON.stringify(patch));
+      // A CA bundle is public: on the command line is fine (the key never is, below).
+      if (patch.length) await kubectl(["patch", kind, name, "--type", "json", "-p", JSON.stringify(patch)]);
     }
   };
 
-  say(`1/4 the webhooks of ${MODULE} trust the new CA beside the one in use`);
+  say(`1/4 the webhooks of ${name} trust the new CA beside the one in use`);
   await setBundles((config) =>
     widenedBundle(config.webhooks?.find((w) => w.clientConfig)?.clientConfig?.caBundle ?? "", fresh.caPem, now),
   );
-  say(`2/4 Secret ${namespace}/${MODULE}-tls holds the new certificate and key`);
+  say(`2/4 Secret ${namespace}/${name}-tls holds the new certificate and key`);
+  // The Secret as read, its pair replaced, on stdin (`-`: kubectl reads its stdin, whatever it is;
+  // `--patch-file /dev/stdin` cannot open a socket, which is what a child's stdin is from Node). Its
+  // resourceVersion makes the replace refused if the Secret changed since it was read.
   await kubectl(
-    ["patch", "secret", `${MODULE}-tls`, "-n", namespace, "--type", "merge", "--patch-file", "/dev/stdin"],
-    JSON.stringify({ data: { "tls.crt": b64(fresh.certPem), "tls.key": b64(fresh.keyPem) } }),
+    ["replace", "-f", "-"],
+    JSON.stringify({
+      ...secret,
+      data: { ...secret.data, "tls.crt": b64(fresh.certPem), "tls.key": b64(fresh.keyPem) },
+    }),
   );
   say(`3/4 the admission and watcher Deployments restart onto it`);
-  const deployments = [`deployment/${MODULE}`, `deployment/${MODULE}-watcher`];
-  await kubectl(["rollout", "restart", "-n", namespace, ...deployments]);
+  const deployments = [`deployment/${name}`, `deployment/${name}-watcher`];
+  for (const d of deployments) await kubectl(["rollout", "restart", "-n", namespace, d]);
   for (const d of deployments) await kubectl(["rollout", "status", "-n", namespace, d, "--timeout=10m"]);
   say(`4/4 the webhooks trust the new CA alone`);
   await setBundles(() => b64(fresh.caPem));

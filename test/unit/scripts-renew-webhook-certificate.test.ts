@@ -67,7 +67,12 @@ function trusted(certPem: string, bundleB64: string): boolean {
  * three webhooks, and the certificates its pods serve (what they read when they last started). */
 function cluster(initial: ServingCertificate) {
   const state = {
-    secret: { data: { "tls.crt": b64(initial.certPem), "tls.key": b64(initial.keyPem) } },
+    secret: {
+      apiVersion: "v1",
+      kind: "Secret",
+      metadata: { name: `${MODULE}-tls`, resourceVersion: "1" },
+      data: { "tls.crt": b64(initial.certPem), "tls.key": b64(initial.keyPem) },
+    },
     config: { webhooks: [0, 1, 2].map(() => ({ clientConfig: { caBundle: b64(initial.caPem) } })) },
     served: [initial.certPem],
     calls: [] as string[],
@@ -85,11 +90,15 @@ function cluster(initial: ServingCertificate) {
     if (verb === "get" && kind === "secret") return JSON.stringify(state.secret);
     if (verb === "get" && kind === "validatingwebhookconfiguration") return JSON.stringify(state.config);
     if (verb === "get") return "";
-    if (verb === "patch" && kind === "secret") {
-      expect(args).toContain("/dev/stdin"); // the key never on a command line
-      state.secret = JSON.parse(input!) as typeof state.secret;
+    // The key never on a command line: the Secret comes on stdin.
+    expect(args.join(" ")).not.toContain(b64("-----BEGIN PRIVATE KEY").slice(0, 20));
+    if (verb === "replace") {
+      const secret = JSON.parse(input!) as typeof state.secret;
+      // The Secret as read (its resourceVersion a precondition), its pair replaced.
+      expect([secret.kind, secret.metadata]).toEqual(["Secret", { name: `${MODULE}-tls`, resourceVersion: "1" }]);
+      state.secret = secret;
     } else if (verb === "patch") {
-      for (const op of JSON.parse(input!) as Array<{ path: string; value: string }>) {
+      for (const op of JSON.parse(args[args.indexOf("-p") + 1]!) as Array<{ path: string; value: string }>) {
         const i = Number(op.path.split("/")[2]);
         state.config.webhooks[i]!.clientConfig.caBundle = op.value;
       }
@@ -127,7 +136,8 @@ describe("renewWebhookCertificate", () => {
       `get validatingwebhookconfiguration ${MODULE}`,
       `get mutatingwebhookconfiguration ${MODULE}`,
       `patch validatingwebhookconfiguration ${MODULE}`,
-      `patch secret ${MODULE}-tls`,
+      "replace -f -",
+      "rollout restart -n",
       "rollout restart -n",
       "rollout status -n",
       "rollout status -n",
@@ -138,15 +148,13 @@ describe("renewWebhookCertificate", () => {
   });
 
   it("restarting before the bundle trusted the new CA is what the check catches", async () => {
-    // The order is the point: the same cluster, the Secret patched and the pods restarted with the
+    // The order is the point: the same cluster, the Secret replaced and the pods restarted with the
     // bundles untouched, leaves a pod no webhook trusts.
     const { state, kubectl } = cluster(servingCertificate({ dnsNames: [DNS] }));
     const next = servingCertificate({ dnsNames: [DNS] });
     await kubectl(
-      ["patch", "secret", `${MODULE}-tls`, "--patch-file", "/dev/stdin"],
-      JSON.stringify({
-        data: { "tls.crt": b64(next.certPem), "tls.key": b64(next.keyPem) },
-      }),
+      ["replace", "-f", "-"],
+      JSON.stringify({ ...state.secret, data: { "tls.crt": b64(next.certPem), "tls.key": b64(next.keyPem) } }),
     );
     await expect(kubectl(["rollout", "restart", "-n", "pepr-system"])).rejects.toThrow("a pod is not trusted");
     expect(state.served).toHaveLength(2);
