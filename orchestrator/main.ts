@@ -20,10 +20,12 @@
 //                              its Service in POD_NAMESPACE; `off`: none; decision 0051)
 //   JR2_EGRESS_ADMIN_URL       where a workspace's egress log is read (default: that Service, :9091)
 //   JR2_TLS_CERT_FILE, JR2_TLS_KEY_FILE   both set: the API over TLS (PEM files, e.g. a mounted
-//                              kubernetes.io/tls Secret's tls.crt and tls.key; decision 0047)
+//                              kubernetes.io/tls Secret's tls.crt and tls.key; decision 0047); read
+//                              again when they change (tls-files.ts)
 //   JR2_API_HTTP2              1 (default here) HTTP/2 to the API server, 0 HTTP/1.1
 //   KUBECONFIG                 the cluster (in a pod: its service account)
 import { readFileSync } from "node:fs";
+import type https from "node:https";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { envDuration } from "../lib/duration";
@@ -40,6 +42,7 @@ import { misbehaviourReporter } from "./agents/misbehaviour";
 import { Turns } from "./agents/turns";
 import { readSigningKey, sandboxTokenChecker } from "./tokens";
 import { ApiTokensFile } from "./api-tokens-file";
+import { TlsFiles } from "./tls-files";
 import { WorkspaceRegistry } from "./workspaces/registry";
 import { API_HTTP2_ENV, ORCHESTRATOR_ENV as E } from "../api/env";
 import { listenHost } from "../lib/http-json";
@@ -176,6 +179,18 @@ async function main() {
     host,
   );
   const bound = (server.address() as import("node:net").AddressInfo).port;
+  // A renewed certificate is served to the next connection, no restart (decision 0058).
+  const tlsFiles =
+    tls && certFile && keyFile
+      ? new TlsFiles({
+          certFile,
+          keyFile,
+          initial: tls,
+          serve: (pair) => (server as unknown as https.Server).setSecureContext(pair),
+          log,
+          onRead: (outcome) => metrics.tlsRead(outcome),
+        })
+      : undefined;
   // Outside the cluster the Custodians run here too: they reach this process on loopback.
   if (local && !env[E.selfUrl]) pod.orchestratorUrl = `${tls ? "https" : "http"}://127.0.0.1:${bound}`;
   log({
@@ -190,6 +205,7 @@ async function main() {
   const stop = () => {
     registry.stop();
     tokens.close();
+    tlsFiles?.close();
     watch.close();
     server.close();
     void harnesses?.stopAll().finally(() => process.exit(0));
