@@ -9,7 +9,7 @@ import { ApiError } from "../../lib/api-error";
 import { kubeRequest } from "../../lib/kube";
 import { sandboxOwnerReference } from "../../api/crd";
 import { SANDBOX_LABEL } from "../../api/wire";
-import { HttpError } from "../schemas";
+import { HttpError } from "../../api/orchestrator-schemas";
 import type { SandboxWatch } from "../workspaces/sandbox-watch";
 
 /** How one kind of ledger is named, stored and bounded. `parse` throws on a text that is not one. */

@@ -7,7 +7,7 @@
 // reason and never written, so never listed. A delivery poll is held here until its pick is answered.
 import { randomBytes } from "node:crypto";
 import type { Delivery, PickBody, PickReceipt } from "../../api/agent-protocol";
-import { HttpError } from "../schemas";
+import { HttpError, type OutstandingPick } from "../../api/orchestrator-schemas";
 import { KubeLedgers, LedgerStore, type LedgerBackend, type LedgerFormat } from "./ledger-store";
 import {
   EMPTY_LEDGER,
@@ -24,7 +24,6 @@ import {
   turnKey,
   withoutEnded,
   type Ledger,
-  type OutstandingPick,
 } from "./pick-ledger";
 import type { PickRefusal } from "./turn-ledger";
 import type { SandboxWatch } from "../workspaces/sandbox-watch";

@@ -11,17 +11,14 @@ import { randomBytes } from "node:crypto";
 import { z } from "zod";
 import {
   Admission,
-  AgentName,
-  ConversationId,
   LIMITS,
   LONG_POLL_MS,
   StreamPage,
-  TurnBody,
   abortPath,
   agentPath,
   streamPath,
 } from "../../api/agent-protocol";
-import { HttpError } from "../schemas";
+import { HttpError, type SubmitTurnBody } from "../../api/orchestrator-schemas";
 import { HarnessMisbehaved, SMALL_ANSWER, type HarnessLimits, type Misbehaviour } from "../workspaces/sandbox-gateway";
 import type { SandboxWatch } from "../workspaces/sandbox-watch";
 import { KubeLedgers, LedgerStore, type LedgerBackend, type LedgerFormat } from "./ledger-store";
@@ -40,13 +37,6 @@ import {
   type PickRefusal,
   type TurnsLedger,
 } from "./turn-ledger";
-
-/** What a Machine sends: a turn for one Agent, on a conversation (`iid`; a new one when absent). */
-export const SubmitTurnBody = TurnBody.extend({
-  agent: AgentName,
-  iid: ConversationId.optional(),
-});
-export type SubmitTurnBody = z.infer<typeof SubmitTurnBody>;
 
 export { turnsConfigMap };
 

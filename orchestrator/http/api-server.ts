@@ -7,20 +7,23 @@ import http from "node:http";
 import https from "node:https";
 import type { z } from "zod";
 import {
+  AllowedBody,
+  AnswerBody,
+  EgressList,
   FINAL_STATES,
   HttpError,
+  SubmitTurnBody,
   WorkspaceName,
   parseCreateBody,
   type WorkspaceEvent,
   type WorkspaceView,
-} from "../schemas";
-import { EgressList } from "../schemas";
+} from "../../api/orchestrator-schemas";
 import { openApiDocument } from "./openapi-document";
 import { LIMITS, PickBody } from "../../api/agent-protocol";
 import { KeyedRateLimiter } from "../../lib/ratelimit";
 import { maySee, type Principal } from "../tokens";
-import { AllowedBody, AnswerBody, waitOf, workspaceOfIid } from "../agents/pick-ledger";
-import { SubmitTurnBody, type Turns } from "../agents/turns";
+import { waitOf, workspaceOfIid } from "../agents/pick-ledger";
+import type { Turns } from "../agents/turns";
 import { matchPath, pathFor, segmentOf, type Method, type Param, type RouteId } from "../../api/orchestrator-routes";
 import type { Picks } from "../agents/pick-store";
 import { bearerOf, listen, logRequest, pathOf, readBody, sendError, sendJson } from "../../lib/http-json";

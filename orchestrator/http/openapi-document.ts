@@ -1,19 +1,25 @@
-// `/v1/openapi.json`, generated from the very zod schemas the server validates with (schemas.ts), by
+// `/v1/openapi.json`, generated from the very zod schemas the server validates with (api/orchestrator-schemas.ts), by
 // zod 4's own JSON Schema writer (docs/decisions/0003). OpenAPI 3.1 takes JSON Schema 2020-12 as is.
 import { z } from "zod";
 import {
+  AbortReceipt,
+  AllowedBody,
+  AllowedSet,
+  AnswerBody,
+  AnswerReceipt,
   Created,
   CreateWorkspaceBody,
   EgressList,
   EgressLog,
   ErrorBody,
+  PickList,
+  SubmitTurnBody,
+  TurnSubmitted,
   WorkspaceEvent,
   WorkspaceList,
   WorkspaceView,
-} from "../schemas";
+} from "../../api/orchestrator-schemas";
 import { Admission, Allowed, Delivery, PickBody, PickReceipt, StreamEvent } from "../../api/agent-protocol";
-import { SubmitTurnBody } from "../agents/turns";
-import { AllowedBody, AnswerBody, AnswerReceipt, PickList } from "../agents/pick-ledger";
 import { PATHS, paramsOf, type Param, type RouteId } from "../../api/orchestrator-routes";
 
 type Json = Record<string, unknown>;
@@ -147,20 +153,11 @@ const OPERATIONS: Record<RouteId, Operation | null> = {
     summary: "Submit a turn to one of the workspace's Agents (a new conversation unless `iid` names one)",
     requestBody: { required: true, ...json("SubmitTurnBody") },
     responses: {
-      "202": {
-        description:
-          "Admitted: `{iid, admission}`, the durable handle (kept in the cluster); read the turn from " +
+      "202": answer(
+        "Admitted: `{iid, admission}`, the durable handle (kept in the cluster); read the turn from " +
           "`.../turns/{iid}/events`.",
-        content: {
-          "application/json": {
-            schema: {
-              type: "object",
-              properties: { iid: { type: "string" }, admission: ref("Admission") },
-              required: ["iid", "admission"],
-            },
-          },
-        },
-      },
+        "TurnSubmitted",
+      ),
       "400": error("The body is invalid."),
       "404": error("No such workspace."),
       "409": error("The workspace is not Ready, or another turn runs (one Agent at a time)."),
@@ -186,12 +183,7 @@ const OPERATIONS: Record<RouteId, Operation | null> = {
   abortTurn: {
     summary: "Abort the conversation's running turn (a deliberate terminal cancel)",
     responses: {
-      "200": {
-        description: "`{aborted}`: false when no turn ran.",
-        content: {
-          "application/json": { schema: { type: "object", properties: { aborted: { type: "boolean" } } } },
-        },
-      },
+      "200": answer("`{aborted}`: false when no turn ran.", "AbortReceipt"),
       "404": error("No such workspace or conversation."),
       ...COMMON_ERRORS,
     },
@@ -202,18 +194,7 @@ const OPERATIONS: Record<RouteId, Operation | null> = {
       "reads them at its next step boundary and is told the new list",
     requestBody: { required: true, ...json("AllowedBody") },
     responses: {
-      "200": {
-        description: "`{iid, allowed}`: the Allowed picks now, sorted.",
-        content: {
-          "application/json": {
-            schema: {
-              type: "object",
-              properties: { iid: { type: "string" }, allowed: { type: "array", items: { type: "string" } } },
-              required: ["iid", "allowed"],
-            },
-          },
-        },
-      },
+      "200": answer("`{iid, allowed}`: the Allowed picks now, sorted.", "AllowedSet"),
       "400": error("The body is invalid."),
       "404": error("No such workspace or conversation."),
       "409": error("The workspace is not Ready, or the conversation has no running turn."),
@@ -383,6 +364,9 @@ export function openApiDocument(): Json {
         PickReceipt: schemaOf(PickReceipt, "output"),
         Delivery: schemaOf(Delivery, "output"),
         SubmitTurnBody: schemaOf(SubmitTurnBody, "input"),
+        TurnSubmitted: schemaOf(TurnSubmitted, "output"),
+        AbortReceipt: schemaOf(AbortReceipt, "output"),
+        AllowedSet: schemaOf(AllowedSet, "output"),
         Admission: schemaOf(Admission, "output"),
         StreamEvent: schemaOf(StreamEvent, "output"),
       },

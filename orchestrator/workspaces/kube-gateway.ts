@@ -15,7 +15,7 @@ import { applyRequest, kubeRequest, paths } from "../../lib/kube";
 import { AnswerTooLarge, boundedText } from "../../lib/http-json";
 import { API_VERSION, type SandboxModel } from "../../api/crd";
 import type { AttachBody } from "../../api/attach";
-import { AttachAnswer, EgressLog, HttpError } from "../schemas";
+import { AttachAnswer, EgressLog, HttpError } from "../../api/orchestrator-schemas";
 import type { CredentialEntry } from "./fence";
 import { composeSandbox, custodianConfigFor, ownedObjects, type ComposeInput, type Composition } from "./compose";
 import { custodianCaSecret, periodStart } from "./custodian-ca";

@@ -5,7 +5,7 @@
 import type { EgressLogEntry } from "../../api/egress-point";
 import { randomBytes } from "node:crypto";
 import { attachBodyOf, readAttach } from "./attach-body";
-import { FINAL_STATES, HttpError, type CreateWorkspaceBody, type WorkspaceEvent, type WorkspaceView } from "../schemas";
+import { FINAL_STATES, HttpError, type CreateWorkspaceBody, type WorkspaceEvent, type WorkspaceView } from "../../api/orchestrator-schemas";
 import { fenceSlots, pushCredentials, type CredentialEntry } from "./fence";
 import { DEFAULT_POD_CONFIG, effectorImageFor, runtimeClassFor, type PodConfig } from "./pod-config";
 import { SizeError, splitSize } from "./size";

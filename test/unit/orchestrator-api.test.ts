@@ -9,7 +9,7 @@ import {
   WorkspaceView,
   parseCreateBody,
   zodIssuesToMessage,
-} from "../../orchestrator/schemas";
+} from "../../api/orchestrator-schemas";
 import { openApiDocument } from "../../orchestrator/http/openapi-document";
 import { PATHS, paramsOf } from "../../api/orchestrator-routes";
 
@@ -215,6 +215,9 @@ describe("the OpenAPI document", () => {
         "PickReceipt",
         "Delivery",
         "SubmitTurnBody",
+        "TurnSubmitted",
+        "AbortReceipt",
+        "AllowedSet",
         "Admission",
         "StreamEvent",
       ].sort(),

@@ -7,7 +7,7 @@ import {
   type WorkspaceEvent,
   type WorkspaceState,
   type WorkspaceView,
-} from "../../orchestrator/schemas";
+} from "../../api/orchestrator-schemas";
 import { startOrchestratorServer, type LogEntry, type Workspaces } from "../../orchestrator/http/api-server";
 import { apiTokenChecker, parseApiTokens } from "../../orchestrator/tokens";
 import { ROUTES, pathFor, type Route, type RouteId } from "../../api/orchestrator-routes";

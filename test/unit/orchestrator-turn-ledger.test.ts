@@ -21,13 +21,12 @@ import {
 } from "../../orchestrator/agents/turn-ledger";
 import {
   STREAM_POLL,
-  SubmitTurnBody,
   TURNS_FORMAT,
   Turns,
   type HarnessCaller,
   type TurnsOptions,
 } from "../../orchestrator/agents/turns";
-import type { HttpError } from "../../orchestrator/schemas";
+import { SubmitTurnBody, type HttpError } from "../../api/orchestrator-schemas";
 import type { Misbehaviour } from "../../orchestrator/workspaces/sandbox-gateway";
 import type { SandboxWatch } from "../../orchestrator/workspaces/sandbox-watch";
 
