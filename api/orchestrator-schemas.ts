@@ -13,6 +13,7 @@ import { IDLE_TIMEOUT_RANGE, SANDBOX_PHASES, idleTimeoutField } from "./crd/sour
 import { AttachAnswer, fieldPath } from "./attach";
 import { BranchName, RefName, RepoUrl, SlotName } from "./names";
 import { REPO_WAITS } from "./conditions";
+import { ERROR_CODES } from "./orchestrator-errors";
 import { Admission, AgentName, ConversationId, LIMITS, MenuName, TurnBody } from "./agent-protocol";
 
 // ---------------------------------------------------------------------------------------------
@@ -409,23 +410,17 @@ export type EgressLog = z.infer<typeof EgressLog>;
 export const ErrorBody = z
   .strictObject({
     error: z.strictObject({
-      code: z.string().meta({ description: "A stable word: invalid, unauthorized, not_found, fence_refused, ..." }),
+      // The enum is the catalogue's (api/orchestrator-errors.ts), stated in the document; the schema
+      // reads any word, so a client meeting a code newer than itself still reads the message.
+      code: z.string().meta({
+        description: "A stable word from the error catalogue (docs/api/errors.md): what happened and what to do.",
+        enum: ERROR_CODES,
+      }),
       message: z.string(),
     }),
   })
   .meta({ description: "Every error the API answers." });
 export type ErrorBody = z.infer<typeof ErrorBody>;
-
-/** An error the Workspaces service throws to answer with a given status (e.g. 403 for the fence). */
-export class HttpError extends Error {
-  constructor(
-    readonly status: number,
-    readonly code: string,
-    message: string,
-  ) {
-    super(message);
-  }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Validation

@@ -9,7 +9,7 @@ import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { PickBody } from "../../api/agent-protocol";
 import { LIMITS, allowedPath, deliveryPath, picksPath, streamPath } from "../../api/agent-protocol";
-import { HttpError } from "../../api/orchestrator-schemas";
+import { HttpError } from "../../api/orchestrator-errors";
 import { startOrchestratorServer, type Workspaces } from "../../orchestrator/http/api-server";
 import { PICKS_FORMAT, PickStore, type Picks } from "../../orchestrator/agents/pick-store";
 import { eventually } from "../support/eventually";
