@@ -407,6 +407,9 @@ export const EgressLog = z
   .meta({ description: "Every connection the egress point decided for the workspace's Sandbox (decision 0051)." });
 export type EgressLog = z.infer<typeof EgressLog>;
 
+export const Health = z.strictObject({ ok: z.literal(true) }).meta({ description: "The Orchestrator serves." });
+export type Health = z.infer<typeof Health>;
+
 export const ErrorBody = z
   .strictObject({
     error: z.strictObject({

@@ -14,6 +14,7 @@ import {
   SubmitTurnBody,
   WorkspaceName,
   parseCreateBody,
+  type Health,
   type WorkspaceEvent,
   type WorkspaceView,
 } from "../../api/orchestrator-schemas";
@@ -328,6 +329,8 @@ export function pickOversize(value: unknown): string | undefined {
   return undefined;
 }
 
+const HEALTHY: Health = { ok: true };
+
 /** Every route's handler: a route added to the table without one does not compile. The router
  * has checked the caller and decoded every parameter the route's path names. */
 const HANDLERS: Record<RouteId, Handler> = {
@@ -437,8 +440,8 @@ const HANDLERS: Record<RouteId, Handler> = {
     const picks = picksOf(res, ctx);
     if (picks) await readDelivery(req, res, picks, workspace!, iid!, deliveryId!);
   },
-  healthz: (_req, res) => sendJson(res, 200, { ok: true }),
-  healthzHead: (_req, res) => sendJson(res, 200, { ok: true }),
+  healthz: (_req, res) => sendJson(res, 200, HEALTHY),
+  healthzHead: (_req, res) => sendJson(res, 200, HEALTHY),
   async metrics(_req, res, ctx, { principal }) {
     if (principal?.kind !== "admin") return fail(res, "forbidden", "the metrics are an admin token's to read");
     const text = await ctx.metrics();

@@ -12,6 +12,7 @@ import {
   EgressList,
   EgressLog,
   ErrorBody,
+  Health,
   PickList,
   SubmitTurnBody,
   TurnSubmitted,
@@ -366,20 +367,26 @@ const OPERATIONS: Record<RouteId, Operation | null> = {
   healthz: {
     summary: "Liveness",
     security: [],
-    responses: { "200": { description: "The Orchestrator serves." } },
+    responses: { "200": answer("The Orchestrator serves.", "Health") },
   },
   healthzHead: null,
   metrics: {
     summary: "Prometheus metrics (an admin token's)",
     responses: {
-      "200": { description: "The metrics, in Prometheus's text format." },
+      "200": {
+        description: "The metrics, in Prometheus's text format.",
+        content: { "text/plain": { schema: { type: "string" } } },
+      },
       "403": error(["forbidden"], "A tenant's token: the metrics are an admin's."),
       ...COMMON_ERRORS,
     },
   },
   openapi: {
     summary: "This document",
-    responses: { "200": { description: "The OpenAPI document." }, ...COMMON_ERRORS },
+    responses: {
+      "200": { description: "The OpenAPI document.", content: { "application/json": { schema: { type: "object" } } } },
+      ...COMMON_ERRORS,
+    },
   },
 };
 
@@ -442,6 +449,7 @@ export function openApiDocument(): Json {
         EgressLog: schemaOf(EgressLog, "output"),
         WorkspaceEvent: schemaOf(WorkspaceEvent, "output"),
         Error: schemaOf(ErrorBody, "output"),
+        Health: schemaOf(Health, "output"),
         PickList: schemaOf(PickList, "output"),
         AnswerBody: schemaOf(AnswerBody, "input"),
         AllowedBody: schemaOf(AllowedBody, "input"),
