@@ -12,10 +12,10 @@
 import { existsSync, readFileSync } from "node:fs";
 import { assign, createActor, fromPromise, setup, toPromise } from "xstate";
 import type { MenuTool, StreamEvent } from "../api/agent-protocol";
-import type { CreateWorkspaceBody } from "../orchestrator/schemas";
+import type { CreateWorkspaceBody } from "../api/orchestrator-schemas";
 import { OrchestratorClient, type TurnSubmitted } from "../orchestrator/http/orchestrator-client";
 import { ORCHESTRATOR_CLIENT_ENV } from "../api/env";
-import type { OutstandingPick } from "../orchestrator/agents/pick-ledger";
+import type { OutstandingPick } from "../api/orchestrator-schemas";
 
 export const PROPOSE: MenuTool = {
   name: "propose",

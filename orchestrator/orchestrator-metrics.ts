@@ -2,7 +2,7 @@
 // renewals, the API tokens and TLS files' reads, and how late its event loop runs. Small enough to
 // write out by hand rather than carry a client library.
 import { monitorEventLoopDelay, type ELDHistogram } from "node:perf_hooks";
-import { WORKSPACE_STATES, type WorkspaceEvent, type WorkspaceView } from "./schemas";
+import { WORKSPACE_STATES, type WorkspaceEvent, type WorkspaceView } from "../api/orchestrator-schemas";
 
 /** How often the event-loop monitor's timer asks to run (node's default). */
 export const EVENT_LOOP_RESOLUTION_MS = 10;

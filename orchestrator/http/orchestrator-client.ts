@@ -2,33 +2,31 @@
 // workspaces (create, read, wait until ready, delete; their egress list and log), an Agent's turns (submit, the events as
 // Server-Sent Events, abort, the Allowed picks) and its Menu picks (list, answer). It speaks undici's `request`; every
 // body it sends and every answer it reads goes through the same zod schemas the server uses
-// (schemas.ts, turns.ts, pick-ledger.ts, api/agent-protocol.ts), so there is no second copy of a type to drift. An
+// (api/orchestrator-schemas.ts, api/agent-protocol.ts), so there is no second copy of a type to drift. An
 // error answer becomes an OrchestratorError carrying its status, code and message.
 import { Agent, request, type Dispatcher } from "undici";
 import { z } from "zod";
-import { Admission, ConversationId, StreamEvent } from "../../api/agent-protocol";
+import { StreamEvent } from "../../api/agent-protocol";
 import {
+  AbortReceipt,
+  AllowedBody,
+  AllowedSet,
+  AnswerBody,
+  AnswerReceipt,
   Created,
   CreateWorkspaceBody,
   EgressList,
   EgressLog,
   ErrorBody,
   FINAL_STATES,
+  PickList,
+  SubmitTurnBody,
+  TurnSubmitted,
   WorkspaceView,
-} from "../schemas";
-import { AllowedBody, AnswerBody, AnswerReceipt, PickList } from "../agents/pick-ledger";
-import { SubmitTurnBody } from "../agents/turns";
+} from "../../api/orchestrator-schemas";
 import { ROUTES, pathFor, type ParamsFor, type RouteId } from "../../api/orchestrator-routes";
 
-/** `POST /v1/workspaces/:name/turns` answers the conversation and the Harness's admission. */
-export const TurnSubmitted = z.strictObject({ iid: ConversationId, admission: Admission });
-export type TurnSubmitted = z.infer<typeof TurnSubmitted>;
-/** `POST .../turns/:iid/abort` answers whether a running turn was aborted. */
-export const AbortReceipt = z.strictObject({ aborted: z.boolean() });
-export type AbortReceipt = z.infer<typeof AbortReceipt>;
-/** `PUT .../turns/:iid/allowed` answers the Allowed picks now. */
-export const AllowedSet = z.strictObject({ iid: ConversationId, allowed: z.array(z.string()) });
-export type AllowedSet = z.infer<typeof AllowedSet>;
+export { AbortReceipt, AllowedSet, TurnSubmitted };
 
 /** An error the API answered (`{error:{code,message}}`), or an answer this client could not read. */
 export class OrchestratorError extends Error {
