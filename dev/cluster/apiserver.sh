@@ -76,7 +76,8 @@ make_pki() {
   command -v openssl >/dev/null 2>&1 || die "openssl not found: apt-get install -y openssl"
   (
     cd "$d"
-    openssl ecparam -name prime256v1 -genkey -noout -out ca.key 2>/dev/null
+    # RSA for the CA: dev/operator-identity.ts signs the operator's certificate with node-forge, which reads RSA keys only.
+    openssl genrsa -out ca.key 2048 2>/dev/null
     openssl req -x509 -new -key ca.key -subj "/CN=jr2-$MODULE-ca" -days 30 -out ca.crt 2>/dev/null
     openssl ecparam -name prime256v1 -genkey -noout -out serving.key 2>/dev/null
     openssl req -new -key serving.key -subj "/CN=kube-apiserver" -out serving.csr 2>/dev/null
