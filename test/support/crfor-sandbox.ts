@@ -1,4 +1,4 @@
-// A Sandbox in the exact shape a jr2 Orchestrator writes it (jr2's `crFor`, seed 002, decision
+// A Sandbox in the exact shape a jr2 Orchestrator writes it (jr2's `crFor`, decision
 // 0001): the Harness's seat, the Custodian, the User Container, the Sandbox Effector, the runtime
 // image volume and the preflight init container. Held by the unit tests of the rules
 // (test/unit/admission-crfor.test.ts) and by admission on each Kubernetes version the module
