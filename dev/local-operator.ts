@@ -269,14 +269,8 @@ export async function startLocalOperator(opts: LocalOperatorOptions): Promise<Lo
     // Registered only once the module answers, so the webhooks never point at nothing. The policy
     // depends on nothing of the module's, but goes with it, so every path has the same admission.
     if (webhooks.length || policies.length) {
-      await kubectl.apply(opts.kubeconfig, [...policies, ...webhooks]).catch((err: Error) => {
-        // An API server older than 1.36 does not know the policy's kind (decision 0059).
-        throw policies.length && /MutatingAdmissionPolicy/.test(err.message)
-          ? new Error(
-              `${err.message}\nthis API server does not serve MutatingAdmissionPolicy v1: set ${SANDBOX_DEFAULTS_ENV}=webhook`,
-            )
-          : err;
-      });
+      if (policies.length) await requirePolicyServed(opts.kubeconfig);
+      await kubectl.apply(opts.kubeconfig, [...policies, ...webhooks]);
       await waitJudged(opts.kubeconfig, { defaults: true });
     }
   } catch (err) {
@@ -303,6 +297,28 @@ export async function startLocalOperator(opts: LocalOperatorOptions): Promise<Lo
     kill: () => signal("SIGKILL"),
     stop,
   };
+}
+
+/**
+ * The policy's API is served (Kubernetes 1.36 and newer), or an error saying what to set instead
+ * (decision 0059): an older API server answers the apply with a bare NotFound.
+ */
+async function requirePolicyServed(kubeconfig: string) {
+  const group = JSON.parse(
+    await kubectl.run(kubeconfig, ["get", "--raw", "/apis/admissionregistration.k8s.io/v1"]),
+  ) as {
+    resources?: { name: string }[];
+  };
+  if (!group.resources?.some((r) => r.name === "mutatingadmissionpolicies")) {
+    const server = await kubectl
+      .run(kubeconfig, ["get", "--raw", "/version"])
+      .then((v) => `Kubernetes ${(JSON.parse(v) as { gitVersion: string }).gitVersion}`)
+      .catch(() => "this API server");
+    throw new Error(
+      `${server} does not serve MutatingAdmissionPolicy v1 (Kubernetes 1.36 and newer do): ` +
+        `set ${SANDBOX_DEFAULTS_ENV}=webhook to have the module's webhook write the Sandbox defaults`,
+    );
+  }
 }
 
 /** The caller's environment without PEPR_MODE: "dev" would make each process do both jobs. */
