@@ -24,6 +24,14 @@ function step<T>(what: string, fn: () => T): T {
   return out;
 }
 
+/** The cached kubectl (built when missing), so the tier needs no `cluster up` before it. */
+function kubectlBinary(): string {
+  const r = spawnSync("bash", [join(ROOT, "dev", "cluster", "cluster.sh"), "binary", "kubectl"], { encoding: "utf8" });
+  const path = r.stdout.trim().split("\n").pop() ?? "";
+  if (r.status !== 0 || !path) throw new Error(`no kubectl (exit ${r.status}):\n${r.stderr}`);
+  return path;
+}
+
 function apiServerUp(): string {
   const r = spawnSync("bash", [APISERVER_SH, "up", "kube-1.34"], {
     encoding: "utf8",
@@ -42,6 +50,7 @@ export default async function globalSetup() {
   tierStarted(TIER);
   requireNode();
   // Its own API server, never the shared cluster's: KUBECONFIG from the caller is not read.
+  process.env.KUBECTL ||= step("kubectl", kubectlBinary);
   const kubeconfig = step("1.34 API server up", apiServerUp);
   process.env.KUBECONFIG = kubeconfig;
   try {
