@@ -220,6 +220,8 @@ export function sandboxDefaultsWebhook(validating: WebhookConfiguration): Webhoo
   };
 }
 
+// A mutating configuration of Sandbox webhooks alone is the defaults' own: the module binds no
+// Mutate of its own (decision 0026), so none of Pepr's could be taken for it.
 const isDefaultsWebhookConfiguration = (d: unknown) =>
   isWebhookConfiguration(d) &&
   d.kind === "MutatingWebhookConfiguration" &&
