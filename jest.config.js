@@ -54,6 +54,15 @@ module.exports = {
       globalSetup: "<rootDir>/test/integration/global-setup.ts",
       globalTeardown: "<rootDir>/test/integration/global-teardown.ts",
     },
+    // Admission on a lone Kubernetes 1.34 API server (docs/decisions/0059-kubernetes-1-34.md): the
+    // Sandbox defaults by the module's webhook, the held Sandboxes of the integration tier.
+    {
+      ...base,
+      displayName: "kube-1.34",
+      testMatch: ["<rootDir>/test/kube-1.34/**/*.test.ts"],
+      globalSetup: "<rootDir>/test/kube-1.34/global-setup.ts",
+      globalTeardown: "<rootDir>/test/kube-1.34/global-teardown.ts",
+    },
     // The real node (docs/decisions/0040-real-node.md): fails, never skips, when it is off.
     {
       ...base,

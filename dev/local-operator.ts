@@ -20,7 +20,15 @@ import cfg from "../package.json";
 import { OPERATOR_ENV } from "../api/env";
 import * as kubectl from "./kubectl";
 import { running, stopper } from "./child";
-import { DEPLOYED_OPERATOR, forOperator, type Webhook as ScopedWebhook } from "../scripts/webhooks";
+import {
+  DEPLOYED_OPERATOR,
+  SANDBOX_DEFAULTS_ENV,
+  forOperator,
+  sandboxDefaultsModeFrom,
+  withSandboxDefaults,
+  type SandboxDefaultsMode,
+  type Webhook as ScopedWebhook,
+} from "../scripts/webhooks";
 import { operatorKubeconfig } from "./operator-identity";
 import { servingCertificate, type ServingCertificate } from "../lib/serving-certificate";
 
@@ -49,6 +57,11 @@ export type LocalOperatorOptions = {
   env?: Record<string, string>;
   /** A benchmark's probe (dev/memory-probe.cjs): SIGUSR2 collects garbage and writes what is held here. */
   memoryProbeFile?: string;
+  /**
+   * Who writes the Sandbox defaults (decision 0059): the API server's policy (Kubernetes 1.36 and
+   * newer) or the module's mutating webhook (1.34, 1.35). Default: JR2_SANDBOX_DEFAULTS, else policy.
+   */
+  sandboxDefaults?: SandboxDefaultsMode;
 };
 
 export type LocalOperator = {
@@ -79,10 +92,20 @@ type Role = "admission" | "watcher";
 
 /**
  * The build's webhook configurations and API path, re-pointed at https://127.0.0.1:<port>, and its
- * Sandbox defaults policy and binding as built.
+ * Sandbox defaults written as `defaults` says: the policy and its binding, or the module's mutating
+ * webhook (scripts/webhooks.ts withSandboxDefaults, the build's own choice made again).
  */
-export function localWebhooks(manifestYaml: string, port: number, caPem: string, operator: string) {
-  const docs = parseAllDocuments(manifestYaml).map((d) => d.toJS() as K8sObject);
+export function localWebhooks(
+  manifestYaml: string,
+  port: number,
+  caPem: string,
+  operator: string,
+  defaults: SandboxDefaultsMode = "policy",
+) {
+  const docs = withSandboxDefaults(
+    parseAllDocuments(manifestYaml).map((d) => d.toJS() as K8sObject),
+    defaults,
+  );
   const secret = docs.find((d) => d.kind === "Secret" && d.metadata.name === `pepr-${uuid}-api-path`) as
     | (K8sObject & { data: { value: string } })
     | undefined;
@@ -158,7 +181,14 @@ export async function startLocalOperator(opts: LocalOperatorOptions): Promise<Lo
   // cluster's CA is at hand, else the kubeconfig's user; the pod webhook skips its pod creates.
   const operatorConfig = operatorKubeconfig(opts.kubeconfig, opts.stateDir, DEPLOYED_OPERATOR);
   const operator = await kubectl.whoAmI(operatorConfig);
-  const { apiPath, webhooks, policies } = localWebhooks(readFileSync(MANIFEST, "utf8"), port, tls.caPem, operator);
+  const defaults = opts.sandboxDefaults ?? sandboxDefaultsModeFrom(process.env);
+  const { apiPath, webhooks, policies } = localWebhooks(
+    readFileSync(MANIFEST, "utf8"),
+    port,
+    tls.caPem,
+    operator,
+    defaults,
+  );
 
   await kubectl.apply(opts.kubeconfig, peprPrerequisites());
   await kubectl.run(opts.kubeconfig, [
@@ -239,8 +269,9 @@ export async function startLocalOperator(opts: LocalOperatorOptions): Promise<Lo
     // Registered only once the module answers, so the webhooks never point at nothing. The policy
     // depends on nothing of the module's, but goes with it, so every path has the same admission.
     if (webhooks.length || policies.length) {
+      if (policies.length) await requirePolicyServed(opts.kubeconfig);
       await kubectl.apply(opts.kubeconfig, [...policies, ...webhooks]);
-      await waitJudged(opts.kubeconfig, { defaults: policies.length > 0 });
+      await waitJudged(opts.kubeconfig, { defaults: true });
     }
   } catch (err) {
     await signal("SIGKILL");
@@ -266,6 +297,28 @@ export async function startLocalOperator(opts: LocalOperatorOptions): Promise<Lo
     kill: () => signal("SIGKILL"),
     stop,
   };
+}
+
+/**
+ * The policy's API is served (Kubernetes 1.36 and newer), or an error saying what to set instead
+ * (decision 0059): an older API server answers the apply with a bare NotFound.
+ */
+async function requirePolicyServed(kubeconfig: string) {
+  const group = JSON.parse(
+    await kubectl.run(kubeconfig, ["get", "--raw", "/apis/admissionregistration.k8s.io/v1"]),
+  ) as {
+    resources?: { name: string }[];
+  };
+  if (!group.resources?.some((r) => r.name === "mutatingadmissionpolicies")) {
+    const server = await kubectl
+      .run(kubeconfig, ["get", "--raw", "/version"])
+      .then((v) => `Kubernetes ${(JSON.parse(v) as { gitVersion: string }).gitVersion}`)
+      .catch(() => "this API server");
+    throw new Error(
+      `${server} does not serve MutatingAdmissionPolicy v1 (Kubernetes 1.36 and newer do): ` +
+        `set ${SANDBOX_DEFAULTS_ENV}=webhook to have the module's webhook write the Sandbox defaults`,
+    );
+  }
 }
 
 /** The caller's environment without PEPR_MODE: "dev" would make each process do both jobs. */

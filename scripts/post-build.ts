@@ -23,10 +23,14 @@ import { renderAll } from "./crd-yaml";
 import { applyTlsSwap, servingTlsSwap, tlsSecretOf } from "./serving-tls";
 import {
   caBundleOf,
+  chartGuard,
   ignoredNamespaces,
   sandboxDefaultsChartTemplate,
+  sandboxDefaultsModeFrom,
+  sandboxDefaultsWebhookChartTemplate,
   scopeChartTemplate,
   scopeManifest,
+  withSandboxDefaultsValue,
 } from "./webhooks";
 
 const dist = join(__dirname, "..", "dist");
@@ -58,9 +62,11 @@ if (!body.includes("kind: CustomResourceDefinition")) {
   writeFileSync(manifest, crds.map((c) => c.text.trimEnd()).join("\n---\n") + "\n---\n" + body);
 }
 // Each webhook scoped to what it guards (scripts/webhooks.ts, decision 0017), in the manifest
-// and in the chart's templates alike; the Sandbox defaults policy and its binding beside them
-// (decision 0026).
-const scoped = scopeManifest(readFileSync(manifest, "utf8"));
+// and in the chart's templates alike; the Sandbox defaults beside them: the policy and its binding
+// (decision 0026), or with JR2_SANDBOX_DEFAULTS=webhook, for Kubernetes 1.34 and 1.35, the
+// module's mutating webhook (decision 0059).
+const defaultsMode = sandboxDefaultsModeFrom(process.env);
+const scoped = scopeManifest(readFileSync(manifest, "utf8"), defaultsMode);
 // The webhook certificate: ECDSA in place of Pepr's RSA-2048, the same names, swapped in the
 // manifest (scripts/serving-tls.ts, decision 0032).
 const swap = servingTlsSwap(scoped, uuid);
@@ -78,19 +84,22 @@ writeFileSync(manifest, final);
 // The chart follows the manifest, the one output Pepr writes without text replacement (decision
 // 0032): its webhooks scoped alike and trusting the manifest's CA, its TLS Secret the manifest's.
 const built = parseAllDocuments(final).map((d) => d.toJS() as { kind?: string });
-for (const template of ["mutation-webhook.yaml", "validation-webhook.yaml"]) {
-  const file = join(chart, "templates", template);
-  if (!existsSync(file)) continue;
-  // Pepr writes no mutation template when no capability mutates, and leaves an earlier build's.
-  const kind = template === "mutation-webhook.yaml" ? "MutatingWebhookConfiguration" : "ValidatingWebhookConfiguration";
-  if (built.some((d) => d.kind === kind))
-    writeFileSync(file, scopeChartTemplate(readFileSync(file, "utf8"), caBundleOf(built)));
-  else rmSync(file);
-}
+// Pepr writes no mutation template (no capability mutates) but leaves an earlier build's: the
+// Sandbox defaults' webhook, the only mutating one, has a template of its own below.
+rmSync(join(chart, "templates", "mutation-webhook.yaml"), { force: true });
+const validation = join(chart, "templates", "validation-webhook.yaml");
+if (existsSync(validation))
+  writeFileSync(validation, scopeChartTemplate(readFileSync(validation, "utf8"), caBundleOf(built)));
 if (existsSync(chart)) {
+  // Both ways of writing the Sandbox defaults, one rendered as the `sandboxDefaults` value says
+  // (decision 0059); the value defaults to this build's choice.
   writeFileSync(
     join(chart, "templates", "sandbox-defaults-policy.yaml"),
-    sandboxDefaultsChartTemplate(ignoredNamespaces(built)),
+    chartGuard("policy", sandboxDefaultsChartTemplate(ignoredNamespaces(built))),
+  );
+  writeFileSync(
+    join(chart, "templates", "sandbox-defaults-webhook.yaml"),
+    chartGuard("webhook", sandboxDefaultsWebhookChartTemplate(readFileSync(validation, "utf8"))),
   );
   writeFileSync(join(chart, "templates", "tls-secret.yaml"), stringify(tlsSecretOf(built, uuid), { lineWidth: 0 }));
   writeFileSync(
@@ -98,7 +107,7 @@ if (existsSync(chart)) {
     moduleNamespacesChartTemplate(sandboxNamespaces, moduleServiceAccount(built)),
   );
   const values = join(chart, "values.yaml");
-  writeFileSync(values, restrictedChartValues(readFileSync(values, "utf8")));
+  writeFileSync(values, withSandboxDefaultsValue(restrictedChartValues(readFileSync(values, "utf8")), defaultsMode));
   for (const template of ["admission-deployment.yaml", "watcher-deployment.yaml"]) {
     const file = join(chart, "templates", template);
     if (existsSync(file)) writeFileSync(file, restrictedChartDeployment(readFileSync(file, "utf8")));

@@ -17,6 +17,9 @@
 // The Sandbox defaults are no webhook (decision 0026): the API server writes them, a
 // MutatingAdmissionPolicy (capabilities/admission/policy.ts) added here to the manifest and the
 // chart, its binding scoped to the namespaces the Sandbox webhook's namespaceSelector takes.
+// Where that API is not served (Kubernetes 1.34 and 1.35) one input, `sandboxDefaults` (the
+// build's JR2_SANDBOX_DEFAULTS, the chart's value, the local runner's option), puts in its place
+// a mutating webhook to the module with the Sandbox webhook's scope (decision 0059).
 // The local runner (dev/local-operator.ts) registers the rewritten manifest's configurations and
 // policy, so `npm start` and the integration tier run the same scoping as a deployment.
 import { parseAllDocuments, stringify } from "yaml";
@@ -162,21 +165,111 @@ const isWebhookConfiguration = (d: unknown): d is WebhookConfiguration => {
 const POLICY_KINDS = new Set(["MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"]);
 
 /**
- * A multi-document manifest with every webhook configuration scoped (one left with no webhook
- * dropped), and the Sandbox defaults policy and its binding at the end; other documents untouched.
- * Idempotent: a policy already there is written again, once.
+ * Who writes the Sandbox defaults (decision 0059): `policy`, the API server's
+ * MutatingAdmissionPolicy v1 (served from Kubernetes 1.36; decision 0026), or `webhook`, the
+ * module's mutating webhook (1.34 and 1.35). Both write `withDefaults`. Chosen at install, not by
+ * discovery: on an API server without the policy's API the manifest's policy objects cannot even
+ * be applied, and a chart rendered without a cluster (`helm template`) has nothing to discover.
  */
-export function scopeManifest(yaml: string): string {
+export const SANDBOX_DEFAULTS_MODES = ["policy", "webhook"] as const;
+export type SandboxDefaultsMode = (typeof SANDBOX_DEFAULTS_MODES)[number];
+
+/** The environment variable the build and the local runner read the choice from. */
+export const SANDBOX_DEFAULTS_ENV = "JR2_SANDBOX_DEFAULTS";
+
+/** The choice from the environment: `policy` unless JR2_SANDBOX_DEFAULTS says `webhook`; anything else throws. */
+export function sandboxDefaultsModeFrom(env: NodeJS.ProcessEnv = process.env): SandboxDefaultsMode {
+  const v = (env[SANDBOX_DEFAULTS_ENV] ?? "").trim() || "policy";
+  if (!(SANDBOX_DEFAULTS_MODES as readonly string[]).includes(v)) {
+    throw new Error(
+      `${SANDBOX_DEFAULTS_ENV}=${v}: say "policy" (Kubernetes 1.36 and newer) or "webhook" (1.34 and 1.35)`,
+    );
+  }
+  return v as SandboxDefaultsMode;
+}
+
+/** The Sandbox webhook of a scoped configuration (the one whose rules are Sandboxes'). */
+const sandboxWebhookOf = (config: WebhookConfiguration) =>
+  config.webhooks.find((w) => (w.rules ?? []).some(isSandboxRule));
+
+/**
+ * The MutatingWebhookConfiguration that writes the Sandbox defaults: the validating Sandbox
+ * webhook's scope (rules, namespaceSelector, the spec-changed condition, timeout, failurePolicy
+ * Fail) and endpoint, at the module's /mutate/ path; `IfNeeded` as the policy's, so what is stored
+ * keeps the defaults after another party's mutation. Pure.
+ */
+export function sandboxDefaultsWebhook(validating: WebhookConfiguration): WebhookConfiguration {
+  const hook = sandboxWebhookOf(validating);
+  if (!hook)
+    throw new Error(
+      `${validating.kind} ${validating.metadata.name} has no Sandbox webhook to write the defaults beside`,
+    );
+  const client = hook.clientConfig as { url?: string; service?: { path?: string }; [k: string]: unknown };
+  const toMutate = (p: string) => {
+    if (!p.includes("/validate/")) throw new Error(`the Sandbox webhook's endpoint ${p} has no /validate/ path`);
+    return p.replace("/validate/", "/mutate/");
+  };
+  const clientConfig = client.url
+    ? { ...client, url: toMutate(client.url) }
+    : { ...client, service: { ...client.service, path: toMutate(client.service?.path ?? "") } };
+  return {
+    apiVersion: "admissionregistration.k8s.io/v1",
+    kind: "MutatingWebhookConfiguration",
+    metadata: { name: validating.metadata.name },
+    webhooks: [{ ...hook, clientConfig, reinvocationPolicy: "IfNeeded" }],
+  };
+}
+
+// A mutating configuration of Sandbox webhooks alone is the defaults' own: the module binds no
+// Mutate of its own (decision 0026), so none of Pepr's could be taken for it.
+const isDefaultsWebhookConfiguration = (d: unknown) =>
+  isWebhookConfiguration(d) &&
+  d.kind === "MutatingWebhookConfiguration" &&
+  d.webhooks.every((w) => (w.rules ?? []).some(isSandboxRule));
+
+/**
+ * A build's objects with the Sandbox defaults written as `mode` says: the policy and its binding,
+ * or the mutating webhook configuration; the other's objects removed. Everything else untouched,
+ * in order; idempotent. The one place the choice is made, for the manifest, the chart's default
+ * and the local runner alike.
+ */
+export function withSandboxDefaults<T>(docs: T[], mode: SandboxDefaultsMode): T[] {
+  const rest = docs.filter(
+    (d) => !POLICY_KINDS.has((d as { kind?: string } | null)?.kind ?? "") && !isDefaultsWebhookConfiguration(d),
+  );
+  const validating = rest.find(
+    (d): d is T & WebhookConfiguration =>
+      isWebhookConfiguration(d) && d.kind === "ValidatingWebhookConfiguration" && !!sandboxWebhookOf(d),
+  );
+  if (!validating) throw new Error("the build has no validating Sandbox webhook: the defaults have no scope");
+  if (mode === "webhook") return [...rest, sandboxDefaultsWebhook(validating) as T];
+  return [...rest, sandboxDefaultsPolicy() as T, sandboxDefaultsBinding(ignoredNamespaces(rest)) as T];
+}
+
+/**
+ * A multi-document manifest with every webhook configuration scoped (one left with no webhook
+ * dropped), and the Sandbox defaults at the end: the policy and its binding, or with `webhook` the
+ * module's mutating webhook (decision 0059); other documents untouched. Idempotent: defaults
+ * already there are written again, once.
+ */
+export function scopeManifest(yaml: string, mode: SandboxDefaultsMode = "policy"): string {
   const docs = parseAllDocuments(yaml).map((doc) => ({ doc, obj: doc.toJS() as unknown }));
   const scoped = docs
     .filter(({ obj }) => !POLICY_KINDS.has((obj as { kind?: string } | null)?.kind ?? ""))
+    .filter(({ obj }) => !isDefaultsWebhookConfiguration(obj))
     .flatMap(({ doc, obj }) => {
-      if (!isWebhookConfiguration(obj)) return [doc.toString()];
+      if (!isWebhookConfiguration(obj)) return [{ text: doc.toString(), obj }];
       const config = scopeWebhooks(obj);
-      return config.webhooks.length ? [stringify(config, { aliasDuplicateObjects: false })] : [];
+      return config.webhooks.length ? [{ text: stringify(config, { aliasDuplicateObjects: false }), obj: config }] : [];
     });
-  const ignored = ignoredNamespaces(docs.map(({ obj }) => obj));
-  return [...scoped, stringify(sandboxDefaultsPolicy(), { lineWidth: 0 }), stringify(sandboxDefaultsBinding(ignored))]
+  const defaults = withSandboxDefaults(
+    scoped.map(({ obj }) => obj),
+    mode,
+  ).slice(scoped.length);
+  return [
+    ...scoped.map(({ text }) => text),
+    ...defaults.map((d) => stringify(d, { lineWidth: 0, aliasDuplicateObjects: false })),
+  ]
     .map((text) => text.replace(/^---\n/, "").trimEnd())
     .join("\n---\n")
     .concat("\n");
@@ -244,6 +337,45 @@ export function caBundleOf(docs: unknown[]): string {
  * CA bundle too, and a Helm install whose API server could not trust the webhook.
  */
 export function scopeChartTemplate(template: string, caBundle: string): string {
+  return transformChartTemplate(template, (doc) =>
+    scopeWebhooks({ ...doc, webhooks: doc.webhooks.map((w) => withCaBundle(w, caBundle)) }),
+  );
+}
+
+/**
+ * The chart's template of the Sandbox defaults as a mutating webhook (decision 0059), from the
+ * scoped validation template: its Sandbox webhook at the module's /mutate/ path, with every Go
+ * expression the validation template carries (the uuid, failurePolicy, timeout, the ignored
+ * namespaces' range). Rendered only when the chart's `sandboxDefaults` value says `webhook`.
+ */
+export function sandboxDefaultsWebhookChartTemplate(validationTemplate: string): string {
+  return transformChartTemplate(validationTemplate, sandboxDefaultsWebhook);
+}
+
+/** The chart value that chooses who writes the Sandbox defaults, and its templates' guards. */
+export const SANDBOX_DEFAULTS_VALUE = "sandboxDefaults";
+export const chartGuard = (mode: SandboxDefaultsMode, body: string) =>
+  `{{- if eq (.Values.${SANDBOX_DEFAULTS_VALUE} | default "policy") "${mode}" }}\n${body.trimEnd()}\n{{- end }}\n`;
+
+/**
+ * The chart's values.yaml with the `sandboxDefaults` value (the build's choice, `mode`) stated and
+ * explained; an earlier statement of it replaced.
+ */
+export function withSandboxDefaultsValue(values: string, mode: SandboxDefaultsMode): string {
+  const kept = values.replace(/^# Who writes the Sandbox defaults[^\n]*\n(#[^\n]*\n)*sandboxDefaults: .*\n/m, "");
+  return (
+    `${kept.trimEnd()}\n` +
+    "# Who writes the Sandbox defaults (decision 0059): policy, the API server's MutatingAdmissionPolicy\n" +
+    "# (Kubernetes 1.36 and newer), or webhook, the module's mutating webhook (Kubernetes 1.34 and 1.35).\n" +
+    `${SANDBOX_DEFAULTS_VALUE}: ${mode}\n`
+  );
+}
+
+/** A webhook configuration template, its Go expressions held aside while `transform` rewrites the YAML. */
+function transformChartTemplate(
+  template: string,
+  transform: (doc: WebhookConfiguration) => WebhookConfiguration,
+): string {
   const held: string[] = [];
   const hold = (text: string) => `__jr2_${held.push(text) - 1}__`;
   // A `range` block over a list becomes one placeholder list item, kept whole.
@@ -253,8 +385,7 @@ export function scopeChartTemplate(template: string, caBundle: string): string {
   }
   text = text.replace(EXPRESSION, (e) => hold(e));
   const doc = parseAllDocuments(text)[0].toJS() as WebhookConfiguration;
-  const trusting = { ...doc, webhooks: doc.webhooks.map((w) => withCaBundle(w, caBundle)) };
-  let out = stringify(scopeWebhooks(trusting), { lineWidth: 0, aliasDuplicateObjects: false });
+  let out = stringify(transform(doc), { lineWidth: 0, aliasDuplicateObjects: false });
   // A held range block goes back at its list item's indentation.
   out = out.replace(/^(\s*)- (["']?)__jr2_(\d+)__\2\n/gm, (whole, indent: string, _q, i: string) => {
     const block = held[Number(i)];

@@ -3,12 +3,15 @@
 // binding of every capability, six log calls) made each review cost the API server about 2 ms
 // more than a plain Node server answering the same review; a Sandbox create waits on it. This
 // answers POST /validate/<api path> directly: read the body, judge by the table Pepr's bindings
-// are made from (reviews.ts), write one response. Everything else (health, metrics, a wrong path,
-// /mutate) goes on to Pepr's server unchanged.
+// are made from (reviews.ts), write one response. POST /mutate/<api path> writes the Sandbox
+// defaults where the installation registers them as a webhook rather than as a policy
+// (defaults-webhook.ts, decision 0059). Everything else (health, metrics, a wrong path) goes on to
+// Pepr's server unchanged.
 import { readFileSync } from "node:fs";
 import type { IncomingMessage, RequestListener, ServerResponse } from "node:http";
 import { Log } from "pepr";
 import { judge, type ReviewRequest, type Verdict } from "./reviews";
+import { mutation, type Mutation } from "./defaults-webhook";
 
 /** The largest review read, as Pepr's body parser takes it (express.json limit "2mb"). */
 export const MAX_REVIEW_BYTES = 2 * 1024 * 1024;
@@ -68,29 +71,51 @@ export const reviewResponse = (uid: string, v: Verdict) => ({
   response: v.allowed ? { uid, allowed: true } : { uid, allowed: false, status: { code: v.code, message: v.message } },
 });
 
+/** The AdmissionReview answering a mutating review: its patch, base64 JSON, when there is one. */
+export const mutationResponse = (uid: string, m: Mutation) => ({
+  apiVersion: "admission.k8s.io/v1",
+  kind: "AdmissionReview",
+  response: !m.allowed
+    ? { uid, allowed: false, status: { code: m.code, message: m.message } }
+    : m.patch
+      ? { uid, allowed: true, patchType: "JSONPatch", patch: Buffer.from(JSON.stringify(m.patch)).toString("base64") }
+      : { uid, allowed: true },
+});
+
 function send(res: ServerResponse, status: number, body: string, type: string) {
   // One write: the headers go out with the body.
   res.writeHead(status, { "content-type": type, "content-length": Buffer.byteLength(body) }).end(body);
 }
 
 /**
- * `next` with POST /validate/<apiPath> answered here. `answered` gets each review's time in ms,
+ * `next` with POST /validate/<apiPath> and /mutate/<apiPath> answered here. `answered` gets each review's time in ms,
  * from its arrival to its answer. A review that cannot be read gets a 4xx, which the API server
  * treats as the webhook failing: failurePolicy Fail refuses the request.
  */
 export function reviewServer(apiPath: string, next: RequestListener, answered?: (ms: number) => void): RequestListener {
-  const path = `/validate/${apiPath}`;
+  const validate = `/validate/${apiPath}`;
+  const mutate = `/mutate/${apiPath}`;
   return (req, res) => {
     // The API server adds its timeout as a query (`?timeout=10s`).
-    if (req.method !== "POST" || (req.url ?? "").split("?", 1)[0] !== path) return next(req, res);
+    const path = (req.url ?? "").split("?", 1)[0];
+    if (req.method !== "POST" || (path !== validate && path !== mutate)) return next(req, res);
     const started = performance.now();
     readBody(req)
       .then(async (body) => {
         const request = reviewRequest(body);
-        const v = await judge(request);
-        if (v.allowed) Log.debug({ uid: request.uid }, "review allowed");
-        else Log.info({ uid: request.uid, code: v.code, message: v.message }, "review denied");
-        send(res, 200, JSON.stringify(reviewResponse(request.uid, v)), "application/json");
+        let answer: object;
+        if (path === mutate) {
+          const m = mutation(request);
+          if (m.allowed) Log.debug({ uid: request.uid, patched: !!m.patch }, "defaults written");
+          else Log.info({ uid: request.uid, code: m.code, message: m.message }, "defaults refused");
+          answer = mutationResponse(request.uid, m);
+        } else {
+          const v = await judge(request);
+          if (v.allowed) Log.debug({ uid: request.uid }, "review allowed");
+          else Log.info({ uid: request.uid, code: v.code, message: v.message }, "review denied");
+          answer = reviewResponse(request.uid, v);
+        }
+        send(res, 200, JSON.stringify(answer), "application/json");
         answered?.(performance.now() - started);
       })
       .catch((err: unknown) => {

@@ -10,6 +10,9 @@
 #   npm run cluster -- kubectl-path  path of the cached kubectl
 #   npm run cluster -- kubectl ARGS  run the cached kubectl against the cluster
 #   npm run cluster -- ctr ARGS      run ctr against the real node's containerd (namespace k8s.io)
+#   npm run cluster -- binary NAME [MODULE]  build (if not cached) and print the path of etcd, or of
+#                                    a Kubernetes command from the wrapper module go/MODULE (default
+#                                    kube); dev/cluster/apiserver.sh takes an older API server from it
 #
 # Why this shape: no Docker and no downloads besides Go modules. etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler, kubectl, kwok and kwokctl are compiled from the
@@ -91,11 +94,12 @@ REGISTRY_BIN="$BIN_DIR/registry-$REGISTRY_VERSION"
 # Without these -X flags the binaries report v0.0.0-master, which kwokctl cannot interpret.
 # buildDate is fixed so that the same sources give the same binary.
 kube_ldflags() {
-  local v=${KUBE_VERSION#v} p flags=""
+  local version=${1:-$KUBE_VERSION}
+  local v=${version#v} p flags=""
   local major=${v%%.*} rest=${v#*.}
   local minor=${rest%%.*}
   for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    flags+=" -X $p.gitVersion=$KUBE_VERSION -X $p.gitMajor=$major -X $p.gitMinor=$minor"
+    flags+=" -X $p.gitVersion=$version -X $p.gitMajor=$major -X $p.gitMinor=$minor"
     flags+=" -X $p.gitTreeState=clean -X $p.buildDate=2026-01-01T00:00:00Z"
   done
   printf '%s' "$flags"
@@ -848,8 +852,34 @@ cmd_ctr() {
   exec "$CONTAINERD_BIN/ctr" --address "$CONTAINERD_SOCK" --namespace k8s.io "$@"
 }
 
+# binary NAME [MODULE]: the cached path of one binary, built first when missing or stale. etcd is
+# the cluster's own; a Kubernetes command comes from the wrapper module go/MODULE at the version its
+# go.mod pins, cached as kube-<version>/ with the same fingerprint and ldflags as the cluster's
+# (an older API server beside the cluster, docs/decisions/0059-kubernetes-1-34.md).
+cmd_binary() {
+  local name=${1:-} module=${2:-kube}
+  case $name in
+    etcd)
+      build etcd "$ETCD_VERSION" "$GO_DIR/etcd" . "$ETCD_BIN" "$ETCD_FP"
+      echo "$ETCD_BIN/etcd"
+      ;;
+    kube-apiserver | kube-controller-manager | kube-scheduler | kubectl)
+      local dir="$GO_DIR/$module"
+      [[ $module =~ ^kube(-[0-9.]+)?$ && -f $dir/go.mod ]] || die "no wrapper module $dir/go.mod"
+      local version ldflags fp
+      version=$(mod_version "$dir" k8s.io/kubernetes)
+      [[ -n $version ]] || die "$dir/go.mod pins no k8s.io/kubernetes"
+      ldflags=$(kube_ldflags "$version")
+      fp=$(fingerprint "$dir/go.mod" "$dir/go.sum" -- "$ldflags")
+      build "$name" "$version" "$dir" "k8s.io/kubernetes/cmd/$name" "$BIN_DIR/kube-$version" "$fp" "$ldflags"
+      echo "$BIN_DIR/kube-$version/$name"
+      ;;
+    *) die "binary: say etcd, kube-apiserver, kube-controller-manager, kube-scheduler or kubectl" ;;
+  esac
+}
+
 usage() {
-  sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
 }
 
 main() {
@@ -866,6 +896,7 @@ main() {
       exec "$KUBECTL" --kubeconfig "$KUBECONFIG_PATH" --cache-dir "$STATE_DIR/kubectl-cache" "$@"
       ;;
     ctr) cmd_ctr "$@" ;;
+    binary) cmd_binary "$@" ;;
     -h | --help | help) usage ;;
     *) usage; exit 2 ;;
   esac

@@ -10,7 +10,7 @@ import { REVIEWS, judge, reviewsFor, type ReviewRequest } from "../../capabiliti
 import { MAX_REVIEW_BYTES, reviewServer } from "../../capabilities/admission/review-server";
 import { OPERATOR_ENV } from "../../api/env";
 import { SANDBOX_NAME_LABEL } from "../../api/wire";
-import { rulesFromEnv } from "../../capabilities/rules/sandbox-rules";
+import { rulesFromEnv, withDefaults } from "../../capabilities/rules/sandbox-rules";
 
 const SANDBOX_KIND = { group: "core.jr2.dev", version: "v1alpha1", kind: "Sandbox" };
 const POD_KIND = { group: "", version: "v1", kind: "Pod" };
@@ -195,11 +195,22 @@ describe("the review endpoint", () => {
     expect(huge.connection).toBe("close");
   });
 
+  // Decision 0059: where the installation registers the defaults as the module's webhook.
+  it("answers a mutating review with withDefaults of the Sandbox as a JSON Patch, and none when it is defaulted", async () => {
+    const answer = JSON.parse((await post("/mutate/secret-path?timeout=10s", review(sandbox("plain", GOOD)))).body);
+    expect(answer.response).toMatchObject({ uid: "uid-plain", allowed: true, patchType: "JSONPatch" });
+    expect(JSON.parse(Buffer.from(answer.response.patch, "base64").toString())).toEqual([
+      { op: "replace", path: "/spec", value: withDefaults(GOOD) },
+    ]);
+    const again = JSON.parse((await post("/mutate/secret-path", review(sandbox("plain", withDefaults(GOOD))))).body);
+    expect(again.response).toEqual({ uid: "uid-plain", allowed: true });
+  });
+
   it("passes everything else on to Pepr's server: another path, another method", async () => {
     passedOn.length = 0;
     await post("/validate/wrong-path", review(sandbox("plain", GOOD)));
-    await post("/mutate/secret-path", review(sandbox("plain", GOOD)));
+    await post("/mutate/wrong-path", review(sandbox("plain", GOOD)));
     await new Promise((resolve) => request({ host: "127.0.0.1", port, path: "/healthz" }, resolve).end());
-    expect(passedOn).toEqual(["POST /validate/wrong-path", "POST /mutate/secret-path", "GET /healthz"]);
+    expect(passedOn).toEqual(["POST /validate/wrong-path", "POST /mutate/wrong-path", "GET /healthz"]);
   });
 });
