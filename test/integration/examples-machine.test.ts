@@ -11,7 +11,7 @@ import { type Agent, localReposRoot, startCacheAgents } from "../../dev/local-ca
 import { type LocalOrchestrator, startLocalOrchestrator } from "../../dev/local-orchestrator";
 import { startScriptedModel, type ScriptedModel } from "../../dev/scripted-model";
 import { proposeMachine } from "../../examples/propose-machine";
-import { OrchestratorClient, OrchestratorError } from "../../orchestrator/http/orchestrator-client";
+import { OrchestratorClient, OrchestratorError } from "../../clients/typescript/src";
 import { scriptedModelPodConfig } from "./support/agent-fixtures";
 import { useNamespace } from "./support/cluster";
 

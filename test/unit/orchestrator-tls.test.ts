@@ -5,7 +5,7 @@ import type { AddressInfo } from "node:net";
 import { request } from "undici";
 import { servingCertificate } from "../../lib/serving-certificate";
 import { startOrchestratorServer, type Workspaces } from "../../orchestrator/http/api-server";
-import { OrchestratorClient } from "../../orchestrator/http/orchestrator-client";
+import { OrchestratorClient } from "../../clients/typescript/src";
 import { apiTokenChecker, parseApiTokens } from "../../orchestrator/tokens";
 
 const TOKEN = "tls-test-token-0123456789abcdef";
