@@ -4,20 +4,9 @@
 // what to install; it never skips.
 import { spawnSync } from "node:child_process";
 import { dirname, join } from "node:path";
+import { python3 } from "../support/python3";
 
 const ROOT = join(__dirname, "..", "..");
-
-/** python3's path; throws naming the Debian package when there is none. */
-export function python3(): string {
-  const found = spawnSync("python3", ["-c", "import sys; assert sys.version_info >= (3, 11), sys.version"], {
-    encoding: "utf8",
-  });
-  if (found.error || found.status !== 0)
-    throw new Error(
-      `the Python client needs python3 3.11 or newer (apt-get install python3): ${found.error?.message ?? found.stderr}`,
-    );
-  return "python3";
-}
 
 describe("the clients' own tests", () => {
   it("the TypeScript package builds and passes its tests on its own", () => {
