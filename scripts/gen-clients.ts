@@ -155,6 +155,48 @@ function routeTypes(model: Model, doc: Json): RouteTypes[] {
   });
 }
 
+/** A named alias both clients write: each route's `<Route>Body`, `<Route>Answer` and `<Route>Event`
+ * (what the clients' code names, whatever the document calls the shape), then the readable names a
+ * Machine uses, unless the document names a shape so already. */
+type Alias = { name: string; type: T };
+
+/** The type of property `key` of the object `t` names; of its items when `items` is set. */
+function propOf(model: Model, t: T | undefined, key: string, items = false): T | undefined {
+  const named = t?.k === "ref" ? model.named.find((n) => n.name === t.name) : undefined;
+  let p = named?.kind === "object" ? named.props.find((q) => q.key === key)?.type : undefined;
+  if (items) p = p?.k === "array" ? p.item : undefined;
+  return p;
+}
+
+function aliasesOf(model: Model, routes: RouteTypes[]): Alias[] {
+  const out: Alias[] = [];
+  const taken = (name: string) => model.named.some((n) => n.name === name) || out.some((a) => a.name === name);
+  for (const r of routes)
+    for (const [suffix, t] of [
+      ["Body", r.body],
+      ["Answer", r.answer],
+      ["Event", r.event],
+    ] as const) {
+      const name = pascal(r.id) + suffix;
+      if (!t || (t.k === "ref" && t.name === name)) continue;
+      if (taken(name)) throw new Error(`${name}: a shape of the document has the name of a route's alias`);
+      out.push({ name, type: t });
+    }
+  const by = (id: RouteId) => routes.find((r) => r.id === id)!;
+  const readable: Array<[string, T | undefined]> = [
+    ["TurnSubmitted", by("submitTurn").answer],
+    ["AbortReceipt", by("abortTurn").answer],
+    ["AllowedSet", by("setAllowed").answer],
+    ["OutstandingPick", propOf(model, by("listPicks").answer, "items", true)],
+    ["MenuTool", propOf(model, by("submitTurn").body, "menu", true)],
+  ];
+  for (const [name, t] of readable) {
+    if (!t) throw new Error(`${name}: the document no longer has the shape it names`);
+    if (!taken(name)) out.push({ name, type: t });
+  }
+  return out;
+}
+
 // ---------------------------------------------------------------------------------------------
 // TypeScript
 
@@ -211,7 +253,10 @@ function typescript(model: Model, routes: RouteTypes[]): string {
     }
     out.push("");
   }
+  out.push("/* What each route sends, answers and streams, by the route's id; and the names a Machine reads. */");
+  for (const a of aliasesOf(model, routes)) out.push(`export type ${a.name} = ${ts(a.type)};`);
   out.push(
+    "",
     "/** What each route sends (`body`), answers (`answer`, with `status`) and streams (`event`); `never`: nothing. */",
     "export type RouteTypes = {",
   );
@@ -309,23 +354,14 @@ function python(model: Model, routes: RouteTypes[]): string {
       if (pdoc) out.push(pdoc);
     }
   }
-  out.push("", "", "# What each route sends, answers and streams, by the route's id.");
-  for (const r of routes) {
-    const base = pascal(r.id);
-    for (const [suffix, t] of [
-      ["Body", r.body],
-      ["Answer", r.answer],
-      ["Event", r.event],
-    ] as const)
-      if (t && !(t.k === "ref" && t.name === base + suffix)) out.push(`${base}${suffix}: TypeAlias = ${py(t)}`);
-  }
+  out.push("", "", "# What each route sends, answers and streams, by the route's id; and the names a Machine reads.");
+  for (const a of aliasesOf(model, routes)) out.push(`${a.name}: TypeAlias = ${py(a.type)}`);
   out.push("");
   return out.join("\n");
 }
 
 /** The generated files, by path from the repository's root. */
-export function generate(): Record<string, string> {
-  const doc = openApiDocument() as Json;
+export function generate(doc: Json = openApiDocument() as Json): Record<string, string> {
   const components = (doc.components as { schemas: Record<string, Json> }).schemas;
   const model = new Model(components);
   for (const name of Object.keys(components)) model.component(name);

@@ -1,12 +1,10 @@
 """A typed client of the jr2 Orchestrator's API, on Python's standard library alone (3.11 or newer)."""
 
 from . import api
-from .api import ROUTES, Route
+from .api import ROUTES, MenuTool, OutstandingPick, Route
 from .client import (
     FINAL_STATES,
     EventStream,
-    MenuTool,
-    OutstandingPick,
     Frame,
     OrchestratorClient,
     OrchestratorError,

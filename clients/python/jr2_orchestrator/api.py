@@ -496,7 +496,7 @@ class SetAllowedAnswer(TypedDict):
     allowed: list[str]
 
 
-# What each route sends, answers and streams, by the route's id.
+# What each route sends, answers and streams, by the route's id; and the names a Machine reads.
 CreateWorkspaceAnswer: TypeAlias = Created
 ListWorkspacesAnswer: TypeAlias = WorkspaceList
 GetWorkspaceAnswer: TypeAlias = WorkspaceView
@@ -515,3 +515,8 @@ TakePickBody: TypeAlias = PickBody
 TakePickAnswer: TypeAlias = PickReceipt
 ReadAllowedAnswer: TypeAlias = Allowed
 ReadDeliveryAnswer: TypeAlias = Delivery
+TurnSubmitted: TypeAlias = SubmitTurnAnswer
+AbortReceipt: TypeAlias = AbortTurnAnswer
+AllowedSet: TypeAlias = SetAllowedAnswer
+OutstandingPick: TypeAlias = PickListItemsItem
+MenuTool: TypeAlias = SubmitTurnBodyMenuItem

@@ -21,34 +21,29 @@ from urllib.parse import quote, urlsplit
 
 from .api import (
     ROUTES,
-    AbortTurnAnswer,
-    Allowed,
-    AnswerReceipt,
-    Created,
+    AbortReceipt,
+    AllowedSet,
+    AnswerPickAnswer,
+    CreateWorkspaceAnswer,
     CreateWorkspaceBody,
-    Delivery,
-    EgressList,
-    EgressLog,
-    PickBody,
-    PickList,
-    PickListItemsItem,
-    PickReceipt,
-    SetAllowedAnswer,
+    DeleteWorkspaceAnswer,
+    EgressLogAnswer,
+    GetEgressAnswer,
+    GetWorkspaceAnswer,
+    ListPicksAnswer,
+    ListWorkspacesAnswer,
+    ReadAllowedAnswer,
+    ReadDeliveryAnswer,
+    SetEgressAnswer,
     StreamEvent,
-    SubmitTurnAnswer,
     SubmitTurnBody,
-    SubmitTurnBodyMenuItem,
+    TakePickAnswer,
+    TakePickBody,
+    TurnSubmitted,
     WorkspaceEvent,
-    WorkspaceList,
-    WorkspaceView,
 )
 
 T = TypeVar("T")
-
-#: A tool of a turn's Menu.
-MenuTool = SubmitTurnBodyMenuItem
-#: A pick an Agent waits on.
-OutstandingPick = PickListItemsItem
 
 #: The workspace states after which nothing more happens.
 FINAL_STATES: frozenset[str] = frozenset({"lost", "failed", "destroyed"})
@@ -72,7 +67,7 @@ class Snapshot(TypedDict):
     """The first item of a workspace's event stream: its view when the stream began."""
 
     type: Literal["snapshot"]
-    view: WorkspaceView
+    view: GetWorkspaceAnswer
 
 
 #: One item of a workspace's event stream.
@@ -198,18 +193,18 @@ class OrchestratorClient:
 
     # ---- workspaces
 
-    def create_workspace(self, body: CreateWorkspaceBody) -> Created:
+    def create_workspace(self, body: CreateWorkspaceBody) -> CreateWorkspaceAnswer:
         """Places a workspace; answers its name (the workspace then moves on by itself)."""
-        return cast(Created, self._call("createWorkspace", {}, body))
+        return cast(CreateWorkspaceAnswer, self._call("createWorkspace", {}, body))
 
-    def list_workspaces(self) -> WorkspaceList:
+    def list_workspaces(self) -> ListWorkspacesAnswer:
         """Every workspace this token may see."""
-        return cast(WorkspaceList, self._call("listWorkspaces", {}))
+        return cast(ListWorkspacesAnswer, self._call("listWorkspaces", {}))
 
-    def workspace(self, name: str) -> WorkspaceView:
-        return cast(WorkspaceView, self._call("getWorkspace", {"name": name}))
+    def workspace(self, name: str) -> GetWorkspaceAnswer:
+        return cast(GetWorkspaceAnswer, self._call("getWorkspace", {"name": name}))
 
-    def wait_ready(self, name: str, *, timeout: float = 120.0, interval: float = 0.5) -> WorkspaceView:
+    def wait_ready(self, name: str, *, timeout: float = 120.0, interval: float = 0.5) -> GetWorkspaceAnswer:
         """Polls the workspace until it is ready; raises naming the failure when it ends otherwise
         (status 409, the state as code), or when ``timeout`` passes first (408, ``timeout``)."""
         deadline = time.monotonic() + timeout
@@ -232,9 +227,9 @@ class OrchestratorClient:
                 raise OrchestratorError(408, "timeout", f"workspace {name} not ready in time: {state}{wait}")
             time.sleep(interval)
 
-    def delete_workspace(self, name: str) -> Created:
+    def delete_workspace(self, name: str) -> DeleteWorkspaceAnswer:
         """Ends the workspace (202: it is being destroyed)."""
-        return cast(Created, self._call("deleteWorkspace", {"name": name}))
+        return cast(DeleteWorkspaceAnswer, self._call("deleteWorkspace", {"name": name}))
 
     def workspace_events(self, name: str) -> EventStream[WorkspaceStreamItem]:
         """The workspace's events: first a ``snapshot`` of its view, then each transition, wait and
@@ -244,29 +239,29 @@ class OrchestratorClient:
             for frame in frames:
                 data = _read_json(frame.data, "a workspace event")
                 if frame.event == "snapshot":
-                    yield Snapshot(type="snapshot", view=cast(WorkspaceView, data))
+                    yield Snapshot(type="snapshot", view=cast(GetWorkspaceAnswer, data))
                 else:
                     yield cast(WorkspaceEvent, data)
 
         return self._stream("workspaceEvents", {"name": name}, {}, items)
 
-    def egress(self, name: str) -> EgressList:
+    def egress(self, name: str) -> GetEgressAnswer:
         """The workspace's egress list (decision 0051)."""
-        return cast(EgressList, self._call("getEgress", {"name": name}))
+        return cast(GetEgressAnswer, self._call("getEgress", {"name": name}))
 
-    def set_egress(self, name: str, allow: list[str]) -> EgressList:
+    def set_egress(self, name: str, allow: list[str]) -> SetEgressAnswer:
         """Replaces the workspace's egress list; in force within 2 s, with no restart."""
-        return cast(EgressList, self._call("setEgress", {"name": name}, {"allow": allow}))
+        return cast(SetEgressAnswer, self._call("setEgress", {"name": name}, {"allow": allow}))
 
-    def egress_log(self, name: str) -> EgressLog:
+    def egress_log(self, name: str) -> EgressLogAnswer:
         """The egress point's log of the workspace's connections, oldest first."""
-        return cast(EgressLog, self._call("egressLog", {"name": name}))
+        return cast(EgressLogAnswer, self._call("egressLog", {"name": name}))
 
     # ---- an Agent's turns and picks
 
-    def submit_turn(self, name: str, body: SubmitTurnBody) -> SubmitTurnAnswer:
+    def submit_turn(self, name: str, body: SubmitTurnBody) -> TurnSubmitted:
         """Gives one of the workspace's Agents a turn; answers the conversation's iid and the admission."""
-        return cast(SubmitTurnAnswer, self._call("submitTurn", {"name": name}, body))
+        return cast(TurnSubmitted, self._call("submitTurn", {"name": name}, body))
 
     def turn_events(self, name: str, iid: str, *, last_event_id: int | None = None) -> EventStream[StreamEvent]:
         """The conversation's events, from its latest turn's admission or after ``last_event_id``
@@ -281,37 +276,37 @@ class OrchestratorClient:
 
         return self._stream("turnEvents", {"name": name, "iid": iid}, headers, items)
 
-    def abort(self, name: str, iid: str) -> AbortTurnAnswer:
+    def abort(self, name: str, iid: str) -> AbortReceipt:
         """Aborts the conversation's running turn."""
-        return cast(AbortTurnAnswer, self._call("abortTurn", {"name": name, "iid": iid}))
+        return cast(AbortReceipt, self._call("abortTurn", {"name": name, "iid": iid}))
 
-    def set_allowed(self, name: str, iid: str, allowed: list[str]) -> SetAllowedAnswer:
+    def set_allowed(self, name: str, iid: str, allowed: list[str]) -> AllowedSet:
         """Changes the conversation's Allowed picks; its running turn is told at its next step boundary."""
-        return cast(SetAllowedAnswer, self._call("setAllowed", {"name": name, "iid": iid}, {"allowed": allowed}))
+        return cast(AllowedSet, self._call("setAllowed", {"name": name, "iid": iid}, {"allowed": allowed}))
 
-    def picks(self, name: str) -> PickList:
+    def picks(self, name: str) -> ListPicksAnswer:
         """The workspace's outstanding picks."""
-        return cast(PickList, self._call("listPicks", {"name": name}))
+        return cast(ListPicksAnswer, self._call("listPicks", {"name": name}))
 
-    def answer(self, name: str, delivery_id: str, answer: str) -> AnswerReceipt:
+    def answer(self, name: str, delivery_id: str, answer: str) -> AnswerPickAnswer:
         """Answers a pick: the text the Agent's model reads as the Menu tool's result."""
         params = {"name": name, "deliveryId": delivery_id}
-        return cast(AnswerReceipt, self._call("answerPick", params, {"answer": answer}))
+        return cast(AnswerPickAnswer, self._call("answerPick", params, {"answer": answer}))
 
     # ---- a Sandbox's routes (the token is the Sandbox token its Custodian adds)
 
-    def take_pick(self, iid: str, body: PickBody) -> PickReceipt:
+    def take_pick(self, iid: str, body: TakePickBody) -> TakePickAnswer:
         """A Harness's pick."""
-        return cast(PickReceipt, self._call("takePick", {"iid": iid}, body))
+        return cast(TakePickAnswer, self._call("takePick", {"iid": iid}, body))
 
-    def read_allowed(self, iid: str) -> Allowed:
+    def read_allowed(self, iid: str) -> ReadAllowedAnswer:
         """The running turn's Allowed picks now."""
-        return cast(Allowed, self._call("readAllowed", {"iid": iid}))
+        return cast(ReadAllowedAnswer, self._call("readAllowed", {"iid": iid}))
 
-    def read_delivery(self, iid: str, delivery_id: str, *, wait_ms: int | None = None) -> Delivery:
+    def read_delivery(self, iid: str, delivery_id: str, *, wait_ms: int | None = None) -> ReadDeliveryAnswer:
         """A pick's delivery, held up to ``wait_ms`` while it is outstanding."""
         query = "" if wait_ms is None else f"?wait={int(wait_ms)}"
-        return cast(Delivery, self._call("readDelivery", {"iid": iid, "deliveryId": delivery_id}, query=query))
+        return cast(ReadDeliveryAnswer, self._call("readDelivery", {"iid": iid, "deliveryId": delivery_id}, query=query))
 
     # ---- the service
 

@@ -469,6 +469,31 @@ export type SetAllowedAnswer = {
   allowed: string[];
 };
 
+/* What each route sends, answers and streams, by the route's id; and the names a Machine reads. */
+export type CreateWorkspaceAnswer = Created;
+export type ListWorkspacesAnswer = WorkspaceList;
+export type GetWorkspaceAnswer = WorkspaceView;
+export type DeleteWorkspaceAnswer = Created;
+export type WorkspaceEventsEvent = WorkspaceEvent;
+export type GetEgressAnswer = EgressList;
+export type SetEgressBody = EgressList;
+export type SetEgressAnswer = EgressList;
+export type EgressLogAnswer = EgressLog;
+export type TurnEventsEvent = StreamEvent;
+export type SetAllowedBody = AllowedBody;
+export type ListPicksAnswer = PickList;
+export type AnswerPickBody = AnswerBody;
+export type AnswerPickAnswer = AnswerReceipt;
+export type TakePickBody = PickBody;
+export type TakePickAnswer = PickReceipt;
+export type ReadAllowedAnswer = Allowed;
+export type ReadDeliveryAnswer = Delivery;
+export type TurnSubmitted = SubmitTurnAnswer;
+export type AbortReceipt = AbortTurnAnswer;
+export type AllowedSet = SetAllowedAnswer;
+export type OutstandingPick = PickListItemsItem;
+export type MenuTool = SubmitTurnBodyMenuItem;
+
 /** What each route sends (`body`), answers (`answer`, with `status`) and streams (`event`); `never`: nothing. */
 export type RouteTypes = {
   createWorkspace: { body: CreateWorkspaceBody; answer: Created; status: 202; event: never };

@@ -7,31 +7,20 @@ import http, { type IncomingMessage } from "node:http";
 import https from "node:https";
 import {
   ROUTES,
-  type AbortTurnAnswer,
+  type AbortReceipt,
+  type AllowedSet,
   type RouteId,
   type RouteTypes,
-  type SetAllowedAnswer,
   type StreamEvent,
-  type SubmitTurnAnswer,
+  type TurnSubmitted,
   type WorkspaceEvent,
   type WorkspaceView,
 } from "./api";
 
-/** `POST /v1/workspaces/{name}/turns` answers the conversation and the Harness's admission. */
-export type TurnSubmitted = SubmitTurnAnswer;
-/** `POST .../turns/{iid}/abort` answers whether a running turn was aborted. */
-export type AbortReceipt = AbortTurnAnswer;
-/** `PUT .../turns/{iid}/allowed` answers the Allowed picks now. */
-export type AllowedSet = SetAllowedAnswer;
 /** What a route's body is, as a client writes it. */
 export type BodyOf<R extends RouteId> = RouteTypes[R]["body"];
 /** What a route answers. */
 export type AnswerOf<R extends RouteId> = RouteTypes[R]["answer"];
-
-/** A tool of a turn's Menu. */
-export type MenuTool = NonNullable<BodyOf<"submitTurn">["menu"]>[number];
-/** A pick an Agent waits on. */
-export type OutstandingPick = AnswerOf<"listPicks">["items"][number];
 
 /** One item of a workspace's event stream: first its view (`snapshot`), then each event. */
 export type WorkspaceStreamItem = { type: "snapshot"; view: WorkspaceView } | WorkspaceEvent;
