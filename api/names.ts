@@ -1,6 +1,6 @@
 // Names that cross a process, checked once at the edge with one rule: a Repo Slot (a directory
 // under /work), a branch and a ref (git ref names, after `git check-ref-format`), and a repo url
-// (read once by repo-identity.ts). The Orchestrator's API (orchestrator/schemas.ts) and the Harness's
+// (read once by repo-identity.ts). The Orchestrator's API (api/orchestrator-schemas.ts) and the Harness's
 // /attach (api/attach.ts) build their bodies from these schemas, so a body one accepts the other does
 // too, and each refusal says what is wrong and the fix. The Harness still asks git itself about
 // the branch (harness/attach-git.ts checkBranchName), which no schema can do synchronously.

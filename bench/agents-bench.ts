@@ -74,7 +74,7 @@ import { createInterface } from "node:readline";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { K8s, kind } from "kubernetes-fluent-client";
 import { ORCHESTRATOR_ENV } from "../api/env";
-import type { WorkspaceView } from "../orchestrator/schemas";
+import type { WorkspaceView } from "../api/orchestrator-schemas";
 import { OrchestratorClient } from "../clients/typescript/src";
 import { EVENT_LOOP_DELAY, EVENT_LOOP_DELAY_MAX } from "../orchestrator/orchestrator-metrics";
 import { type Agent, localReposRoot, startCacheAgents } from "../dev/local-cache-agent";

@@ -9,7 +9,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { K8s, kind } from "kubernetes-fluent-client";
-import type { WorkspaceView } from "../orchestrator/schemas";
+import type { WorkspaceView } from "../api/orchestrator-schemas";
 import { pathFor } from "../api/orchestrator-routes";
 import { type Agent, localReposRoot, startCacheAgents } from "../dev/local-cache-agent";
 import { startLocalOrchestrator, type LocalOrchestrator } from "../dev/local-orchestrator";

@@ -265,8 +265,8 @@ export const WORKSPACE_PARTS: readonly Span[] = [
   ["containers", "sandbox_up", "containers_up"],
   // -> the kubelet observed them all running (its start-up latency tracker's time).
   ["pleg", "containers_up", "kl_running"],
-  // -> pod Ready on the watch: each container's boot and its readiness probe (the Harness's every
-  // 2 s, the Custodian's every 1 s).
+  // -> pod Ready on the watch: each container's boot and its readiness probe (each every 1 s; each
+  // companion binds its port first and answers the probe it held once it serves, decision 0062).
   ["probes", "kl_running", "cond:Ready"],
   // -> the Sandbox Ready on the watch: the operator's status, held while a Repo is not fetched.
   ["sandbox_ready", "cond:Ready", "sbx:Ready"],
@@ -297,7 +297,8 @@ export const WORKSPACE_DETAILS: readonly Span[] = [
   ["custodian_start", "create:custodian", "started:custodian"],
   ["harness_boot", "started:harness", "harness:listening"],
   ["custodian_boot", "started:custodian", "custodian:listening"],
-  // The Harness listening -> the first probe it answered: the probe's period, waited out.
+  // The Harness's port bound -> the first probe it answered: the rest of its load (the probe waits
+  // for it, decision 0062), and a period if a probe was missed.
   ["harness_probe_wait", "harness:listening", "harness:probe_ok"],
   ["harness_ready_seen", "harness:probe_ok", "ready:harness"],
   ["custodian_ready_seen", "custodian:listening", "ready:custodian"],

@@ -10,6 +10,7 @@ import { performance } from "node:perf_hooks";
 import { timeoutsMs, type CustodianConfig } from "../api/custodian-config";
 import { MODEL_KIND, providerKind } from "../api/model-kinds";
 import { readBody, sendJson, listen } from "../lib/http-json";
+import type { EarlyServer } from "../lib/early-listen";
 import { redact } from "../lib/redact";
 import { answer, notReady, refusal } from "./answers";
 import { interceptedOrigins, onConnect } from "./connect";
@@ -136,15 +137,21 @@ export class Custodian {
     return true;
   }
 
-  /** Loads, then listens: the routes on 127.0.0.1:`port`, the probes on `healthHost`:`healthPort`. */
-  async start(port: number, healthPort: number, healthHost: string): Promise<Ports> {
+  /**
+   * Loads, then listens: the routes on 127.0.0.1:`port`, the probes on `healthHost`:`healthPort`,
+   * or on `early`, the probes' port bound before this process loaded (lib/early-listen.ts), whose
+   * held probes this answers from now on.
+   */
+  async start(port: number, healthPort: number, healthHost: string, early?: EarlyServer): Promise<Ports> {
     await this.load();
     const main = http.createServer((req, res) => this.#serve(req, res, "main"));
     main.on("connect", (req: http.IncomingMessage, socket, head: Buffer) => this.#connect(req, socket, head));
-    const health = http.createServer((req, res) => this.#serve(req, res, "health"));
+    const onHealth = (req: http.IncomingMessage, res: http.ServerResponse) => this.#serve(req, res, "health");
+    const health = early?.server ?? http.createServer(onHealth);
     this.#servers.push(main, health);
     await listen(main, port, LOOPBACK);
-    await listen(health, healthPort, healthHost);
+    if (early) early.serve(onHealth);
+    else await listen(health, healthPort, healthHost);
     return {
       port: (main.address() as AddressInfo).port,
       healthPort: (health.address() as AddressInfo).port,

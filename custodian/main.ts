@@ -27,6 +27,7 @@ import {
   type CustodianConfig,
 } from "../api/custodian-config";
 import { CUSTODIAN_ENV as E } from "../api/env";
+import { listenEarly } from "../lib/early-listen";
 import { listenHost } from "../lib/http-json";
 import { fail, log } from "../lib/log";
 import { caFilesIn, type CaSource } from "./leaf";
@@ -74,6 +75,9 @@ async function main(): Promise<void> {
   const env = process.env;
   const configFile = env[E.configFile] || CUSTODIAN_CONFIG_FILE;
   const config = readConfig(configFile);
+  // The probes' port before the rest: the kubelet's first readiness probe waits for the answer
+  // instead of being refused and repeated a period later (decision 0062).
+  const early = await listenEarly(portOf(E.healthPort, CUSTODIAN_HEALTH_PORT), listenHost(env[E.healthHost]));
   const caDir = env[E.caDir] || CUSTODIAN_CA_DIR;
   const ca = readCaFiles(caDir, config);
   const upstreamCaFile = env[E.upstreamCa];
@@ -95,6 +99,7 @@ async function main(): Promise<void> {
     portOf(E.port, CUSTODIAN_PORT),
     portOf(E.healthPort, CUSTODIAN_HEALTH_PORT),
     listenHost(env[E.healthHost]),
+    early,
   );
   log({
     level: "info",

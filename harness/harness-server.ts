@@ -142,6 +142,11 @@ async function route(req: http.IncomingMessage, res: Res, ctx: Ctx): Promise<voi
 
 /** The Harness as a request handler over `opts`' roots. Logs one line per request, no headers. */
 export function createHarness(opts: HarnessOptions): http.Server {
+  return http.createServer(harnessHandler(opts));
+}
+
+/** The Harness's request listener, for a server bound before it loaded (lib/early-listen.ts). */
+export function harnessHandler(opts: HarnessOptions): (req: http.IncomingMessage, res: Res) => void {
   const ctx: Ctx = {
     workRoot: opts.workRoot,
     reposRoot: opts.reposRoot,
@@ -151,21 +156,24 @@ export function createHarness(opts: HarnessOptions): http.Server {
     lock: createMutex(),
     ...(opts.agents ? { agents: opts.agents } : {}),
   };
-  return http.createServer((req, res) => {
+  return (req, res) => {
     logRequest(req, res, ctx.log);
     route(req, res, ctx).catch((err: unknown) => {
       ctx.log({ level: "error", message: redact(err instanceof Error ? err.message : String(err)) });
       if (!res.headersSent) sendError(res, 500, "internal", "internal error");
       else res.destroy();
     });
-  });
+  };
 }
+
+/** Group-writable: the pod's other containers share the slot's files (children inherit it). */
+export const HARNESS_UMASK = 0o002;
 
 /**
  * Sets the umask git's files are created with (group-writable, for the pod's other containers;
  * children inherit it) and listens. Resolves once the port is bound.
  */
 export async function startHarness(opts: HarnessOptions, port: number, host?: string): Promise<http.Server> {
-  process.umask(0o002);
+  process.umask(HARNESS_UMASK);
   return listen(createHarness(opts), port, host);
 }

@@ -1,13 +1,15 @@
 // The Harness's entry point: reads its settings from the environment, serves until SIGTERM.
 // Logs are JSON lines on stdout, one per request; neither headers nor bodies are ever logged.
+//
+// It binds its port before it loads the rest (lib/early-listen.ts): the kubelet's first probe waits
+// for the answer instead of being refused and repeated a period later. What only a turn uses (pi's
+// runner, its tools, the pick client) loads with the first turn (decision 0062).
 import { HARNESS_ENV } from "../api/env";
 import { HARNESS_PORT, REPOS_MOUNT } from "../api/wire";
-import { HARNESS_CUSTODIAN_URL_ENV } from "../api/custodian-config";
-import { AgentHost } from "./agents/host";
-import { modelSettings } from "./agents/model-settings";
-import { piRunner } from "./agents/pi-runner";
-import { startHarness } from "./harness-server";
+import { listenEarly } from "../lib/early-listen";
 import { log } from "../lib/log";
+import { once } from "../lib/once";
+import type { AgentHost, TurnRunner } from "./agents/host";
 
 function portOf(value: string | undefined): number {
   if (value === undefined || value === "") return HARNESS_PORT;
@@ -31,15 +33,15 @@ async function main(): Promise<void> {
   const reposRoot = env[HARNESS_ENV.reposRoot] || REPOS_MOUNT;
   const port = portOf(env[HARNESS_ENV.port]);
   const host = env[HARNESS_ENV.host] || undefined;
-  const agents = agentHost(env, workRoot);
-  const server = await startHarness(
-    { workRoot, reposRoot, tokenSha256, log, ...(agents ? { agents } : {}) },
-    port,
-    host,
-  );
+  const { server, serve } = await listenEarly(port, host);
   // The bound port (PORT=0 picks a free one: the Orchestrator's local mode reads it from here).
   const bound = (server.address() as import("node:net").AddressInfo).port;
   log({ level: "info", message: "listening", port: bound, host: host ?? "*", workRoot, reposRoot });
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const harness: typeof import("./harness-server") = require("./harness-server");
+  process.umask(harness.HARNESS_UMASK);
+  const agents = agentHost(env, workRoot);
+  serve(harness.harnessHandler({ workRoot, reposRoot, tokenSha256, log, ...(agents ? { agents } : {}) }));
   const stop = () => server.close(() => process.exit(0));
   process.once("SIGTERM", stop);
   process.once("SIGINT", stop);
@@ -54,16 +56,24 @@ async function main(): Promise<void> {
 function agentHost(env: NodeJS.ProcessEnv, workRoot: string): AgentHost | undefined {
   const dir = env[HARNESS_ENV.conversationsDir];
   if (!dir) return undefined;
+  /* eslint-disable @typescript-eslint/no-require-imports */
+  const { HARNESS_CUSTODIAN_URL_ENV }: typeof import("../api/custodian-config") = require("../api/custodian-config");
+  const { modelSettings }: typeof import("./agents/model-settings") = require("./agents/model-settings");
+  const { AgentHost: Host }: typeof import("./agents/host") = require("./agents/host");
   const custodianUrl = env[HARNESS_CUSTODIAN_URL_ENV];
   const model = modelSettings(env, custodianUrl);
   for (const problem of model.problems) log({ level: "warn", message: problem });
-  const run = piRunner({
-    endpoint: model.endpoint,
-    workRoot,
-    ...(model.thinking ? { thinking: model.thinking } : {}),
-    ...(custodianUrl ? { custodianUrl } : {}),
-  });
-  return new AgentHost({ dir, run, log });
+  const runner = once(() =>
+    (require("./agents/pi-runner") as typeof import("./agents/pi-runner")).piRunner({
+      endpoint: model.endpoint,
+      workRoot,
+      ...(model.thinking ? { thinking: model.thinking } : {}),
+      ...(custodianUrl ? { custodianUrl } : {}),
+    }),
+  );
+  /* eslint-enable @typescript-eslint/no-require-imports */
+  const run: TurnRunner = (turn) => runner()(turn);
+  return new Host({ dir, run, log });
 }
 
 main().catch((err: unknown) => {

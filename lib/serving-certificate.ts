@@ -7,7 +7,7 @@
 // randomness.
 import { generateKeyPairSync } from "node:crypto";
 import { DAY, positiveSerial } from "./ca";
-import { certificate } from "./x509";
+import { certificate, keyIdentifiers, subjectKeyIdentifier } from "./x509";
 
 export type ServingCertificate = { caPem: string; certPem: string; keyPem: string };
 
@@ -32,6 +32,7 @@ export function servingCertificate(names: ServingNames, days = 365, now = Date.n
     extensions: [
       { name: "basicConstraints", cA: true, critical: true },
       { name: "keyUsage", keyCertSign: true, cRLSign: true, critical: true },
+      subjectKeyIdentifier(ca.publicKey),
     ],
     publicKey: ca.publicKey,
     signer: ca.privateKey,
@@ -53,6 +54,9 @@ export function servingCertificate(names: ServingNames, days = 365, now = Date.n
           ...(names.ips ?? []).map((ip) => ({ type: 7, ip })),
         ],
       },
+      // Key identifiers: every CA of one name has the same subject, so while a caBundle holds the
+      // old CA and the new (scripts/renew-webhook-certificate.ts) they tell a verifier which signed.
+      ...keyIdentifiers(leaf.publicKey, caPem),
     ],
     publicKey: leaf.publicKey,
     signer: ca.privateKey,

@@ -127,10 +127,13 @@ const SUBJECT_KEY_IDENTIFIER = "2.5.29.14";
 export function keyIdentifiers(subject: KeyObject, issuerPem: string): object[] {
   const authority = statedKeyIdentifier(issuerPem);
   return [
-    {
-      name: "subjectKeyIdentifier",
-      value: asn1.create(asn1.Class.UNIVERSAL, asn1.Type.OCTETSTRING, false, keyIdentifier(subject)),
-    },
+    subjectKeyIdentifier(subject),
     ...(authority !== undefined ? [{ name: "authorityKeyIdentifier", keyIdentifier: authority }] : []),
   ];
 }
+
+/** subjectKeyIdentifier of `subject` alone: a self-signed CA's. */
+export const subjectKeyIdentifier = (subject: KeyObject): object => ({
+  name: "subjectKeyIdentifier",
+  value: asn1.create(asn1.Class.UNIVERSAL, asn1.Type.OCTETSTRING, false, keyIdentifier(subject)),
+});

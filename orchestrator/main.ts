@@ -3,7 +3,8 @@
 //   JR2_LISTEN_HOST            the address it binds (default: all in a pod, 127.0.0.1 outside one)
 //   JR2_NAMESPACE              where its Sandboxes live (default: jr2-sandboxes, opted in; decision 0047)
 //   JR2_SIGNING_KEY_FILE       the key Harness bearers are derived from (>= 32 bytes; required)
-//   JR2_API_TOKENS_FILE        the API's bearer tokens, one a line (required)
+//   JR2_API_TOKENS_FILE        the API's bearer tokens, one a line (required); read again when it
+//                              changes, a bad new file keeping the last good (api-tokens-file.ts)
 //   JR2_GIT_CREDENTIALS_FILE   the fence's entries (YAML list; absent: every repo url is refused)
 //   JR2_LEASE_INTERVAL         the longest gap between a workspace's keepalives (Go duration, 5m);
 //                              a workspace renews at least every third of its idle timeout
@@ -19,10 +20,12 @@
 //                              its Service in POD_NAMESPACE; `off`: none; decision 0051)
 //   JR2_EGRESS_ADMIN_URL       where a workspace's egress log is read (default: that Service, :9091)
 //   JR2_TLS_CERT_FILE, JR2_TLS_KEY_FILE   both set: the API over TLS (PEM files, e.g. a mounted
-//                              kubernetes.io/tls Secret's tls.crt and tls.key; decision 0047)
+//                              kubernetes.io/tls Secret's tls.crt and tls.key; decision 0047); read
+//                              again when they change (tls-files.ts)
 //   JR2_API_HTTP2              1 (default here) HTTP/2 to the API server, 0 HTTP/1.1
 //   KUBECONFIG                 the cluster (in a pod: its service account)
 import { readFileSync } from "node:fs";
+import type https from "node:https";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { envDuration } from "../lib/duration";
@@ -37,7 +40,9 @@ import { SandboxWatch } from "./workspaces/sandbox-watch";
 import { PickStore } from "./agents/pick-store";
 import { misbehaviourReporter } from "./agents/misbehaviour";
 import { Turns } from "./agents/turns";
-import { apiTokenChecker, readApiTokens, readSigningKey, sandboxTokenChecker } from "./tokens";
+import { readSigningKey, sandboxTokenChecker } from "./tokens";
+import { ApiTokensFile } from "./api-tokens-file";
+import { TlsFiles } from "./tls-files";
 import { WorkspaceRegistry } from "./workspaces/registry";
 import { API_HTTP2_ENV, ORCHESTRATOR_ENV as E } from "../api/env";
 import { listenHost } from "../lib/http-json";
@@ -66,10 +71,12 @@ async function main() {
   const signingKey = await readSigningKey(required(E.signingKeyFile)).catch((e: Error) =>
     fail(`${E.signingKeyFile}: ${e.message}`),
   );
-  const tokens = await readApiTokens(required(E.apiTokensFile)).catch((e: Error) =>
-    fail(`${E.apiTokensFile}: ${e.message}`),
-  );
-  if (!tokens.length) fail(`${E.apiTokensFile} holds no token: every request would be refused`);
+  const metrics = new OrchestratorMetrics();
+  const tokens = await ApiTokensFile.open({
+    path: required(E.apiTokensFile),
+    log,
+    onRead: (outcome) => metrics.apiTokensRead(outcome),
+  }).catch((e: Error) => fail(`${E.apiTokensFile}: ${e.message}`));
   let credentials: ReturnType<typeof parseCredentials> = [];
   const credentialsFile = env[E.gitCredentialsFile];
   if (credentialsFile) {
@@ -123,7 +130,6 @@ async function main() {
   );
   const watch = new SandboxWatch(namespace);
   await watch.start();
-  const metrics = new OrchestratorMetrics();
   // A Harness that breaks a bound (an attach, an admission, a stream page), named where a person looks.
   const onMisbehaviour = misbehaviourReporter({ namespace, watch, count: (r) => metrics.harnessMisbehaved(r), log });
   const gateway = new KubeSandboxGateway({
@@ -161,7 +167,7 @@ async function main() {
   const server = await startOrchestratorServer(
     {
       workspaces: registry,
-      checkToken: apiTokenChecker(tokens),
+      checkToken: tokens.check,
       metrics: async () => metrics.render(await registry.list()),
       log,
       picks,
@@ -173,6 +179,18 @@ async function main() {
     host,
   );
   const bound = (server.address() as import("node:net").AddressInfo).port;
+  // A renewed certificate is served to the next connection, no restart (decision 0058).
+  const tlsFiles =
+    tls && certFile && keyFile
+      ? new TlsFiles({
+          certFile,
+          keyFile,
+          initial: tls,
+          serve: (pair) => (server as unknown as https.Server).setSecureContext(pair),
+          log,
+          onRead: (outcome) => metrics.tlsRead(outcome),
+        })
+      : undefined;
   // Outside the cluster the Custodians run here too: they reach this process on loopback.
   if (local && !env[E.selfUrl]) pod.orchestratorUrl = `${tls ? "https" : "http"}://127.0.0.1:${bound}`;
   log({
@@ -186,6 +204,8 @@ async function main() {
   });
   const stop = () => {
     registry.stop();
+    tokens.close();
+    tlsFiles?.close();
     watch.close();
     server.close();
     void harnesses?.stopAll().finally(() => process.exit(0));

@@ -1,8 +1,8 @@
 // The Orchestrator's Prometheus text for GET /metrics: workspaces by state, transitions, waits and
-// renewals, and how late its event loop runs. Small enough to write out by hand rather than carry a
-// client library.
+// renewals, the API tokens and TLS files' reads, and how late its event loop runs. Small enough to
+// write out by hand rather than carry a client library.
 import { monitorEventLoopDelay, type ELDHistogram } from "node:perf_hooks";
-import { WORKSPACE_STATES, type WorkspaceEvent, type WorkspaceView } from "./schemas";
+import { WORKSPACE_STATES, type WorkspaceEvent, type WorkspaceView } from "../api/orchestrator-schemas";
 
 /** How often the event-loop monitor's timer asks to run (node's default). */
 export const EVENT_LOOP_RESOLUTION_MS = 10;
@@ -38,6 +38,10 @@ export class OrchestratorMetrics {
   #renewals = 0;
   #renewFailures = 0;
   readonly #misbehaved = new Map<string, number>();
+  readonly #tokenReads = { ok: 0, refused: 0 };
+  #tokensRefused = false;
+  readonly #tlsReads = { ok: 0, refused: 0 };
+  #tlsRefused = false;
   /** Sampled from construction; reset at each render (as prom-client's event-loop lag is), so each
    * scrape reports the window since the one before. Its timer does not keep the process alive. */
   readonly #loop = monitorEventLoopDelay({ resolution: EVENT_LOOP_RESOLUTION_MS });
@@ -57,6 +61,19 @@ export class OrchestratorMetrics {
    * workspace is named in its Event and the log, where a label per workspace would cost series). */
   harnessMisbehaved(reason: string): void {
     this.#misbehaved.set(reason, (this.#misbehaved.get(reason) ?? 0) + 1);
+  }
+
+  /** The API tokens file read again (api-tokens-file.ts): "refused" keeps the last good tokens, and
+   * the gauge says so until a good file replaces it. */
+  apiTokensRead(outcome: "ok" | "refused"): void {
+    this.#tokenReads[outcome]++;
+    this.#tokensRefused = outcome === "refused";
+  }
+
+  /** The API's TLS files read again (tls-files.ts), as the tokens file is. */
+  tlsRead(outcome: "ok" | "refused"): void {
+    this.#tlsReads[outcome]++;
+    this.#tlsRefused = outcome === "refused";
   }
 
   render(views: readonly WorkspaceView[]): string {
@@ -81,6 +98,20 @@ export class OrchestratorMetrics {
       "# HELP jr2_orchestrator_harness_misbehaviour_total Harness answers refused: too large, too slow, not what was asked.",
       "# TYPE jr2_orchestrator_harness_misbehaviour_total counter",
       ...[...this.#misbehaved].map(([r, n]) => `jr2_orchestrator_harness_misbehaviour_total{reason="${r}"} ${n}`),
+      "# HELP jr2_orchestrator_api_tokens_reads_total Changes of the API tokens file read: ok (in use) or refused (the last good kept).",
+      "# TYPE jr2_orchestrator_api_tokens_reads_total counter",
+      `jr2_orchestrator_api_tokens_reads_total{result="ok"} ${this.#tokenReads.ok}`,
+      `jr2_orchestrator_api_tokens_reads_total{result="refused"} ${this.#tokenReads.refused}`,
+      "# HELP jr2_orchestrator_api_tokens_file_refused 1 while the API tokens file is refused and the last good tokens serve.",
+      "# TYPE jr2_orchestrator_api_tokens_file_refused gauge",
+      `jr2_orchestrator_api_tokens_file_refused ${this.#tokensRefused ? 1 : 0}`,
+      "# HELP jr2_orchestrator_tls_reads_total Changes of the API's TLS certificate and key read: ok (served) or refused (the pair before kept).",
+      "# TYPE jr2_orchestrator_tls_reads_total counter",
+      `jr2_orchestrator_tls_reads_total{result="ok"} ${this.#tlsReads.ok}`,
+      `jr2_orchestrator_tls_reads_total{result="refused"} ${this.#tlsReads.refused}`,
+      "# HELP jr2_orchestrator_tls_files_refused 1 while the API's TLS files are refused and the pair before is served.",
+      "# TYPE jr2_orchestrator_tls_files_refused gauge",
+      `jr2_orchestrator_tls_files_refused ${this.#tlsRefused ? 1 : 0}`,
       ...eventLoopDelayLines(this.#loop),
     ];
     this.#loop.reset();

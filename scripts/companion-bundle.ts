@@ -27,11 +27,17 @@ export const LAZY: Partial<Record<Companion, Record<string, string>>> = {
   custodian: { "node-forge": "custodian-forge.js" },
   // The agent library (decisions 0024, 0054): our ES-module facade of pi, imported with the first
   // turn (harness/agents/model.ts).
-  harness: { "./pi-lib.mjs": "harness-pi.mjs" },
+  // The turn runner (pi's runner, its tools, the pick client, with typebox and undici), required
+  // with the first turn (decision 0062): a file of its own, so a Harness's start neither parses nor
+  // evaluates it.
+  harness: { "./pi-lib.mjs": "harness-pi.mjs", "./agents/pi-runner": "harness-runner.js" },
 };
 
 /** Where a lazy library of ours is, from the repository's root. */
-const LAZY_SOURCES: Record<string, string> = { "./pi-lib.mjs": "./harness/agents/pi-lib.mts" };
+const LAZY_SOURCES: Record<string, string> = {
+  "./pi-lib.mjs": "./harness/agents/pi-lib.mts",
+  "./agents/pi-runner": "./harness/agents/pi-runner.ts",
+};
 
 const ROOT = join(__dirname, "..");
 
@@ -97,6 +103,8 @@ export async function bundleCompanion(name: Companion, outdir: string): Promise<
         resolveDir: ROOT,
       },
       outfile: lib,
+      // A lazy file of ours may require another (the runner, pi): beside it too, not inlined.
+      plugins: [beside(Object.fromEntries(Object.entries(lazy).filter(([p]) => p !== pkg)))],
     });
     written.push(lib);
   }

@@ -44,7 +44,14 @@ class Model {
   /** A schema's canonical JSON to the name it got first: one shape, one name. */
   readonly #seen = new Map<string, string>();
 
-  constructor(readonly components: Record<string, Json>) {}
+  /** Each component's canonical JSON to its name: a shape inlined elsewhere too (a route's answer
+   * naming `Admission` inline) takes the component's name, not its first place's. */
+  readonly #components = new Map<string, string>();
+
+  constructor(readonly components: Record<string, Json>) {
+    for (const [name, schema] of Object.entries(components))
+      this.#components.set(JSON.stringify(schema), RENAMED[name] ?? name);
+  }
 
   /** The component `name`, named so (`Error` as ErrorBody: the languages have an Error already). */
   component(name: string): string {
@@ -58,6 +65,9 @@ class Model {
     const key = JSON.stringify(schema);
     const known = this.#seen.get(key);
     if (known) return { k: "ref", name: known };
+    // Written before its first user, so Python's run-time aliases find it defined.
+    const component = [...Object.keys(this.components)].find((c) => (RENAMED[c] ?? c) === this.#components.get(key));
+    if (component && (RENAMED[component] ?? component) !== name) return { k: "ref", name: this.component(component) };
     const description = typeof schema.description === "string" ? schema.description : undefined;
     if (schema.type === "object" && schema.properties) {
       const required = new Set((schema.required as string[] | undefined) ?? []);

@@ -31,13 +31,15 @@ export type PodContribution = {
   affinity?: kind.Pod["spec"] extends infer S ? (S extends { affinity?: infer A } ? A : never) : never;
 };
 
-// Every second, the kubelet's shortest period: a Harness that missed its first probe (its Node not
-// yet listening) is Ready at most a second after it listens, not two; six misses in a row, not
-// three, mark it unready, the same 6 s as before (decision 0056).
+// Every second, the kubelet's shortest period (decision 0056). The Harness binds its port before it
+// loads and answers the probe it held once it serves (decision 0062): a 2 s timeout lets the first
+// probe wait for that answer instead of failing and coming again a period later. Four misses mark
+// it unready: 4 s for a Harness that refuses, 8 s for one that hangs (6 s before).
 export const DEFAULT_READINESS_PROBE = (): Probe => ({
   httpGet: { path: "/healthz", port: HARNESS_PORT },
   periodSeconds: 1,
-  failureThreshold: 6,
+  timeoutSeconds: 2,
+  failureThreshold: 4,
 });
 
 export function harnessContainer(spec: SandboxSpec, extraMounts: VolumeMount[]): Container {

@@ -9,7 +9,7 @@ import { ApiError } from "../../lib/api-error";
 import { kubeRequest } from "../../lib/kube";
 import { sandboxOwnerReference } from "../../api/crd";
 import { SANDBOX_LABEL } from "../../api/wire";
-import { HttpError } from "../schemas";
+import { HttpError } from "../../api/orchestrator-errors";
 import type { SandboxWatch } from "../workspaces/sandbox-watch";
 
 /** How one kind of ledger is named, stored and bounded. `parse` throws on a text that is not one. */
@@ -72,7 +72,6 @@ export class LedgerStore<T> {
         const bytes = Buffer.byteLength(this.opts.format.serialize(value), "utf8");
         if (bytes > this.opts.format.maxBytes)
           throw new HttpError(
-            413,
             "too_large",
             `workspace ${workspace}'s ${this.opts.format.what} would be ${bytes} bytes, past its ` +
               `${this.opts.format.maxBytes}-byte bound: nothing was written`,
@@ -102,7 +101,7 @@ export class LedgerStore<T> {
     const uid = this.opts.watch.get(workspace)?.metadata?.uid;
     if (!uid) {
       this.#held.delete(workspace); // its ConfigMap went with its Sandbox
-      throw new HttpError(404, "not_found", `no workspace "${workspace}"`);
+      throw new HttpError("not_found", `no workspace "${workspace}"`);
     }
     return uid;
   }
@@ -117,7 +116,6 @@ export class LedgerStore<T> {
     } catch (err) {
       if (!(err instanceof LedgerUnreadable)) throw err;
       throw new HttpError(
-        500,
         "ledger_unreadable",
         `workspace ${workspace}'s ${this.opts.format.what} (ConfigMap ${this.opts.format.configMap(workspace)}) ` +
           `cannot be read: ${err.message}. It is kept as it is and nothing is written over it: repair it, ` +

@@ -17,8 +17,8 @@
 //   - a delivery is answered once: a second answer is refused (409), an unknown one is 404;
 //   - answered picks are kept, newest last, only while the ledger stays within its size bound.
 import { z } from "zod";
-import { ConversationId, LIMITS, MenuName, type PickBody } from "../../api/agent-protocol";
-import { WorkspaceName } from "../schemas";
+import { ConversationId, type PickBody } from "../../api/agent-protocol";
+import { WorkspaceName, type OutstandingPick } from "../../api/orchestrator-schemas";
 
 // ---------------------------------------------------------------------------------------------
 // The ledger
@@ -192,12 +192,6 @@ export function answerPick(ledger: Ledger, deliveryId: string, answer: string, a
   return { kind: "answered", pick, ledger: next };
 }
 
-/** The Machine's `PUT .../turns/:iid/allowed`: the picks the conversation's running turn allows now. */
-export const AllowedBody = z.strictObject({
-  allowed: z.array(MenuName).max(LIMITS.allowed, `must be at most ${LIMITS.allowed} picks`),
-});
-export type AllowedBody = z.infer<typeof AllowedBody>;
-
 // ---------------------------------------------------------------------------------------------
 // Reading
 
@@ -236,28 +230,7 @@ export function bounded(ledger: Ledger, max = MAX_LEDGER_BYTES, keep = MAX_ANSWE
 // ---------------------------------------------------------------------------------------------
 // The Machine's words
 
-/** One outstanding pick as the Machine lists it. */
-export const OutstandingPick = z.strictObject({
-  iid: z.string(),
-  deliveryId: z.string(),
-  submissionId: z.string(),
-  callId: z.string(),
-  pick: z.string(),
-  args: z.unknown().optional(),
-  at: z.string(),
-});
-export type OutstandingPick = z.infer<typeof OutstandingPick>;
-
-export const PickList = z.strictObject({ items: z.array(OutstandingPick) });
-
-/** `POST /v1/workspaces/:name/picks/:deliveryId/answer`: the answer, the text the model reads. */
-export const AnswerBody = z.strictObject({
-  answer: z.string().max(256 * 1024, "must be at most 262144 characters"),
-});
-export type AnswerBody = z.infer<typeof AnswerBody>;
-
-export const AnswerReceipt = z.strictObject({ deliveryId: z.string(), answered: z.literal(true) });
-
+/** A ledger pick as the Machine lists it (api/orchestrator-schemas.ts OutstandingPick). */
 export const outstandingView = (p: LedgerPick): OutstandingPick => ({
   iid: p.iid,
   deliveryId: p.deliveryId,

@@ -7,7 +7,8 @@
 // reason and never written, so never listed. A delivery poll is held here until its pick is answered.
 import { randomBytes } from "node:crypto";
 import type { Delivery, PickBody, PickReceipt } from "../../api/agent-protocol";
-import { HttpError } from "../schemas";
+import type { OutstandingPick } from "../../api/orchestrator-schemas";
+import { HttpError } from "../../api/orchestrator-errors";
 import { KubeLedgers, LedgerStore, type LedgerBackend, type LedgerFormat } from "./ledger-store";
 import {
   EMPTY_LEDGER,
@@ -24,7 +25,6 @@ import {
   turnKey,
   withoutEnded,
   type Ledger,
-  type OutstandingPick,
 } from "./pick-ledger";
 import type { PickRefusal } from "./turn-ledger";
 import type { SandboxWatch } from "../workspaces/sandbox-watch";
@@ -79,16 +79,16 @@ export class PickStore implements Picks {
 
   async submit(workspace: string, iid: string, body: PickBody) {
     const refused = await this.opts.turns.judgePick(workspace, iid, body);
-    if (refused) throw new HttpError(refused.status, refused.code, refused.message);
+    if (refused) throw new HttpError(refused.code, refused.message);
     return this.#ledgers.change(workspace, async (ledger) => {
       // Judged running a moment ago, over now (another turn admitted meanwhile): refused, unwritten.
       if (!(await this.opts.turns.isRunning(workspace, iid, body.submissionId)))
-        throw new HttpError(409, "turn_over", `the turn of conversation ${iid} is over: no pick is taken for it`);
+        throw new HttpError("turn_over", `the turn of conversation ${iid} is over: no pick is taken for it`);
       const kept = withoutEnded(ledger, await this.#endedTurns(workspace, ledger));
       const r = submitPick(kept, iid, body, { deliveryId: this.#newId(), at: this.#at() });
-      if (r.kind === "busy") throw new HttpError(409, "pick_outstanding", r.message);
-      if (r.kind === "reused") throw new HttpError(409, "call_reused", r.message);
-      if (r.kind === "too-large") throw new HttpError(413, "too_large", r.message);
+      if (r.kind === "busy") throw new HttpError("pick_outstanding", r.message);
+      if (r.kind === "reused") throw new HttpError("call_reused", r.message);
+      if (r.kind === "too-large") throw new HttpError("too_large", r.message);
       if (r.kind === "same") return { result: { receipt: receiptOf(r.pick.deliveryId), repeated: true } };
       return { value: r.ledger, result: { receipt: receiptOf(r.pick.deliveryId), repeated: false } };
     });
@@ -98,7 +98,7 @@ export class PickStore implements Picks {
     const until = this.#now() + waitMs;
     for (;;) {
       const pick = deliveryOf(await this.#ledgers.read(workspace), iid, deliveryId);
-      if (!pick) throw new HttpError(404, "not_found", `no pick with delivery "${deliveryId}" in conversation ${iid}`);
+      if (!pick) throw new HttpError("not_found", `no pick with delivery "${deliveryId}" in conversation ${iid}`);
       if (pick.answer !== undefined) return { state: "answered" as const, answer: pick.answer };
       const left = until - this.#now();
       if (left <= 0 || signal?.aborted) return { state: "outstanding" as const };
@@ -121,16 +121,16 @@ export class PickStore implements Picks {
         pick.answer === undefined &&
         !(await this.opts.turns.isRunning(workspace, pick.iid, pick.submissionId))
       )
-        throw new HttpError(409, "turn_over", `the turn that made the pick of delivery "${deliveryId}" is over`);
+        throw new HttpError("turn_over", `the turn that made the pick of delivery "${deliveryId}" is over`);
       const r = answerPick(
         withoutEnded(ledger, await this.#endedTurns(workspace, ledger)),
         deliveryId,
         answer,
         this.#at(),
       );
-      if (r.kind === "unknown") throw new HttpError(404, "not_found", r.message);
-      if (r.kind === "already") throw new HttpError(409, "already_answered", r.message);
-      if (r.kind === "too-large") throw new HttpError(413, "too_large", r.message);
+      if (r.kind === "unknown") throw new HttpError("not_found", r.message);
+      if (r.kind === "already") throw new HttpError("already_answered", r.message);
+      if (r.kind === "too-large") throw new HttpError("too_large", r.message);
       return { value: r.ledger, result: undefined };
     });
     for (const wake of [...(this.#waiters.get(deliveryId) ?? [])]) wake();

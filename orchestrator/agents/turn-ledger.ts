@@ -16,6 +16,7 @@ import { z } from "zod";
 import { Check, Errors } from "typebox/schema";
 import { Admission, MenuName, type TurnBody } from "../../api/agent-protocol";
 import { fieldPath } from "../../api/field-path";
+import type { ErrorCode } from "../../api/orchestrator-errors";
 
 export const TurnEntry = z.strictObject({
   agent: z.string().min(1),
@@ -165,7 +166,14 @@ export function runningTurn(
 // ---------------------------------------------------------------------------------------------
 // A pick, judged against the turn it claims
 
-export type PickRefusal = { status: 400 | 403 | 404 | 409; code: string; message: string };
+/** A pick refused: its code (api/orchestrator-errors.ts) gives its status. */
+export type PickRefusal = {
+  code: Extract<
+    ErrorCode,
+    "unknown_conversation" | "turn_over" | "not_running" | "not_on_menu" | "not_allowed" | "invalid_args"
+  >;
+  message: string;
+};
 
 /**
  * Whether a Sandbox's pick may be taken: only for the running turn of its conversation (the
@@ -180,32 +188,27 @@ export function judgePick(
   const e = ledger.conversations[iid];
   if (!e)
     return {
-      status: 404,
       code: "unknown_conversation",
       message: `conversation ${iid} has no turn the Orchestrator admitted: a pick is taken only for an admitted, running turn`,
     };
   const turn = runningTurn(ledger, iid);
   if (!turn)
     return {
-      status: 409,
       code: "turn_over",
       message: `the turn of conversation ${iid} is over: no pick is taken for it`,
     };
   if (pick.submissionId !== turn.admission.submissionId)
     return {
-      status: 409,
       code: "not_running",
       message: `submission ${pick.submissionId} is not the running turn of conversation ${iid}`,
     };
   if (!turn.menu.includes(pick.pick))
     return {
-      status: 403,
       code: "not_on_menu",
       message: `"${pick.pick}" is not on the turn's Menu (${turn.menu.join(", ") || "an empty Menu"})`,
     };
   if (!turn.allowed.includes(pick.pick))
     return {
-      status: 403,
       code: "not_allowed",
       message: `"${pick.pick}" is not among the turn's Allowed picks now (${turn.allowed.join(", ") || "none"})`,
     };
@@ -226,13 +229,11 @@ export function judgeArgs(pick: string, schema: Record<string, unknown>, args: u
     const first = errors[0];
     const where = fieldPath(["args", ...pointerPath(value, first?.instancePath ?? "")]);
     return {
-      status: 400,
       code: "invalid_args",
       message: `${where}: ${first?.message ?? "does not match"} (the parameters of "${pick}" on the turn's Menu)`,
     };
   } catch (err) {
     return {
-      status: 400,
       code: "invalid_args",
       message: `args: cannot be checked against the parameters of "${pick}" on the turn's Menu: ${err instanceof Error ? err.message : String(err)}`,
     };

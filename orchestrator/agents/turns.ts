@@ -11,17 +11,15 @@ import { randomBytes } from "node:crypto";
 import { z } from "zod";
 import {
   Admission,
-  AgentName,
-  ConversationId,
   LIMITS,
   LONG_POLL_MS,
   StreamPage,
-  TurnBody,
   abortPath,
   agentPath,
   streamPath,
 } from "../../api/agent-protocol";
-import { HttpError } from "../schemas";
+import type { SubmitTurnBody } from "../../api/orchestrator-schemas";
+import { ERRORS, HttpError, isErrorCode, type ErrorCode } from "../../api/orchestrator-errors";
 import { HarnessMisbehaved, SMALL_ANSWER, type HarnessLimits, type Misbehaviour } from "../workspaces/sandbox-gateway";
 import type { SandboxWatch } from "../workspaces/sandbox-watch";
 import { KubeLedgers, LedgerStore, type LedgerBackend, type LedgerFormat } from "./ledger-store";
@@ -40,13 +38,6 @@ import {
   type PickRefusal,
   type TurnsLedger,
 } from "./turn-ledger";
-
-/** What a Machine sends: a turn for one Agent, on a conversation (`iid`; a new one when absent). */
-export const SubmitTurnBody = TurnBody.extend({
-  agent: AgentName,
-  iid: ConversationId.optional(),
-});
-export type SubmitTurnBody = z.infer<typeof SubmitTurnBody>;
 
 export { turnsConfigMap };
 
@@ -126,20 +117,19 @@ export class Turns {
     // A conversation belongs to its workspace by name (pick-ledger.ts workspaceOfIid): `<workspace>.<rest>`.
     const iid = body.iid ?? `${workspace}.c-${randomBytes(6).toString("hex")}`;
     if (!iid.startsWith(`${workspace}.`))
-      throw new HttpError(400, "invalid", `iid: must begin with "${workspace}." (the workspace's name and a dot)`);
+      throw new HttpError("invalid", `iid: must begin with "${workspace}." (the workspace's name and a dot)`);
     // The Menu's parameters are kept with the running turn (its picks' args are checked against
     // them, decision 0049): bounded, so the turn's entry always fits its ledger.
     const parameters = Buffer.byteLength(JSON.stringify(body.menu.map((m) => m.parameters ?? null)), "utf8");
     if (parameters > LIMITS.menuParametersBytes)
       throw new HttpError(
-        413,
         "too_large",
         `menu: its tools' parameters are ${parameters} bytes as JSON together, past the bound of ${LIMITS.menuParametersBytes}: send smaller schemas`,
       );
     const submissionId = body.submissionId ?? `s-${randomBytes(6).toString("hex")}`;
     const held = (await this.#ledgers.read(workspace)).conversations[iid];
     if (held && held.agent !== body.agent)
-      throw new HttpError(409, "conflict", `conversation ${iid} belongs to Agent "${held.agent}", not "${body.agent}"`);
+      throw new HttpError("conflict", `conversation ${iid} belongs to Agent "${held.agent}", not "${body.agent}"`);
     const { agent, iid: _iid, ...turn } = body;
     const res = await this.#call(workspace, "POST", agentPath(agent, iid), { ...turn, submissionId });
     if (res.status !== 202) throw harnessRefusal(workspace, res);
@@ -148,7 +138,7 @@ export class Turns {
       const next = admitTurn(ledger, iid, { agent, admission, at: this.#at(), body: turn });
       if (!next)
         // One conversation's entry is bounded (LIMITS): this cannot happen with any turn the API takes.
-        throw new HttpError(413, "too_large", `the turn does not fit workspace ${workspace}'s turns ledger`);
+        throw new HttpError("too_large", `the turn does not fit workspace ${workspace}'s turns ledger`);
       return { value: next, result: undefined };
     });
     return { iid, admission };
@@ -172,7 +162,6 @@ export class Turns {
     const open = this.#following.get(workspace) ?? 0;
     if (open >= poll.streamsPerWorkspace)
       throw new HttpError(
-        429,
         "too_many_streams",
         `workspace ${workspace} has ${open} turn event streams open, its bound: close one before opening another`,
       );
@@ -225,7 +214,7 @@ export class Turns {
   ) {
     this.#ready(workspace);
     const entry = (await this.#ledgers.read(workspace)).conversations[iid];
-    if (!entry) throw new HttpError(404, "not_found", `workspace ${workspace} has no conversation ${iid}`);
+    if (!entry) throw new HttpError("not_found", `workspace ${workspace} has no conversation ${iid}`);
     const from = offset ?? entry.admission.offset;
     const wait = Math.min(Math.max(waitMs, 0), LONG_POLL_MS);
     const path = `${streamPath(entry.agent, iid)}?offset=${from}&wait=${wait}&limit=${LIMITS.pageEvents}`;
@@ -239,7 +228,6 @@ export class Turns {
       parsed.data.next < from
     )
       throw new HttpError(
-        400,
         "invalid",
         `Last-Event-ID: ${resumed.lastEventId} is past the end of conversation ${iid}'s stream (its next event ` +
           `will have id ${parsed.data.next}): send the id of an event this stream sent, or none to read its last turn from the start`,
@@ -261,7 +249,7 @@ export class Turns {
   async abort(workspace: string, iid: string): Promise<{ aborted: boolean }> {
     this.#ready(workspace);
     const entry = (await this.#ledgers.read(workspace)).conversations[iid];
-    if (!entry) throw new HttpError(404, "not_found", `workspace ${workspace} has no conversation ${iid}`);
+    if (!entry) throw new HttpError("not_found", `workspace ${workspace} has no conversation ${iid}`);
     const res = await this.#call(workspace, "POST", abortPath(entry.agent, iid));
     if (res.status !== 200) throw harnessRefusal(workspace, res);
     const answer = z.strictObject({ aborted: z.boolean() }).safeParse(res.body);
@@ -281,8 +269,8 @@ export class Turns {
     this.#ready(workspace);
     const now = await this.#ledgers.change(workspace, (ledger) => {
       const r = setTurnAllowed(ledger, iid, allowed);
-      if (r.kind === "unknown") throw new HttpError(404, "not_found", `workspace ${workspace}: ${r.message}`);
-      if (r.kind === "over") throw new HttpError(409, "turn_over", r.message);
+      if (r.kind === "unknown") throw new HttpError("not_found", `workspace ${workspace}: ${r.message}`);
+      if (r.kind === "over") throw new HttpError("turn_over", r.message);
       return r.kind === "set" ? { value: r.ledger, result: r.allowed } : { result: r.allowed };
     });
     return { iid, allowed: now };
@@ -334,13 +322,9 @@ export class Turns {
 
   #ready(workspace: string) {
     const sandbox = this.opts.watch.get(workspace);
-    if (!sandbox) throw new HttpError(404, "not_found", `no workspace ${workspace}`);
+    if (!sandbox) throw new HttpError("not_found", `no workspace ${workspace}`);
     if (sandbox.status?.phase !== "Ready")
-      throw new HttpError(
-        409,
-        "not_ready",
-        `workspace ${workspace} is ${sandbox.status?.phase ?? "Pending"}, not Ready`,
-      );
+      throw new HttpError("not_ready", `workspace ${workspace} is ${sandbox.status?.phase ?? "Pending"}, not Ready`);
   }
 
   async #end(workspace: string, iid: string, submissionId: string) {
@@ -393,15 +377,22 @@ export class Turns {
 
   #misbehaved(workspace: string, reason: Misbehaviour, message: string): HttpError {
     this.opts.onMisbehaviour?.(workspace, reason, message);
-    return new HttpError(502, "harness_misbehaved", message);
+    return new HttpError("harness_misbehaved", message);
   }
 }
+
+/** The Harness's refusals (harness/harness-server.ts) a Machine is answered as they are: a turn's
+ * body it refused, a conversation it does not hold, another turn running. */
+export const RELAYED: readonly ErrorCode[] = ["invalid", "not_found", "busy"];
 
 /** A Harness answer that is not the one asked for: its status and, cut short, its own words. */
 function harnessRefusal(workspace: string, res: { status: number; body: unknown }): HttpError {
   const said = (res.body as { error?: { code?: unknown; message?: unknown } } | undefined)?.error;
-  const status = res.status === 409 || res.status === 404 || res.status === 400 ? res.status : 502;
-  const code = typeof said?.code === "string" && /^[a-z_]{1,64}$/.test(said.code) ? said.code : "harness_error";
   const words = typeof said?.message === "string" ? said.message : (JSON.stringify(res.body) ?? "");
-  return new HttpError(status, code, `workspace ${workspace}'s Harness answered ${res.status}: ${words.slice(0, 500)}`);
+  const message = `workspace ${workspace}'s Harness answered ${res.status}: ${words.slice(0, 500)}`;
+  // Only the Harness's words the catalogue has, at the status it gives them, are passed on as they
+  // are; any other is harness_error, so a Machine meets no code the catalogue lacks (decision 0057).
+  if (isErrorCode(said?.code) && RELAYED.includes(said.code) && ERRORS[said.code].status === res.status)
+    return new HttpError(said.code, message);
+  return new HttpError("harness_error", message);
 }

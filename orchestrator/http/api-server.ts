@@ -7,20 +7,24 @@ import http from "node:http";
 import https from "node:https";
 import type { z } from "zod";
 import {
+  AllowedBody,
+  AnswerBody,
+  EgressList,
   FINAL_STATES,
-  HttpError,
+  SubmitTurnBody,
   WorkspaceName,
   parseCreateBody,
+  type Health,
   type WorkspaceEvent,
   type WorkspaceView,
-} from "../schemas";
-import { EgressList } from "../schemas";
+} from "../../api/orchestrator-schemas";
+import { ERRORS, HttpError, type ErrorCode } from "../../api/orchestrator-errors";
 import { openApiDocument } from "./openapi-document";
 import { LIMITS, PickBody } from "../../api/agent-protocol";
 import { KeyedRateLimiter } from "../../lib/ratelimit";
 import { maySee, type Principal } from "../tokens";
-import { AllowedBody, AnswerBody, waitOf, workspaceOfIid } from "../agents/pick-ledger";
-import { SubmitTurnBody, type Turns } from "../agents/turns";
+import { waitOf, workspaceOfIid } from "../agents/pick-ledger";
+import type { Turns } from "../agents/turns";
 import { matchPath, pathFor, segmentOf, type Method, type Param, type RouteId } from "../../api/orchestrator-routes";
 import type { Picks } from "../agents/pick-store";
 import { bearerOf, listen, logRequest, pathOf, readBody, sendError, sendJson } from "../../lib/http-json";
@@ -79,6 +83,11 @@ type Ctx = Required<Omit<ServerOptions, "log" | "picks" | "checkSandboxToken" | 
 /** What the turn routes need of turns.ts. */
 export type TurnsApi = Pick<Turns, "submit" | "follow" | "abort" | "setAllowed" | "allowedFor">;
 
+/** An error answered with its code's status from the catalogue (api/orchestrator-errors.ts,
+ * decision 0057): the server answers no code the catalogue lacks. */
+const fail = (res: Res, code: ErrorCode, message: string, headers?: http.OutgoingHttpHeaders) =>
+  sendError(res, ERRORS[code].status, code, message, headers);
+
 // ---------------------------------------------------------------------------------------------
 // Bodies
 
@@ -110,27 +119,26 @@ async function jsonBody(
 ): Promise<{ value: unknown; bytes: number } | undefined> {
   const type = req.headers["content-type"];
   if (type !== undefined && !/^application\/json\s*(;|$)/i.test(type)) {
-    sendError(res, 415, "unsupported_media_type", "the body must be application/json");
+    fail(res, "unsupported_media_type", "the body must be application/json");
     return undefined;
   }
   const raw = await readBody(req, limit);
   if (raw === undefined) {
     // Close the connection rather than drain an arbitrarily long remainder.
-    sendError(res, 413, "too_large", tooLarge, { connection: "close" });
+    fail(res, "too_large", tooLarge, { connection: "close" });
     return undefined;
   }
   let value: unknown;
   try {
     value = JSON.parse(raw.toString("utf8"));
   } catch {
-    sendError(res, 400, "invalid", "body: not valid JSON");
+    fail(res, "invalid", "body: not valid JSON");
     return undefined;
   }
   const deep = tooDeep(value);
   if (deep) {
-    sendError(
+    fail(
       res,
-      400,
       "invalid",
       `${fieldPath(deep.slice(0, 1))}: nested more than ${MAX_JSON_DEPTH} levels deep (at ${fieldPath(deep.slice(0, 8))}...): send flatter JSON`,
     );
@@ -147,7 +155,7 @@ async function jsonBody(
 type Params = Partial<Record<Param, string>> & { workspace?: string; principal?: Principal };
 type Handler = (req: Req, res: Res, ctx: Ctx, params: Params) => Promise<void> | void;
 
-const notFound = (res: Res, name: string) => sendError(res, 404, "not_found", `no workspace "${name}"`);
+const notFound = (res: Res, name: string) => fail(res, "not_found", `no workspace "${name}"`);
 
 const sseFrame = (id: number, event: WorkspaceEvent | { type: "snapshot" }, data: unknown) =>
   `id: ${id}\nevent: ${event.type}\ndata: ${JSON.stringify(data)}\n\n`;
@@ -161,7 +169,7 @@ async function parsedBody<S extends z.ZodType>(req: Req, res: Res, schema: S): P
   const parsed = schema.safeParse(body.value);
   if (parsed.success) return parsed.data;
   const message = parsed.error.issues.map((i) => `${i.path.join(".") || "body"}: ${i.message}`).join("; ");
-  sendError(res, 400, "invalid", message);
+  fail(res, "invalid", message);
   return undefined;
 }
 
@@ -224,9 +232,8 @@ async function workspaceEvents(_req: Req, res: Res, ctx: Ctx, name: string): Pro
 async function turnEvents(req: Req, res: Res, turns: TurnsApi, keepAliveMs: number, name: string, iid: string) {
   const last = req.headers["last-event-id"];
   if (last !== undefined && !/^\d{1,15}$/.test(String(last)))
-    return sendError(
+    return fail(
       res,
-      400,
       "invalid",
       "Last-Event-ID: must be the id of an event this stream sent (a whole number): send it as received, or none to read the last turn from its start",
     );
@@ -293,11 +300,11 @@ async function readDelivery(req: Req, res: Res, picks: Picks, workspace: string,
 }
 
 const picksOf = (res: Res, ctx: Ctx): Picks | undefined => {
-  if (!ctx.picks) sendError(res, 404, "not_found", "picks are not served here");
+  if (!ctx.picks) fail(res, "not_found", "picks are not served here");
   return ctx.picks;
 };
 const turnsOf = (res: Res, ctx: Ctx): TurnsApi | undefined => {
-  if (!ctx.turns) sendError(res, 404, "not_found", "turns are not served here");
+  if (!ctx.turns) fail(res, "not_found", "turns are not served here");
   return ctx.turns;
 };
 
@@ -322,6 +329,8 @@ export function pickOversize(value: unknown): string | undefined {
   return undefined;
 }
 
+const HEALTHY: Health = { ok: true };
+
 /** Every route's handler: a route added to the table without one does not compile. The router
  * has checked the caller and decoded every parameter the route's path names. */
 const HANDLERS: Record<RouteId, Handler> = {
@@ -329,7 +338,7 @@ const HANDLERS: Record<RouteId, Handler> = {
     const body = await jsonBody(req, res);
     if (!body) return;
     const parsed = parseCreateBody(body.value);
-    if (!parsed.ok) return sendError(res, 400, "invalid", parsed.message);
+    if (!parsed.ok) return fail(res, "invalid", parsed.message);
     const principal = params.principal!;
     const name = await ctx.workspaces.create(parsed.body, principal.kind === "tenant" ? principal.tenant : undefined);
     sendJson(res, 202, { name }, { location: pathFor("getWorkspace", { name }) });
@@ -410,11 +419,11 @@ const HANDLERS: Record<RouteId, Handler> = {
       (raw.bytes > LIMITS.pickBodyBytes
         ? `body: ${raw.bytes} bytes, past the bound of ${LIMITS.pickBodyBytes}: send a smaller pick`
         : undefined);
-    if (oversize) return sendError(res, 413, "too_large", oversize);
+    if (oversize) return fail(res, "too_large", oversize);
     const parsed = PickBody.safeParse(raw.value);
     if (!parsed.success) {
       const message = parsed.error.issues.map((i) => `${i.path.join(".") || "body"}: ${i.message}`).join("; ");
-      return sendError(res, 400, "invalid", message);
+      return fail(res, "invalid", message);
     }
     const body = parsed.data;
     const { receipt, repeated } = await picks.submit(workspace!, iid!, body);
@@ -424,18 +433,17 @@ const HANDLERS: Record<RouteId, Handler> = {
     const turns = turnsOf(res, ctx);
     if (!turns) return;
     const now = await turns.allowedFor(workspace!, iid!);
-    if (now === undefined) return sendError(res, 404, "not_found", `conversation ${iid} has no running turn`);
+    if (now === undefined) return fail(res, "not_found", `conversation ${iid} has no running turn`);
     sendJson(res, 200, now);
   },
   async readDelivery(req, res, ctx, { iid, deliveryId, workspace }) {
     const picks = picksOf(res, ctx);
     if (picks) await readDelivery(req, res, picks, workspace!, iid!, deliveryId!);
   },
-  healthz: (_req, res) => sendJson(res, 200, { ok: true }),
-  healthzHead: (_req, res) => sendJson(res, 200, { ok: true }),
+  healthz: (_req, res) => sendJson(res, 200, HEALTHY),
+  healthzHead: (_req, res) => sendJson(res, 200, HEALTHY),
   async metrics(_req, res, ctx, { principal }) {
-    if (principal?.kind !== "admin")
-      return sendError(res, 403, "forbidden", "the metrics are an admin token's to read");
+    if (principal?.kind !== "admin") return fail(res, "forbidden", "the metrics are an admin token's to read");
     const text = await ctx.metrics();
     res.writeHead(200, { "content-type": "text/plain; version=0.0.4; charset=utf-8" });
     res.end(text);
@@ -461,7 +469,7 @@ function paramOf(param: Param, raw: string): string | undefined {
 }
 
 const unauthorized = (res: Res, message: string) =>
-  sendError(res, 401, "unauthorized", message, { "www-authenticate": "Bearer" });
+  fail(res, "unauthorized", message, { "www-authenticate": "Bearer" });
 
 /**
  * Who may call is settled first, before anything is read or said about the route: a Harness's
@@ -491,21 +499,15 @@ async function route(req: Req, res: Res, ctx: Ctx): Promise<void> {
     const limiter = match!.entry.routes.some((r) => r.id === "takePick") ? ctx.limiters.picks : ctx.limiters.reads;
     const waitMs = limiter.tryTake(workspace);
     if (waitMs > 0)
-      return sendError(
-        res,
-        429,
-        "rate_limited",
-        `workspace ${workspace}'s Sandbox calls are over their rate: retry later`,
-        {
-          "retry-after": String(Math.ceil(waitMs / 1000)),
-        },
-      );
+      return fail(res, "rate_limited", `workspace ${workspace}'s Sandbox calls are over their rate: retry later`, {
+        "retry-after": String(Math.ceil(waitMs / 1000)),
+      });
   } else if (auth === "api") {
     const principal = token === undefined ? undefined : ctx.checkToken(token);
     if (!principal) return unauthorized(res, "a valid bearer token is required");
     params.principal = principal;
   }
-  const noRoute = () => sendError(res, 404, "not_found", `no route for ${req.method} ${path}`);
+  const noRoute = () => fail(res, "not_found", `no route for ${req.method} ${path}`);
   if (!match) return noRoute();
   for (const [param, raw] of Object.entries(match.raw) as Array<[Param, string]>) {
     const value = paramOf(param, raw);
@@ -524,7 +526,7 @@ async function route(req: Req, res: Res, ctx: Ctx): Promise<void> {
     const allow = match.entry.routes
       .map((r) => r.method)
       .sort((a, b) => METHOD_ORDER.indexOf(a) - METHOD_ORDER.indexOf(b));
-    return sendError(res, 405, "method_not_allowed", `use ${allow.join(" or ")}`, { allow: allow.join(", ") });
+    return fail(res, "method_not_allowed", `use ${allow.join(" or ")}`, { allow: allow.join(", ") });
   }
   return HANDLERS[found.id](req, res, ctx, params);
 }
@@ -556,10 +558,10 @@ export function createOrchestratorServer(opts: ServerOptions): http.Server {
     logRequest(req, res, ctx.log);
     route(req, res, ctx).catch((err: unknown) => {
       if (err instanceof HttpError) {
-        if (!res.headersSent) return sendError(res, err.status, err.code, err.message);
+        if (!res.headersSent) return fail(res, err.code, err.message);
       } else {
         ctx.log({ level: "error", path: pathOf(req), message: err instanceof Error ? err.message : String(err) });
-        if (!res.headersSent) return sendError(res, 500, "internal", "internal error");
+        if (!res.headersSent) return fail(res, "internal", "internal error");
       }
       res.destroy();
     });

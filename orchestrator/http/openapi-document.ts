@@ -1,20 +1,28 @@
-// `/v1/openapi.json`, generated from the very zod schemas the server validates with (schemas.ts), by
+// `/v1/openapi.json`, generated from the very zod schemas the server validates with (api/orchestrator-schemas.ts), by
 // zod 4's own JSON Schema writer (docs/decisions/0003). OpenAPI 3.1 takes JSON Schema 2020-12 as is.
 import { z } from "zod";
 import {
+  AbortReceipt,
+  AllowedBody,
+  AllowedSet,
+  AnswerBody,
+  AnswerReceipt,
   Created,
   CreateWorkspaceBody,
   EgressList,
   EgressLog,
   ErrorBody,
+  Health,
+  PickList,
+  SubmitTurnBody,
+  TurnSubmitted,
   WorkspaceEvent,
   WorkspaceList,
   WorkspaceView,
-} from "../schemas";
+} from "../../api/orchestrator-schemas";
 import { Admission, Allowed, Delivery, PickBody, PickReceipt, StreamEvent } from "../../api/agent-protocol";
-import { SubmitTurnBody } from "../agents/turns";
-import { AllowedBody, AnswerBody, AnswerReceipt, PickList } from "../agents/pick-ledger";
 import { PATHS, paramsOf, type Param, type RouteId } from "../../api/orchestrator-routes";
+import type { ErrorCode } from "../../api/orchestrator-errors";
 
 type Json = Record<string, unknown>;
 
@@ -28,7 +36,12 @@ function schemaOf(schema: z.ZodType, io: "input" | "output"): Json {
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 const json = (name: string) => ({ content: { "application/json": { schema: ref(name) } } });
 const answer = (description: string, name: string) => ({ description, ...json(name) });
-const error = (description: string) => answer(description, "Error");
+/** An error answer: the catalogue's codes it may carry (api/orchestrator-errors.ts), each of whose
+ * status is this answer's (test/unit/api-errors.test.ts checks), and what they say here. */
+const error = (codes: ErrorCode[], description: string) => ({
+  ...answer(description, "Error"),
+  "x-error-codes": codes,
+});
 
 /** Each path parameter the route table names, as the document states it. */
 const PARAMS: Record<Param, Json> = {
@@ -49,7 +62,32 @@ const PARAMS: Record<Param, Json> = {
   },
 };
 
-const COMMON_ERRORS = { "401": error("No valid bearer token.") };
+const INTERNAL = "The Orchestrator failed; the details are in its log.";
+
+/** What any route behind a token may answer. */
+const COMMON_ERRORS = {
+  "401": error(["unauthorized"], "No valid bearer token."),
+  "500": error(["internal"], INTERNAL),
+};
+
+/** What a route reading or writing a workspace's turns or picks ledger may answer besides. */
+const LEDGER_ERRORS = {
+  "500": error(["internal", "ledger_unreadable"], `${INTERNAL} Or the workspace's ledger cannot be read.`),
+};
+
+/** What a route with a JSON body may answer besides. */
+const BODY_ERRORS = {
+  "413": error(["too_large"], "The body exceeds 1 MiB."),
+  "415": error(["unsupported_media_type"], "The body is not JSON."),
+};
+
+/** What a route that calls the workspace's Harness may answer besides. */
+const HARNESS_ERRORS = {
+  "502": error(
+    ["harness_misbehaved", "harness_error"],
+    "The workspace's Harness broke a bound (`harness_misbehaved`) or answered an error of its own (`harness_error`).",
+  ),
+};
 
 /** A route's operation; `query`: its query parameters, listed after the path's own. `null`: a
  * route the document leaves out (HEAD of the health check). */
@@ -62,14 +100,15 @@ const OPERATIONS: Record<RouteId, Operation | null> = {
     requestBody: { required: true, ...json("CreateWorkspaceBody") },
     responses: {
       "202": answer("Accepted: the workspace is being placed.", "Created"),
-      "400": error("The body is invalid; the message names each field path."),
+      "400": error(["invalid", "invalid_size"], "The body is invalid; the message names each field path."),
       "403": error(
+        ["fence_refused", "image_refused", "runtime_class_refused"],
         "A repo url is outside the fence: no git.credentials entry admits it (fence_refused); or effector.image " +
           "is not one the pod config lets hold push credentials (image_refused); or runtimeClassName is not one " +
           "the pod config lets a workspace choose (runtime_class_refused).",
       ),
-      "413": error("The body exceeds 1 MiB."),
-      "415": error("The body is not JSON."),
+      "413": error(["too_large"], "The body exceeds 1 MiB."),
+      "415": error(["unsupported_media_type"], "The body is not JSON."),
       ...COMMON_ERRORS,
     },
   },
@@ -81,7 +120,7 @@ const OPERATIONS: Record<RouteId, Operation | null> = {
     summary: "A workspace",
     responses: {
       "200": answer("The workspace.", "WorkspaceView"),
-      "404": error("No such workspace."),
+      "404": error(["not_found"], "No such workspace."),
       ...COMMON_ERRORS,
     },
   },
@@ -89,7 +128,7 @@ const OPERATIONS: Record<RouteId, Operation | null> = {
     summary: "Destroy a workspace (its Sandbox is deleted)",
     responses: {
       "202": answer("Accepted: the workspace is being destroyed.", "Created"),
-      "404": error("No such workspace."),
+      "404": error(["not_found"], "No such workspace."),
       ...COMMON_ERRORS,
     },
   },
@@ -101,10 +140,14 @@ const OPERATIONS: Record<RouteId, Operation | null> = {
       "after a final state (lost, failed, destroyed).",
     responses: {
       "200": {
-        description: "The event stream.",
-        content: { "text/event-stream": { schema: ref("WorkspaceEvent") } },
+        description:
+          "The event stream: each event's `data` is one JSON value, the `snapshot` a WorkspaceView, every other " +
+          "a WorkspaceEvent (its `type` is the event's name).",
+        content: {
+          "text/event-stream": { schema: { oneOf: [ref("WorkspaceView"), ref("WorkspaceEvent")] } },
+        },
       },
-      "404": error("No such workspace."),
+      "404": error(["not_found"], "No such workspace."),
       ...COMMON_ERRORS,
     },
   },
@@ -115,8 +158,8 @@ const OPERATIONS: Record<RouteId, Operation | null> = {
       "Repos' remotes (decision 0051).",
     responses: {
       "200": answer("The list.", "EgressList"),
-      "404": error("No such workspace, or no egress point (local mode)."),
-      "409": error("The workspace has no Sandbox now (being placed, or ended)."),
+      "404": error(["not_found"], "No such workspace, or no egress point (local mode)."),
+      "409": error(["no_sandbox"], "The workspace has no Sandbox now (being placed, or ended)."),
       ...COMMON_ERRORS,
     },
   },
@@ -127,10 +170,11 @@ const OPERATIONS: Record<RouteId, Operation | null> = {
       "already open stay open.",
     requestBody: { required: true, ...json("EgressList") },
     responses: {
+      ...BODY_ERRORS,
       "200": answer("The list, as now in force.", "EgressList"),
-      "400": error("An entry is no host rule; the message names its index and the fix."),
-      "404": error("No such workspace, or no egress point (local mode)."),
-      "409": error("The workspace has no Sandbox now (being placed, or ended)."),
+      "400": error(["invalid"], "An entry is no host rule; the message names its index and the fix."),
+      "404": error(["not_found"], "No such workspace, or no egress point (local mode)."),
+      "409": error(["no_sandbox"], "The workspace has no Sandbox now (being placed, or ended)."),
       ...COMMON_ERRORS,
     },
   },
@@ -138,8 +182,8 @@ const OPERATIONS: Record<RouteId, Operation | null> = {
     summary: "The workspace's latest connections, allowed and refused",
     responses: {
       "200": answer("The egress point's log for its Sandbox, oldest first.", "EgressLog"),
-      "404": error("No such workspace, or no egress point (local mode)."),
-      "502": error("The egress point could not be read."),
+      "404": error(["not_found"], "No such workspace, or no egress point (local mode)."),
+      "502": error(["egress_unreadable"], "The egress point could not be read."),
       ...COMMON_ERRORS,
     },
   },
@@ -147,25 +191,26 @@ const OPERATIONS: Record<RouteId, Operation | null> = {
     summary: "Submit a turn to one of the workspace's Agents (a new conversation unless `iid` names one)",
     requestBody: { required: true, ...json("SubmitTurnBody") },
     responses: {
-      "202": {
-        description:
-          "Admitted: `{iid, admission}`, the durable handle (kept in the cluster); read the turn from " +
+      ...BODY_ERRORS,
+      "202": answer(
+        "Admitted: `{iid, admission}`, the durable handle (kept in the cluster); read the turn from " +
           "`.../turns/{iid}/events`.",
-        content: {
-          "application/json": {
-            schema: {
-              type: "object",
-              properties: { iid: { type: "string" }, admission: ref("Admission") },
-              required: ["iid", "admission"],
-            },
-          },
-        },
-      },
-      "400": error("The body is invalid."),
-      "404": error("No such workspace."),
-      "409": error("The workspace is not Ready, or another turn runs (one Agent at a time)."),
-      "413": error("The Menu's tools' `parameters` pass 256 KiB as JSON together (the body itself: 1 MiB)."),
+        "TurnSubmitted",
+      ),
+      "400": error(["invalid"], "The body is invalid."),
+      "404": error(["not_found"], "No such workspace."),
+      "409": error(
+        ["not_ready", "busy", "conflict"],
+        "The workspace is not Ready (`not_ready`), another turn runs (`busy`: one Agent at a time), or the " +
+          "conversation is another Agent's (`conflict`).",
+      ),
+      "413": error(
+        ["too_large"],
+        "The Menu's tools' `parameters` pass 256 KiB as JSON together (the body itself: 1 MiB).",
+      ),
       ...COMMON_ERRORS,
+      ...LEDGER_ERRORS,
+      ...HARNESS_ERRORS,
     },
   },
   turnEvents: {
@@ -174,26 +219,33 @@ const OPERATIONS: Record<RouteId, Operation | null> = {
       "after `Last-Event-ID`, until that turn's `end` or until nothing more can come (no running turn, every event read)",
     responses: {
       "200": {
-        description: "The event stream.",
+        description:
+          "The event stream: each event's `data` is a StreamEvent (its `kind` is the event's name, its `offset` " +
+          "the SSE id); a failure after the stream began is an `error` event, `{message}`: resume with " +
+          "`Last-Event-ID`.",
         content: { "text/event-stream": { schema: ref("StreamEvent") } },
       },
-      "400": error("`Last-Event-ID` is not an id of this stream, or is past its end: the message names it."),
-      "404": error("No such workspace or conversation."),
-      "429": error("The workspace has as many turn event streams open as it may (8): close one."),
+      "400": error(
+        ["invalid"],
+        "`Last-Event-ID` is not an id of this stream, or is past its end: the message names it.",
+      ),
+      "404": error(["not_found"], "No such workspace or conversation."),
+      "409": error(["not_ready"], "The workspace is not Ready."),
+      "429": error(["too_many_streams"], "The workspace has as many turn event streams open as it may (8): close one."),
       ...COMMON_ERRORS,
+      ...LEDGER_ERRORS,
+      ...HARNESS_ERRORS,
     },
   },
   abortTurn: {
     summary: "Abort the conversation's running turn (a deliberate terminal cancel)",
     responses: {
-      "200": {
-        description: "`{aborted}`: false when no turn ran.",
-        content: {
-          "application/json": { schema: { type: "object", properties: { aborted: { type: "boolean" } } } },
-        },
-      },
-      "404": error("No such workspace or conversation."),
+      "200": answer("`{aborted}`: false when no turn ran.", "AbortReceipt"),
+      "404": error(["not_found"], "No such workspace or conversation."),
+      "409": error(["not_ready"], "The workspace is not Ready."),
       ...COMMON_ERRORS,
+      ...LEDGER_ERRORS,
+      ...HARNESS_ERRORS,
     },
   },
   setAllowed: {
@@ -202,41 +254,35 @@ const OPERATIONS: Record<RouteId, Operation | null> = {
       "reads them at its next step boundary and is told the new list",
     requestBody: { required: true, ...json("AllowedBody") },
     responses: {
-      "200": {
-        description: "`{iid, allowed}`: the Allowed picks now, sorted.",
-        content: {
-          "application/json": {
-            schema: {
-              type: "object",
-              properties: { iid: { type: "string" }, allowed: { type: "array", items: { type: "string" } } },
-              required: ["iid", "allowed"],
-            },
-          },
-        },
-      },
-      "400": error("The body is invalid."),
-      "404": error("No such workspace or conversation."),
-      "409": error("The workspace is not Ready, or the conversation has no running turn."),
+      ...BODY_ERRORS,
+      "200": answer("`{iid, allowed}`: the Allowed picks now, sorted.", "AllowedSet"),
+      "400": error(["invalid"], "The body is invalid."),
+      "404": error(["not_found"], "No such workspace or conversation."),
+      "409": error(["not_ready", "turn_over"], "The workspace is not Ready, or the conversation has no running turn."),
       ...COMMON_ERRORS,
+      ...LEDGER_ERRORS,
     },
   },
   listPicks: {
     summary: "The picks the workspace's Agents wait on (outstanding), oldest first",
     responses: {
       "200": answer("The outstanding picks.", "PickList"),
-      "404": error("No such workspace."),
+      "404": error(["not_found"], "No such workspace."),
       ...COMMON_ERRORS,
+      ...LEDGER_ERRORS,
     },
   },
   answerPick: {
     summary: "Answer a pick: the text its Agent reads as the Menu tool's result",
     requestBody: { required: true, ...json("AnswerBody") },
     responses: {
+      ...BODY_ERRORS,
       "200": answer("Answered; the Agent's delivery poll gets it.", "AnswerReceipt"),
-      "400": error("The body is invalid."),
-      "404": error("No such workspace, or no pick with this delivery."),
-      "409": error("The pick is answered already, or its turn is over."),
+      "400": error(["invalid"], "The body is invalid."),
+      "404": error(["not_found"], "No such workspace, or no pick with this delivery."),
+      "409": error(["already_answered", "turn_over"], "The pick is answered already, or its turn is over."),
       ...COMMON_ERRORS,
+      ...LEDGER_ERRORS,
     },
   },
   takePick: {
@@ -247,28 +293,38 @@ const OPERATIONS: Record<RouteId, Operation | null> = {
     security: [{ sandbox: [] }],
     requestBody: { required: true, ...json("PickBody") },
     responses: {
+      ...BODY_ERRORS,
       "202": answer("Taken: poll the delivery.", "PickReceipt"),
       "200": answer("The same pick again: its delivery.", "PickReceipt"),
       "400": error(
+        ["invalid", "invalid_args"],
         "The body is invalid or nests more than 64 deep, or `args` do not match the Menu tool's `parameters` " +
           "(`invalid_args`, naming the place inside args).",
       ),
-      "401": error("No valid Sandbox token for the conversation's workspace."),
+      "401": error(["unauthorized"], "No valid Sandbox token for the conversation's workspace."),
       "403": error(
+        ["not_on_menu", "not_allowed"],
         "The pick is not on the turn's Menu (`not_on_menu`), or not among its Allowed picks now (`not_allowed`).",
       ),
       "404": error(
+        ["not_found", "unknown_conversation"],
         "No such workspace, or no turn the Orchestrator admitted on the conversation (`unknown_conversation`).",
       ),
       "409": error(
+        ["pick_outstanding", "turn_over", "not_running", "call_reused"],
         "Another pick of this turn is outstanding (`pick_outstanding`), the turn is over (`turn_over`) or not the " +
           "running one (`not_running`), or the callId named another pick (`call_reused`).",
       ),
       "413": error(
+        ["too_large"],
         "A field is past its bound (pick 64, submissionId and callId 128 characters, args 64 KiB, the body 96 KiB): " +
           "the message names it.",
       ),
-      "429": error("The workspace's Sandbox calls are over their rate: retry after `retry-after` seconds."),
+      "429": error(
+        ["rate_limited"],
+        "The workspace's Sandbox calls are over their rate: retry after `retry-after` seconds.",
+      ),
+      ...LEDGER_ERRORS,
     },
   },
   readAllowed: {
@@ -276,9 +332,13 @@ const OPERATIONS: Record<RouteId, Operation | null> = {
     security: [{ sandbox: [] }],
     responses: {
       "200": answer("The running turn's Allowed picks now, and its submission.", "Allowed"),
-      "401": error("No valid Sandbox token for the conversation's workspace."),
-      "404": error("No such workspace, or no running turn on the conversation."),
-      "429": error("The workspace's Sandbox calls are over their rate: retry after `retry-after` seconds."),
+      "401": error(["unauthorized"], "No valid Sandbox token for the conversation's workspace."),
+      "404": error(["not_found"], "No such workspace, or no running turn on the conversation."),
+      "429": error(
+        ["rate_limited"],
+        "The workspace's Sandbox calls are over their rate: retry after `retry-after` seconds.",
+      ),
+      ...LEDGER_ERRORS,
     },
   },
   readDelivery: {
@@ -295,28 +355,38 @@ const OPERATIONS: Record<RouteId, Operation | null> = {
     security: [{ sandbox: [] }],
     responses: {
       "200": answer("Answered, or still outstanding after the hold.", "Delivery"),
-      "401": error("No valid Sandbox token for the conversation's workspace."),
-      "404": error("No such workspace, or no such delivery in this conversation."),
-      "429": error("The workspace's Sandbox calls are over their rate: retry after `retry-after` seconds."),
+      "401": error(["unauthorized"], "No valid Sandbox token for the conversation's workspace."),
+      "404": error(["not_found"], "No such workspace, or no such delivery in this conversation."),
+      "429": error(
+        ["rate_limited"],
+        "The workspace's Sandbox calls are over their rate: retry after `retry-after` seconds.",
+      ),
+      ...LEDGER_ERRORS,
     },
   },
   healthz: {
     summary: "Liveness",
     security: [],
-    responses: { "200": { description: "The Orchestrator serves." } },
+    responses: { "200": answer("The Orchestrator serves.", "Health") },
   },
   healthzHead: null,
   metrics: {
     summary: "Prometheus metrics (an admin token's)",
     responses: {
-      "200": { description: "The metrics, in Prometheus's text format." },
-      "403": error("A tenant's token: the metrics are an admin's."),
+      "200": {
+        description: "The metrics, in Prometheus's text format.",
+        content: { "text/plain": { schema: { type: "string" } } },
+      },
+      "403": error(["forbidden"], "A tenant's token: the metrics are an admin's."),
       ...COMMON_ERRORS,
     },
   },
   openapi: {
     summary: "This document",
-    responses: { "200": { description: "The OpenAPI document." }, ...COMMON_ERRORS },
+    responses: {
+      "200": { description: "The OpenAPI document.", content: { "application/json": { schema: { type: "object" } } } },
+      ...COMMON_ERRORS,
+    },
   },
 };
 
@@ -329,9 +399,11 @@ function pathsOf(): Json {
     for (const { id, method } of routes) {
       const op = OPERATIONS[id];
       if (!op) continue;
-      const { query, ...operation } = op;
+      const { query, responses, ...operation } = op;
       parameters.push(...(query ?? []));
-      item[method.toLowerCase()] = operation;
+      // Statuses in order, whatever order the shared answers were spread in.
+      const sorted = Object.entries(responses as Json).sort(([a], [b]) => a.localeCompare(b));
+      item[method.toLowerCase()] = { ...operation, responses: Object.fromEntries(sorted) };
     }
     out[template] = parameters.length ? { parameters, ...item } : item;
   }
@@ -346,7 +418,10 @@ export function openApiDocument(): Json {
       version: "1",
       description:
         "Workspaces for Machines: a Sandbox placed, provisioned and attached, kept alive by its lease, and " +
-        "reported lost when it dies. Every error is `{error: {code, message}}`.",
+        "reported lost when it dies. Every error is `{error: {code, message}}`: each answer names the codes " +
+        "it may carry (`x-error-codes`), and the error catalogue (docs/api/errors.md) says what each means and " +
+        "what the caller does. A method a path does not serve is answered 405 `method_not_allowed`, naming " +
+        "the methods it does in `Allow`.",
     },
     security: [{ bearer: [] }],
     paths: pathsOf(),
@@ -374,6 +449,7 @@ export function openApiDocument(): Json {
         EgressLog: schemaOf(EgressLog, "output"),
         WorkspaceEvent: schemaOf(WorkspaceEvent, "output"),
         Error: schemaOf(ErrorBody, "output"),
+        Health: schemaOf(Health, "output"),
         PickList: schemaOf(PickList, "output"),
         AnswerBody: schemaOf(AnswerBody, "input"),
         AllowedBody: schemaOf(AllowedBody, "input"),
@@ -383,6 +459,9 @@ export function openApiDocument(): Json {
         PickReceipt: schemaOf(PickReceipt, "output"),
         Delivery: schemaOf(Delivery, "output"),
         SubmitTurnBody: schemaOf(SubmitTurnBody, "input"),
+        TurnSubmitted: schemaOf(TurnSubmitted, "output"),
+        AbortReceipt: schemaOf(AbortReceipt, "output"),
+        AllowedSet: schemaOf(AllowedSet, "output"),
         Admission: schemaOf(Admission, "output"),
         StreamEvent: schemaOf(StreamEvent, "output"),
       },

@@ -349,8 +349,14 @@ function custodianContainer(image: string, split: SizeSplit, intercepts: boolean
       { name: CUSTODIAN_ENV.healthPort, value: String(CUSTODIAN_HEALTH_PORT) },
     ],
     ports: [{ name: "custodian-probe", containerPort: CUSTODIAN_HEALTH_PORT, protocol: "TCP" }],
-    // The pod's Ready waits on its config and values (and so the Sandbox's Ready does).
-    readinessProbe: { httpGet: { path: "/readyz", port: CUSTODIAN_HEALTH_PORT }, periodSeconds: 1 },
+    // The pod's Ready waits on its config and values (and so the Sandbox's Ready does). The port is
+    // bound before the Custodian loads and the first probe answered once it has (decision 0062):
+    // 2 s to wait for that answer.
+    readinessProbe: {
+      httpGet: { path: "/readyz", port: CUSTODIAN_HEALTH_PORT },
+      periodSeconds: 1,
+      timeoutSeconds: 2,
+    },
     livenessProbe: { httpGet: { path: "/healthz", port: CUSTODIAN_HEALTH_PORT }, periodSeconds: 10 },
     resources: split.custodian,
     terminationMessagePolicy: "FallbackToLogsOnError",

@@ -26,7 +26,7 @@ import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { RepoUrlError, repoIdentity, repoKey } from "../../api/repo-identity";
 import { urlWithoutCredentials } from "../../lib/redact";
-import { zodIssuesToMessage } from "../schemas";
+import { zodIssuesToMessage } from "../../api/orchestrator-schemas";
 import { TENANT_NAME } from "../tokens";
 import { PlaceFailure, type PlaceRepo, type PlacedRepo } from "./sandbox-gateway";
 

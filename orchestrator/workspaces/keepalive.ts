@@ -8,7 +8,7 @@ import { fromCallback } from "xstate";
 import { DEFAULT_IDLE_TIMEOUT } from "../../api/wire";
 import { IDLE_TIMEOUT_MAX_MS, IDLE_TIMEOUT_MIN_MS } from "../../api/crd/sources/sandbox";
 import { parseGoDuration } from "../../lib/duration";
-import type { Loss } from "../schemas";
+import type { Loss } from "../../api/orchestrator-schemas";
 import type { Continuity, SandboxGateway } from "./sandbox-gateway";
 import { absentLoss } from "./provision-rules";
 

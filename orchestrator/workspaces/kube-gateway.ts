@@ -15,7 +15,8 @@ import { applyRequest, kubeRequest, paths } from "../../lib/kube";
 import { AnswerTooLarge, boundedText } from "../../lib/http-json";
 import { API_VERSION, type SandboxModel } from "../../api/crd";
 import type { AttachBody } from "../../api/attach";
-import { AttachAnswer, EgressLog, HttpError } from "../schemas";
+import { AttachAnswer, EgressLog } from "../../api/orchestrator-schemas";
+import { HttpError } from "../../api/orchestrator-errors";
 import type { CredentialEntry } from "./fence";
 import { composeSandbox, custodianConfigFor, ownedObjects, type ComposeInput, type Composition } from "./compose";
 import { custodianCaSecret, periodStart } from "./custodian-ca";
@@ -354,9 +355,9 @@ export class KubeSandboxGateway implements SandboxGateway {
       );
     } catch (err) {
       if (err instanceof ApiError && err.status === 404)
-        throw new HttpError(409, "no_sandbox", `workspace "${name}" has no Sandbox now: its egress list cannot be set`);
+        throw new HttpError("no_sandbox", `workspace "${name}" has no Sandbox now: its egress list cannot be set`);
       if (err instanceof ApiError && (err.status === 400 || err.status === 422 || err.status === 403))
-        throw new HttpError(400, "invalid", `allow: ${messageOf(err)}`);
+        throw new HttpError("invalid", `allow: ${messageOf(err)}`);
       throw err;
     }
   }
@@ -365,7 +366,6 @@ export class KubeSandboxGateway implements SandboxGateway {
     const admin = this.opts.pod?.egress?.adminUrl;
     if (!admin)
       throw new HttpError(
-        404,
         "not_found",
         "no egress point is configured here: its log is the egress point's (decision 0051)",
       );
@@ -377,20 +377,16 @@ export class KubeSandboxGateway implements SandboxGateway {
         bodyTimeout: EGRESS_LOG_TIMEOUT_MS,
       });
     } catch (err) {
-      throw new HttpError(
-        502,
-        "egress_unreadable",
-        `the egress point at ${admin} could not be read: ${messageOf(err)}`,
-      );
+      throw new HttpError("egress_unreadable", `the egress point at ${admin} could not be read: ${messageOf(err)}`);
     }
     const text = await boundedText(res.body, EGRESS_LOG_MAX_BYTES).catch((err: unknown) => {
-      throw new HttpError(502, "egress_unreadable", `the egress point's log could not be read: ${messageOf(err)}`);
+      throw new HttpError("egress_unreadable", `the egress point's log could not be read: ${messageOf(err)}`);
     });
     // Nothing decided for the Sandbox yet: an empty log, not an error.
     if (res.statusCode === 404) return [];
     const parsed = res.statusCode === 200 ? EgressLog.safeParse(safeJson(text)) : undefined;
     if (!parsed?.success)
-      throw new HttpError(502, "egress_unreadable", `the egress point answered ${res.statusCode} without a log`);
+      throw new HttpError("egress_unreadable", `the egress point answered ${res.statusCode} without a log`);
     return parsed.data.entries;
   }
 

@@ -14,7 +14,7 @@ import {
   type WorkspaceEvent,
   type WorkspaceState,
   type WorkspaceView,
-} from "../schemas";
+} from "../../api/orchestrator-schemas";
 import {
   DEFAULT_BUDGETS,
   WorkspaceFailure,

@@ -12,7 +12,7 @@
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { fieldPath } from "../../api/attach";
-import { EgressRules, RuntimeClassName } from "../schemas";
+import { EgressRules, RuntimeClassName } from "../../api/orchestrator-schemas";
 import { EnvName, HeaderName, HostPattern, Origin, Provider, Timeout } from "../../api/custodian-config";
 import { Toleration } from "../../api/crd/generated/corev1";
 import { milliCpu, bytesOf } from "../../lib/quantity";

@@ -7,7 +7,7 @@ import type { SandboxModel } from "../../api/crd/models";
 import type { Condition } from "../../api/crd/sources/common";
 import type { ContainerReport, ContainerWaiting } from "../../api/crd/sources/sandbox";
 import { EFFECTOR, HARNESS } from "../../api/wire";
-import type { Loss } from "../schemas";
+import type { Loss } from "../../api/orchestrator-schemas";
 import { PlaceFailure, ProvisionFailure, type Budgets, type Continuity, type Wait } from "./sandbox-gateway";
 import {
   CONDITION,

@@ -5,7 +5,13 @@
 import type { EgressLogEntry } from "../../api/egress-point";
 import { randomBytes } from "node:crypto";
 import { attachBodyOf, readAttach } from "./attach-body";
-import { FINAL_STATES, HttpError, type CreateWorkspaceBody, type WorkspaceEvent, type WorkspaceView } from "../schemas";
+import {
+  FINAL_STATES,
+  type CreateWorkspaceBody,
+  type WorkspaceEvent,
+  type WorkspaceView,
+} from "../../api/orchestrator-schemas";
+import { HttpError } from "../../api/orchestrator-errors";
 import { fenceSlots, pushCredentials, type CredentialEntry } from "./fence";
 import { DEFAULT_POD_CONFIG, effectorImageFor, runtimeClassFor, type PodConfig } from "./pod-config";
 import { SizeError, splitSize } from "./size";
@@ -54,24 +60,24 @@ export class WorkspaceRegistry implements Workspaces {
     // The fence answers before anything is written, by name; it runs once, here: its repos
     // (identity, key, entry) are what the gateway writes and what the attach body carries.
     const fenced = fenceSlots(body.repos, this.opts.credentials, tenant);
-    if (!fenced.ok) throw new HttpError(403, "fence_refused", fenced.error.message);
+    if (!fenced.ok) throw new HttpError("fence_refused", fenced.error.message);
     // The Size split and the Effector's push Secrets are checked here too: a refusal writes nothing.
     try {
       splitSize(body.size, body.userSize, (this.opts.podConfig ?? DEFAULT_POD_CONFIG).custodian.resources);
     } catch (err) {
-      if (err instanceof SizeError) throw new HttpError(400, "invalid_size", err.message);
+      if (err instanceof SizeError) throw new HttpError("invalid_size", err.message);
       throw err;
     }
     const pushes = body.effector ? pushCredentials(fenced.repos, body.effector.pushes) : undefined;
-    if (pushes && !pushes.ok) throw new HttpError(403, "fence_refused", pushes.message);
+    if (pushes && !pushes.ok) throw new HttpError("fence_refused", pushes.message);
     // The Effector holds push credentials: its image is the installation's (decision 0048).
     const effectorImage = body.effector
       ? effectorImageFor(body.effector.image, this.opts.podConfig ?? DEFAULT_POD_CONFIG)
       : undefined;
-    if (effectorImage && !effectorImage.ok) throw new HttpError(403, "image_refused", effectorImage.message);
+    if (effectorImage && !effectorImage.ok) throw new HttpError("image_refused", effectorImage.message);
     // What the pod runs under is the installation's choice too (decision 0055).
     const runtime = runtimeClassFor(body.runtimeClassName, this.opts.podConfig ?? DEFAULT_POD_CONFIG);
-    if (!runtime.ok) throw new HttpError(403, "runtime_class_refused", runtime.message);
+    if (!runtime.ok) throw new HttpError("runtime_class_refused", runtime.message);
     const name = `ws-${randomBytes(5).toString("hex")}`;
     const attach = attachBodyOf({ branch: body.branch, repos: fenced.repos });
     const place: PlaceRequest = {
@@ -146,7 +152,6 @@ export class WorkspaceRegistry implements Workspaces {
     const g = this.opts.gateway;
     if (!g.egress || !g.setEgress || !g.egressLog)
       throw new HttpError(
-        404,
         "not_found",
         "egress lists are kept by the egress point, which this Orchestrator does not use (local mode): run in a cluster",
       );
@@ -156,7 +161,6 @@ export class WorkspaceRegistry implements Workspaces {
   #noSandbox(name: string) {
     const state = this.#entries.get(name)?.actor.getSnapshot().context.state;
     return new HttpError(
-      409,
       "no_sandbox",
       `workspace "${name}" has no Sandbox now (state ${state ?? "unknown"}): its egress list is read and set once it is placed`,
     );

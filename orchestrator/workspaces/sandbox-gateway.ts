@@ -3,13 +3,13 @@
 // Pod (decision 0013); the unit tests drive the lifecycle with a fake. Every operation is idempotent,
 // so a restarted Orchestrator may repeat any of them for the same name.
 import type { AttachBody } from "../../api/attach";
-import type { AttachAnswer, Failure, Loss, RepoSlot, Size, Wait } from "../schemas";
+import type { AttachAnswer, Failure, Loss, RepoSlot, Size, Wait } from "../../api/orchestrator-schemas";
 import type { REPO_HOLD } from "../../api/conditions";
 import type { CredentialEntry } from "./fence";
 import type { SandboxModel } from "../../api/crd";
 import type { EgressLogEntry } from "../../api/egress-point";
 
-export type { Wait } from "../schemas";
+export type { Wait } from "../../api/orchestrator-schemas";
 
 /** One Repo Slot to fence. `bound`: a url the Machine's own code binds, which passes the fence. */
 export type PlaceRepo = RepoSlot & { bound?: boolean };

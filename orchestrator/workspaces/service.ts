@@ -2,7 +2,7 @@
 // room, which the API's room (http/) imports, so no room imports one that imports it back
 // (eslint.config.mjs ORCHESTRATOR_ROOMS, decision 0012).
 import type { EgressLogEntry } from "../../api/egress-point";
-import type { CreateWorkspaceBody, WorkspaceEvent, WorkspaceView } from "../schemas";
+import type { CreateWorkspaceBody, WorkspaceEvent, WorkspaceView } from "../../api/orchestrator-schemas";
 
 export interface Workspaces {
   /** Starts a workspace owned by `tenant` (undefined: an admin's) and answers its name. Throws

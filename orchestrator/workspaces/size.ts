@@ -7,7 +7,7 @@
 // (decision 0056); the pod's limit still bounds it. `disk` is the Harness's ephemeral-storage
 // request (for `/work`), with no limit: a full disk is a tool's error, not an eviction.
 import { bytesOf, formatBytes, formatMilliCpu, milliCpu } from "../../lib/quantity";
-import type { Size } from "../schemas";
+import type { Size } from "../../api/orchestrator-schemas";
 
 export type Resources = { requests: Record<string, string>; limits: Record<string, string> };
 

@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { K8s, kind } from "kubernetes-fluent-client";
 import { SandboxModel } from "../../api/crd";
 import { deliveryPath, picksPath, type PickBody } from "../../api/agent-protocol";
-import type { WorkspaceView } from "../../orchestrator/schemas";
+import type { WorkspaceView } from "../../api/orchestrator-schemas";
 import { LEDGER_KEY, ledgerConfigMapName, parseLedger } from "../../orchestrator/agents/pick-ledger";
 import { sandboxToken, signingKeyOf } from "../../orchestrator/tokens";
 import { type Agent, localReposRoot, startCacheAgents } from "../../dev/local-cache-agent";

@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { K8s, kind } from "kubernetes-fluent-client";
 import type { StreamEvent } from "../../api/agent-protocol";
 import { ORCHESTRATOR_ENV } from "../../api/env";
-import type { WorkspaceView } from "../../orchestrator/schemas";
+import type { WorkspaceView } from "../../api/orchestrator-schemas";
 import { type Agent, localReposRoot, startCacheAgents } from "../../dev/local-cache-agent";
 import { type LocalOrchestrator, startLocalOrchestrator } from "../../dev/local-orchestrator";
 import { startScriptedModel, type ScriptedModel } from "../../dev/scripted-model";

@@ -203,6 +203,7 @@ test("the companions image adds what its Dockerfile copies, root-owned and read-
     "custodian.js",
     "egress.js",
     "harness-pi.mjs",
+    "harness-runner.js",
     "harness.js",
     "orchestrator.js",
     "scripted-model.js",
@@ -220,6 +221,7 @@ test("the Sandbox image adds the Harness and the run user's mount points", () =>
     "drwxr-xr-x 0/0 opt/",
     "drwxr-xr-x 0/0 opt/jr2/",
     "-rw-r--r-- 0/0 opt/jr2/harness-pi.mjs",
+    "-rw-r--r-- 0/0 opt/jr2/harness-runner.js",
     "-rw-r--r-- 0/0 opt/jr2/harness.js",
     `drwxr-xr-x ${RUN_USER.uid}/${RUN_USER.gid} work/`,
   ]);

@@ -9,7 +9,7 @@ import { kubeRequest } from "../../lib/kube";
 import { KubeLedgers, LedgerConflict, LedgerStore, LedgerUnreadable } from "../../orchestrator/agents/ledger-store";
 import { PICKS_FORMAT } from "../../orchestrator/agents/pick-store";
 import { EMPTY_LEDGER, LEDGER_KEY, submitPick, type Ledger } from "../../orchestrator/agents/pick-ledger";
-import { HttpError } from "../../orchestrator/schemas";
+import { HttpError } from "../../api/orchestrator-errors";
 import type { SandboxWatch } from "../../orchestrator/workspaces/sandbox-watch";
 import { createSandbox, useNamespace } from "./support/cluster";
 

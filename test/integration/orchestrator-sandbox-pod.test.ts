@@ -20,7 +20,7 @@ import type { Container, EnvVar, Volume } from "../../api/crd/generated/corev1";
 import { STAND_IN } from "../../api/custodian-config";
 import { ORCHESTRATOR_ENV } from "../../api/env";
 import { REPO_CREDENTIAL_HOSTS_ANNOTATION, REPO_CREDENTIAL_LABEL, SANDBOX_NAME_LABEL } from "../../api/wire";
-import type { WorkspaceView } from "../../orchestrator/schemas";
+import type { WorkspaceView } from "../../api/orchestrator-schemas";
 import { harnessToken, sandboxToken, signingKeyOf } from "../../orchestrator/tokens";
 import { type Agent, localReposRoot, startCacheAgents } from "../../dev/local-cache-agent";
 import { type LocalOrchestrator, startLocalOrchestrator } from "../../dev/local-orchestrator";

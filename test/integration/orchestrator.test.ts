@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { K8s, kind } from "kubernetes-fluent-client";
 import { RepoModel, SandboxModel } from "../../api/crd";
 import { KEEPALIVE_ANNOTATION } from "../../api/wire";
-import type { WorkspaceEvent, WorkspaceView } from "../../orchestrator/schemas";
+import type { WorkspaceEvent, WorkspaceView } from "../../api/orchestrator-schemas";
 import { tokenSecretName } from "../../api/wire";
 import { type Agent, localReposRoot, startCacheAgents } from "../../dev/local-cache-agent";
 import { type LocalOrchestrator, startLocalOrchestrator } from "../../dev/local-orchestrator";

@@ -7,15 +7,16 @@ import type { z } from "zod";
 import { GENERATED, drifted, generate } from "../../scripts/gen-clients";
 import type * as client from "../../clients/typescript/src";
 import type {
+  AnswerReceipt,
   CreateWorkspaceBody,
   EgressLog,
+  PickList,
+  SubmitTurnBody,
   WorkspaceEvent,
   WorkspaceList,
   WorkspaceView,
-} from "../../orchestrator/schemas";
+} from "../../api/orchestrator-schemas";
 import type { Admission, Delivery, PickBody, StreamEvent } from "../../api/agent-protocol";
-import type { SubmitTurnBody } from "../../orchestrator/agents/turns";
-import type { AnswerReceipt, PickList } from "../../orchestrator/agents/pick-ledger";
 import { ROUTES } from "../../api/orchestrator-routes";
 
 /** True when each of A and B is assignable to the other. */

@@ -9,7 +9,7 @@ import {
   WorkspaceView,
   parseCreateBody,
   zodIssuesToMessage,
-} from "../../orchestrator/schemas";
+} from "../../api/orchestrator-schemas";
 import { openApiDocument } from "../../orchestrator/http/openapi-document";
 import { PATHS, paramsOf } from "../../api/orchestrator-routes";
 
@@ -201,6 +201,7 @@ describe("the OpenAPI document", () => {
         "CreateWorkspaceBody",
         "Created",
         "Error",
+        "Health",
         "WorkspaceEvent",
         "WorkspaceList",
         "WorkspaceView",
@@ -215,10 +216,36 @@ describe("the OpenAPI document", () => {
         "PickReceipt",
         "Delivery",
         "SubmitTurnBody",
+        "TurnSubmitted",
+        "AbortReceipt",
+        "AllowedSet",
         "Admission",
         "StreamEvent",
       ].sort(),
     );
+  });
+
+  it("states every route's bodies: each answer's content, a JSON one by its component", () => {
+    const loose: string[] = [];
+    type Content = Record<string, { schema: { $ref?: string } }>;
+    type Op = { requestBody?: { content: Content }; responses: Record<string, { content?: Content }> };
+    for (const [path, item] of Object.entries(doc.paths as Record<string, Record<string, Op>>))
+      for (const [method, op] of Object.entries(item)) {
+        if (method === "parameters") continue;
+        const where = `${method} ${path}`;
+        if (op.requestBody && !op.requestBody.content["application/json"]?.schema.$ref) loose.push(`${where} body`);
+        for (const [status, answer] of Object.entries(op.responses)) {
+          if (!answer.content) loose.push(`${where} ${status}: no content`);
+          // The document's own answer is the one JSON answer with no component: it is this document.
+          else if (answer.content["application/json"] && !answer.content["application/json"].schema.$ref)
+            if (path !== "/v1/openapi.json") loose.push(`${where} ${status}: inline JSON`);
+        }
+      }
+    expect(loose).toEqual([]);
+    const events = (doc.paths as Record<string, Record<string, Op>>)["/v1/workspaces/{name}/events"].get;
+    expect(events.responses["200"].content!["text/event-stream"].schema).toEqual({
+      oneOf: [{ $ref: "#/components/schemas/WorkspaceView" }, { $ref: "#/components/schemas/WorkspaceEvent" }],
+    });
   });
 
   it("every $ref resolves", () => {

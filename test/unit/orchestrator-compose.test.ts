@@ -283,7 +283,11 @@ harness:
       expect(c.securityContext).toMatchObject({ runAsNonRoot: true, runAsUser: 65532, readOnlyRootFilesystem: true });
     });
     it("holds the pod's Ready on its /readyz (config and values loaded)", () => {
-      expect(c.readinessProbe).toEqual({ httpGet: { path: "/readyz", port: 15021 }, periodSeconds: 1 });
+      expect(c.readinessProbe).toEqual({
+        httpGet: { path: "/readyz", port: 15021 },
+        periodSeconds: 1,
+        timeoutSeconds: 2,
+      });
     });
   });
 

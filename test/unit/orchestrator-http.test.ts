@@ -2,12 +2,12 @@
 import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import {
-  HttpError,
   type CreateWorkspaceBody,
   type WorkspaceEvent,
   type WorkspaceState,
   type WorkspaceView,
-} from "../../orchestrator/schemas";
+} from "../../api/orchestrator-schemas";
+import { HttpError } from "../../api/orchestrator-errors";
 import { startOrchestratorServer, type LogEntry, type Workspaces } from "../../orchestrator/http/api-server";
 import { apiTokenChecker, parseApiTokens } from "../../orchestrator/tokens";
 import { ROUTES, pathFor, type Route, type RouteId } from "../../api/orchestrator-routes";
@@ -31,7 +31,7 @@ class MemoryWorkspaces implements Workspaces {
   async create(body: CreateWorkspaceBody, tenant?: string) {
     if (this.broken) throw new Error("the registry is broken");
     const refused = body.repos.find((r) => r.url.includes("evil"));
-    if (refused) throw new HttpError(403, "fence_refused", `the fence refuses url ${refused.url}`);
+    if (refused) throw new HttpError("fence_refused", `the fence refuses url ${refused.url}`);
     this.created.push(body);
     const name = `ws-${this.next++}`;
     this.owners.set(name, tenant);

@@ -12,7 +12,7 @@ import {
 } from "../../api/crd/sources/sandbox";
 import { sandboxViolations } from "../../capabilities/rules/sandbox-rules";
 import { parseGoDuration } from "../../lib/duration";
-import { parseCreateBody } from "../../orchestrator/schemas";
+import { parseCreateBody } from "../../api/orchestrator-schemas";
 import {
   DEFAULT_LEASE_INTERVAL_MS,
   MIN_RENEWAL_INTERVAL_MS,

@@ -1,7 +1,7 @@
 // The workspace lifecycle (xstate v5) against a hand-written fake gateway, under jest's fake timers:
 // the machine's transitions, waits, failures and lease are pure logic, so time is the test's.
 import type { AttachBody } from "../../api/attach";
-import { WorkspaceEvent, WorkspaceView } from "../../orchestrator/schemas";
+import { WorkspaceEvent, WorkspaceView } from "../../api/orchestrator-schemas";
 import {
   startWorkspace,
   viewOf,

@@ -9,12 +9,13 @@ import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { PickBody } from "../../api/agent-protocol";
 import { LIMITS, allowedPath, deliveryPath, picksPath, streamPath } from "../../api/agent-protocol";
-import { HttpError } from "../../orchestrator/schemas";
+import { HttpError } from "../../api/orchestrator-errors";
 import { startOrchestratorServer, type Workspaces } from "../../orchestrator/http/api-server";
 import { PICKS_FORMAT, PickStore, type Picks } from "../../orchestrator/agents/pick-store";
 import { eventually } from "../support/eventually";
 import { MemoryLedgers } from "../../orchestrator/agents/ledger-store";
-import { SubmitTurnBody, TURNS_FORMAT, Turns, type HarnessCaller } from "../../orchestrator/agents/turns";
+import { TURNS_FORMAT, Turns, type HarnessCaller } from "../../orchestrator/agents/turns";
+import { SubmitTurnBody } from "../../api/orchestrator-schemas";
 import {
   EMPTY_LEDGER,
   MAX_ANSWERED,

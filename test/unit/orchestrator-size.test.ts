@@ -2,7 +2,7 @@
 // (orchestrator/workspaces/size.ts): the shares, each refusal and its fix; property: the parts sum to the pod.
 import fc from "fast-check";
 import { bytesOf, formatBytes, formatMilliCpu, milliCpu, quantityValue } from "../../lib/quantity";
-import type { Size } from "../../orchestrator/schemas";
+import type { Size } from "../../api/orchestrator-schemas";
 import {
   CUSTODIAN_SLICE,
   HARNESS_FLOOR,

@@ -5,7 +5,7 @@
 // services that would serve any name they were asked for.
 import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import type { WorkspaceEvent, WorkspaceView } from "../../orchestrator/schemas";
+import type { WorkspaceEvent, WorkspaceView } from "../../api/orchestrator-schemas";
 import { startOrchestratorServer, type TurnsApi, type Workspaces } from "../../orchestrator/http/api-server";
 import type { Picks } from "../../orchestrator/agents/pick-store";
 import { apiTokenChecker, sandboxToken, sandboxTokenChecker } from "../../orchestrator/tokens";

@@ -21,13 +21,13 @@ import {
 } from "../../orchestrator/agents/turn-ledger";
 import {
   STREAM_POLL,
-  SubmitTurnBody,
   TURNS_FORMAT,
   Turns,
   type HarnessCaller,
   type TurnsOptions,
 } from "../../orchestrator/agents/turns";
-import type { HttpError } from "../../orchestrator/schemas";
+import { SubmitTurnBody } from "../../api/orchestrator-schemas";
+import type { HttpError } from "../../api/orchestrator-errors";
 import type { Misbehaviour } from "../../orchestrator/workspaces/sandbox-gateway";
 import type { SandboxWatch } from "../../orchestrator/workspaces/sandbox-watch";
 
@@ -202,6 +202,27 @@ describe("Turns", () => {
       expect(err.message).toMatch(/workspace ws-1's Harness answered an admission for another stream/);
       expect(t.misbehaved).toEqual([["ws-1", "bad_answer", err.message]]);
       expect(t.backend.writes).toBe(0);
+    }
+  });
+
+  it("passes on a Harness's refusal only in the catalogue's words at their status, else harness_error", async () => {
+    const cases: Array<[number, unknown, { status: number; code: string }]> = [
+      [409, { error: { code: "busy", message: "a turn is running" } }, { status: 409, code: "busy" }],
+      [400, { error: { code: "invalid", message: "menu: Required" } }, { status: 400, code: "invalid" }],
+      [404, { error: { code: "not_found", message: "no conversation" } }, { status: 404, code: "not_found" }],
+      // A word the catalogue lacks, a word at another status than its own, a catalogued word the
+      // Harness has no business saying, no body at all: none reaches a Machine as the Harness said it.
+      [409, { error: { code: "weird_word", message: "?" } }, { status: 502, code: "harness_error" }],
+      [400, { error: { code: "busy", message: "?" } }, { status: 502, code: "harness_error" }],
+      [409, { error: { code: "already_answered", message: "?" } }, { status: 502, code: "harness_error" }],
+      [404, "not json", { status: 502, code: "harness_error" }],
+    ];
+    for (const [status, body, expected] of cases) {
+      const t = turnsOf();
+      t.harness.admit = () => ({ status, body });
+      const err = (await t.turns.submit("ws-1", turn("ws-1.a")).catch((e: HttpError) => e)) as HttpError;
+      expect({ status: err.status, code: err.code }).toEqual(expected);
+      expect(err.message).toContain(`workspace ws-1's Harness answered ${status}`);
     }
   });
 

@@ -309,8 +309,8 @@ WorkspaceEvent: TypeAlias = WorkspaceEventTransition | WorkspaceEventWait | Work
 
 
 class ErrorBodyError(TypedDict):
-    code: str
-    """A stable word: invalid, unauthorized, not_found, fence_refused, ..."""
+    code: Literal["unauthorized", "forbidden", "not_found", "method_not_allowed", "unsupported_media_type", "too_large", "invalid", "rate_limited", "internal", "fence_refused", "image_refused", "runtime_class_refused", "invalid_size", "no_sandbox", "egress_unreadable", "not_ready", "conflict", "busy", "turn_over", "too_many_streams", "harness_misbehaved", "harness_error", "ledger_unreadable", "unknown_conversation", "not_running", "not_on_menu", "not_allowed", "invalid_args", "pick_outstanding", "call_reused", "already_answered"]
+    """A stable word from the error catalogue (docs/api/errors.md): what happened and what to do."""
     message: str
 
 
@@ -318,6 +318,12 @@ class ErrorBody(TypedDict):
     """Every error the API answers."""
 
     error: ErrorBodyError
+
+
+class Health(TypedDict):
+    """The Orchestrator serves."""
+
+    ok: Literal[True]
 
 
 class PickListItemsItem(TypedDict):
@@ -331,14 +337,20 @@ class PickListItemsItem(TypedDict):
 
 
 class PickList(TypedDict):
+    """The picks the workspace's Agents wait on, oldest first."""
+
     items: list[PickListItemsItem]
 
 
 class AnswerBody(TypedDict):
+    """The answer to a pick: the text the Agent reads as the Menu tool's result."""
+
     answer: str
 
 
 class AllowedBody(TypedDict):
+    """The Allowed picks the conversation's running turn has from now."""
+
     allowed: list[str]
 
 
@@ -348,6 +360,8 @@ class Allowed(TypedDict):
 
 
 class AnswerReceipt(TypedDict):
+    """The pick's delivery, answered."""
+
     deliveryId: str
     answered: Literal[True]
 
@@ -388,6 +402,8 @@ class SubmitTurnBodyMenuItem(TypedDict):
 
 
 class SubmitTurnBody(TypedDict):
+    """A turn for one of the workspace's Agents."""
+
     message: str
     images: NotRequired[list[SubmitTurnBodyImagesItem]]
     menu: NotRequired[list[SubmitTurnBodyMenuItem]]
@@ -401,6 +417,27 @@ class Admission(TypedDict):
     streamUrl: str
     offset: int
     submissionId: str
+
+
+class TurnSubmitted(TypedDict):
+    """The conversation and its turn's admission."""
+
+    iid: str
+    admission: Admission
+
+
+class AbortReceipt(TypedDict):
+    """Whether a running turn was aborted."""
+
+    aborted: bool
+    """False when no turn ran."""
+
+
+class AllowedSet(TypedDict):
+    """The conversation's Allowed picks now, sorted."""
+
+    iid: str
+    allowed: list[str]
 
 
 class StreamEventTurn(TypedDict):
@@ -482,18 +519,7 @@ class StreamEventEnd(TypedDict):
 StreamEvent: TypeAlias = StreamEventTurn | StreamEventText | StreamEventTool | StreamEventToolResult | StreamEventPick | StreamEventWorking | StreamEventUsage | StreamEventAllowed | StreamEventEnd
 
 
-class SubmitTurnAnswer(TypedDict):
-    iid: str
-    admission: Admission
-
-
-class AbortTurnAnswer(TypedDict):
-    aborted: NotRequired[bool]
-
-
-class SetAllowedAnswer(TypedDict):
-    iid: str
-    allowed: list[str]
+WorkspaceEventsEvent: TypeAlias = WorkspaceView | WorkspaceEvent
 
 
 # What each route sends, answers and streams, by the route's id; and the names a Machine reads.
@@ -501,13 +527,15 @@ CreateWorkspaceAnswer: TypeAlias = Created
 ListWorkspacesAnswer: TypeAlias = WorkspaceList
 GetWorkspaceAnswer: TypeAlias = WorkspaceView
 DeleteWorkspaceAnswer: TypeAlias = Created
-WorkspaceEventsEvent: TypeAlias = WorkspaceEvent
 GetEgressAnswer: TypeAlias = EgressList
 SetEgressBody: TypeAlias = EgressList
 SetEgressAnswer: TypeAlias = EgressList
 EgressLogAnswer: TypeAlias = EgressLog
+SubmitTurnAnswer: TypeAlias = TurnSubmitted
 TurnEventsEvent: TypeAlias = StreamEvent
+AbortTurnAnswer: TypeAlias = AbortReceipt
 SetAllowedBody: TypeAlias = AllowedBody
+SetAllowedAnswer: TypeAlias = AllowedSet
 ListPicksAnswer: TypeAlias = PickList
 AnswerPickBody: TypeAlias = AnswerBody
 AnswerPickAnswer: TypeAlias = AnswerReceipt
@@ -515,8 +543,7 @@ TakePickBody: TypeAlias = PickBody
 TakePickAnswer: TypeAlias = PickReceipt
 ReadAllowedAnswer: TypeAlias = Allowed
 ReadDeliveryAnswer: TypeAlias = Delivery
-TurnSubmitted: TypeAlias = SubmitTurnAnswer
-AbortReceipt: TypeAlias = AbortTurnAnswer
-AllowedSet: TypeAlias = SetAllowedAnswer
+HealthzAnswer: TypeAlias = Health
+OpenapiAnswer: TypeAlias = dict[str, Any]
 OutstandingPick: TypeAlias = PickListItemsItem
 MenuTool: TypeAlias = SubmitTurnBodyMenuItem

@@ -285,14 +285,19 @@ export type WorkspaceEventRenewFailed = {
 export type WorkspaceEvent = WorkspaceEventTransition | WorkspaceEventWait | WorkspaceEventRenewed | WorkspaceEventRenewFailed;
 
 export type ErrorBodyError = {
-  /** A stable word: invalid, unauthorized, not_found, fence_refused, ... */
-  code: string;
+  /** A stable word from the error catalogue (docs/api/errors.md): what happened and what to do. */
+  code: "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "unsupported_media_type" | "too_large" | "invalid" | "rate_limited" | "internal" | "fence_refused" | "image_refused" | "runtime_class_refused" | "invalid_size" | "no_sandbox" | "egress_unreadable" | "not_ready" | "conflict" | "busy" | "turn_over" | "too_many_streams" | "harness_misbehaved" | "harness_error" | "ledger_unreadable" | "unknown_conversation" | "not_running" | "not_on_menu" | "not_allowed" | "invalid_args" | "pick_outstanding" | "call_reused" | "already_answered";
   message: string;
 };
 
 /** Every error the API answers. */
 export type ErrorBody = {
   error: ErrorBodyError;
+};
+
+/** The Orchestrator serves. */
+export type Health = {
+  ok: true;
 };
 
 export type PickListItemsItem = {
@@ -305,14 +310,17 @@ export type PickListItemsItem = {
   at: string;
 };
 
+/** The picks the workspace's Agents wait on, oldest first. */
 export type PickList = {
   items: PickListItemsItem[];
 };
 
+/** The answer to a pick: the text the Agent reads as the Menu tool's result. */
 export type AnswerBody = {
   answer: string;
 };
 
+/** The Allowed picks the conversation's running turn has from now. */
 export type AllowedBody = {
   allowed: string[];
 };
@@ -322,6 +330,7 @@ export type Allowed = {
   submissionId?: string;
 };
 
+/** The pick's delivery, answered. */
 export type AnswerReceipt = {
   deliveryId: string;
   answered: true;
@@ -361,6 +370,7 @@ export type SubmitTurnBodyMenuItem = {
   parameters?: Record<string, unknown>;
 };
 
+/** A turn for one of the workspace's Agents. */
 export type SubmitTurnBody = {
   message: string;
   images?: SubmitTurnBodyImagesItem[];
@@ -375,6 +385,24 @@ export type Admission = {
   streamUrl: string;
   offset: number;
   submissionId: string;
+};
+
+/** The conversation and its turn's admission. */
+export type TurnSubmitted = {
+  iid: string;
+  admission: Admission;
+};
+
+/** Whether a running turn was aborted. */
+export type AbortReceipt = {
+  /** False when no turn ran. */
+  aborted: boolean;
+};
+
+/** The conversation's Allowed picks now, sorted. */
+export type AllowedSet = {
+  iid: string;
+  allowed: string[];
 };
 
 export type StreamEventTurn = {
@@ -455,32 +483,22 @@ export type StreamEventEnd = {
 
 export type StreamEvent = StreamEventTurn | StreamEventText | StreamEventTool | StreamEventToolResult | StreamEventPick | StreamEventWorking | StreamEventUsage | StreamEventAllowed | StreamEventEnd;
 
-export type SubmitTurnAnswer = {
-  iid: string;
-  admission: Admission;
-};
-
-export type AbortTurnAnswer = {
-  aborted?: boolean;
-};
-
-export type SetAllowedAnswer = {
-  iid: string;
-  allowed: string[];
-};
+export type WorkspaceEventsEvent = WorkspaceView | WorkspaceEvent;
 
 /* What each route sends, answers and streams, by the route's id; and the names a Machine reads. */
 export type CreateWorkspaceAnswer = Created;
 export type ListWorkspacesAnswer = WorkspaceList;
 export type GetWorkspaceAnswer = WorkspaceView;
 export type DeleteWorkspaceAnswer = Created;
-export type WorkspaceEventsEvent = WorkspaceEvent;
 export type GetEgressAnswer = EgressList;
 export type SetEgressBody = EgressList;
 export type SetEgressAnswer = EgressList;
 export type EgressLogAnswer = EgressLog;
+export type SubmitTurnAnswer = TurnSubmitted;
 export type TurnEventsEvent = StreamEvent;
+export type AbortTurnAnswer = AbortReceipt;
 export type SetAllowedBody = AllowedBody;
+export type SetAllowedAnswer = AllowedSet;
 export type ListPicksAnswer = PickList;
 export type AnswerPickBody = AnswerBody;
 export type AnswerPickAnswer = AnswerReceipt;
@@ -488,9 +506,8 @@ export type TakePickBody = PickBody;
 export type TakePickAnswer = PickReceipt;
 export type ReadAllowedAnswer = Allowed;
 export type ReadDeliveryAnswer = Delivery;
-export type TurnSubmitted = SubmitTurnAnswer;
-export type AbortReceipt = AbortTurnAnswer;
-export type AllowedSet = SetAllowedAnswer;
+export type HealthzAnswer = Health;
+export type OpenapiAnswer = Record<string, unknown>;
 export type OutstandingPick = PickListItemsItem;
 export type MenuTool = SubmitTurnBodyMenuItem;
 
@@ -500,21 +517,21 @@ export type RouteTypes = {
   listWorkspaces: { body: never; answer: WorkspaceList; status: 200; event: never };
   getWorkspace: { body: never; answer: WorkspaceView; status: 200; event: never };
   deleteWorkspace: { body: never; answer: Created; status: 202; event: never };
-  workspaceEvents: { body: never; answer: never; status: 200; event: WorkspaceEvent };
+  workspaceEvents: { body: never; answer: never; status: 200; event: WorkspaceEventsEvent };
   getEgress: { body: never; answer: EgressList; status: 200; event: never };
   setEgress: { body: EgressList; answer: EgressList; status: 200; event: never };
   egressLog: { body: never; answer: EgressLog; status: 200; event: never };
-  submitTurn: { body: SubmitTurnBody; answer: SubmitTurnAnswer; status: 202; event: never };
+  submitTurn: { body: SubmitTurnBody; answer: TurnSubmitted; status: 202; event: never };
   turnEvents: { body: never; answer: never; status: 200; event: StreamEvent };
-  abortTurn: { body: never; answer: AbortTurnAnswer; status: 200; event: never };
-  setAllowed: { body: AllowedBody; answer: SetAllowedAnswer; status: 200; event: never };
+  abortTurn: { body: never; answer: AbortReceipt; status: 200; event: never };
+  setAllowed: { body: AllowedBody; answer: AllowedSet; status: 200; event: never };
   listPicks: { body: never; answer: PickList; status: 200; event: never };
   answerPick: { body: AnswerBody; answer: AnswerReceipt; status: 200; event: never };
   takePick: { body: PickBody; answer: PickReceipt; status: 200; event: never };
   readAllowed: { body: never; answer: Allowed; status: 200; event: never };
   readDelivery: { body: never; answer: Delivery; status: 200; event: never };
-  healthz: { body: never; answer: never; status: 200; event: never };
+  healthz: { body: never; answer: Health; status: 200; event: never };
   healthzHead: { body: never; answer: never; status: never; event: never };
   metrics: { body: never; answer: never; status: 200; event: never };
-  openapi: { body: never; answer: never; status: 200; event: never };
+  openapi: { body: never; answer: Record<string, unknown>; status: 200; event: never };
 };

@@ -1,16 +1,20 @@
-// The Orchestrator's HTTP API v1 as zod schemas: every body it reads and every answer it writes.
-// One source of truth (docs/decisions/0003): the TypeScript types are inferred from these, the
-// server validates with them, and `/v1/openapi.json` is generated from them (openapi-document.ts).
-// Shapes the Orchestrator shares with others come from their owners: the Sandbox's conditions and
-// phases from the CRD sources, the slot, branch, ref and url rules from api/names.ts, which the
-// Harness's `/attach` schema uses too, so a body this API accepts is one the Harness accepts.
+// The Orchestrator's HTTP API v1 as zod schemas: every body it reads and every answer it writes,
+// in one home the server validates with, `/v1/openapi.json` (docs/api/openapi.json) is generated
+// from and the typed client reads with (docs/decisions/0003, 0057). It lives in api/ beside the
+// route table because these are words on the wire between a Machine and the Orchestrator: a
+// client imports them without the Orchestrator. Shapes the Orchestrator shares with others come
+// from their owners: the Sandbox's conditions and phases from the CRD sources, the slot, branch,
+// ref and url rules from api/names.ts, which the Harness's `/attach` schema uses too, so a body
+// this API accepts is one the Harness accepts; a turn and a pick from api/agent-protocol.ts.
 import { z } from "zod";
-import { EgressAllowList } from "../api/egress-point";
-import { Condition } from "../api/crd/sources/common";
-import { IDLE_TIMEOUT_RANGE, SANDBOX_PHASES, idleTimeoutField } from "../api/crd/sources/sandbox";
-import { AttachAnswer, fieldPath } from "../api/attach";
-import { BranchName, RefName, RepoUrl, SlotName } from "../api/names";
-import { REPO_WAITS } from "../api/conditions";
+import { EgressAllowList } from "./egress-point";
+import { Condition } from "./crd/sources/common";
+import { IDLE_TIMEOUT_RANGE, SANDBOX_PHASES, idleTimeoutField } from "./crd/sources/sandbox";
+import { AttachAnswer, fieldPath } from "./attach";
+import { BranchName, RefName, RepoUrl, SlotName } from "./names";
+import { REPO_WAITS } from "./conditions";
+import { ERROR_CODES } from "./orchestrator-errors";
+import { Admission, AgentName, ConversationId, LIMITS, MenuName, TurnBody } from "./agent-protocol";
 
 // ---------------------------------------------------------------------------------------------
 // Names and small shapes
@@ -192,6 +196,72 @@ export const CreateWorkspaceBody = z
 export type CreateWorkspaceBody = z.infer<typeof CreateWorkspaceBody>;
 
 // ---------------------------------------------------------------------------------------------
+// An Agent's turns and its Menu picks (decision 0025)
+
+/** What a Machine sends: a turn for one Agent, on a conversation (`iid`; a new one when absent). */
+export const SubmitTurnBody = TurnBody.extend({
+  agent: AgentName,
+  iid: ConversationId.optional(),
+}).meta({ description: "A turn for one of the workspace's Agents." });
+export type SubmitTurnBody = z.infer<typeof SubmitTurnBody>;
+
+/** `POST .../turns` answers the conversation and the Harness's admission: the durable handle. */
+export const TurnSubmitted = z
+  .strictObject({ iid: ConversationId, admission: Admission })
+  .meta({ description: "The conversation and its turn's admission." });
+export type TurnSubmitted = z.infer<typeof TurnSubmitted>;
+
+/** `POST .../turns/{iid}/abort` answers whether a running turn was aborted. */
+export const AbortReceipt = z
+  .strictObject({ aborted: z.boolean().meta({ description: "False when no turn ran." }) })
+  .meta({ description: "Whether a running turn was aborted." });
+export type AbortReceipt = z.infer<typeof AbortReceipt>;
+
+/** The Machine's `PUT .../turns/{iid}/allowed`: the picks the conversation's running turn allows now. */
+export const AllowedBody = z
+  .strictObject({
+    allowed: z.array(MenuName).max(LIMITS.allowed, `must be at most ${LIMITS.allowed} picks`),
+  })
+  .meta({ description: "The Allowed picks the conversation's running turn has from now." });
+export type AllowedBody = z.infer<typeof AllowedBody>;
+
+/** `PUT .../turns/{iid}/allowed` answers the Allowed picks now, sorted. */
+export const AllowedSet = z
+  .strictObject({ iid: ConversationId, allowed: z.array(z.string()) })
+  .meta({ description: "The conversation's Allowed picks now, sorted." });
+export type AllowedSet = z.infer<typeof AllowedSet>;
+
+/** One outstanding pick as the Machine lists it. */
+export const OutstandingPick = z.strictObject({
+  iid: z.string(),
+  deliveryId: z.string(),
+  submissionId: z.string(),
+  callId: z.string(),
+  pick: z.string(),
+  args: z.unknown().optional(),
+  at: z.string(),
+});
+export type OutstandingPick = z.infer<typeof OutstandingPick>;
+
+export const PickList = z
+  .strictObject({ items: z.array(OutstandingPick) })
+  .meta({ description: "The picks the workspace's Agents wait on, oldest first." });
+export type PickList = z.infer<typeof PickList>;
+
+/** `POST /v1/workspaces/{name}/picks/{deliveryId}/answer`: the answer, the text the model reads. */
+export const AnswerBody = z
+  .strictObject({
+    answer: z.string().max(256 * 1024, "must be at most 262144 characters"),
+  })
+  .meta({ description: "The answer to a pick: the text the Agent reads as the Menu tool's result." });
+export type AnswerBody = z.infer<typeof AnswerBody>;
+
+export const AnswerReceipt = z
+  .strictObject({ deliveryId: z.string(), answered: z.literal(true) })
+  .meta({ description: "The pick's delivery, answered." });
+export type AnswerReceipt = z.infer<typeof AnswerReceipt>;
+
+// ---------------------------------------------------------------------------------------------
 // What the lifecycle reports (lifecycle.ts emits these; the SSE stream carries them verbatim)
 
 /** The workspace lifecycle's states, in order; the last three are final. */
@@ -337,26 +407,23 @@ export const EgressLog = z
   .meta({ description: "Every connection the egress point decided for the workspace's Sandbox (decision 0051)." });
 export type EgressLog = z.infer<typeof EgressLog>;
 
+export const Health = z.strictObject({ ok: z.literal(true) }).meta({ description: "The Orchestrator serves." });
+export type Health = z.infer<typeof Health>;
+
 export const ErrorBody = z
   .strictObject({
     error: z.strictObject({
-      code: z.string().meta({ description: "A stable word: invalid, unauthorized, not_found, fence_refused, ..." }),
+      // The enum is the catalogue's (api/orchestrator-errors.ts), stated in the document; the schema
+      // reads any word, so a client meeting a code newer than itself still reads the message.
+      code: z.string().meta({
+        description: "A stable word from the error catalogue (docs/api/errors.md): what happened and what to do.",
+        enum: ERROR_CODES,
+      }),
       message: z.string(),
     }),
   })
   .meta({ description: "Every error the API answers." });
 export type ErrorBody = z.infer<typeof ErrorBody>;
-
-/** An error the Workspaces service throws to answer with a given status (e.g. 403 for the fence). */
-export class HttpError extends Error {
-  constructor(
-    readonly status: number,
-    readonly code: string,
-    message: string,
-  ) {
-    super(message);
-  }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Validation
