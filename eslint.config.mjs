@@ -8,6 +8,8 @@
 //   harness/, cache-agent/, custodian/, orchestrator/, egress/   the companions; each imports api/, lib/ and
 //                  itself, never a capability and never another companion (one exception below)
 //   dev/, scripts/, bench/, test/   tooling: may import anything; product code never imports them
+//   clients/       the API's clients, each its own package: imports its own folder and Node's
+//                  modules alone (docs/decisions/0061-clients-beyond-typescript.md)
 import tsPlugin from "@typescript-eslint/eslint-plugin";
 import tsParser from "@typescript-eslint/parser";
 import js from "@eslint/js";
@@ -21,6 +23,7 @@ const COMPANIONS = ["harness", "cache-agent", "custodian", "orchestrator", "egre
 
 const LAYOUT = "docs/decisions/0012-shared-contracts.md";
 const CONTROLLERS = "docs/decisions/0035-one-controller-style.md";
+const CLIENTS = "docs/decisions/0061-clients-beyond-typescript.md";
 
 /**
  * Packages only the Pepr module may load. A companion imports lib/ and api/, so a framework there
@@ -132,6 +135,25 @@ export const boundaries = [
     },
   },
   {
+    // A client builds, tests and ships on its own: nothing of the repository's, no package at run time.
+    files: ["clients/**/*.ts"],
+    rules: {
+      "no-restricted-imports": refuse(
+        folders(
+          ["api", "lib", "capabilities", ...COMPANIONS, ...TOOLING],
+          "clients/ build on their own: a client imports its own package and Node's modules, nothing else",
+          CLIENTS,
+        ),
+        [
+          {
+            regex: "^(?!node:|\\.)",
+            message: `a client needs no package at run time: Node's own modules (${CLIENTS})`,
+          },
+        ],
+      ),
+    },
+  },
+  {
     files: ["capabilities/**/*.ts", "pepr.ts"],
     rules: { "no-restricted-imports": refuse(NEVER_FROM_THE_MODULE) },
   },
@@ -179,7 +201,7 @@ export const boundaries = [
 ];
 
 export default [
-  { ignores: ["**/node_modules", "**/dist", "api/crd/generated/**"] },
+  { ignores: ["**/node_modules", "**/dist", "**/build-test", "api/crd/generated/**"] },
   js.configs.recommended,
   {
     // jest.config.js, the test reporter and dev/*.cjs are CommonJS run by Node.

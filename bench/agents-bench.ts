@@ -75,7 +75,7 @@ import { monitorEventLoopDelay } from "node:perf_hooks";
 import { K8s, kind } from "kubernetes-fluent-client";
 import { ORCHESTRATOR_ENV } from "../api/env";
 import type { WorkspaceView } from "../api/orchestrator-schemas";
-import { OrchestratorClient } from "../orchestrator/http/orchestrator-client";
+import { OrchestratorClient } from "../clients/typescript/src";
 import { EVENT_LOOP_DELAY, EVENT_LOOP_DELAY_MAX } from "../orchestrator/orchestrator-metrics";
 import { type Agent, localReposRoot, startCacheAgents } from "../dev/local-cache-agent";
 import { startLocalOrchestrator, type LocalOrchestrator } from "../dev/local-orchestrator";
@@ -361,7 +361,7 @@ type Run = {
 const MAX_RESUMES = 5;
 
 /** Submits the tagged turn on the workspace and reads its events to the end, as a Machine does:
- * a stream that fails is resumed after the last event read (orchestrator/http/orchestrator-client.ts). */
+ * a stream that fails is resumed after the last event read (clients/typescript/src/client.ts). */
 async function runTurn(client: OrchestratorClient, ws: string, tag: string, steps: number): Promise<Run> {
   const run: Run = { tag, ws, submitted: performance.now(), resumes: 0, resumedFor: [] };
   try {

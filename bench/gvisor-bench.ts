@@ -29,7 +29,7 @@ import { ROOT } from "../dev/local-operator";
 import { run as kubectl } from "../dev/kubectl";
 import { pushProjectImages } from "../dev/project-images";
 import { oneCommitRepository } from "../dev/repository";
-import { OrchestratorClient } from "../orchestrator/http/orchestrator-client";
+import { OrchestratorClient } from "../clients/typescript/src";
 import { upstream } from "./attach-bench";
 import {
   again,

@@ -73,7 +73,7 @@ import { kubectlPath, run as kubectl } from "../dev/kubectl";
 import { pushProjectImages } from "../dev/project-images";
 import { clusterEnv } from "../scripts/images/main";
 import { oneCommitRepository } from "../dev/repository";
-import { OrchestratorClient } from "../orchestrator/http/orchestrator-client";
+import { OrchestratorClient } from "../clients/typescript/src";
 import { benchOperator, type Result } from "./sandbox-burst-bench";
 import { percentile, round, sleep, sorted } from "./stats";
 import {

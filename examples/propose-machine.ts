@@ -1,5 +1,5 @@
 // An example Machine (decision 0025): an xstate v5 machine that drives one workspace through the
-// Orchestrator's API with the typed client (orchestrator/http/orchestrator-client.ts). It creates a workspace on a
+// Orchestrator's API with the typed client (clients/typescript). It creates a workspace on a
 // repository, asks the Agent for a change with a `propose` Menu tool allowed, holds the Agent's
 // `propose` pick for a human's approval (an APPROVE or REJECT event; by default it prints the pick
 // and approves it), answers it, reads the turn to its end and destroys the workspace.
@@ -11,11 +11,15 @@
 // An https:// JR2_ORCHESTRATOR_URL whose certificate chains to a private CA: JR2_ORCHESTRATOR_CA_FILE.
 import { existsSync, readFileSync } from "node:fs";
 import { assign, createActor, fromPromise, setup, toPromise } from "xstate";
-import type { MenuTool, StreamEvent } from "../api/agent-protocol";
-import type { CreateWorkspaceBody } from "../api/orchestrator-schemas";
-import { OrchestratorClient, type TurnSubmitted } from "../orchestrator/http/orchestrator-client";
+import {
+  OrchestratorClient,
+  type CreateWorkspaceBody,
+  type MenuTool,
+  type OutstandingPick,
+  type StreamEvent,
+  type TurnSubmitted,
+} from "../clients/typescript/src";
 import { ORCHESTRATOR_CLIENT_ENV } from "../api/env";
-import type { OutstandingPick } from "../api/orchestrator-schemas";
 
 export const PROPOSE: MenuTool = {
   name: "propose",
@@ -26,7 +30,7 @@ export const PROPOSE: MenuTool = {
 export type ProposeInput = {
   client: OrchestratorClient;
   /** The workspace to create (image, branch, repos). */
-  workspace: CreateWorkspaceBody | Parameters<OrchestratorClient["createWorkspace"]>[0];
+  workspace: CreateWorkspaceBody;
   /** What the Agent is asked to do. */
   message: string;
   agent?: string;

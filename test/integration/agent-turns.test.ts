@@ -16,7 +16,7 @@ import type { WorkspaceView } from "../../api/orchestrator-schemas";
 import { type Agent, localReposRoot, startCacheAgents } from "../../dev/local-cache-agent";
 import { type LocalOrchestrator, startLocalOrchestrator } from "../../dev/local-orchestrator";
 import { startScriptedModel, type ScriptedModel } from "../../dev/scripted-model";
-import { OrchestratorClient } from "../../orchestrator/http/orchestrator-client";
+import { OrchestratorClient } from "../../clients/typescript/src";
 import { LOCAL_POD_NICE } from "../../orchestrator/local/local-process";
 import { scriptedModelPodConfig } from "./support/agent-fixtures";
 import { useNamespace, waitFor } from "./support/cluster";

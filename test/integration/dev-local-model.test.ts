@@ -17,7 +17,7 @@ import { oneCommitRepository } from "../../dev/repository";
 import { startScriptedModel, type ScriptedModel } from "../../dev/scripted-model";
 import { main as runExample } from "../../examples/propose-machine";
 import type { StreamEvent } from "../../api/agent-protocol";
-import { OrchestratorClient } from "../../orchestrator/http/orchestrator-client";
+import { OrchestratorClient } from "../../clients/typescript/src";
 import { PodConfig } from "../../orchestrator/workspaces/pod-config";
 import { useNamespace, waitFor } from "./support/cluster";
 

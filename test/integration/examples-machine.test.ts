@@ -1,7 +1,8 @@
 // The example Machine (examples/propose-machine.ts) end to end against a local Orchestrator in
 // local mode, its Agent's model the scripted provider (as agent-turns.test.ts sets it up): the
 // machine creates a workspace, the Agent runs bash and picks `propose`, the test approves through
-// the machine's APPROVE event, the Agent finishes, and the machine destroys the workspace.
+// the machine's APPROVE event, the Agent finishes, and the machine destroys the workspace. And the
+// client's errors and a workspace's event stream, as clients-python.test.ts checks the Python one's.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -11,7 +12,7 @@ import { type Agent, localReposRoot, startCacheAgents } from "../../dev/local-ca
 import { type LocalOrchestrator, startLocalOrchestrator } from "../../dev/local-orchestrator";
 import { startScriptedModel, type ScriptedModel } from "../../dev/scripted-model";
 import { proposeMachine } from "../../examples/propose-machine";
-import { OrchestratorClient, OrchestratorError } from "../../orchestrator/http/orchestrator-client";
+import { OrchestratorClient, OrchestratorError } from "../../clients/typescript/src";
 import { scriptedModelPodConfig } from "./support/agent-fixtures";
 import { useNamespace } from "./support/cluster";
 
@@ -111,4 +112,25 @@ describe("the example Machine", () => {
       .catch((e: unknown) => e);
     expect(bad).toMatchObject({ status: 401 });
   });
+
+  it("the client streams a workspace's events from its snapshot to its end", async () => {
+    const client = new OrchestratorClient({ url: orch.url, token: orch.token });
+    const { name } = await client.createWorkspace({ image: "ghcr.io/example/harness:1", branch: "example/events" });
+    expect((await client.listWorkspaces()).items.map((w) => w.name)).toContain(name);
+    const seen: string[] = [];
+    let deleted = false;
+    for await (const item of client.workspaceEvents(name)) {
+      const state = item.type === "snapshot" ? item.view.state : item.type === "transition" ? item.to : undefined;
+      seen.push(item.type === "snapshot" || item.type === "transition" ? `${item.type}:${state}` : item.type);
+      if (state === "ready" && !deleted) {
+        deleted = true;
+        await client.deleteWorkspace(name);
+      }
+    }
+    // The server ends the stream after the final state; the loop ends with it.
+    expect(seen[0]).toMatch(/^snapshot:/);
+    expect(seen.some((e) => e === "transition:ready" || e === "snapshot:ready")).toBe(true);
+    expect(seen.indexOf("transition:destroying")).toBeGreaterThan(0);
+    expect(seen.at(-1)).toBe("transition:destroyed");
+  }, 120_000);
 });

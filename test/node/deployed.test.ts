@@ -18,7 +18,7 @@ import { SCRIPTED_MODEL, scriptedModelObjects, scriptedModelUrl } from "../../de
 import { builtManifests, onTheRealNode } from "../../dev/deployed";
 import { freePort } from "../../dev/local-orchestrator";
 import { proposeMachine } from "../../examples/propose-machine";
-import { OrchestratorClient } from "../../orchestrator/http/orchestrator-client";
+import { OrchestratorClient } from "../../clients/typescript/src";
 import type { StreamEvent } from "../../api/agent-protocol";
 import cfg from "../../package.json";
 import { DEFAULT_SANDBOX_NAMESPACE } from "../../api/wire";

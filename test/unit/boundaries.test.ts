@@ -54,6 +54,10 @@ const forbidden: Array<[string, string, string?]> = [
   ["orchestrator/local/probe.ts", "../workspaces/registry"],
   // A room's rule keeps its companion's.
   ["orchestrator/workspaces/probe.ts", "../../harness/harness-server"],
+  // A client builds on its own (decision 0061): nothing of the repository's, no package.
+  ["clients/typescript/src/probe.ts", "../../../api/orchestrator-routes", "0061"],
+  ["clients/typescript/test/probe.ts", "../../../orchestrator/tokens", "0061"],
+  ["clients/typescript/src/probe.ts", "undici", "0061"],
   ["capabilities/sandbox/probe.ts", "../../orchestrator/tokens"],
   ["capabilities/sandbox/probe.ts", "../../harness/harness-server"],
   ["capabilities/sandbox/probe.ts", "../../dev/kubectl"],
@@ -93,6 +97,10 @@ const forbidden: Array<[string, string, string?]> = [
 ];
 
 const allowed: Array<[string, string]> = [
+  ["clients/typescript/src/probe.ts", "./api"],
+  ["clients/typescript/src/probe.ts", "node:http"],
+  ["clients/typescript/test/probe.ts", "../src/index"],
+  ["examples/probe.ts", "../clients/typescript/src"],
   ["orchestrator/http/probe.ts", "../agents/turns"],
   ["orchestrator/http/probe.ts", "../workspaces/service"],
   ["orchestrator/agents/probe.ts", "../workspaces/sandbox-watch"],

@@ -3,7 +3,7 @@
 // past the window, or for any other error, it gives up with the error.
 import http from "node:http";
 import type { AddressInfo } from "node:net";
-import { OrchestratorClient } from "../../orchestrator/http/orchestrator-client";
+import { OrchestratorClient } from "../../clients/typescript/src";
 
 /** A port nothing listens on (taken, then given back). */
 async function closedPort(): Promise<number> {

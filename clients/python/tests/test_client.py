@@ -1,0 +1,255 @@
+"""The client against a stand-in server (http.server in a thread): each route's method and path from
+the table, the bearer token, errors as OrchestratorError with the API's code, both event streams
+read across split chunks and keep-alives, and a refused connection sent again within the reconnect
+window. ``python3 -m unittest discover -s clients/python/tests -t clients/python`` runs it."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+import unittest
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+
+from jr2_orchestrator import ROUTES, OrchestratorClient, OrchestratorError, parse_frame, path_for, sse_frames
+
+Handler = Callable[[BaseHTTPRequestHandler, str], None]
+
+
+class StandIn:
+    """A server that records each request and answers with ``handler``."""
+
+    def __init__(self, handler: Handler, port: int = 0) -> None:
+        self.seen: list[dict[str, Any]] = []
+        outer = self
+
+        class H(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *_: Any) -> None:
+                pass
+
+            def _any(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                body = self.rfile.read(length).decode() if length else ""
+                outer.seen.append(
+                    {
+                        "method": self.command,
+                        "url": self.path,
+                        "auth": self.headers.get("authorization"),
+                        "lastEventId": self.headers.get("last-event-id"),
+                        "body": body,
+                    }
+                )
+                handler(self, body)
+
+            do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _any
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), H)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def answer(h: BaseHTTPRequestHandler, status: int, body: object, content_type: str = "application/json") -> None:
+    data = (body if isinstance(body, str) else json.dumps(body)).encode()
+    h.send_response(status)
+    h.send_header("content-type", content_type)
+    h.send_header("content-length", str(len(data)))
+    h.end_headers()
+    h.wfile.write(data)
+
+
+def sse(h: BaseHTTPRequestHandler, chunks: list[bytes]) -> None:
+    """An event stream written in the given pieces, then ended (a close-delimited body)."""
+    h.send_response(200)
+    h.send_header("content-type", "text/event-stream")
+    h.send_header("connection", "close")
+    h.end_headers()
+    for c in chunks:
+        h.wfile.write(c)
+        h.wfile.flush()
+        time.sleep(0.002)
+    h.close_connection = True
+
+
+class Routes(unittest.TestCase):
+    def setUp(self) -> None:
+        def handler(h: BaseHTTPRequestHandler, _body: str) -> None:
+            if h.path == "/healthz":
+                return answer(h, 200, {"ok": True})
+            if h.path == "/metrics":
+                return answer(h, 200, "jr2_up 1\n", "text/plain")
+            if "nosuch" in h.path:
+                return answer(h, 404, {"error": {"code": "not_found", "message": "no workspace"}})
+            if "broken" in h.path:
+                return answer(h, 500, "oops", "text/plain")
+            answer(h, 200, {"name": "ws-1"})
+
+        self.server = StandIn(handler)
+        self.client = OrchestratorClient(self.server.url + "/", "tok-1")
+
+    def tearDown(self) -> None:
+        self.server.stop()
+
+    def test_every_route_with_its_method_path_and_token(self) -> None:
+        c, w = self.client, "ws 1"
+        c.create_workspace({"image": "img", "branch": "b"})
+        c.list_workspaces()
+        c.workspace(w)
+        c.delete_workspace(w)
+        c.egress(w)
+        c.set_egress(w, ["a.example:443"])
+        c.egress_log(w)
+        c.submit_turn(w, {"agent": "coder", "message": "hi"})
+        c.abort(w, "ws.1")
+        c.set_allowed(w, "ws.1", ["propose"])
+        c.picks(w)
+        c.answer(w, "d/1", "yes")
+        c.take_pick("ws.1", {"pick": "propose", "submissionId": "s", "callId": "c", "args": {}})
+        c.read_allowed("ws.1")
+        c.read_delivery("ws.1", "d1", wait_ms=10)
+        self.assertTrue(c.healthy())
+        self.assertEqual(c.metrics(), "jr2_up 1\n")
+        c.openapi()
+        called = [f"{s['method']} {s['url']}" for s in self.server.seen]
+        self.assertEqual(
+            called,
+            [
+                "POST /v1/workspaces",
+                "GET /v1/workspaces",
+                "GET /v1/workspaces/ws%201",
+                "DELETE /v1/workspaces/ws%201",
+                "GET /v1/workspaces/ws%201/egress",
+                "PUT /v1/workspaces/ws%201/egress",
+                "GET /v1/workspaces/ws%201/egress/log",
+                "POST /v1/workspaces/ws%201/turns",
+                "POST /v1/workspaces/ws%201/turns/ws.1/abort",
+                "PUT /v1/workspaces/ws%201/turns/ws.1/allowed",
+                "GET /v1/workspaces/ws%201/picks",
+                "POST /v1/workspaces/ws%201/picks/d%2F1/answer",
+                "POST /v1/sandbox/agents/ws.1/picks",
+                "GET /v1/sandbox/agents/ws.1/allowed",
+                "GET /v1/sandbox/agents/ws.1/deliveries/d1?wait=10",
+                "GET /healthz",
+                "GET /metrics",
+                "GET /v1/openapi.json",
+            ],
+        )
+        # Every route but the two streams (below) and the health check's HEAD has a method.
+        import re
+
+        for route_id, route in ROUTES.items():
+            if route_id in ("workspaceEvents", "turnEvents", "healthzHead"):
+                continue
+            pattern = re.compile(f"^{route.method} " + re.sub(r"\{\w+\}", "[^/]+", route.path) + "$")
+            self.assertTrue(any(pattern.match(c.split("?")[0]) for c in called), f"route {route_id} has a method")
+        self.assertTrue(all(s["auth"] == "Bearer tok-1" for s in self.server.seen))
+        self.assertEqual(json.loads(self.server.seen[0]["body"]), {"image": "img", "branch": "b"})
+        self.assertEqual(json.loads(self.server.seen[5]["body"]), {"allow": ["a.example:443"]})
+
+    def test_an_error_answer_raises_with_status_code_and_message(self) -> None:
+        with self.assertRaises(OrchestratorError) as caught:
+            self.client.workspace("nosuch")
+        self.assertEqual((caught.exception.status, caught.exception.code), (404, "not_found"))
+        self.assertEqual(caught.exception.message, "no workspace")
+        with self.assertRaises(OrchestratorError) as other:
+            self.client.workspace("broken")
+        self.assertEqual((other.exception.status, other.exception.code), (500, "http"))
+        self.assertIn("HTTP 500: oops", other.exception.message)
+
+    def test_a_ca_is_for_https(self) -> None:
+        with self.assertRaisesRegex(ValueError, "write https://"):
+            OrchestratorClient("http://127.0.0.1:1", "t", ca="pem")
+
+
+class Streams(unittest.TestCase):
+    def test_a_workspace_stream_across_split_chunks_crlf_and_keep_alives(self) -> None:
+        view = {"name": "ws-1", "state": "attaching", "conditions": []}
+        ready = {"type": "transition", "from": "attaching", "to": "ready", "at": "2026-12-06T12:00:00Z"}
+        gone = {"type": "transition", "from": "destroying", "to": "destroyed", "at": "2026-12-06T12:00:01Z"}
+        text = (
+            f"id: 1\nevent: snapshot\ndata: {json.dumps(view)}\n\n: keep-alive\n\n"
+            f"id: 2\r\nevent: transition\r\ndata: {json.dumps(ready)}\r\n\r\n"
+            f"id: 3\nevent: transition\ndata: {json.dumps(gone)}\n\n"
+        ).encode()
+        # Cut every 7 bytes: mid-frame, mid-line.
+        server = StandIn(lambda h, _: sse(h, [text[i : i + 7] for i in range(0, len(text), 7)]))
+        try:
+            items = list(OrchestratorClient(server.url, "t").workspace_events("ws-1"))
+            self.assertEqual(items, [{"type": "snapshot", "view": view}, ready, gone])
+            self.assertEqual(server.seen[0]["url"], "/v1/workspaces/ws-1/events")
+        finally:
+            server.stop()
+
+    def test_a_turn_stream_resumes_after_an_offset_and_raises_a_failed_stream(self) -> None:
+        event = {"kind": "text", "offset": 5, "at": "t", "text": "hi"}
+
+        def handler(h: BaseHTTPRequestHandler, _: str) -> None:
+            if "nosuch" in h.path:
+                return answer(h, 404, {"error": {"code": "not_found", "message": "no such"}})
+            sse(h, [f"id: 5\nevent: text\ndata: {json.dumps(event)}\n\n".encode(), b'event: error\ndata: {"message":"gone"}\n\n'])
+
+        server = StandIn(handler)
+        try:
+            client = OrchestratorClient(server.url, "t")
+            read: list[object] = []
+            with self.assertRaises(OrchestratorError) as caught:
+                for e in client.turn_events("ws-1", "ws-1.a", last_event_id=4):
+                    read.append(e)
+            self.assertEqual(read, [event])
+            self.assertEqual((caught.exception.code, caught.exception.status), ("stream", 502))
+            self.assertIn("gone", caught.exception.message)
+            self.assertEqual(server.seen[0]["lastEventId"], "4")
+            with self.assertRaises(OrchestratorError) as missing:
+                client.turn_events("nosuch", "nosuch.a")
+            self.assertEqual((missing.exception.status, missing.exception.code), (404, "not_found"))
+        finally:
+            server.stop()
+
+    def test_frames(self) -> None:
+        frame = parse_frame("id: 7\nevent: end\ndata: a\ndata: b")
+        self.assertEqual((frame.event, frame.data, frame.id) if frame else None, ("end", "a\nb", "7"))
+        self.assertIsNone(parse_frame(": keep-alive"))
+        # A character cut across chunks is joined.
+        snowman = "data: \u2603\n\n".encode()
+        self.assertEqual([f.data for f in sse_frames([snowman[:7], snowman[7:]])], ["\u2603"])
+
+    def test_path_for_encodes_and_names_a_missing_parameter(self) -> None:
+        self.assertEqual(path_for("getWorkspace", {"name": "a/b"}), "/v1/workspaces/a%2Fb")
+        with self.assertRaisesRegex(ValueError, "needs name"):
+            path_for("getWorkspace", {})
+
+
+class Restart(unittest.TestCase):
+    def test_a_refused_call_is_sent_again_until_the_orchestrator_listens(self) -> None:
+        probe = socket.socket()
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+        probe.close()
+
+        with self.assertRaises(ConnectionRefusedError):
+            OrchestratorClient(f"http://127.0.0.1:{port}", "t", reconnect_window=0).workspace("ws-1")
+
+        servers: list[StandIn] = []
+
+        def later() -> None:
+            time.sleep(0.3)
+            servers.append(StandIn(lambda h, _: answer(h, 200, {"name": "ws-1", "state": "ready"}), port))
+
+        threading.Thread(target=later).start()
+        try:
+            view = OrchestratorClient(f"http://127.0.0.1:{port}", "t").workspace("ws-1")
+            self.assertEqual(view["state"], "ready")
+        finally:
+            for s in servers:
+                s.stop()
+
+
+if __name__ == "__main__":
+    unittest.main()

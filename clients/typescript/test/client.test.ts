@@ -1,0 +1,251 @@
+// The client against a stand-in server (node:http): each route's method and path from the table,
+// the bearer token, errors as OrchestratorError with the API's code, both event streams read
+// across split chunks and keep-alives, a stream closed when the loop stops, and a refused
+// connection sent again within the reconnect window. `npm test` in this folder runs it.
+/* eslint-disable @typescript-eslint/no-floating-promises -- node:test's describe and it answer promises its runner awaits */
+import assert from "node:assert/strict";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import { after, before, describe, it } from "node:test";
+import { OrchestratorClient, OrchestratorError, ROUTES, parseFrame, type RouteId } from "../src/index";
+
+type Seen = { method: string; url: string; auth?: string; body: string; lastEventId?: string };
+type Handler = (req: http.IncomingMessage, res: http.ServerResponse, body: string) => void;
+
+/** A server that records each request and answers with `handler`. */
+async function standIn(
+  handler: Handler,
+): Promise<{ url: string; seen: Seen[]; closed: string[]; stop(): Promise<void> }> {
+  const seen: Seen[] = [];
+  const closed: string[] = [];
+  const server = http.createServer((req, res) => {
+    let body = "";
+    req.on("data", (c: Buffer) => (body += c.toString()));
+    req.on("end", () => {
+      seen.push({
+        method: req.method!,
+        url: req.url!,
+        body,
+        ...(req.headers.authorization ? { auth: req.headers.authorization } : {}),
+        ...(req.headers["last-event-id"] ? { lastEventId: String(req.headers["last-event-id"]) } : {}),
+      });
+      res.on("close", () => closed.push(req.url!));
+      handler(req, res, body);
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    seen,
+    closed,
+    stop: async () => {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    },
+  };
+}
+
+const json = (res: http.ServerResponse, status: number, body: unknown) => {
+  res.writeHead(status, { "content-type": "application/json" });
+  res.end(JSON.stringify(body));
+};
+
+describe("OrchestratorClient", () => {
+  let server: Awaited<ReturnType<typeof standIn>>;
+  let client: OrchestratorClient;
+
+  before(async () => {
+    server = await standIn((req, res) => {
+      if (req.url === "/healthz") return json(res, 200, { ok: true });
+      if (req.url === "/metrics") return res.end("jr2_up 1\n");
+      if (req.url?.includes("nosuch")) return json(res, 404, { error: { code: "not_found", message: "no workspace" } });
+      if (req.url?.includes("broken")) return res.writeHead(500).end("oops");
+      json(res, 200, { name: "ws-1" });
+    });
+    client = new OrchestratorClient({ url: server.url + "/", token: "tok-1" });
+  });
+  after(() => server.stop());
+
+  it("calls every route of the table with its method and path, and the bearer token", async () => {
+    const w = "ws 1";
+    await client.createWorkspace({ image: "img", branch: "b" });
+    await client.listWorkspaces();
+    await client.workspace(w);
+    await client.deleteWorkspace(w);
+    await client.egress(w);
+    await client.setEgress(w, ["a.example:443"]);
+    await client.egressLog(w);
+    await client.submitTurn(w, { agent: "coder", message: "hi" });
+    await client.abort(w, "ws.1");
+    await client.setAllowed(w, "ws.1", ["propose"]);
+    await client.picks(w);
+    await client.answer(w, "d/1", "yes");
+    await client.takePick("ws.1", { pick: "propose", submissionId: "s", callId: "c", args: {} });
+    await client.readAllowed("ws.1");
+    await client.readDelivery("ws.1", "d1", { waitMs: 10 });
+    assert.equal(await client.healthy(), true);
+    assert.equal(await client.metrics(), "jr2_up 1\n");
+    await client.openapi();
+    // The two streams and the HEAD of the health check are read below or by no Machine.
+    const called = server.seen.map((s) => `${s.method} ${s.url}`);
+    assert.deepEqual(called, [
+      "POST /v1/workspaces",
+      "GET /v1/workspaces",
+      "GET /v1/workspaces/ws%201",
+      "DELETE /v1/workspaces/ws%201",
+      "GET /v1/workspaces/ws%201/egress",
+      "PUT /v1/workspaces/ws%201/egress",
+      "GET /v1/workspaces/ws%201/egress/log",
+      "POST /v1/workspaces/ws%201/turns",
+      "POST /v1/workspaces/ws%201/turns/ws.1/abort",
+      "PUT /v1/workspaces/ws%201/turns/ws.1/allowed",
+      "GET /v1/workspaces/ws%201/picks",
+      "POST /v1/workspaces/ws%201/picks/d%2F1/answer",
+      "POST /v1/sandbox/agents/ws.1/picks",
+      "GET /v1/sandbox/agents/ws.1/allowed",
+      "GET /v1/sandbox/agents/ws.1/deliveries/d1?wait=10",
+      "GET /healthz",
+      "GET /metrics",
+      "GET /v1/openapi.json",
+    ]);
+    const streamed: RouteId[] = ["workspaceEvents", "turnEvents", "healthzHead"];
+    const covered = new Set(called.map((c) => c.split("?")[0]));
+    for (const id of Object.keys(ROUTES) as RouteId[]) {
+      if (streamed.includes(id)) continue;
+      const pattern = new RegExp(`^${ROUTES[id].method} ${ROUTES[id].path.replace(/\{\w+\}/g, "[^/]+")}$`);
+      assert.ok(
+        [...covered].some((c) => pattern.test(c)),
+        `route ${id} has a method`,
+      );
+    }
+    assert.ok(server.seen.every((s) => s.auth === "Bearer tok-1"));
+    assert.deepEqual(JSON.parse(server.seen[0]!.body), { image: "img", branch: "b" });
+    assert.deepEqual(JSON.parse(server.seen[5]!.body), { allow: ["a.example:443"] });
+  });
+
+  it("throws the API's error as an OrchestratorError with its status, code and message", async () => {
+    const err = await client.workspace("nosuch").catch((e: unknown) => e);
+    assert.ok(err instanceof OrchestratorError);
+    assert.equal(err.status, 404);
+    assert.equal(err.code, "not_found");
+    assert.equal(err.message, "no workspace");
+    const other = await client.workspace("broken").catch((e: unknown) => e);
+    assert.ok(other instanceof OrchestratorError);
+    assert.equal(other.status, 500);
+    assert.equal(other.code, "http");
+    assert.match(other.message, /HTTP 500: oops/);
+  });
+
+  it("refuses a CA for an http url, naming the fix", () => {
+    assert.throws(
+      () => new OrchestratorClient({ url: "http://127.0.0.1:1", token: "t", ca: "pem" }),
+      /write https:\/\//,
+    );
+  });
+});
+
+describe("the event streams", () => {
+  it("reads a workspace's snapshot and events across split chunks, CRLF and keep-alives, to the stream's end", async () => {
+    const view = { name: "ws-1", state: "attaching", conditions: [] };
+    const ready = { type: "transition", from: "attaching", to: "ready", at: "2026-12-06T12:00:00Z" };
+    const gone = { type: "transition", from: "destroying", to: "destroyed", at: "2026-12-06T12:00:01Z" };
+    const text =
+      `id: 1\nevent: snapshot\ndata: ${JSON.stringify(view)}\n\n: keep-alive\n\n` +
+      `id: 2\r\nevent: transition\r\ndata: ${JSON.stringify(ready)}\r\n\r\n` +
+      `id: 3\nevent: transition\ndata: ${JSON.stringify(gone)}\n\n`;
+    const server = await standIn((_req, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      // Cut mid-frame and mid-character: the reader joins them.
+      const bytes = Buffer.from(text);
+      let at = 0;
+      const next = () => {
+        if (at >= bytes.length) return res.end();
+        res.write(bytes.subarray(at, at + 7));
+        at += 7;
+        setTimeout(next, 1);
+      };
+      next();
+    });
+    try {
+      const client = new OrchestratorClient({ url: server.url, token: "t" });
+      const items = [];
+      for await (const item of client.workspaceEvents("ws-1")) items.push(item);
+      assert.deepEqual(items, [{ type: "snapshot", view }, ready, gone]);
+      assert.equal(server.seen[0]!.url, "/v1/workspaces/ws-1/events");
+    } finally {
+      await server.stop();
+    }
+  });
+
+  it("resumes a turn's stream after an offset, and closes it when the loop stops", async () => {
+    const server = await standIn((_req, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.write(`id: 5\nevent: text\ndata: {"kind":"text","offset":5,"at":"t","text":"hi"}\n\n`);
+      // Never ends by itself: the client's break must close it.
+    });
+    try {
+      const client = new OrchestratorClient({ url: server.url, token: "t" });
+      for await (const e of client.turnEvents("ws-1", "ws-1.a", { lastEventId: 4 })) {
+        assert.deepEqual(e, { kind: "text", offset: 5, at: "t", text: "hi" });
+        break;
+      }
+      assert.equal(server.seen[0]!.lastEventId, "4");
+      for (let i = 0; i < 50 && server.closed.length === 0; i++) await new Promise((r) => setTimeout(r, 10));
+      assert.deepEqual(server.closed, ["/v1/workspaces/ws-1/turns/ws-1.a/events"]);
+    } finally {
+      await server.stop();
+    }
+  });
+
+  it("throws a stream that fails after it began as code `stream`, and an error answer as its code", async () => {
+    const server = await standIn((req, res) => {
+      if (req.url!.includes("nosuch")) return json(res, 404, { error: { code: "not_found", message: "no such" } });
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.end(`event: error\ndata: {"message":"the Harness went away"}\n\n`);
+    });
+    try {
+      const client = new OrchestratorClient({ url: server.url, token: "t" });
+      const read = async (name: string) => {
+        for await (const e of client.turnEvents(name, `${name}.a`)) void e;
+      };
+      await assert.rejects(read("ws-1"), {
+        name: "OrchestratorError",
+        code: "stream",
+        message: /the Harness went away/,
+      });
+      await assert.rejects(read("nosuch"), { name: "OrchestratorError", status: 404, code: "not_found" });
+    } finally {
+      await server.stop();
+    }
+  });
+
+  it("parses a frame's fields and skips a comment-only one", () => {
+    assert.deepEqual(parseFrame("id: 7\nevent: end\ndata: a\ndata: b"), { event: "end", data: "a\nb", id: "7" });
+    assert.equal(parseFrame(": keep-alive"), undefined);
+  });
+});
+
+describe("a restart", () => {
+  it("sends a refused call again until the Orchestrator listens, and gives up past the window", async () => {
+    const probe = http.createServer();
+    await new Promise<void>((r) => probe.listen(0, "127.0.0.1", r));
+    const { port } = probe.address() as AddressInfo;
+    await new Promise((r) => probe.close(r));
+
+    const quick = new OrchestratorClient({ url: `http://127.0.0.1:${port}`, token: "t", reconnectWindowMs: 0 });
+    await assert.rejects(quick.workspace("ws-1"), { code: "ECONNREFUSED" });
+
+    const client = new OrchestratorClient({ url: `http://127.0.0.1:${port}`, token: "t" });
+    const view = client.workspace("ws-1");
+    await new Promise((r) => setTimeout(r, 150));
+    const server = http.createServer((_req, res) => json(res, 200, { name: "ws-1", state: "ready", conditions: [] }));
+    await new Promise<void>((r) => server.listen(port, "127.0.0.1", r));
+    try {
+      assert.equal((await view).state, "ready");
+    } finally {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
+  });
+});

@@ -1,0 +1,216 @@
+// The Python client (clients/python) against a local Orchestrator in local mode, its Agent's model
+// the scripted provider, as examples-machine.test.ts sets it up for the TypeScript example: the
+// Python example Machine (a python3 process) creates a workspace, the Agent runs bash and picks
+// `propose`, the test approves through the machine's stdin, the Agent finishes and the machine
+// destroys the workspace; and the client's errors carry the API's code, and a workspace's events
+// stream from its snapshot to its end (docs/decisions/0061-clients-beyond-typescript.md).
+import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { ORCHESTRATOR_ENV } from "../../api/env";
+import { type Agent, localReposRoot, startCacheAgents } from "../../dev/local-cache-agent";
+import { type LocalOrchestrator, startLocalOrchestrator } from "../../dev/local-orchestrator";
+import { startScriptedModel, type ScriptedModel } from "../../dev/scripted-model";
+import { OrchestratorClient, OrchestratorError } from "../../clients/typescript/src";
+import { python3 } from "../support/python3";
+import { scriptedModelPodConfig } from "./support/agent-fixtures";
+import { useNamespace } from "./support/cluster";
+
+const ROOT = join(__dirname, "..", "..");
+const PYTHON_CLIENT = join(ROOT, "clients", "python");
+const ns = useNamespace("pyclient");
+const tmp = mkdtempSync(join(tmpdir(), "jr2-pyclient-"));
+const KEY = "sk-scripted-real-key-5e1a";
+const agents: Agent[] = [];
+let orch: LocalOrchestrator;
+let model: ScriptedModel;
+let python: string;
+
+beforeAll(async () => {
+  // First: without python3 the file fails here, naming what to install.
+  python = python3();
+  model = await startScriptedModel({
+    apiKey: KEY,
+    script: [
+      { toolCalls: [{ name: "bash", arguments: { command: "echo hello > change.txt && cat change.txt" } }] },
+      { toolCalls: [{ name: "propose", arguments: { summary: "wrote change.txt" } }] },
+      { text: "done: the change is approved" },
+    ],
+  });
+  await scriptedModelPodConfig(tmp, ns.name, model, KEY);
+  agents.push(...(await startCacheAgents(tmp)));
+  orch = await startLocalOrchestrator({
+    kubeconfig: process.env.KUBECONFIG!,
+    namespace: ns.name,
+    dir: join(tmp, "orchestrator"),
+    credentials: [],
+    reposRoot: localReposRoot(tmp),
+    env: { [ORCHESTRATOR_ENV.podConfigFile]: join(tmp, "pod.yaml") },
+  });
+}, 90_000);
+
+afterAll(async () => {
+  await orch?.stop();
+  await Promise.all(agents.map((a) => a.stop()));
+  await model?.stop();
+  rmSync(tmp, { recursive: true, force: true });
+});
+
+const pythonEnv = () => ({
+  ...process.env,
+  PYTHONPATH: PYTHON_CLIENT,
+  PYTHONDONTWRITEBYTECODE: "1",
+  PYTHONUNBUFFERED: "1",
+  JR2_API_TOKEN: orch.token,
+});
+
+type Ran = { code: number | null; lines: string[]; stderr: string };
+
+/** Runs python3 with `args`, told each line it prints (and its stdin, to answer with). */
+function runPython(args: string[], onLine: (line: string, stdin: NodeJS.WritableStream) => void = () => {}) {
+  return new Promise<Ran>((resolve, reject) => {
+    const child = spawn(python, args, { env: pythonEnv(), stdio: ["pipe", "pipe", "pipe"] });
+    const lines: string[] = [];
+    let partial = "";
+    let stderr = "";
+    child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
+      partial += chunk;
+      const parts = partial.split("\n");
+      partial = parts.pop()!;
+      for (const line of parts) {
+        lines.push(line);
+        onLine(line, child.stdin);
+      }
+    });
+    child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));
+    const timer = setTimeout(() => child.kill("SIGKILL"), 110_000);
+    child.on("error", reject);
+    child.on("close", (code) => {
+      clearTimeout(timer);
+      if (partial) lines.push(partial);
+      resolve({ code, lines, stderr });
+    });
+  });
+}
+
+/** Runs the Python example Machine; approves its pick through stdin when it prints it. */
+const runExample = (answer: string) =>
+  runPython(
+    [
+      join(PYTHON_CLIENT, "examples", "propose_machine.py"),
+      "--url",
+      orch.url,
+      "--no-repo",
+      "--image",
+      "ghcr.io/example/harness:1",
+      "--message",
+      "write change.txt, then propose it",
+      "--ask",
+      "--ready-timeout",
+      "60",
+    ],
+    (line, stdin) => {
+      if (line.includes("the Agent proposes")) stdin.write(`approve ${answer}\n`);
+    },
+  );
+
+describe("the Python client", () => {
+  it("runs the example Machine: creates a workspace, holds the propose for approval, answers, lets it finish, destroys it", async () => {
+    const { code, lines, stderr } = await runExample("approved by a human: go on");
+    const states = lines.filter((l) => l.startsWith("-> ")).map((l) => l.slice(3));
+    const output = JSON.parse(lines.slice(lines.indexOf("{")).join("\n")) as Record<string, unknown>;
+    if (code !== 0) throw new Error(`the Python example exited ${code}:\n${lines.join("\n")}\n${stderr}`);
+
+    expect(output.error).toBeUndefined();
+    expect(states).toEqual([
+      "creating",
+      "provisioning",
+      "turn",
+      "awaitingApproval",
+      "answering",
+      "continuing",
+      "destroying",
+      "done",
+    ]);
+    expect(output.pick).toMatchObject({ pick: "propose", args: { summary: "wrote change.txt" } });
+    expect(output.answer).toBe("approved by a human: go on");
+    expect(output).toMatchObject({ outcome: "completed", message: "done: the change is approved" });
+    expect(lines.some((l) => l.includes("the Agent proposes"))).toBe(true);
+
+    // The workspace is gone: the Orchestrator answers 404 or destroyed.
+    const client = new OrchestratorClient({ url: orch.url, token: orch.token });
+    const view = await client.workspace(output.workspace as string).catch((err: unknown) => err);
+    if (view instanceof OrchestratorError) expect(view.status).toBe(404);
+    else expect(view).toMatchObject({ state: "destroyed" });
+    // The pick's answer is what the model read as the propose tool's result.
+    expect(model.requests.length).toBeGreaterThanOrEqual(3);
+    expect(JSON.stringify(model.requests.at(-1))).toContain("approved by a human: go on");
+  }, 120_000);
+
+  it("raises the API's errors with their status and code, and streams a workspace's events to their end", async () => {
+    const script = `
+import json, sys
+from jr2_orchestrator import OrchestratorClient, OrchestratorError
+
+url, token = sys.argv[1], sys.argv[2]
+client = OrchestratorClient(url, token)
+out = {}
+
+def error(call):
+    try:
+        call()
+    except OrchestratorError as err:
+        return {"status": err.status, "code": err.code, "message": err.message}
+    return None
+
+out["missing"] = error(lambda: client.workspace("ws-nosuchthing"))
+out["unauthorized"] = error(lambda: OrchestratorClient(url, "wrong").picks("ws-nosuchthing"))
+out["invalid"] = error(lambda: client.create_workspace({"image": "ghcr.io/example/harness:1", "branch": "-bad"}))
+out["openapi"] = client.openapi()["openapi"]
+
+name = client.create_workspace({"image": "ghcr.io/example/harness:1", "branch": "example/events"})["name"]
+out["listed"] = name in [w["name"] for w in client.list_workspaces()["items"]]
+seen = []
+deleted = False
+with client.workspace_events(name) as events:
+    for item in events:
+        if item["type"] == "snapshot":
+            seen.append("snapshot:" + item["view"]["state"])
+            ready = item["view"]["state"] == "ready"
+        elif item["type"] == "transition":
+            seen.append("transition:" + item["to"])
+            ready = item["to"] == "ready"
+        else:
+            seen.append(item["type"])
+            ready = False
+        if ready and not deleted:
+            deleted = True
+            client.delete_workspace(name)
+out["events"] = seen
+print(json.dumps(out))
+`;
+    const run = await runPython(["-c", script, orch.url, orch.token]);
+    if (run.code !== 0) throw new Error(`the Python probe exited ${run.code}:\n${run.lines.join("\n")}\n${run.stderr}`);
+    const out = JSON.parse(run.lines.join("\n")) as {
+      missing: unknown;
+      unauthorized: unknown;
+      invalid: { status: number; code: string; message: string };
+      openapi: string;
+      listed: boolean;
+      events: string[];
+    };
+
+    expect(out.missing).toEqual({ status: 404, code: "not_found", message: 'no workspace "ws-nosuchthing"' });
+    expect(out.unauthorized).toMatchObject({ status: 401 });
+    expect(out.invalid).toMatchObject({ status: 400, code: "invalid" });
+    expect(out.invalid.message).toMatch(/branch/);
+    expect(out.openapi).toBe("3.1.0");
+    expect(out.listed).toBe(true);
+    // A snapshot first; the workspace reaches ready, then is destroyed, and the stream ends there.
+    expect(out.events[0]).toMatch(/^snapshot:/);
+    expect(out.events.some((e) => e === "transition:ready" || e === "snapshot:ready")).toBe(true);
+    expect(out.events.at(-1)).toBe("transition:destroyed");
+    expect(out.events.indexOf("transition:destroying")).toBeGreaterThan(0);
+  }, 120_000);
+});
