@@ -16,14 +16,15 @@ export function helmBin(): string {
 
 /** The release name the plain manifest is rendered as (its objects' app.kubernetes.io/instance). */
 export const INSTALL_RELEASE = "jr2";
-/** How the plain manifest is rendered: the CRDs included (kubectl apply has no crds/ step), and the
- * Orchestrator's Secret one the platform team makes, so no generated key is written into dist/. */
-export const INSTALL_ARGS = ["--include-crds", "--set", "orchestrator.existingSecret=jr2-orchestrator"];
+/** The CRDs' release, installed first. */
+export const CRDS_RELEASE = "jr2-crds";
+/** How the plain manifest is rendered: the Orchestrator's Secret one the platform team makes, so no
+ * generated key is written into dist/. */
+export const INSTALL_ARGS = ["--set", "orchestrator.existingSecret=jr2-orchestrator"];
 
-/** `helm template` of the chart as the plain manifest. */
-export function renderInstallManifest(chart: string, helm = helmBin()): string {
-  return execFileSync(helm, ["template", INSTALL_RELEASE, chart, ...INSTALL_ARGS], {
-    encoding: "utf8",
-    maxBuffer: 64 * 1024 * 1024,
-  });
+/** `helm template` of the CRDs' chart, then of the chart, as the plain manifest: CRDs first. */
+export function renderInstallManifest(crdsChart: string, chart: string, helm = helmBin()): string {
+  const template = (args: string[]) =>
+    execFileSync(helm, ["template", ...args], { encoding: "utf8", maxBuffer: 64 * 1024 * 1024 });
+  return template([CRDS_RELEASE, crdsChart, "--include-crds"]) + template([INSTALL_RELEASE, chart, ...INSTALL_ARGS]);
 }

@@ -21,6 +21,10 @@ type Obj = any;
 export const INSTANCE_LABEL = "app.kubernetes.io/instance";
 /** The chart's directory name under dist/, and its name. */
 export const CHART_NAME = "jr2";
+/** The CRDs' own chart (decision 0060): a release stores its chart and its render in one Secret of
+ * at most 1 MiB, which the module's code and the Sandbox CRD together exceed. */
+export const CRDS_CHART_NAME = "jr2-crds";
+
 /** The pod-template annotation that changes with a pod's config, so `helm upgrade` rolls it. */
 export const CONFIG_CHECKSUM = "jr2.dev/config-checksum";
 /** The Orchestrator's Secret (signing key, API tokens) the chart makes unless told of another. */
@@ -116,18 +120,36 @@ build's certificate and trusts both CAs, old and new, through that rollout.
 
 const ID = `(include "jr2.admission.identity" . | fromJson)`;
 
+/**
+ * The CRDs' chart: each CRD in its crds/, which Helm creates when absent and never rewrites or
+ * deletes, so no uninstall deletes every Sandbox and Repo, and a cluster that has them (applied
+ * before) keeps them; a newer build's CRDs are applied with kubectl (decision 0060).
+ */
+export function crdsChart(input: ChartInput): Map<string, string> {
+  const files = new Map<string, string>();
+  for (const crd of input.module.filter((o) => o.kind === "CustomResourceDefinition"))
+    files.set(`crds/${crd.metadata.name}.yaml`, yaml(crd));
+  files.set(
+    "Chart.yaml",
+    yaml({
+      apiVersion: "v2",
+      name: CRDS_CHART_NAME,
+      description: `${input.description}: its CustomResourceDefinitions, installed before the ${CHART_NAME} chart`,
+      type: "application",
+      version: input.version,
+      appVersion: input.version,
+    }),
+  );
+  return files;
+}
+
 /** The chart's files, by path under the chart's directory. */
-export function helmChart(input: ChartInput): Map<string, string> {
+export function helmChart(input: ChartInput): Map<string, string | Buffer> {
   const { uuid } = input;
   const name = `pepr-${uuid}`;
   const marks = new Marks();
-  const files = new Map<string, string>();
+  const files = new Map<string, string | Buffer>();
   const seen = new Map<string, Obj>();
-
-  const crds = input.module.filter((o) => o.kind === "CustomResourceDefinition");
-  // Helm installs crds/ before any template and never deletes or rewrites them: the CRDs (and so
-  // every Sandbox and Repo) outlive an uninstall, as docs/decisions/0060-one-install.md says.
-  for (const crd of crds) files.set(`crds/${crd.metadata.name}.yaml`, yaml(crd));
 
   // Namespaces, once each with every label any builder gives it (applying them merged the labels).
   const namespaces = new Map<string, Obj>();
@@ -207,7 +229,15 @@ export function helmChart(input: ChartInput): Map<string, string> {
     let d = o;
     if (o === tls) d = { ...o, data: { "tls.crt": marks.scalar(`${ID}.crt`), "tls.key": marks.scalar(`${ID}.key`) } };
     else if (o === apiPathSecret) d = { ...o, data: { value: marks.scalar(`${ID}.apiPath`) } };
-    else if (o.kind === "ValidatingWebhookConfiguration" || o.kind === "MutatingWebhookConfiguration") {
+    else if (o.kind === "Secret" && o.metadata.name === `${name}-module`) {
+      // The module's code as the chart's one binary file, not base64 text in a template: a release
+      // stores its chart and its render, and each copy counts against the Secret's 1 MiB.
+      d = { ...o, data: {} };
+      for (const [k, v] of Object.entries(o.data as Record<string, string>)) {
+        files.set(`files/${k}`, Buffer.from(v, "base64"));
+        d.data[k] = marks.scalar(`.Files.Get ${JSON.stringify(`files/${k}`)} | b64enc`);
+      }
+    } else if (o.kind === "ValidatingWebhookConfiguration" || o.kind === "MutatingWebhookConfiguration") {
       d = structuredClone(o);
       for (const w of d.webhooks) {
         if (w.clientConfig.caBundle !== built.ca)

@@ -22,7 +22,7 @@ import {
 } from "./module-rbac";
 import { COMPANIONS, bundleCompanion, type Companion } from "./companion-bundle";
 import { renderAll } from "./crd-yaml";
-import { CHART_NAME, helmChart } from "./helm-chart";
+import { CHART_NAME, CRDS_CHART_NAME, crdsChart, helmChart } from "./helm-chart";
 import { renderInstallManifest } from "../dev/helm";
 import { applyTlsSwap, servingTlsSwap, tlsSecretOf } from "./serving-tls";
 import {
@@ -123,15 +123,16 @@ writeFileSync(join(dist, "jr2-orchestrator.yaml"), render(orchestrator));
 const egress = egressManifests({ image, sandboxNamespaces });
 writeFileSync(join(dist, "jr2-egress.yaml"), render(egress));
 
-// The whole installation as one chart, from the same objects, and the plain manifest rendered from
-// it (decision 0060). The chart's directory is written afresh, so no file of an earlier layout stays.
+// The whole installation as one chart and its CRDs' chart, from the same objects, and the plain
+// manifest rendered from them (decision 0060). Each chart's directory is written afresh, so no file
+// of an earlier layout stays.
 const wholeChart = join(dist, `${CHART_NAME}-chart`);
-rmSync(wholeChart, { recursive: true, force: true });
+const crdsChartDir = join(dist, `${CRDS_CHART_NAME}-chart`);
 const controllerImage = parseAllDocuments(final)
   .map((d) => d.toJS() as { kind?: string; spec?: { template?: { spec?: { containers?: Array<{ image: string }> } } } })
   .find((d) => d?.kind === "Deployment")?.spec?.template?.spec?.containers?.[0]?.image;
 if (!controllerImage) throw new Error(`${manifest} has no controller Deployment`);
-for (const [file, text] of helmChart({
+const chartInput = {
   uuid,
   version: cfg.version,
   description: cfg.description,
@@ -143,12 +144,19 @@ for (const [file, text] of helmChart({
   egress,
   controllerImage,
   companionsImage: image,
-})) {
-  mkdirSync(join(wholeChart, file, ".."), { recursive: true });
-  writeFileSync(join(wholeChart, file), text);
+};
+for (const [dir, files] of [
+  [crdsChartDir, crdsChart(chartInput)],
+  [wholeChart, helmChart(chartInput)],
+] as const) {
+  rmSync(dir, { recursive: true, force: true });
+  for (const [file, content] of files) {
+    mkdirSync(join(dir, file, ".."), { recursive: true });
+    writeFileSync(join(dir, file), content);
+  }
 }
-writeFileSync(join(dist, "jr2-install.yaml"), renderInstallManifest(wholeChart));
-console.log(`the whole installation: chart ${wholeChart}, plain manifest dist/jr2-install.yaml`);
+writeFileSync(join(dist, "jr2-install.yaml"), renderInstallManifest(crdsChartDir, wholeChart));
+console.log(`the whole installation: charts ${crdsChartDir} and ${wholeChart}, plain manifest dist/jr2-install.yaml`);
 
 // The companions: one bundle each (their lazy libraries beside them), and their manifests. The
 // directory is written afresh: the image copies every file in it, so none may be left from an

@@ -8,13 +8,20 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseAllDocuments } from "yaml";
 import { builtManifests } from "../../dev/deployed";
-import { INSTALL_ARGS, INSTALL_RELEASE, helmBin, renderInstallManifest } from "../../dev/helm";
-import { CHART_NAME, CONFIG_CHECKSUM, INSTANCE_LABEL, ORCHESTRATOR_SECRET } from "../../scripts/helm-chart";
+import { CRDS_RELEASE, INSTALL_ARGS, INSTALL_RELEASE, helmBin, renderInstallManifest } from "../../dev/helm";
+import {
+  CHART_NAME,
+  CONFIG_CHECKSUM,
+  CRDS_CHART_NAME,
+  INSTANCE_LABEL,
+  ORCHESTRATOR_SECRET,
+} from "../../scripts/helm-chart";
 import cfg from "../../package.json";
 import { type Obj, ROOT } from "./support";
 
 const DIST = join(ROOT, "dist");
 const CHART = join(DIST, `${CHART_NAME}-chart`);
+const CRDS_CHART = join(DIST, `${CRDS_CHART_NAME}-chart`);
 const MODULE = `pepr-${cfg.pepr.uuid}`;
 const helm = helmBin();
 
@@ -25,7 +32,7 @@ const docsOf = (text: string): Obj[] =>
 /** `helm template` of the chart with extra arguments; its objects. */
 const render = (...args: string[]): Obj[] =>
   docsOf(
-    execFileSync(helm, ["template", INSTALL_RELEASE, CHART, "--include-crds", ...args], {
+    execFileSync(helm, ["template", INSTALL_RELEASE, CHART, ...args], {
       encoding: "utf8",
       maxBuffer: 64 * 1024 * 1024,
     }),
@@ -39,7 +46,7 @@ const find = (docs: Obj[], kind: string, name: string) => {
 const podSpec = (docs: Obj[], kind: string, name: string) => find(docs, kind, name).spec.template.spec;
 
 test("dist/jr2-install.yaml is the chart rendered as the plain manifest, byte for byte", () => {
-  expect(readFileSync(join(DIST, "jr2-install.yaml"), "utf8")).toBe(renderInstallManifest(CHART, helm));
+  expect(readFileSync(join(DIST, "jr2-install.yaml"), "utf8")).toBe(renderInstallManifest(CRDS_CHART, CHART, helm));
 });
 
 test("with its defaults the chart is the manifests the build writes, plus only its release label and config checksums", () => {
@@ -162,13 +169,22 @@ test("admission.defaults is the Sandbox defaults' slot: policy renders the Mutat
   expect(other.stderr).toMatch(/admission\.defaults|defaults/);
 });
 
-test("the CRDs are the chart's crds/, kept by Helm across an uninstall, and no template makes one", () => {
-  const templates = render().filter((d) => d.kind === "CustomResourceDefinition");
-  const noCrds = docsOf(
-    execFileSync(helm, ["template", INSTALL_RELEASE, CHART], { encoding: "utf8", maxBuffer: 64 * 1024 * 1024 }),
-  );
-  expect(noCrds.filter((d) => d.kind === "CustomResourceDefinition")).toEqual([]);
-  expect(templates.map((d) => d.metadata.name).sort()).toEqual(
-    ["peprstores.pepr.dev", "repos.core.jr2.dev", "sandboxes.core.jr2.dev"].sort(),
+test("the CRDs are their own chart's crds/, which Helm never deletes, and the chart makes none", () => {
+  expect(render().filter((d) => d.kind === "CustomResourceDefinition")).toEqual([]);
+  const crds = (...args: string[]) =>
+    docsOf(
+      execFileSync(helm, ["template", CRDS_RELEASE, CRDS_CHART, ...args], {
+        encoding: "utf8",
+        maxBuffer: 64 * 1024 * 1024,
+      }),
+    );
+  // crds/, not templates/: rendered only when asked, as Helm installs them, before any template.
+  expect(crds()).toEqual([]);
+  expect(
+    crds("--include-crds")
+      .map((d) => `${d.kind} ${d.metadata.name}`)
+      .sort(),
+  ).toEqual(
+    ["peprstores.pepr.dev", "repos.core.jr2.dev", "sandboxes.core.jr2.dev"].map((n) => `CustomResourceDefinition ${n}`),
   );
 });

@@ -6,7 +6,7 @@ import { parseAllDocuments } from "yaml";
 import { cacheAgentManifests } from "../../cache-agent/cache-agent-manifests";
 import { egressManifests } from "../../egress/egress-manifests";
 import { orchestratorManifests } from "../../orchestrator/orchestrator-manifests";
-import { type ChartInput, helmChart } from "../../scripts/helm-chart";
+import { type ChartInput, crdsChart, helmChart } from "../../scripts/helm-chart";
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Obj = any;
@@ -88,11 +88,15 @@ const input = (over: Partial<ChartInput> = {}): ChartInput => ({
   ...over,
 });
 
-test("the CRDs are the chart's crds/, no template; each Namespace once, with every builder's labels", () => {
-  const files = helmChart(input());
-  expect([...files.keys()].filter((f) => f.startsWith("crds/"))).toEqual(["crds/sandboxes.core.jr2.dev.yaml"]);
-  for (const [f, text] of files)
-    if (f.startsWith("templates/")) expect([f, text.includes("CustomResourceDefinition")]).toEqual([f, false]);
+/** A chart's text files (the module's code is its one binary file). */
+const texts = (files: Map<string, string | Buffer>) =>
+  new Map([...files].filter((e): e is [string, string] => typeof e[1] === "string"));
+
+test("the CRDs are their own chart's crds/; each Namespace once, with every builder's labels", () => {
+  const files = texts(helmChart(input()));
+  for (const [f, text] of files) expect([f, text.includes("CustomResourceDefinition")]).toEqual([f, false]);
+  const crds = crdsChart(input());
+  expect([...crds.keys()].sort()).toEqual(["Chart.yaml", "crds/sandboxes.core.jr2.dev.yaml"]);
   const namespaces = files.get("templates/namespaces.yaml")!;
   expect(namespaces.match(/^kind: Namespace$/gm)?.length).toBe(3);
   // jr2-sandboxes: named by the module and all three companions, once.
@@ -101,8 +105,26 @@ test("the CRDs are the chart's crds/, no template; each Namespace once, with eve
   expect(sandboxes).toContain("app.kubernetes.io/instance: {{ .Release.Name | quote }}");
 });
 
+test("the module's code is the chart's one binary file, rendered into its Secret", () => {
+  const withCode = [
+    ...moduleObjects(),
+    {
+      apiVersion: "v1",
+      kind: "Secret",
+      metadata: { name: `${name}-module`, namespace: "pepr-system" },
+      data: { "module-abc.js.gz": b64("GZIPPED CODE") },
+    },
+  ];
+  const files = helmChart(input({ module: withCode }));
+  expect(files.get("files/module-abc.js.gz")).toEqual(Buffer.from("GZIPPED CODE"));
+  expect(files.get("templates/module.yaml")).toContain(
+    'module-abc.js.gz: {{ .Files.Get "files/module-abc.js.gz" | b64enc }}',
+  );
+  expect(files.get("templates/module.yaml")).not.toContain(b64("GZIPPED CODE"));
+});
+
 test("no template holds the build's certificate, key, CA or path: each is the kept admission identity", () => {
-  const files = helmChart(input());
+  const files = texts(helmChart(input()));
   for (const [f, text] of files) {
     if (f === "templates/_helpers.tpl") continue;
     for (const literal of [b64("BUILT CRT"), b64("BUILT KEY"), b64("BUILT CA"), API_PATH])
@@ -120,7 +142,7 @@ test("no template holds the build's certificate, key, CA or path: each is the ke
 });
 
 test("images, resources, placement and replicas become values whose defaults are the objects' own", () => {
-  const files = helmChart(input());
+  const files = texts(helmChart(input()));
   const values = parseAllDocuments(files.get("values.yaml")!)[0].toJS() as Obj;
   expect(values.images).toEqual({ controller: CONTROLLER, companions: COMPANIONS });
   expect(values.admission).toMatchObject({ replicas: 2, defaults: "policy", resources: { requests: { cpu: "200m" } } });
