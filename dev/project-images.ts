@@ -57,7 +57,8 @@ export function distOlderThanSources(): string | undefined {
       else if (e.name.endsWith(".ts")) consider(path);
     }
   };
-  for (const dir of ["api", "cache-agent", "capabilities", "custodian", "harness", "lib", "orchestrator"])
+  // scripts/: the post-build step writes the manifests and the chart from them (decision 0060).
+  for (const dir of ["api", "cache-agent", "capabilities", "custodian", "harness", "lib", "orchestrator", "scripts"])
     walk(join(ROOT, dir));
   // The module's entry and its build settings (package.json's pepr section: its RBAC among them),
   // and a bundle whose entry lives elsewhere (the scripted model's, in dev/).

@@ -160,6 +160,7 @@ type Container = {
   env?: Array<{ name: string; value?: string }>;
   securityContext?: Record<string, unknown>;
   volumeMounts?: Array<{ name: string; mountPath: string }>;
+  lifecycle?: Record<string, unknown>;
 };
 type Deployment = {
   kind: "Deployment";
@@ -194,6 +195,36 @@ export function restrictedController<D extends Deployment>(d: D): D {
             volumeMounts: [...withoutNamed(c.volumeMounts, ours), ...writableMounts()],
           })),
           volumes: [...withoutNamed(pod.volumes, ours), ...writableVolumes()],
+        },
+      },
+    },
+  };
+}
+
+/** How long an admission pod keeps serving after it is told to stop (decision 0060). */
+export const ADMISSION_DRAIN_SECONDS = 3;
+
+/**
+ * The admission Deployment's server told to stop only after a pause (idempotent; the watcher's is
+ * left as it is): Pepr closes its listener at SIGTERM, while the Service may still send the API
+ * server's next webhook call to the pod until the endpoint's removal reaches the node, and that
+ * call would be refused. Pausing first lets a rollout drain it (decision 0060).
+ */
+export function drainedAdmission<D extends Deployment>(d: D & { metadata?: { labels?: Record<string, string> } }): D {
+  if (d.metadata?.labels?.["pepr.dev/controller"] !== "admission") return d;
+  const pod = d.spec.template.spec;
+  return {
+    ...d,
+    spec: {
+      ...d.spec,
+      template: {
+        ...d.spec.template,
+        spec: {
+          ...pod,
+          containers: pod.containers.map((c) => ({
+            ...c,
+            lifecycle: { ...c.lifecycle, preStop: { sleep: { seconds: ADMISSION_DRAIN_SECONDS } } },
+          })),
         },
       },
     },
@@ -239,7 +270,7 @@ export function restrictModuleManifest(yaml: string, namespaces: string[]): stri
     if (crdsSeen && !isCrd && !out.some((o) => (o as Doc).metadata?.name === peprStoreCrd().metadata.name))
       out.push(peprStoreCrd());
     crdsSeen ||= isCrd;
-    out.push(d.kind === "Deployment" ? restrictedController(d as unknown as Deployment) : d);
+    out.push(d.kind === "Deployment" ? drainedAdmission(restrictedController(d as unknown as Deployment)) : d);
     // Right after the module's own Namespace: the opted-in namespaces exist before anything in them.
     if (d.kind === "Namespace" && d.metadata?.name === sa.namespace)
       out.push(...moduleNamespaceObjects(namespaces, sa));

@@ -1,7 +1,9 @@
 // Runs after `pepr build` (npm run build): puts both CRDs into the build output, for those who
 // deploy from the manifest or the Helm chart rather than letting the module apply them; bundles
 // the companion workloads (one file each, for the companions image: see Dockerfile) and renders
-// their manifests (dist/jr2-<name>.yaml). JR2_COMPANION_IMAGE names the image they run.
+// their manifests (dist/jr2-<name>.yaml); writes the whole installation's Helm chart
+// (dist/jr2-chart/) and the plain manifest rendered from it (dist/jr2-install.yaml, decision 0060).
+// JR2_COMPANION_IMAGE names the image they run.
 import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseAllDocuments, stringify } from "yaml";
@@ -20,6 +22,8 @@ import {
 } from "./module-rbac";
 import { COMPANIONS, bundleCompanion, type Companion } from "./companion-bundle";
 import { renderAll } from "./crd-yaml";
+import { CHART_NAME, CRDS_CHART_NAME, crdsChart, helmChart } from "./helm-chart";
+import { renderInstallManifest } from "../dev/helm";
 import { applyTlsSwap, servingTlsSwap, tlsSecretOf } from "./serving-tls";
 import {
   caBundleOf,
@@ -119,14 +123,49 @@ console.log(
 
 const image = process.env.JR2_COMPANION_IMAGE || `jr2/companions:${cfg.version}`;
 const render = (objects: Array<Record<string, unknown>>) => objects.map((o) => stringify(o)).join("---\n");
-writeFileSync(join(dist, "jr2-cache-agent.yaml"), render(cacheAgentManifests({ image, sandboxNamespaces })));
+const cacheAgent = cacheAgentManifests({ image, sandboxNamespaces });
+writeFileSync(join(dist, "jr2-cache-agent.yaml"), render(cacheAgent));
 // The Orchestrator's Sandboxes in the first opted-in namespace.
-writeFileSync(
-  join(dist, "jr2-orchestrator.yaml"),
-  render(orchestratorManifests({ image, workspaceNamespace: sandboxNamespaces[0] })),
-);
+const orchestrator = orchestratorManifests({ image, workspaceNamespace: sandboxNamespaces[0] });
+writeFileSync(join(dist, "jr2-orchestrator.yaml"), render(orchestrator));
 // The egress point (docs/decisions/0051), in the companions' namespace the Orchestrator's manifest makes.
-writeFileSync(join(dist, "jr2-egress.yaml"), render(egressManifests({ image, sandboxNamespaces })));
+const egress = egressManifests({ image, sandboxNamespaces });
+writeFileSync(join(dist, "jr2-egress.yaml"), render(egress));
+
+// The whole installation as one chart and its CRDs' chart, from the same objects, and the plain
+// manifest rendered from them (decision 0060). Each chart's directory is written afresh, so no file
+// of an earlier layout stays.
+const wholeChart = join(dist, `${CHART_NAME}-chart`);
+const crdsChartDir = join(dist, `${CRDS_CHART_NAME}-chart`);
+const controllerImage = parseAllDocuments(final)
+  .map((d) => d.toJS() as { kind?: string; spec?: { template?: { spec?: { containers?: Array<{ image: string }> } } } })
+  .find((d) => d?.kind === "Deployment")?.spec?.template?.spec?.containers?.[0]?.image;
+if (!controllerImage) throw new Error(`${manifest} has no controller Deployment`);
+const chartInput = {
+  uuid,
+  version: cfg.version,
+  description: cfg.description,
+  module: parseAllDocuments(final)
+    .map((d) => d.toJS())
+    .filter(Boolean),
+  cacheAgent,
+  orchestrator,
+  egress,
+  controllerImage,
+  companionsImage: image,
+};
+for (const [dir, files] of [
+  [crdsChartDir, crdsChart(chartInput)],
+  [wholeChart, helmChart(chartInput)],
+] as const) {
+  rmSync(dir, { recursive: true, force: true });
+  for (const [file, content] of files) {
+    mkdirSync(join(dir, file, ".."), { recursive: true });
+    writeFileSync(join(dir, file), content);
+  }
+}
+writeFileSync(join(dist, "jr2-install.yaml"), renderInstallManifest(crdsChartDir, wholeChart));
+console.log(`the whole installation: charts ${crdsChartDir} and ${wholeChart}, plain manifest dist/jr2-install.yaml`);
 
 // The companions: one bundle each (their lazy libraries beside them), and their manifests. The
 // directory is written afresh: the image copies every file in it, so none may be left from an

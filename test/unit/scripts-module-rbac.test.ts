@@ -9,6 +9,7 @@ import { DEFAULT_SANDBOX_NAMESPACE, SANDBOX_NAMESPACE_ENABLED, SANDBOX_NAMESPACE
 import { crdRefusal } from "../../lib/crd-install";
 import cfg from "../../package.json";
 import {
+  ADMISSION_DRAIN_SECONDS,
   CONTROLLER_JS,
   OPERATOR_SANDBOXES_ROLE,
   checkClusterRole,
@@ -26,7 +27,11 @@ const peprRules = cfg.pepr.rbac as Rule[];
 const peprDeployment = (suffix: string) => ({
   apiVersion: "apps/v1",
   kind: "Deployment",
-  metadata: { name: `${name}${suffix}`, namespace: "pepr-system" },
+  metadata: {
+    name: `${name}${suffix}`,
+    namespace: "pepr-system",
+    labels: { "pepr.dev/controller": suffix ? "watcher" : "admission" },
+  },
   spec: {
     template: {
       spec: {
@@ -174,6 +179,14 @@ describe("the built manifest, narrowed", () => {
         expect(mounted["/app/load"]).toBe("module");
       }
     }
+  });
+
+  it("pauses the admission server before it stops, so a rollout drains it; not the watcher", () => {
+    const preStop = (n: string) =>
+      out.find((d) => d.kind === "Deployment" && d.metadata.name === n)!.spec.template.spec.containers[0].lifecycle
+        ?.preStop;
+    expect(preStop(name)).toEqual({ sleep: { seconds: ADMISSION_DRAIN_SECONDS } });
+    expect(preStop(`${name}-watcher`)).toBeUndefined();
   });
 
   it("is idempotent", () => {

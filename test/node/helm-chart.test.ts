@@ -1,0 +1,190 @@
+// The whole installation's chart as `npm run build` writes it (docs/decisions/0060-one-install.md),
+// rendered by helm built from its pinned Go module (dev/helm.sh): with its defaults it is the
+// manifests the build writes (the module's and the companions', nothing typed twice); the plain
+// manifest dist/jr2-install.yaml is its render; and each value lands where it says. In the node
+// tier because its global setup builds dist/ from the checked-out sources; it uses no cluster.
+import { execFileSync, spawnSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { parseAllDocuments } from "yaml";
+import { builtManifests } from "../../dev/deployed";
+import { CRDS_RELEASE, INSTALL_ARGS, INSTALL_RELEASE, helmBin, renderInstallManifest } from "../../dev/helm";
+import {
+  CHART_NAME,
+  CONFIG_CHECKSUM,
+  CRDS_CHART_NAME,
+  INSTANCE_LABEL,
+  ORCHESTRATOR_SECRET,
+} from "../../scripts/helm-chart";
+import cfg from "../../package.json";
+import { type Obj, ROOT } from "./support";
+
+const DIST = join(ROOT, "dist");
+const CHART = join(DIST, `${CHART_NAME}-chart`);
+const CRDS_CHART = join(DIST, `${CRDS_CHART_NAME}-chart`);
+const MODULE = `pepr-${cfg.pepr.uuid}`;
+const helm = helmBin();
+
+const docsOf = (text: string): Obj[] =>
+  parseAllDocuments(text)
+    .map((d) => d.toJS() as Obj)
+    .filter(Boolean);
+/** `helm template` of the chart with extra arguments; its objects. */
+const render = (...args: string[]): Obj[] =>
+  docsOf(
+    execFileSync(helm, ["template", INSTALL_RELEASE, CHART, ...args], {
+      encoding: "utf8",
+      maxBuffer: 64 * 1024 * 1024,
+    }),
+  );
+const id = (o: Obj) => `${o.kind} ${o.metadata.namespace ?? ""}/${o.metadata.name}`;
+const find = (docs: Obj[], kind: string, name: string) => {
+  const o = docs.find((d) => d.kind === kind && d.metadata.name === name);
+  if (!o) throw new Error(`no ${kind} ${name} in the render (${docs.map(id).join(", ")})`);
+  return o;
+};
+const podSpec = (docs: Obj[], kind: string, name: string) => find(docs, kind, name).spec.template.spec;
+
+test("dist/jr2-install.yaml is the chart rendered as the plain manifest, byte for byte", () => {
+  expect(readFileSync(join(DIST, "jr2-install.yaml"), "utf8")).toBe(renderInstallManifest(CRDS_CHART, CHART, helm));
+});
+
+test("with its defaults the chart is the manifests the build writes, plus only its release label and config checksums", () => {
+  const rendered = docsOf(readFileSync(join(DIST, "jr2-install.yaml"), "utf8"));
+  /** What the chart adds and nothing else: each object's release label, a pod's config checksum. */
+  const plain = (o: Obj) => {
+    const d = structuredClone(o);
+    expect([id(o), d.metadata.labels?.[INSTANCE_LABEL]]).toEqual([
+      id(o),
+      o.kind === "CustomResourceDefinition" ? undefined : INSTALL_RELEASE,
+    ]);
+    delete d.metadata.labels?.[INSTANCE_LABEL];
+    if (d.metadata.labels && !Object.keys(d.metadata.labels).length) delete d.metadata.labels;
+    const ann = d.spec?.template?.metadata?.annotations;
+    if (ann) {
+      delete ann[CONFIG_CHECKSUM];
+      if (!Object.keys(ann).length) delete d.spec.template.metadata.annotations;
+    }
+    return d;
+  };
+  // Applying the manifests merges a Namespace that several of them name: one object, every label.
+  const expected = new Map<string, Obj>();
+  for (const o of builtManifests(DIST)) {
+    const had = expected.get(id(o));
+    if (had && o.kind !== "Namespace") throw new Error(`${id(o)} is in two manifests`);
+    expected.set(
+      id(o),
+      had ? { ...o, metadata: { ...o.metadata, labels: { ...had.metadata.labels, ...o.metadata.labels } } } : o,
+    );
+  }
+  const got = new Map(rendered.map((o) => [id(o), plain(o)]));
+  // The chart's own object: the Orchestrator's Secret, here named, not made (INSTALL_ARGS).
+  expect([...got.keys()].sort()).toEqual([...expected.keys()].sort());
+  for (const [k, o] of expected) expect([k, got.get(k)]).toEqual([k, o]);
+  expect(INSTALL_ARGS).toContain(`orchestrator.existingSecret=${ORCHESTRATOR_SECRET}`);
+});
+
+test("images, placement, resources and replicas come from the values, the cache agent placed by its own", () => {
+  const controller = "registry.test/jr2/controller@sha256:" + "a".repeat(64);
+  const companions = "registry.test/jr2/companions@sha256:" + "b".repeat(64);
+  const docs = render(
+    "--set-string",
+    `images.controller=${controller},images.companions=${companions}`,
+    "--set-string",
+    "placement.nodeSelector.pool=agents,admission.nodeSelector.zone=a",
+    "--set-json",
+    'placement.tolerations=[{"key":"agents","operator":"Exists","effect":"NoSchedule"}]',
+    "--set-json",
+    'cacheAgent.nodeSelector={"cache":"yes"}',
+    "--set",
+    "admission.replicas=3",
+    "--set-json",
+    'orchestrator.resources={"requests":{"cpu":"1","memory":"2Gi"}}',
+  );
+  const pool = { key: "agents", operator: "Exists", effect: "NoSchedule" };
+  for (const [kind, name, selector] of [
+    ["Deployment", MODULE, { pool: "agents", zone: "a" }],
+    ["Deployment", `${MODULE}-watcher`, { pool: "agents" }],
+    ["Deployment", "jr2-orchestrator", { pool: "agents" }],
+    ["Deployment", "jr2-egress", { pool: "agents" }],
+  ] as const) {
+    const pod = podSpec(docs, kind, name);
+    expect([name, pod.nodeSelector, pod.tolerations]).toEqual([name, selector, [pool]]);
+    const image = name.startsWith("pepr-") ? controller : companions;
+    for (const c of pod.containers) expect([name, c.image]).toEqual([name, image]);
+  }
+  const agent = podSpec(docs, "DaemonSet", "jr2-cache-agent");
+  expect([agent.nodeSelector, agent.tolerations, agent.containers[0].image]).toEqual([
+    { cache: "yes" },
+    [{ operator: "Exists" }],
+    companions,
+  ]);
+  const orchestrator = podSpec(docs, "Deployment", "jr2-orchestrator").containers[0];
+  // The Custodian runs from the companions image too, so it is named by the same value.
+  expect(orchestrator.env.find((e: Obj) => e.name === "JR2_CUSTODIAN_IMAGE").value).toBe(companions);
+  // Helm merges a map value into the default: the requests replaced, the default limit kept.
+  expect(orchestrator.resources).toEqual({ requests: { cpu: "1", memory: "2Gi" }, limits: { memory: "1Gi" } });
+  expect(find(docs, "Deployment", MODULE).spec.replicas).toBe(3);
+});
+
+test("the pod config and the fence are values; a change of either rolls the Orchestrator, of the pod config the egress point", () => {
+  const podConfig = { egress: { allow: ["example.test:443"] }, harness: { env: [{ name: "A", value: "1" }] } };
+  const base = render();
+  const changed = render("--set-json", `podConfig=${JSON.stringify(podConfig)}`);
+  const fenced = render("--set-json", 'fence=["https://git.example.test/team/"]');
+  expect(docsOf(find(changed, "ConfigMap", "jr2-orchestrator-pod").data["pod.yaml"])[0]).toEqual(podConfig);
+  expect(docsOf(find(fenced, "ConfigMap", "jr2-orchestrator-fence").data["git-credentials.yaml"])[0]).toEqual([
+    "https://git.example.test/team/",
+  ]);
+  const sum = (docs: Obj[], name: string) =>
+    find(docs, "Deployment", name).spec.template.metadata.annotations[CONFIG_CHECKSUM] as string;
+  expect(sum(changed, "jr2-orchestrator")).not.toBe(sum(base, "jr2-orchestrator"));
+  expect(sum(changed, "jr2-egress")).not.toBe(sum(base, "jr2-egress"));
+  expect(sum(fenced, "jr2-orchestrator")).not.toBe(sum(base, "jr2-orchestrator"));
+  expect(sum(fenced, "jr2-egress")).toBe(sum(base, "jr2-egress"));
+});
+
+test("the Orchestrator's Secret: made with the tokens and a signing key, or an existing one named and none made", () => {
+  const made = render("--set-json", 'orchestrator.apiTokens=["t1","t2"]');
+  const secret = find(made, "Secret", ORCHESTRATOR_SECRET);
+  expect(Buffer.from(secret.data["api-tokens"], "base64").toString()).toBe("t1\nt2\n");
+  expect(Buffer.from(secret.data["signing-key"], "base64").toString()).toMatch(/^[A-Za-z0-9]{64}$/);
+  const volume = (docs: Obj[]) =>
+    podSpec(docs, "Deployment", "jr2-orchestrator").volumes.find((v: Obj) => v.name === "secret").secret.secretName;
+  expect(volume(made)).toBe(ORCHESTRATOR_SECRET);
+  const theirs = render("--set", "orchestrator.existingSecret=team-jr2");
+  expect(theirs.some((d) => d.kind === "Secret" && d.metadata.name === ORCHESTRATOR_SECRET)).toBe(false);
+  expect(volume(theirs)).toBe("team-jr2");
+});
+
+test("admission.defaults is the Sandbox defaults' slot: policy renders the MutatingAdmissionPolicy, any other value is refused", () => {
+  const docs = render();
+  expect(find(docs, "MutatingAdmissionPolicy", "jr2-sandbox-defaults").spec.failurePolicy).toBe("Fail");
+  find(docs, "MutatingAdmissionPolicyBinding", "jr2-sandbox-defaults");
+  const other = spawnSync(helm, ["template", INSTALL_RELEASE, CHART, "--set", "admission.defaults=webhook"], {
+    encoding: "utf8",
+    maxBuffer: 64 * 1024 * 1024,
+  });
+  expect(other.status).not.toBe(0);
+  expect(other.stderr).toMatch(/admission\.defaults|defaults/);
+});
+
+test("the CRDs are their own chart's crds/, which Helm never deletes, and the chart makes none", () => {
+  expect(render().filter((d) => d.kind === "CustomResourceDefinition")).toEqual([]);
+  const crds = (...args: string[]) =>
+    docsOf(
+      execFileSync(helm, ["template", CRDS_RELEASE, CRDS_CHART, ...args], {
+        encoding: "utf8",
+        maxBuffer: 64 * 1024 * 1024,
+      }),
+    );
+  // crds/, not templates/: rendered only when asked, as Helm installs them, before any template.
+  expect(crds()).toEqual([]);
+  expect(
+    crds("--include-crds")
+      .map((d) => `${d.kind} ${d.metadata.name}`)
+      .sort(),
+  ).toEqual(
+    ["peprstores.pepr.dev", "repos.core.jr2.dev", "sandboxes.core.jr2.dev"].map((n) => `CustomResourceDefinition ${n}`),
+  );
+});
