@@ -13,6 +13,7 @@
 // (the window decision 0039 notes). Pure: the caller writes the files.
 import { stringify } from "yaml";
 import { PART_OF_JR2 } from "../api/wire";
+import { isDefaultsWebhookConfiguration, type SandboxDefaultsMode, withSandboxDefaults } from "./webhooks";
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Obj = any;
@@ -224,7 +225,17 @@ export function helmChart(input: ChartInput): Map<string, string | Buffer> {
     apiPath: apiPathSecret.data.value,
   };
 
-  for (const o of input.module) {
+  // Both ways of writing the Sandbox defaults (decision 0059), each under its admission.defaults
+  // value, the build's own the default: a chart built once installs on 1.34 to 1.36.
+  const buildDefaults: SandboxDefaultsMode = input.module.some((o) => o.kind === "MutatingAdmissionPolicy")
+    ? "policy"
+    : "webhook";
+  values.admission.defaults = buildDefaults;
+  const moduleObjs = [
+    ...withSandboxDefaults(input.module, "policy"),
+    ...withSandboxDefaults(input.module, "webhook").filter(isDefaultsWebhookConfiguration),
+  ];
+  for (const o of moduleObjs) {
     if (o.kind === "CustomResourceDefinition" || o.kind === "Namespace") continue;
     let d = o;
     if (o === tls) d = { ...o, data: { "tls.crt": marks.scalar(`${ID}.crt`), "tls.key": marks.scalar(`${ID}.key`) } };
@@ -261,7 +272,9 @@ export function helmChart(input: ChartInput): Map<string, string | Buffer> {
     add(
       o.kind === "MutatingAdmissionPolicy" || o.kind === "MutatingAdmissionPolicyBinding"
         ? "sandbox-defaults"
-        : "module",
+        : isDefaultsWebhookConfiguration(o)
+          ? "sandbox-defaults-webhook"
+          : "module",
       d,
     );
   }
@@ -305,9 +318,13 @@ export function helmChart(input: ChartInput): Map<string, string | Buffer> {
     const text = render(objs);
     files.set(
       `templates/${file}.yaml`,
-      // The Sandbox defaults are written by a MutatingAdmissionPolicy today; the value is the slot
-      // for another way on clusters that do not serve it.
-      file === "sandbox-defaults" ? `{{- if eq .Values.admission.defaults "policy" }}\n${text}{{- end }}\n` : text,
+      // Who writes the Sandbox defaults: the API server's policy, or where it is not served (1.34,
+      // 1.35) the module's mutating webhook (decision 0059).
+      file === "sandbox-defaults"
+        ? `{{- if eq .Values.admission.defaults "policy" }}\n${text}{{- end }}\n`
+        : file === "sandbox-defaults-webhook"
+          ? `{{- if eq .Values.admission.defaults "webhook" }}\n${text}{{- end }}\n`
+          : text,
     );
   }
   files.set("templates/orchestrator-secret.yaml", orchestratorSecret());
@@ -357,8 +374,8 @@ function chartYaml(input: ChartInput): string {
     type: "application",
     version: input.version,
     appVersion: input.version,
-    // MutatingAdmissionPolicy, which writes the Sandbox defaults (admission.defaults: policy).
-    kubeVersion: ">=1.36.0-0",
+    // admission.defaults: webhook where MutatingAdmissionPolicy v1 is not served (decision 0059).
+    kubeVersion: ">=1.34.0-0",
   });
 }
 
@@ -407,8 +424,9 @@ placement:
   tolerations: []
 
 admission:
-  # How the Sandbox defaults are written: "policy", a MutatingAdmissionPolicy (Kubernetes 1.36).
-  defaults: policy
+  # How the Sandbox defaults are written: "policy", a MutatingAdmissionPolicy (Kubernetes 1.36 and
+  # newer), or "webhook", the module's mutating webhook (1.34 and 1.35).
+  defaults: ${v.admission.defaults}
   # The admission pods (two answer the webhook while one rolls).
   replicas: ${flow(v.admission.replicas)}
   # An upgrade keeps the installed serving certificate; true takes this build's and trusts both
@@ -467,8 +485,7 @@ function valuesSchema(): object {
         ...placed,
         properties: {
           ...placed.properties,
-          // The slot for other ways of writing the Sandbox defaults.
-          defaults: { type: "string", enum: ["policy"] },
+          defaults: { type: "string", enum: ["policy", "webhook"] },
           replicas: { type: "integer", minimum: 1 },
           renewCertificate: { type: "boolean" },
         },

@@ -222,7 +222,7 @@ export function sandboxDefaultsWebhook(validating: WebhookConfiguration): Webhoo
 
 // A mutating configuration of Sandbox webhooks alone is the defaults' own: the module binds no
 // Mutate of its own (decision 0026), so none of Pepr's could be taken for it.
-const isDefaultsWebhookConfiguration = (d: unknown) =>
+export const isDefaultsWebhookConfiguration = (d: unknown) =>
   isWebhookConfiguration(d) &&
   d.kind === "MutatingWebhookConfiguration" &&
   d.webhooks.every((w) => (w.rules ?? []).some(isSandboxRule));

@@ -66,6 +66,17 @@ const moduleObjects = (): Obj[] => [
           caBundle: b64("BUILT CA"),
           service: { name, namespace: "pepr-system", path: `/validate/${API_PATH}` },
         },
+        namespaceSelector: {
+          matchExpressions: [{ key: "kubernetes.io/metadata.name", operator: "NotIn", values: ["kube-system"] }],
+        },
+        rules: [
+          {
+            apiGroups: ["core.jr2.dev"],
+            apiVersions: ["v1alpha1"],
+            operations: ["CREATE", "UPDATE"],
+            resources: ["sandboxes"],
+          },
+        ],
       },
     ],
   },
@@ -164,6 +175,22 @@ test("images, resources, placement and replicas become values whose defaults are
   expect(files.get("templates/sandbox-defaults.yaml")).toMatch(
     /^\{\{- if eq \.Values\.admission\.defaults "policy" \}\}\n/,
   );
+  // The other way, for 1.34 and 1.35 (decision 0059): the module's mutating webhook, on its path,
+  // trusting the kept admission CA like the validating one.
+  const webhook = files.get("templates/sandbox-defaults-webhook.yaml")!;
+  expect(webhook).toMatch(/^\{\{- if eq \.Values\.admission\.defaults "webhook" \}\}\n/);
+  expect(webhook).toContain("kind: MutatingWebhookConfiguration");
+  expect(webhook).toContain('printf "%s/%s" "/mutate"');
+  expect(webhook).not.toContain(b64("BUILT CA"));
+});
+
+test("a build that writes the defaults by webhook makes webhook the chart's default, the policy still a choice", () => {
+  const webhookBuild = moduleObjects().filter((o) => o.kind !== "MutatingAdmissionPolicy");
+  const files = texts(helmChart(input({ module: webhookBuild })));
+  const values = parseAllDocuments(files.get("values.yaml")!)[0].toJS() as Obj;
+  expect(values.admission.defaults).toBe("webhook");
+  expect(files.get("templates/sandbox-defaults.yaml")).toContain("kind: MutatingAdmissionPolicy");
+  expect(files.get("templates/sandbox-defaults-webhook.yaml")).toContain("kind: MutatingWebhookConfiguration");
 });
 
 test("it refuses a workload that runs another image than the build's, an unknown Deployment, an object made twice", () => {
