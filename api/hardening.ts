@@ -28,7 +28,7 @@ export type Fixed = { runAsUser?: number; runAsGroup?: number; readOnlyRootFiles
 /**
  * The restricted profile's values: what a jr2-owned seat gets for each field it leaves out, and,
  * with what the Orchestrator fixes besides (`fixed`), the context it states in full for the
- * containers it composes (orchestrator/compose.ts). The keys keep one order, the generated
+ * containers it composes (orchestrator/workspaces/compose.ts). The keys keep one order, the generated
  * policy's CEL (capabilities/admission/policy.ts) and the composed pods' as before.
  */
 export const hardenedSecurityContext = (fixed: Fixed = {}): SecurityContext => ({

@@ -1,7 +1,7 @@
 // The Sandbox pods' policies (api/sandbox-policies.ts, decisions 0038, 0047, 0051): ingress from the
 // Orchestrator's pods alone; egress to the egress point's pods and the Orchestrator's, each on its
 // port, and nothing else: no DNS, no address by block.
-// The real node tier (test/node/sandbox-egress.test.ts) holds kube-network-policies to it.
+// The real node tier (test/node/sandbox-pod-suite.ts, "its NetworkPolicies, enforced") holds kube-network-policies to it.
 import { egressPolicy, ingressPolicy } from "../../api/sandbox-policies";
 
 const policy = egressPolicy("sandboxes");
