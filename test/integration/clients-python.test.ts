@@ -5,16 +5,12 @@
 // destroys the workspace; and the client's errors carry the API's code, and a workspace's events
 // stream from its snapshot to its end (docs/decisions/0061-clients-beyond-typescript.md).
 import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ORCHESTRATOR_ENV } from "../../api/env";
-import { type Agent, localReposRoot, startCacheAgents } from "../../dev/local-cache-agent";
-import { type LocalOrchestrator, startLocalOrchestrator } from "../../dev/local-orchestrator";
-import { startScriptedModel, type ScriptedModel } from "../../dev/scripted-model";
 import { OrchestratorClient, OrchestratorError } from "../../clients/typescript/src";
 import { python3 } from "../support/python3";
-import { scriptedModelPodConfig } from "./support/agent-fixtures";
+import { useProposeStage } from "./support/agent-fixtures";
 import { useNamespace } from "./support/cluster";
 
 const ROOT = join(__dirname, "..", "..");
@@ -22,47 +18,21 @@ const PYTHON_CLIENT = join(ROOT, "clients", "python");
 const ns = useNamespace("pyclient");
 const tmp = mkdtempSync(join(tmpdir(), "jr2-pyclient-"));
 const KEY = "sk-scripted-real-key-5e1a";
-const agents: Agent[] = [];
-let orch: LocalOrchestrator;
-let model: ScriptedModel;
 let python: string;
-
-beforeAll(async () => {
-  // First: without python3 the file fails here, naming what to install.
-  python = python3();
-  model = await startScriptedModel({
-    apiKey: KEY,
-    script: [
-      { toolCalls: [{ name: "bash", arguments: { command: "echo hello > change.txt && cat change.txt" } }] },
-      { toolCalls: [{ name: "propose", arguments: { summary: "wrote change.txt" } }] },
-      { text: "done: the change is approved" },
-    ],
-  });
-  await scriptedModelPodConfig(tmp, ns.name, model, KEY);
-  agents.push(...(await startCacheAgents(tmp)));
-  orch = await startLocalOrchestrator({
-    kubeconfig: process.env.KUBECONFIG!,
-    namespace: ns.name,
-    dir: join(tmp, "orchestrator"),
-    credentials: [],
-    reposRoot: localReposRoot(tmp),
-    env: { [ORCHESTRATOR_ENV.podConfigFile]: join(tmp, "pod.yaml") },
-  });
-}, 90_000);
-
-afterAll(async () => {
-  await orch?.stop();
-  await Promise.all(agents.map((a) => a.stop()));
-  await model?.stop();
-  rmSync(tmp, { recursive: true, force: true });
-});
+// First: without python3 the file fails in beforeAll, naming what to install.
+const stage = useProposeStage(
+  tmp,
+  () => ns.name,
+  KEY,
+  () => (python = python3()),
+);
 
 const pythonEnv = () => ({
   ...process.env,
   PYTHONPATH: PYTHON_CLIENT,
   PYTHONDONTWRITEBYTECODE: "1",
   PYTHONUNBUFFERED: "1",
-  JR2_API_TOKEN: orch.token,
+  JR2_API_TOKEN: stage.orch().token,
 });
 
 type Ran = { code: number | null; lines: string[]; stderr: string };
@@ -100,7 +70,7 @@ const runExample = (answer: string) =>
     [
       join(PYTHON_CLIENT, "examples", "propose_machine.py"),
       "--url",
-      orch.url,
+      stage.orch().url,
       "--no-repo",
       "--image",
       "ghcr.io/example/harness:1",
@@ -139,13 +109,13 @@ describe("the Python client", () => {
     expect(lines.some((l) => l.includes("the Agent proposes"))).toBe(true);
 
     // The workspace is gone: the Orchestrator answers 404 or destroyed.
-    const client = new OrchestratorClient({ url: orch.url, token: orch.token });
+    const client = new OrchestratorClient({ url: stage.orch().url, token: stage.orch().token });
     const view = await client.workspace(output.workspace as string).catch((err: unknown) => err);
     if (view instanceof OrchestratorError) expect(view.status).toBe(404);
     else expect(view).toMatchObject({ state: "destroyed" });
     // The pick's answer is what the model read as the propose tool's result.
-    expect(model.requests.length).toBeGreaterThanOrEqual(3);
-    expect(JSON.stringify(model.requests.at(-1))).toContain("approved by a human: go on");
+    expect(stage.model().requests.length).toBeGreaterThanOrEqual(3);
+    expect(JSON.stringify(stage.model().requests.at(-1))).toContain("approved by a human: go on");
   }, 120_000);
 
   it("raises the API's errors with their status and code, and streams a workspace's events to their end", async () => {
@@ -190,7 +160,7 @@ with client.workspace_events(name) as events:
 out["events"] = seen
 print(json.dumps(out))
 `;
-    const run = await runPython(["-c", script, orch.url, orch.token]);
+    const run = await runPython(["-c", script, stage.orch().url, stage.orch().token]);
     if (run.code !== 0) throw new Error(`the Python probe exited ${run.code}:\n${run.lines.join("\n")}\n${run.stderr}`);
     const out = JSON.parse(run.lines.join("\n")) as {
       missing: unknown;

@@ -3,57 +3,23 @@
 // machine creates a workspace, the Agent runs bash and picks `propose`, the test approves through
 // the machine's APPROVE event, the Agent finishes, and the machine destroys the workspace. And the
 // client's errors and a workspace's event stream, as clients-python.test.ts checks the Python one's.
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createActor, toPromise } from "xstate";
-import { ORCHESTRATOR_ENV } from "../../api/env";
-import { type Agent, localReposRoot, startCacheAgents } from "../../dev/local-cache-agent";
-import { type LocalOrchestrator, startLocalOrchestrator } from "../../dev/local-orchestrator";
-import { startScriptedModel, type ScriptedModel } from "../../dev/scripted-model";
 import { proposeMachine } from "../../examples/propose-machine";
 import { OrchestratorClient, OrchestratorError } from "../../clients/typescript/src";
-import { scriptedModelPodConfig } from "./support/agent-fixtures";
+import { useProposeStage } from "./support/agent-fixtures";
 import { useNamespace } from "./support/cluster";
 
 const ns = useNamespace("example");
 const tmp = mkdtempSync(join(tmpdir(), "jr2-example-"));
 const KEY = "sk-scripted-real-key-7c2d";
-const agents: Agent[] = [];
-let orch: LocalOrchestrator;
-let model: ScriptedModel;
-
-beforeAll(async () => {
-  model = await startScriptedModel({
-    apiKey: KEY,
-    script: [
-      { toolCalls: [{ name: "bash", arguments: { command: "echo hello > change.txt && cat change.txt" } }] },
-      { toolCalls: [{ name: "propose", arguments: { summary: "wrote change.txt" } }] },
-      { text: "done: the change is approved" },
-    ],
-  });
-  await scriptedModelPodConfig(tmp, ns.name, model, KEY);
-  agents.push(...(await startCacheAgents(tmp)));
-  orch = await startLocalOrchestrator({
-    kubeconfig: process.env.KUBECONFIG!,
-    namespace: ns.name,
-    dir: join(tmp, "orchestrator"),
-    credentials: [],
-    reposRoot: localReposRoot(tmp),
-    env: { [ORCHESTRATOR_ENV.podConfigFile]: join(tmp, "pod.yaml") },
-  });
-}, 90_000);
-
-afterAll(async () => {
-  await orch?.stop();
-  await Promise.all(agents.map((a) => a.stop()));
-  await model?.stop();
-  rmSync(tmp, { recursive: true, force: true });
-});
+const stage = useProposeStage(tmp, () => ns.name, KEY);
 
 describe("the example Machine", () => {
   it("creates a workspace, holds the Agent's propose for approval, answers, lets it finish, destroys it", async () => {
-    const client = new OrchestratorClient({ url: orch.url, token: orch.token });
+    const client = new OrchestratorClient({ url: stage.orch().url, token: stage.orch().token });
     const lines: string[] = [];
     const actor = createActor(proposeMachine, {
       input: {
@@ -98,23 +64,23 @@ describe("the example Machine", () => {
     if (view instanceof OrchestratorError) expect(view.status).toBe(404);
     else expect(view).toMatchObject({ state: "destroyed" });
     // The pick's answer is what the model read as the propose tool's result.
-    expect(model.requests.length).toBeGreaterThanOrEqual(3);
-    expect(JSON.stringify(model.requests.at(-1))).toContain("approved by a human: go on");
+    expect(stage.model().requests.length).toBeGreaterThanOrEqual(3);
+    expect(JSON.stringify(stage.model().requests.at(-1))).toContain("approved by a human: go on");
   }, 120_000);
 
   it("the client's errors carry the API's code and message", async () => {
-    const client = new OrchestratorClient({ url: orch.url, token: orch.token });
+    const client = new OrchestratorClient({ url: stage.orch().url, token: stage.orch().token });
     const err = await client.workspace("ws-nosuchthing").catch((e: unknown) => e);
     expect(err).toBeInstanceOf(OrchestratorError);
     expect(err).toMatchObject({ status: 404, code: "not_found" });
-    const bad = await new OrchestratorClient({ url: orch.url, token: "wrong" })
+    const bad = await new OrchestratorClient({ url: stage.orch().url, token: "wrong" })
       .picks("ws-nosuchthing")
       .catch((e: unknown) => e);
     expect(bad).toMatchObject({ status: 401 });
   });
 
   it("the client streams a workspace's events from its snapshot to its end", async () => {
-    const client = new OrchestratorClient({ url: orch.url, token: orch.token });
+    const client = new OrchestratorClient({ url: stage.orch().url, token: stage.orch().token });
     const { name } = await client.createWorkspace({ image: "ghcr.io/example/harness:1", branch: "example/events" });
     expect((await client.listWorkspaces()).items.map((w) => w.name)).toContain(name);
     const seen: string[] = [];

@@ -8,21 +8,19 @@
 // the model served from a pod (dev/in-cluster-model.ts). Each service account's RBAC is checked
 // with `kubectl auth can-i --list`. Afterwards every cluster-wide object it made (the webhooks, the
 // defaults policy, the roles) is removed, so the next module to run here is the only one.
-import { type ChildProcess, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createActor, toPromise } from "xstate";
 import { SCRIPTED_MODEL, scriptedModelObjects, scriptedModelUrl } from "../../dev/in-cluster-model";
 import { builtManifests, onTheRealNode } from "../../dev/deployed";
-import { freePort } from "../../dev/local-orchestrator";
 import { proposeMachine } from "../../examples/propose-machine";
 import { OrchestratorClient } from "../../clients/typescript/src";
 import type { StreamEvent } from "../../api/agent-protocol";
 import cfg from "../../package.json";
 import { DEFAULT_SANDBOX_NAMESPACE } from "../../api/wire";
-import { gitIn } from "../support/git-fixtures";
 import {
   type Obj,
   available,
@@ -38,6 +36,7 @@ import {
   modelRequests,
   realNode,
   until,
+  serveWidgetsRemote,
 } from "./support";
 import { publicHostAddresses, startPublicHost, type PublicHost } from "./public-host";
 
@@ -65,7 +64,6 @@ const SANDBOXES = DEFAULT_SANDBOX_NAMESPACE;
 const suffix = randomBytes(3).toString("hex");
 const modelNs = `jr2-dmodel-${suffix}`;
 const tmp = mkdtempSync(join(tmpdir(), "jr2-deployed-"));
-const remotes = join(tmp, "remotes");
 const SCRIPTED_KEY = `sk-deployed-${randomBytes(16).toString("hex")}`;
 const TOKEN = randomBytes(24).toString("hex");
 /** The turn's bash also tries the public host by both names, through the Harness's proxy (its
@@ -188,30 +186,7 @@ beforeAll(async () => {
   // The stand-in public host (dev/cluster/node.sh): its listeners record what reaches them.
   publicHost = await startPublicHost();
   // The remote, served by real git over git:// where the real node's pods reach this machine.
-  const work = join(tmp, "src");
-  gitIn(undefined, "init", "--quiet", "-b", "main", work);
-  writeFileSync(join(work, "README"), "widgets\n");
-  gitIn(work, "add", "README");
-  gitIn(work, "commit", "--quiet", "-m", "first widget");
-  gitIn(undefined, "clone", "--quiet", "--bare", work, join(remotes, "widgets.git"));
-  const port = await freePort(NODE_IP);
-  daemon = spawn(
-    "git",
-    [
-      "daemon",
-      "--reuseaddr",
-      "--export-all",
-      `--base-path=${remotes}`,
-      `--listen=${NODE_IP}`,
-      `--port=${port}`,
-      remotes,
-    ],
-    { stdio: "ignore" },
-  );
-  remoteUrl = `git://${NODE_IP}:${port}/widgets.git`;
-  await until("git daemon serving", 20_000, () =>
-    gitIn(undefined, "ls-remote", remoteUrl, "HEAD").length > 0 ? true : undefined,
-  );
+  ({ url: remoteUrl, daemon } = await serveWidgetsRemote(tmp, NODE_IP));
 
   // From nothing: what a run stopped before its cleanup left (an Orchestrator holding another
   // run's token, a module of another build) is removed first.

@@ -17,14 +17,12 @@ import { createActor, toPromise } from "xstate";
 import { parse, parseAllDocuments } from "yaml";
 import { SCRIPTED_MODEL, scriptedModelObjects, scriptedModelUrl } from "../../dev/in-cluster-model";
 import { CRDS_RELEASE, helmBin } from "../../dev/helm";
-import { freePort } from "../../dev/local-orchestrator";
 import { proposeMachine } from "../../examples/propose-machine";
 import { servingCertificate } from "../../lib/serving-certificate";
 import { OrchestratorClient } from "../../clients/typescript/src";
 import { CHART_NAME, CRDS_CHART_NAME, INSTANCE_LABEL } from "../../scripts/helm-chart";
 import { DEFAULT_SANDBOX_NAMESPACE } from "../../api/wire";
 import cfg from "../../package.json";
-import { gitIn } from "../support/git-fixtures";
 import {
   type Obj,
   ROOT,
@@ -38,6 +36,7 @@ import {
   proposeScript,
   realNode,
   until,
+  serveWidgetsRemote,
 } from "./support";
 
 const node = realNode();
@@ -57,7 +56,6 @@ const SANDBOXES = DEFAULT_SANDBOX_NAMESPACE;
 const suffix = randomBytes(3).toString("hex");
 const modelNs = `jr2-hmodel-${suffix}`;
 const tmp = mkdtempSync(join(tmpdir(), "jr2-helm-"));
-const remotes = join(tmp, "remotes");
 const KEY = `sk-helm-${randomBytes(16).toString("hex")}`;
 const TOKEN = randomBytes(24).toString("hex");
 const ORCHESTRATOR_URL = `http://jr2-orchestrator.${SYSTEM}.svc.cluster.local:8090`;
@@ -240,30 +238,7 @@ async function allAvailable() {
 const previous = { dir: "", crt: "", apiPath: "" };
 
 beforeAll(async () => {
-  const work = join(tmp, "src");
-  gitIn(undefined, "init", "--quiet", "-b", "main", work);
-  writeFileSync(join(work, "README"), "widgets\n");
-  gitIn(work, "add", "README");
-  gitIn(work, "commit", "--quiet", "-m", "first widget");
-  gitIn(undefined, "clone", "--quiet", "--bare", work, join(remotes, "widgets.git"));
-  const port = await freePort(NODE_IP);
-  daemon = spawn(
-    "git",
-    [
-      "daemon",
-      "--reuseaddr",
-      "--export-all",
-      `--base-path=${remotes}`,
-      `--listen=${NODE_IP}`,
-      `--port=${port}`,
-      remotes,
-    ],
-    { stdio: "ignore" },
-  );
-  remoteUrl = `git://${NODE_IP}:${port}/widgets.git`;
-  await until("git daemon serving", 20_000, () =>
-    gitIn(undefined, "ls-remote", remoteUrl, "HEAD").length > 0 ? true : undefined,
-  );
+  ({ url: remoteUrl, daemon } = await serveWidgetsRemote(tmp, NODE_IP));
   await cleanUp();
   Object.assign(previous, previousChart());
   kubectlOk(["create", "namespace", modelNs]);

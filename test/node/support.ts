@@ -1,8 +1,11 @@
 // What the real node tier's tests share: the cluster's settings (read once by global-setup.ts from
 // `cluster.sh env` and handed over in the environment), kubectl, and waiting with a deadline.
-import { spawnSync } from "node:child_process";
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { SCRIPTED_MODEL } from "../../dev/in-cluster-model";
+import { freePort } from "../../dev/local-orchestrator";
+import { gitIn } from "../support/git-fixtures";
 
 export const ROOT = join(__dirname, "..", "..");
 export const CLUSTER_SH = join(ROOT, "dev", "cluster", "cluster.sh");
@@ -202,3 +205,28 @@ export const connectGuard = {
     this.held = undefined;
   },
 };
+
+/**
+ * A one-commit repository, `widgets`, served by real git over git:// on `host` (the real node's
+ * address, where its pods reach this machine) from `<dir>/remotes`. The caller kills `daemon`.
+ */
+export async function serveWidgetsRemote(dir: string, host: string): Promise<{ url: string; daemon: ChildProcess }> {
+  const work = join(dir, "src");
+  const remotes = join(dir, "remotes");
+  gitIn(undefined, "init", "--quiet", "-b", "main", work);
+  writeFileSync(join(work, "README"), "widgets\n");
+  gitIn(work, "add", "README");
+  gitIn(work, "commit", "--quiet", "-m", "first widget");
+  gitIn(undefined, "clone", "--quiet", "--bare", work, join(remotes, "widgets.git"));
+  const port = await freePort(host);
+  const daemon = spawn(
+    "git",
+    ["daemon", "--reuseaddr", "--export-all", `--base-path=${remotes}`, `--listen=${host}`, `--port=${port}`, remotes],
+    { stdio: "ignore" },
+  );
+  const url = `git://${host}:${port}/widgets.git`;
+  await until("git daemon serving", 20_000, () =>
+    gitIn(undefined, "ls-remote", url, "HEAD").length > 0 ? true : undefined,
+  );
+  return { url, daemon };
+}
