@@ -14,7 +14,7 @@ import { pathFor } from "../api/orchestrator-routes";
 import { type Agent, localReposRoot, startCacheAgents } from "../dev/local-cache-agent";
 import { startLocalOrchestrator, type LocalOrchestrator } from "../dev/local-orchestrator";
 import { oneCommitRepository } from "../dev/repository";
-import { benchOperator, sumMetric, type Result } from "./sandbox-burst-bench";
+import { benchOperator, memoryMb, sumMetric, type Result } from "./sandbox-burst-bench";
 import { percentile, round, sleep, sorted } from "./stats";
 import { ORCHESTRATOR_ENV } from "../api/env";
 
@@ -77,6 +77,10 @@ export async function orchestratorBench(kubeconfig: string, count: number, live:
       env: { [ORCHESTRATOR_ENV.leaseInterval]: `${LEASE_S}s`, [ORCHESTRATOR_ENV.podConfigFile]: podConfig },
     });
     const o = orch;
+    // Its memory with no workspace, against its memory with L live below: what each costs it
+    // (docs/operations.md's sizing). The Harnesses run inline here, so their attach state counts
+    // too: an upper bound for the in-cluster Orchestrator, which holds none.
+    const rssIdle = memoryMb(o.process.pid!, "VmRSS");
 
     // 1. N at once, each with a slot.
     const latencies: number[] = [];
@@ -117,6 +121,7 @@ export async function orchestratorBench(kubeconfig: string, count: number, live:
     const r0 = await renewals();
     await sleep(WINDOW_S * 1000);
     const perSecond = ((await renewals()) - r0) / WINDOW_S;
+    const rssLive = memoryMb(o.process.pid!, "VmRSS");
 
     const b = "orchestrator";
     return [
@@ -134,6 +139,14 @@ export async function orchestratorBench(kubeconfig: string, count: number, live:
         value: round(perSecond),
         unit: "1/s",
         target: `<= ${round(live / LEASE_S)}`,
+      },
+      { bench: b, metric: "orchestrator_rss_idle_mb", value: round(rssIdle), unit: "MB" },
+      { bench: b, metric: "orchestrator_rss_live_mb", value: round(rssLive), unit: "MB" },
+      {
+        bench: b,
+        metric: "orchestrator_rss_per_live_workspace_kb",
+        value: round(((rssLive - rssIdle) * 1024) / live),
+        unit: "KB",
       },
     ];
   } finally {

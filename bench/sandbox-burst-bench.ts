@@ -103,7 +103,7 @@ async function probeMemory(pid: number, file: string): Promise<Probe> {
 }
 
 /** A field of /proc/<pid>/status in MB (VmRSS now, VmHWM the peak). */
-const memoryMb = (pid: number | undefined, field: "VmRSS" | "VmHWM") => {
+export const memoryMb = (pid: number | undefined, field: "VmRSS" | "VmHWM") => {
   const m = new RegExp(`${field}:\\s+(\\d+) kB`).exec(readFileSync(`/proc/${pid}/status`, "utf8"));
   return m ? Number(m[1]) / 1024 : NaN;
 };

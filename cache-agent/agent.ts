@@ -317,7 +317,13 @@ export class CacheAgent {
       const dir = join(this.root, id);
       // Ownership changes only when the agent builds or evicts a cache: one git call per id, ever.
       let owned = this.#owned.get(id);
-      if (owned === undefined) this.#owned.set(id, (owned = await ownedByAgent(dir)));
+      if (owned === undefined) {
+        const read = await ownedByAgent(dir);
+        // A build that finished while git read (its entries still moving in, so no mark yet) has
+        // set true meanwhile: that answer wins, or the cache would never be evicted.
+        owned = this.#owned.get(id) ?? read;
+        this.#owned.set(id, owned);
+      }
       if (!owned && !wanted.has(id) && !this.#pinned.has(id)) await this.#pin(id, dir);
       if (!this.#lastUsed.has(id)) this.#lastUsed.set(id, now); // first seen: its grace starts now
       caches.push({ key: id, owned, lastUsed: this.#lastUsed.get(id)! });
