@@ -11,6 +11,7 @@ import { buildControllers, capabilities, startWatches } from "./capabilities/bin
 import { apiPathFrom, reviewServer } from "./capabilities/admission/review-server";
 import { operatorMetrics, type OperatorMetrics } from "./lib/operator-metrics";
 import { OPERATOR_ENV } from "./api/env";
+import { ADMISSION_DRAIN_PATH, ADMISSION_DRAIN_SECONDS } from "./api/wire";
 
 /**
  * The API server's webhook client keeps an idle connection 90 s (Go's http.Transport default);
@@ -19,6 +20,26 @@ import { OPERATOR_ENV } from "./api/env";
  * server closes as the client reuses it fails a call. Idle connections outlive the client's.
  */
 const KEEP_ALIVE_MS = 100_000;
+
+/**
+ * The admission pod's preStop GETs ADMISSION_DRAIN_PATH (scripts/module-rbac.ts) and is answered
+ * after ADMISSION_DRAIN_SECONDS; from that GET on, every answer closes its connection. The API
+ * server then opens new ones, which the Service sends to the pods that stay, and none of its
+ * kept-alive connections is left here for SIGTERM to reset under a review (decision 0060).
+ */
+function drained(next: RequestListener): RequestListener {
+  let draining = false;
+  return (req, res) => {
+    if (req.url === ADMISSION_DRAIN_PATH && req.method === "GET") {
+      draining = true;
+      res.setHeader("connection", "close");
+      setTimeout(() => res.end("draining\n"), ADMISSION_DRAIN_SECONDS * 1000);
+      return;
+    }
+    if (draining) res.setHeader("connection", "close");
+    next(req, res);
+  };
+}
 
 /**
  * Starts Pepr's server, keeps its idle connections open longer than the API server does, and in
@@ -33,7 +54,7 @@ function startServer(module: PeprModule, port: number, answersReviews: boolean, 
   node.createServer = ((options: https.ServerOptions, app: RequestListener) =>
     (server = create(
       options,
-      answersReviews ? reviewServer(apiPathFrom(process.env), app, (ms) => metrics.admitted(ms)) : app,
+      answersReviews ? drained(reviewServer(apiPathFrom(process.env), app, (ms) => metrics.admitted(ms))) : app,
     ))) as typeof https.createServer;
   try {
     module.start(port);

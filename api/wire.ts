@@ -32,6 +32,12 @@ export const EFFECTOR = "effector";
 
 /** The Harness serves on this port; the Service exposes it as `http`. */
 export const HARNESS_PORT = 8080;
+
+/** The admission pod's preStop asks here: from then on each answer closes its connection
+ * (decision 0060). */
+export const ADMISSION_DRAIN_PATH = "/jr2-drain";
+/** How long an admission pod keeps serving after it is told to stop (decision 0060). */
+export const ADMISSION_DRAIN_SECONDS = 3;
 /** The Sandbox Effector serves on this port, behind its own headless Service `<sandbox>-effector`. */
 export const EFFECTOR_PORT = 8082;
 export const effectorServiceName = (sandbox: string) => `${sandbox}-effector`;

@@ -13,7 +13,7 @@
 import { parseAllDocuments, stringify } from "yaml";
 import { crds } from "../api/crd/definitions";
 import { sandboxNamespace, sandboxRoleBinding } from "../api/sandbox-namespaces";
-import { PART_OF_JR2, REPO_CREDENTIALS_ROLE } from "../api/wire";
+import { ADMISSION_DRAIN_PATH, ADMISSION_DRAIN_SECONDS, PART_OF_JR2, REPO_CREDENTIALS_ROLE } from "../api/wire";
 import { CONTROLLER_MODULES } from "./images/spec";
 
 /** The ClusterRole of the operator's namespaced writes, bound in each opted-in namespace alone. */
@@ -201,14 +201,23 @@ export function restrictedController<D extends Deployment>(d: D): D {
   };
 }
 
-/** How long an admission pod keeps serving after it is told to stop (decision 0060). */
-export const ADMISSION_DRAIN_SECONDS = 3;
+export { ADMISSION_DRAIN_SECONDS };
+
+/**
+ * The admission pod's preStop: a GET here (api/wire.ts's drain path on Pepr's port) that answers
+ * after ADMISSION_DRAIN_SECONDS; from it on, every answer closes its connection (pepr.ts).
+ */
+export const ADMISSION_PRESTOP = {
+  httpGet: { path: ADMISSION_DRAIN_PATH, port: 3000, scheme: "HTTPS" },
+} as const;
 
 /**
  * The admission Deployment's server told to stop only after a pause (idempotent; the watcher's is
  * left as it is): Pepr closes its listener at SIGTERM, while the Service may still send the API
  * server's next webhook call to the pod until the endpoint's removal reaches the node, and that
- * call would be refused. Pausing first lets a rollout drain it (decision 0060).
+ * call would be refused. Pausing first lets a rollout drain it (decision 0060); and during the pause
+ * each answer closes its connection, so no kept-alive connection of the API server's is left for
+ * SIGTERM to reset under a review.
  */
 export function drainedAdmission<D extends Deployment>(d: D & { metadata?: { labels?: Record<string, string> } }): D {
   if (d.metadata?.labels?.["pepr.dev/controller"] !== "admission") return d;
@@ -223,7 +232,7 @@ export function drainedAdmission<D extends Deployment>(d: D & { metadata?: { lab
           ...pod,
           containers: pod.containers.map((c) => ({
             ...c,
-            lifecycle: { ...c.lifecycle, preStop: { sleep: { seconds: ADMISSION_DRAIN_SECONDS } } },
+            lifecycle: { ...c.lifecycle, preStop: ADMISSION_PRESTOP },
           })),
         },
       },

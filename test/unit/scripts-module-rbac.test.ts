@@ -185,7 +185,8 @@ describe("the built manifest, narrowed", () => {
     const preStop = (n: string) =>
       out.find((d) => d.kind === "Deployment" && d.metadata.name === n)!.spec.template.spec.containers[0].lifecycle
         ?.preStop;
-    expect(preStop(name)).toEqual({ sleep: { seconds: ADMISSION_DRAIN_SECONDS } });
+    expect(preStop(name)).toEqual({ httpGet: { path: "/jr2-drain", port: 3000, scheme: "HTTPS" } });
+    expect(ADMISSION_DRAIN_SECONDS).toBe(3);
     expect(preStop(`${name}-watcher`)).toBeUndefined();
   });
 
