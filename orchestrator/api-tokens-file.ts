@@ -4,10 +4,10 @@
 // file itself loses at the first swap, and polling reads the same on every filesystem. A file that
 // cannot be read or parsed never locks anyone out: the last good tokens stay in use and the refusal
 // is logged once per content, naming the file, the line and the fix, never a token.
-import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { apiTokenChecker, parseApiTokens, type ApiToken, type Principal } from "./tokens";
 import type { Log } from "../lib/log";
+import { Polled } from "../lib/polled";
 
 /** How often the file's content is compared with what was read last. The kubelet takes up to a
  * minute or so to project a changed Secret; a read of a small file every 2 s adds nothing to that. */
@@ -59,21 +59,23 @@ export type ApiTokensFileOptions = {
  */
 export class ApiTokensFile {
   #checker: (candidate: string) => Principal | undefined;
-  /** The digest of the content last read, good or bad: the same content is judged once. */
-  #digest: string;
-  #lastGoodAt: Date;
+  #lastGoodAt = new Date();
   #refused = false;
-  #reading: Promise<void> | undefined;
-  #timer: NodeJS.Timeout | undefined;
+  readonly #polled: Polled<Buffer>;
 
   private constructor(
     private readonly opts: ApiTokensFileOptions,
     tokens: ApiToken[],
-    digest: string,
+    bytes: Buffer,
   ) {
     this.#checker = apiTokenChecker(tokens);
-    this.#digest = digest;
-    this.#lastGoodAt = new Date();
+    this.#polled = new Polled({
+      read: () => this.#readBytes(),
+      bytes: (b) => [b],
+      changed: (b) => this.#changed(b),
+      initial: bytes,
+      pollMs: opts.pollMs ?? API_TOKENS_POLL_MS,
+    });
   }
 
   /** Reads the file, throwing (no token in the message) when it is bad; then polls it. */
@@ -81,11 +83,7 @@ export class ApiTokensFile {
     const bytes = await readFile(opts.path);
     const verdict = judgeApiTokens(bytes.toString("utf8"));
     if ("refused" in verdict) throw new Error(verdict.refused);
-    const file = new ApiTokensFile(opts, verdict.tokens, digestOf(bytes));
-    file.#timer = setInterval(() => void file.poll(), opts.pollMs ?? API_TOKENS_POLL_MS);
-    // A timer must not keep a process alive that is otherwise done (a test, a stopping Orchestrator).
-    file.#timer.unref();
-    return file;
+    return new ApiTokensFile(opts, verdict.tokens, bytes);
   }
 
   /** Who `candidate` speaks for under the tokens in use now (tokens.ts apiTokenChecker). */
@@ -98,29 +96,27 @@ export class ApiTokensFile {
 
   /** One comparison of the file with what was read last; a poll already under way is joined. */
   poll(): Promise<void> {
-    this.#reading ??= this.#read().finally(() => (this.#reading = undefined));
-    return this.#reading;
+    return this.#polled.poll();
   }
 
   close(): void {
-    clearInterval(this.#timer);
-    this.#timer = undefined;
+    this.#polled.close();
   }
 
-  async #read(): Promise<void> {
-    const { path, log, onRead } = this.opts;
-    let bytes: Buffer;
+  /** The file's bytes; a file gone or unreadable is a content of its own: refused once, until it changes. */
+  async #readBytes(): Promise<Buffer> {
     try {
-      bytes = await readFile(path);
+      return await readFile(this.opts.path);
     } catch (err) {
-      // A file gone or unreadable is a content of its own: refused once, until it changes.
-      const code = (err as NodeJS.ErrnoException).code ?? "an error";
-      bytes = Buffer.from(`\0unreadable ${code}`);
-      if (this.#settled(bytes)) return;
-      return this.#refuse(`it cannot be read (${code})`);
+      return Buffer.from(`${UNREADABLE}${(err as NodeJS.ErrnoException).code ?? "an error"}`);
     }
-    if (this.#settled(bytes)) return;
-    const verdict = judgeApiTokens(bytes.toString("utf8"));
+  }
+
+  #changed(bytes: Buffer): void {
+    const { path, log, onRead } = this.opts;
+    const text = bytes.toString("utf8");
+    if (text.startsWith(UNREADABLE)) return this.#refuse(`it cannot be read (${text.slice(UNREADABLE.length)})`);
+    const verdict = judgeApiTokens(text);
     if ("refused" in verdict) return this.#refuse(verdict.refused);
     this.#checker = apiTokenChecker(verdict.tokens);
     this.#lastGoodAt = new Date();
@@ -134,15 +130,6 @@ export class ApiTokensFile {
     });
   }
 
-  /** Whether `bytes` are what was read last (closed: nothing more is read); records them if not. */
-  #settled(bytes: Buffer): boolean {
-    if (!this.#timer) return true;
-    const digest = digestOf(bytes);
-    if (digest === this.#digest) return true;
-    this.#digest = digest;
-    return false;
-  }
-
   #refuse(why: string): void {
     this.#refused = true;
     this.opts.onRead?.("refused");
@@ -154,4 +141,5 @@ export class ApiTokensFile {
   }
 }
 
-const digestOf = (bytes: Buffer) => createHash("sha256").update(bytes).digest("hex");
+/** Marks a read that failed (a NUL never starts a tokens file). */
+const UNREADABLE = "\0unreadable ";

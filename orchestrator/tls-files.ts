@@ -3,10 +3,11 @@
 // renewed kubernetes.io/tls Secret is served to the next connection without a restart. A pair Node
 // would not serve (unreadable, not PEM, a key that is not the certificate's) keeps the pair in use,
 // logged once per content; the key's text is never logged.
-import { createHash, createPrivateKey, X509Certificate } from "node:crypto";
+import { createPrivateKey, X509Certificate } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { createSecureContext } from "node:tls";
 import type { Log } from "../lib/log";
+import { Polled } from "../lib/polled";
 import { API_TOKENS_POLL_MS } from "./api-tokens-file";
 
 export type TlsPair = { cert: string; key: string };
@@ -40,47 +41,46 @@ export type TlsFilesOptions = {
 
 /** Polls the pair every `pollMs`; `close` stops it. */
 export class TlsFiles {
-  #digest: string;
-  #reading: Promise<void> | undefined;
-  #timer: NodeJS.Timeout | undefined;
+  readonly #polled: Polled<{ pair: TlsPair; why?: string }>;
 
   constructor(private readonly opts: TlsFilesOptions) {
-    this.#digest = digestOf(opts.initial);
-    this.#timer = setInterval(() => void this.poll(), opts.pollMs ?? API_TOKENS_POLL_MS);
-    this.#timer.unref();
+    this.#polled = new Polled({
+      read: () => this.#readPair(),
+      bytes: ({ pair }) => [pair.cert, pair.key],
+      changed: (read) => this.#changed(read),
+      initial: { pair: opts.initial },
+      pollMs: opts.pollMs ?? API_TOKENS_POLL_MS,
+    });
   }
 
   /** One comparison of the files with what was served last; a poll under way is joined. */
   poll(): Promise<void> {
-    this.#reading ??= this.#read().finally(() => (this.#reading = undefined));
-    return this.#reading;
+    return this.#polled.poll();
   }
 
   close(): void {
-    clearInterval(this.#timer);
-    this.#timer = undefined;
+    this.#polled.close();
   }
 
-  async #read(): Promise<void> {
-    const { certFile, keyFile, log, onRead, serve } = this.opts;
-    let pair: TlsPair;
-    let why: string | undefined;
+  async #readPair(): Promise<{ pair: TlsPair; why?: string } | undefined> {
+    const { certFile, keyFile } = this.opts;
     try {
       const cert = await readFile(certFile, "utf8");
       const key = await readFile(keyFile, "utf8");
       // The kubelet swaps both files at once; a read that straddled a swap is taken at the next poll.
-      if ((await readFile(certFile, "utf8")) !== cert) return;
-      pair = { cert, key };
+      if ((await readFile(certFile, "utf8")) !== cert) return undefined;
+      return { pair: { cert, key } };
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code ?? "an error";
-      pair = { cert: `\0unreadable ${code}`, key: "" };
-      why = `${certFile} or ${keyFile} cannot be read (${code})`;
+      return {
+        pair: { cert: `\0unreadable ${code}`, key: "" },
+        why: `${certFile} or ${keyFile} cannot be read (${code})`,
+      };
     }
-    if (!this.#timer) return;
-    const digest = digestOf(pair);
-    if (digest === this.#digest) return;
-    this.#digest = digest;
-    why ??= tlsPairProblem(pair);
+  }
+
+  #changed({ pair, why = tlsPairProblem(pair) }: { pair: TlsPair; why?: string }): void {
+    const { certFile, keyFile, log, onRead, serve } = this.opts;
     if (why === undefined) {
       serve(pair);
       onRead?.("ok");
@@ -98,5 +98,3 @@ export class TlsFiles {
     });
   }
 }
-
-const digestOf = (pair: TlsPair) => createHash("sha256").update(pair.cert).update("\0").update(pair.key).digest("hex");
