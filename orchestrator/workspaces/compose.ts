@@ -336,6 +336,24 @@ function modelKindEnv(env: ReadonlyArray<{ name: string; value: string }>, confi
 const hardened = (runAsUser?: number): SecurityContext =>
   hardenedSecurityContext({ runAsUser, runAsGroup: runAsUser, readOnlyRootFilesystem: true });
 
+/** The longest the Custodian's postStart waits for its probes' port (decision 0063). */
+export const UNTIL_LISTENING_SECONDS = 3;
+
+/**
+ * The Custodian's postStart (decision 0063): done once its probes' port accepts a connection, or
+ * after UNTIL_LISTENING_SECONDS, and always successful, so a Custodian that never binds fails as it
+ * did without it. The kubelet starts a pod's containers one after another and probes each the moment
+ * its start is done; the Custodian, started last, is not yet bound then, and a refused probe waits a
+ * whole period for the next. A start that ends only once the port is bound makes that first probe
+ * the one answered. bash's own /dev/tcp: the companions image is Debian's Essential set (decision
+ * 0041), no program added.
+ */
+export const untilListening = (port: number, seconds = UNTIL_LISTENING_SECONDS): string[] => [
+  "/bin/bash",
+  "-c",
+  `for _ in $(seq ${seconds * 50}); do true 2>/dev/null <>/dev/tcp/127.0.0.1/${port} && exit 0; sleep 0.02; done; exit 0`,
+];
+
 function custodianContainer(image: string, split: SizeSplit, intercepts: boolean): Container {
   return {
     name: CUSTODIAN,
@@ -358,6 +376,7 @@ function custodianContainer(image: string, split: SizeSplit, intercepts: boolean
       timeoutSeconds: 2,
     },
     livenessProbe: { httpGet: { path: "/healthz", port: CUSTODIAN_HEALTH_PORT }, periodSeconds: 10 },
+    lifecycle: { postStart: { exec: { command: untilListening(CUSTODIAN_HEALTH_PORT) } } },
     resources: split.custodian,
     terminationMessagePolicy: "FallbackToLogsOnError",
     securityContext: hardened(COMPANIONS_UID),

@@ -10,7 +10,7 @@ import { podViolations } from "../../capabilities/rules/pods";
 import { sandboxNameViolations, sandboxViolations, withDefaults } from "../../capabilities/rules/sandbox-rules";
 import { repoCachesContribution } from "../../capabilities/repo/caches";
 import { buildPod } from "../../capabilities/sandbox/pod";
-import { composeSandbox, type ComposeInput } from "../../orchestrator/workspaces/compose";
+import { composeSandbox, untilListening, type ComposeInput } from "../../orchestrator/workspaces/compose";
 import { parsePodConfig } from "../../orchestrator/workspaces/pod-config";
 import type { PlaceRequest } from "../../orchestrator/workspaces/sandbox-gateway";
 import { effectorKey, harnessToken, sandboxToken, tokenDigest } from "../../orchestrator/tokens";
@@ -288,6 +288,10 @@ harness:
         periodSeconds: 1,
         timeoutSeconds: 2,
       });
+    });
+    it("ends its start only once its probes' port is bound, so the kubelet's first probe is answered (decision 0063)", () => {
+      expect(c.lifecycle).toEqual({ postStart: { exec: { command: untilListening(15021) } } });
+      expect(c.lifecycle?.postStart?.exec?.command?.[2]).toContain("/dev/tcp/127.0.0.1/15021");
     });
   });
 
