@@ -234,6 +234,16 @@ describe("attach", () => {
     expect(await git(def, "remote", "get-url", "--push", "origin")).toBe(SECRET_URL);
   });
 
+  it("sets the push url again on a later attach: a new url (a new token) replaces the clone's", async () => {
+    const def = path.join(work, "rotate", "default");
+    expect((await attach({ slots: [slot("rotate")], branch: "r1" })).status).toBe(200);
+    expect(await git(def, "remote", "get-url", "--push", "origin")).toBe(SECRET_URL);
+    const rotated = "https://user:rotated@git.invalid/team/app.git";
+    expect((await attach({ slots: [slot("rotate", { url: rotated })], branch: "r1" })).status).toBe(200);
+    expect(await git(def, "remote", "get-url", "--push", "origin")).toBe(rotated);
+    expect(await git(def, "remote", "get-url", "origin")).toBe(path.join(repos, "app"));
+  });
+
   it("checks the worktree out on the new branch, group-writable (umask 002)", async () => {
     const wt = path.join(work, "app", "feature/one");
     expect(await git(wt, "rev-parse", "--abbrev-ref", "HEAD")).toBe("feature/one");
