@@ -158,7 +158,6 @@ async function addWorktree(
   o: { reviewSha?: string; cloned: boolean },
 ) {
   if (await exists(p.worktree)) return;
-  const reviewSha = o.reviewSha;
   await step(s.slot, "worktree", async () => {
     const repo = ["-C", p.defaultDir];
     // A worktree directory removed by hand leaves its registration behind, which blocks `add`.
@@ -167,7 +166,7 @@ async function addWorktree(
       () => true,
       () => false,
     );
-    const start = reviewSha ? `${reviewSha}^{commit}` : "HEAD";
+    const start = o.reviewSha ? `${o.reviewSha}^{commit}` : "HEAD";
     const add = known ? ["--", p.worktree, branch] : ["-b", branch, "--", p.worktree, start];
     await git(run, [...repo, "worktree", "add", ...add]);
   });

@@ -174,31 +174,28 @@ type Deployment = {
 const withoutNamed = <T extends { name: string }>(list: T[] | undefined, names: string[]) =>
   (list ?? []).filter((x) => !names.includes(x.name));
 
+type PodSpecOf<D extends Deployment> = D["spec"]["template"]["spec"];
+
+/** `d` with its pod template's spec replaced by `edit`'s: the one copy of the nesting the edits share. */
+function withPodSpec<D extends Deployment>(d: D, edit: (pod: PodSpecOf<D>) => PodSpecOf<D>): D {
+  return { ...d, spec: { ...d.spec, template: { ...d.spec.template, spec: edit(d.spec.template.spec) } } };
+}
+
 /** A Pepr controller Deployment meeting the restricted profile (idempotent). */
 export function restrictedController<D extends Deployment>(d: D): D {
-  const pod = d.spec.template.spec;
   const ours = [APP_VOLUME, TMP_VOLUME];
-  return {
-    ...d,
-    spec: {
-      ...d.spec,
-      template: {
-        ...d.spec.template,
-        spec: {
-          ...pod,
-          securityContext: { ...pod.securityContext, ...restrictedPodSecurity() },
-          containers: pod.containers.map((c) => ({
-            ...c,
-            args: c.args?.map((a) => (a === PEPR_CONTROLLER_JS ? CONTROLLER_JS : a)),
-            env: [...withoutNamed(c.env, [NODE_PATH.name]), NODE_PATH],
-            securityContext: { ...c.securityContext, ...restrictedContainerSecurity() },
-            volumeMounts: [...withoutNamed(c.volumeMounts, ours), ...writableMounts()],
-          })),
-          volumes: [...withoutNamed(pod.volumes, ours), ...writableVolumes()],
-        },
-      },
-    },
-  };
+  return withPodSpec(d, (pod) => ({
+    ...pod,
+    securityContext: { ...pod.securityContext, ...restrictedPodSecurity() },
+    containers: pod.containers.map((c) => ({
+      ...c,
+      args: c.args?.map((a) => (a === PEPR_CONTROLLER_JS ? CONTROLLER_JS : a)),
+      env: [...withoutNamed(c.env, [NODE_PATH.name]), NODE_PATH],
+      securityContext: { ...c.securityContext, ...restrictedContainerSecurity() },
+      volumeMounts: [...withoutNamed(c.volumeMounts, ours), ...writableMounts()],
+    })),
+    volumes: [...withoutNamed(pod.volumes, ours), ...writableVolumes()],
+  }));
 }
 
 export { ADMISSION_DRAIN_SECONDS };
@@ -221,23 +218,10 @@ export const ADMISSION_PRESTOP = {
  */
 export function drainedAdmission<D extends Deployment>(d: D & { metadata?: { labels?: Record<string, string> } }): D {
   if (d.metadata?.labels?.["pepr.dev/controller"] !== "admission") return d;
-  const pod = d.spec.template.spec;
-  return {
-    ...d,
-    spec: {
-      ...d.spec,
-      template: {
-        ...d.spec.template,
-        spec: {
-          ...pod,
-          containers: pod.containers.map((c) => ({
-            ...c,
-            lifecycle: { ...c.lifecycle, preStop: ADMISSION_PRESTOP },
-          })),
-        },
-      },
-    },
-  };
+  return withPodSpec(d, (pod) => ({
+    ...pod,
+    containers: pod.containers.map((c) => ({ ...c, lifecycle: { ...c.lifecycle, preStop: ADMISSION_PRESTOP } })),
+  }));
 }
 
 type Doc = { kind?: string; metadata?: { name?: string; namespace?: string }; rules?: Rule[] };

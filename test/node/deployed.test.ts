@@ -19,8 +19,6 @@ import { builtManifests, onTheRealNode } from "../../dev/deployed";
 import { proposeMachine } from "../../examples/propose-machine";
 import { OrchestratorClient } from "../../clients/typescript/src";
 import type { StreamEvent } from "../../api/agent-protocol";
-import cfg from "../../package.json";
-import { DEFAULT_SANDBOX_NAMESPACE } from "../../api/wire";
 import {
   type Obj,
   available,
@@ -37,6 +35,8 @@ import {
   realNode,
   until,
   serveWidgetsRemote,
+  INSTALLED,
+  removeInstallation,
 } from "./support";
 import { publicHostAddresses, startPublicHost, type PublicHost } from "./public-host";
 
@@ -55,12 +55,7 @@ const ALLOWED = "allowed.egress.example";
 const OTHER = "other.egress.example";
 const PUBLIC = publicHostAddresses();
 
-const MODULE = `pepr-${cfg.pepr.uuid}`;
-const PEPR_NS = "pepr-system";
-/** The companions' manifests' namespace: the Orchestrator and the cache agents. */
-const SYSTEM = "jr2-system";
-/** Where the deployed Orchestrator's Sandboxes live (its manifest's default, decision 0047). */
-const SANDBOXES = DEFAULT_SANDBOX_NAMESPACE;
+const { module: MODULE, peprNamespace: PEPR_NS, system: SYSTEM, sandboxes: SANDBOXES } = INSTALLED;
 const suffix = randomBytes(3).toString("hex");
 const modelNs = `jr2-dmodel-${suffix}`;
 const tmp = mkdtempSync(join(tmpdir(), "jr2-deployed-"));
@@ -255,26 +250,7 @@ beforeAll(async () => {
 /** Everything this test applies, deleted and waited for: Sandboxes first, while the watcher that
  * finishes them still runs; then the namespaces and the cluster-wide objects. */
 function cleanUp() {
-  if (kubectl(["get", "namespace", SANDBOXES]).status === 0)
-    kubectl(["delete", "sandboxes", "--all", "-n", SANDBOXES, "--timeout=120s"]);
-  for (const ns of [SANDBOXES, SYSTEM, PEPR_NS, modelNs, ...NATIVE.map((n) => n.namespace)])
-    kubectl(["delete", "namespace", ns, "--ignore-not-found", "--timeout=180s"]);
-  kubectl(["delete", "validatingwebhookconfiguration,mutatingwebhookconfiguration", MODULE, "--ignore-not-found"]);
-  kubectl([
-    "delete",
-    "mutatingadmissionpolicy,mutatingadmissionpolicybinding",
-    "jr2-sandbox-defaults",
-    "--ignore-not-found",
-  ]);
-  kubectl([
-    "delete",
-    "clusterrole,clusterrolebinding",
-    MODULE,
-    "jr2-cache-agent",
-    "jr2-egress",
-    "jr2-orchestrator-sandboxes",
-    "--ignore-not-found",
-  ]);
+  removeInstallation([modelNs, ...NATIVE.map((n) => n.namespace)]);
 }
 
 afterAll(async () => {

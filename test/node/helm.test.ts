@@ -21,7 +21,6 @@ import { proposeMachine } from "../../examples/propose-machine";
 import { servingCertificate } from "../../lib/serving-certificate";
 import { OrchestratorClient } from "../../clients/typescript/src";
 import { CHART_NAME, CRDS_CHART_NAME, INSTANCE_LABEL } from "../../scripts/helm-chart";
-import { DEFAULT_SANDBOX_NAMESPACE } from "../../api/wire";
 import cfg from "../../package.json";
 import {
   type Obj,
@@ -37,6 +36,8 @@ import {
   realNode,
   until,
   serveWidgetsRemote,
+  INSTALLED,
+  removeInstallation,
 } from "./support";
 
 const node = realNode();
@@ -49,10 +50,7 @@ const RELEASE = "jr2";
 const RELEASE_NS = "default";
 const CHART = join(ROOT, "dist", `${CHART_NAME}-chart`);
 const CRDS_CHART = join(ROOT, "dist", `${CRDS_CHART_NAME}-chart`);
-const MODULE = `pepr-${cfg.pepr.uuid}`;
-const PEPR_NS = "pepr-system";
-const SYSTEM = "jr2-system";
-const SANDBOXES = DEFAULT_SANDBOX_NAMESPACE;
+const { module: MODULE, peprNamespace: PEPR_NS, system: SYSTEM, sandboxes: SANDBOXES } = INSTALLED;
 const suffix = randomBytes(3).toString("hex");
 const modelNs = `jr2-hmodel-${suffix}`;
 const tmp = mkdtempSync(join(tmpdir(), "jr2-helm-"));
@@ -176,27 +174,7 @@ function previousChart(): { dir: string; crt: string; apiPath: string } {
 async function cleanUp() {
   // The CRDs' release alone: Helm leaves its CRDs, which the cluster's other tests share.
   for (const r of [RELEASE, CRDS_RELEASE]) await helmRun(["uninstall", r, "--ignore-not-found"]);
-  if (kubectl(["get", "namespace", SANDBOXES]).status === 0)
-    kubectl(["delete", "sandboxes", "--all", "-n", SANDBOXES, "--timeout=120s"]);
-  for (const ns of [SANDBOXES, SYSTEM, PEPR_NS, modelNs])
-    kubectl(["delete", "namespace", ns, "--ignore-not-found", "--timeout=180s"]);
-  kubectl(["delete", "validatingwebhookconfiguration,mutatingwebhookconfiguration", MODULE, "--ignore-not-found"]);
-  kubectl([
-    "delete",
-    "mutatingadmissionpolicy,mutatingadmissionpolicybinding",
-    "jr2-sandbox-defaults",
-    "--ignore-not-found",
-  ]);
-  kubectl([
-    "delete",
-    "clusterrole,clusterrolebinding",
-    MODULE,
-    "jr2-cache-agent",
-    "jr2-egress",
-    "jr2-orchestrator-sandboxes",
-    "jr2-operator-sandboxes",
-    "--ignore-not-found",
-  ]);
+  removeInstallation([modelNs]);
 }
 
 const chartDefaults = () => parseAllDocuments(readFileSync(join(CHART, "values.yaml"), "utf8"))[0].toJS() as Obj;

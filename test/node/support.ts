@@ -6,6 +6,8 @@ import { join } from "node:path";
 import { SCRIPTED_MODEL } from "../../dev/in-cluster-model";
 import { freePort } from "../../dev/local-orchestrator";
 import { gitIn } from "../support/git-fixtures";
+import { DEFAULT_SANDBOX_NAMESPACE } from "../../api/wire";
+import cfg from "../../package.json";
 
 export const ROOT = join(__dirname, "..", "..");
 export const CLUSTER_SH = join(ROOT, "dev", "cluster", "cluster.sh");
@@ -61,6 +63,45 @@ export function kubectlOk(args: string[], input?: string): string {
   const r = kubectl(args, input);
   if (r.status !== 0) throw new Error(`kubectl ${args.join(" ")} failed (exit ${r.status}):\n${r.stdout}${r.stderr}`);
   return r.stdout;
+}
+
+/** The installation's names, the same whether its manifests or its chart made them. */
+export const INSTALLED = {
+  module: `pepr-${cfg.pepr.uuid}`,
+  peprNamespace: "pepr-system",
+  /** The companions' namespace: the Orchestrator and the cache agents. */
+  system: "jr2-system",
+  /** Where the deployed Orchestrator's Sandboxes live (its default, decision 0047). */
+  sandboxes: DEFAULT_SANDBOX_NAMESPACE,
+} as const;
+
+/**
+ * The installation removed and waited for: Sandboxes first, while the watcher that finishes them
+ * still runs; then its namespaces and `namespaces`, then its cluster-wide objects. Never throws.
+ */
+export function removeInstallation(namespaces: string[]): void {
+  const { module, peprNamespace, system, sandboxes } = INSTALLED;
+  if (kubectl(["get", "namespace", sandboxes]).status === 0)
+    kubectl(["delete", "sandboxes", "--all", "-n", sandboxes, "--timeout=120s"]);
+  for (const ns of [sandboxes, system, peprNamespace, ...namespaces])
+    kubectl(["delete", "namespace", ns, "--ignore-not-found", "--timeout=180s"]);
+  kubectl(["delete", "validatingwebhookconfiguration,mutatingwebhookconfiguration", module, "--ignore-not-found"]);
+  kubectl([
+    "delete",
+    "mutatingadmissionpolicy,mutatingadmissionpolicybinding",
+    "jr2-sandbox-defaults",
+    "--ignore-not-found",
+  ]);
+  kubectl([
+    "delete",
+    "clusterrole,clusterrolebinding",
+    module,
+    "jr2-cache-agent",
+    "jr2-egress",
+    "jr2-orchestrator-sandboxes",
+    "jr2-operator-sandboxes",
+    "--ignore-not-found",
+  ]);
 }
 
 /** Apply objects (JSON is YAML). */
