@@ -25,9 +25,9 @@
 //   start      pod bound -> pod Ready, both seen on the watch, less the pull: the pod's sandbox
 //              (pause, CNI), its volumes, creating and starting each container, and the readiness
 //              probes passing (every 1 s, decision 0056).
-//   attach     pod Ready -> the workspace `ready` (GET polled every 100 ms): the operator's Sandbox
+//   attach     pod Ready -> the workspace `ready` (on its event stream): the operator's Sandbox
 //              Ready, the Orchestrator seeing it and its attach through the Harness.
-//   total      create -> workspace `ready`; scheduled + pull + start + attach, to within the polls.
+//   total      create -> workspace `ready`; scheduled + pull + start + attach.
 // Then a few warm runs (BENCH_REAL_NODE_WARM_RUNS, default 3; images present, no pull) for
 // comparison. The images are present on the node at the end: the last runs pulled them back.
 // BENCH_REAL_NODE_RUNS=0 skips the cold runs (and their figures): warm runs alone leave the node's
@@ -37,7 +37,7 @@
 // cluster records: this process's watches, containerd's and the kubelet's logs, the pod's own log
 // lines and the Orchestrator's (bench/timeline.ts names each part and its marks):
 //   create -> operator -> schedule -> kubelet -> pod_sandbox -> containers -> pleg -> probes
-//   -> sandbox_ready -> orchestrator_sees -> attach -> poll
+//   -> sandbox_ready -> orchestrator_sees -> attach -> client_sees
 // and details within them (the Orchestrator's writes, the Repo's fetch, each container's start
 // and boot, the Harness's wait for its probe, its /attach); p50 and p90 of each. With them, each
 // container's CPU time until `ready` and how long its CPU limit held it back (its cgroup's
@@ -46,7 +46,10 @@
 // placed as the Sandbox pods are, each container only sleeping, no probe, no volume, created by
 // this process's API client (lib/kube.ts, as the Orchestrator and the operator write) and timed
 // from its POST to Ready on the pod watch. warm_ready_ratio_to_plain_pod is the workspace's p50
-// over the plain pod's.
+// over the plain pod's. Then the shaped floor (bench/shaped-pod.ts, decision 0064): the workspace's
+// own pod, its volumes (copies of its Secrets and ConfigMaps), security and resources, each
+// container only sleeping, no probe, no hook; warm_ready_ratio_to_shaped_pod is what our software
+// adds to its own pod's start.
 //   BENCH_REAL_NODE_RUNS=20   BENCH_REAL_NODE_WARM_RUNS=3
 import { spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -75,6 +78,7 @@ import { clusterEnv } from "../scripts/images/main";
 import { oneCommitRepository } from "../dev/repository";
 import { OrchestratorClient } from "../clients/typescript/src";
 import { benchOperator, type Result } from "./sandbox-burst-bench";
+import { podRefs, shapedPod, type ObjectRef } from "./shaped-pod";
 import { percentile, round, sleep, sorted } from "./stats";
 import {
   PLAIN_PARTS,
@@ -265,6 +269,9 @@ type Run = {
   details?: Record<string, number>;
   /** Warm runs: each container's CPU time and time throttled by its CPU limit until `ready`, ms. */
   cpu?: Record<string, number>;
+  /** Warm runs: the shaped floor's pod (bench/shaped-pod.ts) and the copies it reads, made before
+   * the workspace went (its own Secrets and ConfigMaps go with it). */
+  shaped?: { pod: Record<string, unknown>; copies: string[] };
 };
 
 /** A plain pod's run: POST -> Ready on the watch, and its parts (PLAIN_PARTS), ms. */
@@ -546,13 +553,19 @@ export async function realNodeBench(kubeconfig: string): Promise<Result[]> {
           repos: [{ slot: "app", url: remote }],
         }),
       );
+      // Its `ready` as a Machine waiting on the workspace's events sees it (not a poll's period later).
       let state = "";
       let why: unknown;
-      for (const deadline = t0 + 300_000; Date.now() < deadline; await sleep(100)) {
-        const view = await again(() => client.workspace(name));
-        state = view.state;
-        why = view.failure ?? view.lost;
-        if (["ready", "failed", "lost"].includes(state)) break;
+      const timeout = AbortSignal.timeout(300_000);
+      try {
+        for await (const item of client.workspaceEvents(name, { signal: timeout })) {
+          const view = item.type === "snapshot" ? item.view : undefined;
+          if (view) [state, why] = [view.state, view.failure ?? view.lost];
+          else if (item.type === "transition") [state, why] = [item.to, item.failure ?? item.lost];
+          if (["ready", "failed", "lost", "destroyed"].includes(state)) break;
+        }
+      } catch (err) {
+        if (!timeout.aborted) throw err;
       }
       const ready = Date.now();
       if (state !== "ready")
@@ -605,6 +618,7 @@ export async function realNodeBench(kubeconfig: string): Promise<Result[]> {
         const pod = JSON.parse(await kubectl(kubeconfig, ["get", "pod", "-n", ns, name, "-o", "json"])) as PodObject;
         r.cpu = containerCpu(pod);
         log(`warm ${i + 1} cpu until ready: ${line(r.cpu)}`);
+        r.shaped = await shapedCopies(pod, `shaped-${i}`);
       }
       // Gone before the next run: its pod, and the node's containers, so removing the images
       // leaves no snapshot of theirs behind.
@@ -613,6 +627,54 @@ export async function realNodeBench(kubeconfig: string): Promise<Result[]> {
         const left = await kubectl(kubeconfig, ["get", "pods", "-n", ns, "-o", "name"]);
         if (!left.includes(`pod/${name}`) && containersOf(refs).length === 0) break;
         if (Date.now() > deadline) throw new Error(`${name}'s pod or containers still there after 180 s`);
+      }
+      return r;
+    };
+
+    /** What the shaped floor reads: a copy of each Secret and ConfigMap the workspace's pod names,
+     * under a name of the floor's own. The copies' paths, to remove with the floor's pod. */
+    const shapedCopies = async (pod: PodObject, name: string) => {
+      const renamed = (ref: ObjectRef) => `${name}-${ref.name}`;
+      const copies: string[] = [];
+      for (const ref of podRefs(pod)) {
+        const plural = ref.kind === "Secret" ? "secrets" : "configmaps";
+        const base = `/api/v1/namespaces/${ns}/${plural}`;
+        const o = await kubeRequest<{ type?: string; data?: unknown; binaryData?: unknown }>(
+          "GET",
+          `${base}/${ref.name}`,
+        );
+        const { type, data, binaryData } = o;
+        await kubeRequest("POST", base, {
+          apiVersion: "v1",
+          kind: ref.kind,
+          metadata: { name: renamed(ref), namespace: ns },
+          ...(type ? { type } : {}),
+          ...(data ? { data } : {}),
+          ...(binaryData ? { binaryData } : {}),
+        });
+        copies.push(`${base}/${renamed(ref)}`);
+      }
+      return { pod: shapedPod(pod, name, ns, renamed), copies };
+    };
+
+    /** A pod on the same node, from this process's client, timed from its POST to Ready on the
+     * watch, then gone with its containers. */
+    const podOnce = async (what: string, i: number, pod: Record<string, unknown>, name: string): Promise<PlainRun> => {
+      // A kept-alive connection, as the Orchestrator's and the operator's writes have.
+      await kubeRequest("GET", `/api/v1/namespaces/${ns}`);
+      const from = logOffsets();
+      const t0 = Date.now();
+      await kubeRequest("POST", paths.pods(ns), pod);
+      for (const deadline = t0 + 120_000; tl.get(name)["cond:Ready"] === undefined; await sleep(10))
+        if (Date.now() > deadline) throw new Error(`${what} pod ${name} not Ready after 120 s`);
+      const m: Marks = { ...tl.get(name), ...(await nodeMarks(name, from, ["containers_up"])), post: t0 };
+      const r: PlainRun = { total: m["cond:Ready"] - t0, parts: spans(m, PLAIN_PARTS) };
+      log(`${what} ${i + 1}: ${s(r.total)} s (${line(r.parts)})`);
+      await kubeRequest("DELETE", paths.pod(ns, name));
+      for (const deadline = Date.now() + 180_000; ; await sleep(250)) {
+        const left = await kubectl(kubeconfig, ["get", "pods", "-n", ns, "-o", "name"]);
+        if (!left.includes(`pod/${name}`) && containersOf(refs).length === 0) break;
+        if (Date.now() > deadline) throw new Error(`${name} or its containers still there after 180 s`);
       }
       return r;
     };
@@ -638,22 +700,13 @@ export async function realNodeBench(kubeconfig: string): Promise<Result[]> {
           containers: [sleeping(images.sandbox, "harness"), sleeping(images.companions, "custodian")],
         },
       };
-      // A kept-alive connection, as the Orchestrator's and the operator's writes have.
-      await kubeRequest("GET", `/api/v1/namespaces/${ns}`);
-      const from = logOffsets();
-      const t0 = Date.now();
-      await kubeRequest("POST", paths.pods(ns), pod);
-      for (const deadline = t0 + 120_000; tl.get(name)["cond:Ready"] === undefined; await sleep(10))
-        if (Date.now() > deadline) throw new Error(`plain pod ${name} not Ready after 120 s`);
-      const m: Marks = { ...tl.get(name), ...(await nodeMarks(name, from, ["containers_up"])), post: t0 };
-      const r: PlainRun = { total: m["cond:Ready"] - t0, parts: spans(m, PLAIN_PARTS) };
-      log(`plain ${i + 1}: ${s(r.total)} s (${line(r.parts)})`);
-      await kubeRequest("DELETE", paths.pod(ns, name));
-      for (const deadline = Date.now() + 180_000; ; await sleep(250)) {
-        const left = await kubectl(kubeconfig, ["get", "pods", "-n", ns, "-o", "name"]);
-        if (!left.includes(`pod/${name}`) && containersOf(refs).length === 0) break;
-        if (Date.now() > deadline) throw new Error(`${name} or its containers still there after 180 s`);
-      }
+      return podOnce("plain", i, pod, name);
+    };
+
+    /** The shaped floor: the workspace's own pod, sleeping (bench/shaped-pod.ts), then its copies gone. */
+    const shapedOnce = async (i: number, shaped: NonNullable<Run["shaped"]>): Promise<PlainRun> => {
+      const r = await podOnce("shaped", i, shaped.pod, `shaped-${i}`);
+      for (const path of shaped.copies) await kubeRequest("DELETE", path);
       return r;
     };
 
@@ -665,12 +718,16 @@ export async function realNodeBench(kubeconfig: string): Promise<Result[]> {
         log(`pulling ${ref} onto the node for the warm runs`);
         ctr("images", "pull", "--plain-http", ref);
       }
-    // Each warm workspace followed by a plain pod: both see the machine as it is at that moment.
+    // Each warm workspace followed by a plain pod and its shaped floor: all three see the machine
+    // as it is at that moment.
     const warm: Run[] = [];
     const plain: PlainRun[] = [];
+    const shaped: PlainRun[] = [];
     for (let i = 0; i < warmRuns; i++) {
-      warm.push(await once(false, i));
+      const run = await once(false, i);
+      warm.push(run);
       plain.push(await plainOnce(i));
+      shaped.push(await shapedOnce(i, run.shaped!));
     }
 
     const out: Result[] = [{ bench: B, metric: "cold_runs", value: cold.length, unit: "count" }];
@@ -720,11 +777,21 @@ export async function realNodeBench(kubeconfig: string): Promise<Result[]> {
       out.push({ bench: B, metric: "plain_pod_runs", value: plain.length, unit: "count" });
       percentiles("plain_pod_ready", plain, (r) => r.total);
       for (const [name] of PLAIN_PARTS) percentiles(`plain_pod_part_${name}`, plain, (r) => r.parts[name]);
+      out.push({ bench: B, metric: "shaped_pod_runs", value: shaped.length, unit: "count" });
+      percentiles("shaped_pod_ready", shaped, (r) => r.total);
+      for (const [name] of PLAIN_PARTS) percentiles(`shaped_pod_part_${name}`, shaped, (r) => r.parts[name]);
       const p50 = (values: number[]) => percentile(sorted(values), 50);
       out.push({
         bench: B,
         metric: "warm_ready_ratio_to_plain_pod",
         value: round(p50(warm.map((r) => r.total)) / p50(plain.map((r) => r.total))),
+        unit: "ratio",
+      });
+      // What our software adds to its own pod's start: the rest is the pod's shape (decision 0064).
+      out.push({
+        bench: B,
+        metric: "warm_ready_ratio_to_shaped_pod",
+        value: round(p50(warm.map((r) => r.total)) / p50(shaped.map((r) => r.total))),
         unit: "ratio",
       });
     }

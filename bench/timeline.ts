@@ -274,8 +274,8 @@ export const WORKSPACE_PARTS: readonly Span[] = [
   ["orchestrator_sees", "sbx:Ready", "orch:attaching"],
   // -> `ready`: the Harness's /attach through the Sandbox's Service.
   ["attach", "orch:attaching", "orch:ready"],
-  // -> this process saw `ready`: its GET, every 100 ms.
-  ["poll", "orch:ready", "done"],
+  // -> this process saw `ready`: the workspace's event stream, as a waiting Machine reads it.
+  ["client_sees", "orch:ready", "done"],
 ];
 
 /** Spans within and across the parts: what each part is made of. */
