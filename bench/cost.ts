@@ -3,7 +3,7 @@
 // two cores are, where wall times do (decisions 0026 and 0027 found the round trips set by the
 // machine), so a run compares with another run.
 import { execFileSync } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, readdirSync } from "node:fs";
 import { dirname, join } from "node:path";
 import type { Load } from "./apiserver-load";
 
@@ -50,6 +50,20 @@ export function cpuSeconds(pid: number | undefined): number {
   } catch {
     return NaN;
   }
+}
+
+/** The CPU a process has used so far, in ms: each of its threads' time on a CPU (schedstat, in ns),
+ * V8's compiler and GC threads with the main one. */
+export function threadCpuMs(pid: number): number {
+  let ns = 0;
+  for (const t of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      ns += Number(readFileSync(`/proc/${pid}/task/${t}/schedstat`, "utf8").split(" ")[0]);
+    } catch {
+      // A thread that ended between the listing and the read: its time is gone with it.
+    }
+  }
+  return ns / 1e6;
 }
 
 /** The local control plane's components, as kwokctl records them beside the kubeconfig

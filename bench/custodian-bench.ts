@@ -24,7 +24,7 @@ import { join } from "node:path";
 import { Pool } from "undici";
 import { CUSTODIAN_ENV } from "../api/env";
 import { bundleCompanion } from "../scripts/companion-bundle";
-import { cpuSeconds } from "./cost";
+import { cpuSeconds, threadCpuMs } from "./cost";
 import { closedPort, newCa, newStandIn, secretValue, writeLayout, type Pem } from "../test/support/custodian-fixtures";
 import { egressPoint } from "../test/support/egress-point-fixture";
 import type { Result } from "./sandbox-burst-bench";
@@ -78,7 +78,14 @@ function provider(tlsPem?: Pem): Promise<http.Server> {
 // ---------------------------------------------------------------------------------------------
 // The Custodian, bundled and run as its own process
 
-type Running = { child: ChildProcess; port: number; rss: () => number; stop: () => Promise<void> };
+type Running = {
+  child: ChildProcess;
+  port: number;
+  rss: () => number;
+  stop: () => Promise<void>;
+  /** The CPU it took to start, ms (bench/cost.ts threadCpuMs), read as it said it listens. */
+  startCpu: number;
+};
 
 /** `tls`: a second provider, `tls`, at https://localhost:<port>, trusted through `ca`; `via`: the
  * egress point's url for `egress.via`. */
@@ -118,7 +125,10 @@ export async function runCustodian(
   });
   // Its log lines (one per request) are read and dropped, as a log collector would.
   let ready = false;
-  child.stdout!.on("data", (c: Buffer) => (ready ||= c.toString().includes('"listening"')));
+  let startCpu = NaN;
+  child.stdout!.on("data", (c: Buffer) => {
+    if (!ready && c.toString().includes('"listening"')) [ready, startCpu] = [true, threadCpuMs(child.pid!)];
+  });
   for (let i = 0; i < 100 && !ready; i++) await sleep(50);
   if (!ready) throw new Error("the Custodian did not start");
   const rss = () => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${child.pid}/status`, "utf8"))![1]) / 1024;
@@ -126,7 +136,7 @@ export async function runCustodian(
     child.kill("SIGTERM");
     await once(child, "exit");
   };
-  return { child, port, rss, stop };
+  return { child, port, rss, stop, startCpu };
 }
 
 /** A process's user + system CPU so far, in milliseconds. */

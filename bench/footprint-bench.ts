@@ -3,7 +3,8 @@
 // key, as every companion does), then the Custodian and the Harness as their images run them
 // (bundled by scripts/companion-bundle.ts), each idle: started, ready, nothing asked of it yet. The
 // Harness hosts its Agents as in a pod (a conversations directory, a model behind the Custodian).
-// RSS is read from /proc after 2 s of rest, the median of three fresh processes.
+// RSS is read from /proc after 2 s of rest, the median of five fresh processes; with it the CPU
+// each took to start (its threads' schedstat, read the moment it says it is ready).
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -11,6 +12,7 @@ import { join } from "node:path";
 import { HARNESS_ENV } from "../api/env";
 import { HARNESS_CUSTODIAN_URL_ENV } from "../api/custodian-config";
 import { bundleCompanion } from "../scripts/companion-bundle";
+import { threadCpuMs } from "./cost";
 import { runCustodian } from "./custodian-bench";
 import type { Result } from "./sandbox-burst-bench";
 import { percentile, round, sleep, sorted } from "./stats";
@@ -29,23 +31,36 @@ function privateOf(pid: number): number {
   return (kb("Private_Clean") + kb("Private_Dirty")) / 1024;
 }
 
+/** What a start cost: the CPU until ready (read the moment it says so), and the RSS at rest. */
+type Start = { rss: number; cpu: number };
+
 /** A process started and, once `ready` says so, left alone for 2 s; its RSS in MiB. */
-async function restingRss(child: ChildProcess, ready: (out: string) => boolean): Promise<number> {
+async function restingRss(child: ChildProcess, ready: (out: string) => boolean): Promise<Start> {
   let out = "";
-  child.stdout?.on("data", (c: Buffer) => (out += c.toString()));
+  let cpu = NaN;
+  child.stdout?.on("data", (c: Buffer) => {
+    out += c.toString();
+    if (Number.isNaN(cpu) && ready(out)) cpu = threadCpuMs(child.pid!);
+  });
   for (let i = 0; i < 200 && !ready(out); i++) await sleep(50);
   if (!ready(out)) throw new Error(`the process did not get ready: ${out.slice(-300)}`);
   await sleep(2000);
   const rss = rssOf(child.pid!);
   child.kill("SIGTERM");
-  return rss;
+  return { rss, cpu };
 }
 
-async function median(what: string, one: () => Promise<number>): Promise<number> {
-  const runs: number[] = [];
-  for (let i = 0; i < 3; i++) runs.push(await one());
-  log(`${what}: ${runs.map((r) => r.toFixed(1)).join(", ")} MiB`);
-  return percentile(sorted(runs), 50);
+/** Five fresh processes: the median RSS at rest and the median CPU to start. */
+async function median(what: string, one: () => Promise<Start>): Promise<Start> {
+  const runs: Start[] = [];
+  for (let i = 0; i < 5; i++) runs.push(await one());
+  log(
+    `${what}: ${runs.map((r) => r.rss.toFixed(1)).join(", ")} MiB; ${runs.map((r) => r.cpu.toFixed(0)).join(", ")} ms CPU to start`,
+  );
+  return {
+    rss: percentile(sorted(runs.map((r) => r.rss)), 50),
+    cpu: percentile(sorted(runs.map((r) => r.cpu)), 50),
+  };
 }
 
 const FLOOR_HTTP = `require("node:http").createServer().listen(0, "127.0.0.1", () => process.stdout.write("up\\n"));
@@ -65,11 +80,12 @@ export async function footprintBench(): Promise<Result[]> {
   const own: number[] = [];
   const custodian = await median("custodian", async () => {
     const c = await runCustodian(9, "jr2-stand-in-" + "0".repeat(32));
+    const cpu = c.startCpu;
     await sleep(2000);
     const rss = c.rss();
     own.push(privateOf(c.child.pid!));
     await c.stop();
-    return rss;
+    return { rss, cpu };
   });
   log(`custodian, own: ${own.map((r) => r.toFixed(1)).join(", ")} MiB`);
   const harness = await median("harness", () =>
@@ -91,12 +107,23 @@ export async function footprintBench(): Promise<Result[]> {
     ),
   );
   return [
-    { bench: B, metric: "node_floor_rss", value: round(floor), unit: "MiB" },
-    { bench: B, metric: "node_http_tls_floor_rss", value: round(floorHttp), unit: "MiB" },
-    { bench: B, metric: "custodian_idle_rss", value: round(custodian), unit: "MiB", target: "<= 48" },
-    { bench: B, metric: "custodian_idle_over_floor", value: round(custodian - floorHttp), unit: "MiB" },
+    { bench: B, metric: "node_floor_rss", value: round(floor.rss), unit: "MiB" },
+    { bench: B, metric: "node_http_tls_floor_rss", value: round(floorHttp.rss), unit: "MiB" },
+    { bench: B, metric: "custodian_idle_rss", value: round(custodian.rss), unit: "MiB", target: "<= 48" },
+    { bench: B, metric: "custodian_idle_over_floor", value: round(custodian.rss - floorHttp.rss), unit: "MiB" },
     { bench: B, metric: "custodian_idle_private", value: round(percentile(sorted(own), 50)), unit: "MiB" },
-    { bench: B, metric: "harness_idle_rss", value: round(harness), unit: "MiB" },
-    { bench: B, metric: "harness_idle_over_floor", value: round(harness - floorHttp), unit: "MiB" },
+    { bench: B, metric: "harness_idle_rss", value: round(harness.rss), unit: "MiB" },
+    { bench: B, metric: "harness_idle_over_floor", value: round(harness.rss - floorHttp.rss), unit: "MiB" },
+    // The CPU each takes to start (decision 0064): a workspace's create waits on the Custodian's.
+    { bench: B, metric: "node_floor_start_cpu_ms", value: round(floor.cpu), unit: "ms" },
+    { bench: B, metric: "node_http_tls_floor_start_cpu_ms", value: round(floorHttp.cpu), unit: "ms" },
+    { bench: B, metric: "custodian_start_cpu_ms", value: round(custodian.cpu), unit: "ms" },
+    {
+      bench: B,
+      metric: "custodian_start_cpu_ratio_to_floor",
+      value: round(custodian.cpu / floorHttp.cpu),
+      unit: "ratio",
+    },
+    { bench: B, metric: "harness_start_cpu_ms", value: round(harness.cpu), unit: "ms" },
   ];
 }

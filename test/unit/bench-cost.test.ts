@@ -15,6 +15,7 @@ import {
   requestsPer,
   withVerdict as verdict,
   writesOf,
+  threadCpuMs,
 } from "../../bench/cost";
 
 const line = (verb: string, resource: string, subresource: string, n: number) =>
@@ -132,5 +133,20 @@ describe("the processes a bench reads", () => {
     // Neither flag: etcd's default.
     expect(etcdMetricsUrl(process.pid)).toEqual({ url: "http://127.0.0.1:2379/metrics" });
     expect(etcdMetricsUrl(undefined).why).toMatch(/no local etcd/);
+  });
+});
+
+describe("threadCpuMs", () => {
+  it("counts the CPU this process's threads spent, as the kernel's own count for the process does", () => {
+    const before = threadCpuMs(process.pid);
+    const start = process.cpuUsage();
+    // Work until the kernel says this process spent 50 ms on a CPU, however busy the machine is.
+    for (let used = 0; used < 50_000; ) {
+      const u = process.cpuUsage(start);
+      used = u.user + u.system;
+    }
+    const after = threadCpuMs(process.pid);
+    expect(before).toBeGreaterThan(0);
+    expect(after - before).toBeGreaterThan(40);
   });
 });
