@@ -7,7 +7,7 @@
 // rebuilds on every start, and it cannot be stopped and restarted under a test's control. This
 // keeps everything Pepr decided in the build (webhook rules, failure policy, ignored namespaces)
 // and changes only where the webhooks point.
-import { peprStoreCrd } from "../scripts/module-rbac";
+import { WATCHER_V8_FLAGS, peprStoreCrd } from "../scripts/module-rbac";
 import { type ChildProcess, fork } from "node:child_process";
 import { once } from "node:events";
 import { existsSync, mkdirSync, openSync, readFileSync, writeFileSync } from "node:fs";
@@ -213,6 +213,8 @@ export async function startLocalOperator(opts: LocalOperatorOptions): Promise<Lo
       execArgv: [
         "--require",
         join(ROOT, "dev", "loopback.cjs"),
+        // As deployed (scripts/module-rbac.ts, decision 0065).
+        ...(role === "watcher" ? WATCHER_V8_FLAGS : []),
         // The probe goes in the watcher alone: the process that holds the Sandboxes.
         ...(opts.memoryProbeFile && role === "watcher"
           ? ["--expose-gc", "--require", join(ROOT, "dev", "memory-probe.cjs")]

@@ -18,6 +18,7 @@ import {
   restrictedChartValues,
   tooWide,
   type Rule,
+  WATCHER_V8_FLAGS,
 } from "../../scripts/module-rbac";
 import { DEPLOYED_OPERATOR } from "../../scripts/webhooks";
 
@@ -190,6 +191,19 @@ describe("the built manifest, narrowed", () => {
     expect(preStop(`${name}-watcher`)).toBeUndefined();
   });
 
+  it("holds the watcher's young generation small (decision 0065); not the admission server's", () => {
+    const env = (n: string) =>
+      out.find((d) => d.kind === "Deployment" && d.metadata.name === n)!.spec.template.spec.containers[0].env as Array<{
+        name: string;
+        value?: string;
+      }>;
+    expect(env(`${name}-watcher`).filter((e) => e.name === "NODE_OPTIONS")).toEqual([
+      { name: "NODE_OPTIONS", value: WATCHER_V8_FLAGS.join(" ") },
+    ]);
+    expect(WATCHER_V8_FLAGS).toEqual(["--max-semi-space-size=1"]);
+    expect(env(name).some((e) => e.name === "NODE_OPTIONS")).toBe(false);
+  });
+
   it("is idempotent", () => {
     const once = restrictModuleManifest(built, ["jr2-sandboxes"]);
     expect(restrictModuleManifest(once, ["jr2-sandboxes"])).toBe(once);
@@ -231,6 +245,8 @@ describe("the Helm chart, narrowed alike", () => {
       expect(v[key].extraVolumeMounts.map((m: { mountPath: string }) => m.mountPath)).toEqual(["/app", "/tmp"]);
       expect(v[key].env).toContainEqual({ name: "NODE_PATH", value: "/opt/jr2-controller/node_modules" });
     }
+    expect(v.watcher.env).toContainEqual({ name: "NODE_OPTIONS", value: WATCHER_V8_FLAGS.join(" ") });
+    expect(v.admission.env.map((e: { name: string }) => e.name)).not.toContain("NODE_OPTIONS");
     expect(restrictedChartValues(restrictedChartValues(values))).toBe(restrictedChartValues(values));
   });
 
