@@ -19,31 +19,41 @@ const DERIVED = ["nodeName", "overhead", "priority", "readinessGates"] as const;
 
 type PodLike = { metadata?: Json; spec?: Json & { containers?: Container[]; initContainers?: Container[] } };
 
-/** Each Secret and ConfigMap the pod's volumes and its containers' env name, once. */
-export function podRefs(pod: PodLike): ObjectRef[] {
-  const found = new Map<string, ObjectRef>();
-  const add = (kind: ObjectRef["kind"], name: unknown) => {
-    if (typeof name === "string" && name) found.set(`${kind}/${name}`, { kind, name });
+/** Where a pod spec names a Secret or ConfigMap: the object holding the name, and its field. The
+ * one walk both podRefs (reads) and shapedPod (renames) take. */
+function* refHolders(
+  spec: PodLike["spec"] & Json,
+): Generator<{ kind: ObjectRef["kind"]; holder: Json; field: string }> {
+  const at = function* (kind: ObjectRef["kind"], holder: unknown, field: string) {
+    if (holder && typeof (holder as Json)[field] === "string") yield { kind, holder: holder as Json, field };
   };
-  const spec = pod.spec ?? {};
   for (const v of (spec.volumes as Json[] | undefined) ?? []) {
-    add("Secret", (v.secret as Json | undefined)?.secretName);
-    add("ConfigMap", (v.configMap as Json | undefined)?.name);
-    for (const s of ((v.projected as Json | undefined)?.sources as Json[] | undefined) ?? []) {
-      add("Secret", (s.secret as Json | undefined)?.name);
-      add("ConfigMap", (s.configMap as Json | undefined)?.name);
+    yield* at("Secret", v.secret, "secretName");
+    yield* at("ConfigMap", v.configMap, "name");
+    for (const src of ((v.projected as Json | undefined)?.sources as Json[] | undefined) ?? []) {
+      yield* at("Secret", src.secret, "name");
+      yield* at("ConfigMap", src.configMap, "name");
     }
   }
   for (const c of [...(spec.initContainers ?? []), ...(spec.containers ?? [])]) {
     for (const e of (c.env as Json[] | undefined) ?? []) {
       const from = e.valueFrom as Json | undefined;
-      add("Secret", (from?.secretKeyRef as Json | undefined)?.name);
-      add("ConfigMap", (from?.configMapKeyRef as Json | undefined)?.name);
+      yield* at("Secret", from?.secretKeyRef, "name");
+      yield* at("ConfigMap", from?.configMapKeyRef, "name");
     }
     for (const e of (c.envFrom as Json[] | undefined) ?? []) {
-      add("Secret", (e.secretRef as Json | undefined)?.name);
-      add("ConfigMap", (e.configMapRef as Json | undefined)?.name);
+      yield* at("Secret", e.secretRef, "name");
+      yield* at("ConfigMap", e.configMapRef, "name");
     }
+  }
+}
+
+/** Each Secret and ConfigMap the pod's volumes and its containers' env name, once. */
+export function podRefs(pod: PodLike): ObjectRef[] {
+  const found = new Map<string, ObjectRef>();
+  for (const { kind, holder, field } of refHolders(pod.spec ?? {})) {
+    const name = holder[field] as string;
+    if (name) found.set(`${kind}/${name}`, { kind, name });
   }
   return [...found.values()];
 }
@@ -54,34 +64,12 @@ export function podRefs(pod: PodLike): ObjectRef[] {
  * sleeping (SLEEP) with no probe and no hook, init containers as they were.
  */
 export function shapedPod(pod: PodLike, name: string, namespace: string, renamed: (ref: ObjectRef) => string): Json {
-  const spec: Json = structuredClone(pod.spec ?? {});
+  const spec = structuredClone(pod.spec ?? {}) as NonNullable<PodLike["spec"]>;
   for (const key of DERIVED) delete spec[key];
-  const rename = (kind: ObjectRef["kind"], holder: Json | undefined, field: string) => {
-    if (holder && typeof holder[field] === "string") holder[field] = renamed({ kind, name: holder[field] as string });
-  };
-  for (const v of (spec.volumes as Json[] | undefined) ?? []) {
-    rename("Secret", v.secret as Json | undefined, "secretName");
-    rename("ConfigMap", v.configMap as Json | undefined, "name");
-    for (const s of ((v.projected as Json | undefined)?.sources as Json[] | undefined) ?? []) {
-      rename("Secret", s.secret as Json | undefined, "name");
-      rename("ConfigMap", s.configMap as Json | undefined, "name");
-    }
-  }
-  const envRenamed = (c: Container) => {
-    for (const e of (c.env as Json[] | undefined) ?? []) {
-      const from = e.valueFrom as Json | undefined;
-      rename("Secret", from?.secretKeyRef as Json | undefined, "name");
-      rename("ConfigMap", from?.configMapKeyRef as Json | undefined, "name");
-    }
-    for (const e of (c.envFrom as Json[] | undefined) ?? []) {
-      rename("Secret", e.secretRef as Json | undefined, "name");
-      rename("ConfigMap", e.configMapRef as Json | undefined, "name");
-    }
-    return c;
-  };
-  if (spec.initContainers) spec.initContainers = (spec.initContainers as Container[]).map(envRenamed);
-  spec.containers = ((spec.containers as Container[] | undefined) ?? []).map((c) => {
-    const out: Container = envRenamed({ ...c });
+  for (const { kind, holder, field } of refHolders(spec))
+    holder[field] = renamed({ kind, name: holder[field] as string });
+  spec.containers = (spec.containers ?? []).map((c) => {
+    const out: Container = { ...c };
     for (const key of SOFTWARE) delete out[key];
     out.command = SLEEP;
     return out;

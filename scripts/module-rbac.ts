@@ -209,15 +209,23 @@ export { ADMISSION_DRAIN_SECONDS };
 export const WATCHER_V8_FLAGS = ["--max-semi-space-size=1"] as const;
 const WATCHER_NODE_OPTIONS = { name: "NODE_OPTIONS", value: WATCHER_V8_FLAGS.join(" ") };
 
+type Labelled = { metadata?: { labels?: Record<string, string> } };
+
+/** `d`'s containers each edited when `d` is Pepr's `role` controller (its label); any other as it is. */
+function editController<D extends Deployment>(
+  role: "admission" | "watcher",
+  d: D & Labelled,
+  edit: (c: Container) => Container,
+): D {
+  if (d.metadata?.labels?.["pepr.dev/controller"] !== role) return d;
+  return withPodSpec(d, (pod) => ({ ...pod, containers: pod.containers.map(edit) }));
+}
+
 /** The watcher Deployment with WATCHER_V8_FLAGS (idempotent; the admission one is left as it is). */
-export function smallYoungWatcher<D extends Deployment>(d: D & { metadata?: { labels?: Record<string, string> } }): D {
-  if (d.metadata?.labels?.["pepr.dev/controller"] !== "watcher") return d;
-  return withPodSpec(d, (pod) => ({
-    ...pod,
-    containers: pod.containers.map((c) => ({
-      ...c,
-      env: [...withoutNamed(c.env, [WATCHER_NODE_OPTIONS.name]), WATCHER_NODE_OPTIONS],
-    })),
+export function smallYoungWatcher<D extends Deployment>(d: D & Labelled): D {
+  return editController("watcher", d, (c) => ({
+    ...c,
+    env: [...withoutNamed(c.env, [WATCHER_NODE_OPTIONS.name]), WATCHER_NODE_OPTIONS],
   }));
 }
 
@@ -237,12 +245,8 @@ export const ADMISSION_PRESTOP = {
  * each answer closes its connection, so no kept-alive connection of the API server's is left for
  * SIGTERM to reset under a review.
  */
-export function drainedAdmission<D extends Deployment>(d: D & { metadata?: { labels?: Record<string, string> } }): D {
-  if (d.metadata?.labels?.["pepr.dev/controller"] !== "admission") return d;
-  return withPodSpec(d, (pod) => ({
-    ...pod,
-    containers: pod.containers.map((c) => ({ ...c, lifecycle: { ...c.lifecycle, preStop: ADMISSION_PRESTOP } })),
-  }));
+export function drainedAdmission<D extends Deployment>(d: D & Labelled): D {
+  return editController("admission", d, (c) => ({ ...c, lifecycle: { ...c.lifecycle, preStop: ADMISSION_PRESTOP } }));
 }
 
 type Doc = { kind?: string; metadata?: { name?: string; namespace?: string }; rules?: Rule[] };
