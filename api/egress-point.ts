@@ -61,6 +61,8 @@ export const EGRESS_ENV = {
   logEntries: "JR2_EGRESS_LOG_ENTRIES",
   /** The bound on one upstream connect (Go duration, default 10s). */
   connectTimeout: "JR2_EGRESS_CONNECT_TIMEOUT",
+  /** How often each watch lists again, the bound on a stalled watch (Go duration, default 10s). */
+  relistInterval: "JR2_EGRESS_RELIST_INTERVAL",
 } as const;
 
 export const EGRESS_DEFAULTS = {
@@ -342,40 +344,208 @@ export function repoRulesOf(repoUrls: readonly string[]): EgressRule[] {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Internal addresses
+// Internal addresses (docs/decisions/0051, 0068)
+//
+// Public is the exception: an address is public only when it is global unicast, outside every
+// block of IANA's special-purpose registries (IPv4 and IPv6), multicast and the reserved space,
+// outside the known cloud metadata and wire-server addresses, and outside the ranges the
+// installation states as its cluster's (`egress.clusterRanges`: pod, service, node). An IPv6
+// address that carries an IPv4 one to a translator (NAT64's 64:ff9b::/96, 6to4's 2002::/16) is
+// judged as that IPv4 address, where the translator sends it.
 
-const V4_INTERNAL: Array<[number, number]> = (
-  [
-    ["0.0.0.0", 8], // "this network": 0.0.0.0 reaches the local host
-    ["10.0.0.0", 8],
-    ["100.64.0.0", 10],
-    ["127.0.0.0", 8],
-    ["169.254.0.0", 16],
-    ["172.16.0.0", 12],
-    ["192.168.0.0", 16],
-  ] as const
-).map(([base, bits]) => [v4Number(base), bits]);
+/** An address or a block of them: IPv4 as 32 bits, IPv6 as 128, in a bigint. */
+export type Cidr = { text: string; v6: boolean; base: bigint; bits: number };
+/** The installation's own word on addresses (its pod config's `egress`): its cluster's ranges, all
+ * internal, and the documentation ranges a test installation treats as public. */
+export type AddressRanges = { cluster: readonly Cidr[]; publicTest: readonly Cidr[] };
+export const NO_RANGES: AddressRanges = { cluster: [], publicTest: [] };
+
+/** An IP literal (IPv4, IPv6, IPv4-mapped IPv6 as its IPv4) as bits, or undefined. */
+function addressBits(ip: string): { v6: boolean; n: bigint } | undefined {
+  const h = normaliseHost(ip);
+  if (h === undefined) return undefined;
+  if (isIPv4(h)) return { v6: false, n: BigInt(v4Number(h)) };
+  if (!isIPv6(h)) return undefined;
+  const [head, tail] = h.includes("::") ? h.split("::") : [h, undefined];
+  const groups = (part: string | undefined) => (part ? part.split(":") : []);
+  const hi = groups(head);
+  const lo = groups(tail);
+  const all = tail === undefined ? hi : [...hi, ...Array(8 - hi.length - lo.length).fill("0"), ...lo];
+  if (all.length !== 8) return undefined;
+  return { v6: true, n: all.reduce((n, g) => (n << 16n) | BigInt(parseInt(g, 16)), 0n) };
+}
 
 function v4Number(ip: string): number {
   return ip.split(".").reduce((n, o) => n * 256 + Number(o), 0);
 }
 
+/** A CIDR (`10.96.0.0/12`, `fd00::/8`) or a bare address (a /32 or /128), or why not. */
+export function parseCidr(text: string): { ok: true; cidr: Cidr } | { ok: false; message: string } {
+  const t = String(text).trim();
+  const m = /^([^/]+)(?:\/([0-9]{1,3}))?$/.exec(t);
+  const a = m ? addressBits(m[1]) : undefined;
+  const literal = m && (DOTTED_QUAD.test(m[1]) || m[1].includes(":"));
+  if (!m || !a || !literal)
+    return {
+      ok: false,
+      message: `${JSON.stringify(text)} is not an address range: write e.g. 10.96.0.0/12 or fd00:10::/64`,
+    };
+  const width = a.v6 ? 128 : 32;
+  const bits = m[2] === undefined ? width : Number(m[2]);
+  if (bits > width)
+    return { ok: false, message: `${JSON.stringify(text)}: an IPv${a.v6 ? 6 : 4} prefix is at most /${width}` };
+  const shift = BigInt(width - bits);
+  const base = (a.n >> shift) << shift;
+  if (base !== a.n)
+    return { ok: false, message: `${JSON.stringify(text)} has bits set past its /${bits}: write its network address` };
+  return { ok: true, cidr: { text: t, v6: a.v6, base, bits } };
+}
+
+const cidr = (text: string): Cidr => {
+  const p = parseCidr(text);
+  if (!p.ok) throw new Error(p.message);
+  return p.cidr;
+};
+const within = (a: { v6: boolean; n: bigint }, c: Cidr) =>
+  a.v6 === c.v6 && a.n >> BigInt((c.v6 ? 128 : 32) - c.bits) === c.base >> BigInt((c.v6 ? 128 : 32) - c.bits);
+
+/** Known cloud metadata and wire-server addresses: never public, whatever block they sit in. */
+export const METADATA_ADDRESSES: ReadonlyArray<readonly [string, string]> = [
+  [
+    "169.254.169.254/32",
+    "instance metadata (AWS, GCP's metadata.google.internal, Azure, OpenStack, Oracle, DigitalOcean)",
+  ],
+  ["169.254.170.2/32", "AWS ECS task metadata"],
+  ["169.254.169.253/32", "AWS VPC resolver"],
+  ["168.63.129.16/32", "Azure wire server"],
+  ["100.100.100.200/32", "Alibaba Cloud metadata"],
+  ["169.254.0.23/32", "Tencent Cloud metadata"],
+  ["fd00:ec2::254/128", "AWS instance metadata (IPv6)"],
+  ["fd00:ec2::253/128", "AWS VPC resolver (IPv6)"],
+  ["fd20:ce::254/128", "GCP metadata (IPv6)"],
+];
+
+/** IANA's IPv4 special-purpose blocks that are not globally reachable, multicast and the reserved space. */
+export const V4_NOT_PUBLIC: ReadonlyArray<readonly [string, string]> = [
+  ["0.0.0.0/8", "this network"],
+  ["10.0.0.0/8", "private"],
+  ["100.64.0.0/10", "shared address space"],
+  ["127.0.0.0/8", "loopback"],
+  ["169.254.0.0/16", "link-local"],
+  ["172.16.0.0/12", "private"],
+  ["192.0.0.0/24", "IETF protocol assignments"],
+  ["192.0.2.0/24", "documentation (TEST-NET-1)"],
+  ["192.88.99.0/24", "6to4 relay anycast"],
+  ["192.168.0.0/16", "private"],
+  ["198.18.0.0/15", "benchmarking"],
+  ["198.51.100.0/24", "documentation (TEST-NET-2)"],
+  ["203.0.113.0/24", "documentation (TEST-NET-3)"],
+  ["224.0.0.0/4", "multicast"],
+  ["240.0.0.0/4", "reserved, and the limited broadcast"],
+];
+
+/** Inside global unicast (2000::/3), IANA's IPv6 blocks that are not globally reachable. Everything
+ * outside 2000::/3 (loopback, unspecified, IPv4-compatible, discard-only, NAT64's local-use prefix,
+ * unique-local, site-local, link-local, multicast, the unassigned space) is not public either, but
+ * NAT64's well-known prefix, judged by the IPv4 address it carries. */
+export const V6_NOT_PUBLIC: ReadonlyArray<readonly [string, string]> = [
+  ["2001::/23", "IETF protocol assignments (Teredo, benchmarking, ORCHID)"],
+  ["2001:db8::/32", "documentation"],
+  ["3fff::/20", "documentation"],
+];
+
+/** The blocks a test installation may call public (`egress.publicTestRanges`): documentation only. */
+export const DOCUMENTATION_RANGES: readonly string[] = [
+  "192.0.2.0/24",
+  "198.51.100.0/24",
+  "203.0.113.0/24",
+  "2001:db8::/32",
+  "3fff::/20",
+];
+
+const METADATA = METADATA_ADDRESSES.map(([c, why]) => [cidr(c), why] as const);
+const V4_SPECIAL = V4_NOT_PUBLIC.map(([c, why]) => [cidr(c), why] as const);
+const V6_SPECIAL = V6_NOT_PUBLIC.map(([c, why]) => [cidr(c), why] as const);
+const DOCUMENTATION = DOCUMENTATION_RANGES.map(cidr);
+const GLOBAL_UNICAST = cidr("2000::/3");
+const NAT64 = cidr("64:ff9b::/96");
+const SIX_TO_FOUR = cidr("2002::/16");
+
+/** The IPv4 address an IPv6 one hands to a translator (NAT64's well-known prefix, 6to4), if any. */
+function embeddedV4(a: { v6: boolean; n: bigint }): { v6: false; n: bigint } | undefined {
+  if (!a.v6) return undefined;
+  if (within(a, NAT64)) return { v6: false, n: a.n & 0xffffffffn };
+  if (within(a, SIX_TO_FOUR)) return { v6: false, n: (a.n >> 80n) & 0xffffffffn };
+  return undefined;
+}
+
 /**
- * Whether `ip` is a cluster's kind of address, where no workspace's rule may reach: private,
- * shared, loopback, link-local, "this network", and IPv6 loopback, unspecified, unique-local and
- * link-local (an IPv4-mapped address judged as its IPv4). Anything that is no IP literal counts as
- * internal: it is never connected to.
+ * Why `ip` is not a public address (a few words: "private", "Azure wire server", "the cluster's
+ * range 10.96.0.0/12"), or undefined when it is public. Anything that is no IP literal is not
+ * public. `ranges`: the installation's (addressRangesOf); the cluster's ranges are never public,
+ * and a test installation's documentation ranges are.
  */
-export function isInternalAddress(ip: string): boolean {
-  const h = normaliseHost(ip);
-  if (h === undefined || !isIpLiteral(h)) return true;
-  if (isIPv4(h)) {
-    const n = v4Number(h);
-    return V4_INTERNAL.some(([base, bits]) => Math.floor(n / 2 ** (32 - bits)) === Math.floor(base / 2 ** (32 - bits)));
+export function addressKind(ip: string, ranges: AddressRanges = NO_RANGES): string | undefined {
+  const a = addressBits(ip);
+  if (!a) return "not an IP address";
+  for (const [c, why] of METADATA) if (within(a, c)) return why;
+  const v4 = embeddedV4(a);
+  for (const x of v4 ? [a, v4] : [a])
+    for (const c of ranges.cluster) if (within(x, c)) return `the cluster's range ${c.text}`;
+  if (v4) {
+    const inner = addressKind(`${[24n, 16n, 8n, 0n].map((s) => (v4.n >> s) & 255n).join(".")}`, ranges);
+    return inner && `${inner}, behind ${within(a, NAT64) ? "NAT64" : "6to4"}`;
   }
-  if (h === "::1" || h === "::") return true;
-  const first = parseInt(h.startsWith("::") ? "0" : h.split(":")[0], 16);
-  return (first & 0xfe00) === 0xfc00 || (first & 0xffc0) === 0xfe80;
+  if (ranges.publicTest.some((c) => within(a, c))) return undefined;
+  if (!a.v6) return V4_SPECIAL.find(([c]) => within(a, c))?.[1];
+  if (!within(a, GLOBAL_UNICAST)) return "not global unicast";
+  return V6_SPECIAL.find(([c]) => within(a, c))?.[1];
+}
+
+/**
+ * Whether `ip` is an address no workspace's rule may reach: anything but public global unicast
+ * (addressKind). `ranges` adds the installation's cluster ranges (and a test installation's public
+ * documentation ranges); without it the judgement is the installation-independent one.
+ */
+export function isInternalAddress(ip: string, ranges: AddressRanges = NO_RANGES): boolean {
+  return addressKind(ip, ranges) !== undefined;
+}
+
+/**
+ * The installation's address ranges from its pod config (parsed): `egress.clusterRanges` (its pod,
+ * service and node CIDRs, all internal) and `egress.publicTestRanges` (documentation ranges a test
+ * installation's stand-in public host sits on; a release sets none). Throws naming each bad entry.
+ */
+export function addressRangesOf(podConfigDocument: unknown): AddressRanges {
+  const egress = (podConfigDocument as { egress?: Record<string, unknown> } | undefined)?.egress ?? {};
+  const problems: string[] = [];
+  const read = (field: "clusterRanges" | "publicTestRanges", check?: (c: Cidr) => string | undefined): Cidr[] => {
+    const v = egress[field];
+    if (v === undefined || v === null) return [];
+    if (!Array.isArray(v)) {
+      problems.push(`egress.${field}: must be a list of address ranges, e.g. [10.96.0.0/12]`);
+      return [];
+    }
+    return v.flatMap((text, i) => {
+      const p = parseCidr(String(text));
+      const why = p.ok ? check?.(p.cidr) : p.message;
+      if (why === undefined && p.ok) return [p.cidr];
+      problems.push(`egress.${field}[${i}]: ${why}`);
+      return [];
+    });
+  };
+  const cluster = read("clusterRanges");
+  const publicTest = read("publicTestRanges", publicTestRangeProblem);
+  if (problems.length) throw new Error(problems.join("; "));
+  return { cluster, publicTest };
+}
+
+/** Why `c` may not be a public test range: only a block inside a documentation range may. */
+export function publicTestRangeProblem(c: Cidr): string | undefined {
+  const inside = DOCUMENTATION.some((d) => d.v6 === c.v6 && c.bits >= d.bits && within({ v6: c.v6, n: c.base }, d));
+  return inside
+    ? undefined
+    : `${c.text} is not inside a documentation range (${DOCUMENTATION_RANGES.join(", ")}): only a test installation's stand-in public host may be called public, and it sits there`;
 }
 
 // ---------------------------------------------------------------------------------------------

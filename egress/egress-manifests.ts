@@ -92,6 +92,10 @@ export function egressManifests(opts: EgressDeployOptions): Array<Record<string,
           metadata: { labels },
           spec: {
             serviceAccountName: EGRESS,
+            // Its lookups are of absolute names (`host.`, egress/proxy.ts), which no search domain
+            // touches; ndots 1 keeps any other lookup of a dotted name from trying the cluster's
+            // search domains first (decision 0068).
+            dnsConfig: { options: [{ name: "ndots", value: "1" }] },
             securityContext: {
               runAsNonRoot: true,
               runAsUser: 65532,

@@ -2,11 +2,12 @@
 // Sandbox by the source address alone, from the Sandbox pods it watches (pod IP -> the Sandbox its
 // `sandbox.jr2.dev/name` label names), and keeps each Sandbox's list compiled (base list + its
 // spec.egress.allow + its git remotes). A change to a Sandbox's list is in force from its watch
-// event; a pod that goes (or ends) gives up its address at once, so a reused IP is never
-// attributed to the Sandbox that held it. Pure apart from `watchIndex`, the watch I/O.
+// event; a pod that starts terminating (or ends, or goes) gives up its address at once, so a reused
+// IP is never attributed to the Sandbox that held it. Pure apart from `watchIndex`, the watch I/O.
 import { K8s, WatchEvent, kind } from "kubernetes-fluent-client";
 import { SandboxModel } from "../api/crd";
-import { parseEgressRule, repoRulesOf, type EgressRule } from "../api/egress-point";
+import { EGRESS_ENV, parseEgressRule, repoRulesOf, type EgressRule } from "../api/egress-point";
+import { envDuration } from "../lib/duration";
 import { MANAGED_BY, MANAGED_BY_LABEL, SANDBOX_NAME_LABEL } from "../api/wire";
 
 export type SandboxRef = { namespace: string; name: string };
@@ -29,7 +30,13 @@ type SandboxLike = {
 };
 
 type PodLike = {
-  metadata?: { name?: string; namespace?: string; uid?: string; labels?: Record<string, string> };
+  metadata?: {
+    name?: string;
+    namespace?: string;
+    uid?: string;
+    labels?: Record<string, string>;
+    deletionTimestamp?: unknown;
+  };
   status?: { phase?: string; podIP?: string; podIPs?: Array<{ ip?: string }> };
 };
 
@@ -64,7 +71,24 @@ export function compileList(
 
 type PodEntry = { uid: string; ref: SandboxRef; ips: string[] };
 
+/** How often each watch lists again (JR2_EGRESS_RELIST_INTERVAL's default): the longest a stalled
+ * watch leaves a gone pod's address or a narrowed list in force. */
+export const EGRESS_RELIST_DEFAULT_MS = 10_000;
+
+/** JR2_EGRESS_RELIST_INTERVAL, from 1s to 10m; throws naming the variable and the fix. */
+export function relistInterval(env: NodeJS.ProcessEnv): number {
+  const ms = envDuration(EGRESS_ENV.relistInterval, EGRESS_RELIST_DEFAULT_MS, env);
+  if (ms < 1000 || ms > 600_000)
+    throw new Error(
+      `${EGRESS_ENV.relistInterval}=${env[EGRESS_ENV.relistInterval]} is not from 1s to 10m: it bounds how long a ` +
+        "stalled watch leaves a gone pod's address in force; set e.g. 10s, or unset it",
+    );
+  return ms;
+}
+
 export class EgressIndex {
+  /** Changes a relist found that its watch had not delivered (watchIndex). */
+  corrections = 0;
   readonly #sandboxes = new Map<string, { uid?: string; inputs: string; list: CompiledList }>();
   /** pod uid -> its addresses and Sandbox. */
   readonly #pods = new Map<string, PodEntry>();
@@ -113,7 +137,10 @@ export class EgressIndex {
     if (!uid || !namespace) return;
     const labels = pod.metadata?.labels ?? {};
     const name = labels[SANDBOX_NAME_LABEL];
-    const ended = pod.status?.phase === "Succeeded" || pod.status?.phase === "Failed";
+    // A pod that is terminating gives up its address now: the network plugin frees it at teardown,
+    // before the pod object is gone, and a new pod given it must not inherit this list (decision 0068).
+    const ended =
+      pod.status?.phase === "Succeeded" || pod.status?.phase === "Failed" || !!pod.metadata?.deletionTimestamp;
     this.#dropPod(uid);
     if (deleted || ended || !name || labels[MANAGED_BY_LABEL] !== MANAGED_BY) return;
     const ips = [
@@ -154,20 +181,30 @@ export class EgressIndex {
     return this.#sandboxes.has(refKey(ref));
   }
 
-  get sizes(): { sandboxes: number; pods: number } {
-    return { sandboxes: this.#sandboxes.size, pods: this.#pods.size };
+  get sizes(): { sandboxes: number; pods: number; corrections: number } {
+    return { sandboxes: this.#sandboxes.size, pods: this.#pods.size, corrections: this.corrections };
   }
 }
 
 /**
  * Watches Sandboxes and Sandbox pods in each namespace (the egress point's role is bound in those
  * alone, decision 0047) into `index`. `ready` resolves once every watch's first list is applied.
+ *
+ * A watch that stalls (its connection alive, nothing delivered) would leave a gone pod's address
+ * and a narrowed list in force. The library's own relist is the check (decision 0068): every
+ * `relistMs` each watch lists again and hands the index every difference from what it delivered
+ * (a pod gone or terminating, a list changed), so a stalled watch costs at most that long. Its
+ * other guards are slower: the stream's silence limit arms only after a first event (and the
+ * library asks for no bookmarks), and the HTTP client's body timeout is minutes. A difference
+ * found after the first list is counted (`corrections`): the watch had not delivered it yet.
  */
 export function watchIndex(
   index: EgressIndex,
   namespaces: readonly string[],
   log: (level: "info" | "warn", message: string, fields?: Record<string, unknown>) => void,
+  relistMs: number = EGRESS_RELIST_DEFAULT_MS,
 ): { ready: Promise<void>; close(): void } {
+  const cfg = { relistIntervalSec: relistMs / 1000 };
   const watchers: Array<{ close(): void }> = [];
   const lists: Array<Promise<void>> = [];
   const started: Array<Promise<unknown>> = [];
@@ -176,10 +213,10 @@ export function watchIndex(
       .InNamespace(ns)
       .WithLabel(MANAGED_BY_LABEL, MANAGED_BY)
       .WithLabel(SANDBOX_NAME_LABEL)
-      .Watch((p, phase) => index.onPod(p, phase === "DELETED"));
+      .Watch((p, phase) => index.onPod(p, phase === "DELETED"), { ...cfg });
     const sandboxes = K8s(SandboxModel)
       .InNamespace(ns)
-      .Watch((s, phase) => index.onSandbox(s, phase === "DELETED"));
+      .Watch((s, phase) => index.onSandbox(s, phase === "DELETED"), { ...cfg });
     for (const [what, w, apply] of [
       ["pods", pods, (o: unknown) => index.onPod(o as PodLike, false)],
       ["sandboxes", sandboxes, (o: unknown) => index.onSandbox(o as SandboxLike, false)],
@@ -194,6 +231,13 @@ export function watchIndex(
           }),
         ),
       );
+      let listed = false;
+      w.events.once(WatchEvent.LIST, () => setImmediate(() => (listed = true)));
+      w.events.on(WatchEvent.CACHE_MISS, () => {
+        if (!listed) return;
+        index.corrections += 1;
+        log("warn", "a relist found a change the watch had not delivered; applied", { namespace: ns, what });
+      });
       w.events.on(WatchEvent.LIST_ERROR, (err: unknown) =>
         log("warn", "a watch could not list", { namespace: ns, what, err: String((err as Error)?.message ?? err) }),
       );

@@ -9,6 +9,7 @@
 //   JR2_EGRESS_CONNECT_BURST      ... in a burst (default 200)
 //   JR2_EGRESS_LOG_ENTRIES        entries kept per Sandbox's log (default 500)
 //   JR2_EGRESS_CONNECT_TIMEOUT    the bound on one upstream connect (Go duration, default 10s)
+//   JR2_EGRESS_RELIST_INTERVAL    how often each watch lists again (Go duration, 1s to 10m, default 10s)
 //   KUBECONFIG                    the cluster (in a pod: its service account)
 import { readFileSync } from "node:fs";
 import { parse as parseYaml } from "yaml";
@@ -19,7 +20,10 @@ import {
   EGRESS_ENV as E,
   EGRESS_PROXY_PORT,
   EGRESS_REFUSED_REASON,
+  NO_RANGES,
+  addressRangesOf,
   baseListOf,
+  type AddressRanges,
   type EgressRule,
 } from "../api/egress-point";
 import { API_VERSION } from "../api/crd/sources/common";
@@ -29,7 +33,7 @@ import { envDuration } from "../lib/duration";
 import { kubeRequest, paths } from "../lib/kube";
 import { fail, jsonLog } from "../lib/log";
 import { adminServer } from "./admin";
-import { EgressIndex, refKey, watchIndex, type SandboxRef } from "./index";
+import { EgressIndex, refKey, relistInterval, watchIndex, type SandboxRef } from "./index";
 import { EgressProxy } from "./proxy";
 import { EgressRecord } from "./record";
 import { SandboxLimits, envCount } from "./limits";
@@ -46,14 +50,15 @@ const orFail = <T>(f: () => T): T => {
   }
 };
 
-/** The base list from the pod config file; a file that is not there is an empty list. */
-function baseList(file: string | undefined): EgressRule[] {
-  if (!file) return [];
+/** The base list and the address ranges from the pod config file; a file that is not there is an
+ * empty list and no ranges. */
+function installation(file: string | undefined): { base: EgressRule[]; ranges: AddressRanges } {
+  if (!file) return { base: [], ranges: NO_RANGES };
   let text: string;
   try {
     text = readFileSync(file, "utf8");
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === "ENOENT") return [];
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return { base: [], ranges: NO_RANGES };
     fail(`${E.podConfigFile}=${file}: could not be read (${(err as Error).message})`, out);
   }
   let doc: unknown;
@@ -63,14 +68,14 @@ function baseList(file: string | undefined): EgressRule[] {
     fail(`${file} is not YAML or JSON: ${(err as Error).message.split("\n")[0]}`, out);
   }
   try {
-    return baseListOf(doc);
+    return { base: baseListOf(doc), ranges: addressRangesOf(doc) };
   } catch (err) {
     fail(`${file}: ${(err as Error).message}`, out);
   }
 }
 
 const namespaces = orFail(() => sandboxNamespacesFrom(env));
-const base = baseList(env[E.podConfigFile]);
+const { base, ranges } = installation(env[E.podConfigFile]);
 const limits = new SandboxLimits({
   maxConnections: orFail(() => envCount(env, E.maxConnections, EGRESS_DEFAULTS.maxConnections)),
   connectRate: orFail(() => envCount(env, E.connectRate, EGRESS_DEFAULTS.connectRate)),
@@ -78,6 +83,7 @@ const limits = new SandboxLimits({
 });
 const logEntries = orFail(() => envCount(env, E.logEntries, EGRESS_DEFAULTS.logEntries, 100_000));
 const connectTimeoutMs = orFail(() => envDuration(E.connectTimeout, EGRESS_DEFAULTS.connectTimeoutMs, env));
+const relistMs = orFail(() => relistInterval(env));
 const proxyPort = orFail(() => envCount(env, E.proxyPort, EGRESS_PROXY_PORT, 65535));
 const adminPort = orFail(() => envCount(env, E.adminPort, EGRESS_ADMIN_PORT, 65535));
 const host = env[E.host] || undefined;
@@ -123,11 +129,11 @@ index = new EgressIndex(base, {
 
 let ready = false;
 const admin = adminServer({ index, record, ready: () => ready });
-const proxy = new EgressProxy({ index, record, limits, connectTimeoutMs });
+const proxy = new EgressProxy({ index, record, limits, connectTimeoutMs, ranges });
 
 void (async () => {
   await new Promise<void>((resolve, reject) => admin.once("error", reject).listen(adminPort, host, resolve));
-  const watches = watchIndex(index, namespaces, log);
+  const watches = watchIndex(index, namespaces, log, relistMs);
   await watches.ready;
   // The proxy takes connections only once the index holds every Sandbox pod: before, each would be
   // refused as no Sandbox's.
@@ -136,11 +142,14 @@ void (async () => {
   log("info", "egress point ready", {
     namespaces,
     baseRules: base.map((r) => r.text),
+    clusterRanges: ranges.cluster.map((c) => c.text),
+    publicTestRanges: ranges.publicTest.map((c) => c.text),
     proxyPort,
     adminPort,
     limits: limits.config,
     logEntries,
     connectTimeoutMs,
+    relistMs,
     ...index.sizes,
   });
   for (const sig of ["SIGINT", "SIGTERM"] as const)

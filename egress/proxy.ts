@@ -20,7 +20,9 @@ import {
   EGRESS_HEADER,
   EGRESS_REFUSED,
   EGRESS_UNREACHABLE,
+  NO_RANGES,
   isInternalAddress,
+  type AddressRanges,
   matchEgress,
   normaliseHost,
 } from "../api/egress-point";
@@ -30,16 +32,27 @@ import type { EgressRecord } from "./record";
 
 export type Resolve = (host: string) => Promise<string[]>;
 
-const defaultResolve: Resolve = async (host) =>
-  (await dnsLookup(host, { all: true, verbatim: true })).map((a) => a.address);
+/**
+ * The system resolver, asked for the absolute name (`host.`), so no search domain of the pod's
+ * resolv.conf is tried first: with ClusterFirst's `ndots:5`, `github.com` would otherwise be asked
+ * as `github.com.<ns>.svc.cluster.local`, ..., and whoever may create a namespace or Service with a
+ * searched name would choose where an allowed name goes (decision 0068). `localhost` is loopback
+ * (RFC 6761), as /etc/hosts says (its entry does not match the dotted name).
+ */
+export const absoluteResolve: Resolve = async (host) => {
+  if (host === "localhost" || host.endsWith(".localhost")) return ["127.0.0.1", "::1"];
+  return (await dnsLookup(`${host.replace(/\.$/, "")}.`, { all: true, verbatim: true })).map((a) => a.address);
+};
 
 export type ProxyOptions = {
   index: { lookup(ip: string): { ref: SandboxRef; list: CompiledList } | undefined };
   record: EgressRecord;
   limits: SandboxLimits;
   connectTimeoutMs: number;
-  /** Name resolution (default: the system resolver, every address). */
+  /** Name resolution (default: absoluteResolve, every address). */
   resolve?: Resolve;
+  /** The installation's cluster ranges and public test ranges (its pod config's egress). */
+  ranges?: AddressRanges;
 };
 
 /** Headers of one hop: never passed on, either way. */
@@ -92,7 +105,7 @@ export class EgressProxy {
   readonly #resolve: Resolve;
 
   constructor(readonly opts: ProxyOptions) {
-    this.#resolve = opts.resolve ?? defaultResolve;
+    this.#resolve = opts.resolve ?? absoluteResolve;
     this.server = createServer((req, res) => void this.#onRequest(req, res));
     this.server.on(
       "connect",
@@ -157,12 +170,15 @@ export class EgressProxy {
         status: 502,
         code: "unreachable",
         header: EGRESS_UNREACHABLE,
-        message: `${host} did not resolve (${code}): nothing was sent`,
+        message:
+          `${host} did not resolve (${code}): nothing was sent (names are looked up as absolute names: ` +
+          "a cluster Service is <service>.<namespace>.svc.<cluster domain>, e.g. .svc.cluster.local)",
       };
     }
     // Every address judged, not only the first: a name that mixes public and internal answers is
     // refused, so no resolver's order decides where a workspace's rule reaches.
-    if (addresses.some((a) => isInternalAddress(a)) && !matchEgress(list.vouched, host, port)) {
+    const ranges = this.opts.ranges ?? NO_RANGES;
+    if (addresses.some((a) => isInternalAddress(a, ranges)) && !matchEgress(list.vouched, host, port)) {
       release();
       const message =
         `${hostPort(host, port)} resolves to an internal address, which only the installation's base list reaches ` +
@@ -294,13 +310,11 @@ export class EgressProxy {
     upstream.on("error", () => {
       // The request may have reached the host: no `unreachable` header, so no client repeats it on our word.
       if (!res.headersSent)
-        res
-          .writeHead(502, { "content-type": "application/json" })
-          .end(
-            JSON.stringify({
-              error: { code: "upstream_failed", message: `${hostPort(verdict.host, port)} broke off the exchange` },
-            }),
-          );
+        res.writeHead(502, { "content-type": "application/json" }).end(
+          JSON.stringify({
+            error: { code: "upstream_failed", message: `${hostPort(verdict.host, port)} broke off the exchange` },
+          }),
+        );
       else res.destroy();
       finish();
     });

@@ -157,7 +157,7 @@ export class EgressRecord {
   }
 
   /** Prometheus text (version 0.0.4). */
-  metrics(extra: { sandboxes: number; pods: number }): string {
+  metrics(extra: { sandboxes: number; pods: number; corrections?: number }): string {
     const lines: string[] = [];
     const m = EGRESS_CONNECTIONS_METRIC;
     lines.push(`# HELP ${m} Connections and absolute-form requests by decision (and reason).`, `# TYPE ${m} counter`);
@@ -191,6 +191,12 @@ export class EgressRecord {
     );
     one("jr2_egress_sandboxes", "gauge", "Sandboxes the index holds.", extra.sandboxes);
     one("jr2_egress_pods", "gauge", "Sandbox pods the index holds.", extra.pods);
+    one(
+      "jr2_egress_watch_corrections_total",
+      "counter",
+      "Changes a periodic relist found that its watch had not delivered (a stalled or late watch).",
+      extra.corrections ?? 0,
+    );
     return lines.join("\n") + "\n";
   }
 }

@@ -13,6 +13,7 @@ import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { fieldPath } from "../../api/attach";
 import { EgressRules, RuntimeClassName } from "../../api/orchestrator-schemas";
+import { parseCidr, publicTestRangeProblem, type Cidr } from "../../api/egress-point";
 import { EnvName, HeaderName, HostPattern, Origin, Provider, Timeout } from "../../api/custodian-config";
 import { Toleration } from "../../api/crd/generated/corev1";
 import { milliCpu, bytesOf } from "../../lib/quantity";
@@ -38,6 +39,20 @@ const Cpu = z.string().refine((s) => (milliCpu(s) ?? 0) > 0, { message: "must be
 const Memory = z
   .string()
   .refine((s) => (bytesOf(s) ?? 0) >= 64 * 2 ** 20, { message: "must be a memory quantity of at least 64Mi" });
+
+/** A list of address ranges (api/egress-point.ts parseCidr), each refused at its index; `check` adds a
+ * rule of its own. */
+const AddressRangeList = (check?: (c: Cidr) => string | undefined) =>
+  z
+    .array(z.string())
+    .superRefine((list, ctx) =>
+      list.forEach((text, i) => {
+        const p = parseCidr(text);
+        const why = p.ok ? check?.(p.cidr) : p.message;
+        if (why) ctx.addIssue({ code: "custom", path: [i], message: why });
+      }),
+    )
+    .optional();
 
 const Held = z.strictObject({
   secret: SecretName.meta({ description: "The Secret (in the Sandboxes' namespace) holding the value." }),
@@ -132,7 +147,20 @@ export const PodConfig = z
             "The installation's base list (decision 0051): hosts every Sandbox may reach through the egress point, " +
             "beside each workspace's own list and its Repos' remotes. The egress point adds the hosts of " +
             "custodian.providers, custodian.held origins and custodian.tunnel itself. Only an exact host of " +
-            "this list (or of those) may resolve to a cluster-internal address, e.g. a model served in the cluster.",
+            "this list (or of those) may resolve to a cluster-internal address, e.g. a model served in the cluster. " +
+            "Names are resolved as absolute names: write a cluster Service in full, " +
+            "<service>.<namespace>.svc.<cluster domain> (decision 0068).",
+        }),
+        clusterRanges: AddressRangeList().meta({
+          description:
+            "The cluster's own pod, service and node CIDRs (decision 0068): the egress point holds every address in " +
+            "them internal, beside every address that is not public global unicast, so a workspace's list never " +
+            "reaches them. Name them when they are not private ranges (e.g. public pod ranges on a cloud's VPC).",
+        }),
+        publicTestRanges: AddressRangeList(publicTestRangeProblem).meta({
+          description:
+            "For a test installation only (decision 0068): documentation-range CIDRs the egress point treats as " +
+            "public, where a stand-in public host sits. A release sets none.",
         }),
       })
       .default({ allow: [] }),

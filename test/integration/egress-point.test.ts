@@ -6,11 +6,16 @@
 // reaches an internal address, refuse an unlisted host (logged, counted, one Event for three
 // refusals), take a spec.egress.allow patch on its watch event without a restart, never apply one
 // Sandbox's list to another, refuse an unknown source, and cap one Sandbox's open connections.
+// Decision 0068: hold the installation's cluster ranges internal (its pod config's word), forget a
+// pod's address as it starts terminating, and correct a stalled watch within seconds. Its API
+// connections go through a forwarder here, so a test can stall them (the TCP connections stay open,
+// nothing is delivered) without touching the shared API server.
 import { spawn, type ChildProcess } from "node:child_process";
 import { once } from "node:events";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { request, createServer as httpServer } from "node:http";
 import { createServer, connect, type AddressInfo, type Server, type Socket } from "node:net";
+import { readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { K8s, kind } from "kubernetes-fluent-client";
@@ -25,6 +30,14 @@ const ns = useNamespace("egress");
 const A = { name: "egress-a", ip: "127.0.0.7" };
 const B = { name: "egress-b", ip: "127.0.0.8" };
 const STRANGER = "127.0.0.9";
+/** Terminated (a finalizer holds its pod) and deleted under a stalled watch, in that order. */
+const C = { name: "egress-c", ip: "127.0.0.10" };
+const D = { name: "egress-d", ip: "127.0.0.11" };
+/** The stand-in public host's other address (a documentation address, dev/cluster/node.sh), which
+ * this installation calls public, and a neighbour it names as its cluster's range. */
+const PUBLIC_TEST = clusterEnv().JR2_PUBLIC_OTHER_IP || "198.51.100.11";
+const CLUSTER_RANGE_IP = "198.51.100.12";
+const HOLD = "test.jr2.dev/hold";
 const CAP = 3;
 const tmp = mkdtempSync(join(tmpdir(), "jr2-egress-"));
 
@@ -37,6 +50,51 @@ let proxyPort: number;
 let adminPort: number;
 let child: ChildProcess | undefined;
 let output = "";
+
+/**
+ * A TCP forwarder to the API server: the egress point's every API connection goes through it.
+ * `stall()` stops delivering on the connections open now (they stay open: a watch that hears
+ * nothing and no error), while new connections pass; `resume()` delivers again.
+ */
+function apiForwarder(target: { host: string; port: number }) {
+  const pairs = new Set<[Socket, Socket]>();
+  let stalled: Array<[Socket, Socket]> = [];
+  const server = createServer((down) => {
+    const up = connect(target);
+    const pair: [Socket, Socket] = [down, up];
+    pairs.add(pair);
+    const end = () => {
+      pairs.delete(pair);
+      down.destroy();
+      up.destroy();
+    };
+    down.on("error", end).on("close", end);
+    up.on("error", end).on("close", end);
+    down.pipe(up);
+    up.pipe(down);
+  });
+  return {
+    server,
+    stall() {
+      stalled = [...pairs];
+      for (const [down, up] of stalled) {
+        down.unpipe(up);
+        up.unpipe(down);
+        down.pause();
+        up.pause();
+      }
+      return stalled.length;
+    },
+    resume() {
+      for (const [down, up] of stalled) {
+        down.pipe(up);
+        up.pipe(down);
+      }
+      stalled = [];
+    },
+  };
+}
+let forwarder: ReturnType<typeof apiForwarder> | undefined;
 
 const freePort = async () => {
   const s = createServer().listen(0, "127.0.0.1");
@@ -126,18 +184,41 @@ beforeAll(async () => {
   );
   // Placed where no node is: the pod stays unscheduled, its status ours to write.
   const spec = { nodeSelector: { "jr2.dev/egress-test": "nowhere" } };
-  await createSandbox(ns.name, A.name, spec);
-  await createSandbox(ns.name, B.name, spec);
-  await givePodIP(A.name, A.ip);
-  await givePodIP(B.name, B.ip);
+  for (const x of [A, B, C, D]) await createSandbox(ns.name, x.name, spec);
+  for (const x of [A, B, C, D]) await givePodIP(x.name, x.ip);
 
-  // The installation vouches for localhost on two ports (exact rules); a workspace rule never reaches it.
+  // The installation vouches for localhost on two ports (exact rules); a workspace rule never reaches
+  // it. It calls the stand-in's documentation /24 public, as a test installation may, and names
+  // one address in it as its cluster's range, which stays internal.
   const podConfig = join(tmp, "pod.yaml");
-  writeFileSync(podConfig, `egress:\n  allow:\n    - localhost:${echoPort}\n    - localhost:${webPort}\n`);
+  writeFileSync(
+    podConfig,
+    JSON.stringify({
+      egress: {
+        allow: [`localhost:${echoPort}`, `localhost:${webPort}`],
+        publicTestRanges: ["198.51.100.0/24"],
+        clusterRanges: [`${CLUSTER_RANGE_IP}/32`],
+      },
+    }),
+  );
+  // The egress point's kubeconfig: this cluster's, through the forwarder.
+  const kubeconfig = readFileSync(process.env.KUBECONFIG!, "utf8");
+  const server = /server: https:\/\/([^:\s]+):([0-9]+)/.exec(kubeconfig);
+  if (!server) throw new Error(`${process.env.KUBECONFIG} names no https server with a port`);
+  forwarder = apiForwarder({ host: server[1], port: Number(server[2]) });
+  forwarder.server.listen(0, "127.0.0.1");
+  await once(forwarder.server, "listening");
+  const forwardedConfig = join(tmp, "kubeconfig");
+  writeFileSync(
+    forwardedConfig,
+    kubeconfig.replace(server[0], `server: https://${server[1]}:${(forwarder.server.address() as AddressInfo).port}`),
+  );
   child = spawn(process.execPath, [join(ROOT, "dist", "companions", "egress.js")], {
     cwd: ROOT,
     env: {
       ...process.env,
+      KUBECONFIG: forwardedConfig,
+      JR2_EGRESS_RELIST_INTERVAL: "2s",
       JR2_SANDBOX_NAMESPACES: ns.name,
       JR2_POD_CONFIG_FILE: podConfig,
       JR2_EGRESS_PROXY_PORT: String(proxyPort),
@@ -162,17 +243,34 @@ beforeAll(async () => {
   await waitFor(
     "both Sandbox pods in the index",
     () => admin("/metrics"),
-    (r) => /jr2_egress_pods 2\b/.test(r.text) && /jr2_egress_sandboxes 2\b/.test(r.text),
+    (r) => /jr2_egress_pods 4\b/.test(r.text) && /jr2_egress_sandboxes 4\b/.test(r.text),
   );
 }, 120_000);
 
 afterAll(async () => {
+  forwarder?.resume();
+  // The held pod's finalizer, so its namespace can go.
+  await K8s(kind.Pod)
+    .InNamespace(ns.name)
+    .WithLabel("sandbox.jr2.dev/name", C.name)
+    .Get()
+    .then(({ items }) =>
+      Promise.all(
+        items.map((p) =>
+          K8s(kind.Pod, { namespace: ns.name, name: p.metadata!.name! }).Patch([
+            { op: "remove", path: "/metadata/finalizers" },
+          ]),
+        ),
+      ),
+    )
+    .catch(() => undefined);
   if (child && child.exitCode === null) {
     child.kill("SIGTERM");
     await once(child, "exit");
   }
   echo?.close();
   web?.close();
+  forwarder?.server.close();
   rmSync(tmp, { recursive: true, force: true });
 });
 
@@ -271,7 +369,7 @@ describe("the egress point", () => {
     // address the local cluster routes to a namespace of this machine, dev/cluster/node.sh), where
     // nothing listens on :80 in this tier, so a connect is refused at once and nothing leaves this
     // machine. Passing the list shows as `unreachable` (or a 200), never `refused`.
-    const ip = clusterEnv().JR2_PUBLIC_OTHER_IP || "198.51.100.11";
+    const ip = PUBLIC_TEST;
     const target = `${ip}:80`;
     const before = await connectVia(A.ip, target);
     expect([before.status, before.headers[EGRESS_HEADER]]).toEqual([403, "refused"]);
@@ -331,6 +429,86 @@ describe("the egress point", () => {
       expect((await logOf(A.name)).some((e) => e.reason === "limit")).toBe(true);
     } finally {
       open.forEach((s) => s.destroy());
+    }
+  });
+
+  // Decision 0068: the installation's word on addresses reaches the egress point through its pod config.
+  it("refuses a workspace rule to the installation's cluster range and to a benchmarking address, as internal", async () => {
+    const targets = [`${CLUSTER_RANGE_IP}:80`, "198.18.0.1:80"];
+    await K8s(SandboxModel, { namespace: ns.name, name: B.name }).Patch([
+      { op: "add", path: "/spec/egress", value: { allow: targets } },
+    ]);
+    for (const target of targets) {
+      const r = await waitFor(
+        `${target} judged internal (the patch in force)`,
+        () => connectVia(B.ip, target),
+        (x) => x.body.includes("internal address"),
+        15_000,
+      );
+      expect([r.status, r.headers[EGRESS_HEADER], JSON.parse(r.body).error.code]).toEqual([
+        403,
+        "refused",
+        "egress_refused",
+      ]);
+    }
+    const internal = (await logOf(B.name)).filter((e) => e.reason === "internal").map((e) => e.host);
+    expect(internal).toEqual(expect.arrayContaining([CLUSTER_RANGE_IP, "198.18.0.1"]));
+  });
+
+  // Decision 0068: the network plugin frees a pod's address at teardown, before the pod object goes.
+  it("forgets a pod's address as soon as it is terminating, while the pod is still there", async () => {
+    const before = await connectVia(C.ip, `localhost:${echoPort}`);
+    before.socket.destroy();
+    expect(before.status).toBe(200);
+    const pod = await podOf(C.name);
+    const name = pod.metadata!.name!;
+    await K8s(kind.Pod, { namespace: ns.name, name }).Patch([
+      { op: "add", path: "/metadata/finalizers", value: [HOLD] },
+    ]);
+    await K8s(kind.Pod).InNamespace(ns.name).Delete(name);
+    const held = await K8s(kind.Pod).InNamespace(ns.name).Get(name);
+    expect(held.metadata?.deletionTimestamp).toBeTruthy();
+    const r = await waitFor(
+      `${C.ip} no longer the address of Sandbox ${C.name}'s terminating pod`,
+      () => connectVia(C.ip, `localhost:${echoPort}`),
+      (x) => x.status !== 200,
+      10_000,
+    );
+    r.socket.destroy();
+    expect([r.status, JSON.parse(r.body).error.code]).toEqual([403, "not_a_sandbox"]);
+    // Still there, held by its finalizer: it was the terminating, not the deletion, that counted.
+    expect((await K8s(kind.Pod).InNamespace(ns.name).Get(name)).metadata?.deletionTimestamp).toBeTruthy();
+  });
+
+  // Decision 0068: a watch that hears nothing (its connection open, nothing delivered) is corrected
+  // by the relist (JR2_EGRESS_RELIST_INTERVAL, 2s here) within seconds, not the library's ten minutes.
+  it("forgets a deleted pod's address within seconds while its watch is stalled", async () => {
+    const before = await connectVia(D.ip, `localhost:${echoPort}`);
+    before.socket.destroy();
+    expect(before.status).toBe(200);
+    const name = (await podOf(D.name)).metadata!.name!;
+    expect(forwarder!.stall()).toBeGreaterThan(0);
+    try {
+      // Unscheduled, so gone at once: a DELETED event its stalled watch does not deliver.
+      await K8s(kind.Pod).InNamespace(ns.name).Delete(name);
+      await waitFor(
+        `pod ${name} gone`,
+        () => listPods(ns.name, D.name),
+        (p) => !p.some((x) => x.metadata?.name === name),
+      );
+      const r = await waitFor(
+        `${D.ip} forgotten with its watch stalled`,
+        () => connectVia(D.ip, `localhost:${echoPort}`),
+        (x) => x.status !== 200,
+        // A deadline, not a measurement: the relist runs every 2-3 s here.
+        15_000,
+      );
+      r.socket.destroy();
+      expect([r.status, JSON.parse(r.body).error.code]).toEqual([403, "not_a_sandbox"]);
+      const metrics = await admin("/metrics");
+      expect(metrics.text).toMatch(/jr2_egress_watch_corrections_total [1-9]/);
+    } finally {
+      forwarder!.resume();
     }
   });
 });

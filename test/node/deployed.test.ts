@@ -170,7 +170,13 @@ function podConfig(native?: Native) {
     effector: { image: EFFECTOR_IMAGE },
     // The installation's base list (decision 0051): the stand-in public host's allowed name, on
     // port 80. Its other name is on no list unless a workspace's says so.
-    egress: { allow: [`${ALLOWED}:80`] },
+    egress: {
+      allow: [`${ALLOWED}:80`],
+      // The stand-in sits on documentation addresses, which the egress point holds internal; this
+      // test installation (and no release) calls its two /32s public, so a workspace's rule reaches
+      // them as it would a public host (decision 0068).
+      publicTestRanges: [`${PUBLIC.allowedIp}/32`, `${PUBLIC.otherIp}/32`],
+    },
     placement: onRealNode,
     // The cluster's default runtime unless a create names gVisor (decision 0055).
     runtime: { allowedClassNames: [GVISOR] },

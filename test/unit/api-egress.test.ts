@@ -6,8 +6,12 @@ import {
   EGRESS_LIST_MAX,
   baseListOf,
   egressLogPath,
+  NO_RANGES,
+  addressKind,
+  addressRangesOf,
   isInternalAddress,
   matchEgress,
+  parseCidr,
   normaliseHost,
   parseEgressRule,
   repoRulesOf,
@@ -235,30 +239,131 @@ describe("repoRulesOf", () => {
 });
 
 describe("isInternalAddress", () => {
+  // Every kind of block (decision 0068): IANA's special-purpose registries, multicast, reserved,
+  // the cloud metadata and wire-server addresses, and the translators' embedded IPv4.
   it.each([
-    "10.1.2.3",
-    "172.16.0.1",
-    "172.31.255.255",
-    "192.168.1.1",
-    "100.64.0.1",
-    "100.127.255.255",
-    "127.0.0.1",
-    "127.0.0.7",
-    "169.254.169.254",
-    "0.0.0.0",
-    "::1",
-    "::",
-    "fc00::1",
-    "fd12:3456::1",
-    "fe80::1",
-    "::ffff:10.0.0.1",
-    "not-an-ip",
-  ])("%s is internal", (ip) => expect(isInternalAddress(ip)).toBe(true));
+    ["0.0.0.0", "this network"],
+    ["0.1.2.3", "this network"],
+    ["10.1.2.3", "private"],
+    ["172.16.0.1", "private"],
+    ["172.31.255.255", "private"],
+    ["192.168.1.1", "private"],
+    ["100.64.0.1", "shared address space"],
+    ["100.127.255.255", "shared address space"],
+    ["127.0.0.1", "loopback"],
+    ["127.0.0.7", "loopback"],
+    ["169.254.1.1", "link-local"],
+    ["192.0.0.8", "IETF protocol assignments"],
+    ["192.0.2.1", "documentation (TEST-NET-1)"],
+    ["192.88.99.1", "6to4 relay anycast"],
+    ["198.18.0.1", "benchmarking"],
+    ["198.19.255.255", "benchmarking"],
+    ["198.51.100.10", "documentation (TEST-NET-2)"],
+    ["203.0.113.7", "documentation (TEST-NET-3)"],
+    ["224.0.0.1", "multicast"],
+    ["239.255.255.250", "multicast"],
+    ["240.0.0.1", "reserved, and the limited broadcast"],
+    ["255.255.255.255", "reserved, and the limited broadcast"],
+    ["169.254.169.254", expect.stringContaining("metadata.google.internal")],
+    ["169.254.170.2", "AWS ECS task metadata"],
+    ["168.63.129.16", "Azure wire server"],
+    ["100.100.100.200", "Alibaba Cloud metadata"],
+    ["fd00:ec2::254", "AWS instance metadata (IPv6)"],
+    ["fd20:ce::254", "GCP metadata (IPv6)"],
+    ["::", "not global unicast"],
+    ["::1", "not global unicast"],
+    ["::10.0.0.1", "not global unicast"],
+    ["100::1", "not global unicast"],
+    ["64:ff9b:1::1", "not global unicast"],
+    ["fc00::1", "not global unicast"],
+    ["fd12:3456::1", "not global unicast"],
+    ["fe80::1", "not global unicast"],
+    ["fec0::1", "not global unicast"],
+    ["ff02::1", "not global unicast"],
+    ["4000::1", "not global unicast"],
+    ["2001::1", expect.stringContaining("Teredo")],
+    ["2001:2::1", expect.stringContaining("benchmarking")],
+    ["2001:db8::1", "documentation"],
+    ["3fff::1", "documentation"],
+    ["::ffff:10.0.0.1", "private"],
+    ["::ffff:168.63.129.16", "Azure wire server"],
+    ["64:ff9b::10.0.0.1", "private, behind NAT64"],
+    ["64:ff9b::a9fe:a9fe", expect.stringContaining("instance metadata")],
+    ["64:ff9b::198.18.0.1", "benchmarking, behind NAT64"],
+    ["2002:a00:1::1", "private, behind 6to4"],
+    ["2002:7f00:1::", "loopback, behind 6to4"],
+    ["not-an-ip", "not an IP address"],
+    ["fe80::1%eth0", "not an IP address"],
+  ])("%s is internal: %s", (ip, kind) => {
+    expect(addressKind(ip)).toEqual(kind);
+    expect(isInternalAddress(ip)).toBe(true);
+  });
 
-  it.each(["203.0.113.7", "8.8.8.8", "172.32.0.1", "100.128.0.1", "192.169.0.1", "2001:db8::1", "::ffff:203.0.113.7"])(
-    "%s is not",
-    (ip) => expect(isInternalAddress(ip)).toBe(false),
-  );
+  it.each([
+    "8.8.8.8",
+    "1.1.1.1",
+    "172.32.0.1",
+    "100.128.0.1",
+    "192.169.0.1",
+    "198.20.0.1",
+    "223.255.255.255",
+    "2606:4700::1111",
+    "2a00:1450:4001::1",
+    "::ffff:8.8.8.8",
+    "64:ff9b::8.8.8.8",
+    "2002:808:808::1",
+  ])("%s is public", (ip) => {
+    expect(addressKind(ip)).toBeUndefined();
+    expect(isInternalAddress(ip)).toBe(false);
+  });
+
+  it("holds the installation's cluster ranges internal, also behind NAT64, and a test installation's documentation ranges public", () => {
+    const ranges = addressRangesOf({
+      egress: {
+        clusterRanges: ["11.0.0.0/16", "2600:1f00::/56"],
+        publicTestRanges: ["198.51.100.10/32", "2001:db8:1::/48"],
+      },
+    });
+    expect(addressKind("11.0.3.4", ranges)).toBe("the cluster's range 11.0.0.0/16");
+    expect(addressKind("64:ff9b::b00:304", ranges)).toBe("the cluster's range 11.0.0.0/16");
+    expect(addressKind("2600:1f00::9", ranges)).toBe("the cluster's range 2600:1f00::/56");
+    expect(isInternalAddress("11.1.0.1", ranges)).toBe(false);
+    // Public for this installation: its stand-in's address, nothing more of the block.
+    expect(isInternalAddress("198.51.100.10", ranges)).toBe(false);
+    expect(isInternalAddress("198.51.100.11", ranges)).toBe(true);
+    expect(isInternalAddress("2001:db8:1::5", ranges)).toBe(false);
+    // The same address without the installation's word: the one-argument call (the cache agent's).
+    expect(isInternalAddress("11.0.3.4")).toBe(false);
+    expect(isInternalAddress("198.51.100.10")).toBe(true);
+  });
+
+  it("refuses a public test range outside the documentation blocks and a range that is no range, each by its field", () => {
+    expect(() =>
+      addressRangesOf({
+        egress: { clusterRanges: ["10.0.0.1/8", "x"], publicTestRanges: ["10.0.0.0/8", "198.51.0.0/16"] },
+      }),
+    ).toThrow(
+      new RegExp(
+        [
+          "egress\\.clusterRanges\\[0\\]: .*network address",
+          "egress\\.clusterRanges\\[1\\]: .*not an address range",
+          "egress\\.publicTestRanges\\[0\\]: 10\\.0\\.0\\.0/8 is not inside a documentation range",
+          "egress\\.publicTestRanges\\[1\\]: 198\\.51\\.0\\.0/16 is not inside",
+        ].join(".*"),
+      ),
+    );
+    expect(() => addressRangesOf({ egress: { clusterRanges: "10.0.0.0/8" } })).toThrow(
+      /egress\.clusterRanges: must be a list/,
+    );
+    expect(addressRangesOf({})).toEqual(NO_RANGES);
+  });
+
+  it("parses a range or a bare address, and refuses a prefix past the width", () => {
+    expect(parseCidr("10.96.0.0/12")).toMatchObject({ ok: true, cidr: { v6: false, bits: 12 } });
+    expect(parseCidr("fd00:10::")).toMatchObject({ ok: true, cidr: { v6: true, bits: 128 } });
+    expect(parseCidr("10.0.0.0/33")).toMatchObject({ ok: false, message: expect.stringMatching(/at most \/32/) });
+    expect(parseCidr("example.com/8")).toMatchObject({ ok: false });
+  });
 });
 
 it("egressLogPath names the Sandbox", () => {

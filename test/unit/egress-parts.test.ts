@@ -3,7 +3,7 @@
 // one Event per refused host, counters) and the rendered manifests.
 import { baseListOf, EGRESS_ADMIN_PORT, EGRESS_PROXY_PORT } from "../../api/egress-point";
 import { orchestratorPeer, sandboxPodsPeer } from "../../api/sandbox-policies";
-import { EgressIndex } from "../../egress/index";
+import { EgressIndex, relistInterval } from "../../egress/index";
 import { SandboxLimits, envCount } from "../../egress/limits";
 import { EVENTS_IN_FLIGHT_MAX, EgressRecord, REFUSED_HOSTS_MAX } from "../../egress/record";
 import { POD_CONFIGMAP, egressManifests } from "../../egress/egress-manifests";
@@ -49,6 +49,30 @@ describe("EgressIndex", () => {
     expect(index.lookup("10.0.0.6")).toBeUndefined();
     index.onPod(pod("p3", "a", "10.0.0.7", "Running", false), false);
     expect(index.lookup("10.0.0.7")).toBeUndefined();
+  });
+
+  // Decision 0068: the network plugin frees the address at teardown, before the pod object goes.
+  it("forgets a pod's address as soon as it is terminating (deletionTimestamp), while the pod is still there", () => {
+    const index = new EgressIndex(base);
+    index.onSandbox(sbx("a", ["only-a.example"]), false);
+    index.onPod(pod("p1", "a", "10.0.0.5", "Running"), false);
+    expect(index.lookup("10.0.0.5")?.ref.name).toBe("a");
+    const terminating = pod("p1", "a", "10.0.0.5", "Running");
+    index.onPod(
+      { ...terminating, metadata: { ...terminating.metadata, deletionTimestamp: "2026-12-07T06:00:00Z" } },
+      false,
+    );
+    expect(index.lookup("10.0.0.5")).toBeUndefined();
+    expect(index.sizes).toMatchObject({ pods: 0, sandboxes: 1 });
+  });
+
+  it("reads JR2_EGRESS_RELIST_INTERVAL from 1s to 10m, 10s unset", () => {
+    expect(relistInterval({})).toBe(10_000);
+    expect(relistInterval({ JR2_EGRESS_RELIST_INTERVAL: "2s" })).toBe(2_000);
+    expect(() => relistInterval({ JR2_EGRESS_RELIST_INTERVAL: "500ms" })).toThrow(
+      /JR2_EGRESS_RELIST_INTERVAL=500ms is not from 1s to 10m/,
+    );
+    expect(() => relistInterval({ JR2_EGRESS_RELIST_INTERVAL: "soon" })).toThrow(/not a positive Go duration/);
   });
 
   it("gives a reused address to the newest pod; the old pod's late delete leaves it", () => {
@@ -240,6 +264,12 @@ describe("egressManifests", () => {
       { name: "JR2_POD_CONFIG_FILE", value: "/etc/jr2/pod/pod.yaml" },
     ]);
     expect(one("Service").spec.ports.map((p: { port: number }) => p.port)).toEqual([3128, 9091]);
+  });
+
+  // Decision 0068: names are looked up absolute (egress/proxy.ts); no dotted name tries a search domain first.
+  it("keeps the cluster's resolver with ndots 1", () => {
+    const spec = one("Deployment").spec.template.spec;
+    expect([spec.dnsPolicy, spec.dnsConfig]).toEqual([undefined, { options: [{ name: "ndots", value: "1" }] }]);
   });
 
   it("refuses the companions' namespace as a Sandbox namespace", () => {

@@ -293,7 +293,12 @@ describe("the pod config", () => {
           continuity: async () => ({ kind: "present" as const }),
           destroy: async () => undefined,
         } as unknown as SandboxGateway;
-        const reg = new WorkspaceRegistry({ gateway, watch: {} as unknown as SandboxWatch, credentials: [], podConfig });
+        const reg = new WorkspaceRegistry({
+          gateway,
+          watch: {} as unknown as SandboxWatch,
+          credentials: [],
+          podConfig,
+        });
         return { reg, placed };
       };
       const body = (runtimeClassName?: string) => ({
@@ -526,5 +531,31 @@ describe("the pod config", () => {
       expect(message).toContain("custodian.held[0].origins: ");
       expect(message.split("; ")).toHaveLength(3);
     });
+  });
+});
+
+// Decision 0068: the installation's address ranges, which the egress point reads from this file.
+describe("egress.clusterRanges and egress.publicTestRanges", () => {
+  it("takes CIDRs, and a public test range inside a documentation block only", () => {
+    const c = parsePodConfig(
+      JSON.stringify({
+        egress: { clusterRanges: ["11.0.0.0/16", "fd00:10::/64"], publicTestRanges: ["198.51.100.10/32"] },
+      }),
+      FILE,
+    );
+    expect(c.egress).toEqual({
+      allow: [],
+      clusterRanges: ["11.0.0.0/16", "fd00:10::/64"],
+      publicTestRanges: ["198.51.100.10/32"],
+    });
+  });
+
+  it("refuses a range that is none and a public test range outside the documentation blocks, by field", () => {
+    expect(refusal(JSON.stringify({ egress: { clusterRanges: ["10.0.0.0/40"] } }))).toMatch(
+      /egress\.clusterRanges\[0\]: .*at most \/32/,
+    );
+    expect(refusal(JSON.stringify({ egress: { publicTestRanges: ["8.8.8.0/24"] } }))).toMatch(
+      /egress\.publicTestRanges\[0\]: 8\.8\.8\.0\/24 is not inside a documentation range/,
+    );
   });
 });
