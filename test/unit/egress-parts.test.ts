@@ -1,7 +1,9 @@
 // The egress point's pure parts (egress/, docs/decisions/0051): the index (address -> Sandbox ->
 // compiled list, from pod and Sandbox events), the per-Sandbox limits, the record (bounded logs,
 // one Event per refused host, counters) and the rendered manifests.
-import { baseListOf, EGRESS_ADMIN_PORT, EGRESS_PROXY_PORT } from "../../api/egress-point";
+import { parse as parseYaml } from "yaml";
+import { addressRangesOf, baseListOf, EGRESS_ADMIN_PORT, EGRESS_PROXY_PORT, NO_RANGES } from "../../api/egress-point";
+import { orchestratorManifests } from "../../orchestrator/orchestrator-manifests";
 import { orchestratorPeer, sandboxPodsPeer } from "../../api/sandbox-policies";
 import { EgressIndex, relistInterval } from "../../egress/index";
 import { SandboxLimits, envCount } from "../../egress/limits";
@@ -270,6 +272,17 @@ describe("egressManifests", () => {
   it("keeps the cluster's resolver with ndots 1", () => {
     const spec = one("Deployment").spec.template.spec;
     expect([spec.dnsPolicy, spec.dnsConfig]).toEqual([undefined, { options: [{ name: "ndots", value: "1" }] }]);
+  });
+
+  // Decision 0068: only a test installation calls a documentation range public. The chart's default
+  // podConfig is {} too (test/unit/scripts-helm-chart.test.ts).
+  it("ships a pod config that calls no range public: the release's ConfigMap sets no egress.publicTestRanges", () => {
+    const cm = (orchestratorManifests({ image: "img:1" }) as Obj[]).find(
+      (o) => o.kind === "ConfigMap" && o.metadata.name === POD_CONFIGMAP,
+    ) as Obj & { data: Record<string, string> };
+    const doc = parseYaml(cm.data["pod.yaml"]);
+    expect(addressRangesOf(doc)).toEqual(NO_RANGES);
+    expect(JSON.stringify(doc)).not.toContain("publicTestRanges");
   });
 
   it("refuses the companions' namespace as a Sandbox namespace", () => {
