@@ -74,6 +74,7 @@ type PodEntry = { uid: string; ref: SandboxRef; ips: string[] };
 /** How often each watch lists again (JR2_EGRESS_RELIST_INTERVAL's default): the longest a stalled
  * watch leaves a gone pod's address or a narrowed list in force. */
 export const EGRESS_RELIST_DEFAULT_MS = 10_000;
+const ENDED_KEPT_MS = 15 * 60_000;
 
 /** JR2_EGRESS_RELIST_INTERVAL, from 1s to 10m; throws naming the variable and the fix. */
 export function relistInterval(env: NodeJS.ProcessEnv): number {
@@ -142,7 +143,11 @@ export class EgressIndex {
     const ended =
       pod.status?.phase === "Succeeded" || pod.status?.phase === "Failed" || !!pod.metadata?.deletionTimestamp;
     this.#dropPod(uid);
-    if (deleted || ended || !name || labels[MANAGED_BY_LABEL] !== MANAGED_BY) return;
+    // Ending is for good (no pod comes back from a deletionTimestamp or a terminal phase): a relist's
+    // answer read before it and handed over after (the library's relist races its watch) must not
+    // give the address back.
+    if (ended) this.#ended(uid);
+    if (deleted || ended || this.#gone.has(uid) || !name || labels[MANAGED_BY_LABEL] !== MANAGED_BY) return;
     const ips = [
       ...new Set(
         [pod.status?.podIP, ...(pod.status?.podIPs ?? []).map((p) => p?.ip)].filter((ip): ip is string => !!ip),
@@ -153,6 +158,18 @@ export class EgressIndex {
     this.#pods.set(uid, entry);
     // The newest pod to claim an address holds it (the older one's delete may not have come yet).
     for (const ip of ips) this.#ips.set(ip, uid);
+  }
+
+  /** Pods seen ending (uid -> when), kept ENDED_KEPT_MS: longer than any relist's answer takes. */
+  readonly #gone = new Map<string, number>();
+
+  #ended(uid: string, now = Date.now()): void {
+    this.#gone.delete(uid);
+    this.#gone.set(uid, now);
+    for (const [old, at] of this.#gone) {
+      if (now - at < ENDED_KEPT_MS) break;
+      this.#gone.delete(old);
+    }
   }
 
   #dropPod(uid: string): void {

@@ -66,6 +66,9 @@ describe("EgressIndex", () => {
     );
     expect(index.lookup("10.0.0.5")).toBeUndefined();
     expect(index.sizes).toMatchObject({ pods: 0, sandboxes: 1 });
+    // A relist's older answer, handed over after, gives nothing back.
+    index.onPod(pod("p1", "a", "10.0.0.5", "Running"), false);
+    expect(index.lookup("10.0.0.5")).toBeUndefined();
   });
 
   it("reads JR2_EGRESS_RELIST_INTERVAL from 1s to 10m, 10s unset", () => {
