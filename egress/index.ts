@@ -211,8 +211,8 @@ export class EgressIndex {
  * and a narrowed list in force. The library's own relist is the check (decision 0068): every
  * `relistMs` each watch lists again and hands the index every difference from what it delivered
  * (a pod gone or terminating, a list changed), so a stalled watch costs at most that long. Its
- * other guards are slower: the stream's silence limit arms only after a first event (and the
- * library asks for no bookmarks), and the HTTP client's body timeout is minutes. A difference
+ * other guards are slower or absent: the stream's silence limit (10 minutes) arms only after a
+ * first event, the library asks for no bookmarks, and its HTTP client has no body timeout. A difference
  * found after the first list is counted (`corrections`): the watch had not delivered it yet.
  */
 export function watchIndex(
