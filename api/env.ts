@@ -66,9 +66,9 @@ export const CACHE_AGENT_ENV = {
   /** Internal git hosts the installation vouches for (`host`, `host:port` or an IP literal,
    * comma-separated): the only internal addresses a Repo's url may reach (decision 0066). */
   vouchedHosts: "JR2_CACHE_VOUCHED_HOSTS",
-  /** The most Repos one namespace may have cached on a node (default 64). */
+  /** The most Repos one namespace may have cached on a node (default 128). */
   maxRepos: "JR2_CACHE_MAX_REPOS",
-  /** The most bytes one namespace's caches may take on a node's disk (a quantity, default 10Gi). */
+  /** The most bytes one namespace's caches may take on a node's disk (a quantity, default 20Gi). */
   maxBytes: "JR2_CACHE_MAX_BYTES",
 } as const;
 

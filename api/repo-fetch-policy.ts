@@ -164,7 +164,7 @@ export function internalAddressRefusal(
 
 export type CacheBounds = { maxRepos: number; maxBytes: number };
 
-export const DEFAULT_CACHE_BOUNDS: CacheBounds = { maxRepos: 64, maxBytes: 10 * 2 ** 30 };
+export const DEFAULT_CACHE_BOUNDS: CacheBounds = { maxRepos: 128, maxBytes: 20 * 2 ** 30 };
 
 const UNITS: Record<string, number> = {
   "": 1,
