@@ -233,14 +233,21 @@ describe("a cache agent with that account's own token", () => {
       [CACHE_AGENT_ENV.vouchedHosts]: "127.0.0.1",
     });
     try {
-      const on = (namespace: string, phase: string) =>
+      const on = (namespace: string, name: string, phase: string) =>
         waitFor(
-          `Repo ${namespace}/app's entry for ${node} to say ${phase}`,
-          () => K8s(RepoModel).InNamespace(namespace).Get("app"),
+          `Repo ${namespace}/${name}'s entry for ${node} to say ${phase}`,
+          () => K8s(RepoModel).InNamespace(namespace).Get(name),
           (r) => r.status?.nodes?.[node]?.phase === phase,
         ).then((r) => r.status!.nodes![node]);
-      expect(await on(optedIn.name, "Present")).toMatchObject({ phase: "Present" });
-      const left = await on(other.name, "Failed");
+      // A new Repo (one another node already holds waits for a Sandbox here to ask).
+      await K8s(RepoModel).Apply({
+        apiVersion: "core.jr2.dev/v1alpha1",
+        kind: "Repo",
+        metadata: { name: "app-listed", namespace: optedIn.name },
+        spec: { url: server!.url("app.git"), secretRef: { name: "git-token" } },
+      });
+      expect(await on(optedIn.name, "app-listed", "Present")).toMatchObject({ phase: "Present" });
+      const left = await on(other.name, "app", "Failed");
       expect(left).toMatchObject({ phase: "Failed", reason: "NamespaceNotEnabled" });
       expect(left.error).toContain(`namespace "${other.name}" has not opted in to holding Sandboxes`);
       expect(left.error).not.toContain("may not read Secret");

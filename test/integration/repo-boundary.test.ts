@@ -170,8 +170,10 @@ describe("tenant B and tenant A's cache through a file url (item 1)", () => {
     expect(entry).toMatchObject({ phase: "Failed", reason: "LocalUrl" });
     expect(entry?.error).toContain("spec.url is a local path");
     expect(existsSync(join(tmp, `cache-${node}`, tenantB.name))).toBe(false);
-    // The same agent fetches A's network url: it is the url it refused, not the namespace.
-    expect(await entryOf(tenantA.name, "private", node, (e) => e?.phase === "Present")).toMatchObject({
+    // The same agent fetches a network url of B's (a new Repo: one other nodes already hold waits
+    // for a Sandbox here to ask): it is the url it refused, not the namespace.
+    await applyRepo(tenantB.name, "network", remote);
+    expect(await entryOf(tenantB.name, "network", node, (e) => e?.phase === "Present")).toMatchObject({
       phase: "Present",
     });
   });
