@@ -60,7 +60,26 @@ export const CACHE_AGENT_ENV = {
   cacheRoot: "JR2_CACHE_ROOT",
   evictAfter: "JR2_CACHE_EVICT_AFTER",
   cloneTimeout: "JR2_CACHE_CLONE_TIMEOUT",
+  /** The opted-in namespaces, comma-separated, as the build read them (api/sandbox-namespaces.ts):
+   * only their Repos are fetched (decision 0066). Its DaemonSet writes the build's list. */
+  sandboxNamespaces: BUILD_ENV.sandboxNamespaces,
+  /** Internal git hosts the installation vouches for (`host`, `host:port` or an IP literal,
+   * comma-separated): the only internal addresses a Repo's url may reach (decision 0066). */
+  vouchedHosts: "JR2_CACHE_VOUCHED_HOSTS",
+  /** The most Repos one namespace may have cached on a node (default 128). */
+  maxRepos: "JR2_CACHE_MAX_REPOS",
+  /** The most bytes one namespace's caches may take on a node's disk (a quantity, default 20Gi). */
+  maxBytes: "JR2_CACHE_MAX_BYTES",
 } as const;
+
+/**
+ * Local mode's switch (decision 0066): directories under which a Repo's url may be a local path
+ * (absolute, comma-separated). Set only by the local runners (dev/local-operator.ts,
+ * dev/local-cache-agent.ts) for `npm start` and the test tiers that run the module and the agents
+ * as processes; no built manifest or chart ever carries it, so in a cluster a Repo's url is a
+ * network remote, refused by admission and by the agent's git otherwise.
+ */
+export const LOCAL_REPO_ROOTS_ENV = "JR2_LOCAL_REPO_ROOTS";
 
 /** Where the node caches live: `JR2_CACHE_ROOT`, unset or empty the default. The operator (the
  * pods' mounts, the pod guard) and the cache agents read it through this one function, so the two

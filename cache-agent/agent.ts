@@ -9,11 +9,33 @@
 // namespace's Secret, and only if the Secret declares itself a credential for the url
 // (credentials.ts). Which caches pods here may mount is read from the Sandboxes it watches: the
 // agent lists no pods and reads Secrets only where the installation bound it.
+//
+// What it fetches at all (decision 0066, api/repo-fetch-policy.ts): Repos of the namespaces the
+// installation opted in, whose url is a network remote whose host resolves to no internal address
+// (unless the installation vouches for it), within what one namespace may cache on a node (a count
+// of Repos and bytes on disk). Anything else is never handed to git, and the Repo's node entry
+// says which rule it met (`reason`), with the figure and the fix.
 import { existsSync } from "node:fs";
-import { mkdir } from "node:fs/promises";
+import { lookup } from "node:dns/promises";
+import { mkdir, readdir, lstat, realpath } from "node:fs/promises";
+import { isIP } from "node:net";
 import { join } from "node:path";
 import { K8s } from "kubernetes-fluent-client";
 import { RepoModel, SandboxModel, type RepoNode } from "../api/crd";
+import { REPO_NODE_REASON } from "../api/crd/sources/repo";
+import type { EgressRule } from "../api/egress-point";
+import {
+  DEFAULT_CACHE_BOUNDS,
+  byteRefusal,
+  internalAddressRefusal,
+  isLocalRepoUrl,
+  localUrlRefusal,
+  namespaceNotOptedIn,
+  remoteEndpoint,
+  repoCountRefusal,
+  underDirectory,
+  type CacheBounds,
+} from "../api/repo-fetch-policy";
 import { checkRepoUrl, repoKey } from "../api/repo-identity";
 import { parseGoDuration } from "../lib/duration";
 import { kubeRequest, paths } from "../lib/kube";
@@ -30,7 +52,43 @@ import {
   pin,
   type EnsureOptions,
   type GitCreds,
+  type GitOptions,
 } from "./bare-checkouts";
+
+type Reason = (typeof REPO_NODE_REASON)[keyof typeof REPO_NODE_REASON];
+
+/** A fetch the agent will not make (decision 0066): nothing is handed to git; the node entry says why. */
+export class FetchRefused extends Error {
+  constructor(
+    readonly reason: Reason,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** Bytes a directory tree takes on disk (allocated blocks), symlinks not followed; 0 when absent. */
+export async function diskBytes(dir: string): Promise<number> {
+  let total = 0;
+  let entries;
+  try {
+    entries = await readdir(dir, { withFileTypes: true });
+  } catch {
+    return 0;
+  }
+  for (const e of entries) {
+    const p = join(dir, e.name);
+    if (e.isDirectory()) total += await diskBytes(p);
+    else {
+      const st = await lstat(p).catch(() => undefined);
+      if (st) total += st.blocks * 512;
+    }
+  }
+  return total;
+}
+
+/** Every address a name resolves to, as the egress point asks (all of them, each judged). */
+const resolveAll = async (host: string) => (await lookup(host, { all: true, verbatim: true })).map((a) => a.address);
 
 type Log = (level: "info" | "warn", msg: string, fields?: Record<string, unknown>) => void;
 
@@ -53,6 +111,8 @@ type Tracked = {
    * yet, decision 0046): the attempts so far, and the timer of the next. */
   refusals?: number;
   refusedTimer?: NodeJS.Timeout;
+  /** Past its namespace's count bound at its last sync: tried again when a Repo there goes. */
+  overCount?: boolean;
 };
 
 const DEFAULT_INTERVAL_MS = 5 * 60_000;
@@ -64,6 +124,19 @@ export type AgentOptions = {
   sweepEveryMs?: number;
   /** Passed to every clone (the 20-minute bound lives there). */
   git?: EnsureOptions;
+  /** The opted-in namespaces (decision 0066): only their Repos are fetched. Undefined: every
+   * namespace, which main.ts allows in local mode alone. */
+  namespaces?: ReadonlySet<string>;
+  /** Local mode's roots (api/repo-fetch-policy.ts localRepoRootsFrom): undefined, no local url. */
+  localRoots?: readonly string[];
+  /** The internal git hosts the installation vouches for. */
+  vouched?: readonly EgressRule[];
+  /** What one namespace may cache on this node. Default DEFAULT_CACHE_BOUNDS. */
+  bounds?: CacheBounds;
+  /** Name resolution (default: the system resolver, every address). */
+  resolve?: (host: string) => Promise<string[]>;
+  /** How often a running fetch measures its namespace's bytes against the bound. Default 2 s. */
+  byteCheckEveryMs?: number;
 };
 
 export const DEFAULT_EVICT_AFTER_MS = 60 * 60_000;
@@ -85,6 +158,7 @@ export class CacheAgent {
   #stopped = false;
   readonly #evictAfterMs: number;
   readonly #sweepEveryMs: number;
+  readonly #bounds: CacheBounds;
 
   constructor(
     readonly node: string,
@@ -94,11 +168,19 @@ export class CacheAgent {
   ) {
     this.#evictAfterMs = opts.evictAfterMs ?? DEFAULT_EVICT_AFTER_MS;
     this.#sweepEveryMs = opts.sweepEveryMs ?? Math.max(100, Math.min(this.#evictAfterMs / 2, 60_000));
+    this.#bounds = opts.bounds ?? DEFAULT_CACHE_BOUNDS;
   }
 
   onRepo(repo: RepoModel, deleted: boolean) {
-    const name = `${repo.metadata?.namespace}/${repo.metadata?.name}`;
+    const namespace = repo.metadata?.namespace ?? "";
+    const name = `${namespace}/${repo.metadata?.name}`;
     const held = this.#repos.get(name);
+    if (!deleted && this.opts.namespaces && !this.opts.namespaces.has(namespace)) {
+      // Not opted in (decision 0066): never fetched here, whatever its url; said once on its entry.
+      if (held) this.#untrack(name, held);
+      void this.#sayOnce(repo, REPO_NODE_REASON.NamespaceNotEnabled, namespaceNotOptedIn(namespace));
+      return;
+    }
     let key: string | undefined;
     try {
       // The operator's rule (its status.error says why): a url that climbs or carries a
@@ -120,7 +202,7 @@ export class CacheAgent {
     }
     if (held?.timer) clearInterval(held.timer);
     if (!key) {
-      this.#repos.delete(name);
+      if (held) this.#untrack(name, held);
       return;
     }
     // First sight (a restarted agent): its node's entry says when it last fetched, so Sandboxes
@@ -141,6 +223,29 @@ export class CacheAgent {
     this.#arm(name, tracked, interval);
     // A new Repo (or a new url) is cloned at once, unless it was left evicted here.
     void this.sync(name);
+  }
+
+  /** A Repo no longer fetched here: its timers stop, and a Repo of its namespace held back by the
+   * count bound is tried again (the bound may now admit it). */
+  #untrack(name: string, held: Tracked) {
+    if (held.timer) clearInterval(held.timer);
+    if (held.refusedTimer) clearTimeout(held.refusedTimer);
+    this.#repos.delete(name);
+    const ns = held.repo.metadata?.namespace;
+    for (const [other, t] of this.#repos) if (t.overCount && t.repo.metadata?.namespace === ns) void this.sync(other);
+  }
+
+  /** Writes this node's entry for a Repo the agent does not track, only when it says something new
+   * (the write comes back as a watch event: said once, never a loop). */
+  async #sayOnce(repo: RepoModel, reason: Reason, message: string) {
+    const now = repo.status?.nodes?.[this.node];
+    if (now?.reason === reason && now.error === message && now.phase === "Failed") return;
+    await this.#report(repo, { phase: "Failed", reason, error: message }).catch((e) =>
+      this.log("warn", "Repo status not written", {
+        repo: `${repo.metadata?.namespace}/${repo.metadata?.name}`,
+        err: String(e),
+      }),
+    );
   }
 
   /**
@@ -216,21 +321,49 @@ export class CacheAgent {
   async #sync(name: string, t: Tracked) {
     const { repo, key, id } = t;
     const url = repo.spec?.url ?? "";
-    const nsDir = join(this.root, repo.metadata!.namespace!);
+    const namespace = repo.metadata!.namespace!;
+    const nsDir = join(this.root, namespace);
     // The last good fetch: this agent's memory, else what its node's entry said when it started.
     const lastGood = t.lastFetch ? new Date(t.lastFetch).toISOString() : repo.status?.nodes?.[this.node]?.fetchedAt;
+    const watch = new AbortController();
+    let byteTimer: NodeJS.Timeout | undefined;
     try {
+      // Before any git (decision 0066): where the url points, and what the namespace may cache.
+      const where = await this.#admit(t, url, nsDir);
       // Before any git: a Secret that may not be sent to this url is never handed to git.
       const creds = await this.#creds(repo);
       // Cloning only when there is no cache yet: a fetch into a present cache never says less.
       if (!existsSync(join(this.root, id))) await this.#report(repo, { phase: "Cloning" });
       await mkdir(nsDir, { recursive: true, mode: 0o755 });
-      const { dir, created } = await ensureCache(nsDir, key, url, creds, this.opts.git);
+      // The byte bound holds during the fetch too: a fetch that takes the namespace past it stops.
+      const { maxBytes } = this.#bounds;
+      let over: number | undefined;
+      byteTimer = setInterval(() => {
+        void diskBytes(nsDir).then((used) => {
+          if (used > maxBytes && !watch.signal.aborted) {
+            over = used;
+            watch.abort("the namespace's byte bound");
+          }
+        });
+      }, this.opts.byteCheckEveryMs ?? 2000);
+      byteTimer.unref?.();
+      const gitOpts: GitOptions = { ...where, signal: watch.signal };
+      const stopped = (err: unknown) => {
+        if (over !== undefined)
+          throw new FetchRefused(REPO_NODE_REASON.ByteBound, byteRefusal(namespace, over, maxBytes));
+        throw err;
+      };
+      const { dir, created } = await ensureCache(nsDir, key, url, creds, { ...this.opts.git, ...gitOpts }).catch(
+        stopped,
+      );
       if (created) {
         this.#lastUsed.set(id, Date.now());
         this.#owned.set(id, true);
       }
-      const { fetchedAt } = created ? { fetchedAt: new Date() } : await fetchCache(dir, url, creds);
+      const { fetchedAt } = created
+        ? { fetchedAt: new Date() }
+        : await fetchCache(dir, url, creds, gitOpts).catch(stopped);
+      clearInterval(byteTimer);
       t.lastFetch = fetchedAt.getTime();
       t.refusals = 0;
       await this.#report(repo, { phase: "Present", fetchedAt: fetchedAt.toISOString() });
@@ -239,18 +372,76 @@ export class CacheAgent {
       this.log("info", "Repo cache fetched", { repo: name, key: id });
       await consolidate(dir);
     } catch (err) {
+      if (byteTimer) clearInterval(byteTimer);
       const message = explain(err instanceof Error ? err.message : String(err), repo.spec?.secretRef?.name);
       this.log("warn", "Repo cache not fetched", { repo: name, key: id, err: message });
+      const reason = err instanceof FetchRefused ? { reason: err.reason } : {};
       // Present with an error: a stale cache still serves; Failed: there is none.
       const entry: RepoNode =
         lastGood && existsSync(join(this.root, id))
-          ? { phase: "Present", fetchedAt: lastGood, error: message }
-          : { phase: "Failed", error: message };
+          ? { phase: "Present", fetchedAt: lastGood, error: message, ...reason }
+          : { phase: "Failed", error: message, ...reason };
       await this.#report(repo, entry).catch((e) =>
         this.log("warn", "Repo status not written", { repo: name, err: String(e) }),
       );
       if (err instanceof SecretReadRefused) this.#retryRefused(name, t);
     }
+  }
+
+  /**
+   * What a fetch of this Repo may do, or FetchRefused (decision 0066), in order: a local url
+   * (local mode's roots only, never under this agent's own caches), the namespace's count of Repos
+   * (the oldest first), its bytes on this node, then where the url's host resolves (an internal
+   * address only for a host the installation vouches for). Returns the git options that hold git
+   * to it: file:// for an admitted local path, the judged address for a name.
+   */
+  async #admit(t: Tracked, url: string, nsDir: string): Promise<Pick<GitOptions, "allowFile" | "pin">> {
+    const namespace = t.repo.metadata!.namespace!;
+    const local = isLocalRepoUrl(url);
+    if (local) {
+      const why = localUrlRefusal(url, this.opts.localRoots);
+      if (why) throw new FetchRefused(REPO_NODE_REASON.LocalUrl, `spec.url ${why}`);
+      // git follows links: the directory itself, judged where it really is.
+      const path = url.trim().startsWith("/") ? url.trim() : decodeURIComponent(new URL(url.trim()).pathname);
+      const real = await realpath(path).catch(() => path);
+      const segments = real.split("/").filter(Boolean);
+      const roots = this.opts.localRoots ?? [];
+      if (
+        underDirectory(segments, await realpath(this.root).catch(() => this.root)) ||
+        !roots.some((r) => underDirectory(segments, r))
+      )
+        throw new FetchRefused(
+          REPO_NODE_REASON.LocalUrl,
+          "spec.url is a local path inside the cache agent's own caches (or links out of the local mode's roots): name the repository itself",
+        );
+    }
+    const { maxRepos, maxBytes } = this.#bounds;
+    const siblings = [...this.#repos.values()]
+      .filter((x) => x.repo.metadata?.namespace === namespace)
+      .sort(
+        (a, b) =>
+          Date.parse(String(a.repo.metadata?.creationTimestamp ?? 0)) -
+            Date.parse(String(b.repo.metadata?.creationTimestamp ?? 0)) ||
+          String(a.repo.metadata?.name).localeCompare(String(b.repo.metadata?.name)),
+      );
+    t.overCount = siblings.indexOf(t) >= maxRepos;
+    if (t.overCount)
+      throw new FetchRefused(REPO_NODE_REASON.RepoCountBound, repoCountRefusal(namespace, siblings.length, maxRepos));
+    const used = await diskBytes(nsDir);
+    if (used >= maxBytes) throw new FetchRefused(REPO_NODE_REASON.ByteBound, byteRefusal(namespace, used, maxBytes));
+    if (local) return { allowFile: true };
+    const at = remoteEndpoint(url);
+    let addresses: string[];
+    try {
+      addresses = isIP(at.host) ? [at.host] : await (this.opts.resolve ?? resolveAll)(at.host);
+      if (!addresses.length) throw Object.assign(new Error("no address"), { code: "ENOTFOUND" });
+    } catch (err) {
+      const code = String((err as NodeJS.ErrnoException).code ?? "ENOTFOUND");
+      throw new Error(`spec.url's host ${at.host} did not resolve (${code}): nothing was fetched`);
+    }
+    const why = internalAddressRefusal(at, addresses, this.opts.vouched ?? []);
+    if (why) throw new FetchRefused(REPO_NODE_REASON.InternalAddress, `spec.url ${why}`);
+    return isIP(at.host) ? {} : { pin: { scheme: at.scheme, host: at.host, port: at.port, address: addresses[0] } };
   }
 
   /** A refused Secret read is asked again at 1 s, doubling to 5 min: a grant the operator writes
@@ -290,7 +481,7 @@ export class CacheAgent {
     const { namespace, name } = repo.metadata!;
     const path = paths.repoStatus(namespace!, name!);
     // Replace the entry whole: a field the new entry lacks (an old error) is sent as null.
-    const value = { fetchedAt: null, error: null, ...entry };
+    const value = { fetchedAt: null, error: null, reason: null, ...entry };
     const updated = await kubeRequest<RepoModel>(
       "PATCH",
       path,

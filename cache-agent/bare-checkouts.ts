@@ -9,13 +9,18 @@
 // timeout, and an environment cleared of inherited GIT_* variables. Credentials travel per command
 // (environment or a temp file) and never reach git config, a stored url, or an error message.
 //
+// Network commands speak only the allowed protocols (never file://, ext:: or fd:: outside local
+// mode), follow no redirect, and connect to the address the agent judged (decision 0066).
+//
 // Callers serialize calls per cache directory (one ensure/fetch/consolidate at a time per key):
 // nothing here locks.
 import { execFile } from "node:child_process";
 import { mkdir, mkdtemp, readdir, rename, rm, rmdir, stat, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
+import { isIP } from "node:net";
 import { redact, urlWithoutCredentials, userinfoOf } from "../lib/redact";
+import { gitProtocolConfig } from "../api/repo-fetch-policy";
 
 /** Credentials for one fetch; never stored. */
 export type GitCreds =
@@ -29,7 +34,18 @@ export type GitOptions = {
   commandTimeoutMs?: number;
   /** Observes the temp dir holding an ssh key, once written (tests assert its modes, and that it goes). */
   onSecretDir?: (dir: string) => void | Promise<void>;
+  /** Local mode only (decision 0066): git may read a file:// url or path. Otherwise it speaks
+   * only the network protocols (api/repo-fetch-policy.ts gitProtocolConfig). */
+  allowFile?: boolean;
+  /** The address the url's host was resolved to and judged by (decision 0066): git connects there
+   * and nowhere a second lookup would say. */
+  pin?: RemotePin;
+  /** Aborts a running network command (the agent's byte bound, decision 0066). */
+  signal?: AbortSignal;
 };
+
+/** Where git is to connect for a url whose host is a name: the address judged, for that host and port. */
+export type RemotePin = { scheme: string; host: string; port: number; address: string };
 
 export type EnsureOptions = GitOptions & {
   /** Bound on the initial clone (its fetch). Default 20 minutes. */
@@ -120,7 +136,13 @@ function baseEnv(): NodeJS.ProcessEnv {
   return { ...env, LC_ALL: "C", GIT_TERMINAL_PROMPT: "0" };
 }
 
-type Run = { cwd?: string; env?: NodeJS.ProcessEnv; timeoutMs: number; secrets?: readonly string[] };
+type Run = {
+  cwd?: string;
+  env?: NodeJS.ProcessEnv;
+  timeoutMs: number;
+  secrets?: readonly string[];
+  signal?: AbortSignal;
+};
 
 /** Runs git; a failure becomes a GitError naming the subcommand, with redacted stderr. */
 export function git(args: string[], run: Run): Promise<string> {
@@ -130,9 +152,19 @@ export function git(args: string[], run: Run): Promise<string> {
     execFile(
       "git",
       args,
-      { cwd: run.cwd, env, encoding: "utf8", timeout: run.timeoutMs, maxBuffer: 16 << 20, windowsHide: true },
+      {
+        cwd: run.cwd,
+        env,
+        encoding: "utf8",
+        timeout: run.timeoutMs,
+        maxBuffer: 16 << 20,
+        windowsHide: true,
+        signal: run.signal,
+      },
       (err, stdout, stderr) => {
         if (!err) return resolve(stdout);
+        if (run.signal?.aborted)
+          return reject(new GitError(`git ${sub} stopped: ${String(run.signal.reason ?? "aborted")}`));
         // err.message repeats the command line (which may hold a url with credentials): not used.
         const timedOut = err.killed === true && (err.signal === "SIGTERM" || err.signal === "SIGKILL");
         const why = timedOut
@@ -159,7 +191,8 @@ async function withCreds<T>(
   opts: GitOptions,
   fn: (env: NodeJS.ProcessEnv) => Promise<T>,
 ): Promise<T> {
-  if (!creds) return fn({});
+  const pinned = sshPinOptions(opts.pin);
+  if (!creds) return fn(pinned.length ? { GIT_SSH_COMMAND: ["ssh", "-o", "BatchMode=yes", ...pinned].join(" ") } : {});
   if (creds.kind === "https-token") {
     // No redirect is followed with a credential: it goes to the url its Secret was declared for
     // and nowhere else (decision 0046); a moved repository is a spec.url to update.
@@ -176,7 +209,7 @@ async function withCreds<T>(
     const key = path.join(dir, "id");
     const keyText = creds.privateKey.endsWith("\n") ? creds.privateKey : `${creds.privateKey}\n`;
     await writeFile(key, keyText, { mode: 0o600, flag: "wx" });
-    const ssh = ["ssh", "-i", shq(key), "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes"];
+    const ssh = ["ssh", "-i", shq(key), "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes", ...pinned];
     if (creds.knownHosts !== undefined) {
       const known = path.join(dir, "known_hosts");
       await writeFile(known, creds.knownHosts, { mode: 0o600, flag: "wx" });
@@ -189,6 +222,41 @@ async function withCreds<T>(
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Where git connects (decision 0066)
+
+/** ssh connects to the judged address; its host key is still the host's name's. */
+function sshPinOptions(pin: RemotePin | undefined): string[] {
+  if (pin?.scheme !== "ssh") return [];
+  return ["-o", shq(`HostName=${pin.address}`), "-o", shq(`HostKeyAlias=${pin.host}`)];
+}
+
+/**
+ * The `-c` arguments and the url a network command runs with: the protocol allowlist, and for a
+ * host that is a name, the address it was judged by. https and http keep their url (TLS checks
+ * the name) and give curl the address (`http.curloptResolve`); git:// names the address in the
+ * url (git's daemon takes no name); ssh's is in its command (withCreds). Pure.
+ */
+export function networkCommand(
+  url: string,
+  opts: Pick<GitOptions, "allowFile" | "pin">,
+): { config: string[]; url: string } {
+  // No redirect, with a credential or without: it would lead git to a host nobody judged (an
+  // internal one), and a moved repository is a spec.url to update (decisions 0046, 0066).
+  const config = [...gitProtocolConfig(opts.allowFile), "-c", "http.followRedirects=false"];
+  const pin = opts.pin;
+  if (!pin) return { config, url };
+  const address = isIP(pin.address) === 6 ? `[${pin.address}]` : pin.address;
+  if (pin.scheme === "https" || pin.scheme === "http")
+    return { config: [...config, "-c", `http.curloptResolve=${pin.host}:${pin.port}:${address}`], url };
+  if (pin.scheme === "git") {
+    const u = new URL(url);
+    u.hostname = address;
+    return { config, url: u.toString() };
+  }
+  return { config, url };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -216,21 +284,44 @@ async function configure(dir: string, url: string, timeoutMs: number): Promise<v
 }
 
 /** The fetch itself: `url` on the command line (credentials in it are used, never stored). */
-async function fetchInto(dir: string, url: string, env: NodeJS.ProcessEnv, timeoutMs: number, secrets: string[]) {
+async function fetchInto(
+  dir: string,
+  url: string,
+  env: NodeJS.ProcessEnv,
+  timeoutMs: number,
+  secrets: string[],
+  opts: GitOptions,
+) {
+  const net = networkCommand(url, opts);
   const args = [
+    ...net.config,
     // Per command as well as in the config, for a cache configured by someone else.
     ...["-c", "gc.auto=0", "-c", "maintenance.auto=false", "-c", "fetch.prune=false"],
     ...["fetch", "--no-prune", "--no-auto-gc", "--no-write-fetch-head", "--no-recurse-submodules", "--quiet"],
     "--",
-    url,
+    net.url,
     ...FETCH_REFSPECS,
   ];
-  await git(args, { cwd: dir, env, timeoutMs, secrets });
+  await git(args, { cwd: dir, env, timeoutMs, secrets, signal: opts.signal });
 }
 
 /** Points the new cache's HEAD at upstream's default branch, when upstream names one. */
-async function setHeadFromRemote(dir: string, url: string, env: NodeJS.ProcessEnv, timeoutMs: number, s: string[]) {
-  const out = await git(["ls-remote", "--symref", "--", url, "HEAD"], { cwd: dir, env, timeoutMs, secrets: s });
+async function setHeadFromRemote(
+  dir: string,
+  url: string,
+  env: NodeJS.ProcessEnv,
+  timeoutMs: number,
+  s: string[],
+  opts: GitOptions,
+) {
+  const net = networkCommand(url, opts);
+  const out = await git([...net.config, "ls-remote", "--symref", "--", net.url, "HEAD"], {
+    cwd: dir,
+    env,
+    timeoutMs,
+    secrets: s,
+    signal: opts.signal,
+  });
   const m = /^ref: (refs\/heads\/\S+)\tHEAD$/m.exec(out);
   if (m) await git(["symbolic-ref", "HEAD", m[1]], { cwd: dir, timeoutMs: DEFAULT_COMMAND_TIMEOUT_MS });
 }
@@ -330,8 +421,8 @@ async function populate(target: string, url: string, creds: GitCreds | undefined
   await git(["config", OWNER_KEY, OWNER], { cwd: target, timeoutMs: cmdTimeout });
   const deadline = Date.now() + (opts.cloneTimeoutMs ?? DEFAULT_CLONE_TIMEOUT_MS);
   await withCreds(creds, opts, async (env) => {
-    await fetchInto(target, url, env, Math.max(1, deadline - Date.now()), secrets);
-    await setHeadFromRemote(target, url, env, Math.max(1, deadline - Date.now()), secrets);
+    await fetchInto(target, url, env, Math.max(1, deadline - Date.now()), secrets, opts);
+    await setHeadFromRemote(target, url, env, Math.max(1, deadline - Date.now()), secrets, opts);
   });
 }
 
@@ -416,7 +507,7 @@ export async function fetchCache(
 ): Promise<{ fetchedAt: Date }> {
   const secrets = secretsOf(url, creds);
   await withCreds(creds, opts, (env) =>
-    fetchInto(dir, url, env, opts.networkTimeoutMs ?? DEFAULT_NETWORK_TIMEOUT_MS, secrets),
+    fetchInto(dir, url, env, opts.networkTimeoutMs ?? DEFAULT_NETWORK_TIMEOUT_MS, secrets, opts),
   );
   return { fetchedAt: new Date() };
 }

@@ -10,6 +10,8 @@
 // Its RBAC (decision 0046): cluster-wide, only what names no credential (Repos, their status,
 // Sandboxes); Secrets `get` only in the Sandbox namespaces the installation lists, each labelled
 // and bound here, and there only the Secrets that namespace's Repos name; no pod reads at all.
+// Which namespaces' Repos it fetches is the same list, in its environment: no Namespace read
+// (decision 0066). Never the local mode's switch (api/env.ts LOCAL_REPO_ROOTS_ENV).
 import {
   COMPANION_NAMESPACE,
   DEFAULT_CACHE_ROOT,
@@ -29,8 +31,14 @@ export type CacheAgentDeployOptions = {
   cacheRoot?: string;
   evictAfter?: string;
   /** The namespaces that hold Sandboxes (api/sandbox-namespaces.ts sandboxNamespacesFrom): each is labelled, and
-   * the agent may read Secrets there and nowhere else. */
+   * the agent may read Secrets there and nowhere else, and fetches only their Repos (decision 0066). */
   sandboxNamespaces: readonly string[];
+  /** Internal git hosts the installation vouches for (`host`, `host:port`, an IP literal): the
+   * build's JR2_CACHE_VOUCHED_HOSTS, the chart's `cacheAgent.vouchedHosts` (decision 0066). */
+  vouchedHosts?: readonly string[];
+  /** What one namespace may cache on a node: a count of Repos and a byte quantity (e.g. 10Gi). */
+  maxRepos?: number;
+  maxBytes?: string;
 };
 
 const labels = { "app.kubernetes.io/name": CACHE_AGENT, ...PART_OF_JR2 };
@@ -111,6 +119,12 @@ export function cacheAgentManifests(opts: CacheAgentDeployOptions): Array<Record
                   { name: CACHE_AGENT_ENV.nodeName, valueFrom: { fieldRef: { fieldPath: "spec.nodeName" } } },
                   { name: CACHE_AGENT_ENV.cacheRoot, value: root },
                   ...(opts.evictAfter ? [{ name: CACHE_AGENT_ENV.evictAfter, value: opts.evictAfter }] : []),
+                  // Only these namespaces' Repos are fetched: the list the RoleBindings above are
+                  // rendered from, so the agent needs no read of Namespaces (decision 0066).
+                  { name: CACHE_AGENT_ENV.sandboxNamespaces, value: opts.sandboxNamespaces.join(",") },
+                  { name: CACHE_AGENT_ENV.vouchedHosts, value: (opts.vouchedHosts ?? []).join(",") },
+                  ...(opts.maxRepos ? [{ name: CACHE_AGENT_ENV.maxRepos, value: String(opts.maxRepos) }] : []),
+                  ...(opts.maxBytes ? [{ name: CACHE_AGENT_ENV.maxBytes, value: opts.maxBytes }] : []),
                   { name: "HOME", value: "/tmp" },
                 ],
                 resources: { requests: { cpu: "50m", memory: "128Mi" }, limits: { memory: "1Gi" } },

@@ -130,10 +130,12 @@ function bindReview(capability: Capability, r: Review) {
   const w = capability.When(r.model);
   const event =
     r.operations.length === 2 ? w.IsCreatedOrUpdated() : r.operations[0] === "CREATE" ? w.IsCreated() : w.IsUpdated();
-  (r.label ? event.WithLabel(r.label) : event).Validate(async (req: PeprValidateRequest<SandboxModel | V1Pod>) => {
-    const v = await r.judge(req.Request as unknown as ReviewRequest);
-    return v.allowed ? req.Approve() : req.Deny(v.message, v.code);
-  });
+  (r.label ? event.WithLabel(r.label) : event).Validate(
+    async (req: PeprValidateRequest<SandboxModel | RepoModel | V1Pod>) => {
+      const v = await r.judge(req.Request as unknown as ReviewRequest);
+      return v.allowed ? req.Approve() : req.Deny(v.message, v.code);
+    },
+  );
 }
 
 /** A watch as Pepr's build sees one: bindings for every phase, as the watch hears. */

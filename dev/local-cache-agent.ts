@@ -4,7 +4,19 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { join } from "node:path";
 import { ROOT } from "./local-operator";
 import { stopper } from "./child";
-import { CACHE_AGENT_ENV } from "../api/env";
+import { tmpdir } from "node:os";
+import { CACHE_AGENT_ENV, LOCAL_REPO_ROOTS_ENV } from "../api/env";
+
+/**
+ * Local mode's defaults (decision 0066), which no manifest carries: a Repo's url may be a path
+ * under the system's temp directory (where the tests keep their remotes), every namespace is
+ * served unless JR2_SANDBOX_NAMESPACES is given, and the test git servers on loopback are vouched
+ * for. A caller's env (or the process's) overrides each.
+ */
+export const localAgentEnv = (env: NodeJS.ProcessEnv = process.env): Record<string, string> => ({
+  [LOCAL_REPO_ROOTS_ENV]: env[LOCAL_REPO_ROOTS_ENV] || tmpdir(),
+  [CACHE_AGENT_ENV.vouchedHosts]: env[CACHE_AGENT_ENV.vouchedHosts] || "127.0.0.1,localhost",
+});
 
 /** `stop()` sends SIGTERM and resolves once the process is gone. */
 export type Agent = { process: ChildProcess; lines: string[]; stop(): Promise<void> };
@@ -13,7 +25,13 @@ export type Agent = { process: ChildProcess; lines: string[]; stop(): Promise<vo
 export async function startCacheAgent(node: string, root: string, env: Record<string, string> = {}): Promise<Agent> {
   // The bundle `npm run build` put in dist/ (the global setup built it): the build output under test.
   const child = spawn(process.execPath, [join(ROOT, "dist", "companions", "cache-agent.js")], {
-    env: { ...process.env, [CACHE_AGENT_ENV.nodeName]: node, [CACHE_AGENT_ENV.cacheRoot]: root, ...env },
+    env: {
+      ...process.env,
+      ...localAgentEnv(),
+      [CACHE_AGENT_ENV.nodeName]: node,
+      [CACHE_AGENT_ENV.cacheRoot]: root,
+      ...env,
+    },
     stdio: ["ignore", "pipe", "inherit"],
   });
   const lines: string[] = [];

@@ -13,11 +13,11 @@ import { once } from "node:events";
 import { existsSync, mkdirSync, openSync, readFileSync, writeFileSync } from "node:fs";
 import { createPrivateKey } from "node:crypto";
 import { request } from "node:https";
-import { homedir } from "node:os";
+import { homedir, tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseAllDocuments } from "yaml";
 import cfg from "../package.json";
-import { OPERATOR_ENV } from "../api/env";
+import { LOCAL_REPO_ROOTS_ENV, OPERATOR_ENV } from "../api/env";
 import * as kubectl from "./kubectl";
 import { running, stopper } from "./child";
 import {
@@ -239,6 +239,9 @@ export async function startLocalOperator(opts: LocalOperatorOptions): Promise<Lo
         LOG_LEVEL: opts.logLevel ?? process.env.LOG_LEVEL ?? "info",
         ...(opts.memoryProbeFile && role === "watcher" ? { JR2_MEMORY_PROBE_FILE: opts.memoryProbeFile } : {}),
         PEPR_PRETTY_LOGS: opts.logs === "inherit" ? "true" : "false",
+        // Local mode's switch (decision 0066): a Repo's url may be a path under these directories
+        // (the tests' temp remotes). No built manifest or chart carries it.
+        [LOCAL_REPO_ROOTS_ENV]: process.env[LOCAL_REPO_ROOTS_ENV] || tmpdir(),
         ...opts.env,
       },
       stdio: ["ignore", out, out, "ipc"],

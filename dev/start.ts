@@ -25,7 +25,7 @@ import { CACHE_DIR, ROOT, startLocalOperator } from "./local-operator";
 import { clusterEnv } from "../scripts/images/main";
 import { type LocalModel, startLocalModel } from "./local-model";
 import { type LocalOrchestrator, startLocalOrchestrator } from "./local-orchestrator";
-import { CACHE_AGENT_ENV, ORCHESTRATOR_ENV } from "../api/env";
+import { CACHE_AGENT_ENV, LOCAL_REPO_ROOTS_ENV, ORCHESTRATOR_ENV } from "../api/env";
 import { sandboxNamespace } from "../api/sandbox-namespaces";
 import { COMPANION_NAMESPACE, DEFAULT_SANDBOX_NAMESPACE } from "../api/wire";
 import { modeBanner, startMode } from "./start-mode";
@@ -33,6 +33,8 @@ import { distOlderThanSources, pushProjectImages, type ProjectImages } from "./p
 
 /** The demo's state (its repository, caches, Orchestrator key and tokens); JR2_DEMO_DIR moves it. */
 const DEMO = process.env.JR2_DEMO_DIR || join(ROOT, ".jr2", "demo");
+/** Local mode's one root for Repo paths (decision 0066): the demo's remotes, never its caches. */
+const LOCAL_REMOTES = join(DEMO, "remotes");
 
 /** A bare repository with one commit for the demo, inside the fence. */
 function demoRepository(): string {
@@ -104,7 +106,7 @@ async function main() {
     stateDir: join(CACHE_DIR, "operator"),
     port,
     logs: "inherit",
-    env: nodeCaches ? { [CACHE_AGENT_ENV.cacheRoot]: nodeCaches } : undefined,
+    env: { [LOCAL_REPO_ROOTS_ENV]: LOCAL_REMOTES, ...(nodeCaches ? { [CACHE_AGENT_ENV.cacheRoot]: nodeCaches } : {}) },
   });
 
   // The Sandboxes' namespace (examples/sandbox.yaml's too), opted in as an installation's is
@@ -123,7 +125,8 @@ async function main() {
         .filter((n) => n.metadata?.annotations?.["kwok.x-k8s.io/node"])
         .map((n) => n.metadata!.name!);
   if (nodes.length) {
-    for (const n of nodes) agents.push(await startCacheAgent(n, join(DEMO, "caches", n)));
+    for (const n of nodes)
+      agents.push(await startCacheAgent(n, join(DEMO, "caches", n), { [LOCAL_REPO_ROOTS_ENV]: LOCAL_REMOTES }));
     const remote = demoRepository();
     model = await startLocalModel({
       namespace: DEFAULT_SANDBOX_NAMESPACE,

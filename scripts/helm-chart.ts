@@ -13,6 +13,7 @@
 // (the window decision 0039 notes). Pure: the caller writes the files.
 import { stringify } from "yaml";
 import { PART_OF_JR2 } from "../api/wire";
+import { CACHE_AGENT_ENV } from "../api/env";
 import { isDefaultsWebhookConfiguration, type SandboxDefaultsMode, withSandboxDefaults } from "./webhooks";
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -285,6 +286,13 @@ export function helmChart(input: ChartInput): Map<string, string | Buffer> {
       let d = o;
       if (o.kind === "Deployment" || o.kind === "DaemonSet") {
         d = workload(o, w, input.companionsImage, ".Values.images.companions");
+        // The internal git hosts the installation vouches for (decision 0066): a value of its own.
+        if (w.key === "cacheAgent")
+          for (const e of d.spec.template.spec.containers[0].env ?? [])
+            if (e.name === CACHE_AGENT_ENV.vouchedHosts) {
+              values.cacheAgent.vouchedHosts = e.value ? String(e.value).split(",") : [];
+              e.value = marks.scalar(`join "," .Values.cacheAgent.vouchedHosts | quote`);
+            }
         if (checksum)
           d.spec.template.metadata.annotations = {
             ...d.spec.template.metadata.annotations,
@@ -453,6 +461,9 @@ egress:
 ${placement("egress", "The egress point's container.")}
 
 cacheAgent:
+  # Internal git hosts (host, host:port or an IP literal) the cache agents may fetch from; any other
+  # url whose host resolves to an internal address is never fetched (decision 0066).
+  vouchedHosts: ${flow(v.cacheAgent.vouchedHosts ?? [])}
 ${placement("cacheAgent", "The cache agent on each node (by default on every node, tainted ones too).")}
 
 # The pod config every Sandbox pod holds (orchestrator/workspaces/pod-config.ts): the Custodian's
@@ -501,7 +512,10 @@ function valuesSchema(): object {
         },
       },
       egress: placed,
-      cacheAgent: placed,
+      cacheAgent: {
+        ...placed,
+        properties: { ...placed.properties, vouchedHosts: { type: "array", items: { type: "string", minLength: 1 } } },
+      },
       podConfig: obj,
       fence: { type: "array" },
     },

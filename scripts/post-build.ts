@@ -12,6 +12,8 @@ import { egressManifests } from "../egress/egress-manifests";
 import { orchestratorManifests } from "../orchestrator/orchestrator-manifests";
 import cfg from "../package.json";
 import { sandboxNamespacesFrom } from "../api/sandbox-namespaces";
+import { cacheBoundsFrom, vouchedHostsFrom } from "../api/repo-fetch-policy";
+import { CACHE_AGENT_ENV } from "../api/env";
 import {
   moduleNamespacesChartTemplate,
   moduleServiceAccount,
@@ -123,7 +125,18 @@ console.log(
 
 const image = process.env.JR2_COMPANION_IMAGE || `jr2/companions:${cfg.version}`;
 const render = (objects: Array<Record<string, unknown>>) => objects.map((o) => stringify(o)).join("---\n");
-const cacheAgent = cacheAgentManifests({ image, sandboxNamespaces });
+// The installation's own words for its cache agents (decision 0066): the internal git hosts it
+// vouches for and what one namespace may cache, from the build's environment (read as the agent
+// reads them, so a bad entry stops the build, not the agents).
+const vouchedHosts = vouchedHostsFrom(process.env).map((r) => r.text);
+cacheBoundsFrom(process.env);
+const cacheAgent = cacheAgentManifests({
+  image,
+  sandboxNamespaces,
+  vouchedHosts,
+  maxRepos: Number(process.env[CACHE_AGENT_ENV.maxRepos]?.trim()) || undefined,
+  maxBytes: process.env[CACHE_AGENT_ENV.maxBytes]?.trim() || undefined,
+});
 writeFileSync(join(dist, "jr2-cache-agent.yaml"), render(cacheAgent));
 // The Orchestrator's Sandboxes in the first opted-in namespace.
 const orchestrator = orchestratorManifests({ image, workspaceNamespace: sandboxNamespaces[0] });

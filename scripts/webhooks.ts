@@ -4,7 +4,8 @@
 // the module and fail while it is down. Pepr's generator cannot say otherwise, so the build's
 // output is rewritten here, in one place, for the manifest and the Helm chart alike:
 //   - Sandboxes: one webhook, called on CREATE and on an UPDATE that changes the spec
-//     (`matchConditions`), so metadata and status writes never depend on admission;
+//     (`matchConditions`), so metadata and status writes never depend on admission; Repos the
+//     same, a webhook of their own (their url is a network remote, decision 0066);
 //   - Pods and their ephemeral containers: one webhook, called only for pods carrying the Sandbox
 //     label (`objectSelector`; an UPDATE matches when the old or the new pod carries it, so adding
 //     or removing the label is judged too), and not for the operator's own pod creates: the
@@ -96,6 +97,7 @@ export const CREDENTIAL_HOLDER_CONNECT = {
 };
 
 const isSandboxRule = (r: Rule) => r.apiGroups.includes(GROUP) && r.resources.includes("sandboxes");
+const isRepoRule = (r: Rule) => r.apiGroups.includes(GROUP) && r.resources.includes("repos");
 const isPodRule = (r: Rule) =>
   r.apiGroups.includes("") && r.resources.some((x) => x === "pods" || x.startsWith("pods/"));
 
@@ -109,9 +111,9 @@ const named = (prefix: string, w: Webhook) => `${prefix}.${w.name}`;
 export function scopeWebhooks(config: WebhookConfiguration): WebhookConfiguration {
   const webhooks = config.webhooks.flatMap((w) => {
     // Already scoped (a second post-build over the same output): kept as it is.
-    if (["sandboxes.", "pods.", "connect."].some((p) => w.name.startsWith(p))) return [w];
+    if (["sandboxes.", "repos.", "pods.", "connect."].some((p) => w.name.startsWith(p))) return [w];
     const rules = w.rules ?? [];
-    const unknown = rules.filter((r) => !isSandboxRule(r) && !isPodRule(r));
+    const unknown = rules.filter((r) => !isSandboxRule(r) && !isRepoRule(r) && !isPodRule(r));
     if (unknown.length) {
       throw new Error(
         `${config.kind} ${w.name}: rules for ${unknown.map((r) => r.resources.join(",")).join("; ")} have no ` +
@@ -120,11 +122,15 @@ export function scopeWebhooks(config: WebhookConfiguration): WebhookConfiguratio
     }
     const { objectSelector: _o, matchConditions: _m, ...base } = w;
     const sandboxes = rules.filter(isSandboxRule);
+    const repos = rules.filter(isRepoRule);
     const pods = rules.filter(isPodRule);
     return [
       ...(sandboxes.length
         ? [{ ...base, name: named("sandboxes", w), rules: sandboxes, matchConditions: [SPEC_CHANGED] }]
         : []),
+      // Repos (decision 0066): a create and a spec change only, as for Sandboxes; the cache agents'
+      // status writes (repos/status) never reach the module.
+      ...(repos.length ? [{ ...base, name: named("repos", w), rules: repos, matchConditions: [SPEC_CHANGED] }] : []),
       ...(pods.length
         ? [
             {

@@ -4,7 +4,8 @@
 // and a thrown error into a refusal, never an approval (decision 0028).
 import { modelToGroupVersionKind } from "kubernetes-fluent-client";
 import { Log, a } from "pepr";
-import { SandboxModel } from "../../api/crd";
+import { RepoModel, SandboxModel } from "../../api/crd";
+import { localRepoRootsFrom, localUrlRefusal } from "../../api/repo-fetch-policy";
 import { SANDBOX_NAME_LABEL } from "../../api/wire";
 import cfg from "../../package.json";
 import { ApiError } from "../../lib/api-error";
@@ -22,7 +23,7 @@ import {
 } from "../rules/pods";
 import { sandboxRepoKeyViolations } from "./repo-keys";
 import { rulesFromEnv, sandboxNameViolations, sandboxViolations, type SandboxRules } from "../rules/sandbox-rules";
-import { describe, type Violation } from "../rules/violations";
+import { describe, violation, type Violation } from "../rules/violations";
 
 type Obj = { metadata?: { name?: string; namespace?: string; labels?: Record<string, string> }; [k: string]: unknown };
 
@@ -46,6 +47,9 @@ export type Verdict = { allowed: true } | { allowed: false; code: number; messag
 const rules: SandboxRules = rulesFromEnv();
 
 const podRules: PodRules = podRulesFromEnv();
+
+/** Local mode's roots (decision 0066): unset in every built manifest, so a cluster admits no local url. */
+const localRepoRoots = localRepoRootsFrom(process.env);
 
 const nameOf = (req: ReviewRequest) =>
   `${req.kind.kind} ${req.namespace ?? req.object?.metadata?.namespace ?? ""}/${req.name || req.object?.metadata?.name || "(generated)"}`;
@@ -80,6 +84,16 @@ const judgeSandbox = (req: ReviewRequest) =>
       ...sandboxViolations(req.object?.spec, update ? (req.oldObject?.spec ?? {}) : undefined, rules),
       ...(await sandboxRepoKeyViolations(namespace, req.object?.spec, update ? req.oldObject?.spec : undefined)),
     ];
+  });
+
+// A Repo's url is a network remote (decision 0066): a local path would have every node's cache
+// agent copy that directory of its disk (another namespace's cache) into this namespace's. Judged
+// on create and on a spec change; the agents refuse it again, and their git speaks no file://.
+const judgeRepo = (req: ReviewRequest) =>
+  verdict(req, () => {
+    const url = (req.object?.spec as { url?: unknown } | undefined)?.url;
+    const why = typeof url === "string" ? localUrlRefusal(url, localRepoRoots) : undefined;
+    return why ? [violation("spec.url", why)] : [];
   });
 
 // The pod's namespace decides which caches it may mount (decision 0046): the request's, should the
@@ -145,7 +159,7 @@ async function judgeConnect(req: ReviewRequest): Promise<Verdict> {
 const isPodConnect = (req: ReviewRequest) =>
   req.operation === "CONNECT" && req.kind.group === "" && (req.resource?.resource ?? "pods") === "pods";
 
-type Model = typeof SandboxModel | typeof a.Pod;
+type Model = typeof SandboxModel | typeof RepoModel | typeof a.Pod;
 
 export type Review = {
   /** The kind judged, as Pepr binds it. */
@@ -167,6 +181,7 @@ const review = (model: Model, r: Omit<Review, "model" | "group" | "kind">): Revi
 /** Every review the module judges. A request none of them takes is allowed, as Pepr allows it. */
 export const REVIEWS: readonly Review[] = [
   review(SandboxModel, { operations: ["CREATE", "UPDATE"], judge: judgeSandbox }),
+  review(RepoModel, { operations: ["CREATE", "UPDATE"], judge: judgeRepo }),
   review(a.Pod, { operations: ["CREATE"], label: SANDBOX_NAME_LABEL, judge: judgePodCreate }),
   review(a.Pod, { operations: ["UPDATE"], judge: judgePodUpdate }),
 ];

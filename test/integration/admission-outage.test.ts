@@ -5,7 +5,8 @@
 // manual step. The webhooks registered are the build's, scoped as deployed.
 import { CREDENTIAL_HOLDER_CONNECT } from "../../scripts/webhooks";
 import { K8s, kind } from "kubernetes-fluent-client";
-import { SandboxModel } from "../../api/crd";
+import { RepoModel, SandboxModel } from "../../api/crd";
+import { kubeRequest, paths } from "../../lib/kube";
 import { KEEPALIVE_ANNOTATION } from "../../api/wire";
 import { createSandbox, getSandbox, operator, useNamespace, waitFor, waitPhase } from "./support/cluster";
 
@@ -36,7 +37,12 @@ describe("the webhooks as registered", () => {
     // Both halves are there: the Sandbox webhook (what makes a create fail closed below) and the pod one.
     const guards = (w: (typeof hooks)[number]) => (w.rules ?? []).flatMap((r) => r.resources ?? []);
     const sandboxHooks = hooks.filter((w) => guards(w).includes("sandboxes"));
-    const podHooks = hooks.filter((w) => !guards(w).includes("sandboxes"));
+    // Decision 0066: Repos have a webhook of their own, scoped as the Sandboxes' is.
+    const repoHooks = hooks.filter((w) => guards(w).includes("repos"));
+    const podHooks = hooks.filter((w) => !guards(w).includes("sandboxes") && !guards(w).includes("repos"));
+    expect(repoHooks.map((w) => [w.name.split(".")[0], guards(w), w.failurePolicy])).toEqual([
+      ["repos", ["repos"], "Fail"],
+    ]);
     expect(sandboxHooks.length).toBeGreaterThanOrEqual(1);
     expect(podHooks.length).toBeGreaterThanOrEqual(1);
     for (const w of sandboxHooks) {
@@ -45,10 +51,10 @@ describe("the webhooks as registered", () => {
       expect(w.failurePolicy).toBe("Fail");
     }
     for (const w of podHooks) expect(w.name).toMatch(/^(pods|connect)\..+\.pepr\.dev$/);
-    expect(hooks.length).toBeGreaterThanOrEqual(3);
+    expect(hooks.length).toBeGreaterThanOrEqual(4);
     for (const w of hooks) {
       const resources = guards(w);
-      if (resources.includes("sandboxes")) {
+      if (resources.includes("sandboxes") || resources.includes("repos")) {
         expect(w.matchConditions?.map((m) => m.expression)).toEqual([
           "request.operation != 'UPDATE' || object.spec != oldObject.spec",
         ]);
@@ -70,6 +76,12 @@ describe("while the module is down", () => {
 
   beforeAll(async () => {
     live = "outage-live";
+    await K8s(RepoModel).Apply({
+      apiVersion: "core.jr2.dev/v1alpha1",
+      kind: "Repo",
+      metadata: { name: "outage-repo", namespace: ns.name },
+      spec: { url: "https://example.com/org/app.git" },
+    });
     await createSandbox(ns.name, live, {}, { [KEEPALIVE_ANNOTATION]: new Date().toISOString() });
     await waitPhase(ns.name, live, "Ready");
     await operator("kill");
@@ -90,6 +102,30 @@ describe("while the module is down", () => {
       { op: "add", path: `/metadata/annotations/${KEEPALIVE_ANNOTATION.replace("/", "~1")}`, value: stamp },
     ]);
     expect((await getSandbox(ns.name, live)).metadata.annotations?.[KEEPALIVE_ANNOTATION]).toBe(stamp);
+  });
+
+  // Decision 0066: a cache agent's status write never waits on admission; a Repo create does.
+  it("a cache agent's Repo status write goes through; a Repo create is refused, naming its webhook", async () => {
+    await kubeRequest(
+      "PATCH",
+      paths.repoStatus(ns.name, "outage-repo"),
+      { status: { nodes: { "outage-node": { phase: "Failed", error: "during the outage" } } } },
+      "application/merge-patch+json",
+    );
+    const repo = await K8s(RepoModel).InNamespace(ns.name).Get("outage-repo");
+    expect(repo.status?.nodes?.["outage-node"]?.error).toBe("during the outage");
+    const err = await K8s(RepoModel)
+      .Apply({
+        apiVersion: "core.jr2.dev/v1alpha1",
+        kind: "Repo",
+        metadata: { name: "outage-refused", namespace: ns.name },
+        spec: { url: "https://example.com/org/other.git" },
+      })
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+    expect(message(err)).toMatch(/failed calling webhook "repos\..*pepr\.dev"/);
   });
 
   it("a Sandbox create is refused, saying the webhook could not be reached", async () => {

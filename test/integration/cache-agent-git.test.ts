@@ -4,12 +4,20 @@ import { existsSync } from "node:fs";
 import { mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import { consolidate, ensureCache, fetchCache, GitError, objectCounts } from "../../cache-agent/bare-checkouts";
+import * as checkouts from "../../cache-agent/bare-checkouts";
+import { consolidate, GitError, objectCounts } from "../../cache-agent/bare-checkouts";
 import { redact, urlWithoutCredentials } from "../../lib/redact";
 import { gitIn } from "../support/git-fixtures";
 import { startGitHttpServer, type GitHttpServer } from "../support/git-http-server";
 
 const sh = (cwd: string, ...args: string[]) => gitIn(cwd, ...args);
+
+// Most remotes here are paths: git may read them as local mode lets it (decision 0066). The
+// cluster's agent never does: see "git's own refusals" below.
+const ensureCache: typeof checkouts.ensureCache = (root, key, url, creds, opts = {}) =>
+  checkouts.ensureCache(root, key, url, creds, { allowFile: true, ...opts });
+const fetchCache: typeof checkouts.fetchCache = (dir, url, creds, opts = {}) =>
+  checkouts.fetchCache(dir, url, creds, { allowFile: true, ...opts });
 
 const tmps: string[] = [];
 afterAll(async () => {
@@ -103,6 +111,35 @@ describe("ensureCache", () => {
     const w = await world();
     await expect(ensureCache(w.root, "repo-1", path.join(w.base, "missing.git"))).rejects.toThrow(GitError);
     expect(await readdir(w.root)).toEqual([]);
+  });
+});
+
+// Decision 0066: whatever the agent's own checks say, git itself speaks only the network
+// protocols: a path, a file:// url and a remote helper (ext::, fd::) are refused before anything
+// is read or run.
+describe("git's own refusals", () => {
+  it("reads no path or file:// url outside local mode, and runs no ext:: or fd:: helper", async () => {
+    const w = await world();
+    for (const url of [w.remote, `file://${w.remote}`]) {
+      const err = await checkouts.ensureCache(w.root, "local", url).then(
+        () => undefined,
+        (e: Error) => e,
+      );
+      expect(err?.message).toMatch(/transport 'file' not allowed/);
+      expect(existsSync(path.join(w.root, "local"))).toBe(false);
+    }
+    const mark = path.join(w.base, "ran");
+    for (const url of [`ext::sh -c touch% ${mark}`, "fd::3"]) {
+      const err = await checkouts.ensureCache(w.root, "helper", url, undefined, { allowFile: true }).then(
+        () => undefined,
+        (e: Error) => e,
+      );
+      expect(err?.message).toMatch(/transport '(ext|fd)' not allowed/);
+    }
+    expect(existsSync(mark)).toBe(false);
+    // A fetch into a cache local mode built: refused the same way.
+    const { dir } = await ensureCache(w.root, "built", w.remote);
+    await expect(checkouts.fetchCache(dir, w.remote)).rejects.toThrow(/transport 'file' not allowed/);
   });
 });
 

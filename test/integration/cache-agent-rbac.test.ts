@@ -12,6 +12,7 @@ import { join } from "node:path";
 import { K8s, kind } from "kubernetes-fluent-client";
 import { RepoModel } from "../../api/crd";
 import { COMPANION_NAMESPACE, REPO_CREDENTIAL_HOSTS_ANNOTATION, REPO_CREDENTIAL_LABEL } from "../../api/wire";
+import { CACHE_AGENT_ENV, LOCAL_REPO_ROOTS_ENV } from "../../api/env";
 import { CACHE_AGENT, cacheAgentManifests } from "../../cache-agent/cache-agent-manifests";
 import { kubectlPath } from "../../dev/kubectl";
 import { type Agent, startCacheAgent } from "../../dev/local-cache-agent";
@@ -152,7 +153,7 @@ describe("a cache agent with that account's own token", () => {
     const token = await kubectl(["create", "token", CACHE_AGENT, "-n", COMPANION_NAMESPACE, "--duration=10m"]);
     if (token.code !== 0) throw new Error(`no token for ${AS}: ${token.out}`);
     const view = JSON.parse((await kubectl(["config", "view", "--raw", "--minify", "--flatten", "-o", "json"])).stdout);
-    const kubeconfig = join(tmp, "agent.kubeconfig");
+    kubeconfig = join(tmp, "agent.kubeconfig");
     writeFileSync(
       kubeconfig,
       JSON.stringify({
@@ -177,6 +178,8 @@ describe("a cache agent with that account's own token", () => {
     }
     agent = await startCacheAgent(NODE, join(tmp, "cache"), { KUBECONFIG: kubeconfig });
   }, 60_000);
+
+  let kubeconfig = "";
 
   afterAll(async () => {
     await agent?.stop();
@@ -216,5 +219,41 @@ describe("a cache agent with that account's own token", () => {
     expect(failed.error).toContain("JR2_SANDBOX_NAMESPACES");
     expect(server!.stats.requests).toBe(before);
     expect(agent!.process.exitCode).toBeNull();
+  });
+
+  // Decision 0066: as deployed, the agent is given the installation's list and fetches nothing of
+  // another namespace: no Secret asked for, no fetch made, its entry saying why. Its RBAC is the
+  // same: the list costs no read of Namespaces (rbac-matrix.test.ts).
+  it("as deployed, with the installation's list, leaves a namespace not on it alone and says so", async () => {
+    const node = "jr2-node-1";
+    const listed = await startCacheAgent(node, join(tmp, "cache-listed"), {
+      KUBECONFIG: kubeconfig,
+      [LOCAL_REPO_ROOTS_ENV]: "",
+      [CACHE_AGENT_ENV.sandboxNamespaces]: optedIn.name,
+      [CACHE_AGENT_ENV.vouchedHosts]: "127.0.0.1",
+    });
+    try {
+      const on = (namespace: string, name: string, phase: string) =>
+        waitFor(
+          `Repo ${namespace}/${name}'s entry for ${node} to say ${phase}`,
+          () => K8s(RepoModel).InNamespace(namespace).Get(name),
+          (r) => r.status?.nodes?.[node]?.phase === phase,
+        ).then((r) => r.status!.nodes![node]);
+      // A new Repo (one another node already holds waits for a Sandbox here to ask).
+      await K8s(RepoModel).Apply({
+        apiVersion: "core.jr2.dev/v1alpha1",
+        kind: "Repo",
+        metadata: { name: "app-listed", namespace: optedIn.name },
+        spec: { url: server!.url("app.git"), secretRef: { name: "git-token" } },
+      });
+      expect(await on(optedIn.name, "app-listed", "Present")).toMatchObject({ phase: "Present" });
+      const left = await on(other.name, "app", "Failed");
+      expect(left).toMatchObject({ phase: "Failed", reason: "NamespaceNotEnabled" });
+      expect(left.error).toContain(`namespace "${other.name}" has not opted in to holding Sandboxes`);
+      expect(left.error).not.toContain("may not read Secret");
+      expect(listed.process.exitCode).toBeNull();
+    } finally {
+      await listed.stop();
+    }
   });
 });

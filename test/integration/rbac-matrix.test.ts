@@ -1,9 +1,9 @@
-// What the module's and the Orchestrator's service accounts may do, as the built manifests grant
+// What the module's, the Orchestrator's and the cache agent's service accounts may do, as the built manifests grant
 // it (decision 0047): their RBAC objects (namespaces, service accounts, roles, bindings) from dist/
 // applied to the real control plane, and `kubectl auth can-i --as=system:serviceaccount:...` asked
 // in a Sandbox namespace, another namespace and kube-system. Nothing else of the manifests is
 // applied, so no workload runs; what this test created is deleted after it.
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseAllDocuments } from "yaml";
 import { apply, run } from "../../dev/kubectl";
@@ -21,7 +21,11 @@ const read = (file: string): Obj[] =>
   parseAllDocuments(readFileSync(join(ROOT, "dist", file), "utf8"))
     .map((d) => d.toJS() as Obj)
     .filter((d) => d && RBAC_KINDS.has(d.kind));
-const objects = [...read(`pepr-module-${cfg.pepr.uuid}.yaml`), ...read("jr2-orchestrator.yaml")];
+const objects = [
+  ...read(`pepr-module-${cfg.pepr.uuid}.yaml`),
+  ...read("jr2-orchestrator.yaml"),
+  ...read("jr2-cache-agent.yaml"),
+];
 
 /** The module's service account, as its manifest binds it. */
 const moduleSa = (() => {
@@ -34,6 +38,10 @@ const orchestratorSa = (() => {
   return `system:serviceaccount:${sa.metadata.namespace}:${sa.metadata.name}`;
 })();
 const ORCHESTRATOR_NS = orchestratorSa.split(":")[2];
+const cacheAgentSa = (() => {
+  const sa = objects.find((o) => o.kind === "ServiceAccount" && o.metadata.name === "jr2-cache-agent");
+  return `system:serviceaccount:${sa.metadata.namespace}:${sa.metadata.name}`;
+})();
 
 const other = useNamespace("rbac-other");
 /** The namespaces this test found already there: never deleted after it. */
@@ -179,6 +187,35 @@ describe("the RBAC of the built manifests (decision 0047)", () => {
     expect(
       await can(orchestratorSa, "get", "customresourcedefinitions.apiextensions.k8s.io/sandboxes.core.jr2.dev"),
     ).toBe("no");
+  });
+
+  // Decision 0066: which namespaces' Repos an agent fetches is its manifest's list, the one its
+  // RoleBindings are rendered from; it costs no read of Namespaces.
+  it("gives the cache agent no read of Namespaces and nothing namespaced but its Secrets' Role", async () => {
+    for (const verb of ["get", "list", "watch"])
+      expect([verb, await can(cacheAgentSa, verb, "namespaces")]).toEqual([verb, "no"]);
+    const none = ["no", "no", "no"];
+    expect(await matrix(cacheAgentSa, NAMESPACED)).toEqual(
+      Object.fromEntries(NAMESPACED.map(([v, r]) => [`${v} ${r}`, none])),
+    );
+    expect(await can(cacheAgentSa, "list", "repos.core.jr2.dev")).toBe("yes");
+  });
+
+  it("names the opted-in namespaces in the cache agent's DaemonSet, and no built manifest or chart carries local mode's switch", () => {
+    const all = (file: string): Obj[] =>
+      parseAllDocuments(readFileSync(join(ROOT, "dist", file), "utf8")).map((d) => d.toJS() as Obj);
+    const agent = all("jr2-cache-agent.yaml");
+    const labelled = agent
+      .filter((o) => o?.kind === "Namespace" && o.metadata.labels?.["jr2.dev/sandboxes"] === "enabled")
+      .map((o) => o.metadata.name);
+    expect(labelled).toContain(DEFAULT_SANDBOX_NAMESPACE);
+    const env = agent.find((o) => o?.kind === "DaemonSet").spec.template.spec.containers[0].env as Obj[];
+    expect(env.find((e) => e.name === "JR2_SANDBOX_NAMESPACES")?.value).toBe(labelled.join(","));
+    const texts = readdirSync(join(ROOT, "dist"), { recursive: true, encoding: "utf8" })
+      .filter((f) => /\.(ya?ml|json|tpl)$/.test(f))
+      .map((f) => [f, readFileSync(join(ROOT, "dist", f), "utf8")] as const);
+    expect(texts.length).toBeGreaterThan(5);
+    for (const [f, text] of texts) expect([f, text.includes("JR2_LOCAL_REPO_ROOTS")]).toEqual([f, false]);
   });
 
   it("labels the Sandbox namespace as opted in", async () => {

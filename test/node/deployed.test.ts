@@ -11,6 +11,7 @@
 import type { ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { createServer, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createActor, toPromise } from "xstate";
@@ -131,7 +132,18 @@ function configured(docs: Obj[]): Obj[] {
     },
     "jr2-orchestrator-pod": { "pod.yaml": JSON.stringify(podConfig()) },
   };
-  return docs.map((d) => (d.kind === "ConfigMap" && data[d.metadata.name] ? { ...d, data: data[d.metadata.name] } : d));
+  return docs.map((d) => {
+    if (d.kind === "ConfigMap" && data[d.metadata.name]) return { ...d, data: data[d.metadata.name] };
+    // The remote is served from the real node's bridge address, an internal one: the installation
+    // vouches for that git host (decision 0066), as it would for its own internal git server.
+    if (d.kind === "DaemonSet" && d.metadata.name === "jr2-cache-agent") {
+      const ds = structuredClone(d);
+      for (const e of ds.spec.template.spec.containers[0].env)
+        if (e.name === "JR2_CACHE_VOUCHED_HOSTS") e.value = new URL(remoteUrl).host;
+      return ds;
+    }
+    return d;
+  });
 }
 
 /** The pod config: the scripted (OpenAI-compatible) model and one provider per native API, each
@@ -313,6 +325,58 @@ describe("the manifests npm run build writes, deployed with the images npm run i
     expect(short.stderr).toMatch(/denied the request/);
     expect(short.stderr).toMatch(/spec\.idleTimeout: .*between 1m and 168h/);
     expect(apply("minute-idle", "1m")).toMatchObject({ status: 0 });
+  });
+
+  // Decision 0066: the deployed module carries no local mode, so a Repo's url is a network remote
+  // wherever it points (a node's cache root, the temp directory the local runners admit).
+  test("its admission refuses a Repo naming a node's cache by a file url or path, with spec.url and the fix; nothing is stored", () => {
+    for (const url of [`file:///var/lib/jr2/repos/${SANDBOXES}/widgets-0123456789`, "/tmp/widgets.git"]) {
+      const r = kubectl(
+        ["apply", "-f", "-"],
+        JSON.stringify({
+          apiVersion: "core.jr2.dev/v1alpha1",
+          kind: "Repo",
+          metadata: { name: "stolen", namespace: SANDBOXES },
+          spec: { url },
+        }),
+      );
+      expect(r.status).not.toBe(0);
+      expect(r.stderr).toMatch(/denied the request/);
+      expect(r.stderr).toContain("spec.url: is a local path");
+      expect(r.stderr).toContain("give the repository's network url");
+    }
+    expect(kubectl(["get", "repos.core.jr2.dev", "stolen", "-n", SANDBOXES]).status).not.toBe(0);
+  });
+
+  test("the real node's agent fetches no Repo of a namespace not opted in, and reaches no internal address it was not vouched", async () => {
+    // A listener on the node's bridge address, the vouched git host's address on another port.
+    let recorded = 0;
+    const listener = createServer((socket) => {
+      recorded++;
+      socket.destroy();
+    });
+    await new Promise<void>((resolve) => listener.listen(0, NODE_IP, resolve));
+    const port = (listener.address() as AddressInfo).port;
+    const repo = (namespace: string, name: string, url: string) =>
+      apply({ apiVersion: "core.jr2.dev/v1alpha1", kind: "Repo", metadata: { name, namespace }, spec: { url } });
+    const entry = (namespace: string, name: string) =>
+      until(`Repo ${namespace}/${name}'s entry for ${node.name}`, 60_000, () => {
+        const e = getJson(["repos.core.jr2.dev", name, "-n", namespace]).status?.nodes?.[node.name];
+        return e?.phase === "Failed" ? e : undefined;
+      });
+    try {
+      repo(modelNs, "not-opted-in", remoteUrl);
+      repo(SANDBOXES, "internal", `git://${NODE_IP}:${port}/widgets.git`);
+      expect(await entry(modelNs, "not-opted-in")).toMatchObject({ reason: "NamespaceNotEnabled" });
+      const internal = await entry(SANDBOXES, "internal");
+      expect(internal).toMatchObject({ reason: "InternalAddress" });
+      expect(internal.error).toContain(`${NODE_IP}:${port}, which resolves to an internal address`);
+      expect(recorded).toBe(0);
+    } finally {
+      kubectl(["delete", "repos.core.jr2.dev", "internal", "-n", SANDBOXES, "--ignore-not-found"]);
+      kubectl(["delete", "repos.core.jr2.dev", "not-opted-in", "-n", modelNs, "--ignore-not-found"]);
+      listener.close();
+    }
   });
 
   test("a workspace through the deployed Orchestrator: its Sandbox a pod on the real node, attached from the DaemonSet's cache", async () => {

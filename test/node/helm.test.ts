@@ -131,6 +131,9 @@ function values(defaults: Obj, more: Obj = {}): string {
       orchestrator: { apiTokens: [TOKEN] },
       podConfig: podConfig(),
       fence: [remoteUrl.replace(/widgets\.git$/, "")],
+      // The remote is served from the real node's bridge address, an internal one: vouched for by the
+      // installation (decision 0066).
+      cacheAgent: { vouchedHosts: [NODE_IP] },
       ...more,
     }),
   );
@@ -326,7 +329,10 @@ describe("the whole installation by helm: install, a workspace, upgrade with it 
         "--values",
         values(chartDefaults(), {
           podConfig: podConfig(["upgraded.egress.example:80"]),
-          cacheAgent: { resources: { requests: { cpu: "60m", memory: "128Mi" }, limits: { memory: "1Gi" } } },
+          cacheAgent: {
+            vouchedHosts: [NODE_IP],
+            resources: { requests: { cpu: "60m", memory: "128Mi" }, limits: { memory: "1Gi" } },
+          },
         }),
       ]);
       await allAvailable();

@@ -121,6 +121,41 @@ describe("the admission table", () => {
   });
 });
 
+// Decision 0066: a Repo's url is a network remote; a path would have every node's cache agent copy
+// that directory of its disk (another namespace's cache) into the Repo's namespace. The unit tier
+// runs without the local runners' JR2_LOCAL_REPO_ROOTS, as a cluster's module does.
+describe("Repos", () => {
+  const repo = (url: string, operation = "CREATE", oldUrl?: string): ReviewRequest => ({
+    uid: "u",
+    kind: { group: "core.jr2.dev", version: "v1alpha1", kind: "Repo" },
+    operation,
+    name: "stolen",
+    namespace: "team-b",
+    object: { metadata: { name: "stolen", namespace: "team-b" }, spec: { url } },
+    ...(oldUrl ? { oldObject: { metadata: { name: "stolen", namespace: "team-b" }, spec: { url: oldUrl } } } : {}),
+  });
+
+  it("refuses a local url on create and on update, naming the Repo, spec.url and the fix", async () => {
+    expect(process.env.JR2_LOCAL_REPO_ROOTS).toBeUndefined();
+    for (const url of ["file:///var/lib/jr2/repos/team-a/app-0123456789", "/var/lib/jr2/repos/team-a/app-0123456789"]) {
+      for (const r of [repo(url), repo(url, "UPDATE", "https://github.com/org/app.git")]) {
+        const v = await judge(r);
+        expect(v.allowed).toBe(false);
+        if (v.allowed) continue;
+        expect(v.code).toBe(422);
+        expect(v.message).toMatch(/^Repo team-b\/stolen refused: spec\.url: is a local path/);
+        expect(v.message).toContain("give the repository's network url");
+        expect(v.message).not.toContain("/var/lib/jr2");
+      }
+    }
+  });
+
+  it("admits network urls", async () => {
+    for (const url of ["https://github.com/org/app.git", "git@github.com:org/app.git", "git://git.example.com/a.git"])
+      expect(await judge(repo(url))).toEqual({ allowed: true });
+  });
+});
+
 describe("the review endpoint", () => {
   let server: Server;
   let port: number;

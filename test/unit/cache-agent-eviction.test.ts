@@ -10,7 +10,12 @@ import path from "node:path";
 import { gitIn } from "../support/git-fixtures";
 import { explain } from "../../cache-agent/agent";
 import { evictable, sandboxCaches, type CacheEntry } from "../../cache-agent/eviction";
-import { cacheKeys, ensureCache, evictCache, ownedByAgent, pin } from "../../cache-agent/bare-checkouts";
+import * as checkouts from "../../cache-agent/bare-checkouts";
+import { cacheKeys, evictCache, ownedByAgent, pin } from "../../cache-agent/bare-checkouts";
+
+// The remotes here are paths: git may read them as local mode lets it (decision 0066).
+const ensureCache: typeof checkouts.ensureCache = (root, key, url, creds, opts = {}) =>
+  checkouts.ensureCache(root, key, url, creds, { allowFile: true, ...opts });
 
 const sh = (cwd: string, ...args: string[]) => gitIn(cwd, ...args);
 

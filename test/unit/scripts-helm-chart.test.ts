@@ -213,3 +213,26 @@ test("it refuses a workload that runs another image than the build's, an unknown
     ),
   ).toThrow(/made twice/);
 });
+
+// Decision 0066: the internal git hosts the installation vouches for are the chart's value, and
+// no template or value carries the local mode's switch.
+test("the cache agent's vouched hosts are a value; the chart never carries the local mode's switch", () => {
+  const files = texts(
+    helmChart(
+      input({
+        cacheAgent: cacheAgentManifests({
+          image: COMPANIONS,
+          sandboxNamespaces: ["jr2-sandboxes"],
+          vouchedHosts: ["git.internal:9418"],
+        }),
+      }),
+    ),
+  );
+  const values = parseAllDocuments(files.get("values.yaml")!)[0].toJS() as Obj;
+  expect(values.cacheAgent.vouchedHosts).toEqual(["git.internal:9418"]);
+  expect(files.get("templates/cache-agent.yaml")).toContain(
+    'value: {{ join "," .Values.cacheAgent.vouchedHosts | quote }}',
+  );
+  expect(files.get("templates/cache-agent.yaml")).toContain("value: jr2-sandboxes");
+  for (const [f, text] of files) expect([f, text.includes("JR2_LOCAL_REPO_ROOTS")]).toEqual([f, false]);
+});

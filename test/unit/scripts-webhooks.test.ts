@@ -86,6 +86,28 @@ describe("scopeWebhooks", () => {
     expect(sandboxes.objectSelector).toBeUndefined();
   });
 
+  // Decision 0066: a Repo's url is a network remote, judged on create and on a spec change only.
+  it("gives Repos a webhook of their own, on create and on a spec change only (never their status)", () => {
+    const repoRule = { ...sandboxRule, resources: ["repos"] };
+    const scoped = scopeWebhooks(
+      generated("ValidatingWebhookConfiguration", [sandboxRule, repoRule, podCreate, podUpdate]),
+    );
+    expect(scoped.webhooks.map((w) => w.name)).toEqual([
+      "sandboxes.pepr-x.pepr.dev",
+      "repos.pepr-x.pepr.dev",
+      "pods.pepr-x.pepr.dev",
+      "connect.pepr-x.pepr.dev",
+    ]);
+    const repos = scoped.webhooks[1];
+    expect(repos.rules).toEqual([repoRule]);
+    expect(repos.matchConditions).toEqual([SPEC_CHANGED]);
+    expect(repos.objectSelector).toBeUndefined();
+    expect(repos.failurePolicy).toBe("Fail");
+    // No other webhook takes Repos, and a second pass keeps it as it is.
+    expect(scoped.webhooks.filter((w) => JSON.stringify(w.rules).includes('"repos"'))).toHaveLength(1);
+    expect(scopeWebhooks(scoped)).toEqual(scoped);
+  });
+
   it("calls the pod webhook only for pods carrying the Sandbox label, never for Sandboxes", () => {
     const [, pods] = validating.webhooks;
     expect(pods.rules).toEqual([podCreate, podUpdate]);

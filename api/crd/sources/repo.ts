@@ -5,12 +5,26 @@ import { SecretName, goDuration } from "./common";
 
 export const REPO_NODE_PHASES = ["Cloning", "Present", "Failed"] as const;
 
+/** Why a node's cache agent did not fetch a Repo (decision 0066); absent for git's own failures. */
+export const REPO_NODE_REASON = {
+  /** The Repo's namespace is not one the installation opted in to hold Sandboxes. */
+  NamespaceNotEnabled: "NamespaceNotEnabled",
+  /** spec.url is a local path or file:// url. */
+  LocalUrl: "LocalUrl",
+  /** spec.url's host resolves to an internal address the installation does not vouch for. */
+  InternalAddress: "InternalAddress",
+  /** The namespace has more Repos than one namespace may cache on a node. */
+  RepoCountBound: "RepoCountBound",
+  /** The namespace's caches on the node take the most bytes they may. */
+  ByteBound: "ByteBound",
+} as const;
+
 export const RepoSpec = z
   .strictObject({
-    url: z
-      .string()
-      .min(1)
-      .meta({ description: "The repository's url: https, ssh (git@host:path or ssh://) or a file path." }),
+    url: z.string().min(1).meta({
+      description:
+        "The repository's network url: https, http, ssh (git@host:path or ssh://) or git://. A local path or file:// url is refused (decision 0066).",
+    }),
     secretRef: z
       .strictObject({
         name: SecretName.meta({ description: "The Secret's name." }),
@@ -35,7 +49,16 @@ export const RepoNode = z
       .string()
       .optional()
       .meta({ format: "date-time", description: "When the node's last successful fetch ended (RFC 3339)." }),
-    error: z.string().optional().meta({ description: "git's own words for the last failure on this node." }),
+    error: z
+      .string()
+      .optional()
+      .meta({
+        description: "git's own words for the last failure on this node, or why it was not fetched, with the fix.",
+      }),
+    reason: z.enum(REPO_NODE_REASON).optional().meta({
+      description:
+        "Why this node did not fetch the Repo: NamespaceNotEnabled, LocalUrl, InternalAddress, RepoCountBound or ByteBound (the bound met; error gives its figure and the fix). Absent for git's own failures.",
+    }),
   })
   .meta({ description: "The state of one node's cache of this Repo, written by that node's cache agent alone." });
 
