@@ -35,7 +35,7 @@ const orchestratorSa = (() => {
 })();
 const ORCHESTRATOR_NS = orchestratorSa.split(":")[2];
 
-const other = useNamespace("rbac-other");
+const other = useNamespace("rbac-other", { optedIn: false });
 /** The namespaces this test found already there: never deleted after it. */
 let existing: Set<string>;
 
