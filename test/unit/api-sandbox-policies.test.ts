@@ -4,6 +4,7 @@
 // pod guard holds it); the peers in the companions' namespace by its name, never by a label a tenant
 // could put on a namespace of its own.
 // The real node tier (test/node/sandbox-pod-suite.ts, "its NetworkPolicies, enforced") holds kube-network-policies to it.
+import { companionNamespaceFrom } from "../../api/env";
 import { egressPolicy, ingressPolicy, sandboxPodsPeer, sandboxPolicies } from "../../api/sandbox-policies";
 
 const policy = egressPolicy("sandboxes");
@@ -101,5 +102,16 @@ describe("the Sandbox pods as a peer (the Orchestrator's API and the egress poin
       namespaceSelector: { matchLabels: { "jr2.dev/sandboxes": "enabled" } },
       podSelector: { matchExpressions: [{ key: "sandbox.jr2.dev/name", operator: "Exists" }] },
     });
+  });
+});
+
+describe("the companions' namespace the operator writes the peers with (JR2_COMPANION_NAMESPACE)", () => {
+  it("is jr2-system unless the variable names another; a value that is no namespace name throws, naming it", () => {
+    expect(companionNamespaceFrom({})).toBe("jr2-system");
+    expect(companionNamespaceFrom({ JR2_COMPANION_NAMESPACE: " " })).toBe("jr2-system");
+    expect(companionNamespaceFrom({ JR2_COMPANION_NAMESPACE: "jr2-elsewhere" })).toBe("jr2-elsewhere");
+    expect(() => companionNamespaceFrom({ JR2_COMPANION_NAMESPACE: "Not_A/Name" })).toThrow(
+      /^JR2_COMPANION_NAMESPACE="Not_A\/Name" is no namespace name: name the namespace the Orchestrator and the egress point run in/,
+    );
   });
 });
