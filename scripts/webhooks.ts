@@ -92,11 +92,12 @@ export const POD_STATUS_RULE: Rule = {
 const metadataMap = (obj: "object" | "oldObject", field: "labels" | "annotations") =>
   `(has(${obj}.metadata.${field}) ? ${obj}.metadata.${field} : {})`;
 
-/** Every request but a status update that leaves the labels and annotations as they were. */
+/** Every request but a status update that leaves the labels and annotations as they were. A request
+ * on the pod itself carries no subResource at all (`has` first: reading it would be an error). */
 export const STATUS_CHANGES_METADATA = {
   name: "not-a-status-update-of-status-alone",
   expression:
-    "request.subResource != 'status' || " +
+    "!has(request.subResource) || request.subResource != 'status' || " +
     (["labels", "annotations"] as const)
       .map((f) => `${metadataMap("object", f)} != ${metadataMap("oldObject", f)}`)
       .join(" || "),

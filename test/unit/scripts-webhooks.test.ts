@@ -106,7 +106,7 @@ describe("scopeWebhooks", () => {
   // annotations does. The CEL is the API server's to run (the integration tier's status patch).
   it("sends a pods/status update only when it changes the labels or annotations", () => {
     expect(STATUS_CHANGES_METADATA.expression).toBe(
-      "request.subResource != 'status' || " +
+      "!has(request.subResource) || request.subResource != 'status' || " +
         "(has(object.metadata.labels) ? object.metadata.labels : {}) != " +
         "(has(oldObject.metadata.labels) ? oldObject.metadata.labels : {}) || " +
         "(has(object.metadata.annotations) ? object.metadata.annotations : {}) != " +
