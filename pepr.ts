@@ -9,6 +9,7 @@ import cfg from "./package.json";
 import { installCRDs } from "./lib/crd-install";
 import { buildControllers, capabilities, startWatches } from "./capabilities/bindings";
 import { apiPathFrom, reviewServer } from "./capabilities/admission/review-server";
+import { optedInNamespaces } from "./capabilities/admission/namespaces";
 import { operatorMetrics, type OperatorMetrics } from "./lib/operator-metrics";
 import { OPERATOR_ENV } from "./api/env";
 import { ADMISSION_DRAIN_PATH, ADMISSION_DRAIN_SECONDS } from "./api/wire";
@@ -79,7 +80,14 @@ const watches = process.env.PEPR_WATCH_MODE === "true" || process.env.PEPR_MODE 
     // The operator's metrics on Pepr's collector, one set per process (lib/ loads no framework).
     const metrics = operatorMetrics(metricsCollector);
     const port = Number(process.env[OPERATOR_ENV.peprPort] ?? 3000);
-    startServer(module, port, process.env.PEPR_WATCH_MODE !== "true", metrics);
+    const answersReviews = process.env.PEPR_WATCH_MODE !== "true";
+    startServer(module, port, answersReviews, metrics);
+    // The opted-in namespaces admission judges Sandbox creates by, listed before the first create
+    // asks (capabilities/admission/namespaces.ts, decision 0067); a failed list is tried again then.
+    if (answersReviews)
+      optedInNamespaces
+        .start()
+        .catch((err: unknown) => Log.warn({ err: String(err) }, "the opted-in namespaces could not be listed yet"));
     // The controllers and their watches, one per kind (decisions 0023, 0035), here alone.
     if (watches)
       startWatches(buildControllers(metrics)).catch((err: unknown) => {

@@ -1,7 +1,7 @@
 // Environment variables that cross a process boundary: one workload (or its manifest, or the
 // process that spawns it) writes them and another reads them. Each name is defined here once and
 // both sides import it (docs/decisions/0012-shared-contracts.md).
-import { DEFAULT_CACHE_ROOT } from "./wire";
+import { COMPANION_NAMESPACE, DEFAULT_CACHE_ROOT } from "./wire";
 
 /** The address a companion's server binds (lib/http-json.ts listenHost). */
 const LISTEN_HOST = "JR2_LISTEN_HOST";
@@ -97,7 +97,26 @@ export const OPERATOR_ENV = {
   minIdleTimeout: "JR2_MIN_IDLE_TIMEOUT",
   /** The module's port when run locally (deployed it is 3000). */
   peprPort: "JR2_PEPR_PORT",
+  /** Where the companions run (the egress point and the Orchestrator): the Sandbox namespaces'
+   * policies admit their pods in this namespace alone (default COMPANION_NAMESPACE, as every
+   * manifest and the chart install them; decision 0067). */
+  companionNamespace: "JR2_COMPANION_NAMESPACE",
 } as const;
+
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+
+/** The companions' namespace as the operator reads it: JR2_COMPANION_NAMESPACE, unset or empty the
+ * default; a value that is no namespace name throws, naming the variable and the fix. */
+export function companionNamespaceFrom(env: NodeJS.ProcessEnv): string {
+  const v = (env[OPERATOR_ENV.companionNamespace] ?? "").trim();
+  if (!v) return COMPANION_NAMESPACE;
+  if (!DNS_LABEL.test(v))
+    throw new Error(
+      `${OPERATOR_ENV.companionNamespace}=${JSON.stringify(v)} is no namespace name: name the namespace the ` +
+        `Orchestrator and the egress point run in (a DNS label; default ${COMPANION_NAMESPACE})`,
+    );
+  return v;
+}
 
 /** The Orchestrator (orchestrator/main.ts); written by its Deployment and the local runner. */
 export const ORCHESTRATOR_ENV = {

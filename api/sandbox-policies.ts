@@ -22,50 +22,67 @@
 // Harness to its Custodian) is no NetworkPolicy's business; the pod's own node is closed by the
 // node (decision 0051: kube-network-policies polices no traffic between a pod and its node).
 //
-// The Orchestrator's pods, wherever the installation runs them: the pods named `jr2-orchestrator`
-// in a namespace labelled `app.kubernetes.io/part-of: jr2` (the companions' namespace, as their
-// manifests write it). A namespace's labels are its administrator's, so a tenant cannot pass a
-// pod of its own namespace off as the Orchestrator by labelling the pod (decision 0047).
+// Which pods the policies hold: every pod carrying `sandbox.jr2.dev/name`, the label the pod guard
+// holds (capabilities/rules/pods.ts): only the operator creates a pod with it, and only the operator
+// sets, changes or removes it or any other jr2 label or annotation of a Sandbox pod, `pods/status`
+// included. A label nobody guarded (`app.kubernetes.io/managed-by`, before decision 0067) could be
+// taken off the pod by whoever may label pods there, and the pod left both policies.
+//
+// The peers, the egress point's and the Orchestrator's pods: their names (`app.kubernetes.io/name`)
+// in the companions' namespace, chosen by `kubernetes.io/metadata.name`, which the API server sets to
+// the namespace's own name. A namespace's other labels are whoever made it (a tenant allowed to
+// create namespaces sets `app.kubernetes.io/part-of: jr2` on its own), and any pod of it may carry
+// the name label, so a peer chosen by labels alone could be a tenant's proxy (decision 0067).
 import {
   APP_NAME_LABEL,
+  COMPANION_NAMESPACE,
   EFFECTOR_PORT,
   HARNESS_PORT,
-  MANAGED_BY,
-  MANAGED_BY_LABEL,
+  NAMESPACE_NAME_LABEL,
   ORCHESTRATOR_NAME,
   ORCHESTRATOR_PORT,
   PART_OF_JR2,
   SANDBOX_EGRESS_POLICY,
   SANDBOX_INGRESS_POLICY,
+  SANDBOX_NAME_LABEL,
   SANDBOX_NAMESPACE_ENABLED,
   SANDBOX_NAMESPACE_LABEL,
 } from "./wire";
 import { EGRESS, EGRESS_PROXY_PORT } from "./egress-point";
 
-/** The egress point's pods as a policy peer (decision 0051), named as the Orchestrator's are: its
- * name in a namespace an administrator labelled part of jr2. */
-export const egressPointPeer = () => ({
-  namespaceSelector: { matchLabels: { ...PART_OF_JR2 } },
+/** The companions' namespace, by the name the API server gives it. */
+const companionsNamespace = (companions: string) => ({ matchLabels: { [NAMESPACE_NAME_LABEL]: companions } });
+
+/** The egress point's pods as a policy peer (decision 0051): its name in the companions' namespace. */
+export const egressPointPeer = (companions: string = COMPANION_NAMESPACE) => ({
+  namespaceSelector: companionsNamespace(companions),
   podSelector: { matchLabels: { [APP_NAME_LABEL]: EGRESS } },
 });
 
-/** The Orchestrator's pods as a policy peer: both policies name it so. */
-export const orchestratorPeer = () => ({
-  namespaceSelector: { matchLabels: { ...PART_OF_JR2 } },
+/** The Orchestrator's pods as a policy peer: its name in the companions' namespace. */
+export const orchestratorPeer = (companions: string = COMPANION_NAMESPACE) => ({
+  namespaceSelector: companionsNamespace(companions),
   podSelector: { matchLabels: { [APP_NAME_LABEL]: ORCHESTRATOR_NAME } },
 });
 
-/** Every Sandbox pod of an opted-in namespace, as a peer (the Orchestrator's API policy admits
- * their Custodians). */
+/** Every Sandbox pod: the label only the operator puts on a pod and nobody else changes (decision 0067). */
+export const sandboxPods = () => ({ matchExpressions: [{ key: SANDBOX_NAME_LABEL, operator: "Exists" }] });
+
+/**
+ * Every Sandbox pod of an opted-in namespace, as a peer (the Orchestrator's API policy admits their
+ * Custodians, the egress point's its proxy port). The namespace by its opt-in label, which is no
+ * tenant's to set in a namespace it merely works in (a Namespace is cluster-scoped); one who may
+ * label namespaces gains nothing by it: the pods are chosen by the Sandbox label, which only the
+ * operator puts on a pod, and the deployed operator creates pods only where the installation bound
+ * its role (decisions 0047, 0067).
+ */
 export const sandboxPodsPeer = () => ({
   namespaceSelector: { matchLabels: { [SANDBOX_NAMESPACE_LABEL]: SANDBOX_NAMESPACE_ENABLED } },
-  podSelector: { matchLabels: { [MANAGED_BY_LABEL]: MANAGED_BY } },
+  podSelector: sandboxPods(),
 });
 
-const sandboxPods = () => ({ matchLabels: { [MANAGED_BY_LABEL]: MANAGED_BY } });
-
-/** The ingress policy over every Sandbox pod of `namespace`. */
-export function ingressPolicy(namespace: string) {
+/** The ingress policy over every Sandbox pod of `namespace`; the Orchestrator in `companions`. */
+export function ingressPolicy(namespace: string, companions: string = COMPANION_NAMESPACE) {
   return {
     apiVersion: "networking.k8s.io/v1",
     kind: "NetworkPolicy",
@@ -75,7 +92,7 @@ export function ingressPolicy(namespace: string) {
       policyTypes: ["Ingress"],
       ingress: [
         {
-          from: [orchestratorPeer()],
+          from: [orchestratorPeer(companions)],
           ports: [
             { protocol: "TCP", port: HARNESS_PORT },
             { protocol: "TCP", port: EFFECTOR_PORT },
@@ -86,8 +103,8 @@ export function ingressPolicy(namespace: string) {
   };
 }
 
-/** The egress policy over every Sandbox pod of `namespace`. */
-export function egressPolicy(namespace: string) {
+/** The egress policy over every Sandbox pod of `namespace`; its peers in `companions`. */
+export function egressPolicy(namespace: string, companions: string = COMPANION_NAMESPACE) {
   return {
     apiVersion: "networking.k8s.io/v1",
     kind: "NetworkPolicy",
@@ -96,12 +113,15 @@ export function egressPolicy(namespace: string) {
       podSelector: sandboxPods(),
       policyTypes: ["Egress"],
       egress: [
-        { to: [egressPointPeer()], ports: [{ protocol: "TCP", port: EGRESS_PROXY_PORT }] },
-        { to: [orchestratorPeer()], ports: [{ protocol: "TCP", port: ORCHESTRATOR_PORT }] },
+        { to: [egressPointPeer(companions)], ports: [{ protocol: "TCP", port: EGRESS_PROXY_PORT }] },
+        { to: [orchestratorPeer(companions)], ports: [{ protocol: "TCP", port: ORCHESTRATOR_PORT }] },
       ],
     },
   };
 }
 
-/** Both policies of a namespace that holds Sandboxes. */
-export const sandboxPolicies = (namespace: string) => [ingressPolicy(namespace), egressPolicy(namespace)];
+/** Both policies of a namespace that holds Sandboxes, their peers in the companions' namespace. */
+export const sandboxPolicies = (namespace: string, companions: string = COMPANION_NAMESPACE) => [
+  ingressPolicy(namespace, companions),
+  egressPolicy(namespace, companions),
+];

@@ -6,6 +6,9 @@ export const OPERATOR_FIELD_MANAGER = "jr2-operator";
 /** What the Orchestrator's server-side applies are written as (its own field manager). */
 export const ORCHESTRATOR_FIELD_MANAGER = "jr2-orchestrator";
 export const SANDBOX_NAME_LABEL = "sandbox.jr2.dev/name";
+/** jr2's label and annotation domain: `jr2.dev/...` and `<anything>.jr2.dev/...` are jr2's keys,
+ * on a Sandbox pod set, changed and removed by the operator alone (decision 0067). */
+export const JR2_DOMAIN = "jr2.dev";
 export const KEEPALIVE_ANNOTATION = "jr2.dev/keepalive";
 
 /** The labels an Orchestrator puts on what it writes (jr2's CRs carry them, decision 0001). */
@@ -66,6 +69,9 @@ export const custodianCaSecretName = (sandbox: string) => `${sandbox}-custodian-
 export const PART_OF_JR2 = { "app.kubernetes.io/part-of": "jr2" } as const;
 /** Where the companions (the Orchestrator, the cache agents) install unless told otherwise. */
 export const COMPANION_NAMESPACE = "jr2-system";
+/** The label the API server itself sets on every namespace, its name: nobody can set it to another
+ * namespace's name, so a policy peer chosen by it is that namespace and no other (decision 0067). */
+export const NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name";
 /** Where the Orchestrator's Sandboxes live unless told otherwise: never the companions' own
  * namespace, whose Secrets (the signing key, the API tokens, the root CA) no Sandbox namespace
  * role may reach (decision 0045). */

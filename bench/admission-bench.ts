@@ -35,6 +35,7 @@ import { earlierRunsGone, scrape, sumMetric, type Result } from "./sandbox-burst
 import { apiServerLoad, type Load } from "./apiserver-load";
 import { controlPlanePids, cpuSeconds } from "./cost";
 import { percentile, round, sleep, sorted } from "./stats";
+import { sandboxNamespace } from "../api/sandbox-namespaces";
 
 const TOTAL = Number(process.env.BENCH_ADMISSION_REQUESTS ?? 5000);
 const CONCURRENCY = 32;
@@ -73,7 +74,7 @@ const sandbox = (name: string, namespace: string) => ({
   },
 });
 
-const review = (kind: "validate", i: number) => ({
+const review = (kind: "validate", i: number, namespace: string) => ({
   apiVersion: "admission.k8s.io/v1",
   kind: "AdmissionReview",
   request: {
@@ -83,10 +84,10 @@ const review = (kind: "validate", i: number) => ({
     requestKind: { group: "core.jr2.dev", version: "v1alpha1", kind: "Sandbox" },
     requestResource: { group: "core.jr2.dev", version: "v1alpha1", resource: "sandboxes" },
     name: `bench-${kind}-${i}`,
-    namespace: "default",
+    namespace,
     operation: "CREATE",
     userInfo: { username: "bench" },
-    object: sandbox(`bench-${kind}-${i}`, "default"),
+    object: sandbox(`bench-${kind}-${i}`, namespace),
     dryRun: false,
   },
 });
@@ -170,7 +171,8 @@ export async function sideBySide(
   });
   const cpu = { with: { apiserver: 0, module: 0 }, without: { apiserver: 0, module: 0 } };
   const ns = `bench-admission-${randomUUID().slice(0, 6)}`;
-  await kubeRequest("POST", "/api/v1/namespaces", { apiVersion: "v1", kind: "Namespace", metadata: { name: ns } });
+  // Opted in: admission refuses a Sandbox create anywhere else (decision 0067).
+  await kubeRequest("POST", "/api/v1/namespaces", sandboxNamespace(ns));
   const times = { with: [] as number[], without: [] as number[] };
   let before: Load = new Map();
   let after: Load | undefined;
@@ -371,12 +373,13 @@ export async function admission(kubeconfig: string): Promise<Result[]> {
     const serverSequential = (q: string) =>
       round(sumMetric(afterSequential, "pepr_jr2_admission_duration", { quantile: q }));
     const agent = new Agent({ connect: { ca: op.caPem, servername: "localhost" }, connections: CONCURRENCY });
+    const directNs = `bench-admission-direct-${randomUUID().slice(0, 6)}`;
     const direct = (kind: "validate") => async (i: number) => {
       const res = await request(`https://127.0.0.1:${port}/${kind}/${apiPath}`, {
         method: "POST",
         dispatcher: agent,
         headers: { "content-type": "application/json" },
-        body: JSON.stringify(review(kind, i)),
+        body: JSON.stringify(review(kind, i, directNs)),
       });
       const body = (await res.body.json()) as { response?: { allowed?: boolean } };
       if (res.statusCode !== 200 || body.response?.allowed !== true) {
@@ -386,7 +389,9 @@ export async function admission(kubeconfig: string): Promise<Result[]> {
     // The Repo the bench's Sandboxes name (admission wants one of their namespace, decision 0046),
     // named by its key as the Orchestrator names its Repos: one LIST by name per review.
     const repo = { apiVersion: "core.jr2.dev/v1alpha1", kind: "Repo", metadata: { name: "example-a1b2" } };
-    await kubeRequest("POST", paths.repos("default"), {
+    // In an opted-in namespace of its own: admission refuses a Sandbox create anywhere else (decision 0067).
+    await kubeRequest("POST", "/api/v1/namespaces", sandboxNamespace(directNs));
+    await kubeRequest("POST", paths.repos(directNs), {
       ...repo,
       spec: { url: "https://example.com/org/a.git" },
     }).catch((err: unknown) => {
@@ -394,10 +399,10 @@ export async function admission(kubeconfig: string): Promise<Result[]> {
     });
     const validate = await load(TOTAL, CONCURRENCY, direct("validate"));
     const through = await load(TOTAL, CONCURRENCY, (i) =>
-      kubeRequest("POST", sandboxesPath("default", true), sandbox(`bench-api-${i}`, "default")),
+      kubeRequest("POST", sandboxesPath(directNs, true), sandbox(`bench-api-${i}`, directNs)),
     );
     await agent.close();
-    await kubeRequest("DELETE", `${paths.repos("default")}/example-a1b2`).catch(() => undefined);
+    await kubeRequest("DELETE", `/api/v1/namespaces/${directNs}`).catch(() => undefined);
     // The module's own timing of each review, from its arrival to its answer (Pepr's summaries).
     const metrics = await scrape(port, op.caPem);
     const server = (name: string, q: string) => round(sumMetric(metrics, name, { quantile: q }));

@@ -84,6 +84,7 @@ import { startScriptedModel, type ScriptedModel, type ScriptStep } from "../dev/
 import { alive, killPid } from "../orchestrator/local/local-process";
 import { benchOperator, sumMetric, type Result } from "./sandbox-burst-bench";
 import { percentile, round, sleep, sorted } from "./stats";
+import { sandboxNamespace } from "../api/sandbox-namespaces";
 
 const KEY = `sk-bench-${randomBytes(8).toString("hex")}`;
 const FILE = "bench.txt";
@@ -473,7 +474,7 @@ export async function agentsBench(kubeconfig: string): Promise<Result[]> {
     probe = await startIdleProbe();
     const control = probe;
     await router.start(steps);
-    await K8s(kind.Namespace).Apply({ metadata: { name: ns } });
+    await K8s(kind.Namespace).Apply(sandboxNamespace(ns) as kind.Namespace);
     // The installation's model provider is the router, its key held in a Secret the Custodian
     // mounts; the Harness is told to use it (test/integration/support/agent-fixtures.ts, for the router).
     await K8s(kind.Secret).Apply({ metadata: { name: "model-keys", namespace: ns }, stringData: { openai: KEY } });

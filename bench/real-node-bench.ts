@@ -66,8 +66,8 @@ import {
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
-import { CACHE_AGENT_ENV, ORCHESTRATOR_ENV } from "../api/env";
-import { SANDBOX_LABEL } from "../api/wire";
+import { CACHE_AGENT_ENV, OPERATOR_ENV, ORCHESTRATOR_ENV } from "../api/env";
+import { SANDBOX_LABEL, SANDBOX_NAMESPACE_ENABLED, SANDBOX_NAMESPACE_LABEL } from "../api/wire";
 import { kubeRequest, paths } from "../lib/kube";
 import { startCacheAgent, type Agent } from "../dev/local-cache-agent";
 import { ROOT } from "../dev/local-operator";
@@ -392,6 +392,8 @@ export async function startRealNodeStage(
   started: Partial<RealNodeStage>,
 ): Promise<RealNodeStage> {
   for (const n of [o.ns, o.orchNs]) await kubectl(kubeconfig, ["create", "namespace", n]);
+  // Opted in: admission refuses a Sandbox create anywhere else (decision 0067).
+  await kubectl(kubeconfig, ["label", "namespace", o.ns, `${SANDBOX_NAMESPACE_LABEL}=${SANDBOX_NAMESPACE_ENABLED}`]);
   // A pod is admitted once its namespace's default service account exists.
   for (let i = 0; i < 120; i++) {
     if ((await kubectl(kubeconfig, ["get", "sa", "-n", o.ns, "-o", "name"])).includes("default")) break;
@@ -399,6 +401,8 @@ export async function startRealNodeStage(
   }
   started.operator = await benchOperator(kubeconfig, await freePort("127.0.0.1"), o.name, {
     [CACHE_AGENT_ENV.cacheRoot]: o.cacheRoot,
+    // Where the Orchestrator's pods would run: the policies' peers are there (decision 0067).
+    [OPERATOR_ENV.companionNamespace]: o.orchNs,
   });
   started.agent = await startCacheAgent(env.JR2_REAL_NODE_NAME, o.cacheRoot);
   started.orch = await startLocalOrchestrator({

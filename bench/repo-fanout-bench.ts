@@ -14,6 +14,7 @@ import { repoIdentity, repoKey } from "../api/repo-identity";
 import { type Agent, startCacheAgent } from "../dev/local-cache-agent";
 import { benchOperator, type Result, scrape, sumMetric } from "./sandbox-burst-bench";
 import { sleep } from "./stats";
+import { sandboxNamespace } from "../api/sandbox-namespaces";
 
 const NODES = ["jr2-node-0", "jr2-node-1", "jr2-node-2"];
 
@@ -57,7 +58,7 @@ export async function repoFanout(kubeconfig: string, count: number): Promise<Res
     const key = repoKey(repoIdentity(remote));
     for (const node of NODES) agents.set(node, await startCacheAgent(node, root(node)));
 
-    await K8s(kind.Namespace).Apply({ metadata: { name: ns } });
+    await K8s(kind.Namespace).Apply(sandboxNamespace(ns) as kind.Namespace);
     await K8s(RepoModel).Apply({
       apiVersion: "core.jr2.dev/v1alpha1",
       kind: "Repo",

@@ -33,6 +33,7 @@ import {
 } from "./cost";
 import { kubeRequest, paths } from "../lib/kube";
 import { serviceSpec } from "../capabilities/sandbox/service";
+import { sandboxNamespace } from "../api/sandbox-namespaces";
 
 /** One figure; `met` says whether it meets its target, where it has one that can be judged. */
 export type Result = { bench: string; metric: string; value: number; unit: string; target?: string; met?: boolean };
@@ -122,7 +123,7 @@ async function plainBaseline<T>(
   sample: () => Promise<T>,
 ): Promise<{ createSeconds: number; allReadySeconds: number; before: T; after: T }> {
   const ns = `bench-plain-${randomBytes(3).toString("hex")}`;
-  await K8s(kind.Namespace).Apply({ metadata: { name: ns } });
+  await K8s(kind.Namespace).Apply(sandboxNamespace(ns) as kind.Namespace);
   const ready = new Set<string>();
   let last = 0;
   const watch = K8s(kind.Pod)
@@ -268,7 +269,7 @@ export async function sandboxBurst(kubeconfig: string, count: number): Promise<R
   const steps = new Map<string, string[]>();
   const watches: { close(): void }[] = [];
   try {
-    await K8s(kind.Namespace).Apply({ metadata: { name: ns } });
+    await K8s(kind.Namespace).Apply(sandboxNamespace(ns) as kind.Namespace);
     const podWatch = K8s(kind.Pod)
       .InNamespace(ns)
       .Watch((pod) => {

@@ -15,7 +15,7 @@ import { WatchPhase } from "kubernetes-fluent-client/dist/fluent/shared-types";
 import { Capability, Log, a, type PeprValidateRequest } from "pepr";
 import cfg from "../package.json";
 import { RepoModel, SandboxModel } from "../api/crd";
-import { cacheRootFrom } from "../api/env";
+import { cacheRootFrom, companionNamespaceFrom } from "../api/env";
 import { MANAGED_BY, MANAGED_BY_LABEL } from "../api/wire";
 import { ApiWriter } from "../lib/api-writer";
 import type { OperatorMetrics } from "../lib/operator-metrics";
@@ -169,6 +169,7 @@ export function buildControllers(metrics: OperatorMetrics, env: NodeJS.ProcessEn
   const sandbox = new SandboxController({
     api,
     metrics,
+    companionNamespace: companionNamespaceFrom(env),
     gate: {
       spec: (sbx) => gateRefusal(sbx, gate),
       pod: (sbx, pod) => builtPodRefusal(sbx, pod, podRules),

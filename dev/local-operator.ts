@@ -18,6 +18,7 @@ import { join } from "node:path";
 import { parseAllDocuments } from "yaml";
 import cfg from "../package.json";
 import { LOCAL_REPO_ROOTS_ENV, OPERATOR_ENV } from "../api/env";
+import { sandboxNamespace } from "../api/sandbox-namespaces";
 import * as kubectl from "./kubectl";
 import { running, stopper } from "./child";
 import {
@@ -332,6 +333,10 @@ function withoutPeprMode(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   return rest;
 }
 
+/** Where the probe Sandboxes are judged: a namespace opted in to hold Sandboxes, as admission wants
+ * of a Sandbox create (decision 0067); it holds none (every probe is a dry run). */
+export const PROBE_NAMESPACE = "jr2-admission-probe";
+
 /**
  * The API server learns of webhook configurations and policies through informers: until a probe
  * is actually judged, a request may pass unjudged. The probe is a server-side dry run of a Sandbox
@@ -339,11 +344,12 @@ function withoutPeprMode(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
  * Sandbox that must come back defaulted (fsGroup). Nothing is stored.
  */
 async function waitJudged(kubeconfig: string, { defaults }: { defaults: boolean }, timeoutMs = 30_000) {
+  await kubectl.apply(kubeconfig, [sandboxNamespace(PROBE_NAMESPACE)]);
   const probe = (spec: Record<string, unknown>) =>
     JSON.stringify({
       apiVersion: "core.jr2.dev/v1alpha1",
       kind: "Sandbox",
-      metadata: { name: "jr2-webhook-probe", namespace: "default" },
+      metadata: { name: "jr2-webhook-probe", namespace: PROBE_NAMESPACE },
       spec: { image: "probe", ...spec },
     });
   const refused = probe({ volumes: [{ name: "probe", hostPath: { path: "/" } }] });

@@ -134,6 +134,7 @@ const jr2 = (ns: string) => `/apis/${API_VERSION}/namespaces/${enc(ns)}`;
 
 /** Paths of the objects the operator writes. */
 export const paths = {
+  namespace: (name: string) => `/api/v1/namespaces/${enc(name)}`,
   pods: (ns: string) => `/api/v1/namespaces/${enc(ns)}/pods`,
   pod: (ns: string, name: string) => `/api/v1/namespaces/${enc(ns)}/pods/${enc(name)}`,
   services: (ns: string) => `/api/v1/namespaces/${enc(ns)}/services`,

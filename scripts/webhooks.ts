@@ -10,6 +10,8 @@
 //     label (`objectSelector`; an UPDATE matches when the old or the new pod carries it, so adding
 //     or removing the label is judged too), and not for the operator's own pod creates: the
 //     reconcile runs the pod guard's rules on each pod it builds before writing it (decision 0029).
+//     In the validating configuration also `pods/status` updates, but only those that change the
+//     pod's labels or annotations (`matchConditions`): jr2's keys are the operator's (decision 0067).
 //   - Exec and attach into a Sandbox pod's credential holders (decision 0048): a third webhook in
 //     the validating configuration, CONNECT on pods/exec and pods/attach, which Pepr's bindings
 //     cannot express. A CONNECT's object is the options (PodExecOptions), which carry no labels, so
@@ -74,6 +76,35 @@ export function forOperator<W extends Webhook>(w: W, operator: string): W {
 }
 
 /**
+ * A status update of a Sandbox pod (decision 0067): the API server takes a pod's labels and
+ * annotations from `pods/status` as well (its status strategy resets the spec, not the metadata), so
+ * the pod guard's rule on jr2's keys must see those updates too. The kubelet writes a pod's status
+ * many times and never its metadata: only a status update that changes labels or annotations is
+ * sent to the module (`STATUS_CHANGES_METADATA`), the kubelet's never wait on it.
+ */
+export const POD_STATUS_RULE: Rule = {
+  apiGroups: [""],
+  apiVersions: ["v1"],
+  operations: ["UPDATE"],
+  resources: ["pods/status"],
+};
+
+/** Labels and annotations as a map, empty when the object has none. */
+const metadataMap = (obj: "object" | "oldObject", field: "labels" | "annotations") =>
+  `(has(${obj}.metadata.${field}) ? ${obj}.metadata.${field} : {})`;
+
+/** Every request but a status update that leaves the labels and annotations as they were. A request
+ * on the pod itself carries no subResource at all (`has` first: reading it would be an error). */
+export const STATUS_CHANGES_METADATA = {
+  name: "not-a-status-update-of-status-alone",
+  expression:
+    "!has(request.subResource) || request.subResource != 'status' || " +
+    (["labels", "annotations"] as const)
+      .map((f) => `${metadataMap("object", f)} != ${metadataMap("oldObject", f)}`)
+      .join(" || "),
+};
+
+/**
  * The CONNECTs the pod webhook judges (decision 0048): exec and attach. Not port-forward: it reaches
  * the pod's network namespace, which the Harness (open to exec, and running the Agent's code)
  * shares, so refusing it would close nothing the Harness does not reach already.
@@ -109,6 +140,7 @@ const named = (prefix: string, w: Webhook) => `${prefix}.${w.name}`;
  * know, so a new binding cannot silently widen what admission intercepts.
  */
 export function scopeWebhooks(config: WebhookConfiguration): WebhookConfiguration {
+  const validating = config.kind === "ValidatingWebhookConfiguration";
   const webhooks = config.webhooks.flatMap((w) => {
     // Already scoped (a second post-build over the same output): kept as it is.
     if (["sandboxes.", "repos.", "pods.", "connect."].some((p) => w.name.startsWith(p))) return [w];
@@ -131,19 +163,24 @@ export function scopeWebhooks(config: WebhookConfiguration): WebhookConfiguratio
       // Repos (decision 0066): a create and a spec change only, as for Sandboxes; the cache agents'
       // status writes (repos/status) never reach the module.
       ...(repos.length ? [{ ...base, name: named("repos", w), rules: repos, matchConditions: [SPEC_CHANGED] }] : []),
+      // The validating one also sees status updates that change a Sandbox pod's labels or
+      // annotations (decision 0067); the same objectSelector, so only Sandbox pods' reach it.
       ...(pods.length
         ? [
             {
               ...base,
               name: named("pods", w),
-              rules: pods,
+              rules: validating ? [...pods, POD_STATUS_RULE] : pods,
               objectSelector: SANDBOX_PODS,
-              matchConditions: [notOperatorPodCreate(DEPLOYED_OPERATOR)],
+              matchConditions: [
+                notOperatorPodCreate(DEPLOYED_OPERATOR),
+                ...(validating ? [STATUS_CHANGES_METADATA] : []),
+              ],
             },
           ]
         : []),
       // No operator condition: the operator's identity opens no credential holder (decision 0048).
-      ...(pods.length && config.kind === "ValidatingWebhookConfiguration"
+      ...(pods.length && validating
         ? [
             {
               ...base,

@@ -15,12 +15,14 @@ import {
   CONTAINER_CONNECTS,
   CREDENTIAL_HOLDERS,
   connectRefusal,
+  jr2MetadataChanged,
   podRulesFromEnv,
   podUpdateViolations,
   podViolations,
   sandboxLabelChanged,
   type PodRules,
 } from "../rules/pods";
+import { namespaceViolations } from "./namespaces";
 import { sandboxRepoKeyViolations } from "./repo-keys";
 import { rulesFromEnv, sandboxNameViolations, sandboxViolations, type SandboxRules } from "../rules/sandbox-rules";
 import { describe, violation, type Violation } from "../rules/violations";
@@ -72,7 +74,7 @@ async function verdict(req: ReviewRequest, check: () => Violation[] | Promise<Vi
 }
 
 // A spec change is judged as a create is; an unchanged spec (a keepalive, a re-apply) is not judged
-// again. The name, which names the Service, only at create: it never changes.
+// again. The name, which names the Service, and the namespace's opt-in only at create.
 // Its Repo keys must name Repos of its own namespace (decision 0046): read from the API server only
 // for keys a create or a spec change adds.
 const judgeSandbox = (req: ReviewRequest) =>
@@ -80,6 +82,9 @@ const judgeSandbox = (req: ReviewRequest) =>
     const update = req.operation === "UPDATE";
     const namespace = req.object?.metadata?.namespace ?? req.namespace;
     return [
+      // Created only where the installation opted in (decision 0067): in every mode, not by the
+      // deployed module's RBAC alone. An update of one already there is not refused for it.
+      ...(update ? [] : await namespaceViolations(namespace)),
       ...(update ? [] : sandboxNameViolations(req.object?.metadata?.name || req.name)),
       ...sandboxViolations(req.object?.spec, update ? (req.oldObject?.spec ?? {}) : undefined, rules),
       ...(await sandboxRepoKeyViolations(namespace, req.object?.spec, update ? req.oldObject?.spec : undefined)),
@@ -110,13 +115,17 @@ const judgePodCreate = (req: ReviewRequest) =>
   );
 
 // No label filter: a filter reads the new object only, so it would miss a label added to an
-// ordinary pod (and see no removal). The rule decides: a label added, changed or removed is the
-// operator's alone; a Sandbox pod's added ephemeral containers are checked. The webhook
-// configuration's objectSelector keeps unlabelled pods away (an update matches if either the old
-// or the new object carries the label).
+// ordinary pod (and see no removal). The rule decides: the Sandbox label added, changed or removed,
+// and a Sandbox pod's other jr2 labels and annotations (on the pod or its status), are the
+// operator's alone (decision 0067); a Sandbox pod's added ephemeral containers are checked. The
+// webhook configuration's objectSelector keeps unlabelled pods away (an update matches if either
+// the old or the new object carries the label), and sends a status update only when it changes
+// labels or annotations (scripts/webhooks.ts).
 const judgePodUpdate = (req: ReviewRequest) =>
   verdict(req, async () => {
-    const operator = sandboxLabelChanged(req.object, req.oldObject) ? await operatorIdentity() : undefined;
+    const asksOperator =
+      sandboxLabelChanged(req.object, req.oldObject) || jr2MetadataChanged(req.object, req.oldObject);
+    const operator = asksOperator ? await operatorIdentity() : undefined;
     return podUpdateViolations(req.object, req.oldObject, req.userInfo?.username, operator, req.subResource);
   });
 

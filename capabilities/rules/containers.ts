@@ -34,24 +34,25 @@ const unstated = (v: unknown) => v === undefined || v === null;
 const show = (v: unknown) => (typeof v === "string" ? JSON.stringify(v) : `a ${v === null ? "null" : typeof v}`);
 
 /** The restricted profile, for a context as it will run: every field stated and hardened. An
- * absent context passes (the caller decides whether one is required). */
-export function restrictedViolations(sc: unknown, path: string): Violation[] {
+ * absent context passes (the caller decides whether one is required). `who` ends each message:
+ * whose context is held to it. */
+export function restrictedViolations(sc: unknown, path: string, who: string = OWNED): Violation[] {
   if (unstated(sc)) return [];
   if (!isObject(sc)) return [violation(path, "must be an object")];
   const out: Violation[] = [];
-  if (sc.privileged === true) out.push(violation(`${path}.privileged`, `must not be true ${OWNED}`));
-  if (sc.runAsNonRoot !== true) out.push(violation(`${path}.runAsNonRoot`, `must be true ${OWNED}`));
-  if (sc.runAsUser === 0) out.push(violation(`${path}.runAsUser`, `must not be 0 (root) ${OWNED}`));
+  if (sc.privileged === true) out.push(violation(`${path}.privileged`, `must not be true ${who}`));
+  if (sc.runAsNonRoot !== true) out.push(violation(`${path}.runAsNonRoot`, `must be true ${who}`));
+  if (sc.runAsUser === 0) out.push(violation(`${path}.runAsUser`, `must not be 0 (root) ${who}`));
   if (sc.allowPrivilegeEscalation !== false) {
-    out.push(violation(`${path}.allowPrivilegeEscalation`, `must be false ${OWNED}`));
+    out.push(violation(`${path}.allowPrivilegeEscalation`, `must be false ${who}`));
   }
   const caps = asObject(sc.capabilities);
   if (!asArray(caps.drop).includes("ALL"))
-    out.push(violation(`${path}.capabilities.drop`, `must include "ALL" ${OWNED}`));
-  if (asArray(caps.add).length) out.push(violation(`${path}.capabilities.add`, `must be empty ${OWNED}`));
+    out.push(violation(`${path}.capabilities.drop`, `must include "ALL" ${who}`));
+  if (asArray(caps.add).length) out.push(violation(`${path}.capabilities.add`, `must be empty ${who}`));
   const seccomp = str(asObject(sc.seccompProfile).type);
   if (seccomp !== "RuntimeDefault" && seccomp !== "Localhost") {
-    out.push(violation(`${path}.seccompProfile.type`, `must be "RuntimeDefault" or "Localhost" ${OWNED}`));
+    out.push(violation(`${path}.seccompProfile.type`, `must be "RuntimeDefault" or "Localhost" ${who}`));
   }
   // Restricted includes baseline: what is refused even to the user seat.
   out.push(...sharedControlViolations(sc, path));

@@ -9,6 +9,8 @@ import {
   DEFAULT_CACHE_ROOT,
   EFFECTOR,
   HARNESS,
+  JR2_DOMAIN,
+  MANAGED_BY_LABEL,
   SANDBOX_NAME_LABEL,
   USER,
   keyOfRepoVolume,
@@ -234,9 +236,73 @@ export function sandboxLabelViolations(
   ];
 }
 
+/** A label or annotation key that is jr2's: the operator's informers' `app.kubernetes.io/managed-by`,
+ * and every key in jr2's domain (`jr2.dev/...`, `<anything>.jr2.dev/...`). */
+export const isJr2Key = (key: string): boolean => {
+  if (key === MANAGED_BY_LABEL) return true;
+  const slash = key.indexOf("/");
+  const prefix = slash < 0 ? "" : key.slice(0, slash);
+  return prefix === JR2_DOMAIN || prefix.endsWith(`.${JR2_DOMAIN}`);
+};
+
+/** The jr2 keys of a map that an update adds, changes or removes (the Sandbox label aside: its rule is its own). */
+function jr2KeysChanged(now: Record<string, unknown>, before: Record<string, unknown>, skip?: string): string[] {
+  const keys = new Set([...Object.keys(now), ...Object.keys(before)]);
+  return [...keys].filter((k) => k !== skip && isJr2Key(k) && str(now[k]) !== str(before[k])).sort();
+}
+
+/** Whether an update adds, changes or removes any jr2 label or annotation. */
+export const jr2MetadataChanged = (pod: unknown, oldPod: unknown): boolean =>
+  (["labels", "annotations"] as const).some(
+    (m) =>
+      jr2KeysChanged(asObject(asObject(asObject(pod).metadata)[m]), asObject(asObject(asObject(oldPod).metadata)[m]))
+        .length > 0,
+  );
+
 /**
- * A pod update: its Sandbox label (any pod, labelled before or after), and for a Sandbox pod the
- * ephemeral containers it adds.
+ * A Sandbox pod's jr2 labels and annotations are the operator's alone (decision 0067): its
+ * NetworkPolicies and Service select it by them, the egress point knows it by them, and the
+ * operator reads its spec digest from them. An update by anyone else, `pods/status` included (the
+ * API server takes labels and annotations from a status update too), that adds, changes or removes
+ * one is refused. The Sandbox label is `sandboxLabelViolations`'.
+ */
+export function jr2MetadataViolations(
+  pod: unknown,
+  oldPod: unknown,
+  requester: string | undefined,
+  operator: string | undefined,
+): Violation[] {
+  if (operator && requester === operator) return [];
+  const who = JSON.stringify(requester ?? "unknown");
+  return (["labels", "annotations"] as const).flatMap((m) =>
+    jr2KeysChanged(
+      asObject(asObject(asObject(pod).metadata)[m]),
+      asObject(asObject(asObject(oldPod).metadata)[m]),
+      m === "labels" ? SANDBOX_NAME_LABEL : undefined,
+    ).map((key) => {
+      const [before, after] = [
+        str(asObject(asObject(asObject(oldPod).metadata)[m])[key]),
+        str(asObject(asObject(asObject(pod).metadata)[m])[key]),
+      ];
+      const what =
+        before === undefined
+          ? `adds it (${JSON.stringify(after)})`
+          : after === undefined
+            ? `removes it (${JSON.stringify(before)})`
+            : `changes it from ${JSON.stringify(before)} to ${JSON.stringify(after)}`;
+      return violation(
+        `metadata.${m}[${key}]`,
+        `only the jr2 operator sets, changes or removes jr2's ${m} on a Sandbox pod (its NetworkPolicies and ` +
+          `Service select it by them); this request from ${who} ${what}: leave it as it is`,
+      );
+    }),
+  );
+}
+
+/**
+ * A pod update: its Sandbox label (any pod, labelled before or after); for a Sandbox pod its other
+ * jr2 labels and annotations (on the pod and on `pods/status`), the ephemeral containers it adds,
+ * and its images.
  */
 export function podUpdateViolations(
   pod: unknown,
@@ -248,6 +314,9 @@ export function podUpdateViolations(
   const sandboxPod = sandboxOf(pod) !== undefined || sandboxOf(oldPod) !== undefined;
   return [
     ...sandboxLabelViolations(pod, oldPod, requester, operator),
+    ...(sandboxPod && (!subResource || subResource === "status")
+      ? jr2MetadataViolations(pod, oldPod, requester, operator)
+      : []),
     ...(sandboxPod && subResource === "ephemeralcontainers" ? ephemeralViolations(pod, oldPod) : []),
     ...(sandboxPod && !subResource ? imageChangeViolations(pod, oldPod) : []),
   ];
@@ -277,22 +346,74 @@ export function imageChangeViolations(pod: unknown, oldPod: unknown): Violation[
   return out;
 }
 
-/** The ephemeral containers an update adds (those not in the old pod), checked. */
+/**
+ * The volumes of a pod no ephemeral container may mount: every Secret (or projected Secret) volume,
+ * and every volume a credential holder mounts that the Harness does not (the Effector's scratch and
+ * key, the Custodian's values and CA, emptyDirs included): what the Harness shares (/work) stays
+ * open (decisions 0048, 0067).
+ */
+function credentialVolumes(spec: Record<string, unknown>): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const v of asArray(spec.volumes).map(asObject)) {
+    const name = str(v.name);
+    if (
+      name !== undefined &&
+      (v.secret !== undefined || asArray(asObject(v.projected).sources).some((s) => asObject(s).secret !== undefined))
+    )
+      out.set(name, "a Secret volume");
+  }
+  const mountedBy = (c: unknown) =>
+    new Set(
+      asArray(asObject(c).volumeMounts)
+        .map((m) => str(asObject(m).name))
+        .filter((n) => n !== undefined),
+    );
+  const containers = asArray(spec.containers);
+  const harness = mountedBy(containers.find((c) => str(asObject(c).name) === HARNESS));
+  for (const c of containers) {
+    const holder = str(asObject(c).name);
+    if (holder === undefined || !CREDENTIAL_HOLDERS.includes(holder)) continue;
+    for (const name of mountedBy(c))
+      if (!harness.has(name) && !out.has(name)) out.set(name, `the "${holder}" container's volume`);
+  }
+  return out;
+}
+
+/**
+ * An ephemeral container's context as it will run: the pod's runAsUser, runAsNonRoot and seccomp
+ * profile apply where the container states none, as the kubelet applies them.
+ */
+function effectiveContext(container: Record<string, unknown>, spec: Record<string, unknown>): unknown {
+  const sc = container.securityContext;
+  if (sc !== undefined && sc !== null && !isObject(sc)) return sc;
+  const pod = asObject(spec.securityContext);
+  const inherited = Object.fromEntries(
+    (["runAsUser", "runAsNonRoot", "seccompProfile"] as const)
+      .filter((k) => pod[k] !== undefined)
+      .map((k) => [k, pod[k]]),
+  );
+  return { ...inherited, ...asObject(sc) };
+}
+
+const EPHEMERAL =
+  "for an ephemeral container of a Sandbox pod, held to the Harness's context (kubectl debug --profile=restricted)";
+
+/**
+ * The ephemeral containers an update adds (those not in the old pod), held to the Harness's context
+ * (decision 0067): `kubectl debug` into a Sandbox pod sits in the pod's network namespace beside the
+ * credential holders, so it gets what the Harness gets and no more: the restricted profile (every
+ * capability dropped, NET_RAW with them, which decision 0051 relies on no seat holding; non-root; no
+ * privilege escalation), a read-only root where the Harness's is, no credential holder as its
+ * target, no Secret, and no volume of a credential holder.
+ */
 export function ephemeralViolations(pod: unknown, oldPod: unknown): Violation[] {
   const before = new Set(
     asArray(asObject(asObject(oldPod).spec).ephemeralContainers).map((c) => str(asObject(c).name)),
   );
   const spec = asObject(asObject(pod).spec);
-  const secretVolumes = new Set(
-    asArray(spec.volumes)
-      .map(asObject)
-      .filter(
-        (v) =>
-          v.secret !== undefined ||
-          asArray(asObject(v.projected).sources).some((s) => asObject(s).secret !== undefined),
-      )
-      .map((v) => str(v.name)),
-  );
+  const forbidden = credentialVolumes(spec);
+  const harness = asObject(asArray(spec.containers).find((c) => str(asObject(c).name) === HARNESS));
+  const harnessReadOnlyRoot = asObject(harness.securityContext).readOnlyRootFilesystem === true;
   const out: Violation[] = [];
   asArray(spec.ephemeralContainers).forEach((c, i) => {
     const container = asObject(c);
@@ -308,9 +429,8 @@ export function ephemeralViolations(pod: unknown, oldPod: unknown): Violation[] 
       );
     }
     asArray(container.volumeMounts).forEach((m, j) => {
-      if (secretVolumes.has(str(asObject(m).name))) {
-        out.push(violation(`${path}.volumeMounts[${j}]`, "may not mount a Secret volume"));
-      }
+      const why = forbidden.get(str(asObject(m).name) ?? "");
+      if (why) out.push(violation(`${path}.volumeMounts[${j}]`, `may not mount ${why}: mount what the Harness mounts`));
     });
     asArray(container.env).forEach((e, j) => {
       if (asObject(asObject(e).valueFrom).secretKeyRef !== undefined) {
@@ -321,10 +441,12 @@ export function ephemeralViolations(pod: unknown, oldPod: unknown): Violation[] 
       if (asObject(e).secretRef !== undefined)
         out.push(violation(`${path}.envFrom[${j}].secretRef`, "may not read a Secret"));
     });
-    out.push(
-      ...repoMountViolations(container, path, false),
-      ...baselineViolations(container.securityContext, `${path}.securityContext`),
-    );
+    const sc = `${path}.securityContext`;
+    const context = effectiveContext(container, spec);
+    const held = restrictedViolations(context, sc, EPHEMERAL);
+    if (harnessReadOnlyRoot && asObject(context).readOnlyRootFilesystem !== true)
+      held.push(violation(`${sc}.readOnlyRootFilesystem`, "must be true: the Harness's root is read-only"));
+    out.push(...repoMountViolations(container, path, false), ...held);
   });
   return out;
 }

@@ -11,7 +11,7 @@ import type { OperatorMetrics } from "../../lib/operator-metrics";
 import { statusMergePatch } from "../../lib/patch";
 import { WorkQueue } from "../../lib/queue";
 import { ObjectCache } from "../../lib/cache";
-import { KEEPALIVE_ANNOTATION, OPERATOR_FIELD_MANAGER, SANDBOX_NAME_LABEL } from "../../api/wire";
+import { COMPANION_NAMESPACE, KEEPALIVE_ANNOTATION, OPERATOR_FIELD_MANAGER, SANDBOX_NAME_LABEL } from "../../api/wire";
 import { sandboxPolicies } from "../../api/sandbox-policies";
 import {
   NOT_ENABLED_RETRY_MS,
@@ -75,6 +75,9 @@ export type SandboxControllerParts = {
   metrics: OperatorMetrics;
   /** The checks a Sandbox passes before its pod is built, and its pod before it is written (gate.ts). */
   gate: PodGate;
+  /** Where the egress point and the Orchestrator run: the namespaces' policies admit them there
+   * alone (api/sandbox-policies.ts; default COMPANION_NAMESPACE, decision 0067). */
+  companionNamespace?: string;
 };
 
 /** Told of every Sandbox the cache takes in (or, undefined, lets go), by key. */
@@ -101,11 +104,13 @@ export class SandboxController {
    * is not opted in. */
   readonly #policies = new Map<string, { until: number; result: Promise<PodRefusal | undefined> }>();
   readonly #api: ApiWriter;
+  readonly #companions: string;
   readonly #metrics: OperatorMetrics;
   readonly queue: WorkQueue;
 
   /** Built once, in the watching process (capabilities/bindings.ts). */
-  constructor({ api, metrics, gate }: SandboxControllerParts) {
+  constructor({ api, metrics, gate, companionNamespace }: SandboxControllerParts) {
+    this.#companions = companionNamespace ?? COMPANION_NAMESPACE;
     this.#api = api;
     this.#metrics = metrics;
     this.#gate = gate;
@@ -357,7 +362,7 @@ export class SandboxController {
 
   async #checkPolicies(namespace: string): Promise<PodRefusal | undefined> {
     try {
-      for (const wanted of sandboxPolicies(namespace)) {
+      for (const wanted of sandboxPolicies(namespace, this.#companions)) {
         const path = paths.networkPolicy(namespace, wanted.metadata.name);
         const live = await getOrUndefined(() => kubeRequest<{ spec?: unknown }>("GET", path));
         if (!policyNeedsWrite(live, wanted)) continue;

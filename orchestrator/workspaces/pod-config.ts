@@ -136,7 +136,10 @@ export const PodConfig = z
               "Whether the `user` seat keeps NET_RAW (raw sockets, e.g. ping), as the container runtime's default " +
               "set gives it. Default false: it is dropped, as it " +
               "would let the seat read and forge the pod's loopback traffic, the Custodian's plain HTTP among it " +
-              "(decision 0048).",
+              "(decision 0048). true gives that up: the seat reads and forges every packet of the pod's network, " +
+              "the held values the Custodian adds to a plain-HTTP request included, and sends packets from an " +
+              "address not its own, which the egress point, judging a connection by its source address, relies on " +
+              "no seat doing (decisions 0051, 0067; a TCP handshake from a forged address still never completes).",
           }),
       })
       .default({ netRaw: false }),

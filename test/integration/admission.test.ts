@@ -3,10 +3,14 @@
 // Sandbox pods refused, ephemeral containers kept away from the credential holders, and no exec or
 // attach into them (decision 0048), whoever asks.
 import { execFile } from "node:child_process";
-import { K8s } from "kubernetes-fluent-client";
+import { K8s, kind } from "kubernetes-fluent-client";
 import { SandboxModel } from "../../api/crd";
 import { kubectlPath } from "../../dev/kubectl";
 import { DEPLOYED_OPERATOR } from "../../scripts/webhooks";
+import { kubeRequest, paths } from "../../lib/kube";
+import { type LabelSelector, selectorString } from "../support/label-selector";
+
+type Obj = { metadata: { name: string } };
 import { createSandbox, getSandbox, listPods, useNamespace, waitPhase } from "./support/cluster";
 
 const ns = useNamespace("admission");
@@ -197,5 +201,161 @@ describe("admission of Sandbox pods", () => {
     const { code, out } = await kubectl(["debug", "-n", ns.name, "plain", "--image=busybox", "--target=custodian"]);
     expect(code).not.toBe(0);
     expect(out).toContain('targetContainerName: may not be "custodian"');
+  });
+});
+
+// Decision 0067: a Sandbox pod's jr2 labels and annotations are the operator's (its policies select
+// it by them), on the pod and on pods/status; an ephemeral container is held to the Harness's
+// context; a Sandbox is created only in an opted-in namespace, whatever the operator's rights.
+describe("a Sandbox pod's jr2 metadata, its debug containers, and the namespace's opt-in (decision 0067)", () => {
+  const closed = useNamespace("admission-closed", { optedIn: false });
+  const RESTRICTED = {
+    runAsNonRoot: true,
+    allowPrivilegeEscalation: false,
+    capabilities: { drop: ["ALL"] },
+    seccompProfile: { type: "RuntimeDefault" },
+  };
+  const pod = async () => (await listPods(ns.name, "guarded"))[0];
+
+  beforeAll(async () => {
+    // An emptyDir only the effector mounts: its scratch, as the Orchestrator composes it.
+    await createSandbox(ns.name, "guarded", {
+      volumes: [{ name: "scratch", emptyDir: {} }],
+      sidecars: [
+        { name: "custodian", image: "c" },
+        { name: "effector", image: "e", volumeMounts: [{ name: "scratch", mountPath: "/run/jr2/scratch" }] },
+      ],
+    });
+    await waitPhase(ns.name, "guarded", "Ready");
+  });
+
+  it.each([
+    ["label", ["app.kubernetes.io/managed-by-"], "labels[app.kubernetes.io/managed-by]", 'removes it ("jr2-operator")'],
+    [
+      "label",
+      ["--overwrite", "app.kubernetes.io/managed-by=mine"],
+      "labels[app.kubernetes.io/managed-by]",
+      "changes it",
+    ],
+    ["label", ["jr2.dev/tenant=someone"], "labels[jr2.dev/tenant]", "adds it"],
+    ["annotate", ["sandbox.jr2.dev/name-"], "annotations[sandbox.jr2.dev/name]", "removes it"],
+  ])("refuses `kubectl %s` %j on the pod by anyone but the operator", async (verb, args, field, words) => {
+    const { code, out } = await kubectl([verb, "pod", "-n", ns.name, "guarded", ...args]);
+    expect(code).not.toBe(0);
+    expect(out).toContain(`metadata.${field}: only the jr2 operator sets, changes or removes jr2's`);
+    expect(out).toContain(words);
+    expect((await pod()).metadata?.labels?.["app.kubernetes.io/managed-by"]).toBe("jr2-operator");
+  });
+
+  it("refuses the same change through pods/status, which the API server would take", async () => {
+    const { code, out } = await kubectl([
+      "patch",
+      "pod",
+      "-n",
+      ns.name,
+      "guarded",
+      "--subresource=status",
+      "--type=merge",
+      "-p",
+      JSON.stringify({ metadata: { labels: { "app.kubernetes.io/managed-by": null } } }),
+    ]);
+    expect(code).not.toBe(0);
+    expect(out).toContain("metadata.labels[app.kubernetes.io/managed-by]: only the jr2 operator");
+    // A status write that leaves the metadata alone (the kubelet's kind) goes through.
+    const ok = await kubectl([
+      "patch",
+      "pod",
+      "-n",
+      ns.name,
+      "guarded",
+      "--subresource=status",
+      "--type=merge",
+      "-p",
+      JSON.stringify({ status: { message: "status alone" } }),
+    ]);
+    expect(ok).toMatchObject({ code: 0 });
+  });
+
+  it("lets anyone change the pod's other labels; both policies still select it", async () => {
+    expect(await kubectl(["label", "pod", "-n", ns.name, "guarded", "team=a"])).toMatchObject({ code: 0 });
+    const policies = (await K8s(kind.NetworkPolicy).InNamespace(ns.name).Get()).items;
+    expect(policies.map((p) => p.metadata?.name).sort()).toEqual(["jr2-sandbox-egress", "jr2-sandbox-ingress"]);
+    for (const p of policies) {
+      // The API server's own reading of the written selector.
+      const q = new URLSearchParams({ labelSelector: selectorString(p.spec!.podSelector as LabelSelector) });
+      const selected = await kubeRequest<{ items: Obj[] }>("GET", `${paths.pods(ns.name)}?${q}`);
+      expect([p.metadata?.name, selected.items.map((x) => x.metadata.name)]).toEqual([
+        p.metadata?.name,
+        expect.arrayContaining(["guarded"]),
+      ]);
+    }
+  });
+
+  it("refuses kubectl debug in the baseline profile (NET_RAW kept), admits --profile=restricted", async () => {
+    const legacy = await kubectl(["debug", "-n", ns.name, "guarded", "--image=busybox", "--profile=legacy"]);
+    expect(legacy.code).not.toBe(0);
+    expect(legacy.out).toContain('securityContext.capabilities.drop: must include "ALL" for an ephemeral container');
+    expect(legacy.out).toContain("held to the Harness's context");
+    const restricted = await kubectl([
+      "debug",
+      "-n",
+      ns.name,
+      "guarded",
+      "--image=busybox",
+      "--profile=restricted",
+      "--target=harness",
+    ]);
+    expect(restricted).toMatchObject({ code: 0 });
+    const added = (await pod()).spec?.ephemeralContainers ?? [];
+    expect(added.map((c) => [c.targetContainerName, c.securityContext?.capabilities?.drop])).toEqual([
+      ["harness", ["ALL"]],
+    ]);
+  });
+
+  it("refuses a debug container mounting the effector's scratch, in the Harness's context or not", async () => {
+    const current = await pod();
+    const body = {
+      ...current,
+      spec: {
+        ...current.spec,
+        ephemeralContainers: [
+          ...(current.spec?.ephemeralContainers ?? []),
+          {
+            name: "scratch-reader",
+            image: "busybox",
+            securityContext: RESTRICTED,
+            volumeMounts: [{ name: "scratch", mountPath: "/x" }],
+          },
+        ],
+      },
+    };
+    const { code, out } = await kubectl(
+      ["replace", "--raw", `/api/v1/namespaces/${ns.name}/pods/guarded/ephemeralcontainers`, "-f", "-"],
+      body,
+    );
+    expect(code).not.toBe(0);
+    expect(out).toMatch(
+      /spec\.ephemeralContainers\[\d+\]\.volumeMounts\[0\]: may not mount the "effector" container's volume/,
+    );
+  });
+
+  // Not by RBAC alone: the integration operator is the cluster's admin, as npm start's is.
+  it("refuses a Sandbox created where the namespace has not opted in, naming it and the fix; admits it once labelled", async () => {
+    const create = () =>
+      kubectl(["create", "-f", "-"], {
+        apiVersion: "core.jr2.dev/v1alpha1",
+        kind: "Sandbox",
+        metadata: { name: "outside", namespace: closed.name },
+        spec: { image: "ghcr.io/example/harness:1" },
+      });
+    const refused = await create();
+    expect(refused.code).not.toBe(0);
+    expect(refused.out).toContain(`metadata.namespace: namespace "${closed.name}" has not opted in to hold Sandboxes`);
+    expect(refused.out).toContain("jr2.dev/sandboxes=enabled");
+    expect(refused.out).toContain("JR2_SANDBOX_NAMESPACES");
+    expect(await listPods(closed.name)).toEqual([]);
+    // Labelled a moment ago: admitted, though the module's watch may not have said so yet.
+    expect(await kubectl(["label", "namespace", closed.name, "jr2.dev/sandboxes=enabled"])).toMatchObject({ code: 0 });
+    expect(await create()).toMatchObject({ code: 0 });
   });
 });

@@ -20,7 +20,7 @@ import { startGitHttpServer, type GitHttpServer } from "../support/git-http-serv
 import { useNamespace, waitFor } from "./support/cluster";
 
 const optedIn = useNamespace("rbac-in");
-const other = useNamespace("rbac-out");
+const other = useNamespace("rbac-out", { optedIn: false });
 const AS = `system:serviceaccount:${COMPANION_NAMESPACE}:${CACHE_AGENT}`;
 const NODE = "jr2-node-0";
 const tmp = mkdtempSync(join(tmpdir(), "jr2-agent-rbac-"));

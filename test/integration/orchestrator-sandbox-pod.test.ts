@@ -267,13 +267,14 @@ describe("a workspace's Sandbox pod, as composed and as built", () => {
     expect(trust.data).toEqual({ "ca.crt": cert });
     const policy = await K8s(kind.NetworkPolicy).InNamespace(ns.name).Get("jr2-sandbox-ingress");
     expect(policy.spec).toEqual({
-      podSelector: { matchLabels: { "app.kubernetes.io/managed-by": "jr2-operator" } },
+      // The label the pod guard holds; the Orchestrator by its namespace's name (decision 0067).
+      podSelector: { matchExpressions: [{ key: "sandbox.jr2.dev/name", operator: "Exists" }] },
       policyTypes: ["Ingress"],
       ingress: [
         {
           from: [
             {
-              namespaceSelector: { matchLabels: { "app.kubernetes.io/part-of": "jr2" } },
+              namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "jr2-system" } },
               podSelector: { matchLabels: { "app.kubernetes.io/name": "jr2-orchestrator" } },
             },
           ],
@@ -288,7 +289,7 @@ describe("a workspace's Sandbox pod, as composed and as built", () => {
     const egress = await K8s(kind.NetworkPolicy).InNamespace(ns.name).Get("jr2-sandbox-egress");
     expect(egress.spec).toEqual(egressPolicy(ns.name).spec);
     // The policies select this Sandbox's pod.
-    expect(pod.metadata?.labels).toMatchObject({ "app.kubernetes.io/managed-by": "jr2-operator" });
+    expect(pod.metadata?.labels?.["sandbox.jr2.dev/name"]).toBe(pod.metadata?.name);
   });
 
   describe("the pod: every container against the mounts table (decision 0021)", () => {

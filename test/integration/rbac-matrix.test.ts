@@ -43,7 +43,7 @@ const cacheAgentSa = (() => {
   return `system:serviceaccount:${sa.metadata.namespace}:${sa.metadata.name}`;
 })();
 
-const other = useNamespace("rbac-other");
+const other = useNamespace("rbac-other", { optedIn: false });
 /** The namespaces this test found already there: never deleted after it. */
 let existing: Set<string>;
 
@@ -223,5 +223,25 @@ describe("the RBAC of the built manifests (decision 0047)", () => {
       await run(kubeconfig(), ["get", "namespace", DEFAULT_SANDBOX_NAMESPACE, "-o", "jsonpath={.metadata.labels}"]),
     );
     expect(labels["jr2.dev/sandboxes"]).toBe("enabled");
+  });
+});
+
+// Decision 0067: admission judges a Sandbox create by its namespace's opt-in label, from a watch of
+// the labelled Namespaces (and one read before a refusal): reads of namespaces, no write.
+describe("the module's reads of namespaces (decision 0067)", () => {
+  it("may get, list and watch namespaces, and write none", async () => {
+    const asks = ["get", "list", "watch", "patch", "update", "create", "delete"];
+    const answers = Object.fromEntries(
+      await Promise.all(asks.map(async (v) => [v, await can(moduleSa, v, "namespaces")])),
+    );
+    expect(answers).toEqual({
+      get: "yes",
+      list: "yes",
+      watch: "yes",
+      patch: "no",
+      update: "no",
+      create: "no",
+      delete: "no",
+    });
   });
 });

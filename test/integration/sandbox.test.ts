@@ -5,6 +5,7 @@ import { randomBytes } from "node:crypto";
 import { K8s, kind } from "kubernetes-fluent-client";
 import { SandboxModel } from "../../api/crd";
 import { kubeRequest, paths } from "../../lib/kube";
+import { sandboxNamespace } from "../../api/sandbox-namespaces";
 import {
   condition,
   createSandbox,
@@ -150,7 +151,7 @@ describe("a Sandbox becomes one hardened Pod and one Service", () => {
   });
   it("names a ResourceQuota's refusal QuotaExceeded with no pod, then is Ready once the quota allows it", async () => {
     const quotaNs = `${ns.name}-q`;
-    await K8s(kind.Namespace).Apply({ metadata: { name: quotaNs } });
+    await K8s(kind.Namespace).Apply(sandboxNamespace(quotaNs) as kind.Namespace);
     try {
       await K8s(kind.ResourceQuota).Apply({
         metadata: { name: "no-pods", namespace: quotaNs },

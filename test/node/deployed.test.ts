@@ -40,6 +40,7 @@ import {
   removeInstallation,
 } from "./support";
 import { publicHostAddresses, startPublicHost, type PublicHost } from "./public-host";
+import { selectorString } from "../support/label-selector";
 
 const node = realNode();
 const need = fromSetup;
@@ -315,7 +316,8 @@ describe("the manifests npm run build writes, deployed with the images npm run i
         JSON.stringify({
           apiVersion: "core.jr2.dev/v1alpha1",
           kind: "Sandbox",
-          metadata: { name, namespace: SYSTEM },
+          // In an opted-in namespace: anywhere else the create is refused for that (decision 0067).
+          metadata: { name, namespace: SANDBOXES },
           spec: { image: SANDBOX_IMAGE, idleTimeout },
         }),
       );
@@ -858,5 +860,118 @@ describe("the manifests npm run build writes, deployed with the images npm run i
           }
         }
     });
+  });
+});
+
+// Decision 0067, on the real node with the deployed module: a Sandbox pod keeps its jr2 labels (its
+// policies select it by the one the pod guard holds), so it stays policed; and a pod named as the
+// egress point in a namespace a tenant labelled part of jr2 is no peer of the Sandbox's.
+describe("a Sandbox pod's labels and its policies' peers, deployed (decision 0067)", () => {
+  const client = () => new OrchestratorClient({ url: ORCHESTRATOR_URL, token: TOKEN });
+  const PROBE_IMAGE = need("JR2_NODE_TEST_IMAGE");
+  const impostorNs = `jr2-impostor-${suffix}`;
+  let ws = "";
+  let impostorIp = "";
+  const inHarness = (js: string) =>
+    kubectl(["exec", "-n", SANDBOXES, ws, "-c", "harness", "--", "node", "-e", js]).stdout.trim();
+
+  beforeAll(async () => {
+    ws = (await client().createWorkspace({ image: SANDBOX_IMAGE, branch: "feature/labels" })).name;
+    // A tenant's namespace, labelled as jr2's, with a pod named as the egress point on its port.
+    kubectlOk(["create", "namespace", impostorNs]);
+    kubectlOk(["label", "namespace", impostorNs, "app.kubernetes.io/part-of=jr2"]);
+    await until(`ServiceAccount ${impostorNs}/default`, 30_000, () =>
+      kubectl(["get", "sa", "default", "-n", impostorNs]).status === 0 ? true : undefined,
+    );
+    apply({
+      apiVersion: "v1",
+      kind: "Pod",
+      metadata: { name: "jr2-egress", namespace: impostorNs, labels: { "app.kubernetes.io/name": "jr2-egress" } },
+      spec: {
+        ...onRealNode,
+        terminationGracePeriodSeconds: 1,
+        automountServiceAccountToken: false,
+        securityContext: { runAsNonRoot: true, runAsUser: 65532, seccompProfile: { type: "RuntimeDefault" } },
+        containers: [
+          {
+            name: "probe",
+            image: PROBE_IMAGE,
+            args: ["serve", "3128"],
+            readinessProbe: { httpGet: { path: "/healthz", port: 3128 }, periodSeconds: 1 },
+            securityContext: {
+              readOnlyRootFilesystem: true,
+              allowPrivilegeEscalation: false,
+              capabilities: { drop: ["ALL"] },
+            },
+          },
+        ],
+      },
+    });
+    const v = await client().waitReady(ws, { timeoutMs: 300_000 });
+    expect({ state: v.state, failure: v.failure }).toEqual({ state: "ready", failure: undefined });
+    impostorIp = await until("the impostor egress point Ready", 120_000, () => {
+      const p = getJson(["pod", "-n", impostorNs, "jr2-egress"]);
+      return ready(p) ? (p.status.podIP as string) : undefined;
+    });
+  }, 420_000);
+
+  afterAll(async () => {
+    if (ws) await client().deleteWorkspace(ws);
+    kubectl(["delete", "namespace", impostorNs, "--wait=false"]);
+  });
+
+  test("removing its managed-by label, on the pod or through pods/status, is refused; both policies still select it", () => {
+    const label = kubectl(["label", "pod", "-n", SANDBOXES, ws, "app.kubernetes.io/managed-by-"]);
+    expect(label.status).not.toBe(0);
+    expect(label.stderr).toContain("metadata.labels[app.kubernetes.io/managed-by]: only the jr2 operator sets");
+    const status = kubectl([
+      "patch",
+      "pod",
+      "-n",
+      SANDBOXES,
+      ws,
+      "--subresource=status",
+      "--type=merge",
+      "-p",
+      JSON.stringify({ metadata: { labels: { "sandbox.jr2.dev/name": null, "app.kubernetes.io/managed-by": null } } }),
+    ]);
+    expect(status.status).not.toBe(0);
+    expect(status.stderr).toContain("only the jr2 operator");
+    expect(getJson(["pod", "-n", SANDBOXES, ws]).metadata.labels).toMatchObject({
+      "app.kubernetes.io/managed-by": "jr2-operator",
+      "sandbox.jr2.dev/name": ws,
+    });
+    const policies = getJson(["networkpolicy", "-n", SANDBOXES]).items as Obj[];
+    expect(policies.map((p) => p.metadata.name).sort()).toEqual(["jr2-sandbox-egress", "jr2-sandbox-ingress"]);
+    for (const p of policies) {
+      const selected = kubectlOk([
+        "get",
+        "pods",
+        "-n",
+        SANDBOXES,
+        "-l",
+        selectorString(p.spec.podSelector),
+        "-o",
+        "name",
+      ]);
+      expect([p.metadata.name, selected.split("\n")]).toEqual([p.metadata.name, expect.arrayContaining([`pod/${ws}`])]);
+    }
+  });
+
+  test("from its Harness a public address, the metadata address and a lookup still fail", () => {
+    // The stand-in public host listens there: only the policy keeps the Harness from it.
+    expect(inHarness(DIAL_JS(PUBLIC.allowedIp, 80))).toBe("dropped");
+    expect(inHarness(DIAL_JS("169.254.169.254", 80))).not.toBe("connected");
+    expect(inHarness(LOOKUP_JS("metadata.google.internal"))).not.toBe("resolved");
+    expect(inHarness(LOOKUP_JS("kubernetes.default.svc.cluster.local"))).not.toBe("resolved");
+  });
+
+  test("a pod named jr2-egress in a namespace labelled part of jr2 is no peer: the Harness's connection is dropped", () => {
+    // It serves: a pod the Sandbox policy does not cover reaches it.
+    expect(
+      kubectl(["exec", "-n", impostorNs, "jr2-egress", "--", "/jr2-probe", "get", `http://${impostorIp}:3128/healthz`])
+        .status,
+    ).toBe(0);
+    expect(inHarness(DIAL_JS(impostorIp, 3128))).toBe("dropped");
   });
 });

@@ -25,7 +25,7 @@ import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync 
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { STAND_IN } from "../../api/custodian-config";
-import { ORCHESTRATOR_ENV, CACHE_AGENT_ENV } from "../../api/env";
+import { ORCHESTRATOR_ENV, CACHE_AGENT_ENV, OPERATOR_ENV } from "../../api/env";
 import { API_VERSION } from "../../api/crd/sources/common";
 import { PART_OF_JR2, SANDBOX_NAMESPACE_ENABLED, SANDBOX_NAMESPACE_LABEL } from "../../api/wire";
 import { CACHE_DIR, startLocalOperator, type LocalOperator } from "../../dev/local-operator";
@@ -54,8 +54,8 @@ export function sandboxPodSuite({ runtimeClass }: SandboxPodRuntime): void {
   const suffix = randomBytes(3).toString("hex");
   /** The Sandboxes' namespace. */
   const ns = `jr2-pod-${suffix}`;
-  /** Where the Orchestrator's pods would run (POD_NAMESPACE): labelled as jr2's, which the policies
-   * name (api/sandbox-policies.ts, decision 0047). */
+  /** Where the Orchestrator's pods would run (POD_NAMESPACE), the operator's companions' namespace
+   * (JR2_COMPANION_NAMESPACE), which the policies name (api/sandbox-policies.ts, decision 0067). */
   const orchNs = `jr2-orch-${suffix}`;
   /** A second Sandboxes' namespace, opted in, whose Sandbox is written directly (no Orchestrator). */
   const ns2 = `jr2-pod2-${suffix}`;
@@ -198,7 +198,8 @@ export function sandboxPodSuite({ runtimeClass }: SandboxPodRuntime): void {
       stateDir: join(CACHE_DIR, "node-test-operator"),
       port: 3643,
       logs: "file",
-      env: { [CACHE_AGENT_ENV.cacheRoot]: cacheRoot },
+      // The companions' namespace, where the policies' peers are: the Orchestrator's (decision 0067).
+      env: { [CACHE_AGENT_ENV.cacheRoot]: cacheRoot, [OPERATOR_ENV.companionNamespace]: orchNs },
     });
     agent = await startCacheAgent(node.name, cacheRoot);
     orch = await startLocalOrchestrator({

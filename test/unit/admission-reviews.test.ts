@@ -8,6 +8,7 @@ import type { AddressInfo } from "node:net";
 import { capabilities } from "../../capabilities/bindings";
 import { REVIEWS, judge, reviewsFor, type ReviewRequest } from "../../capabilities/admission/reviews";
 import { MAX_REVIEW_BYTES, reviewServer } from "../../capabilities/admission/review-server";
+import { optedInNamespaces } from "../../capabilities/admission/namespaces";
 import { OPERATOR_ENV } from "../../api/env";
 import { SANDBOX_NAME_LABEL } from "../../api/wire";
 import { rulesFromEnv, withDefaults } from "../../capabilities/rules/sandbox-rules";
@@ -24,6 +25,13 @@ const sandbox = (name: string, spec: Record<string, unknown>): ReviewRequest => 
   object: { metadata: { name, namespace: "team-a" }, spec },
 });
 const GOOD = { image: "ghcr.io/example/harness:1" };
+
+// Which namespaces opted in is a watch of the API server (capabilities/admission/namespaces.ts),
+// which the integration tier runs; here `team-a` has, and `closed` has not.
+beforeEach(() => {
+  jest.spyOn(optedInNamespaces, "has").mockImplementation(async (ns) => ns !== "closed");
+});
+afterEach(() => jest.restoreAllMocks());
 
 describe("the admission table", () => {
   it("is what Pepr binds: one validating binding per entry, same kind, events and label", () => {
@@ -111,6 +119,24 @@ describe("the admission table", () => {
         /^Sandbox team-a\/short refused: spec\.idleTimeout: .*between 1m and 168h/,
       );
     }
+  });
+
+  // Decision 0067: in every mode, not by the deployed module's RBAC alone.
+  it("refuses a Sandbox created in a namespace that has not opted in, naming it and the fix; an update there passes", async () => {
+    const outside = {
+      ...sandbox("outside", GOOD),
+      namespace: "closed",
+      object: { metadata: { name: "outside", namespace: "closed" }, spec: GOOD },
+    };
+    const v = await judge(outside);
+    expect(v.allowed === false && v.code).toBe(422);
+    expect(v.allowed === false && v.message).toBe(
+      'Sandbox closed/outside refused: metadata.namespace: namespace "closed" has not opted in to hold Sandboxes: ' +
+        "create the Sandbox in an opted-in namespace, or opt this one in: list it in the installation's Sandbox " +
+        "namespaces (JR2_SANDBOX_NAMESPACES at npm run build, which labels it jr2.dev/sandboxes=enabled and binds " +
+        "the operator's role there) and apply the manifests again",
+    );
+    expect(await judge({ ...outside, operation: "UPDATE", oldObject: { spec: GOOD } })).toEqual({ allowed: true });
   });
 
   it("refuses a name that cannot name the Service at create, not at a later update", async () => {

@@ -47,7 +47,8 @@ describe("orchestratorManifests", () => {
         from: [
           {
             namespaceSelector: { matchLabels: { "jr2.dev/sandboxes": "enabled" } },
-            podSelector: { matchLabels: { "app.kubernetes.io/managed-by": "jr2-operator" } },
+            // The label the pod guard holds (decision 0067): only the operator's pods carry it.
+            podSelector: { matchExpressions: [{ key: "sandbox.jr2.dev/name", operator: "Exists" }] },
           },
           { podSelector: {} },
         ],
@@ -58,7 +59,8 @@ describe("orchestratorManifests", () => {
     expect(of(open, "NetworkPolicy")[0].spec.ingress[0].from[1]).toEqual({ namespaceSelector: {} });
   });
 
-  it("labels its own namespace as jr2's, which the Sandbox policies admit its pods by", () => {
+  // The Sandbox policies admit its pods by the namespace's name, not this label (decision 0067).
+  it("labels its own namespace as jr2's, and its pods by the name the Sandbox policies admit", () => {
     expect(of(objs, "Namespace", "jr2-system")[0].metadata.labels).toEqual({ "app.kubernetes.io/part-of": "jr2" });
     expect(of(objs, "Deployment")[0].spec.template.metadata.labels["app.kubernetes.io/name"]).toBe("jr2-orchestrator");
   });

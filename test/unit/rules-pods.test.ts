@@ -2,6 +2,9 @@ import {
   SAFE_SYSCTLS,
   connectRefusal,
   ephemeralViolations,
+  isJr2Key,
+  jr2MetadataChanged,
+  jr2MetadataViolations,
   podUpdateViolations,
   podViolations,
   sandboxLabelChanged,
@@ -201,24 +204,85 @@ describe("podViolations: the rules a Sandbox pod keeps", () => {
 describe("ephemeralViolations", () => {
   const base = () => built().spec;
   const withEphemeral = (ephemeralContainers: Obj[]) => ({ spec: { ...base(), ephemeralContainers } });
+  /** kubectl debug --profile=restricted's context; the pod's seccomp profile (RuntimeDefault) applies. */
+  const RESTRICTED = { runAsNonRoot: true, allowPrivilegeEscalation: false, capabilities: { drop: ["ALL"] } };
+  const dbg = (extra: Obj = {}) => ({ name: "dbg", image: "busybox", securityContext: RESTRICTED, ...extra });
 
-  it("admits a debug container targeting the harness", () => {
-    expect(
-      ephemeralViolations(withEphemeral([{ name: "dbg", image: "busybox", targetContainerName: "harness" }]), {
-        spec: base(),
-      }),
-    ).toEqual([]);
+  it("admits a debug container in the Harness's context targeting the harness", () => {
+    expect(ephemeralViolations(withEphemeral([dbg({ targetContainerName: "harness" })]), { spec: base() })).toEqual([]);
+  });
+
+  // Decision 0067: baseline let an ephemeral container keep NET_RAW beside the credential holders.
+  it("refuses one held to the baseline only: no context, or NET_RAW kept or added", () => {
+    const none = ephemeralViolations(withEphemeral([{ name: "dbg", image: "busybox" }]), { spec: base() });
+    expect(paths(none)).toEqual([
+      "spec.ephemeralContainers[0].securityContext.runAsNonRoot",
+      "spec.ephemeralContainers[0].securityContext.allowPrivilegeEscalation",
+      "spec.ephemeralContainers[0].securityContext.capabilities.drop",
+    ]);
+    expect(none[0].message).toContain("held to the Harness's context (kubectl debug --profile=restricted)");
+    const netRaw = ephemeralViolations(
+      withEphemeral([dbg({ securityContext: { ...RESTRICTED, capabilities: { drop: ["ALL"], add: ["NET_RAW"] } } })]),
+      { spec: base() },
+    );
+    expect(paths(netRaw)).toEqual(["spec.ephemeralContainers[0].securityContext.capabilities.add"]);
+    const kept = ephemeralViolations(
+      withEphemeral([dbg({ securityContext: { ...RESTRICTED, capabilities: { drop: ["NET_ADMIN"] } } })]),
+      { spec: base() },
+    );
+    expect(paths(kept)).toEqual(["spec.ephemeralContainers[0].securityContext.capabilities.drop"]);
+  });
+
+  it("refuses root, privilege escalation and an unconfined seccomp profile", () => {
+    const vs = ephemeralViolations(
+      withEphemeral([
+        dbg({
+          securityContext: {
+            ...RESTRICTED,
+            runAsUser: 0,
+            allowPrivilegeEscalation: true,
+            seccompProfile: { type: "Unconfined" },
+          },
+        }),
+      ]),
+      { spec: base() },
+    );
+    expect(paths(vs)).toEqual([
+      "spec.ephemeralContainers[0].securityContext.runAsUser",
+      "spec.ephemeralContainers[0].securityContext.allowPrivilegeEscalation",
+      "spec.ephemeralContainers[0].securityContext.seccompProfile.type",
+    ]);
+  });
+
+  it("takes the pod's seccomp profile, as the kubelet does, and wants one where the pod has none", () => {
+    const bare = { containers: [{ name: "harness" }], ephemeralContainers: [dbg()] };
+    expect(paths(ephemeralViolations({ spec: bare }, { spec: { containers: [] } }))).toEqual([
+      "spec.ephemeralContainers[0].securityContext.seccompProfile.type",
+    ]);
+    const podLevel = { ...bare, securityContext: { seccompProfile: { type: "RuntimeDefault" } } };
+    expect(ephemeralViolations({ spec: podLevel }, { spec: { containers: [] } })).toEqual([]);
+  });
+
+  it("wants a read-only root where the Harness's is read-only", () => {
+    const spec = base();
+    const harness = spec.containers.find((c) => c.name === "harness")!;
+    harness.securityContext = { ...(harness.securityContext as Obj), readOnlyRootFilesystem: true };
+    const p = (sc: Obj) => ({ spec: { ...spec, ephemeralContainers: [dbg({ securityContext: sc })] } });
+    expect(paths(ephemeralViolations(p(RESTRICTED), { spec }))).toEqual([
+      "spec.ephemeralContainers[0].securityContext.readOnlyRootFilesystem",
+    ]);
+    expect(ephemeralViolations(p({ ...RESTRICTED, readOnlyRootFilesystem: true }), { spec })).toEqual([]);
+    // Where the Harness's root is writable, so may the debug container's be.
+    expect(ephemeralViolations(withEphemeral([dbg()]), { spec: base() })).toEqual([]);
   });
 
   it("refuses a debug container that reads a Secret into its environment", () => {
     const vs = ephemeralViolations(
       withEphemeral([
-        {
-          name: "dbg",
-          image: "busybox",
+        dbg({
           env: [{ name: "T", valueFrom: { secretKeyRef: { name: "push-token", key: "token" } } }],
           envFrom: [{ secretRef: { name: "push-token" } }],
-        },
+        }),
       ]),
       { spec: base() },
     );
@@ -229,26 +293,27 @@ describe("ephemeralViolations", () => {
   });
 
   it.each(["custodian", "effector"])("refuses a new ephemeral container targeting %s", (target) => {
-    const vs = ephemeralViolations(withEphemeral([{ name: "dbg", image: "busybox", targetContainerName: target }]), {
+    const vs = ephemeralViolations(withEphemeral([dbg({ targetContainerName: target })]), {
       spec: base(),
     });
     expect(paths(vs)).toEqual(["spec.ephemeralContainers[0].targetContainerName"]);
   });
 
   it("refuses mounting the projected git credential volume", () => {
-    const vs = ephemeralViolations(
-      withEphemeral([{ name: "dbg", image: "busybox", volumeMounts: [{ name: "jr2-git-1", mountPath: "/x" }] }]),
-      { spec: base() },
-    );
+    const vs = ephemeralViolations(withEphemeral([dbg({ volumeMounts: [{ name: "jr2-git-1", mountPath: "/x" }] })]), {
+      spec: base(),
+    });
     expect(paths(vs)).toEqual(["spec.ephemeralContainers[0].volumeMounts[0]"]);
+    expect(vs[0].message).toContain("a Secret volume");
   });
 
   it("refuses mounting a plain secret volume", () => {
     const p = {
       spec: {
         containers: [],
+        securityContext: { seccompProfile: { type: "RuntimeDefault" } },
         volumes: [{ name: "s", secret: { secretName: "x" } }],
-        ephemeralContainers: [{ name: "dbg", volumeMounts: [{ name: "s", mountPath: "/s" }] }],
+        ephemeralContainers: [dbg({ volumeMounts: [{ name: "s", mountPath: "/s" }] })],
       },
     };
     expect(paths(ephemeralViolations(p, { spec: { containers: [] } }))).toEqual([
@@ -256,19 +321,46 @@ describe("ephemeralViolations", () => {
     ]);
   });
 
-  it("admits mounting a volume without a Secret", () => {
-    const vs = ephemeralViolations(
-      withEphemeral([{ name: "dbg", image: "busybox", volumeMounts: [{ name: "work", mountPath: "/w" }] }]),
-      { spec: base() },
-    );
+  // Decision 0067: the Effector's scratch is an emptyDir, no Secret, and was open to kubectl debug.
+  it.each(["effector", "custodian"])(
+    "refuses mounting an emptyDir only the %s mounts, and admits one the Harness shares",
+    (holder) => {
+      const spec = base();
+      spec.volumes = [...spec.volumes, { name: "scratch", emptyDir: {} }];
+      spec.containers = spec.containers.map((c) =>
+        c.name === holder
+          ? {
+              ...c,
+              volumeMounts: [
+                ...((c.volumeMounts as Obj[]) ?? []),
+                { name: "scratch", mountPath: "/run/jr2/scratch" },
+                { name: "work", mountPath: "/work", readOnly: true },
+              ],
+            }
+          : c,
+      );
+      const p = (name: string) => ({
+        spec: { ...spec, ephemeralContainers: [dbg({ volumeMounts: [{ name, mountPath: "/x" }] })] },
+      });
+      const vs = ephemeralViolations(p("scratch"), { spec });
+      expect(paths(vs)).toEqual(["spec.ephemeralContainers[0].volumeMounts[0]"]);
+      expect(vs[0].message).toContain(`the "${holder}" container's volume`);
+      // /work: the Harness mounts it too.
+      expect(ephemeralViolations(p("work"), { spec })).toEqual([]);
+    },
+  );
+
+  it("admits mounting a volume without a Secret that the Harness mounts", () => {
+    const vs = ephemeralViolations(withEphemeral([dbg({ volumeMounts: [{ name: "work", mountPath: "/w" }] })]), {
+      spec: base(),
+    });
     expect(vs).toEqual([]);
   });
 
   it("refuses a privileged ephemeral container", () => {
-    const vs = ephemeralViolations(
-      withEphemeral([{ name: "dbg", image: "busybox", securityContext: { privileged: true } }]),
-      { spec: base() },
-    );
+    const vs = ephemeralViolations(withEphemeral([dbg({ securityContext: { ...RESTRICTED, privileged: true } })]), {
+      spec: base(),
+    });
     expect(paths(vs)).toEqual(["spec.ephemeralContainers[0].securityContext.privileged"]);
   });
 
@@ -279,14 +371,17 @@ describe("ephemeralViolations", () => {
       targetContainerName: "effector",
       securityContext: { privileged: true },
     };
-    const added = { name: "new", image: "busybox", targetContainerName: "custodian" };
+    const added = dbg({ name: "new", targetContainerName: "custodian" });
     const vs = ephemeralViolations(withEphemeral([old, added]), withEphemeral([old]));
     expect(paths(vs)).toEqual(["spec.ephemeralContainers[1].targetContainerName"]);
   });
 
   it("reads hostile input without throwing", () => {
     expect(ephemeralViolations(undefined, undefined)).toEqual([]);
-    expect(ephemeralViolations({ spec: { ephemeralContainers: [null, 3] } }, "x")).toEqual([]);
+    expect(paths(ephemeralViolations({ spec: { ephemeralContainers: [null, 3] } }, "x")).length).toBeGreaterThan(0);
+    expect(paths(ephemeralViolations({ spec: { ephemeralContainers: [{ securityContext: 3 }] } }, "x"))).toEqual([
+      "spec.ephemeralContainers[0].securityContext",
+    ]);
   });
 });
 
@@ -475,7 +570,18 @@ describe("podViolations: volume types and mounts", () => {
   });
 
   it("refuses an ephemeral container's read-write Repo mount", () => {
-    const p = { spec: { containers: [], ephemeralContainers: [{ name: "dbg", volumeMounts: [repo()] }] } };
+    const restricted = {
+      runAsNonRoot: true,
+      allowPrivilegeEscalation: false,
+      capabilities: { drop: ["ALL"] },
+      seccompProfile: { type: "RuntimeDefault" },
+    };
+    const p = {
+      spec: {
+        containers: [],
+        ephemeralContainers: [{ name: "dbg", securityContext: restricted, volumeMounts: [repo()] }],
+      },
+    };
     expect(paths(ephemeralViolations(p, { spec: { containers: [] } }))).toEqual([
       "spec.ephemeralContainers[0].volumeMounts[0].readOnly",
     ]);
@@ -536,7 +642,15 @@ describe("sandboxLabelViolations and podUpdateViolations", () => {
   });
 
   it("checks the ephemeral containers a Sandbox pod gains, and no other pod's", () => {
-    const dbg = { ephemeralContainers: [{ name: "dbg", targetContainerName: "custodian" }] };
+    const restricted = {
+      runAsNonRoot: true,
+      allowPrivilegeEscalation: false,
+      capabilities: { drop: ["ALL"] },
+      seccompProfile: { type: "RuntimeDefault" },
+    };
+    const dbg = {
+      ephemeralContainers: [{ name: "dbg", targetContainerName: "custodian", securityContext: restricted }],
+    };
     expect(
       paths(podUpdateViolations(labelled("a", dbg), labelled("a"), "alice", undefined, "ephemeralcontainers")),
     ).toEqual(["spec.ephemeralContainers[0].targetContainerName"]);
@@ -603,5 +717,85 @@ describe("connectRefusal", () => {
     expect(connectRefusal(plain, "exec", "custodian")).toBeUndefined();
     expect(connectRefusal(sandboxPod(), "portforward", undefined)).toBeUndefined();
     expect(connectRefusal(null, "exec", "custodian")).toBeUndefined();
+  });
+});
+
+// Decision 0067: a Sandbox pod left its NetworkPolicies by losing `app.kubernetes.io/managed-by`.
+describe("jr2MetadataViolations: a Sandbox pod's jr2 labels and annotations are the operator's", () => {
+  const sandboxPod = (labels: Record<string, string> = {}, annotations: Record<string, string> = {}) => ({
+    metadata: {
+      name: "sb",
+      labels: { "sandbox.jr2.dev/name": "sb", "app.kubernetes.io/managed-by": "jr2-operator", ...labels },
+      annotations: { "sandbox.jr2.dev/name": "sb", "jr2.dev/spec-digest": "{}", ...annotations },
+    },
+    spec: { containers: [{ name: "harness", image: "h:1" }] },
+  });
+  const without = (pod: ReturnType<typeof sandboxPod>, m: "labels" | "annotations", key: string) => {
+    const copy = structuredClone(pod);
+    delete (copy.metadata[m] as Record<string, string>)[key];
+    return copy;
+  };
+
+  it("knows jr2's keys: managed-by and jr2.dev's domain, no other", () => {
+    for (const k of ["app.kubernetes.io/managed-by", "jr2.dev/keepalive", "sandbox.jr2.dev/name", "a.b.jr2.dev/x"])
+      expect([k, isJr2Key(k)]).toEqual([k, true]);
+    for (const k of ["app", "app.kubernetes.io/name", "notjr2.dev/x", "jr2.dev.evil/x", "jr2.dev"])
+      expect([k, isJr2Key(k)]).toEqual([k, false]);
+  });
+
+  it.each([
+    [
+      "removes managed-by",
+      without(sandboxPod(), "labels", "app.kubernetes.io/managed-by"),
+      "metadata.labels[app.kubernetes.io/managed-by]",
+      "removes it",
+    ],
+    [
+      "changes managed-by",
+      sandboxPod({ "app.kubernetes.io/managed-by": "me" }),
+      "metadata.labels[app.kubernetes.io/managed-by]",
+      'changes it from "jr2-operator" to "me"',
+    ],
+    ["adds a jr2.dev label", sandboxPod({ "jr2.dev/tenant": "t" }), "metadata.labels[jr2.dev/tenant]", "adds it"],
+    [
+      "removes the Sandbox annotation",
+      without(sandboxPod(), "annotations", "sandbox.jr2.dev/name"),
+      "metadata.annotations[sandbox.jr2.dev/name]",
+      "removes it",
+    ],
+    [
+      "changes the spec digest",
+      sandboxPod({}, { "jr2.dev/spec-digest": '{"image":"x"}' }),
+      "metadata.annotations[jr2.dev/spec-digest]",
+      "changes it",
+    ],
+  ])("refuses a non-operator update that %s, on the pod and on its status", (_w, after, path, words) => {
+    for (const sub of [undefined, "status"]) {
+      const vs = podUpdateViolations(after, sandboxPod(), "alice", OPERATOR, sub);
+      expect([sub, paths(vs)]).toEqual([sub, [path]]);
+      expect(vs[0].message).toContain(words);
+      expect(vs[0].message).toContain('"alice"');
+      expect(vs[0].message).toContain("leave it as it is");
+    }
+  });
+
+  it("lets the operator change them, anyone change other labels, and leaves ordinary pods alone", () => {
+    const stripped = without(sandboxPod(), "labels", "app.kubernetes.io/managed-by");
+    expect(jr2MetadataViolations(stripped, sandboxPod(), OPERATOR, OPERATOR)).toEqual([]);
+    expect(podUpdateViolations(sandboxPod({ team: "a" }, { note: "x" }), sandboxPod(), "alice", OPERATOR)).toEqual([]);
+    expect(jr2MetadataChanged(sandboxPod({ team: "a" }), sandboxPod())).toBe(false);
+    expect(jr2MetadataChanged(stripped, sandboxPod())).toBe(true);
+    const ordinary = { metadata: { labels: { "app.kubernetes.io/managed-by": "helm" } } };
+    expect(podUpdateViolations({ metadata: { labels: {} } }, ordinary, "alice", OPERATOR)).toEqual([]);
+    // The Sandbox label itself is its own rule's, said once.
+    const unlabelled = without(sandboxPod(), "labels", "sandbox.jr2.dev/name");
+    expect(paths(podUpdateViolations(unlabelled, sandboxPod(), "alice", OPERATOR))).toEqual([
+      "metadata.labels[sandbox.jr2.dev/name]",
+    ]);
+  });
+
+  it("judges no metadata on an ephemeral-containers update (the API server keeps the pod's there)", () => {
+    const stripped = without(sandboxPod(), "labels", "app.kubernetes.io/managed-by");
+    expect(paths(podUpdateViolations(stripped, sandboxPod(), "alice", OPERATOR, "ephemeralcontainers"))).toEqual([]);
   });
 });

@@ -8,6 +8,8 @@ import {
   CREDENTIAL_HOLDER_CONNECT,
   DEPLOYED_OPERATOR,
   POD_CONNECT_RULE,
+  POD_STATUS_RULE,
+  STATUS_CHANGES_METADATA,
   SANDBOX_PODS,
   SPEC_CHANGED,
   forOperator,
@@ -110,16 +112,39 @@ describe("scopeWebhooks", () => {
 
   it("calls the pod webhook only for pods carrying the Sandbox label, never for Sandboxes", () => {
     const [, pods] = validating.webhooks;
-    expect(pods.rules).toEqual([podCreate, podUpdate]);
+    // And their status updates (decision 0067): the API server takes labels from pods/status too.
+    expect(pods.rules).toEqual([podCreate, podUpdate, POD_STATUS_RULE]);
+    expect(POD_STATUS_RULE).toEqual({
+      apiGroups: [""],
+      apiVersions: ["v1"],
+      operations: ["UPDATE"],
+      resources: ["pods/status"],
+    });
     expect(pods.objectSelector).toEqual(SANDBOX_PODS);
     expect(SANDBOX_PODS).toEqual({ matchExpressions: [{ key: "sandbox.jr2.dev/name", operator: "Exists" }] });
+  });
+
+  // Decision 0067: the kubelet's status writes never wait on the module; one that changes labels or
+  // annotations does. The CEL is the API server's to run (the integration tier's status patch).
+  it("sends a pods/status update only when it changes the labels or annotations", () => {
+    expect(STATUS_CHANGES_METADATA.expression).toBe(
+      "!has(request.subResource) || request.subResource != 'status' || " +
+        "(has(object.metadata.labels) ? object.metadata.labels : {}) != " +
+        "(has(oldObject.metadata.labels) ? oldObject.metadata.labels : {}) || " +
+        "(has(object.metadata.annotations) ? object.metadata.annotations : {}) != " +
+        "(has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {})",
+    );
+    // The mutating configuration judges no status.
+    const mutating = scopeWebhooks(generated("MutatingWebhookConfiguration", [podCreate]));
+    expect(mutating.webhooks[0].rules).toEqual([podCreate]);
+    expect(mutating.webhooks[0].matchConditions).toEqual([notOperatorPodCreate(DEPLOYED_OPERATOR)]);
   });
 
   // Decision 0029: the reconcile holds each pod it builds to the pod guard's rules itself.
   it("skips the operator's own pod creates by its service account, and nobody else's", () => {
     const [, pods] = validating.webhooks;
     expect(DEPLOYED_OPERATOR).toBe("system:serviceaccount:pepr-system:pepr-c429e662-1716-4c8e-9246-78f6de555b19");
-    expect(pods.matchConditions).toEqual([notOperatorPodCreate(DEPLOYED_OPERATOR)]);
+    expect(pods.matchConditions).toEqual([notOperatorPodCreate(DEPLOYED_OPERATOR), STATUS_CHANGES_METADATA]);
     expect(pods.matchConditions![0].expression).toBe(
       `request.operation != 'CREATE' || request.userInfo.username != "${DEPLOYED_OPERATOR}"`,
     );
@@ -149,7 +174,10 @@ describe("scopeWebhooks", () => {
 
   it("names another operator identity where a local run says who it is, the Sandbox webhook untouched", () => {
     const [sandboxes, pods] = validating.webhooks;
-    expect(forOperator(pods, "kwok-admin").matchConditions).toEqual([notOperatorPodCreate("kwok-admin")]);
+    expect(forOperator(pods, "kwok-admin").matchConditions).toEqual([
+      notOperatorPodCreate("kwok-admin"),
+      STATUS_CHANGES_METADATA,
+    ]);
     expect(forOperator(sandboxes, "kwok-admin")).toBe(sandboxes);
     // A name with a quote stays one CEL string literal.
     expect(notOperatorPodCreate('a"b').expression).toContain('!= "a\\"b"');
@@ -338,7 +366,8 @@ webhooks:
     expect(doc.webhooks[2].failurePolicy).toBe("Fail");
     expect(doc.webhooks[0].matchConditions).toEqual([SPEC_CHANGED]);
     expect(doc.webhooks[1].objectSelector).toEqual(SANDBOX_PODS);
-    expect(doc.webhooks[1].matchConditions).toEqual([notOperatorPodCreate(DEPLOYED_OPERATOR)]);
+    expect(doc.webhooks[1].matchConditions).toEqual([notOperatorPodCreate(DEPLOYED_OPERATOR), STATUS_CHANGES_METADATA]);
+    expect(doc.webhooks[1].rules).toContainEqual(POD_STATUS_RULE);
     expect(doc.webhooks[1].failurePolicy).toBe("Fail");
   });
 });

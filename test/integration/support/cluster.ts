@@ -5,12 +5,21 @@ import { existsSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { K8s, kind } from "kubernetes-fluent-client";
 import { SandboxModel, type SandboxSpec } from "../../../api/crd";
+import { SANDBOX_NAMESPACE_ENABLED, SANDBOX_NAMESPACE_LABEL } from "../../../api/wire";
 
-/** A fresh namespace for this test file, deleted (not waited for) after it. */
-export function useNamespace(prefix: string): { name: string } {
+/**
+ * A fresh namespace for this test file, deleted (not waited for) after it. Opted in to hold
+ * Sandboxes (`jr2.dev/sandboxes: enabled`), which admission wants of a Sandbox create (decision
+ * 0067), unless `optedIn: false` asks for a namespace the installation did not opt in.
+ */
+export function useNamespace(prefix: string, { optedIn = true }: { optedIn?: boolean } = {}): { name: string } {
   const ns = { name: `${prefix}-${randomBytes(3).toString("hex")}` };
   beforeAll(async () => {
-    await K8s(kind.Namespace).Apply({ metadata: { name: ns.name, labels: { "jr2.dev/test": prefix } } });
+    const labels = {
+      "jr2.dev/test": prefix,
+      ...(optedIn ? { [SANDBOX_NAMESPACE_LABEL]: SANDBOX_NAMESPACE_ENABLED } : {}),
+    };
+    await K8s(kind.Namespace).Apply({ metadata: { name: ns.name, labels } });
   });
   afterAll(async () => {
     await K8s(kind.Namespace).Delete(ns.name);
