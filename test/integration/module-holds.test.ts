@@ -9,9 +9,11 @@
 import { REPO_CREDENTIALS_ROLE, SANDBOX_NAME_LABEL } from "../../api/wire";
 import { repoCredentialRules } from "../../capabilities/repo/credentials-role";
 import * as kubectl from "../../dev/kubectl";
+import { localModuleHolds } from "../../dev/local-operator";
 import {
   applyBuiltHolds,
   asModule,
+  builtModulePolicies,
   builtNamespaceHold,
   createAsModule,
   deleteHolds,
@@ -36,8 +38,11 @@ afterAll(async () => {
 });
 
 describe("the module's pod creates, held by the API server (decision 0069)", () => {
-  it("names the module's service account as the build binds it", () => {
+  it("names the module's service account as the build binds it, and the local module runs under the same policies", () => {
     expect(moduleUser()).toMatch(/^system:serviceaccount:pepr-system:pepr-/);
+    // The local module (this tier's, with the default cache root) registers these very objects
+    // under the built names: a refusal below is by the built CEL whichever copy answers.
+    expect(localModuleHolds(moduleUser(), {})).toEqual(builtModulePolicies());
   });
 
   it("admits the pod the operator builds for jr2's Sandbox (Custodian, user seat, Effector's credentials, Repo caches)", async () => {
@@ -51,7 +56,7 @@ describe("the module's pod creates, held by the API server (decision 0069)", () 
   it("refuses a privileged container, naming it", async () => {
     const answer = await createAsModule(kubeconfig(), privileged(operatorPod(ns.name)));
     expect(answer).toMatch(/jr2-module-pods/);
-    expect(answer).toMatch(/is never privileged; these containers do not: harness/);
+    expect(answer).toMatch(/is never privileged; these containers do not: user/);
   });
 
   it("refuses a hostPath outside the namespace's cache, naming the volume and its path", async () => {
@@ -181,7 +186,8 @@ describe("every pod in a Sandbox namespace: the baseline, the Repo caches' hostP
     nsHold = builtNamespaceHold(sandboxes.name);
     await kubectl.apply(kubeconfig(), nsHold);
     const deadline = Date.now() + 30_000;
-    while (!(await create(plain({ container: { securityContext: { privileged: true } } }))).includes("privileged")) {
+    const probe = () => create(plain({ container: { securityContext: { privileged: true } } }));
+    while (!(await probe()).includes("jr2-sandbox-namespace-pods-test")) {
       if (Date.now() > deadline) throw new Error("the namespace policy did not judge a probe in 30 s");
       await new Promise((r) => setTimeout(r, 250));
     }

@@ -59,6 +59,7 @@ describe("the manifest on Kubernetes 1.34", () => {
     expect(objects.filter((d) => d.kind === "ValidatingAdmissionPolicy").map((d) => d.metadata.name)).toEqual([
       "jr2-module-pods",
       "jr2-module-roles",
+      "jr2-sandbox-namespace-pods",
     ]);
     const answer = await dryRun(objects);
     expect(answer).toEqual({
@@ -100,7 +101,7 @@ describe("the module's policies on Kubernetes 1.34", () => {
   it("admits the operator's pod and refuses a privileged one and a hostPath outside the cache", async () => {
     expect(await createAsModule(kubeconfig(), operatorPod(ns))).toBe("admitted");
     expect(await createAsModule(kubeconfig(), privileged(operatorPod(ns)))).toMatch(
-      /is never privileged; these containers do not: harness/,
+      /is never privileged; these containers do not: user/,
     );
     const host = operatorPod(ns);
     host.spec.volumes.find((v: { name: string }) => v.name === "repo-app").hostPath = { path: "/etc" };
