@@ -8,6 +8,8 @@
 // keeps everything Pepr decided in the build (webhook rules, failure policy, ignored namespaces)
 // and changes only where the webhooks point.
 import { WATCHER_V8_FLAGS, peprStoreCrd } from "../scripts/module-rbac";
+import { modulePolicies } from "../capabilities/admission/module-policy";
+import { cacheRootFrom } from "../api/env";
 import { type ChildProcess, fork } from "node:child_process";
 import { once } from "node:events";
 import { existsSync, mkdirSync, openSync, readFileSync, writeFileSync } from "node:fs";
@@ -134,6 +136,17 @@ export function localWebhooks(
 }
 
 /**
+ * The policies holding what the module's identity writes (decision 0069), for the local module:
+ * its pods in the Sandbox pod's shape (with the cache root it runs with), its Roles `get` on Secrets
+ * by name. Only when it has an identity of its own, the deployed service account's name (decision
+ * 0029): with another cluster's kubeconfig it runs as that kubeconfig's user, often the
+ * developer's own admin, whose every pod the policy would then hold to a Sandbox pod's shape.
+ */
+export function localModuleHolds(operator: string, env: NodeJS.ProcessEnv) {
+  return operator === DEPLOYED_OPERATOR ? modulePolicies({ username: operator, cacheRoot: cacheRootFrom(env) }) : [];
+}
+
+/**
  * What `npx pepr deploy` applies before the module runs and a local run must apply too: the
  * pepr-system namespace and the PeprStore CRD, without which the module never serves (its store
  * is read before the endpoints bind). The CRD is the one the built manifests carry.
@@ -190,6 +203,13 @@ export async function startLocalOperator(opts: LocalOperatorOptions): Promise<Lo
     operator,
     defaults,
   );
+  // The module's own writes held as deployed (decision 0069), or, for an identity not its own, said.
+  const holds = localModuleHolds(operator, { ...process.env, ...opts.env });
+  if (!holds.length)
+    process.stderr.write(
+      `the local module runs as ${operator}, not an identity of its own: the policies holding its pods and Role ` +
+        "(decision 0069) are not registered\n",
+    );
 
   await kubectl.apply(opts.kubeconfig, peprPrerequisites());
   await kubectl.run(opts.kubeconfig, [
@@ -256,9 +276,9 @@ export async function startLocalOperator(opts: LocalOperatorOptions): Promise<Lo
   const signal = async (sig: NodeJS.Signals) => {
     await Promise.all(stops.map((stop) => stop(sig)));
   };
-  // The webhooks, then the policy's binding, then the policy.
+  // The webhooks, then each policy's binding, then the policy.
   const removeWebhooks = async () => {
-    for (const w of [...webhooks, ...[...policies].reverse()]) {
+    for (const w of [...webhooks, ...[...policies, ...holds].reverse()]) {
       await kubectl.run(opts.kubeconfig, ["delete", w.kind.toLowerCase(), w.metadata.name, "--ignore-not-found"]);
     }
   };
@@ -274,9 +294,9 @@ export async function startLocalOperator(opts: LocalOperatorOptions): Promise<Lo
     ]);
     // Registered only once the module answers, so the webhooks never point at nothing. The policy
     // depends on nothing of the module's, but goes with it, so every path has the same admission.
-    if (webhooks.length || policies.length) {
+    if (webhooks.length || policies.length || holds.length) {
       if (policies.length) await requirePolicyServed(opts.kubeconfig);
-      await kubectl.apply(opts.kubeconfig, [...policies, ...webhooks]);
+      await kubectl.apply(opts.kubeconfig, [...policies, ...holds, ...webhooks]);
       await waitJudged(opts.kubeconfig, { defaults: true });
     }
   } catch (err) {

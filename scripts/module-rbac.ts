@@ -7,13 +7,29 @@
 //   - In each opted-in namespace (api/sandbox-namespaces.ts): the Namespace with the opt-in label
 //     and a RoleBinding of `jr2-operator-sandboxes`, the pod and Service creates and the two
 //     NetworkPolicies' writes.
+//   - What the module's own identity writes, held by the API server whatever its RBAC: its pods in
+//     the Sandbox pod's shape, its Role only `get` on Secrets by name (two
+//     ValidatingAdmissionPolicies, capabilities/admission/module-policy.ts, decision 0069).
 //   - The admission and watcher pods meet the restricted Pod Security Standard: RuntimeDefault
 //     seccomp and a read-only root, what they write on emptyDirs (/app, where Pepr's controller
 //     writes the module before forking it, and /tmp), the packages read from the image's /opt.
 import { parseAllDocuments, stringify } from "yaml";
 import { crds } from "../api/crd/definitions";
 import { sandboxNamespace, sandboxRoleBinding } from "../api/sandbox-namespaces";
-import { ADMISSION_DRAIN_PATH, ADMISSION_DRAIN_SECONDS, PART_OF_JR2, REPO_CREDENTIALS_ROLE } from "../api/wire";
+import {
+  ADMISSION_DRAIN_PATH,
+  ADMISSION_DRAIN_SECONDS,
+  DEFAULT_CACHE_ROOT,
+  PART_OF_JR2,
+  REPO_CREDENTIALS_ROLE,
+} from "../api/wire";
+import {
+  MODULE_PODS_POLICY,
+  MODULE_ROLES_POLICY,
+  SANDBOX_NAMESPACE_PODS_POLICY,
+  modulePolicies,
+  sandboxNamespacePolicies,
+} from "../capabilities/admission/module-policy";
 import { CONTROLLER_MODULES } from "./images/spec";
 
 /** The ClusterRole of the operator's namespaced writes, bound in each opted-in namespace alone. */
@@ -261,7 +277,29 @@ export function moduleServiceAccount(docs: Doc[]): { name: string; namespace: st
   return { name: sa.name, namespace: sa.namespace };
 }
 
-const OURS = new Set([OPERATOR_SANDBOXES_ROLE, peprStoreCrd().metadata.name]);
+/** The module's user name as the API server knows its service account. */
+export const moduleUsername = (sa: { name: string; namespace: string }) =>
+  `system:serviceaccount:${sa.namespace}:${sa.name}`;
+
+/** The policies holding what the module's identity writes, for the build's service account, and
+ * every pod of the opted-in namespaces to the baseline (decision 0069); the cache root is the
+ * installation's (the manifests' cache agents use the default too). */
+export const moduleHolds = (
+  sa: { name: string; namespace: string },
+  namespaces: string[],
+  cacheRoot = DEFAULT_CACHE_ROOT,
+) => [
+  ...modulePolicies({ username: moduleUsername(sa), cacheRoot }),
+  ...sandboxNamespacePolicies(namespaces, cacheRoot),
+];
+
+const OURS = new Set([
+  OPERATOR_SANDBOXES_ROLE,
+  peprStoreCrd().metadata.name,
+  MODULE_PODS_POLICY,
+  MODULE_ROLES_POLICY,
+  SANDBOX_NAMESPACE_PODS_POLICY,
+]);
 const isOurs = (d: Doc, namespaces: string[]) =>
   OURS.has(d.metadata?.name ?? "") ||
   (d.kind === "Namespace" && namespaces.includes(d.metadata?.name ?? "")) ||
@@ -269,8 +307,8 @@ const isOurs = (d: Doc, namespaces: string[]) =>
 
 /**
  * The built manifest narrowed (idempotent): its ClusterRole checked, Pepr's store CRD beside the
- * module's, each opted-in namespace's objects after the module's Namespace, and the controller
- * Deployments restricted.
+ * module's, each opted-in namespace's objects after the module's Namespace, the controller
+ * Deployments restricted, and the policies holding the module's own writes at the end.
  */
 export function restrictModuleManifest(yaml: string, namespaces: string[]): string {
   const docs = parseAllDocuments(yaml)
@@ -298,8 +336,16 @@ export function restrictModuleManifest(yaml: string, namespaces: string[]): stri
       out.push(...moduleNamespaceObjects(namespaces, sa));
     if (i === docs.length - 1 && !crdsSeen) throw new Error("the manifest carries no CRD");
   }
+  out.push(...moduleHolds(sa, namespaces));
   return out.map((o) => stringify(o, { lineWidth: 0, aliasDuplicateObjects: false }).trimEnd()).join("\n---\n") + "\n";
 }
+
+/** The chart's template of the policies holding the module's own writes and the Sandbox namespaces'
+ * pods (static: the build's service account and namespace list). */
+export const moduleHoldsChartTemplate = (sa: { name: string; namespace: string }, namespaces: string[]) =>
+  moduleHolds(sa, namespaces)
+    .map((o) => stringify(o, { lineWidth: 0 }))
+    .join("---\n");
 
 /** The chart's template of the opted-in namespaces' objects (static: the build's list). */
 export function moduleNamespacesChartTemplate(namespaces: string[], sa: { name: string; namespace: string }): string {

@@ -15,6 +15,7 @@ import { sandboxNamespacesFrom } from "../api/sandbox-namespaces";
 import { cacheBoundsFrom, vouchedHostsFrom } from "../api/repo-fetch-policy";
 import { CACHE_AGENT_ENV } from "../api/env";
 import {
+  moduleHoldsChartTemplate,
   moduleNamespacesChartTemplate,
   moduleServiceAccount,
   peprStoreCrd,
@@ -84,7 +85,7 @@ if (swap) {
   final = swapped.text;
 }
 // The module's rights narrowed and its controller pods restricted (scripts/module-rbac.ts,
-// decision 0047).
+// decision 0047), and what its identity writes held by two ValidatingAdmissionPolicies (0069).
 final = restrictModuleManifest(final, sandboxNamespaces);
 writeFileSync(manifest, final);
 // The chart follows the manifest, the one output Pepr writes without text replacement (decision
@@ -111,6 +112,11 @@ if (existsSync(chart)) {
   writeFileSync(
     join(chart, "templates", "sandbox-namespaces.yaml"),
     moduleNamespacesChartTemplate(sandboxNamespaces, moduleServiceAccount(built)),
+  );
+  // What the module's own identity writes, held by the API server (decision 0069).
+  writeFileSync(
+    join(chart, "templates", "module-policies.yaml"),
+    moduleHoldsChartTemplate(moduleServiceAccount(built), sandboxNamespaces),
   );
   const values = join(chart, "values.yaml");
   writeFileSync(values, withSandboxDefaultsValue(restrictedChartValues(readFileSync(values, "utf8")), defaultsMode));

@@ -10,6 +10,8 @@ import cfg from "../../package.json";
 import * as kubectl from "../../dev/kubectl";
 import { ROOT } from "../../dev/local-operator";
 import { withSandboxDefaults } from "../../scripts/webhooks";
+import { REPO_CREDENTIALS_ROLE } from "../../api/wire";
+import { applyBuiltHolds, createAsModule, deleteHolds, operatorPod, privileged } from "../support/module-holds";
 
 type Obj = { kind: string; metadata: { name: string; namespace?: string } };
 const MANIFEST = join(ROOT, "dist", `pepr-module-${cfg.pepr.uuid}.yaml`);
@@ -53,6 +55,12 @@ describe("the manifest on Kubernetes 1.34", () => {
     const objects = withSandboxDefaults(built(), "webhook");
     expect(objects.map((d) => d.kind)).toContain("MutatingWebhookConfiguration");
     expect(objects.map((d) => d.kind)).not.toContain("MutatingAdmissionPolicy");
+    // The policies holding the module's own writes (decision 0069) are in it, and accepted.
+    expect(objects.filter((d) => d.kind === "ValidatingAdmissionPolicy").map((d) => d.metadata.name)).toEqual([
+      "jr2-module-pods",
+      "jr2-module-roles",
+      "jr2-sandbox-namespace-pods",
+    ]);
     const answer = await dryRun(objects);
     expect(answer).toEqual({
       out: expect.stringContaining(
@@ -68,5 +76,48 @@ describe("the manifest on Kubernetes 1.34", () => {
     expect(answer).toEqual({
       err: expect.stringMatching(/MutatingAdmissionPolicy|could not find the requested resource/),
     });
+  });
+});
+
+// The module's own writes held by the API server (decision 0069): the built policies in CEL that a
+// 1.34 API server compiles and runs (ValidatingAdmissionPolicy v1 is GA since 1.30).
+describe("the module's policies on Kubernetes 1.34", () => {
+  const ns = "jr2-module-holds";
+  let holds: Obj[] = [];
+
+  beforeAll(async () => {
+    // This API server runs no controller manager: the namespace's default service account by hand.
+    await kubectl.apply(kubeconfig(), [
+      { apiVersion: "v1", kind: "Namespace", metadata: { name: ns } },
+      { apiVersion: "v1", kind: "ServiceAccount", metadata: { name: "default", namespace: ns } },
+    ]);
+    holds = await applyBuiltHolds(kubeconfig(), ns);
+  }, 60_000);
+
+  afterAll(async () => {
+    await deleteHolds(kubeconfig(), holds);
+  });
+
+  it("admits the operator's pod and refuses a privileged one and a hostPath outside the cache", async () => {
+    expect(await createAsModule(kubeconfig(), operatorPod(ns))).toBe("admitted");
+    expect(await createAsModule(kubeconfig(), privileged(operatorPod(ns)))).toMatch(
+      /is never privileged; these containers do not: user/,
+    );
+    const host = operatorPod(ns);
+    host.spec.volumes.find((v: { name: string }) => v.name === "repo-app").hostPath = { path: "/etc" };
+    expect(await createAsModule(kubeconfig(), host)).toContain("repo-app (/etc)");
+  });
+
+  it("admits the Role as the operator writes it and refuses another verb", async () => {
+    const role = (verbs: string[]) => ({
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "Role",
+      metadata: { name: REPO_CREDENTIALS_ROLE, namespace: ns },
+      rules: [{ apiGroups: [""], resources: ["secrets"], verbs, resourceNames: ["cred-a"] }],
+    });
+    expect(await createAsModule(kubeconfig(), role(["get"]))).toBe("admitted");
+    expect(await createAsModule(kubeconfig(), role(["get", "list"]))).toMatch(
+      /jr2-module-roles.*grants only get on secrets by resourceNames/,
+    );
   });
 });

@@ -7,6 +7,11 @@ import { SCRIPTED_MODEL } from "../../dev/in-cluster-model";
 import { freePort } from "../../dev/local-orchestrator";
 import { gitIn } from "../support/git-fixtures";
 import { DEFAULT_SANDBOX_NAMESPACE } from "../../api/wire";
+import {
+  MODULE_PODS_POLICY,
+  MODULE_ROLES_POLICY,
+  SANDBOX_NAMESPACE_PODS_POLICY,
+} from "../../capabilities/admission/module-policy";
 import cfg from "../../package.json";
 
 export const ROOT = join(__dirname, "..", "..");
@@ -90,6 +95,16 @@ export function removeInstallation(namespaces: string[]): void {
     "delete",
     "mutatingadmissionpolicy,mutatingadmissionpolicybinding",
     "jr2-sandbox-defaults",
+    "--ignore-not-found",
+  ]);
+  // What holds the module's own writes and the Sandbox namespaces' pods (decision 0069): left
+  // behind, it would hold a later local module's pods to this installation's cache root.
+  kubectl([
+    "delete",
+    "validatingadmissionpolicy,validatingadmissionpolicybinding",
+    MODULE_PODS_POLICY,
+    MODULE_ROLES_POLICY,
+    SANDBOX_NAMESPACE_PODS_POLICY,
     "--ignore-not-found",
   ]);
   kubectl([
