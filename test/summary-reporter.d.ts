@@ -6,4 +6,5 @@ export const SUMMARY_ENV: "JR2_TEST_SUMMARY";
 export function tierStarted(tier: string, env?: NodeJS.ProcessEnv): void;
 export function summarize(lines: readonly SummaryLine[], tiers: readonly string[]): string[];
 export function jestTiers(): string[];
+export function testTiers(): string[];
 export function readLines(file: string): SummaryLine[];

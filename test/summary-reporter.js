@@ -1,8 +1,10 @@
-// CI's closing line (.ci/run): each jest tier's totals in $JR2_TEST_SUMMARY, one JSON line per
-// event, and what became of a tier that never reported them. Jest builds its reporters only after
-// the global setup, so a setup that throws reaches no reporter: each tier's global setup writes its
-// own `started` line first (tierStarted), the reporter writes `started` again as its first test file
-// starts (the setup passed) and the totals at onRunComplete. Run as a program, it prints the summary of a file.
+// CI's closing line (.ci/run): each tier's totals in $JR2_TEST_SUMMARY, one JSON line per event,
+// and what became of a tier that never reported them. Jest builds its reporters only after the
+// global setup, so a setup that throws reaches no reporter: each tier's global setup writes its own
+// `started` line first (tierStarted), the reporter writes `started` again as its first test file
+// starts (the setup passed) and the totals at onRunComplete. The cluster tier (test/cluster/
+// supervision.sh, no jest) writes the same three lines itself. Run as a program, it prints the
+// summary of a file for every tier npm test runs.
 const { appendFileSync, existsSync, readFileSync } = require("node:fs");
 const { join } = require("node:path");
 
@@ -43,7 +45,8 @@ function summarize(lines, tiers) {
     return { tier, text: "not run" };
   });
   const ran = words.filter((w) => w.ran);
-  const totals = lines.filter((l) => typeof l.passed === "number");
+  // Only a tier's totals count: a line that names no tier is counted under none, so not in the sum.
+  const totals = lines.filter((l) => typeof l.passed === "number" && l.tier);
   const sum = (k) => totals.reduce((n, l) => n + (l[k] ?? 0), 0);
   const short = words.filter((w) => !w.ran).map((w) => `${w.tier}: ${w.text}`);
   return [
@@ -56,6 +59,16 @@ function summarize(lines, tiers) {
 /** The jest tiers, in the order npm test runs them (jest.config.js's projects). */
 function jestTiers() {
   return require(join(__dirname, "..", "jest.config.js")).projects.map((p) => p.displayName);
+}
+
+/**
+ * The tiers npm test runs, in its order: each `npm run test:<tier>` of package.json's test script
+ * (the jest projects by their displayName, and the cluster tier, a script), so a tier added there is
+ * named in the closing line, as "not run" at least.
+ */
+function testTiers() {
+  const script = require(join(__dirname, "..", "package.json")).scripts.test;
+  return [...script.matchAll(/npm run test:(\S+)/g)].map((m) => m[1]);
 }
 
 /** The lines of a summary file; none when it was never written. */
@@ -102,8 +115,9 @@ module.exports.SUMMARY_ENV = SUMMARY_ENV;
 module.exports.tierStarted = tierStarted;
 module.exports.summarize = summarize;
 module.exports.jestTiers = jestTiers;
+module.exports.testTiers = testTiers;
 module.exports.readLines = readLines;
 
 if (require.main === module) {
-  process.stdout.write(summarize(readLines(process.argv[2]), jestTiers()).join("\n") + "\n");
+  process.stdout.write(summarize(readLines(process.argv[2]), testTiers()).join("\n") + "\n");
 }

@@ -9,7 +9,27 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)
-CLUSTER_SH="$ROOT/dev/cluster/cluster.sh"
+# JR2_SUPERVISION_CLUSTER_SH: another cluster.sh, for test/unit/ci-summary.test.ts alone (a stand-in
+# whose 'up' fails, to see how this tier's failure reaches CI's closing line).
+CLUSTER_SH=${JR2_SUPERVISION_CLUSTER_SH:-$ROOT/dev/cluster/cluster.sh}
+
+# CI's closing line (.ci/run, test/summary-reporter.js, decision 0050) names this tier as it names a
+# jest one: its setup's start first, its tests' start once the cluster is up, its totals at the end.
+# A cluster that never came up is "cluster: setup failed, 0 run"; a test that fails counts as
+# failed and the ones it kept from running as skipped.
+TIER=cluster TESTS=2 PASSED=0 FAILED=0 BEGAN=0
+summary_line() { [[ -z ${JR2_TEST_SUMMARY:-} ]] || printf '%s\n' "$1" >>"$JR2_TEST_SUMMARY"; }
+summary_line "{\"tier\":\"$TIER\",\"started\":\"setup\"}"
+began() {
+  BEGAN=1
+  summary_line "{\"tier\":\"$TIER\",\"started\":\"reporter\"}"
+}
+report() {
+  ((BEGAN)) || return 0
+  summary_line "$(printf '{"tier":"%s","passed":%d,"failed":%d,"skipped":%d}' \
+    "$TIER" "$PASSED" "$FAILED" "$((TESTS - PASSED - FAILED))")"
+}
+
 STALL_SECONDS=20
 RECOVERY_SECONDS=60
 
@@ -25,14 +45,6 @@ SUPERVISOR_LOG="$JR2_STATE_DIR/supervisor.log"
 T0=$SECONDS
 say() { printf '[supervision +%3ds] %s\n' "$((SECONDS - T0))" "$*"; }
 cluster() { bash "$CLUSTER_SH" "$@"; }
-
-PASSED=0 FAILED=0
-report() {
-  # Totals for .ci/run's closing line, in the format of test/summary-reporter.js.
-  if [[ -n ${JR2_TEST_SUMMARY:-} ]]; then
-    printf '{"passed":%d,"failed":%d,"skipped":0}\n' "$PASSED" "$FAILED" >>"$JR2_TEST_SUMMARY"
-  fi
-}
 
 cleanup() {
   local rc=$?
@@ -96,6 +108,7 @@ eval "$(cluster env)" # KUBECONFIG=..., KUBECTL=...
 status=$(cluster status) || fail "status is not up after 'up':"$'\n'"$status"
 grep -q '^supervisor: running' <<<"$status" || fail "status does not report a running supervisor:"$'\n'"$status"
 say "$(grep '^supervisor:' <<<"$status")"
+began
 
 # (a) ------------------------------------------------------------------------------------
 old=$(pid_of kube-scheduler)

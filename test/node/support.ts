@@ -149,6 +149,20 @@ export async function until<T>(
 export type Obj = any;
 export const getJson = (args: string[]): Obj => JSON.parse(kubectlOk(["get", ...args, "-o", "json"]));
 
+/**
+ * The options the runtime mounted `path` with, from a container's /proc/self/mountinfo: the
+ * per-mount options (the sixth field) of the last entry at `path`, the one a process there sees.
+ * Fails naming the path when no entry is at it.
+ */
+export function mountOptions(mountinfo: string, path: string): string[] {
+  const at = mountinfo
+    .split("\n")
+    .map((line) => line.split(" "))
+    .filter((f) => f.length > 5 && f[4].replace(/\\040/g, " ") === path);
+  if (!at.length) throw new Error(`no mount at ${path} in:\n${mountinfo}`);
+  return at[at.length - 1][5].split(",");
+}
+
 /** One chat request as the in-cluster scripted model logs it (dev/scripted-model.ts requestLine). */
 export type ModelRequest = {
   status: number;

@@ -1,12 +1,14 @@
 // CI's closing line (.ci/run, test/summary-reporter.js): each tier's counts, and a tier whose global
-// setup failed, or that never began, said as such rather than left out of a clean count. The last
-// test runs jest itself on a tier whose global setup throws, the case the design rests on: jest
-// then calls no reporter at all, so only the setup's own `started` line tells what happened.
+// setup failed, or that never began, said as such rather than left out of a clean count. One test
+// runs jest itself on a tier whose global setup throws, the case the design rests on: jest then
+// calls no reporter at all, so only the setup's own `started` line tells what happened. The cluster
+// tier (test/cluster/supervision.sh) is run with a stand-in cluster.sh whose `up` fails, and one
+// whose cluster has none of its components, to see both failures reach the closing line.
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { jestTiers, readLines, summarize, type SummaryLine } from "../summary-reporter";
+import { jestTiers, readLines, summarize, testTiers, type SummaryLine } from "../summary-reporter";
 
 const ROOT = join(__dirname, "..", "..");
 const TIERS = ["unit", "integration", "node"];
@@ -64,6 +66,91 @@ describe("summarize", () => {
 
   it("names the tiers jest.config.js runs, in npm test's order", () => {
     expect(jestTiers()).toEqual(["unit", "integration", "kube-1.34", "node"]);
+  });
+
+  it("names every tier npm test runs, the cluster tier after the jest ones", () => {
+    expect(testTiers()).toEqual([...jestTiers(), "cluster"]);
+  });
+
+  it("counts the cluster tier as a jest tier, and says it when it never ran", () => {
+    const tiers = ["node", "cluster"];
+    expect(
+      summarize(
+        [totals("node", 40), started("cluster", "setup"), started("cluster", "reporter"), totals("cluster", 2)],
+        tiers,
+      ),
+    ).toEqual([
+      "node: 40 passed, 0 failed",
+      "cluster: 2 passed, 0 failed",
+      "tests: 42 passed, 0 failed in 2 of 2 tiers",
+    ]);
+    expect(summarize([totals("node", 40, 1)], tiers)).toEqual([
+      "node: 40 passed, 1 failed",
+      "cluster: not run",
+      "tests: 40 passed, 1 failed in 1 of 2 tiers (cluster: not run)",
+    ]);
+  });
+
+  it("counts no line that names no tier", () => {
+    const untiered = { passed: 2, failed: 0, skipped: 0 } as unknown as SummaryLine;
+    expect(summarize([totals("unit", 1), untiered], ["unit"])).toEqual([
+      "unit: 1 passed, 0 failed",
+      "tests: 1 passed, 0 failed in 1 of 1 tiers",
+    ]);
+  });
+});
+
+describe("the cluster tier's lines, written by test/cluster/supervision.sh", () => {
+  const dir = mkdtempSync(join(tmpdir(), "jr2-ci-cluster-"));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  /** supervision.sh run with a stand-in cluster.sh (`script`, bash): its exit and the lines it wrote. */
+  const supervision = (name: string, script: string) => {
+    const standIn = join(dir, `${name}.sh`);
+    writeFileSync(standIn, `#!/usr/bin/env bash\n${script}\n`);
+    chmodSync(standIn, 0o755);
+    const file = join(dir, `${name}.jsonl`);
+    const run = spawnSync("bash", [join(ROOT, "test", "cluster", "supervision.sh")], {
+      encoding: "utf8",
+      env: { ...process.env, JR2_TEST_SUMMARY: file, JR2_SUPERVISION_CLUSTER_SH: standIn, TMPDIR: dir },
+      timeout: 30_000,
+    });
+    return { status: run.status, lines: readLines(file), output: run.stdout + run.stderr };
+  };
+
+  it("a cluster that never comes up: its setup's line alone, so the closing line says its setup failed", () => {
+    const run = supervision("never-up", 'case $1 in up) echo "no kube-apiserver" >&2; exit 1 ;; *) exit 0 ;; esac');
+    expect(run.status).not.toBe(0);
+    expect(run.lines).toEqual([{ tier: "cluster", started: "setup" }]);
+    expect(summarize([totals("node", 40), ...run.lines], ["node", "cluster"])).toEqual([
+      "node: 40 passed, 0 failed",
+      "cluster: setup failed, 0 run",
+      "tests: 40 passed, 0 failed in 1 of 2 tiers (cluster: setup failed, 0 run)",
+    ]);
+  });
+
+  it("a test that fails: counted failed, the one after it skipped, and the closing line counts both", () => {
+    // Up, and its status says so, but none of its components has a pid file: (a) fails at once.
+    const run = supervision(
+      "no-components",
+      [
+        "case $1 in",
+        "  status) echo 'supervisor: running (stand-in)' ;;",
+        "  env) echo 'KUBECONFIG=/nonexistent KUBECTL=false' ;;",
+        "esac",
+        "exit 0",
+      ].join("\n"),
+    );
+    expect([run.status, run.output]).toEqual([1, expect.stringContaining("FAILED")]);
+    expect(run.lines).toEqual([
+      { tier: "cluster", started: "setup" },
+      { tier: "cluster", started: "reporter" },
+      { tier: "cluster", passed: 0, failed: 1, skipped: 1 },
+    ]);
+    expect(summarize(run.lines, ["cluster"])).toEqual([
+      "cluster: 0 passed, 1 failed, 1 skipped",
+      "tests: 0 passed, 1 failed, 1 skipped in 1 of 1 tiers",
+    ]);
   });
 });
 

@@ -10,6 +10,7 @@ import socket
 import threading
 import time
 import unittest
+from unittest import mock
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
@@ -236,19 +237,47 @@ class Restart(unittest.TestCase):
         with self.assertRaises(ConnectionRefusedError):
             OrchestratorClient(f"http://127.0.0.1:{port}", "t", reconnect_window=0).workspace("ws-1")
 
+        # Each refusal counted as it happens: socket.create_connection (what http.client connects
+        # with) wrapped to count the ConnectionRefusedError it raises, and otherwise left as it is.
+        # The server comes up once the call has been refused, not after a guessed while.
+        refusals: list[tuple[str, int]] = []
+        refused = threading.Event()
+        connect = socket.create_connection
+
+        def counting(address: tuple[str, int], *args: Any, **kwargs: Any) -> socket.socket:
+            try:
+                return connect(address, *args, **kwargs)
+            except ConnectionRefusedError:
+                refusals.append(address)
+                refused.set()
+                raise
+
+        answers: list[Any] = []
+
+        def call() -> None:
+            try:
+                answers.append(OrchestratorClient(f"http://127.0.0.1:{port}", "t").workspace("ws-1"))
+            except BaseException as err:  # the assertions below say it
+                answers.append(err)
+
         servers: list[StandIn] = []
-
-        def later() -> None:
-            time.sleep(0.3)
-            servers.append(StandIn(lambda h, _: answer(h, 200, {"name": "ws-1", "state": "ready"}), port))
-
-        threading.Thread(target=later).start()
-        try:
-            view = OrchestratorClient(f"http://127.0.0.1:{port}", "t").workspace("ws-1")
-            self.assertEqual(view["state"], "ready")
-        finally:
-            for s in servers:
-                s.stop()
+        with mock.patch("socket.create_connection", counting):
+            caller = threading.Thread(target=call)
+            caller.start()
+            try:
+                self.assertTrue(refused.wait(10), "the call was never refused within 10 s")
+                servers.append(StandIn(lambda h, _: answer(h, 200, {"name": "ws-1", "state": "ready"}), port))
+                caller.join(30)
+                self.assertFalse(caller.is_alive(), "the call did not end within 30 s of the server's start")
+            finally:
+                for s in servers:
+                    s.stop()
+        self.assertEqual(len(answers), 1)
+        self.assertIsInstance(answers[0], dict, answers[0])
+        self.assertEqual(answers[0]["state"], "ready")
+        self.assertGreaterEqual(len(refusals), 1)
+        self.assertEqual(set(refusals), {("127.0.0.1", port)})
+        self.assertEqual([r["url"] for r in servers[0].seen], ["/v1/workspaces/ws-1"])
 
 
 if __name__ == "__main__":

@@ -4,8 +4,9 @@
 // connection sent again within the reconnect window. `npm test` in this folder runs it.
 /* eslint-disable @typescript-eslint/no-floating-promises -- node:test's describe and it answer promises its runner awaits */
 import assert from "node:assert/strict";
+import diagnostics from "node:diagnostics_channel";
 import http from "node:http";
-import type { AddressInfo } from "node:net";
+import type { AddressInfo, Socket } from "node:net";
 import { after, before, describe, it } from "node:test";
 import { OrchestratorClient, OrchestratorError, ROUTES, parseFrame, type RouteId } from "../src/index";
 
@@ -236,14 +237,33 @@ describe("a restart", () => {
     const quick = new OrchestratorClient({ url: `http://127.0.0.1:${port}`, token: "t", reconnectWindowMs: 0 });
     await assert.rejects(quick.workspace("ws-1"), { code: "ECONNREFUSED" });
 
-    const client = new OrchestratorClient({ url: `http://127.0.0.1:${port}`, token: "t" });
-    const view = client.workspace("ws-1");
-    await new Promise((r) => setTimeout(r, 150));
-    const server = http.createServer((_req, res) => json(res, 200, { name: "ws-1", state: "ready", conditions: [] }));
-    await new Promise<void>((r) => server.listen(port, "127.0.0.1", r));
+    // Each refusal counted as it happens (node's net.client.socket channel: every socket the client
+    // opens, and its error), so the server comes up once the call has been refused, not after a
+    // guessed while.
+    let refused = 0;
+    const onSocket = (message: unknown) =>
+      (message as { socket: Socket }).socket.once("error", (err: NodeJS.ErrnoException & { port?: number }) => {
+        if (err.code === "ECONNREFUSED" && err.port === port) refused++;
+      });
+    diagnostics.subscribe("net.client.socket", onSocket);
+    const seen: string[] = [];
+    const server = http.createServer((req, res) => {
+      seen.push(req.url!);
+      json(res, 200, { name: "ws-1", state: "ready", conditions: [] });
+    });
     try {
+      const client = new OrchestratorClient({ url: `http://127.0.0.1:${port}`, token: "t" });
+      const view = client.workspace("ws-1");
+      for (const deadline = Date.now() + 10_000; refused === 0; ) {
+        if (Date.now() > deadline) throw new Error("the call was never refused within 10 s");
+        await new Promise((r) => setTimeout(r, 5));
+      }
+      await new Promise<void>((r) => server.listen(port, "127.0.0.1", r));
       assert.equal((await view).state, "ready");
+      assert.deepEqual(seen, ["/v1/workspaces/ws-1"]);
+      assert.ok(refused >= 1);
     } finally {
+      diagnostics.unsubscribe("net.client.socket", onSocket);
       server.closeAllConnections();
       await new Promise((r) => server.close(r));
     }

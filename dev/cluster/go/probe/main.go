@@ -12,6 +12,9 @@
 //	jr2-probe write PATH           create PATH; exit 1 (printing why) if that fails
 //	jr2-probe read PATH            print PATH's size in bytes (never its content); exit 1 if it
 //	                               cannot be read
+//	jr2-probe mounts               print /proc/self/mountinfo (how the runtime mounted this
+//	                               container's root and volumes: a seat's read-only root is proven
+//	                               by its options there)
 //
 // A timeout is 3 s, so a dropped connection fails fast and plainly.
 package main
@@ -55,13 +58,18 @@ func main() {
 		}
 	case args[0] == "write" && len(args) == 2:
 		err = os.WriteFile(args[1], []byte("x"), 0o644)
+	case args[0] == "mounts" && len(args) == 1:
+		var b []byte
+		if b, err = os.ReadFile("/proc/self/mountinfo"); err == nil {
+			_, err = os.Stdout.Write(b)
+		}
 	case args[0] == "read" && len(args) == 2:
 		var b []byte
 		if b, err = os.ReadFile(args[1]); err == nil {
 			fmt.Println(len(b))
 		}
 	default:
-		err = fmt.Errorf("usage: jr2-probe [serve PORT | get URL [CA_FILE] | resolve NAME | connect HOST:PORT | write PATH | read PATH]")
+		err = fmt.Errorf("usage: jr2-probe [serve PORT | get URL [CA_FILE] | resolve NAME | connect HOST:PORT | write PATH | read PATH | mounts]")
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
