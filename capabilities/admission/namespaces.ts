@@ -1,7 +1,7 @@
 // Which namespaces hold Sandboxes, as admission knows them (decision 0067): the opted-in ones
 // (`jr2.dev/sandboxes: enabled`, decision 0045), from one watch of the Namespaces carrying the label,
 // held in the admission process. A Sandbox create reads this set, never the API server: a lookup per
-// review would put a round trip on every create's critical path (issue 59). The watch selects by
+// review would put a round trip on every create's critical path (decision 0067). The watch selects by
 // the label, so a namespace that loses it leaves the set (the API server sends its removal as a
 // deletion), and the set is O(opted-in namespaces). A namespace not in the set is read once before
 // a refusal. Needs `get`, `list` and `watch` on namespaces (package.json pepr.rbac).
