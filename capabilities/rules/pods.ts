@@ -221,12 +221,7 @@ export function sandboxLabelViolations(
 ): Violation[] {
   if (!sandboxLabelChanged(pod, oldPod) || (operator && requester === operator)) return [];
   const [before, after] = [sandboxOf(oldPod), sandboxOf(pod)];
-  const what =
-    before === undefined
-      ? `adds it (${JSON.stringify(after)})`
-      : after === undefined
-        ? `removes it (${JSON.stringify(before)})`
-        : `changes it from ${JSON.stringify(before)} to ${JSON.stringify(after)}`;
+  const what = changeWords(before, after);
   return [
     violation(
       `metadata.labels[${SANDBOX_NAME_LABEL}]`,
@@ -244,6 +239,13 @@ export const isJr2Key = (key: string): boolean => {
   const prefix = slash < 0 ? "" : key.slice(0, slash);
   return prefix === JR2_DOMAIN || prefix.endsWith(`.${JR2_DOMAIN}`);
 };
+
+/** What an update did to one label or annotation, in a refusal's words. */
+function changeWords(before: string | undefined, after: string | undefined): string {
+  if (before === undefined) return `adds it (${JSON.stringify(after)})`;
+  if (after === undefined) return `removes it (${JSON.stringify(before)})`;
+  return `changes it from ${JSON.stringify(before)} to ${JSON.stringify(after)}`;
+}
 
 /** The jr2 keys of a map that an update adds, changes or removes (the Sandbox label aside: its rule is its own). */
 function jr2KeysChanged(now: Record<string, unknown>, before: Record<string, unknown>, skip?: string): string[] {
@@ -284,12 +286,7 @@ export function jr2MetadataViolations(
         str(asObject(asObject(asObject(oldPod).metadata)[m])[key]),
         str(asObject(asObject(asObject(pod).metadata)[m])[key]),
       ];
-      const what =
-        before === undefined
-          ? `adds it (${JSON.stringify(after)})`
-          : after === undefined
-            ? `removes it (${JSON.stringify(before)})`
-            : `changes it from ${JSON.stringify(before)} to ${JSON.stringify(after)}`;
+      const what = changeWords(before, after);
       return violation(
         `metadata.${m}[${key}]`,
         `only the jr2 operator sets, changes or removes jr2's ${m} on a Sandbox pod (its NetworkPolicies and ` +

@@ -248,31 +248,23 @@ describe("a Sandbox pod's jr2 metadata, its debug containers, and the namespace'
   });
 
   it("refuses the same change through pods/status, which the API server would take", async () => {
-    const { code, out } = await kubectl([
-      "patch",
-      "pod",
-      "-n",
-      ns.name,
-      "guarded",
-      "--subresource=status",
-      "--type=merge",
-      "-p",
-      JSON.stringify({ metadata: { labels: { "app.kubernetes.io/managed-by": null } } }),
-    ]);
+    const patchStatus = (patch: object) =>
+      kubectl([
+        "patch",
+        "pod",
+        "-n",
+        ns.name,
+        "guarded",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        JSON.stringify(patch),
+      ]);
+    const { code, out } = await patchStatus({ metadata: { labels: { "app.kubernetes.io/managed-by": null } } });
     expect(code).not.toBe(0);
     expect(out).toContain("metadata.labels[app.kubernetes.io/managed-by]: only the jr2 operator");
     // A status write that leaves the metadata alone (the kubelet's kind) goes through.
-    const ok = await kubectl([
-      "patch",
-      "pod",
-      "-n",
-      ns.name,
-      "guarded",
-      "--subresource=status",
-      "--type=merge",
-      "-p",
-      JSON.stringify({ status: { message: "status alone" } }),
-    ]);
+    const ok = await patchStatus({ status: { message: "status alone" } });
     expect(ok).toMatchObject({ code: 0 });
   });
 

@@ -38,6 +38,8 @@ import {
   serveWidgetsRemote,
   INSTALLED,
   removeInstallation,
+  onNode,
+  probePod,
 } from "./support";
 import { publicHostAddresses, startPublicHost, type PublicHost } from "./public-host";
 import { selectorString } from "../support/label-selector";
@@ -69,10 +71,7 @@ const SCRIPT = proposeScript(
   "deployed",
   `git ls-remote http://${OTHER}/refused.git 2>&1 | head -3; git ls-remote http://${ALLOWED}/reached.git 2>&1 | head -3`,
 );
-const onRealNode = {
-  nodeSelector: { [node.label[0]]: node.label[1] },
-  tolerations: [{ key: node.taint.key, operator: "Equal", value: node.taint.value, effect: node.taint.effect }],
-};
+const onRealNode = onNode(node);
 let daemon: ChildProcess | undefined;
 let publicHost: PublicHost | undefined;
 
@@ -1001,30 +1000,7 @@ describe("a Sandbox pod's labels and its policies' peers, deployed (decision 006
     await until(`ServiceAccount ${impostorNs}/default`, 30_000, () =>
       kubectl(["get", "sa", "default", "-n", impostorNs]).status === 0 ? true : undefined,
     );
-    apply({
-      apiVersion: "v1",
-      kind: "Pod",
-      metadata: { name: "jr2-egress", namespace: impostorNs, labels: { "app.kubernetes.io/name": "jr2-egress" } },
-      spec: {
-        ...onRealNode,
-        terminationGracePeriodSeconds: 1,
-        automountServiceAccountToken: false,
-        securityContext: { runAsNonRoot: true, runAsUser: 65532, seccompProfile: { type: "RuntimeDefault" } },
-        containers: [
-          {
-            name: "probe",
-            image: PROBE_IMAGE,
-            args: ["serve", "3128"],
-            readinessProbe: { httpGet: { path: "/healthz", port: 3128 }, periodSeconds: 1 },
-            securityContext: {
-              readOnlyRootFilesystem: true,
-              allowPrivilegeEscalation: false,
-              capabilities: { drop: ["ALL"] },
-            },
-          },
-        ],
-      },
-    });
+    apply(probePod(node, PROBE_IMAGE, "jr2-egress", impostorNs, { "app.kubernetes.io/name": "jr2-egress" }, 3128));
     const v = await client().waitReady(ws, { timeoutMs: 300_000 });
     expect({ state: v.state, failure: v.failure }).toEqual({ state: "ready", failure: undefined });
     impostorIp = await until("the impostor egress point Ready", 120_000, () => {

@@ -44,6 +44,8 @@ import {
   connectGuard,
   mountOptions,
   realNode,
+  onNode,
+  probePod as nodeProbePod,
   until,
 } from "./support";
 
@@ -101,38 +103,11 @@ export function sandboxPodSuite({ runtimeClass }: SandboxPodRuntime): void {
     return { status: res.status, body: (text ? JSON.parse(text) : undefined) as T };
   }
 
-  const onRealNode = {
-    nodeSelector: { [node.label[0]]: node.label[1] },
-    tolerations: [{ key: node.taint.key, operator: "Equal", value: node.taint.value, effect: node.taint.effect }],
-  };
+  const onRealNode = onNode(node);
 
   /** A probe pod on the real node, serving `port`. */
-  function probePod(name: string, namespace: string, labels: Record<string, string>, port = 8080) {
-    return {
-      apiVersion: "v1",
-      kind: "Pod",
-      metadata: { name, namespace, labels },
-      spec: {
-        ...onRealNode,
-        terminationGracePeriodSeconds: 1,
-        automountServiceAccountToken: false,
-        securityContext: { runAsNonRoot: true, runAsUser: 65532, seccompProfile: { type: "RuntimeDefault" } },
-        containers: [
-          {
-            name: "probe",
-            image: PROBE_IMAGE,
-            args: ["serve", String(port)],
-            readinessProbe: { httpGet: { path: "/healthz", port }, periodSeconds: 1 },
-            securityContext: {
-              readOnlyRootFilesystem: true,
-              allowPrivilegeEscalation: false,
-              capabilities: { drop: ["ALL"] },
-            },
-          },
-        ],
-      },
-    };
-  }
+  const probePod = (name: string, namespace: string, labels: Record<string, string>, port = 8080) =>
+    nodeProbePod(node, PROBE_IMAGE, name, namespace, labels, port);
 
   const ready = (p: Obj) => p.status?.conditions?.find((c: Obj) => c.type === "Ready")?.status === "True";
   const readyPod = (namespace: string, name: string, ms = 120_000): Promise<Obj> =>

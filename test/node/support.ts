@@ -51,6 +51,47 @@ export function realNode(env = process.env): Node {
   };
 }
 
+/** A pod spec's placement on the real node: its label, and a toleration of its taint. */
+export const onNode = (node: Node) => ({
+  nodeSelector: { [node.label[0]]: node.label[1] },
+  tolerations: [{ key: node.taint.key, operator: "Equal", value: node.taint.value, effect: node.taint.effect }],
+});
+
+/** A probe pod (the test image's `serve <port>`, Ready on /healthz) on the real node, restricted. */
+export function probePod(
+  node: Node,
+  image: string,
+  name: string,
+  namespace: string,
+  labels: Record<string, string>,
+  port = 8080,
+) {
+  return {
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: { name, namespace, labels },
+    spec: {
+      ...onNode(node),
+      terminationGracePeriodSeconds: 1,
+      automountServiceAccountToken: false,
+      securityContext: { runAsNonRoot: true, runAsUser: 65532, seccompProfile: { type: "RuntimeDefault" } },
+      containers: [
+        {
+          name: "probe",
+          image,
+          args: ["serve", String(port)],
+          readinessProbe: { httpGet: { path: "/healthz", port }, periodSeconds: 1 },
+          securityContext: {
+            readOnlyRootFilesystem: true,
+            allowPrivilegeEscalation: false,
+            capabilities: { drop: ["ALL"] },
+          },
+        },
+      ],
+    },
+  };
+}
+
 export type Run = { status: number | null; stdout: string; stderr: string };
 
 /** kubectl against the tier's cluster; `input` goes to its stdin. Never throws. */
