@@ -13,7 +13,14 @@ import { repoIdentity, repoKey } from "../../api/repo-identity";
 import { REPO_CREDENTIAL_HOSTS_ANNOTATION, REPO_CREDENTIAL_LABEL } from "../../api/wire";
 import { type Agent, startCacheAgent } from "../../dev/local-cache-agent";
 import { startGitHttpServer } from "../support/git-http-server";
-import { condition, createSandbox, getSandbox, useNamespace, waitFor } from "./support/cluster";
+import {
+  applyRepo as applyNamespacedRepo,
+  condition,
+  createSandbox,
+  getSandbox,
+  useNamespace,
+  waitFor,
+} from "./support/cluster";
 
 const ns = useNamespace("caches");
 const tmp = mkdtempSync(join(tmpdir(), "jr2-caches-"));
@@ -58,13 +65,7 @@ const repoSecret = (name: string, token: string, prefixes?: string) =>
     stringData: { username: "jr2", token },
   });
 
-const applyRepo = (name: string, url: string, secret?: string) =>
-  K8s(RepoModel).Apply({
-    apiVersion: "core.jr2.dev/v1alpha1",
-    kind: "Repo",
-    metadata: { name, namespace: ns.name },
-    spec: { url, ...(secret ? { secretRef: { name: secret } } : {}) },
-  });
+const applyRepo = (name: string, url: string, secret?: string) => applyNamespacedRepo(ns.name, name, url, secret);
 
 const everyNode = (name: string, done: (entry: { phase?: string; error?: string } | undefined) => boolean) =>
   waitFor(

@@ -22,7 +22,7 @@ import { repoIdentity, repoKey } from "../../api/repo-identity";
 import { type Agent, startCacheAgent } from "../../dev/local-cache-agent";
 import { freePort } from "../../dev/local-orchestrator";
 import { gitIn } from "../support/git-fixtures";
-import { useNamespace, waitFor } from "./support/cluster";
+import { applyRepo, useNamespace, waitFor } from "./support/cluster";
 
 const tenantA = useNamespace("boundary-a");
 const tenantB = useNamespace("boundary-b");
@@ -41,14 +41,6 @@ let recorded = 0;
 const agents: Agent[] = [];
 
 type Entry = { phase?: string; reason?: string; error?: string } | undefined;
-
-const applyRepo = (namespace: string, name: string, url: string) =>
-  K8s(RepoModel).Apply({
-    apiVersion: "core.jr2.dev/v1alpha1",
-    kind: "Repo",
-    metadata: { name, namespace },
-    spec: { url },
-  });
 
 const entryOf = (namespace: string, name: string, node: string, done: (e: Entry) => boolean) =>
   waitFor(

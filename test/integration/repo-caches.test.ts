@@ -7,20 +7,12 @@
 import { K8s, kind } from "kubernetes-fluent-client";
 import { RepoModel, SandboxModel } from "../../api/crd";
 import { repoIdentity, repoKey } from "../../api/repo-identity";
-import { condition, createSandbox, getSandbox, useNamespace, waitFor } from "./support/cluster";
+import { applyRepo, condition, createSandbox, getSandbox, useNamespace, waitFor } from "./support/cluster";
 
 const ns = useNamespace("repos");
 const tenantB = useNamespace("repos-b");
 const URL = "https://example.com/org/widgets.git";
 const KEY = repoKey(repoIdentity(URL));
-
-const applyRepo = (namespace: string, name: string, url: string) =>
-  K8s(RepoModel).Apply({
-    apiVersion: "core.jr2.dev/v1alpha1",
-    kind: "Repo",
-    metadata: { name, namespace },
-    spec: { url },
-  });
 
 describe("a Sandbox naming a Repo", () => {
   it("mounts its namespace's node cache, waits RepoPending, then RepoMissing once the Repo is gone", async () => {

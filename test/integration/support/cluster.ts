@@ -4,7 +4,7 @@ import { randomBytes } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { K8s, kind } from "kubernetes-fluent-client";
-import { SandboxModel, type SandboxSpec } from "../../../api/crd";
+import { RepoModel, SandboxModel, type SandboxSpec } from "../../../api/crd";
 import { SANDBOX_NAMESPACE_ENABLED, SANDBOX_NAMESPACE_LABEL } from "../../../api/wire";
 
 /**
@@ -60,6 +60,15 @@ export async function waitFor<T>(
 }
 
 export const getSandbox = (ns: string, name: string) => K8s(SandboxModel).InNamespace(ns).Get(name) as Promise<Sbx>;
+
+/** Creates or updates a Repo (server-side apply), with its credential Secret when named. */
+export const applyRepo = (namespace: string, name: string, url: string, secret?: string) =>
+  K8s(RepoModel).Apply({
+    apiVersion: "core.jr2.dev/v1alpha1",
+    kind: "Repo",
+    metadata: { name, namespace },
+    spec: { url, ...(secret ? { secretRef: { name: secret } } : {}) },
+  });
 
 export async function createSandbox(
   ns: string,
