@@ -310,9 +310,20 @@ const IDLE_CREATES = 8;
  * difference of the two differences. Leaves admission registered, as it found it.
  */
 async function afterIdle(kubeconfig: string, webhooks: Admission): Promise<Result[]> {
+  // Opted in: admission refuses a Sandbox create anywhere else (decision 0067).
+  const ns = `bench-admission-idle-${randomUUID().slice(0, 6)}`;
+  await kubeRequest("POST", "/api/v1/namespaces", sandboxNamespace(ns));
+  try {
+    return await idleSides(kubeconfig, webhooks, ns);
+  } finally {
+    await kubeRequest("DELETE", `/api/v1/namespaces/${ns}`).catch(() => undefined);
+  }
+}
+
+async function idleSides(kubeconfig: string, webhooks: Admission, ns: string): Promise<Result[]> {
   const create = async (name: string) => {
     const t = performance.now();
-    await kubeRequest("POST", sandboxesPath("default", true), applied(name, "default"));
+    await kubeRequest("POST", sandboxesPath(ns, true), applied(name, ns));
     return performance.now() - t;
   };
   const side = async () => {
@@ -326,8 +337,8 @@ async function afterIdle(kubeconfig: string, webhooks: Admission): Promise<Resul
     return [percentile(sorted(idle), 50), percentile(sorted(busy), 50)];
   };
   const [i50, b50] = await side();
-  await setWebhooks(kubeconfig, "default", webhooks, false);
-  const [oi50, ob50] = await side().finally(() => setWebhooks(kubeconfig, "default", webhooks, true));
+  await setWebhooks(kubeconfig, ns, webhooks, false);
+  const [oi50, ob50] = await side().finally(() => setWebhooks(kubeconfig, ns, webhooks, true));
   const b = "admission";
   return [
     { bench: b, metric: "dry_run_create_after_6s_idle_p50_ms", value: round(i50), unit: "ms" },
