@@ -49,12 +49,9 @@ export const RepoNode = z
       .string()
       .optional()
       .meta({ format: "date-time", description: "When the node's last successful fetch ended (RFC 3339)." }),
-    error: z
-      .string()
-      .optional()
-      .meta({
-        description: "git's own words for the last failure on this node, or why it was not fetched, with the fix.",
-      }),
+    error: z.string().optional().meta({
+      description: "git's own words for the last failure on this node, or why it was not fetched, with the fix.",
+    }),
     reason: z.enum(REPO_NODE_REASON).optional().meta({
       description:
         "Why this node did not fetch the Repo: NamespaceNotEnabled, LocalUrl, InternalAddress, RepoCountBound or ByteBound (the bound met; error gives its figure and the fix). Absent for git's own failures.",
