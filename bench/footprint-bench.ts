@@ -109,9 +109,17 @@ export async function footprintBench(): Promise<Result[]> {
   return [
     { bench: B, metric: "node_floor_rss", value: round(floor.rss), unit: "MiB" },
     { bench: B, metric: "node_http_tls_floor_rss", value: round(floorHttp.rss), unit: "MiB" },
-    { bench: B, metric: "custodian_idle_rss", value: round(custodian.rss), unit: "MiB", target: "<= 48" },
+    { bench: B, metric: "custodian_idle_rss", value: round(custodian.rss), unit: "MiB" },
     { bench: B, metric: "custodian_idle_over_floor", value: round(custodian.rss - floorHttp.rss), unit: "MiB" },
-    { bench: B, metric: "custodian_idle_private", value: round(percentile(sorted(own), 50)), unit: "MiB" },
+    // The budget is on private memory (decision 0052): Node's own pages are shared by every
+    // process on the node, so RSS, Node's floor included, is not the Custodian's cost.
+    {
+      bench: B,
+      metric: "custodian_idle_private",
+      value: round(percentile(sorted(own), 50)),
+      unit: "MiB",
+      target: "<= 16",
+    },
     { bench: B, metric: "harness_idle_rss", value: round(harness.rss), unit: "MiB" },
     { bench: B, metric: "harness_idle_over_floor", value: round(harness.rss - floorHttp.rss), unit: "MiB" },
     // The CPU each takes to start (decision 0064): a workspace's create waits on the Custodian's.
