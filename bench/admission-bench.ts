@@ -135,6 +135,18 @@ async function webhooksCalled(ns: string): Promise<{ mutating: boolean; validati
 }
 
 /** Registers or removes admission (policy before binding, binding removed first) and waits until the API server acts on it. */
+/** Runs `fn` in a fresh opted-in namespace (admission refuses a Sandbox create anywhere else,
+ * decision 0067), deleted after. */
+async function inSandboxNamespace<T>(prefix: string, fn: (ns: string) => Promise<T>): Promise<T> {
+  const ns = `${prefix}-${randomUUID().slice(0, 6)}`;
+  await kubeRequest("POST", "/api/v1/namespaces", sandboxNamespace(ns));
+  try {
+    return await fn(ns);
+  } finally {
+    await kubeRequest("DELETE", `/api/v1/namespaces/${ns}`).catch(() => undefined);
+  }
+}
+
 async function setWebhooks(kubeconfig: string, ns: string, webhooks: Admission, present: boolean) {
   if (present) await kubectl.apply(kubeconfig, webhooks);
   else
@@ -170,13 +182,10 @@ export async function sideBySide(
     module: cpuSeconds(admissionPid),
   });
   const cpu = { with: { apiserver: 0, module: 0 }, without: { apiserver: 0, module: 0 } };
-  const ns = `bench-admission-${randomUUID().slice(0, 6)}`;
-  // Opted in: admission refuses a Sandbox create anywhere else (decision 0067).
-  await kubeRequest("POST", "/api/v1/namespaces", sandboxNamespace(ns));
   const times = { with: [] as number[], without: [] as number[] };
   let before: Load = new Map();
   let after: Load | undefined;
-  try {
+  await inSandboxNamespace("bench-admission", async (ns) => {
     // A few creates first: the API server's and the module's first calls pay for warming up.
     await setWebhooks(kubeconfig, ns, webhooks, true);
     for (let i = 0; i < 10; i++) await kubeRequest("POST", sandboxesPath(ns, dryRun), applied(`warm-${i}`, ns));
@@ -206,9 +215,7 @@ export async function sideBySide(
       if (withWebhooks && side.length === count) after = await apiServerLoad(kubeconfig);
     }
     if (!present) await setWebhooks(kubeconfig, ns, webhooks, true);
-  } finally {
-    await kubeRequest("DELETE", `/api/v1/namespaces/${ns}`).catch(() => undefined);
-  }
+  });
   const w = sorted(times.with);
   const o = sorted(times.without);
   // The API server's own timing of the with side's calls (its counters, bench/apiserver-load.ts).
@@ -310,14 +317,7 @@ const IDLE_CREATES = 8;
  * difference of the two differences. Leaves admission registered, as it found it.
  */
 async function afterIdle(kubeconfig: string, webhooks: Admission): Promise<Result[]> {
-  // Opted in: admission refuses a Sandbox create anywhere else (decision 0067).
-  const ns = `bench-admission-idle-${randomUUID().slice(0, 6)}`;
-  await kubeRequest("POST", "/api/v1/namespaces", sandboxNamespace(ns));
-  try {
-    return await idleSides(kubeconfig, webhooks, ns);
-  } finally {
-    await kubeRequest("DELETE", `/api/v1/namespaces/${ns}`).catch(() => undefined);
-  }
+  return inSandboxNamespace("bench-admission-idle", (ns) => idleSides(kubeconfig, webhooks, ns));
 }
 
 async function idleSides(kubeconfig: string, webhooks: Admission, ns: string): Promise<Result[]> {
