@@ -13,14 +13,7 @@ import { repoIdentity, repoKey } from "../../api/repo-identity";
 import { REPO_CREDENTIAL_HOSTS_ANNOTATION, REPO_CREDENTIAL_LABEL } from "../../api/wire";
 import { type Agent, startCacheAgent } from "../../dev/local-cache-agent";
 import { startGitHttpServer } from "../support/git-http-server";
-import {
-  applyRepo as applyNamespacedRepo,
-  condition,
-  createSandbox,
-  getSandbox,
-  useNamespace,
-  waitFor,
-} from "./support/cluster";
+import { applyRepo, condition, createSandbox, getSandbox, useNamespace, waitFor } from "./support/cluster";
 
 const ns = useNamespace("caches");
 const tmp = mkdtempSync(join(tmpdir(), "jr2-caches-"));
@@ -64,8 +57,6 @@ const repoSecret = (name: string, token: string, prefixes?: string) =>
     },
     stringData: { username: "jr2", token },
   });
-
-const applyRepo = (name: string, url: string, secret?: string) => applyNamespacedRepo(ns.name, name, url, secret);
 
 const everyNode = (name: string, done: (entry: { phase?: string; error?: string } | undefined) => boolean) =>
   waitFor(
@@ -119,7 +110,7 @@ describe("Repo caches kept by the cache agents", () => {
 
   it("names a failed clone RepoCloneFailed, with git's own words", async () => {
     const missing = join(tmp, "remote", "no-such.git");
-    await applyRepo("missing", missing);
+    await applyRepo(ns.name, "missing", missing);
     const key = repoKey(repoIdentity(missing));
     await createSandbox(ns.name, "uncloned", { repos: [{ key, url: missing }] });
     const failed = await waitFor(
@@ -164,7 +155,7 @@ describe("Repo caches kept by the cache agents", () => {
       const prefix = server.url("");
       await repoSecret("git-token", "s3cret-token-value", prefix);
       await repoSecret("wrong-token", "not-the-token-9876", prefix);
-      await applyRepo("private", url, "git-token");
+      await applyRepo(ns.name, "private", url, "git-token");
       await createSandbox(ns.name, "private", { repos: [{ key, url }] });
       await waitFor(
         "the private Sandbox Ready",
@@ -175,7 +166,7 @@ describe("Repo caches kept by the cache agents", () => {
 
       // Another spelling of a different repository path, with the wrong token: refused, named, not shown.
       git(["clone", "--quiet", "--bare", join(tmp, "work"), join(served, "other.git")]);
-      await applyRepo("other", server.url("other.git"), "wrong-token");
+      await applyRepo(ns.name, "other", server.url("other.git"), "wrong-token");
       const repo = await everyNode("other", (e) => e?.phase === "Failed");
       const error = repo.status!.nodes![NODES[0]].error!;
       expect(error).toContain('Secret "wrong-token"');
@@ -193,7 +184,7 @@ describe("Repo caches kept by the cache agents", () => {
     const server = await startGitHttpServer({ root: served, user: "jr2", password: "undeclared-token-4242" });
     try {
       await repoSecret("undeclared", "undeclared-token-4242");
-      await applyRepo("undeclared", server.url("private.git"), "undeclared");
+      await applyRepo(ns.name, "undeclared", server.url("private.git"), "undeclared");
       const repo = await everyNode("undeclared", (e) => e?.phase === "Failed");
       for (const n of NODES) {
         const error = repo.status!.nodes![n].error!;
@@ -221,8 +212,8 @@ describe("Repo caches kept by the cache agents", () => {
     const b = await startGitHttpServer({ root: servedB, user: "jr2", password: "host-a-token-1357" });
     try {
       await repoSecret("host-a", "host-a-token-1357", a.url(""));
-      await applyRepo("on-a", a.url("app.git"), "host-a");
-      await applyRepo("on-b", b.url("app.git"), "host-a");
+      await applyRepo(ns.name, "on-a", a.url("app.git"), "host-a");
+      await applyRepo(ns.name, "on-b", b.url("app.git"), "host-a");
       await everyNode("on-a", (e) => e?.phase === "Present");
       const refused = await everyNode("on-b", (e) => e?.phase === "Failed");
       const error = refused.status!.nodes![NODES[0]].error!;
