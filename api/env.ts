@@ -45,6 +45,18 @@ export const EFFECTOR_ENV = {
   secrets: "JR2_EFFECTOR_SECRETS",
   git: "JR2_EFFECTOR_GIT",
   scratch: "JR2_EFFECTOR_SCRATCH",
+  /** "1": the pod config requires credentialed commands, so an Effector that cannot confine them
+   * (no Landlock) ends at start, saying why in its termination message (decision 0070). */
+  requireCommands: "JR2_EFFECTOR_REQUIRE_COMMANDS",
+  /** The jr2-confine binary (default: beside the Effector's bundle, /app/jr2-confine). */
+  confine: "JR2_EFFECTOR_CONFINE",
+  /** A PEM bundle trusted beside the system roots for pushes and http Effects (pod config effector.trust). */
+  ca: "JR2_EFFECTOR_CA_FILE",
+  /** The downward API's pod name, address (what a signed request must be meant for) and node (what a
+   * Landlock refusal names). */
+  podName: "POD_NAME",
+  podIp: "POD_IP",
+  node: "NODE_NAME",
 } as const;
 
 /** The build (`npm run build`, scripts/post-build.ts): the namespaces that hold Sandboxes,
