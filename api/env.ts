@@ -82,6 +82,9 @@ export const CACHE_AGENT_ENV = {
   maxRepos: "JR2_CACHE_MAX_REPOS",
   /** The most bytes one namespace's caches may take on a node's disk (a quantity, default 20Gi). */
   maxBytes: "JR2_CACHE_MAX_BYTES",
+  /** A PEM file of certificates trusted beside the system's for https fetches (a private forge's
+   * CA), e.g. a ConfigMap the installation mounts into the DaemonSet. */
+  caFile: "JR2_CACHE_CA_FILE",
 } as const;
 
 /**

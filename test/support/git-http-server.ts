@@ -5,6 +5,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { timingSafeEqual } from "node:crypto";
 import http from "node:http";
+import https from "node:https";
 import type { AddressInfo } from "node:net";
 import { running } from "../../dev/child";
 
@@ -13,6 +14,9 @@ export type GitHttpServerOptions = {
   root: string;
   user: string;
   password: string;
+  /** Serve HTTPS with this certificate and key (PEM) instead of plain HTTP; `url` then names `host`
+   * (default localhost, which the certificate must name). */
+  tls?: { cert: string; key: string; host?: string };
 };
 
 /** Counters, updated in place as requests arrive. */
@@ -173,7 +177,7 @@ export async function startGitHttpServer(opts: GitHttpServerOptions): Promise<Gi
   const stats: GitHttpStats = { authorized: 0, refused: 0, gzipped: 0, requests: 0, withAuthorization: 0 };
   const children = new Set<ChildProcess>();
 
-  const server = http.createServer((req, res) => {
+  const handler = (req: http.IncomingMessage, res: http.ServerResponse) => {
     try {
       stats.requests++;
       if (req.headers.authorization !== undefined) stats.withAuthorization++;
@@ -187,7 +191,10 @@ export async function startGitHttpServer(opts: GitHttpServerOptions): Promise<Gi
     } catch (err) {
       sendPlain(res, 500, err instanceof Error ? err.message : String(err));
     }
-  });
+  };
+  const server = opts.tls
+    ? https.createServer({ cert: opts.tls.cert, key: opts.tls.key }, handler)
+    : http.createServer(handler);
   // A reset connection mid-request is the client's business, not a crash of the test process.
   server.on("clientError", (_err, socket) => socket.destroy());
 
@@ -201,7 +208,10 @@ export async function startGitHttpServer(opts: GitHttpServerOptions): Promise<Gi
   const { port } = server.address() as AddressInfo;
 
   return {
-    url: (repo) => `http://127.0.0.1:${port}/${repo.replace(/^\/+/, "")}`,
+    url: (repo) =>
+      opts.tls
+        ? `https://${opts.tls.host ?? "localhost"}:${port}/${repo.replace(/^\/+/, "")}`
+        : `http://127.0.0.1:${port}/${repo.replace(/^\/+/, "")}`,
     stats,
     close: () =>
       new Promise<void>((resolve) => {
