@@ -13,8 +13,9 @@
 //   udp      records each datagram (its first 512 bytes as text), echoes it
 //   dns      UDP and TCP; records each query's name and type, answers NXDOMAIN
 //   forge    {host, port, cert, key, root, token, holdMs}: a stand-in forge over HTTPS (issue 56). Git's
-//            smart HTTP for the bare repositories under `root` (real `git http-backend`), every request
-//            needing Basic auth whose password is `token`; and one API route, POST
+//            smart HTTP for the bare repositories under `root` (real `git http-backend`): fetches
+//            anonymous, a push needing Basic auth whose password is `token`; and one API route (the token
+//            as Basic, Bearer or `token`), POST
 //            /api/repos/<owner>/<repo>/pulls, answering 201 with the pull request's number. A push
 //            (git-receive-pack) to a repository whose name starts with `held` is answered only after
 //            `holdMs`. Records each request: method, path, Authorization as received (a test's value),
@@ -167,7 +168,10 @@ function forge({ host, port, cert, key, root, token, holdMs }) {
       const auth = req.headers.authorization ?? "";
       const basic = auth.startsWith("Basic ") ? Buffer.from(auth.slice(6), "base64").toString("utf8") : "";
       const bearer = auth.startsWith("Bearer ") || auth.startsWith("token ") ? auth.split(" ")[1] : "";
-      if (basic.slice(basic.indexOf(":") + 1) !== token && bearer !== token) {
+      // Fetches are anonymous (a public repository, as the cache agent clones it); a push and the API
+      // need the token.
+      const needsToken = api || service === "git-receive-pack";
+      if (needsToken && basic.slice(basic.indexOf(":") + 1) !== token && bearer !== token) {
         res.writeHead(401, { "www-authenticate": 'Basic realm="forge"', "content-type": "text/plain" }).end("no\n");
         return;
       }
