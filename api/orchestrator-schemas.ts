@@ -15,6 +15,7 @@ import { BranchName, RefName, RepoUrl, SlotName } from "./names";
 import { REPO_WAITS } from "./conditions";
 import { ERROR_CODES } from "./orchestrator-errors";
 import { Admission, AgentName, ConversationId, LIMITS, MenuName, TurnBody } from "./agent-protocol";
+import { EFFECT_STATES, EffectBody, EffectError, EffectId, EffectResult } from "./effects";
 
 // ---------------------------------------------------------------------------------------------
 // Names and small shapes
@@ -409,6 +410,45 @@ export type EgressLog = z.infer<typeof EgressLog>;
 
 export const Health = z.strictObject({ ok: z.literal(true) }).meta({ description: "The Orchestrator serves." });
 export type Health = z.infer<typeof Health>;
+
+// ---------------------------------------------------------------------------------------------
+// A Machine's Effects (decision 0070): the body is api/effects.ts EffectBody, its
+// owner; the record is what the Orchestrator's ledger `<workspace>-effects` holds of it.
+
+export { EffectBody };
+
+export const EffectState = z.enum(EFFECT_STATES).meta({
+  description:
+    "queued: recorded, waiting its turn; sent: handed to the Effector (recorded before the send); succeeded, " +
+    "failed: settled; unknown: its answer was lost and it is not idempotent, so it never runs again.",
+});
+
+export const EffectRecord = z
+  .strictObject({
+    id: EffectId,
+    kind: z.enum(["push", "http", "command"]),
+    idempotent: z.boolean(),
+    state: EffectState,
+    acceptedAt: At,
+    sentAt: At.optional(),
+    settledAt: At.optional(),
+    result: EffectResult.optional().meta({
+      description:
+        "What it did, once it ran (a failed command or a refused push included); an http body or a command's " +
+        "output as kept by the ledger (truncated says when cut).",
+    }),
+    error: EffectError.optional().meta({
+      description: "Why it failed or is unknown (e.g. answer_lost, answer_unsigned, refused, push_rejected).",
+    }),
+    request: EffectBody.meta({ description: "The Effect as the Machine sent it: secrets by reference only." }),
+  })
+  .meta({ description: "One of a workspace's Effects, as its ledger records it." });
+export type EffectRecord = z.infer<typeof EffectRecord>;
+
+export const EffectList = z
+  .strictObject({ items: z.array(EffectRecord) })
+  .meta({ description: "The workspace's Effects, in the order the Machine sent them." });
+export type EffectList = z.infer<typeof EffectList>;
 
 export const ErrorBody = z
   .strictObject({

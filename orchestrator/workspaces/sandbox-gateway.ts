@@ -150,6 +150,25 @@ export type HarnessLimits = { maxBytes: number; timeoutMs: number };
 /** An admission, an abort, an attach: small answers. */
 export const SMALL_ANSWER: HarnessLimits = { maxBytes: 256 * 1024, timeoutMs: 60_000 };
 
+/** Where a Sandbox's Effector answers: its base url and the pod address a request is signed for
+ * (the Effector refuses a request meant for another pod, decision 0070). */
+export type EffectorAddress = { url: string; pod: string };
+
+/** One signed call to a Sandbox's Effector (kube-gateway.ts `effector`): its status, its body as
+ * text, and whether the answer carries the Effector's signature over the request's nonce. */
+export type EffectorReply = { status: number; text: string; signed: boolean };
+
+/** A call to an Effector that got no answer. `delivered` false: the connection was refused or the
+ * Effector has no address yet, so nothing of the request reached anyone; true: it may have. */
+export class EffectorUnreachable extends Error {
+  constructor(
+    readonly delivered: boolean,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
 /** A failure with a stage and a name; `details` carries the facts a client may act on. A failure
  * named `Lost` carries the operator's Loss (`reason`, `message`) as its details, and ends the
  * workspace `lost` rather than `failed`, whichever observer heard it first. */
