@@ -1,8 +1,13 @@
-// jr2-confine runs one command of the Sandbox Effector confined by Landlock (issue 56; decision
-// 0070): the command may read and execute the paths it is given, read others, write beneath its own
+// jr2-confine runs one command of the Sandbox Effector confined by Landlock (decision 0070): the
+// command may read and execute the paths it is given, read others, write beneath its own
 // scratch directories, and nothing else; it cannot signal, ptrace (so read /proc/<pid>/environ of)
 // or connect to the abstract sockets of any process outside its Landlock domain. Every process it
 // leaves behind is killed before jr2-confine exits.
+//
+// Landlock's ptrace scoping guards another process's /proc/<pid>/environ, maps and auxv only from a
+// command without CAP_SYS_ADMIN or CAP_PERFMON: recent kernels (6.18 here) let such a reader open
+// them without the ptrace check. The Effector runs commands without capabilities, as the Sandbox
+// pod's non-root user; as root the other guards (signals, /proc/<pid>/io, exe, mem) still hold.
 //
 // Why Go and not the Effector's Node: Node cannot call landlock(2) (no binding, and a Landlock domain
 // must be entered by the process that then execs the command, which Node's spawn cannot do), and a
