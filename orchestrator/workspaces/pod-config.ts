@@ -1,9 +1,11 @@
 // The installation's word on what every Sandbox pod holds (JR2_POD_CONFIG_FILE, YAML or JSON;
 // decision 0021): the Custodian's image and slice, the model providers it routes, the held secrets
 // (each a key of a Secret in the Sandboxes' namespace, bound to its origins, with the env name the
-// Harness gets its Stand-in under), the hosts tools may tunnel to, the Effector's image and the
-// digests a create may name instead (decision 0048: an image that holds push credentials is the
-// installation's choice), the `user` seat's NET_RAW opt-out (decision 0048), the base egress list
+// Harness gets its Stand-in under), the hosts tools may tunnel to, the Effector's image (by default
+// the companions image: its command is jr2's Effector, decision 0070) and the digests a create may
+// name instead (decision 0048: an image that holds push credentials is the installation's choice),
+// the effect secrets an Effect may spend (each bound to origins and tenants), whether every Effector
+// must confine credentialed commands, and the CA bundle it trusts (decision 0070), the `user` seat's NET_RAW opt-out (decision 0048), the base egress list
 // (decision 0051; the egress point reads this same file), and where the pods run
 // (a nodeSelector and tolerations, decision 0038: e.g. the local real node), and the runtime class
 // they run under and the others a create may choose (decision 0055: e.g. gVisor).
