@@ -7,6 +7,7 @@
 // ref and url rules from api/names.ts, which the Harness's `/attach` schema uses too, so a body
 // this API accepts is one the Harness accepts; a turn and a pick from api/agent-protocol.ts.
 import { z } from "zod";
+import { SecretRef } from "./effects";
 import { EgressAllowList } from "./egress-point";
 import { Condition } from "./crd/sources/common";
 import { IDLE_TIMEOUT_RANGE, SANDBOX_PHASES, idleTimeoutField } from "./crd/sources/sandbox";
@@ -135,8 +136,9 @@ export const CreateWorkspaceBody = z
           .optional()
           .meta({
             description:
-              "The Sandbox Effector's image (default: the pod config's effector.image). It holds push credentials, " +
-              "so only the pod config's image or one of its effector.allowedImages digests is accepted (decision 0048).",
+              "The Sandbox Effector's image (default: the pod config's effector.image, else the companions image). " +
+              "It holds push credentials and effect secrets, so only the pod config's image or one of its " +
+              "effector.allowedImages digests is accepted (decision 0048); its command is jr2's Effector (decision 0070).",
           }),
         pushes: z
           .array(SlotName)
@@ -145,6 +147,24 @@ export const CreateWorkspaceBody = z
             description:
               "The Repo Slots the Effector pushes: each slot's fence entry must name its push `secret`, which the " +
               "Sandbox's spec.gitCredentials then names.",
+          }),
+        secrets: z
+          .array(SecretRef)
+          .max(64, "must name at most 64 effect secrets")
+          .default([])
+          .superRefine((refs, ctx) => {
+            const seen = new Set<string>();
+            refs.forEach((r, i) => {
+              const id = `${r.secret}/${r.key}`;
+              if (seen.has(id)) ctx.addIssue({ code: "custom", path: [i], message: `repeats ${id}: name it once` });
+              seen.add(id);
+            });
+          })
+          .meta({
+            description:
+              "The effect secrets this workspace's Effector mounts (decision 0070), each {secret, key} an entry of " +
+              "the pod config's effector.secrets this tenant may use: read-only at /run/jr2/secrets/<secret>/<key> " +
+              "in the effector alone, what an Effect's headers and env may name. Fixed at the create.",
           }),
       })
       .optional()

@@ -13,7 +13,7 @@
 //   JR2_LOCAL_HARNESS          off (default) | process | inline: outside the cluster only, run each
 //                              Sandbox's Harness here (JR2_LOCAL_REPOS_ROOT with {node}, JR2_LOCAL_WORK_ROOT)
 //   JR2_POD_CONFIG_FILE        what every Sandbox pod holds (orchestrator/workspaces/pod-config.ts; absent: defaults)
-//   JR2_CUSTODIAN_IMAGE        the custodian container's image (the companions image)
+//   JR2_CUSTODIAN_IMAGE        the companions image: the custodian's, and the effector's by default
 //   JR2_ORCHESTRATOR_URL       how a Custodian reaches this Orchestrator (default: its Service in
 //                              POD_NAMESPACE, the namespace its pod runs in)
 //   JR2_EGRESS_URL             the egress point's proxy as a Sandbox pod reaches it (default in a pod:

@@ -2,6 +2,7 @@
 // SandboxGateway). The real one (kube-gateway.ts) drives Sandbox CRs over one watch and never reads a
 // Pod (decision 0013); the unit tests drive the lifecycle with a fake. Every operation is idempotent,
 // so a restarted Orchestrator may repeat any of them for the same name.
+import type { SecretRef } from "../../api/effects";
 import type { AttachBody } from "../../api/attach";
 import type { AttachAnswer, Failure, Loss, RepoSlot, Size, Wait } from "../../api/orchestrator-schemas";
 import type { REPO_HOLD } from "../../api/conditions";
@@ -33,8 +34,9 @@ export type PlaceRequest = {
   userSize?: Size;
   /** A Sandbox Effector: its image, as the pod config lets it (pod-config.ts effectorImageFor,
    * decision 0048), and the push Secrets its pushed slots' fence entries name (fence.ts
-   * pushCredentials), for spec.gitCredentials. */
-  effector?: { image: string; gitCredentials: string[] };
+   * pushCredentials), for spec.gitCredentials; and the effect secrets its create declared, each an
+   * entry of the pod config's effector.secrets its tenant may use (decision 0070), none when absent. */
+  effector?: { image: string; gitCredentials: string[]; secrets?: SecretRef[] };
   /** spec.idleTimeout, a Go duration (the operator's default when absent). */
   idleTimeout?: string;
   /** spec.runtimeClassName, as the pod config lets it (pod-config.ts runtimeClassFor, decision 0055);

@@ -74,13 +74,22 @@ class CreateWorkspaceBodyUserSize(TypedDict):
     """Disk for `/work`: the Harness's ephemeral-storage request (e.g. `20Gi`), with no limit."""
 
 
+class CreateWorkspaceBodyEffectorSecretsItem(TypedDict):
+    """A key of a Secret the workspace's Effector mounts (effector.secrets at create)."""
+
+    secret: str
+    key: str
+
+
 class CreateWorkspaceBodyEffector(TypedDict):
     """A Sandbox Effector beside the Harness (decision 0021)."""
 
     image: NotRequired[str]
-    """The Sandbox Effector's image (default: the pod config's effector.image). It holds push credentials, so only the pod config's image or one of its effector.allowedImages digests is accepted (decision 0048)."""
+    """The Sandbox Effector's image (default: the pod config's effector.image, else the companions image). It holds push credentials and effect secrets, so only the pod config's image or one of its effector.allowedImages digests is accepted (decision 0048); its command is jr2's Effector (decision 0070)."""
     pushes: NotRequired[list[str]]
     """The Repo Slots the Effector pushes: each slot's fence entry must name its push `secret`, which the Sandbox's spec.gitCredentials then names."""
+    secrets: NotRequired[list[CreateWorkspaceBodyEffectorSecretsItem]]
+    """The effect secrets this workspace's Effector mounts (decision 0070), each {secret, key} an entry of the pod config's effector.secrets this tenant may use: read-only at /run/jr2/secrets/<secret>/<key> in the effector alone, what an Effect's headers and env may name. Fixed at the create."""
 
 
 class CreateWorkspaceBodyEgress(TypedDict):

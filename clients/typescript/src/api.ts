@@ -63,12 +63,20 @@ export type CreateWorkspaceBodyUserSize = {
   disk?: string;
 };
 
+/** A key of a Secret the workspace's Effector mounts (effector.secrets at create). */
+export type CreateWorkspaceBodyEffectorSecretsItem = {
+  secret: string;
+  key: string;
+};
+
 /** A Sandbox Effector beside the Harness (decision 0021). */
 export type CreateWorkspaceBodyEffector = {
-  /** The Sandbox Effector's image (default: the pod config's effector.image). It holds push credentials, so only the pod config's image or one of its effector.allowedImages digests is accepted (decision 0048). */
+  /** The Sandbox Effector's image (default: the pod config's effector.image, else the companions image). It holds push credentials and effect secrets, so only the pod config's image or one of its effector.allowedImages digests is accepted (decision 0048); its command is jr2's Effector (decision 0070). */
   image?: string;
   /** The Repo Slots the Effector pushes: each slot's fence entry must name its push `secret`, which the Sandbox's spec.gitCredentials then names. */
   pushes?: string[];
+  /** The effect secrets this workspace's Effector mounts (decision 0070), each {secret, key} an entry of the pod config's effector.secrets this tenant may use: read-only at /run/jr2/secrets/<secret>/<key> in the effector alone, what an Effect's headers and env may name. Fixed at the create. */
+  secrets?: CreateWorkspaceBodyEffectorSecretsItem[];
 };
 
 /** The hosts the Sandbox may reach beside the installation's base list (decision 0051); read and replaced later with GET and PUT /v1/workspaces/{name}/egress. Absent: the base list alone. */
