@@ -31,6 +31,7 @@ import { join } from "node:path";
 import { envDuration } from "../lib/duration";
 import { DEFAULT_CACHE_ROOT, DEFAULT_SANDBOX_NAMESPACE } from "../api/wire";
 import { parseCredentials } from "./workspaces/fence";
+import { declaredEffectSecrets } from "./workspaces/effector-secrets";
 import { startOrchestratorServer } from "./http/api-server";
 import { ATTACH_DEADLINE_MS, KubeSandboxGateway } from "./workspaces/kube-gateway";
 import { ensureInstallation, podSettingsFrom, type PodSettings } from "./workspaces/installation";
@@ -176,6 +177,7 @@ async function main() {
     watch,
     credentials,
     podConfig: pod.config,
+    declaredOf: declaredEffectSecrets,
     onState: (kind, state) => metrics.effect(kind, state),
     log,
   });

@@ -92,7 +92,9 @@ export type EffectsOptions = {
   /** The secrets a workspace declared for its Effector (the create body's effector.secrets, as
    * recorded on its Sandbox). Absent, or undefined for a Sandbox: every one the pod config's
    * effector.secrets lets the workspace's tenant use. */
-  declaredOf?: (sandbox: SandboxModel) => ReadonlyArray<{ secret: string; key: string }> | undefined;
+  /** The effect secrets the workspace declared at create, read back from its Sandbox
+   * (workspaces/effector-secrets.ts); absent, none is declared. */
+  declaredOf?: (sandbox: SandboxModel) => ReadonlyArray<{ secret: string; key: string }>;
   backend?: LedgerBackend<EffectsLedger>;
   /** An Effect entered a state: for the metrics. */
   onState?: (kind: EffectKind, state: EffectState) => void;
@@ -420,7 +422,6 @@ export function factsOf(sandbox: SandboxModel): WorkspaceFacts {
 }
 
 /** The pod config's effector.secrets, when this build's pod config has them (being added beside this). */
-type EffectorSecretEntry = { secret: string; key: string; origins?: string[]; tenants?: string[] };
 
 /**
  * The secrets a workspace may spend: the pod config's `effector.secrets` entries its tenant may use
@@ -432,11 +433,11 @@ export function declaredSecrets(
   sandbox: SandboxModel,
   workspace: ReadonlyArray<{ secret: string; key: string }> | undefined,
 ): DeclaredSecret[] {
-  const effector = podConfig?.effector as { secrets?: EffectorSecretEntry[] } | undefined;
   const tenant = sandbox.metadata?.labels?.[TENANT_LABEL];
-  return (effector?.secrets ?? [])
+  // What the workspace's Effector mounts is the bound: a secret it did not declare is not there.
+  return (podConfig?.effector.secrets ?? [])
     .filter((e) => usableBy({ match: "", prefix: "", ...(e.tenants ? { tenants: e.tenants } : {}) }, tenant))
-    .filter((e) => !workspace || workspace.some((w) => w.secret === e.secret && w.key === e.key))
+    .filter((e) => (workspace ?? []).some((w) => w.secret === e.secret && w.key === e.key))
     .map((e) => ({ secret: e.secret, key: e.key, origins: e.origins ?? [] }));
 }
 

@@ -42,6 +42,10 @@ import {
   probePod,
 } from "./support";
 import { publicHostAddresses, startPublicHost, type PublicHost } from "./public-host";
+import { describeEffects } from "./effects-suite";
+import { testTls } from "../support/test-tls";
+import { execFileSync } from "node:child_process";
+import { mkdirSync } from "node:fs";
 import { selectorString } from "../support/label-selector";
 
 const node = realNode();
@@ -50,7 +54,6 @@ const NODE_IP = need("JR2_REAL_NODE_IP");
 const SANDBOX_IMAGE = need("JR2_NODE_SANDBOX_IMAGE");
 const COMPANIONS_IMAGE = need("JR2_NODE_COMPANIONS_IMAGE");
 const BY_TAG = JSON.parse(need("JR2_NODE_IMAGES_BY_TAG")) as Record<string, string>;
-const EFFECTOR_IMAGE = need("JR2_NODE_EFFECTOR_IMAGE");
 const USER_IMAGE = need("JR2_NODE_USER_IMAGE");
 /** The RuntimeClass of the real node's gVisor (decision 0055). */
 const GVISOR = need("JR2_GVISOR_RUNTIME_CLASS");
@@ -65,6 +68,16 @@ const modelNs = `jr2-dmodel-${suffix}`;
 const tmp = mkdtempSync(join(tmpdir(), "jr2-deployed-"));
 const SCRIPTED_KEY = `sk-deployed-${randomBytes(16).toString("hex")}`;
 const TOKEN = randomBytes(24).toString("hex");
+const SIGNING_KEY = randomBytes(32).toString("hex");
+/** The stand-in forge (decision 0070): HTTPS on the allowed name's port 8443, from a CA of this run that
+ * the installation trusts for its cache agent and its Effectors; its token, held in the Sandbox
+ * namespace's push Secret `forge-push` and the API Secret `forge-api`. */
+const FORGE_PORT = 8443;
+const FORGE_ORIGIN = `https://${ALLOWED}:${FORGE_PORT}`;
+const FORGE_TOKEN = `forge-${randomBytes(16).toString("hex")}`;
+const FORGE_TLS = testTls([ALLOWED]);
+const forgeRoot = join(tmp, "forge");
+const forgeUrl = (repo: string) => `${FORGE_ORIGIN}/${repo}`;
 /** The turn's bash also tries the public host by both names, through the Harness's proxy (its
  * Custodian, which chains to the egress point): the other name refused, the allowed one reached. */
 const SCRIPT = proposeScript(
@@ -112,6 +125,17 @@ req.on("connect", (res, sock) => {
 });
 req.end();`;
 /** Node: a direct TCP connect, no proxy; `dropped` when it times out (the policy's drop). */
+/** Node: GET argv[1] (an absolute http url) through $HTTP_PROXY, the seat's egress point; prints the status. */
+const PROXY_GET_JS = `
+const http = require("http");
+const proxy = new URL(process.env.HTTP_PROXY);
+const target = new URL(process.argv[1]);
+const req = http.get({ host: proxy.hostname, port: proxy.port, path: target.href, headers: { host: target.host } }, (res) => {
+  console.log(res.statusCode); res.resume(); res.on("end", () => process.exit(0));
+});
+req.setTimeout(8000, () => { console.log("timeout"); process.exit(0); });
+req.on("error", (e) => { console.log(e.code); process.exit(0); });
+`;
 const DIAL_JS = (host: string, port: number) =>
   `const s=require("net").connect(${port},${JSON.stringify(host)});s.setTimeout(3000,()=>{console.log("dropped");process.exit(0)});` +
   `s.on("connect",()=>{console.log("connected");process.exit(0)});s.on("error",e=>{console.log(e.code);process.exit(0)})`;
@@ -128,7 +152,10 @@ const ready = (p: Obj) => p.status?.conditions?.find((c: Obj) => c.type === "Rea
 function configured(docs: Obj[]): Obj[] {
   const data: Record<string, Record<string, string>> = {
     "jr2-orchestrator-fence": {
-      "git-credentials.yaml": `- ${JSON.stringify(remoteUrl.replace(/widgets\.git$/, ""))}\n`,
+      "git-credentials.yaml":
+        `- ${JSON.stringify(remoteUrl.replace(/widgets\.git$/, ""))}\n` +
+        // The forge's repositories, pushed with its push Secret (decision 0070).
+        `- match: ${JSON.stringify(`${ALLOWED}:${FORGE_PORT}/acme`)}\n  secret: forge-push\n`,
     },
     "jr2-orchestrator-pod": { "pod.yaml": JSON.stringify(podConfig()) },
   };
@@ -138,8 +165,19 @@ function configured(docs: Obj[]): Obj[] {
     // vouches for that git host (decision 0066), as it would for its own internal git server.
     if (d.kind === "DaemonSet" && d.metadata.name === "jr2-cache-agent") {
       const ds = structuredClone(d);
-      for (const e of ds.spec.template.spec.containers[0].env)
-        if (e.name === "JR2_CACHE_VOUCHED_HOSTS") e.value = new URL(remoteUrl).host;
+      const agent = ds.spec.template.spec.containers[0];
+      for (const e of agent.env)
+        if (e.name === "JR2_CACHE_VOUCHED_HOSTS") e.value = `${new URL(remoteUrl).host},${ALLOWED}:${FORGE_PORT}`;
+      // The forge's CA, trusted beside the system's roots, as a team with a private forge mounts it.
+      agent.env.push({ name: "JR2_CACHE_CA_FILE", value: "/etc/jr2/forge-ca/ca.crt" });
+      agent.volumeMounts = [
+        ...(agent.volumeMounts ?? []),
+        { name: "forge-ca", mountPath: "/etc/jr2/forge-ca", readOnly: true },
+      ];
+      ds.spec.template.spec.volumes = [
+        ...(ds.spec.template.spec.volumes ?? []),
+        { name: "forge-ca", configMap: { name: "forge-ca" } },
+      ];
       return ds;
     }
     return d;
@@ -179,7 +217,12 @@ function podConfig(native?: Native) {
             { name: "JR2_MODEL_ID", value: "scripted" },
           ],
     },
-    effector: { image: EFFECTOR_IMAGE },
+    // jr2's Effector from the companions image (the default); the forge's API token its http
+    // Effects may send to the forge alone, and the forge's CA trusted (decision 0070).
+    effector: {
+      secrets: [{ secret: "forge-api", key: "authorization", origins: [FORGE_ORIGIN] }],
+      trust: { configMap: "forge-ca", key: "ca.crt" },
+    },
     // The installation's base list (decision 0051): the stand-in public host's allowed name, on
     // port 80. Its other name is on no list unless a workspace's says so.
     egress: {
@@ -197,7 +240,33 @@ function podConfig(native?: Native) {
 
 beforeAll(async () => {
   // The stand-in public host (dev/cluster/node.sh): its listeners record what reaches them.
-  publicHost = await startPublicHost();
+  // Its forge serves two bare repositories, each with a first commit on main.
+  for (const repo of ["acme/app.git", "acme/held.git"]) {
+    const dir = join(forgeRoot, repo);
+    mkdirSync(dir, { recursive: true });
+    execFileSync("git", ["init", "-q", "--bare", "-b", "main", dir]);
+    const seed = join(tmp, `seed-${repo.replace(/\W/g, "-")}`);
+    execFileSync("git", ["init", "-q", "-b", "main", seed]);
+    execFileSync(
+      "sh",
+      [
+        "-c",
+        "echo widgets > README && git add README && git -c user.name=t -c user.email=t@example.invalid commit -q -m first",
+      ],
+      { cwd: seed },
+    );
+    execFileSync("git", ["-C", seed, "push", "-q", dir, "main"]);
+  }
+  publicHost = await startPublicHost({
+    forge: {
+      port: FORGE_PORT,
+      cert: FORGE_TLS.certPem,
+      key: FORGE_TLS.keyPem,
+      root: forgeRoot,
+      token: FORGE_TOKEN,
+      holdMs: 20_000,
+    },
+  });
   // The remote, served by real git over git:// where the real node's pods reach this machine.
   ({ url: remoteUrl, daemon } = await serveWidgetsRemote(tmp, NODE_IP));
 
@@ -215,7 +284,7 @@ beforeAll(async () => {
       apiVersion: "v1",
       kind: "Secret",
       metadata: { name: "jr2-orchestrator", namespace: SYSTEM },
-      stringData: { "signing-key": randomBytes(32).toString("hex"), "api-tokens": `${TOKEN}\n` },
+      stringData: { "signing-key": SIGNING_KEY, "api-tokens": `${TOKEN}\n` },
     },
     {
       apiVersion: "v1",
@@ -223,6 +292,25 @@ beforeAll(async () => {
       metadata: { name: "model-keys", namespace: SANDBOXES },
       stringData: { openai: SCRIPTED_KEY, ...Object.fromEntries(NATIVE.map((n) => [n.provider, n.key])) },
     },
+    // The forge's push token (the operator projects it into the Effector alone) and its API token.
+    {
+      apiVersion: "v1",
+      kind: "Secret",
+      metadata: { name: "forge-push", namespace: SANDBOXES },
+      stringData: { username: "jr2-bot", token: FORGE_TOKEN },
+    },
+    {
+      apiVersion: "v1",
+      kind: "Secret",
+      metadata: { name: "forge-api", namespace: SANDBOXES },
+      stringData: { authorization: `Bearer ${FORGE_TOKEN}` },
+    },
+    ...[SANDBOXES, SYSTEM].map((namespace) => ({
+      apiVersion: "v1",
+      kind: "ConfigMap",
+      metadata: { name: "forge-ca", namespace },
+      data: { "ca.crt": FORGE_TLS.caPem },
+    })),
     ...scriptedModelObjects({
       namespace: modelNs,
       image: COMPANIONS_IMAGE,
@@ -552,7 +640,7 @@ describe("the manifests npm run build writes, deployed with the images npm run i
     test("the user seat and the Effector reach the allowed host by their proxy, and nothing else", async () => {
       connectGuard.lift();
       try {
-        for (const seat of ["user", "effector"]) {
+        for (const seat of ["user"]) {
           const get = (url: string) => exec(mine, seat, "/jr2-probe", "get", url);
           expect([seat, get(`http://${ALLOWED}/from-${seat}`).status]).toEqual([seat, 0]);
           expect([seat, get(`http://${OTHER}/from-${seat}`).status]).toEqual([seat, 1]);
@@ -563,6 +651,14 @@ describe("the manifests npm run build writes, deployed with the images npm run i
             exec(mine, seat, "/jr2-probe", "resolve", `exfil-dns-${seat}.attacker.example`).status,
           ]).toEqual([seat, 1]);
         }
+        // The Effector's seat runs jr2's program in the companions image (decision 0070): node, no probe.
+        const effector = (js: string, ...args: string[]) =>
+          exec(mine, "effector", "node", "-e", js, ...args).stdout.trim();
+        expect(effector(PROXY_GET_JS, `http://${ALLOWED}/from-effector`)).toBe("200");
+        expect(effector(PROXY_GET_JS, `http://${OTHER}/from-effector`)).toBe("403");
+        expect(effector(PROXY_GET_JS, `http://${PUBLIC.allowedIp}/raw`)).toBe("403");
+        expect(effector(DIAL_JS(PUBLIC.allowedIp, 80))).toBe("dropped");
+        expect(effector(LOOKUP_JS("exfil-dns-effector.attacker.example"))).not.toBe("resolved");
         // The Custodian itself: no way out but the egress point, no resolver.
         const custodian = (js: string) => exec(mine, "custodian", "node", "-e", js).stdout.trim();
         expect(custodian(DIAL_JS(PUBLIC.allowedIp, 80))).toBe("dropped");
@@ -730,6 +826,23 @@ describe("the manifests npm run build writes, deployed with the images npm run i
       expectProposedTurn(await toPromise(actor), modelNs, "deployed");
     }, 420_000);
   });
+
+  // The Machine's Effects, run by jr2's Effector (decisions 0070-0072), under the cluster's runtime and gVisor.
+  for (const runtimeClassName of [undefined, GVISOR])
+    describeEffects({
+      client: () => new OrchestratorClient({ url: ORCHESTRATOR_URL, token: TOKEN }),
+      publicHost: () => publicHost!,
+      sandboxImage: SANDBOX_IMAGE,
+      namespace: SANDBOXES,
+      system: SYSTEM,
+      forgeRoot: () => forgeRoot,
+      forgeUrl,
+      forgeOrigin: FORGE_ORIGIN,
+      forgeToken: FORGE_TOKEN,
+      signingKey: () => SIGNING_KEY,
+      nodeName: node.name,
+      runtimeClassName,
+    });
 
   // Decision 0054: the Harness speaks each provider's own API with pi-ai's client; the Custodian puts
   // the key in the one header that API reads. The Orchestrator reads its pod config at boot, so

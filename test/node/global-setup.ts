@@ -76,7 +76,7 @@ function pushImage(crane: string, registry: string, probe: { bin: string; fp: st
 }
 
 /** The probe image started as `jr2-probe serve PORT`: a seat whose image the composition starts
- * with no command of its own (the Effector's, the User Container's), serving on PORT. */
+ * with no command of its own (the User Container's), serving on PORT. */
 function servingImage(crane: string, probe: string, name: string, port: number): string {
   const ref = probe.replace("/jr2-test/probe:", `/jr2-test/${name}:`);
   if (ref === probe) throw new Error(`${probe} is not a jr2-test/probe image`);
@@ -124,7 +124,6 @@ export default async function globalSetup() {
   const probe = step("probe program", buildProbe);
   const probeImage = step("probe image", () => pushImage(env.CRANE, env.JR2_REGISTRY, probe));
   process.env.JR2_NODE_TEST_IMAGE = probeImage;
-  process.env.JR2_NODE_EFFECTOR_IMAGE = servingImage(env.CRANE, probeImage, "effector", 8082);
   process.env.JR2_NODE_USER_IMAGE = servingImage(env.CRANE, probeImage, "user", 9090);
   const images = step("npm run images", () => pushImages(env.JR2_REGISTRY));
   process.env.JR2_NODE_SANDBOX_IMAGE = images.sandbox;

@@ -44,7 +44,7 @@ export type HttpRecord = {
 export type TcpRecord = { kind: "tcp"; at: string; local: string; from: string };
 export type UdpRecord = { kind: "udp"; at: string; local: string; from: string; data: string };
 export type DnsRecord = { kind: "dns"; at: string; transport: "udp" | "tcp"; from: string; name: string; type: number };
-/** A request to the stand-in forge (issue 56): git's smart HTTP or its pull-request route. */
+/** A request to the stand-in forge (decision 0070): git's smart HTTP or its pull-request route. */
 export type ForgeRecord = {
   kind: "forge";
   at: string;

@@ -12,7 +12,7 @@
 //   tcpEcho  records each connection, echoes what it receives
 //   udp      records each datagram (its first 512 bytes as text), echoes it
 //   dns      UDP and TCP; records each query's name and type, answers NXDOMAIN
-//   forge    {host, port, cert, key, root, token, holdMs}: a stand-in forge over HTTPS (issue 56). Git's
+//   forge    {host, port, cert, key, root, token, holdMs}: a stand-in forge over HTTPS (decision 0070). Git's
 //            smart HTTP for the bare repositories under `root` (real `git http-backend`): fetches
 //            anonymous, a push needing Basic auth whose password is `token`; and one API route (the token
 //            as Basic, Bearer or `token`), POST

@@ -551,14 +551,7 @@ class EffectBodyPush(TypedDict):
     """Force, as a lease: the remote branch must hold this commit now, or the push is refused."""
 
 
-class EffectBodyHttpHeadersValue2(TypedDict):
-    """A key of a Secret the workspace's Effector mounts (effector.secrets at create)."""
-
-    secret: str
-    key: str
-
-
-EffectBodyHttpHeadersValue: TypeAlias = str | EffectBodyHttpHeadersValue2
+EffectBodyHttpHeadersValue: TypeAlias = str | CreateWorkspaceBodyEffectorSecretsItem
 
 
 class EffectBodyHttpBody1(TypedDict):

@@ -513,13 +513,7 @@ export type EffectBodyPush = {
   expect?: string;
 };
 
-/** A key of a Secret the workspace's Effector mounts (effector.secrets at create). */
-export type EffectBodyHttpHeadersValue2 = {
-  secret: string;
-  key: string;
-};
-
-export type EffectBodyHttpHeadersValue = string | EffectBodyHttpHeadersValue2;
+export type EffectBodyHttpHeadersValue = string | CreateWorkspaceBodyEffectorSecretsItem;
 
 export type EffectBodyHttpBody1 = {
   json: unknown;
