@@ -27,6 +27,8 @@ const http = require("node:http");
 const net = require("node:net");
 const https = require("node:https");
 const { spawn } = require("node:child_process");
+const { setTimeout } = require("node:timers");
+const { URL } = require("node:url");
 
 const config = JSON.parse(process.argv[2] ?? "{}");
 const record = (r) => process.stdout.write(`${JSON.stringify({ at: new Date().toISOString(), ...r })}\n`);
