@@ -5,6 +5,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { timingSafeEqual } from "node:crypto";
 import http from "node:http";
+import https from "node:https";
 import type { AddressInfo } from "node:net";
 import { running } from "../../dev/child";
 
@@ -13,6 +14,8 @@ export type GitHttpServerOptions = {
   root: string;
   user: string;
   password: string;
+  /** Serve https with this certificate (PEM) instead of http. */
+  tls?: { key: string; cert: string };
 };
 
 /** Counters, updated in place as requests arrive. */
@@ -173,7 +176,7 @@ export async function startGitHttpServer(opts: GitHttpServerOptions): Promise<Gi
   const stats: GitHttpStats = { authorized: 0, refused: 0, gzipped: 0, requests: 0, withAuthorization: 0 };
   const children = new Set<ChildProcess>();
 
-  const server = http.createServer((req, res) => {
+  const onRequest = (req: http.IncomingMessage, res: http.ServerResponse) => {
     try {
       stats.requests++;
       if (req.headers.authorization !== undefined) stats.withAuthorization++;
@@ -187,7 +190,8 @@ export async function startGitHttpServer(opts: GitHttpServerOptions): Promise<Gi
     } catch (err) {
       sendPlain(res, 500, err instanceof Error ? err.message : String(err));
     }
-  });
+  };
+  const server = opts.tls ? https.createServer(opts.tls, onRequest) : http.createServer(onRequest);
   // A reset connection mid-request is the client's business, not a crash of the test process.
   server.on("clientError", (_err, socket) => socket.destroy());
 
@@ -201,7 +205,7 @@ export async function startGitHttpServer(opts: GitHttpServerOptions): Promise<Gi
   const { port } = server.address() as AddressInfo;
 
   return {
-    url: (repo) => `http://127.0.0.1:${port}/${repo.replace(/^\/+/, "")}`,
+    url: (repo) => `${opts.tls ? "https" : "http"}://127.0.0.1:${port}/${repo.replace(/^\/+/, "")}`,
     stats,
     close: () =>
       new Promise<void>((resolve) => {
