@@ -303,7 +303,9 @@ export async function runPush(order: PushOrderT, ctx: PushContext): Promise<Push
     if (has.code !== 0)
       return failed("refused", `commit ${commit} is not in the worktree's objects: commit it in the worktree first`);
 
-    const refspec = `${order.expect ? "+" : ""}${commit}:${order.ref}`;
+    // No `+` with a lease: a forcing refspec overrides the lease (git pushed over a stale one in our
+    // test); the lease alone lets a non-fast-forward through when the remote holds `expect`.
+    const refspec = `${commit}:${order.ref}`;
     const lease = order.expect ? [`--force-with-lease=${order.ref}:${order.expect}`] : [];
     const pushed = await git(["push", "--porcelain", "--no-verify", ...lease, "--", order.url, refspec]);
     if (pushed.timedOut) return failed("timeout", `the push did not end within ${order.timeoutSeconds} s`);
