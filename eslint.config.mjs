@@ -68,7 +68,8 @@ export const CAPABILITY_FOLDERS = {
 export const ORCHESTRATOR_ROOMS = {
   workspaces: [],
   agents: ["workspaces"],
-  http: ["agents", "workspaces"],
+  effects: ["workspaces", "agents"],
+  http: ["agents", "workspaces", "effects"],
   local: [],
 };
 

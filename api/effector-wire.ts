@@ -1,4 +1,4 @@
-// The wire between the Orchestrator and a Sandbox Effector (issue 56; seed 001 ADR-0068): every
+// The wire between the Orchestrator and a Sandbox Effector (decision 0070): every
 // request signed with the Sandbox's Effector key, every answer signed back (decision 0070). The
 // pod's containers share one network namespace, so the Harness can reach :8082: the signature is
 // the barrier. A request is bound to its method, path, body, the pod address it is meant for, a

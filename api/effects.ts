@@ -1,10 +1,10 @@
-// A Machine's Effects (issue 56; seed 001 ADR-0067, ADR-0068): what the Machine asks a workspace's
+// A Machine's Effects (decision 0070): what the Machine asks a workspace's
 // Sandbox Effector to do with the Agent's work, the secrets it spends named by reference only.
 // One owner for these words: the Orchestrator's API (api/orchestrator-schemas.ts re-uses them),
 // the order the Orchestrator signs to the Effector (api/effector-wire.ts), the Effector
 // (effector/), the ledger and both clients read them from here.
 //
-// An Effect runs at most once (ADR-0067): its `id` is the Machine's; the Orchestrator records it
+// An Effect runs at most once (decision 0071): its `id` is the Machine's; the Orchestrator records it
 // before it sends, the Effector remembers every id it ran for its pod's life, and an Effect whose
 // answer was lost settles `unknown` and never runs again unless the Machine marked it
 // `idempotent`. A secret's value never passes through the Orchestrator: a header or env value

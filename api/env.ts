@@ -82,6 +82,9 @@ export const CACHE_AGENT_ENV = {
   maxRepos: "JR2_CACHE_MAX_REPOS",
   /** The most bytes one namespace's caches may take on a node's disk (a quantity, default 20Gi). */
   maxBytes: "JR2_CACHE_MAX_BYTES",
+  /** A PEM file of certificates trusted beside the system's for https fetches (a private forge's
+   * CA), e.g. a ConfigMap the installation mounts into the DaemonSet. */
+  caFile: "JR2_CACHE_CA_FILE",
 } as const;
 
 /**
@@ -149,7 +152,8 @@ export const ORCHESTRATOR_ENV = {
   localWorkRoot: "JR2_LOCAL_WORK_ROOT",
   /** The Sandbox pod's composition (orchestrator/workspaces/pod-config.ts): YAML or JSON; absent, the defaults. */
   podConfigFile: "JR2_POD_CONFIG_FILE",
-  /** The image the `custodian` container runs (the companions image); the pod config may override. */
+  /** The companions image: the `custodian` container's and, by default, the `effector`'s (jr2's Effector,
+   * decision 0070); the pod config's custodian.image and effector.image may name others. */
   custodianImage: "JR2_CUSTODIAN_IMAGE",
   /** How a Custodian reaches this Orchestrator (default: its Service in POD_NAMESPACE). */
   selfUrl: "JR2_ORCHESTRATOR_URL",

@@ -167,7 +167,7 @@ export const ERRORS = {
     status: 500,
     caller: "any",
     meaning:
-      "A workspace's turns or picks ledger (a ConfigMap) cannot be read; it is kept as it is and nothing is written over it.",
+      "A workspace's turns, picks or effects ledger (a ConfigMap) cannot be read; it is kept as it is and nothing is written over it.",
     action: "An operator repairs the ConfigMap the message names, or deletes it to start the ledger empty.",
   },
   // Menu picks: a Harness's pick (through its Custodian) and a Machine's answer (decision 0025).
@@ -218,6 +218,38 @@ export const ERRORS = {
     caller: "machine",
     meaning: "The pick of this delivery is answered already: a delivery is answered once.",
     action: "Nothing to do: the first answer stands. List the picks to see what still waits.",
+  },
+  // A Machine's Effects (decision 0070).
+  effector_absent: {
+    status: 409,
+    caller: "machine",
+    meaning: "The workspace was created without an Effector (`effector` in its create body), so it runs no Effect.",
+    action: "Create the workspace with `effector` (its `pushes` naming the slots it pushes) to run Effects.",
+  },
+  effect_refused: {
+    status: 403,
+    caller: "machine",
+    meaning:
+      "The Effect asks for what the workspace may not do: a url under no fence entry or origin of a secret it names, a " +
+      "secret the workspace did not declare or sent to another origin, a slot it does not attach or push: the message " +
+      "names the field.",
+    action:
+      "Change the field the message names, or ask the installation's operators for the fence entry or the " +
+      "`effector.secrets` origin it names. Do not retry unchanged.",
+  },
+  effect_conflict: {
+    status: 409,
+    caller: "machine",
+    meaning:
+      "The Effect's `id` was used already on this workspace for a different Effect: an id runs one Effect, at most once.",
+    action:
+      "Use a new id for a new Effect; send the same id again only with the very same body (it answers its record).",
+  },
+  too_many_effects: {
+    status: 429,
+    caller: "machine",
+    meaning: "The workspace has as many Effects waiting to run as it may (64): they run one after another.",
+    action: "Wait for some to settle (GET the Effect with `?wait=`), then send more.",
   },
 } as const satisfies Record<string, ErrorEntry>;
 

@@ -9,7 +9,7 @@ export type Method = "GET" | "HEAD" | "POST" | "PUT" | "DELETE";
 export type Auth = "none" | "api" | "sandbox";
 
 /** A path parameter: one segment, percent-decoded. */
-export type Param = "name" | "iid" | "deliveryId";
+export type Param = "name" | "iid" | "deliveryId" | "effectId";
 
 export type Route = { readonly method: Method; readonly path: string; readonly auth: Auth };
 
@@ -29,6 +29,9 @@ export const ROUTES = {
   setAllowed: { method: "PUT", path: "/v1/workspaces/{name}/turns/{iid}/allowed", auth: "api" },
   listPicks: { method: "GET", path: "/v1/workspaces/{name}/picks", auth: "api" },
   answerPick: { method: "POST", path: "/v1/workspaces/{name}/picks/{deliveryId}/answer", auth: "api" },
+  createEffect: { method: "POST", path: "/v1/workspaces/{name}/effects", auth: "api" },
+  listEffects: { method: "GET", path: "/v1/workspaces/{name}/effects", auth: "api" },
+  getEffect: { method: "GET", path: "/v1/workspaces/{name}/effects/{effectId}", auth: "api" },
   takePick: { method: "POST", path: "/v1/sandbox/agents/{iid}/picks", auth: "sandbox" },
   readAllowed: { method: "GET", path: "/v1/sandbox/agents/{iid}/allowed", auth: "sandbox" },
   readDelivery: { method: "GET", path: "/v1/sandbox/agents/{iid}/deliveries/{deliveryId}", auth: "sandbox" },

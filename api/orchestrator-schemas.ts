@@ -7,6 +7,7 @@
 // ref and url rules from api/names.ts, which the Harness's `/attach` schema uses too, so a body
 // this API accepts is one the Harness accepts; a turn and a pick from api/agent-protocol.ts.
 import { z } from "zod";
+import { SecretRef } from "./effects";
 import { EgressAllowList } from "./egress-point";
 import { Condition } from "./crd/sources/common";
 import { IDLE_TIMEOUT_RANGE, SANDBOX_PHASES, idleTimeoutField } from "./crd/sources/sandbox";
@@ -15,6 +16,7 @@ import { BranchName, RefName, RepoUrl, SlotName } from "./names";
 import { REPO_WAITS } from "./conditions";
 import { ERROR_CODES } from "./orchestrator-errors";
 import { Admission, AgentName, ConversationId, LIMITS, MenuName, TurnBody } from "./agent-protocol";
+import { EFFECT_STATES, EffectBody, EffectError, EffectId, EffectResult } from "./effects";
 
 // ---------------------------------------------------------------------------------------------
 // Names and small shapes
@@ -134,8 +136,9 @@ export const CreateWorkspaceBody = z
           .optional()
           .meta({
             description:
-              "The Sandbox Effector's image (default: the pod config's effector.image). It holds push credentials, " +
-              "so only the pod config's image or one of its effector.allowedImages digests is accepted (decision 0048).",
+              "The Sandbox Effector's image (default: the pod config's effector.image, else the companions image). " +
+              "It holds push credentials and effect secrets, so only the pod config's image or one of its " +
+              "effector.allowedImages digests is accepted (decision 0048); its command is jr2's Effector (decision 0070).",
           }),
         pushes: z
           .array(SlotName)
@@ -144,6 +147,24 @@ export const CreateWorkspaceBody = z
             description:
               "The Repo Slots the Effector pushes: each slot's fence entry must name its push `secret`, which the " +
               "Sandbox's spec.gitCredentials then names.",
+          }),
+        secrets: z
+          .array(SecretRef)
+          .max(64, "must name at most 64 effect secrets")
+          .default([])
+          .superRefine((refs, ctx) => {
+            const seen = new Set<string>();
+            refs.forEach((r, i) => {
+              const id = `${r.secret}/${r.key}`;
+              if (seen.has(id)) ctx.addIssue({ code: "custom", path: [i], message: `repeats ${id}: name it once` });
+              seen.add(id);
+            });
+          })
+          .meta({
+            description:
+              "The effect secrets this workspace's Effector mounts (decision 0070), each {secret, key} an entry of " +
+              "the pod config's effector.secrets this tenant may use: read-only at /run/jr2/secrets/<secret>/<key> " +
+              "in the effector alone, what an Effect's headers and env may name. Fixed at the create.",
           }),
       })
       .optional()
@@ -409,6 +430,45 @@ export type EgressLog = z.infer<typeof EgressLog>;
 
 export const Health = z.strictObject({ ok: z.literal(true) }).meta({ description: "The Orchestrator serves." });
 export type Health = z.infer<typeof Health>;
+
+// ---------------------------------------------------------------------------------------------
+// A Machine's Effects (decision 0070): the body is api/effects.ts EffectBody, its
+// owner; the record is what the Orchestrator's ledger `<workspace>-effects` holds of it.
+
+export { EffectBody };
+
+export const EffectState = z.enum(EFFECT_STATES).meta({
+  description:
+    "queued: recorded, waiting its turn; sent: handed to the Effector (recorded before the send); succeeded, " +
+    "failed: settled; unknown: its answer was lost and it is not idempotent, so it never runs again.",
+});
+
+export const EffectRecord = z
+  .strictObject({
+    id: EffectId,
+    kind: z.enum(["push", "http", "command"]),
+    idempotent: z.boolean(),
+    state: EffectState,
+    acceptedAt: At,
+    sentAt: At.optional(),
+    settledAt: At.optional(),
+    result: EffectResult.optional().meta({
+      description:
+        "What it did, once it ran (a failed command or a refused push included); an http body or a command's " +
+        "output as kept by the ledger (truncated says when cut).",
+    }),
+    error: EffectError.optional().meta({
+      description: "Why it failed or is unknown (e.g. answer_lost, answer_unsigned, refused, push_rejected).",
+    }),
+    request: EffectBody.meta({ description: "The Effect as the Machine sent it: secrets by reference only." }),
+  })
+  .meta({ description: "One of a workspace's Effects, as its ledger records it." });
+export type EffectRecord = z.infer<typeof EffectRecord>;
+
+export const EffectList = z
+  .strictObject({ items: z.array(EffectRecord) })
+  .meta({ description: "The workspace's Effects, in the order the Machine sent them." });
+export type EffectList = z.infer<typeof EffectList>;
 
 export const ErrorBody = z
   .strictObject({

@@ -51,6 +51,17 @@ export const EFFECTOR_KEY_KEY = "key";
  * (`@` is no character of a Secret's name, so no secret's file takes that directory). */
 export const EFFECTOR_SECRETS_DIR = "/run/jr2/secrets";
 export const GIT_CREDENTIALS_ROOT = `${EFFECTOR_SECRETS_DIR}/@git`;
+/** The volumes the Orchestrator composes for the effector (its key, scratch, effect Secrets, trust
+ * bundle) are named `effector-*`, and no other container may mount one (decision 0070). */
+export const EFFECTOR_VOLUME_PREFIX = "effector-";
+/** An effect Secret's projected volume: `effector-secret-<n>`, one per Secret the workspace declares,
+ * mounted in the effector alone at `/run/jr2/secrets/<secret>/` (decision 0070). */
+export const EFFECT_SECRET_VOLUME_PREFIX = `${EFFECTOR_VOLUME_PREFIX}secret-`;
+export const effectSecretVolumeName = (index: number) => `${EFFECT_SECRET_VOLUME_PREFIX}${index}`;
+export const effectSecretMountPath = (secret: string) => `${EFFECTOR_SECRETS_DIR}/${secret}/`;
+/** The pod config's effector.trust bundle (a ConfigMap key), as the effector sees it. */
+export const EFFECTOR_CA_DIR = "/etc/jr2/effector-ca";
+export const EFFECTOR_CA_FILE = `${EFFECTOR_CA_DIR}/ca.crt`;
 
 /** The one volume every seat shares (decision 0021): an emptyDir, so a non-root uid can write it. */
 export const WORK_ROOT = "/work";

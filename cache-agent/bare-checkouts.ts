@@ -20,6 +20,7 @@ import os from "node:os";
 import path from "node:path";
 import { isIP } from "node:net";
 import { redact, urlWithoutCredentials, userinfoOf } from "../lib/redact";
+import { CACHE_AGENT_ENV } from "../api/env";
 import { gitProtocolConfig } from "../api/repo-fetch-policy";
 
 /** Credentials for one fetch; never stored. */
@@ -129,12 +130,23 @@ function basicValue(creds: { token: string; username?: string }): string {
 // ---------------------------------------------------------------------------------------------
 // Running git
 
-/** The process environment without inherited GIT_* (GIT_DIR from a hook, a stray GIT_CONFIG_*...). */
+/** The process environment without inherited GIT_* (GIT_DIR from a hook, a stray GIT_CONFIG_*...).
+ * An installation's trust bundle (JR2_CACHE_CA_FILE, a private forge's CA) is trusted beside the
+ * system's certificates: curl verifies against the file and the hashed directory both. */
 function baseEnv(): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
   for (const [k, v] of Object.entries(process.env)) if (!k.startsWith("GIT_")) env[k] = v;
-  return { ...env, LC_ALL: "C", GIT_TERMINAL_PROMPT: "0" };
+  const ca = process.env[CACHE_AGENT_ENV.caFile];
+  return {
+    ...env,
+    LC_ALL: "C",
+    GIT_TERMINAL_PROMPT: "0",
+    ...(ca ? { GIT_SSL_CAINFO: ca, GIT_SSL_CAPATH: SYSTEM_CA_DIR } : {}),
+  };
 }
+
+/** Debian's hashed certificate directory (the images' ca-certificates package). */
+const SYSTEM_CA_DIR = "/etc/ssl/certs";
 
 type Run = {
   cwd?: string;

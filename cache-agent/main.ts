@@ -7,6 +7,8 @@
 //   JR2_CACHE_VOUCHED_HOSTS   internal git hosts the installation vouches for (host[:port], ...)
 //   JR2_CACHE_MAX_REPOS       the most Repos one namespace may cache here (default 128)
 //   JR2_CACHE_MAX_BYTES       the most bytes one namespace's caches may take here (default 20Gi)
+//   JR2_CACHE_CA_FILE         a PEM file trusted beside the system's roots for https fetches (a
+//                             private forge's CA, mounted from a ConfigMap)
 //   JR2_LOCAL_REPO_ROOTS      local mode only (never in a manifest): where a Repo's url may be a
 //                             path; with it and no JR2_SANDBOX_NAMESPACES, every namespace is served
 //   KUBECONFIG                the cluster (in a pod: its service account)

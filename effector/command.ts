@@ -1,4 +1,4 @@
-// command (decision 0070): a credentialed command, its child (often running the
+// command (decision 0072): a credentialed command, its child (often running the
 // Agent's code) confined with Landlock by jr2-confine: it may read and execute the image's system
 // paths, read /work and /repos, read and write its own scratch (its TMPDIR and HOME; never /tmp),
 // read the secret files this Effect names, and nothing else: not the Effector's key, not another
@@ -9,6 +9,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync } from "node:fs";
 import { dirname, join } from "node:path";
 import type { z } from "zod";
 import { effectSecretPath, EFFECT_LIMITS, SecretRef, type EffectError } from "../api/effects";
+import { ConfineReport } from "../api/confine";
 import type { CommandOrder } from "../api/effector-wire";
 import { encodeBody } from "./http";
 import { inside, PathRefused, realInside, relativeProblem } from "./paths";
@@ -16,17 +17,6 @@ import { run } from "./proc";
 import { readSecret, SecretUnreadable } from "./secrets";
 
 export type CommandOrderT = z.infer<typeof CommandOrder>;
-
-/** jr2-confine's report (effector/confine/, its schema to be api/confine.ts ConfineReport; defined
- * here until that lands). */
-export type ConfineReport = {
-  exitCode: number | null;
-  signal: string | null;
-  timedOut: boolean;
-  ended: number;
-  abi: number;
-  error: string | null;
-};
 
 export type Confinement = { ok: true; abi: number } | { ok: false; reason: string };
 
@@ -62,7 +52,7 @@ const failed = (code: string, message: string): CommandOutcome => ({ state: "fai
 export const SYSTEM_RX = ["/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc", "/opt"];
 export const CHILD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
-/** The refusal where the kernel cannot confine: the node and why (its termination message, decision 0070). */
+/** The refusal where the kernel cannot confine: the node and why (its termination message, decision 0072). */
 export const unconfinedMessage = (node: string, reason: string) =>
   `node ${node} cannot confine a credentialed command: Landlock unavailable (${reason})`;
 
@@ -171,7 +161,8 @@ export async function runCommand(id: string, order: CommandOrderT, ctx: CommandC
     });
     let rep: ConfineReport | undefined;
     try {
-      rep = JSON.parse(readFileSync(report, "utf8")) as ConfineReport;
+      const parsed = ConfineReport.safeParse(JSON.parse(readFileSync(report, "utf8")));
+      rep = parsed.success ? parsed.data : undefined;
     } catch {
       rep = undefined;
     }

@@ -1,4 +1,4 @@
-// At most once (decision 0070): every order's id is remembered for the pod's life
+// At most once (decision 0071): every order's id is remembered for the pod's life
 // in the scratch emptyDir, which outlives a restart of this container. The record is written,
 // state `running` with a digest of the order, BEFORE anything runs, and replaced by the answer
 // after (write then rename, so a reader sees one or the other). An id already known answers its

@@ -13,7 +13,7 @@
 //   JR2_LOCAL_HARNESS          off (default) | process | inline: outside the cluster only, run each
 //                              Sandbox's Harness here (JR2_LOCAL_REPOS_ROOT with {node}, JR2_LOCAL_WORK_ROOT)
 //   JR2_POD_CONFIG_FILE        what every Sandbox pod holds (orchestrator/workspaces/pod-config.ts; absent: defaults)
-//   JR2_CUSTODIAN_IMAGE        the custodian container's image (the companions image)
+//   JR2_CUSTODIAN_IMAGE        the companions image: the custodian's, and the effector's by default
 //   JR2_ORCHESTRATOR_URL       how a Custodian reaches this Orchestrator (default: its Service in
 //                              POD_NAMESPACE, the namespace its pod runs in)
 //   JR2_EGRESS_URL             the egress point's proxy as a Sandbox pod reaches it (default in a pod:
@@ -40,6 +40,9 @@ import { SandboxWatch } from "./workspaces/sandbox-watch";
 import { PickStore } from "./agents/pick-store";
 import { misbehaviourReporter } from "./agents/misbehaviour";
 import { Turns } from "./agents/turns";
+import { Effects } from "./effects/effects";
+import type { EffectorAddress } from "./workspaces/sandbox-gateway";
+import type { SandboxModel } from "../api/crd";
 import { readSigningKey, sandboxTokenChecker } from "./tokens";
 import { ApiTokensFile } from "./api-tokens-file";
 import { TlsFiles } from "./tls-files";
@@ -132,6 +135,9 @@ async function main() {
   await watch.start();
   // A Harness that breaks a bound (an attach, an admission, a stream page), named where a person looks.
   const onMisbehaviour = misbehaviourReporter({ namespace, watch, count: (r) => metrics.harnessMisbehaved(r), log });
+  // Local mode's Effectors run here too (orchestrator/local), when this build has them.
+  const localEffector = (harnesses as { effectorAddress?: (name: string) => EffectorAddress | undefined } | undefined)
+    ?.effectorAddress;
   const gateway = new KubeSandboxGateway({
     namespace,
     watch,
@@ -140,7 +146,13 @@ async function main() {
     attachDeadlineMs: duration(E.attachDeadline, ATTACH_DEADLINE_MS),
     onMisbehaviour,
     ...(harnesses ? { resolveEndpoint: harnesses.resolve } : {}),
+    ...(harnesses && localEffector
+      ? { resolveEffector: (s: SandboxModel) => localEffector.call(harnesses, s.metadata?.name ?? "") }
+      : {}),
   });
+  // A Machine's Effects: each workspace's ledger in a ConfigMap its Sandbox owns, run one after
+  // another by the workspace's Effector, each at most once (decision 0070).
+  let effects: Effects | undefined;
   const registry = new WorkspaceRegistry({
     gateway,
     watch,
@@ -151,10 +163,25 @@ async function main() {
     log,
     onEvent: (name, event) => {
       metrics.observe(event);
-      if (event.type === "transition" && ["lost", "failed", "destroyed"].includes(event.to)) void harnesses?.stop(name);
+      if (event.type === "transition" && ["lost", "failed", "destroyed"].includes(event.to)) {
+        effects?.stop(name);
+        void harnesses?.stop(name);
+      }
     },
   });
   await registry.restore();
+  effects = new Effects({
+    namespace,
+    gateway,
+    watch,
+    credentials,
+    podConfig: pod.config,
+    onState: (kind, state) => metrics.effect(kind, state),
+    log,
+  });
+  // Restart re-attach: every workspace's unsettled Effects run or are recovered (a `sent` one is
+  // asked about, never sent blind).
+  void effects.recover();
   // Agents' turns and picks: each workspace's ledgers in ConfigMaps its Sandbox owns, read back
   // lazily; what a Sandbox sends is checked against the turns this Orchestrator admitted (decision 0042).
   const turns = new Turns({
@@ -172,6 +199,7 @@ async function main() {
       log,
       picks,
       turns,
+      effects,
       checkSandboxToken: sandboxTokenChecker(signingKey),
       ...(tls ? { tls } : {}),
     },
@@ -204,6 +232,7 @@ async function main() {
   });
   const stop = () => {
     registry.stop();
+    void effects?.stopAll();
     tokens.close();
     tlsFiles?.close();
     watch.close();

@@ -155,7 +155,8 @@ export function orchestratorManifests(opts: OrchestratorDeployOptions): Array<Re
                   { name: ORCHESTRATOR_ENV.apiTokensFile, value: "/etc/jr2/secret/api-tokens" },
                   { name: ORCHESTRATOR_ENV.gitCredentialsFile, value: "/etc/jr2/fence/git-credentials.yaml" },
                   { name: ORCHESTRATOR_ENV.podConfigFile, value: "/etc/jr2/pod/pod.yaml" },
-                  // The Custodian runs from the same companions image as this process.
+                  // The Custodian runs from the same companions image as this process, and so does the
+                  // Effector unless the pod config names another image (decision 0070).
                   { name: ORCHESTRATOR_ENV.custodianImage, value: opts.image },
                   { name: ORCHESTRATOR_ENV.podNamespace, valueFrom: { fieldRef: { fieldPath: "metadata.namespace" } } },
                   ...(opts.tlsSecret

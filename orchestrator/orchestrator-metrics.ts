@@ -38,6 +38,8 @@ export class OrchestratorMetrics {
   #renewals = 0;
   #renewFailures = 0;
   readonly #misbehaved = new Map<string, number>();
+  /** Effects entering each state, by `kind/state`. */
+  readonly #effects = new Map<string, number>();
   readonly #tokenReads = { ok: 0, refused: 0 };
   #tokensRefused = false;
   readonly #tlsReads = { ok: 0, refused: 0 };
@@ -61,6 +63,13 @@ export class OrchestratorMetrics {
    * workspace is named in its Event and the log, where a label per workspace would cost series). */
   harnessMisbehaved(reason: string): void {
     this.#misbehaved.set(reason, (this.#misbehaved.get(reason) ?? 0) + 1);
+  }
+
+  /** An Effect entered a state (orchestrator/effects/effects.ts): counted by kind and state, never by
+   * workspace or id (those are in the log), so the series stay few. */
+  effect(kind: string, state: string): void {
+    const key = `${kind}/${state}`;
+    this.#effects.set(key, (this.#effects.get(key) ?? 0) + 1);
   }
 
   /** The API tokens file read again (api-tokens-file.ts): "refused" keeps the last good tokens, and
@@ -98,6 +107,12 @@ export class OrchestratorMetrics {
       "# HELP jr2_orchestrator_harness_misbehaviour_total Harness answers refused: too large, too slow, not what was asked.",
       "# TYPE jr2_orchestrator_harness_misbehaviour_total counter",
       ...[...this.#misbehaved].map(([r, n]) => `jr2_orchestrator_harness_misbehaviour_total{reason="${r}"} ${n}`),
+      "# HELP jr2_orchestrator_effects_total Effects entering a state (queued, sent, succeeded, failed, unknown), by kind.",
+      "# TYPE jr2_orchestrator_effects_total counter",
+      ...[...this.#effects].map(([k, n]) => {
+        const [kind, state] = k.split("/");
+        return `jr2_orchestrator_effects_total{kind="${kind}",state="${state}"} ${n}`;
+      }),
       "# HELP jr2_orchestrator_api_tokens_reads_total Changes of the API tokens file read: ok (in use) or refused (the last good kept).",
       "# TYPE jr2_orchestrator_api_tokens_reads_total counter",
       `jr2_orchestrator_api_tokens_reads_total{result="ok"} ${this.#tokenReads.ok}`,

@@ -102,6 +102,9 @@ class Model {
       return this.name(schema, name);
     }
     if ("const" in schema) return { k: "lit", values: [schema.const as string] };
+    // `type: ["string", "null"]` (zod's nullable of a primitive): the union of each.
+    if (Array.isArray(schema.type))
+      return { k: "union", members: (schema.type as string[]).map((t) => this.type({ ...schema, type: t }, name)) };
     if (Array.isArray(schema.enum)) return { k: "lit", values: schema.enum as string[] };
     switch (schema.type) {
       case "object":

@@ -467,8 +467,10 @@ cacheAgent:
 ${placement("cacheAgent", "The cache agent on each node (by default on every node, tainted ones too).")}
 
 # The pod config every Sandbox pod holds (orchestrator/workspaces/pod-config.ts): the Custodian's
-# providers and held secrets, the Harness's env, the Effector, the egress base list, placement,
-# runtime classes. A change rolls the Orchestrator and the egress point.
+# providers and held secrets, the Harness's env, the Effector (effector.image: default the companions
+# image, or one built FROM it; effector.secrets: the effect secrets, each bound to origins and
+# tenants; effector.requireCommands; effector.trust: a CA bundle ConfigMap; decision 0070), the egress
+# base list, placement, runtime classes. A change rolls the Orchestrator and the egress point.
 podConfig: ${flow(v.podConfig)}
 
 # The fence: identity prefixes a per-run repository url must fall under; empty refuses every url.

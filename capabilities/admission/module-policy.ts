@@ -16,6 +16,7 @@ import { API_VERSION } from "../../api/crd/sources/common";
 import {
   CUSTODIAN_CA_SECRET,
   EFFECTOR,
+  EFFECTOR_VOLUME_PREFIX,
   MANAGED_BY,
   MANAGED_BY_LABEL,
   REPO_CREDENTIALS_ROLE,
@@ -208,6 +209,13 @@ export function podShapeValidations(why: string): Validation[] {
     each(
       `c.name == ${JSON.stringify(EFFECTOR)} || c.?volumeMounts.orValue([]).all(m, !m.name.startsWith(${JSON.stringify(GIT_CREDENTIAL_VOLUME_PREFIX)}))`,
       `only the "${EFFECTOR}" container of the module's pods mounts the git credentials (jr2-git-<n>)`,
+    ),
+    // The Effector's own volumes (its key, scratch, effect secrets, trust bundle) reach it alone
+    // (decision 0070); by name, as the pod builder names them (a Secret's other ways in need the
+    // Sandbox, which the reconcile's builtPodViolations judges).
+    each(
+      `c.name == ${JSON.stringify(EFFECTOR)} || c.?volumeMounts.orValue([]).all(m, !m.name.startsWith(${JSON.stringify(EFFECTOR_VOLUME_PREFIX)}))`,
+      `only the "${EFFECTOR}" container of the module's pods mounts the Effector's volumes (${EFFECTOR_VOLUME_PREFIX}*)`,
     ),
   ];
 }

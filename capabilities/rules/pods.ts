@@ -17,6 +17,7 @@ import {
   repoCachePath,
 } from "../../api/wire";
 import { isGitCredentialVolume } from "./git-credentials";
+import { effectorVolumeViolations } from "./effector-volumes";
 import { baselineViolations, hostPortViolations, restrictedViolations, sharedControlViolations } from "./containers";
 import { repoMountViolations, volumeTypeViolations } from "./volumes";
 import { asArray, asObject, isObject, str, violation, type Violation } from "./violations";
@@ -124,6 +125,16 @@ export function builtPodViolations(pod: unknown, rules: PodRules = DEFAULT_POD_R
       });
     });
   }
+  // The Effector's own volumes (its key, scratch, effect secrets, trust bundle) and the Secrets they
+  // carry reach the effector alone (decision 0070).
+  const seats = (["containers", "initContainers"] as const).flatMap((list) =>
+    asArray(spec[list]).map((c, i) => ({
+      path: `spec.${list}[${i}]`,
+      container: asObject(c),
+      effector: list === "containers" && str(asObject(c).name) === EFFECTOR,
+    })),
+  );
+  out.push(...effectorVolumeViolations(spec.volumes, seats));
   return out;
 }
 

@@ -10,6 +10,7 @@ import { DEFAULT_FS_GROUP, DEFAULT_IDLE_TIMEOUT, EFFECTOR, HARNESS, USER, keyOfR
 import { hardenSpec } from "../../api/hardening";
 import type { SandboxSpec } from "../../api/crd";
 import { gitCredentialViolations } from "./git-credentials";
+import { effectorVolumeViolations } from "./effector-volumes";
 import { baselineViolations, hostPortViolations, weakerThanRestricted } from "./containers";
 import { isOperatorVolume, repoMountViolations, volumeTypeViolations } from "./volumes";
 import { asArray, asObject, isObject, str, violation, type Violation } from "./violations";
@@ -116,6 +117,7 @@ export function sandboxViolations(input: unknown, old?: unknown, rules: SandboxR
     ...seats.flatMap((seat) => mountViolations(seat, spec)),
     ...repoViolations(spec),
     ...gitCredentialViolations(spec, seats),
+    ...effectorVolumeViolations(spec.volumes, seats),
     ...idleTimeoutViolations(spec, rules),
     ...egressViolations(spec),
   ];

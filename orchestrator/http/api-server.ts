@@ -9,6 +9,7 @@ import type { z } from "zod";
 import {
   AllowedBody,
   AnswerBody,
+  EffectBody,
   EgressList,
   FINAL_STATES,
   SubmitTurnBody,
@@ -27,6 +28,7 @@ import { waitOf, workspaceOfIid } from "../agents/pick-ledger";
 import type { Turns } from "../agents/turns";
 import { matchPath, pathFor, segmentOf, type Method, type Param, type RouteId } from "../../api/orchestrator-routes";
 import type { Picks } from "../agents/pick-store";
+import type { Effects } from "../effects/effects";
 import { bearerOf, listen, logRequest, pathOf, readBody, sendError, sendJson } from "../../lib/http-json";
 import { fieldPath } from "../../api/field-path";
 
@@ -52,6 +54,8 @@ export type ServerOptions = {
   picks?: Picks;
   /** Agents' turns (turns.ts): absent, their routes answer 404. */
   turns?: TurnsApi;
+  /** A Machine's Effects (effects.ts): absent, their routes answer 404. */
+  effects?: EffectsApi;
   /** True when `token` is the Sandbox token of workspace `name` (tokens.ts sandboxTokenChecker):
    * the Harness-facing routes' authentication, through the pod's Custodian. */
   checkSandboxToken?: (name: string, token: string) => boolean;
@@ -73,8 +77,10 @@ const DEFAULT_KEEPALIVE_MS = 15_000;
 
 type Req = http.IncomingMessage;
 type Res = http.ServerResponse;
-type Ctx = Required<Omit<ServerOptions, "log" | "picks" | "checkSandboxToken" | "turns" | "sandboxRates" | "tls">> &
-  Pick<ServerOptions, "picks" | "checkSandboxToken" | "turns"> & {
+type Ctx = Required<
+  Omit<ServerOptions, "log" | "picks" | "checkSandboxToken" | "turns" | "effects" | "sandboxRates" | "tls">
+> &
+  Pick<ServerOptions, "picks" | "checkSandboxToken" | "turns" | "effects"> & {
     log: (entry: LogEntry) => void;
     openapi: string;
     limiters: { picks: KeyedRateLimiter; reads: KeyedRateLimiter };
@@ -82,6 +88,9 @@ type Ctx = Required<Omit<ServerOptions, "log" | "picks" | "checkSandboxToken" | 
 
 /** What the turn routes need of turns.ts. */
 export type TurnsApi = Pick<Turns, "submit" | "follow" | "abort" | "setAllowed" | "allowedFor">;
+
+/** What the effect routes need of effects.ts. */
+export type EffectsApi = Pick<Effects, "create" | "get" | "list">;
 
 /** An error answered with its code's status from the catalogue (api/orchestrator-errors.ts,
  * decision 0057): the server answers no code the catalogue lacks. */
@@ -303,6 +312,35 @@ const picksOf = (res: Res, ctx: Ctx): Picks | undefined => {
   if (!ctx.picks) fail(res, "not_found", "picks are not served here");
   return ctx.picks;
 };
+const effectsOf = (res: Res, ctx: Ctx): EffectsApi | undefined => {
+  if (!ctx.effects) fail(res, "not_found", "effects are not served here");
+  return ctx.effects;
+};
+
+/** `?wait=<seconds>` of an Effect's GET, as ms (at most a minute); undefined when it is not a whole number. */
+export function effectWaitOf(req: Req): number | undefined {
+  const raw = new URL(req.url ?? "/", "http://x").searchParams.get("wait");
+  if (raw === null) return 0;
+  if (!/^\d{1,6}$/.test(raw)) return undefined;
+  return Math.min(Number(raw), 60) * 1000;
+}
+
+/** An Effect's record, held (`?wait=`) until it settles, the wait ends, or the client leaves. */
+async function readEffect(req: Req, res: Res, effects: EffectsApi, name: string, id: string) {
+  const wait = effectWaitOf(req);
+  if (wait === undefined)
+    return fail(res, "invalid", "wait: must be a whole number of seconds (at most 60 are held), e.g. ?wait=30");
+  const gone = new AbortController();
+  const onClose = () => gone.abort();
+  res.on("close", onClose);
+  try {
+    const record = await effects.get(name, id, wait, gone.signal);
+    if (!gone.signal.aborted) sendJson(res, 200, record);
+  } finally {
+    res.off("close", onClose);
+  }
+}
+
 const turnsOf = (res: Res, ctx: Ctx): TurnsApi | undefined => {
   if (!ctx.turns) fail(res, "not_found", "turns are not served here");
   return ctx.turns;
@@ -402,6 +440,24 @@ const HANDLERS: Record<RouteId, Handler> = {
     if (!body) return;
     await picks.answer(name!, deliveryId!, body.answer);
     sendJson(res, 200, { deliveryId, answered: true });
+  },
+  async createEffect(req, res, ctx, { name }) {
+    const effects = effectsOf(res, ctx);
+    if (!effects) return;
+    const body = await parsedBody(req, res, EffectBody);
+    if (!body) return;
+    const { record, created } = await effects.create(name!, body);
+    sendJson(res, created ? 202 : 200, record, {
+      location: pathFor("getEffect", { name: name!, effectId: record.id }),
+    });
+  },
+  async listEffects(_req, res, ctx, { name }) {
+    const effects = effectsOf(res, ctx);
+    if (effects) sendJson(res, 200, { items: await effects.list(name!) });
+  },
+  async getEffect(req, res, ctx, { name, effectId }) {
+    const effects = effectsOf(res, ctx);
+    if (effects) await readEffect(req, res, effects, name!, effectId!);
   },
   async takePick(req, res, ctx, { iid, workspace }) {
     const picks = picksOf(res, ctx);
@@ -552,6 +608,7 @@ export function createOrchestratorServer(opts: ServerOptions): http.Server {
     },
     ...(opts.picks ? { picks: opts.picks } : {}),
     ...(opts.turns ? { turns: opts.turns } : {}),
+    ...(opts.effects ? { effects: opts.effects } : {}),
     ...(opts.checkSandboxToken ? { checkSandboxToken: opts.checkSandboxToken } : {}),
   };
   const handler: http.RequestListener = (req, res) => {

@@ -9,6 +9,9 @@ import {
   AnswerReceipt,
   Created,
   CreateWorkspaceBody,
+  EffectBody,
+  EffectList,
+  EffectRecord,
   EgressList,
   EgressLog,
   ErrorBody,
@@ -58,6 +61,13 @@ const PARAMS: Record<Param, Json> = {
     in: "path",
     required: true,
     description: "The pick's delivery.",
+    schema: { type: "string" },
+  },
+  effectId: {
+    name: "effectId",
+    in: "path",
+    required: true,
+    description: "The Effect's id, the Machine's.",
     schema: { type: "string" },
   },
 };
@@ -285,6 +295,68 @@ const OPERATIONS: Record<RouteId, Operation | null> = {
       ...LEDGER_ERRORS,
     },
   },
+  createEffect: {
+    summary:
+      "Ask the workspace's Effector for an Effect: a push, an http request or a credentialed command, run at most once",
+    description:
+      "Recorded before it runs (the ledger `<workspace>-effects`, kept in the cluster), then run by the workspace's " +
+      "Effector after every Effect sent before it, one at a time. Sending the same `id` again with the same body " +
+      "answers its record (200) and runs nothing; another body under that id is `effect_conflict`. An Effect whose " +
+      "answer was lost (an Orchestrator restart, an Effector restart) settles `unknown` and never runs again, unless " +
+      "`idempotent`, when it is sent again. Secrets are named by reference (`{secret, key}`), never sent.",
+    requestBody: { required: true, ...json("EffectBody") },
+    responses: {
+      ...BODY_ERRORS,
+      "200": answer("The same Effect again: its record now.", "EffectRecord"),
+      "202": answer("Recorded `queued`: GET it (with `?wait=`) until it settles.", "EffectRecord"),
+      "400": error(["invalid"], "The body is invalid; the message names each field path."),
+      "403": error(
+        ["effect_refused"],
+        "The Effect asks for what the workspace may not do: the message names the field and the fix.",
+      ),
+      "404": error(["not_found"], "No such workspace."),
+      "409": error(
+        ["effect_conflict", "effector_absent", "not_ready"],
+        "The id names another Effect (`effect_conflict`), the workspace has no Effector (`effector_absent`), or " +
+          "it is not Ready (`not_ready`).",
+      ),
+      "413": error(["too_large"], "The Effect passes 64 KiB as JSON (the body itself: 1 MiB)."),
+      "429": error(
+        ["too_many_effects"],
+        "The workspace has as many Effects waiting as it may: wait for some to settle.",
+      ),
+      ...COMMON_ERRORS,
+      ...LEDGER_ERRORS,
+    },
+  },
+  listEffects: {
+    summary: "The workspace's Effects, in the order the Machine sent them",
+    responses: {
+      "200": answer("Every Effect its ledger keeps (the oldest settled ones go first past its bound).", "EffectList"),
+      "404": error(["not_found"], "No such workspace."),
+      ...COMMON_ERRORS,
+      ...LEDGER_ERRORS,
+    },
+  },
+  getEffect: {
+    query: [
+      {
+        name: "wait",
+        in: "query",
+        required: false,
+        description: "How long to hold while the Effect has not settled, in seconds (at most 60; default 0).",
+        schema: { type: "integer", minimum: 0 },
+      },
+    ],
+    summary: "One Effect: its state, and once settled its result or error (long-polled with `?wait=`)",
+    responses: {
+      "200": answer("The Effect's record: settled, or still waiting after the hold.", "EffectRecord"),
+      "400": error(["invalid"], "`wait` is not a whole number of seconds."),
+      "404": error(["not_found"], "No such workspace, or no Effect with this id."),
+      ...COMMON_ERRORS,
+      ...LEDGER_ERRORS,
+    },
+  },
   takePick: {
     summary: "A Harness's pick (through its Custodian)",
     description:
@@ -464,6 +536,9 @@ export function openApiDocument(): Json {
         AllowedSet: schemaOf(AllowedSet, "output"),
         Admission: schemaOf(Admission, "output"),
         StreamEvent: schemaOf(StreamEvent, "output"),
+        EffectBody: schemaOf(EffectBody, "input"),
+        EffectRecord: schemaOf(EffectRecord, "output"),
+        EffectList: schemaOf(EffectList, "output"),
       },
     },
   };

@@ -12,8 +12,11 @@
 //              (`<sandbox>-custodian-ca`, kube-gateway.ts writes it, decision 0037). No /work, no Repos.
 //   user       /work and /repos/<key> (read-only), and nothing else; no NET_RAW unless the pod
 //              config opts out (decision 0048).
-//   effector   /work and /repos/<key> read-only, its key, its scratch, and the push Secrets the
-//              operator projects at /run/jr2/secrets/@git/<name>/ (spec.gitCredentials).
+//   effector   jr2's Effector program (decision 0070). /work and /repos/<key> read-only, its key,
+//              its scratch, the effect Secrets its create declared at /run/jr2/secrets/<secret>/
+//              (effector-secrets.ts), the pod config's trust bundle at /etc/jr2/effector-ca, and the
+//              push Secrets the operator projects at /run/jr2/secrets/@git/<name>/
+//              (spec.gitCredentials). Its volumes (`effector-*`) are its alone (capabilities/rules).
 import {
   boundHosts,
   CA_CERT_KEY,
@@ -36,7 +39,7 @@ import {
 } from "../../api/custodian-config";
 import { API_VERSION, sandboxOwnerReference, type SandboxSpecInput } from "../../api/crd";
 import { USER_SEAT_DROP, hardenedSecurityContext } from "../../api/hardening";
-import type { Container, HostAlias, SecurityContext, Volume } from "../../api/crd/generated/corev1";
+import type { Container, HostAlias, SecurityContext, Volume, VolumeMount } from "../../api/crd/generated/corev1";
 import { CUSTODIAN_ENV, EFFECTOR_ENV, HARNESS_ENV } from "../../api/env";
 import { providerKind } from "../../api/model-kinds";
 import {
@@ -47,6 +50,8 @@ import {
   custodianCaSecretName,
   DEFAULT_FS_GROUP,
   EFFECTOR,
+  EFFECTOR_CA_DIR,
+  EFFECTOR_CA_FILE,
   EFFECTOR_KEY_KEY,
   EFFECTOR_PORT,
   EFFECTOR_SECRETS_DIR,
@@ -67,6 +72,7 @@ import {
   tokenSecretName,
 } from "../../api/wire";
 import type { PodConfig, HeldSecret } from "./pod-config";
+import { effectSecretVolumes } from "./effector-secrets";
 import type { PlaceRequest } from "./sandbox-gateway";
 import { splitSize, type SizeSplit } from "./size";
 import { effectorKey, harnessToken, sandboxToken, standInBytes, tokenDigest } from "../tokens";
@@ -81,10 +87,19 @@ export const VOLUME = {
   custodianCa: "custodian-ca",
   effectorOwn: "effector-own",
   effectorScratch: "effector-scratch",
+  effectorCa: "effector-ca",
 } as const;
 
 /** The custodian's program in the companions image (Dockerfile). */
 export const CUSTODIAN_COMMAND = ["node", "/app/custodian.js"];
+/**
+ * The Effector's program in the companions image (decision 0070): jr2's own, whatever image the pod
+ * config names, so an image with more tools is built FROM the companions image. Under tini, as the
+ * Harness is: the credentialed commands it runs may leave processes behind, which tini reaps.
+ */
+export const EFFECTOR_COMMAND = ["/usr/bin/tini", "--", "node", "/app/effector.js"];
+/** jr2-confine, the Landlock launcher of credentialed commands, beside the Effector's bundle. */
+export const EFFECTOR_CONFINE = "/app/jr2-confine";
 /** The uid the companions image runs as (Dockerfile `USER 65532`), stated so the kubelet need not read the image. */
 export const COMPANIONS_UID = 65532;
 
@@ -160,7 +175,10 @@ export function composeSandbox(input: ComposeInput): Composition {
   const config = custodianConfigFor(input, req.name);
   const keys = req.repos.map((r) => r.key);
   // Its image was resolved from the pod config at the create (decision 0048), never the workspace's.
-  const effector = req.effector ? effectorContainer(req.effector.image, keys, input.egress?.proxyUrl) : undefined;
+  const effectSecrets = effectSecretVolumes(req.effector?.secrets ?? []);
+  const effector = req.effector
+    ? effectorContainer(req.effector.image, keys, input.pod.effector, effectSecrets.mounts, input.egress?.proxyUrl)
+    : undefined;
 
   const spec: SandboxSpecInput = {
     image: req.image,
@@ -204,7 +222,7 @@ export function composeSandbox(input: ComposeInput): Composition {
         configMap: { name: CA_CONFIGMAP, items: [{ key: HARNESS_CA_KEY, path: HARNESS_CA_KEY }] },
       },
       ...custodianVolumes(req.name, input.pod.custodian.held),
-      ...(effector ? effectorVolumes(req.name) : []),
+      ...(effector ? effectorVolumes(req.name, effectSecrets.volumes, input.pod.effector.trust) : []),
     ],
     // The Harness's own: none of the Custodian's volumes (decision 0021).
     volumeMounts: [
@@ -411,10 +429,23 @@ function userContainer(image: string, keys: string[], split: SizeSplit, netRaw: 
  */
 const seatProxyEnv = (url: string) => proxyEnv(url, true);
 
-function effectorContainer(image: string, keys: string[], proxy?: string): Container {
+/**
+ * The Sandbox Effector (decisions 0021, 0070): jr2's program whatever the image, Ready once it holds
+ * its key (/healthz every second), saying why it ended in its termination message (FallbackToLogsOnError),
+ * which the operator publishes on the Sandbox (status.effector). No limit of its own: it shares the
+ * pod's Size with the Harness.
+ */
+function effectorContainer(
+  image: string,
+  keys: string[],
+  pod: PodConfig["effector"],
+  secretMounts: VolumeMount[],
+  proxy?: string,
+): Container {
   return {
     name: EFFECTOR,
     image,
+    command: EFFECTOR_COMMAND,
     env: [
       ...(proxy ? seatProxyEnv(proxy) : []),
       { name: EFFECTOR_ENV.port, value: String(EFFECTOR_PORT) },
@@ -425,9 +456,12 @@ function effectorContainer(image: string, keys: string[], proxy?: string): Conta
       { name: EFFECTOR_ENV.git, value: GIT_CREDENTIALS_ROOT },
       { name: EFFECTOR_ENV.scratch, value: EFFECTOR_SCRATCH_DIR },
       { name: "HOME", value: EFFECTOR_SCRATCH_DIR },
-      { name: "POD_NAME", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } },
-      { name: "POD_IP", valueFrom: { fieldRef: { fieldPath: "status.podIP" } } },
-      { name: "NODE_NAME", valueFrom: { fieldRef: { fieldPath: "spec.nodeName" } } },
+      { name: EFFECTOR_ENV.confine, value: EFFECTOR_CONFINE },
+      ...(pod.requireCommands ? [{ name: EFFECTOR_ENV.requireCommands, value: "1" }] : []),
+      ...(pod.trust ? [{ name: EFFECTOR_ENV.ca, value: EFFECTOR_CA_FILE }] : []),
+      { name: EFFECTOR_ENV.podName, valueFrom: { fieldRef: { fieldPath: "metadata.name" } } },
+      { name: EFFECTOR_ENV.podIp, valueFrom: { fieldRef: { fieldPath: "status.podIP" } } },
+      { name: EFFECTOR_ENV.node, valueFrom: { fieldRef: { fieldPath: "spec.nodeName" } } },
     ],
     ports: [{ name: EFFECTOR, containerPort: EFFECTOR_PORT, protocol: "TCP" }],
     readinessProbe: { httpGet: { path: "/healthz", port: EFFECTOR_PORT }, periodSeconds: 1 },
@@ -438,6 +472,8 @@ function effectorContainer(image: string, keys: string[], proxy?: string): Conta
       ...repoMounts(keys),
       { name: VOLUME.effectorOwn, mountPath: EFFECTOR_OWN_DIR, readOnly: true },
       { name: VOLUME.effectorScratch, mountPath: EFFECTOR_SCRATCH_DIR },
+      ...secretMounts,
+      ...(pod.trust ? [{ name: VOLUME.effectorCa, mountPath: EFFECTOR_CA_DIR, readOnly: true }] : []),
     ],
   };
 }
@@ -494,7 +530,7 @@ function custodianVolumes(sandbox: string, held: HeldSecret[]): Volume[] {
   ];
 }
 
-function effectorVolumes(sandbox: string): Volume[] {
+function effectorVolumes(sandbox: string, secrets: Volume[], trust: PodConfig["effector"]["trust"]): Volume[] {
   return [
     {
       name: VOLUME.effectorOwn,
@@ -511,5 +547,10 @@ function effectorVolumes(sandbox: string): Volume[] {
       },
     },
     { name: VOLUME.effectorScratch, emptyDir: {} },
+    ...secrets,
+    // The installation's trust bundle (pod config effector.trust): its one key as ca.crt.
+    ...(trust
+      ? [{ name: VOLUME.effectorCa, configMap: { name: trust.configMap, items: [{ key: trust.key, path: "ca.crt" }] } }]
+      : []),
   ];
 }

@@ -20,10 +20,10 @@ import { urlWithoutCredentials } from "../../lib/redact";
 import { issueCa, type CaPem } from "../../lib/ca";
 import { applyRequest, kubeRequest } from "../../lib/kube";
 import { ORCHESTRATOR, ORCHESTRATOR_PORT } from "../orchestrator-manifests";
-import { DEFAULT_POD_CONFIG, parsePodConfig, type PodConfig } from "./pod-config";
+import { DEFAULT_POD_CONFIG, parsePodConfig, withCompanionsImage, type PodConfig } from "./pod-config";
 
-/** The companions image a Custodian runs when nothing says otherwise (`npm run build`'s tag for
- * local use; the Orchestrator's manifest sets JR2_CUSTODIAN_IMAGE to its own image). */
+/** The companions image a Custodian and an Effector run when nothing says otherwise (`npm run build`'s
+ * tag for local use; the Orchestrator's manifest sets JR2_CUSTODIAN_IMAGE to its own image). */
 export const DEFAULT_CUSTODIAN_IMAGE = "jr2/companions:local";
 /** The Orchestrator's Service in its default namespace. */
 export const DEFAULT_ORCHESTRATOR_URL = `http://${ORCHESTRATOR}.${COMPANION_NAMESPACE}.svc:${ORCHESTRATOR_PORT}`;
@@ -80,9 +80,12 @@ export function podSettingsFrom(env: NodeJS.ProcessEnv, tls = false): PodSetting
       ? `${scheme}://${ORCHESTRATOR}.${ns}.svc:${ORCHESTRATOR_PORT}`
       : DEFAULT_ORCHESTRATOR_URL.replace(/^http/, scheme));
   const egress = egressSettingsFrom(env, ns);
+  // The companions image (this Orchestrator's own, as its manifest says): the Custodian's and, by
+  // default, the Effector's, whose command is jr2's program in it (decision 0070).
+  const companions = env[E.custodianImage] || DEFAULT_CUSTODIAN_IMAGE;
   return {
-    config,
-    custodianImage: config.custodian.image ?? (env[E.custodianImage] || DEFAULT_CUSTODIAN_IMAGE),
+    config: withCompanionsImage(config, companions),
+    custodianImage: config.custodian.image ?? companions,
     orchestratorUrl,
     ...(egress ? { egress } : {}),
   };

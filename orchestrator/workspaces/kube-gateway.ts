@@ -3,13 +3,21 @@
 // Harness is reached over undici at the Sandbox's endpoint (or, outside the cluster, wherever the
 // endpoint resolver says). Every operation is idempotent, so a restarted Orchestrator may repeat
 // any of them for the same name.
+import { randomBytes } from "node:crypto";
 import { lookup as dnsLookup } from "node:dns/promises";
 import { isIP } from "node:net";
 import { request } from "undici";
 import { ORCHESTRATOR_ENV } from "../../api/env";
 import { egressLogPath, type EgressLogEntry } from "../../api/egress-point";
 import type { HostAlias } from "../../api/crd/generated/corev1";
-import { EFFECTOR, KEEPALIVE_ANNOTATION, ORCHESTRATOR_FIELD_MANAGER } from "../../api/wire";
+import {
+  EFFECTOR,
+  EFFECTOR_PORT,
+  KEEPALIVE_ANNOTATION,
+  ORCHESTRATOR_FIELD_MANAGER,
+  effectorServiceName,
+} from "../../api/wire";
+import { SIGNATURE_HEADERS, answerSigned, signRequest } from "../../api/effector-wire";
 import { ApiError } from "../../lib/api-error";
 import { applyRequest, kubeRequest, paths } from "../../lib/kube";
 import { AnswerTooLarge, boundedText } from "../../lib/http-json";
@@ -29,7 +37,10 @@ import {
 import { DEFAULT_POD_CONFIG, type PodConfig } from "./pod-config";
 import {
   AttachFailure,
+  EffectorUnreachable,
   HarnessMisbehaved,
+  type EffectorAddress,
+  type EffectorReply,
   PlaceFailure,
   SMALL_ANSWER,
   type HarnessLimits,
@@ -53,7 +64,7 @@ import {
   staleSlots,
 } from "./provision-rules";
 import type { SandboxWatch } from "./sandbox-watch";
-import { harnessToken } from "../tokens";
+import { effectorKey, harnessToken } from "../tokens";
 import { CONDITION } from "../../api/conditions";
 import { boundHosts } from "../../api/custodian-config";
 import type { CaPem } from "../../lib/ca";
@@ -70,6 +81,9 @@ export type KubeGatewayOptions = {
   signingKey: Buffer;
   /** Outside the cluster only (local mode): the Service name does not resolve there. */
   resolveEndpoint?: EndpointResolver;
+  /** Where a Sandbox's Effector answers (local mode: the local Effector); undefined: none now.
+   * Absent: its headless Service `<name>-effector` resolved by DNS. */
+  resolveEffector?: (sandbox: SandboxModel) => EffectorAddress | undefined | Promise<EffectorAddress | undefined>;
   /** What every Sandbox pod holds (pod-config.ts), the custodian image and the Orchestrator's url
    * as a Custodian reaches it. Absent: the defaults (installation.ts). */
   pod?: { config: PodConfig; custodianImage: string; orchestratorUrl: string; egress?: EgressSettings };
@@ -259,6 +273,84 @@ export class KubeSandboxGateway implements SandboxGateway {
         );
       throw err;
     }
+  }
+
+  /**
+   * One call to the Sandbox's Effector, signed with its key for its pod (api/effector-wire.ts,
+   * decision 0070). Like `harness`, the answer is input, not truth (decisions 0042, 0049): a path on
+   * the Effector's own address, at most `limits.maxBytes` read within `limits.timeoutMs`, and the
+   * answer's signature checked over this request's nonce, its status and body (`signed`): a process
+   * that bound :8082 while the Effector is down can answer, but not as the Effector. Never re-sent:
+   * the caller decides what a failure means (an Effect runs at most once, decision 0070). Throws
+   * EffectorUnreachable when no answer came, saying whether the request may have been delivered.
+   */
+  async effector(
+    name: string,
+    method: "GET" | "POST",
+    path: string,
+    body: unknown,
+    limits: HarnessLimits,
+  ): Promise<EffectorReply> {
+    const sandbox = this.opts.watch.get(name);
+    if (!sandbox) throw new EffectorUnreachable(false, `workspace ${name} has no Sandbox`);
+    let address: EffectorAddress | undefined;
+    try {
+      address = this.opts.resolveEffector ? await this.opts.resolveEffector(sandbox) : await this.#effectorByDns(name);
+    } catch (err) {
+      throw new EffectorUnreachable(false, `workspace ${name}'s Effector has no address: ${messageOf(err)}`);
+    }
+    if (!address) throw new EffectorUnreachable(false, `workspace ${name}'s Effector has no address yet`);
+    const base = new URL(address.url);
+    const url = new URL(path, base);
+    if (!path.startsWith("/") || path.startsWith("//") || url.origin !== base.origin)
+      throw new Error(`${JSON.stringify(path.slice(0, 200))} is not a path on workspace ${name}'s Effector`);
+    const text = body === undefined ? "" : JSON.stringify(body);
+    const nonce = randomBytes(16).toString("base64url");
+    const key = effectorKey(this.opts.signingKey, name);
+    const headers = signRequest(key, { method, path, body: text, pod: address.pod, time: this.#now(), nonce });
+    const deadline = AbortSignal.timeout(limits.timeoutMs);
+    const what = `${method} ${url.pathname}`;
+    try {
+      const res = await request(url, {
+        method,
+        headers: { ...headers, ...(body !== undefined ? { "content-type": "application/json" } : {}) },
+        ...(body !== undefined ? { body: text } : {}),
+        signal: deadline,
+        headersTimeout: limits.timeoutMs,
+        bodyTimeout: limits.timeoutMs,
+      });
+      const answer = await boundedText(res.body, limits.maxBytes);
+      const signature = res.headers[SIGNATURE_HEADERS.signature];
+      return {
+        status: res.statusCode,
+        text: answer,
+        signed: answerSigned(key, nonce, res.statusCode, answer, typeof signature === "string" ? signature : undefined),
+      };
+    } catch (err) {
+      // Refused at connect: nothing of the request left this process.
+      const code = (err as { code?: string } | undefined)?.code;
+      if (code === "ECONNREFUSED" || code === "ENOTFOUND" || code === "EHOSTUNREACH")
+        throw new EffectorUnreachable(false, `workspace ${name}'s Effector refused ${what}: ${messageOf(err)}`);
+      if (err instanceof AnswerTooLarge)
+        throw new EffectorUnreachable(
+          true,
+          `workspace ${name}'s Effector answered ${what} with more than ${limits.maxBytes} bytes`,
+        );
+      if (deadline.aborted)
+        throw new EffectorUnreachable(
+          true,
+          `workspace ${name}'s Effector did not answer ${what} within ${limits.timeoutMs} ms`,
+        );
+      throw new EffectorUnreachable(true, `workspace ${name}'s Effector: ${what}: ${messageOf(err)}`);
+    }
+  }
+
+  /** The Effector's headless Service resolved to its pod's address (api/wire.ts effectorServiceName). */
+  async #effectorByDns(name: string): Promise<EffectorAddress | undefined> {
+    const lookup = this.opts.lookup ?? (async (host: string) => (await dnsLookup(host)).address);
+    const ip = await lookup(`${effectorServiceName(name)}.${this.#ns}.svc`);
+    const host = ip.includes(":") ? `[${ip}]` : ip;
+    return { url: `http://${host}:${EFFECTOR_PORT}`, pod: ip };
   }
 
   /** The keepalive, then the Custodian's CA when a new period has begun (decision 0037). */

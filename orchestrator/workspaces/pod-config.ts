@@ -1,9 +1,11 @@
 // The installation's word on what every Sandbox pod holds (JR2_POD_CONFIG_FILE, YAML or JSON;
 // decision 0021): the Custodian's image and slice, the model providers it routes, the held secrets
 // (each a key of a Secret in the Sandboxes' namespace, bound to its origins, with the env name the
-// Harness gets its Stand-in under), the hosts tools may tunnel to, the Effector's image and the
-// digests a create may name instead (decision 0048: an image that holds push credentials is the
-// installation's choice), the `user` seat's NET_RAW opt-out (decision 0048), the base egress list
+// Harness gets its Stand-in under), the hosts tools may tunnel to, the Effector's image (by default
+// the companions image: its command is jr2's Effector, decision 0070) and the digests a create may
+// name instead (decision 0048: an image that holds push credentials is the installation's choice),
+// the effect secrets an Effect may spend (each bound to origins and tenants), whether every Effector
+// must confine credentialed commands, and the CA bundle it trusts (decision 0070), the `user` seat's NET_RAW opt-out (decision 0048), the base egress list
 // (decision 0051; the egress point reads this same file), and where the pods run
 // (a nodeSelector and tolerations, decision 0038: e.g. the local real node), and the runtime class
 // they run under and the others a create may choose (decision 0055: e.g. gVisor).
@@ -16,6 +18,7 @@ import { EgressRules, RuntimeClassName } from "../../api/orchestrator-schemas";
 import { parseCidr, publicTestRangeProblem, type Cidr } from "../../api/egress-point";
 import { EnvName, HeaderName, HostPattern, Origin, Provider, Timeout } from "../../api/custodian-config";
 import { Toleration } from "../../api/crd/generated/corev1";
+import { TENANT_NAME } from "../tokens";
 import { milliCpu, bytesOf } from "../../lib/quantity";
 import { CUSTODIAN_SLICE } from "./size";
 
@@ -29,6 +32,16 @@ const SecretKey = z
   .string()
   .max(253, "must be at most 253 characters")
   .regex(/^[-._a-zA-Z0-9]+$/, { message: "must be a Secret's key (letters, digits, '-', '_', '.'), e.g. anthropic" });
+const ConfigMapName = z
+  .string()
+  .max(253, "must be at most 253 characters")
+  .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/, {
+    message: "must be a ConfigMap's name (lower-case DNS subdomain), e.g. forge-ca",
+  });
+const ConfigMapKey = z
+  .string()
+  .max(253, "must be at most 253 characters")
+  .regex(/^[-._a-zA-Z0-9]+$/, { message: "must be a ConfigMap's key (letters, digits, '-', '_', '.'), e.g. ca.crt" });
 
 /** An image pinned by digest, compared exactly: a tag can be moved to other bytes. */
 const DigestImage = z.string().regex(/^[^\s@]+@sha256:[0-9a-f]{64}$/, {
@@ -66,6 +79,30 @@ const Held = z.strictObject({
     .min(1, "must name at least one origin: a held value goes only where it is bound")
     .meta({ description: "Where the value may go, e.g. https://api.anthropic.com." }),
   headers: z.array(HeaderName).min(1, "must name at least one header, or be left out (any header)").optional(),
+});
+
+/** An effect secret (decision 0070): a key of a Secret in the Sandboxes' namespace a workspace's
+ * Effector may mount when its create declares it, and the origins an http Effect may send it to. */
+const EffectSecret = z.strictObject({
+  secret: SecretName.meta({ description: "The Secret (in the Sandboxes' namespace) holding the value." }),
+  key: SecretKey.meta({ description: "Its key." }),
+  origins: z
+    .array(Origin)
+    .min(1, "must name at least one origin (scheme://host[:port]): an effect secret goes only where it is bound")
+    .meta({
+      description:
+        "Where an http Effect may send it in a header, e.g. https://api.github.com. A credentialed command's " +
+        "destinations are its own: confine them with the workspace's egress list.",
+    }),
+  tenants: z
+    .array(z.string().regex(TENANT_NAME, { message: "must be a tenant's name (a DNS label), e.g. team-a" }))
+    .min(1, "must name at least one tenant, or be left out (every tenant)")
+    .optional()
+    .meta({
+      description:
+        "The API-token tenants whose workspaces may declare it (decision 0048, as a fence entry's); absent: every " +
+        "tenant's. An admin token may declare every entry.",
+    }),
 });
 
 export const PodConfig = z
@@ -112,9 +149,11 @@ export const PodConfig = z
           .optional()
           .meta({
             description:
-              "The Effector's image, for every workspace with an Effector whose create names none. It holds push " +
-              "credentials, so it is the installation's choice (decision 0048); absent, a create must name one of " +
-              "allowedImages, and with none of those no workspace may have an Effector.",
+              "The Effector's image, for every workspace with an Effector whose create names none (default: the " +
+              "installation's companions image, JR2_CUSTODIAN_IMAGE). Its command is always jr2's Effector program " +
+              "(node /app/effector.js, jr2-confine beside it; decision 0070), so an image with more tools must be " +
+              "built FROM the companions image: add the tools, jr2's program stays its command. It holds push " +
+              "credentials and effect secrets, so it is the installation's choice (decision 0048).",
           }),
         allowedImages: z
           .array(DigestImage)
@@ -122,10 +161,41 @@ export const PodConfig = z
           .meta({
             description:
               "The other images a create may name in effector.image, each pinned by digest and compared exactly, " +
-              "e.g. registry.example/effector@sha256:<64 hex>.",
+              "e.g. registry.example/effector@sha256:<64 hex>; each built FROM the companions image, as image is.",
+          }),
+        secrets: z
+          .array(EffectSecret)
+          .default([])
+          .meta({
+            description:
+              "The effect secrets (decision 0070): the keys of Secrets in the Sandboxes' namespace an Effect may " +
+              "spend by reference ({secret, key}) in an http header or a command's env, each bound to the origins " +
+              "an http Effect may send it to. A workspace's Effector mounts those its create declares " +
+              "(effector.secrets), read-only at /run/jr2/secrets/<secret>/<key>, and no other container may.",
+          }),
+        requireCommands: z
+          .boolean()
+          .default(false)
+          .meta({
+            description:
+              "Every Effector must be able to confine credentialed commands with Landlock (decision 0070): one " +
+              "that cannot (no Landlock on its node, e.g. under gVisor) ends at start, saying why in its " +
+              "termination message, and the workspace fails naming it. Default false: such an Effector refuses " +
+              "credentialed commands alone, naming the node.",
+          }),
+        trust: z
+          .strictObject({
+            configMap: ConfigMapName.meta({ description: "The ConfigMap (in the Sandboxes' namespace)." }),
+            key: ConfigMapKey.meta({ description: "Its key holding the PEM bundle, e.g. ca.crt." }),
+          })
+          .optional()
+          .meta({
+            description:
+              "A PEM bundle the Effector trusts beside the system roots for pushes and http Effects (e.g. a " +
+              "private forge's CA): mounted read-only in the effector alone at /etc/jr2/effector-ca/ca.crt.",
           }),
       })
-      .default({ allowedImages: [] }),
+      .default({ allowedImages: [], secrets: [], requireCommands: false }),
     userSeat: z
       .strictObject({
         netRaw: z
@@ -223,6 +293,27 @@ export const PodConfig = z
         });
       seen.set(id, i);
     });
+    // One entry per effect secret, and a Secret is the Effector's or the Custodian's, never both: an
+    // effect Secret's volumes are the effector's alone (decision 0070), a held one's the Custodian's.
+    const effect = new Map<string, number>();
+    c.effector.secrets.forEach((e, i) => {
+      const id = `${e.secret}/${e.key}`;
+      if (effect.has(id))
+        ctx.addIssue({
+          code: "custom",
+          path: ["effector", "secrets", i],
+          message: `repeats ${id} (also secrets[${effect.get(id)}]): bind one entry to every origin instead`,
+        });
+      effect.set(id, i);
+      if (c.custodian.held.some((h) => h.secret === e.secret))
+        ctx.addIssue({
+          code: "custom",
+          path: ["effector", "secrets", i, "secret"],
+          message:
+            `${JSON.stringify(e.secret)} is also a Secret of custodian.held: the Effector's secrets are mounted in ` +
+            "the effector alone, so keep them in a Secret of their own (or drop the held entry)",
+        });
+    });
     const envs = new Set<string>();
     c.custodian.held.forEach((h, i) => {
       if (h.env === undefined) return;
@@ -238,6 +329,45 @@ export const PodConfig = z
 
 export type PodConfig = z.infer<typeof PodConfig>;
 export type HeldSecret = PodConfig["custodian"]["held"][number];
+export type EffectSecretEntry = PodConfig["effector"]["secrets"][number];
+
+/**
+ * The pod config as the Orchestrator runs it: `effector.image` left out is the installation's
+ * companions image (decision 0070: the Effector is jr2's program, shipped in that image).
+ */
+export const withCompanionsImage = (config: PodConfig, companionsImage: string): PodConfig =>
+  config.effector.image ? config : { ...config, effector: { ...config.effector, image: companionsImage } };
+
+/**
+ * The effect secrets a workspace's create declares (effector.secrets, decision 0070), judged before
+ * anything is written: each must be an entry of the pod config's `effector.secrets` that `tenant`
+ * (undefined: an admin) may use. A refusal names the field, the refused entries and the fix, and
+ * only the entries this tenant may use.
+ */
+export function effectSecretsFor(
+  declared: ReadonlyArray<{ secret: string; key: string }>,
+  config: PodConfig,
+  tenant: string | undefined,
+): { ok: true; secrets: Array<{ secret: string; key: string }> } | { ok: false; message: string } {
+  const usable = config.effector.secrets.filter(
+    (e) => tenant === undefined || !e.tenants || e.tenants.includes(tenant),
+  );
+  const names = usable.map((e) => `${e.secret}/${e.key}`);
+  const problems: string[] = [];
+  declared.forEach((d, i) => {
+    if (!usable.some((e) => e.secret === d.secret && e.key === d.key))
+      problems.push(`effector.secrets[${i}]: ${d.secret}/${d.key} is not an effect secret this workspace may declare`);
+  });
+  if (!problems.length) return { ok: true, secrets: declared.map((d) => ({ secret: d.secret, key: d.key })) };
+  return {
+    ok: false,
+    message:
+      `${problems.join("; ")} (the pod config's effector.secrets${
+        tenant === undefined ? "" : ` for tenant ${JSON.stringify(tenant)}`
+      }: ${names.join(", ") || "none"}): declare one of those, or ask the installation's operators to add an ` +
+      "entry to effector.secrets (decision 0070)",
+  };
+}
 
 export const DEFAULT_POD_CONFIG: PodConfig = PodConfig.parse({});
 

@@ -13,7 +13,7 @@ import {
 } from "../../api/orchestrator-schemas";
 import { HttpError } from "../../api/orchestrator-errors";
 import { fenceSlots, pushCredentials, type CredentialEntry } from "./fence";
-import { DEFAULT_POD_CONFIG, effectorImageFor, runtimeClassFor, type PodConfig } from "./pod-config";
+import { DEFAULT_POD_CONFIG, effectSecretsFor, effectorImageFor, runtimeClassFor, type PodConfig } from "./pod-config";
 import { SizeError, splitSize } from "./size";
 import { RUN_LABEL, TENANT_LABEL } from "../../api/wire";
 import {
@@ -75,6 +75,12 @@ export class WorkspaceRegistry implements Workspaces {
       ? effectorImageFor(body.effector.image, this.opts.podConfig ?? DEFAULT_POD_CONFIG)
       : undefined;
     if (effectorImage && !effectorImage.ok) throw new HttpError("image_refused", effectorImage.message);
+    // The effect secrets it mounts: entries of the pod config's effector.secrets this tenant may use,
+    // as a fence entry's tenants say (decision 0070), refused by name before anything is written.
+    const effectSecrets = body.effector
+      ? effectSecretsFor(body.effector.secrets, this.opts.podConfig ?? DEFAULT_POD_CONFIG, tenant)
+      : undefined;
+    if (effectSecrets && !effectSecrets.ok) throw new HttpError("fence_refused", effectSecrets.message);
     // What the pod runs under is the installation's choice too (decision 0055).
     const runtime = runtimeClassFor(body.runtimeClassName, this.opts.podConfig ?? DEFAULT_POD_CONFIG);
     if (!runtime.ok) throw new HttpError("runtime_class_refused", runtime.message);
@@ -88,8 +94,14 @@ export class WorkspaceRegistry implements Workspaces {
       ...(body.userImage ? { userImage: body.userImage } : {}),
       ...(body.size ? { size: body.size } : {}),
       ...(body.userSize ? { userSize: body.userSize } : {}),
-      ...(body.effector && pushes?.ok && effectorImage?.ok
-        ? { effector: { image: effectorImage.image, gitCredentials: pushes.secrets } }
+      ...(body.effector && pushes?.ok && effectorImage?.ok && effectSecrets?.ok
+        ? {
+            effector: {
+              image: effectorImage.image,
+              gitCredentials: pushes.secrets,
+              ...(effectSecrets.secrets.length ? { secrets: effectSecrets.secrets } : {}),
+            },
+          }
         : {}),
       ...(body.idleTimeout ? { idleTimeout: body.idleTimeout } : {}),
       ...(runtime.className ? { runtimeClassName: runtime.className } : {}),

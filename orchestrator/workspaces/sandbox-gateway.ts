@@ -2,6 +2,7 @@
 // SandboxGateway). The real one (kube-gateway.ts) drives Sandbox CRs over one watch and never reads a
 // Pod (decision 0013); the unit tests drive the lifecycle with a fake. Every operation is idempotent,
 // so a restarted Orchestrator may repeat any of them for the same name.
+import type { SecretRef } from "../../api/effects";
 import type { AttachBody } from "../../api/attach";
 import type { AttachAnswer, Failure, Loss, RepoSlot, Size, Wait } from "../../api/orchestrator-schemas";
 import type { REPO_HOLD } from "../../api/conditions";
@@ -33,8 +34,9 @@ export type PlaceRequest = {
   userSize?: Size;
   /** A Sandbox Effector: its image, as the pod config lets it (pod-config.ts effectorImageFor,
    * decision 0048), and the push Secrets its pushed slots' fence entries name (fence.ts
-   * pushCredentials), for spec.gitCredentials. */
-  effector?: { image: string; gitCredentials: string[] };
+   * pushCredentials), for spec.gitCredentials; and the effect secrets its create declared, each an
+   * entry of the pod config's effector.secrets its tenant may use (decision 0070), none when absent. */
+  effector?: { image: string; gitCredentials: string[]; secrets?: SecretRef[] };
   /** spec.idleTimeout, a Go duration (the operator's default when absent). */
   idleTimeout?: string;
   /** spec.runtimeClassName, as the pod config lets it (pod-config.ts runtimeClassFor, decision 0055);
@@ -149,6 +151,25 @@ export type HarnessLimits = { maxBytes: number; timeoutMs: number };
 
 /** An admission, an abort, an attach: small answers. */
 export const SMALL_ANSWER: HarnessLimits = { maxBytes: 256 * 1024, timeoutMs: 60_000 };
+
+/** Where a Sandbox's Effector answers: its base url and the pod address a request is signed for
+ * (the Effector refuses a request meant for another pod, decision 0070). */
+export type EffectorAddress = { url: string; pod: string };
+
+/** One signed call to a Sandbox's Effector (kube-gateway.ts `effector`): its status, its body as
+ * text, and whether the answer carries the Effector's signature over the request's nonce. */
+export type EffectorReply = { status: number; text: string; signed: boolean };
+
+/** A call to an Effector that got no answer. `delivered` false: the connection was refused or the
+ * Effector has no address yet, so nothing of the request reached anyone; true: it may have. */
+export class EffectorUnreachable extends Error {
+  constructor(
+    readonly delivered: boolean,
+    message: string,
+  ) {
+    super(message);
+  }
+}
 
 /** A failure with a stage and a name; `details` carries the facts a client may act on. A failure
  * named `Lost` carries the operator's Loss (`reason`, `message`) as its details, and ends the

@@ -33,11 +33,13 @@ import {
   parseLock,
   requireRootAndMmdebstrap,
 } from "./debian";
+import { confineBinary, confineEntries } from "./confine";
 import { nodeEntries, nodeRuntime } from "./node-runtime";
 import { BlobStore, assemble, contentKey, imageConfig, type BuiltImage, type Layer } from "./oci";
 import {
   APP_COPY,
   BASE_PACKAGES,
+  CONFINE_PATH,
   HARNESS_JS,
   IMAGES,
   IMAGE_ENV,
@@ -60,9 +62,17 @@ export const IMAGES_DIR = join(CACHE_DIR, "images");
 /** What `npm run images` last built: each image's name, digest, layout and sizes. */
 export const REPORT_FILE = join(ROOT, "dist", "images.json");
 
-export type LayerId = "debian-base" | "node-runtime" | "companions-app" | "sandbox-harness" | "controller-deps";
+export type LayerId =
+  | "debian-base"
+  | "node-runtime"
+  | "companions-confine"
+  | "companions-app"
+  | "sandbox-harness"
+  | "controller-deps";
+/** Each image's layers, the shared first. The companions' jr2-confine (decision 0070) is a layer of its
+ * own, before the bundles: it changes seldom, they with every build. */
 export const LAYERS: Record<ImageName, LayerId[]> = {
-  companions: ["debian-base", "node-runtime", "companions-app"],
+  companions: ["debian-base", "node-runtime", "companions-confine", "companions-app"],
   sandbox: ["debian-base", "node-runtime", "sandbox-harness"],
   controller: ["debian-base", "node-runtime", "controller-deps"],
 };
@@ -144,6 +154,20 @@ export function recipes(ctx: Context): Record<LayerId, () => Recipe> {
       key: contentKey({ ...common(epoch), layer: "node-runtime", code: codeOf("node-runtime.ts"), node: NODE_RUNTIME }),
       entries: () => nodeEntries(nodeRuntime(join(IMAGES_DIR, "node"), ctx.log, { root })),
     }),
+    "companions-confine": () => {
+      // Built by scripts/confine-binary.sh when not cached; keyed by the binary's own bytes.
+      const binary = confineBinary(root);
+      return {
+        key: contentKey({
+          ...common(epoch),
+          layer: "companions-confine",
+          code: codeOf("main.ts", "confine.ts"),
+          path: CONFINE_PATH,
+          binary: sha256File(binary),
+        }),
+        entries: () => confineEntries(binary),
+      };
+    },
     "companions-app": () => {
       const files = expandCopy(root, APP_COPY.companions.from);
       if (!files.length) throw new Error(`no ${APP_COPY.companions.from}: run npm run build`);

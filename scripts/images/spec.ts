@@ -44,6 +44,10 @@ export const PATH_ENV = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:
 export const HARNESS_DIR = "/opt/jr2";
 export const HARNESS_JS = `${HARNESS_DIR}/harness.js`;
 
+/** Where the companions image carries jr2-confine, the Effector's Landlock confinement (effector/confine/,
+ * decision 0070; api/confine.ts CONFINE_IMAGE_PATH says the same to the Effector): root-owned, 0755. */
+export const CONFINE_PATH = "/app/jr2-confine";
+
 /** Each image's Dockerfile: the documentation of the image for those with an engine. */
 export const DOCKERFILE: Record<ImageName, string> = {
   companions: "Dockerfile",

@@ -56,6 +56,41 @@ describe("admission of Sandboxes", () => {
     await expect(getSandbox(ns.name, "hostile")).rejects.toMatchObject({ status: 404 });
   });
 
+  it("refuses an Effector's volume or its Secret in the Harness or the user seat, naming the field and the fix (decision 0070)", async () => {
+    const secretVolume = {
+      name: "effector-secret-0",
+      projected: {
+        defaultMode: 0o400,
+        sources: [{ secret: { name: "forge", items: [{ key: "token", path: "token" }] } }],
+      },
+    };
+    const effector = {
+      name: "effector",
+      image: "e",
+      volumeMounts: [{ name: "effector-secret-0", mountPath: "/run/jr2/secrets/forge/", readOnly: true }],
+    };
+    const { code, out } = await kubectl(
+      ["apply", "-f", "-"],
+      sandbox("effector-stolen", {
+        volumes: [secretVolume, { name: "mine", secret: { secretName: "forge" } }],
+        volumeMounts: [{ name: "effector-secret-0", mountPath: "/stolen", readOnly: true }],
+        sidecars: [{ name: "user", image: "u", volumeMounts: [{ name: "mine", mountPath: "/mine" }] }, effector],
+      }),
+    );
+    expect(code).not.toBe(0);
+    expect(out).toContain(
+      'spec.volumeMounts[0]: mounts "effector-secret-0", one of the Effector\'s volumes (its key, scratch, effect ' +
+        'secrets or trust bundle): only the "effector" container may (decision 0070): remove it from this container',
+    );
+    expect(out).toContain(
+      'spec.sidecars[0].volumeMounts[0]: reaches Secret "forge", which the Effector\'s volumes carry: only the "effector" container may',
+    );
+    await expect(getSandbox(ns.name, "effector-stolen")).rejects.toMatchObject({ status: 404 });
+    // The effector's own: admitted.
+    await createSandbox(ns.name, "effector-own", { volumes: [secretVolume], sidecars: [effector] });
+    expect((await getSandbox(ns.name, "effector-own")).spec?.volumes?.[0].name).toBe("effector-secret-0");
+  });
+
   it("stores a plain Sandbox with the defaults visible", async () => {
     await createSandbox(ns.name, "plain", {
       sidecars: [

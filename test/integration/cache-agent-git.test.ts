@@ -9,6 +9,7 @@ import { consolidate, GitError, objectCounts } from "../../cache-agent/bare-chec
 import { redact, urlWithoutCredentials } from "../../lib/redact";
 import { gitIn } from "../support/git-fixtures";
 import { startGitHttpServer, type GitHttpServer } from "../support/git-http-server";
+import { testTls } from "../support/test-tls";
 
 const sh = (cwd: string, ...args: string[]) => gitIn(cwd, ...args);
 
@@ -350,6 +351,33 @@ describe("over HTTP with basic auth", () => {
       () => undefined,
       (e: unknown) => e,
     );
+
+  it("over HTTPS from a private CA: refused by the system's roots alone, cloned once JR2_CACHE_CA_FILE names the CA", async () => {
+    const w = await world();
+    const tls = testTls(["localhost"]);
+    const server = await startGitHttpServer({
+      root: w.base,
+      user,
+      password: token,
+      tls: { cert: tls.certPem, key: tls.keyPem },
+    });
+    servers.push(server);
+    const url = server.url("remote.git");
+    const caFile = path.join(w.base, "forge-ca.crt");
+    await writeFile(caFile, tls.caPem);
+    const saved = process.env.JR2_CACHE_CA_FILE;
+    try {
+      delete process.env.JR2_CACHE_CA_FILE;
+      const refused = await errorOf(ensureCache(w.root, "repo-tls", url, creds));
+      expect(String(refused)).toMatch(/certificate/i);
+      process.env.JR2_CACHE_CA_FILE = caFile;
+      const { dir } = await ensureCache(w.root, "repo-tls", url, creds);
+      expect(sh(dir, "rev-parse", "refs/heads/main")).toBe(sh(w.remote, "rev-parse", "main"));
+    } finally {
+      if (saved === undefined) delete process.env.JR2_CACHE_CA_FILE;
+      else process.env.JR2_CACHE_CA_FILE = saved;
+    }
+  });
 
   it("clones and fetches with a token sent as Basic auth, and writes the token nowhere", async () => {
     const w = await served();

@@ -85,7 +85,11 @@ beforeAll(async () => {
     root: serverRoot,
     user: "jr2-bot",
     password: TOKEN,
-    tls: { key: readFileSync(join(certDir, "key.pem"), "utf8"), cert: readFileSync(join(certDir, "cert.pem"), "utf8") },
+    tls: {
+      key: readFileSync(join(certDir, "key.pem"), "utf8"),
+      cert: readFileSync(join(certDir, "cert.pem"), "utf8"),
+      host: "127.0.0.1",
+    },
   });
   // The remote, with one commit; the node's cache of it; the Agent's worktree, a --shared clone.
   const seed = join(d.base, "seed");

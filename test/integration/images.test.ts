@@ -26,6 +26,7 @@ import {
 import { BlobStore } from "../../scripts/images/oci";
 import {
   APP_COPY,
+  CONFINE_PATH,
   DOCKERFILE,
   IMAGES,
   NODE_RUNTIME,
@@ -179,10 +180,11 @@ test("the three images share the Debian base and the Node runtime: a node pulls 
   for (const i of [0, 1]) expect(new Set(IMAGES.map((n) => built[n].layers[i].digest)).size).toBe(1);
 });
 
-/** `tar -tv` of an image's own (last) layer: `mode owner path` a line. */
-function ownLayer(name: ImageName): string[] {
+/** `tar -tv` of an image's own (last) layer, or of the layer `id`: `mode owner path` a line. */
+function ownLayer(name: ImageName, id?: LayerId): string[] {
   const r = built[name];
-  const out = execFileSync("tar", ["--numeric-owner", "-tvzf", blob(r, r.layers[r.layers.length - 1].digest)], {
+  const layer = id ? r.layers.find((l) => l.id === id)! : r.layers[r.layers.length - 1];
+  const out = execFileSync("tar", ["--numeric-owner", "-tvzf", blob(r, layer.digest)], {
     encoding: "utf8",
   });
   return out
@@ -213,6 +215,16 @@ test("the companions image adds what its Dockerfile copies, root-owned and read-
   const custodian = inImage("companions", ["/usr/local/bin/node", "/app/custodian.js"]);
   expect(custodian.status).toBe(2);
   expect(custodian.stdout).toMatch(/"level":"error".*config/);
+});
+
+test("the companions image carries jr2-confine at /app/jr2-confine, root-owned, and it runs there", () => {
+  expect(ownLayer("companions", "companions-confine")).toEqual([
+    "drwxr-xr-x 0/0 app/",
+    "-rwxr-xr-x 0/0 app/jr2-confine",
+  ]);
+  // Static: it starts in the image as the run user (its probe needs no /proc of the image's own).
+  const probe = inImage("companions", [CONFINE_PATH, "--probe"]);
+  expect(probe.stdout).toMatch(/^\{"abi":\d+(,"error":"[^"]*")?\}\n$/);
 });
 
 test("the Sandbox image adds the Harness and the run user's mount points", () => {

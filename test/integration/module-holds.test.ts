@@ -102,6 +102,30 @@ describe("the module's pod creates, held by the API server (decision 0069)", () 
     expect(await createAsModule(kubeconfig(), token)).toMatch(/automountServiceAccountToken false/);
   });
 
+  it("refuses an Effector's volume mounted in another seat, naming the seat (decision 0070)", async () => {
+    const pod = operatorPod(ns.name);
+    pod.spec.volumes.push({
+      name: "effector-secret-0",
+      projected: {
+        defaultMode: 0o400,
+        sources: [{ secret: { name: "forge", items: [{ key: "token", path: "token" }] } }],
+      },
+    });
+    const effector = pod.spec.containers.find((c: Obj) => c.name === "effector");
+    effector.volumeMounts.push({ name: "effector-secret-0", mountPath: "/run/jr2/secrets/forge/", readOnly: true });
+    // The effector's own: admitted.
+    expect(await createAsModule(kubeconfig(), pod)).toBe("admitted");
+    for (const seat of ["harness", "user"]) {
+      const stolen = structuredClone(pod);
+      stolen.spec.containers
+        .find((c: Obj) => c.name === seat)
+        .volumeMounts.push({ name: "effector-secret-0", mountPath: "/stolen", readOnly: true });
+      const answer = await createAsModule(kubeconfig(), stolen);
+      expect(answer).toMatch(/jr2-module-pods/);
+      expect(answer).toContain(`mounts the Effector's volumes (effector-*); these containers do not: ${seat}`);
+    }
+  });
+
   it("binds the module alone: the same privileged pod from another identity is not this policy's", async () => {
     // The cluster's admin (this kubeconfig) is not the module: the pod webhook judges labelled pods
     // of everyone else (decision 0029), so the answer, whatever it is, names no module policy.

@@ -5,6 +5,7 @@
 // a fake Orchestrator endpoint the real Sandbox token, while the Harness's env held only Stand-ins.
 // The Custodian's own CA (decision 0037): an intermediate limited to the bound host, owned by the
 // Sandbox and mounted by the custodian alone; the root's key in no pod; local mode intercepts with it.
+import { declaredEffectSecrets } from "../../orchestrator/workspaces/effector-secrets";
 import { orchestratorApi } from "./support/orchestrator-api";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
@@ -114,7 +115,16 @@ beforeAll(async () => {
           },
         ],
       },
-      effector: { image: EFFECTOR_IMAGE, allowedImages: [ALLOWED_EFFECTOR] },
+      effector: {
+        image: EFFECTOR_IMAGE,
+        allowedImages: [ALLOWED_EFFECTOR],
+        // Decision 0070: what an Effect may spend, bound to its origins; team-a's alone for one key.
+        secrets: [
+          { secret: "forge", key: "token", origins: ["https://forge.example"] },
+          { secret: "forge", key: "admin", origins: ["https://forge.example"], tenants: ["team-a"] },
+        ],
+        requireCommands: true,
+      },
       runtime: { allowedClassNames: [ALLOWED_RUNTIME_CLASS] },
     }),
   );
@@ -167,7 +177,7 @@ describe("a workspace's Sandbox pod, as composed and as built", () => {
       userImage: "ghcr.io/example/user:1",
       size: { cpu: "2", memory: "2Gi", disk: "10Gi" },
       userSize: { cpu: "500m", memory: "512Mi" },
-      effector: { pushes: ["app"] },
+      effector: { pushes: ["app"], secrets: [{ secret: "forge", key: "token" }] },
     });
     expect(res.status).toBe(202);
     name = res.body.name;
@@ -385,12 +395,31 @@ describe("a workspace's Sandbox pod, as composed and as built", () => {
         expect.stringMatching(/^\/repos\//),
         "/run/jr2/effector",
         "/run/jr2/scratch",
+        "/run/jr2/secrets/forge/",
         `/run/jr2/secrets/@git/${PUSH_SECRET}/`,
       ]);
       expect(sandbox.spec?.gitCredentials).toEqual([{ name: PUSH_SECRET }]);
-      // The push Secret reaches the effector alone.
-      for (const seat of ["harness", "custodian", "user"])
+      // The push Secret and the effect Secret reach the effector alone.
+      for (const seat of ["harness", "custodian", "user"]) {
         expect(JSON.stringify(container(seat).volumeMounts)).not.toContain("@git");
+        expect(JSON.stringify(container(seat).volumeMounts)).not.toContain("effector-");
+      }
+    });
+
+    // Decision 0070.
+    it("effector: jr2's Effector as its command, its declared effect secret, read back from the Sandbox", () => {
+      const e = container("effector");
+      expect(e.command).toEqual(["/usr/bin/tini", "--", "node", "/app/effector.js"]);
+      expect(e.env).toEqual(
+        expect.arrayContaining([
+          { name: "JR2_EFFECTOR_CONFINE", value: "/app/jr2-confine" },
+          { name: "JR2_EFFECTOR_REQUIRE_COMMANDS", value: "1" },
+        ]),
+      );
+      expect(pod.spec?.volumes?.find((v) => v.name === "effector-secret-0")?.projected?.sources).toEqual([
+        { secret: { name: "forge", items: [{ key: "token", path: "token" }] } },
+      ]);
+      expect(declaredEffectSecrets(sandbox)).toEqual([{ secret: "forge", key: "token" }]);
     });
 
     it("is one Guaranteed-sized pod: the pod-level Size, fsGroup for /work", () => {
@@ -487,6 +516,28 @@ describe("a create refused before anything is written", () => {
   });
 
   // Decision 0055.
+  // Decision 0070.
+  it("refuses an effect secret the pod config lacks, or one not the tenant's, naming the field", async () => {
+    const before = await sandboxes();
+    const undeclared = await api<{ error: { code: string; message: string } }>(
+      "POST",
+      "/v1/workspaces",
+      body({ effector: { secrets: [{ secret: "aws", key: "key" }] } }),
+    );
+    expect(undeclared.status).toBe(403);
+    expect(undeclared.body.error.code).toBe("fence_refused");
+    expect(undeclared.body.error.message).toContain("effector.secrets[0]: aws/key is not an effect secret");
+    const other = await api<{ error: { code: string; message: string } }>(
+      "POST",
+      "/v1/workspaces",
+      body({ effector: { secrets: [{ secret: "forge", key: "admin" }] } }),
+      TENANT_B,
+    );
+    expect(other.status).toBe(403);
+    expect(other.body.error.message).toContain('for tenant "team-b": forge/token)');
+    expect(await sandboxes()).toBe(before);
+  });
+
   it("names the runtime class field and the classes the installation lets a create choose", async () => {
     const before = await sandboxes();
     const res = await api<{ error: { code: string; message: string } }>(

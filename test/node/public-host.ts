@@ -44,7 +44,27 @@ export type HttpRecord = {
 export type TcpRecord = { kind: "tcp"; at: string; local: string; from: string };
 export type UdpRecord = { kind: "udp"; at: string; local: string; from: string; data: string };
 export type DnsRecord = { kind: "dns"; at: string; transport: "udp" | "tcp"; from: string; name: string; type: number };
-export type PublicRecord = HttpRecord | TcpRecord | UdpRecord | DnsRecord;
+/** A request to the stand-in forge (issue 56): git's smart HTTP or its pull-request route. */
+export type ForgeRecord = {
+  kind: "forge";
+  at: string;
+  local: string;
+  from: string;
+  method: string;
+  path: string;
+  /** git-upload-pack or git-receive-pack, for git's requests. */
+  service: string | null;
+  authorization: string | null;
+  /** An API request's body (its first 4 KiB). */
+  body: string | null;
+  bytes: number;
+};
+export type PublicRecord = HttpRecord | TcpRecord | UdpRecord | DnsRecord | ForgeRecord;
+
+/** The stand-in forge: HTTPS on `port` of the allowed address, its certificate and key (PEM), the
+ * directory of its bare repositories, the token every request must carry, and how long a push to a
+ * `held*` repository is held. */
+export type ForgeOptions = { port: number; cert: string; key: string; root: string; token: string; holdMs?: number };
 
 export type PublicHost = {
   /** Everything recorded so far, oldest first: what this process has read from the listeners' pipe,
@@ -54,6 +74,7 @@ export type PublicHost = {
   tcp(): TcpRecord[];
   udp(): UdpRecord[];
   dns(): DnsRecord[];
+  forge(): ForgeRecord[];
   /** Waits until `pick` returns a value for the records so far (polling, with a deadline). */
   waitFor<T>(what: string, pick: (records: PublicRecord[]) => T | undefined, ms?: number): Promise<T>;
   /** Stops the listeners; resolves once they are gone. */
@@ -63,7 +84,7 @@ export type PublicHost = {
 const SERVER = join(ROOT, "test", "support", "public-host-server.cjs");
 
 /** Starts the listeners in the namespace; resolves once every one is bound. */
-export async function startPublicHost(): Promise<PublicHost> {
+export async function startPublicHost(options: { forge?: ForgeOptions } = {}): Promise<PublicHost> {
   const a = publicHostAddresses();
   const config = {
     http: [a.allowedIp, a.otherIp].flatMap((h) => [
@@ -78,6 +99,7 @@ export async function startPublicHost(): Promise<PublicHost> {
     ],
     udp: [[a.otherIp, 7]],
     dns: [a.dnsIp, 53],
+    ...(options.forge ? { forge: { host: a.allowedIp, ...options.forge } } : {}),
   };
   const child: ChildProcessByStdio<Writable, Readable, Readable> = spawn(
     "ip",
@@ -124,6 +146,7 @@ export async function startPublicHost(): Promise<PublicHost> {
     tcp: () => of("tcp"),
     udp: () => of("udp"),
     dns: () => of("dns"),
+    forge: () => of("forge"),
     waitFor: (what, pick, ms = 15_000) => until(what, ms, () => pick([...records])),
     stop: async () => {
       if (exited === undefined) {

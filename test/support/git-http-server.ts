@@ -14,8 +14,9 @@ export type GitHttpServerOptions = {
   root: string;
   user: string;
   password: string;
-  /** Serve https with this certificate (PEM) instead of http. */
-  tls?: { key: string; cert: string };
+  /** Serve HTTPS with this certificate and key (PEM) instead of plain HTTP; `url` then names `host`
+   * (default localhost, which the certificate must name). */
+  tls?: { cert: string; key: string; host?: string };
 };
 
 /** Counters, updated in place as requests arrive. */
@@ -176,7 +177,7 @@ export async function startGitHttpServer(opts: GitHttpServerOptions): Promise<Gi
   const stats: GitHttpStats = { authorized: 0, refused: 0, gzipped: 0, requests: 0, withAuthorization: 0 };
   const children = new Set<ChildProcess>();
 
-  const onRequest = (req: http.IncomingMessage, res: http.ServerResponse) => {
+  const handler = (req: http.IncomingMessage, res: http.ServerResponse) => {
     try {
       stats.requests++;
       if (req.headers.authorization !== undefined) stats.withAuthorization++;
@@ -191,7 +192,9 @@ export async function startGitHttpServer(opts: GitHttpServerOptions): Promise<Gi
       sendPlain(res, 500, err instanceof Error ? err.message : String(err));
     }
   };
-  const server = opts.tls ? https.createServer(opts.tls, onRequest) : http.createServer(onRequest);
+  const server = opts.tls
+    ? https.createServer({ cert: opts.tls.cert, key: opts.tls.key }, handler)
+    : http.createServer(handler);
   // A reset connection mid-request is the client's business, not a crash of the test process.
   server.on("clientError", (_err, socket) => socket.destroy());
 
@@ -205,7 +208,10 @@ export async function startGitHttpServer(opts: GitHttpServerOptions): Promise<Gi
   const { port } = server.address() as AddressInfo;
 
   return {
-    url: (repo) => `${opts.tls ? "https" : "http"}://127.0.0.1:${port}/${repo.replace(/^\/+/, "")}`,
+    url: (repo) =>
+      opts.tls
+        ? `https://${opts.tls.host ?? "localhost"}:${port}/${repo.replace(/^\/+/, "")}`
+        : `http://127.0.0.1:${port}/${repo.replace(/^\/+/, "")}`,
     stats,
     close: () =>
       new Promise<void>((resolve) => {

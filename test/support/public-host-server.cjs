@@ -12,11 +12,21 @@
 //   tcpEcho  records each connection, echoes what it receives
 //   udp      records each datagram (its first 512 bytes as text), echoes it
 //   dns      UDP and TCP; records each query's name and type, answers NXDOMAIN
+//   forge    {host, port, cert, key, root, token, holdMs}: a stand-in forge over HTTPS (issue 56). Git's
+//            smart HTTP for the bare repositories under `root` (real `git http-backend`): fetches
+//            anonymous, a push needing Basic auth whose password is `token`; and one API route (the token
+//            as Basic, Bearer or `token`), POST
+//            /api/repos/<owner>/<repo>/pulls, answering 201 with the pull request's number. A push
+//            (git-receive-pack) to a repository whose name starts with `held` is answered only after
+//            `holdMs`. Records each request: method, path, Authorization as received (a test's value),
+//            the git service, and an API request's body (its first 4 KiB).
 "use strict";
 const { Buffer } = require("node:buffer");
 const dgram = require("node:dgram");
 const http = require("node:http");
 const net = require("node:net");
+const https = require("node:https");
+const { spawn } = require("node:child_process");
 
 const config = JSON.parse(process.argv[2] ?? "{}");
 const record = (r) => process.stdout.write(`${JSON.stringify({ at: new Date().toISOString(), ...r })}\n`);
@@ -129,12 +139,103 @@ function dnsRecorder(host, port) {
   return Promise.all([bound(udp, host, port, "DNS (UDP)"), bound(tcp, host, port, "DNS (TCP)")]);
 }
 
+function forge({ host, port, cert, key, root, token, holdMs }) {
+  let pulls = 0;
+  const server = https.createServer({ cert, key }, (req, res) => {
+    const url = new URL(req.url, "https://forge");
+    const service =
+      url.searchParams.get("service") ?? (url.pathname.match(/\/(git-upload-pack|git-receive-pack)$/) ?? [])[1] ?? null;
+    const chunks = [];
+    let size = 0;
+    req.on("data", (c) => {
+      size += c.length;
+      chunks.push(c);
+    });
+    req.on("end", () => {
+      const body = Buffer.concat(chunks);
+      const api = url.pathname.startsWith("/api/");
+      record({
+        kind: "forge",
+        local: `${host}:${port}`,
+        from: peer(req.socket.remoteAddress),
+        method: req.method,
+        path: url.pathname,
+        service,
+        authorization: req.headers.authorization ?? null,
+        body: api ? body.subarray(0, 4096).toString("utf8") : null,
+        bytes: size,
+      });
+      const auth = req.headers.authorization ?? "";
+      const basic = auth.startsWith("Basic ") ? Buffer.from(auth.slice(6), "base64").toString("utf8") : "";
+      const bearer = auth.startsWith("Bearer ") || auth.startsWith("token ") ? auth.split(" ")[1] : "";
+      // Fetches are anonymous (a public repository, as the cache agent clones it); a push and the API
+      // need the token.
+      const needsToken = api || service === "git-receive-pack";
+      if (needsToken && basic.slice(basic.indexOf(":") + 1) !== token && bearer !== token) {
+        res.writeHead(401, { "www-authenticate": 'Basic realm="forge"', "content-type": "text/plain" }).end("no\n");
+        return;
+      }
+      if (api) {
+        const m = url.pathname.match(/^\/api\/repos\/([^/]+)\/([^/]+)\/pulls$/);
+        if (req.method !== "POST" || !m) return void res.writeHead(404).end();
+        pulls += 1;
+        const out = JSON.stringify({ number: pulls, url: `https://${host}:${port}/${m[1]}/${m[2]}/pull/${pulls}` });
+        return void res.writeHead(201, { "content-type": "application/json" }).end(out);
+      }
+      const run = () => {
+        const cgi = spawn("git", ["http-backend"], {
+          env: {
+            PATH: process.env.PATH,
+            GIT_PROJECT_ROOT: root,
+            GIT_HTTP_EXPORT_ALL: "1",
+            REMOTE_USER: "forge",
+            REQUEST_METHOD: req.method,
+            PATH_INFO: decodeURIComponent(url.pathname),
+            QUERY_STRING: url.search.slice(1),
+            CONTENT_TYPE: req.headers["content-type"] ?? "",
+            CONTENT_LENGTH: String(body.length),
+            ...(req.headers["git-protocol"] ? { GIT_PROTOCOL: req.headers["git-protocol"] } : {}),
+          },
+          stdio: ["pipe", "pipe", "inherit"],
+        });
+        cgi.stdin.end(body);
+        let head = Buffer.alloc(0);
+        let sent = false;
+        cgi.stdout.on("data", (c) => {
+          if (sent) return void res.write(c);
+          head = Buffer.concat([head, c]);
+          const at = head.indexOf("\r\n\r\n");
+          if (at < 0) return;
+          const headers = {};
+          let status = 200;
+          for (const line of head.subarray(0, at).toString("latin1").split("\r\n")) {
+            const i = line.indexOf(":");
+            const name = line.slice(0, i).trim().toLowerCase();
+            const value = line.slice(i + 1).trim();
+            if (name === "status") status = Number(value.split(" ")[0]);
+            else headers[name] = value;
+          }
+          res.writeHead(status, headers);
+          sent = true;
+          res.write(head.subarray(at + 4));
+        });
+        cgi.on("close", () => (sent ? res.end() : res.writeHead(500).end("http-backend said nothing\n")));
+      };
+      const held = service === "git-receive-pack" && req.method === "POST" && /\/held[^/]*\.git\//.test(url.pathname);
+      if (held) setTimeout(run, holdMs ?? 0);
+      else run();
+    });
+  });
+  return bound(server, host, port, "forge (HTTPS)");
+}
+
 async function main() {
   await Promise.all([
     ...(config.http ?? []).map(([h, p]) => httpServer(h, p)),
     ...(config.tcpEcho ?? []).map(([h, p]) => tcpEcho(h, p)),
     ...(config.udp ?? []).map(([h, p]) => udpRecorder(h, p)),
     ...(config.dns ? [dnsRecorder(config.dns[0], config.dns[1])] : []),
+    ...(config.forge ? [forge(config.forge)] : []),
   ]);
   process.stdout.write(`${JSON.stringify({ ready: true })}\n`);
 }

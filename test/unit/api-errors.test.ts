@@ -39,6 +39,7 @@ describe("the error catalogue", () => {
     expect(named.get("fence_refused")).toEqual([
       "orchestrator/workspaces/registry.ts",
       "orchestrator/workspaces/registry.ts",
+      "orchestrator/workspaces/registry.ts",
     ]);
     expect(named.get("not_on_menu")).toEqual(["orchestrator/agents/turn-ledger.ts"]);
     expect(named.get("method_not_allowed")).toEqual(["orchestrator/http/api-server.ts"]);

@@ -10,6 +10,7 @@ import { aptInstalls, dockerfileFacts, instructions } from "../../scripts/images
 import {
   APP_COPY,
   BASE_PACKAGES,
+  CONFINE_PATH,
   DOCKERFILE,
   IMAGES,
   IMAGE_ENV,
@@ -70,8 +71,28 @@ describe.each(IMAGES)("the %s Dockerfile", (name) => {
   });
 
   test("copies what the build adds, from where the build takes it", () => {
-    expect(f.copies).toEqual([{ from: [APP_COPY[name].from], to: APP_COPY[name].to, options: [] }]);
+    // The companions also carry jr2-confine, from the build stage that compiles it (decision 0070).
+    const confine =
+      name === "companions" ? [{ from: ["/jr2-confine"], to: CONFINE_PATH, options: ["--from=confine"] }] : [];
+    expect(f.copies).toEqual([...confine, { from: [APP_COPY[name].from], to: APP_COPY[name].to, options: [] }]);
   });
+});
+
+test("the companions Dockerfile builds jr2-confine as scripts/confine-binary.sh does, with the module's Go", () => {
+  const text = readFileSync(join(ROOT, DOCKERFILE.companions), "utf8");
+  const stage = instructions(text.slice(0, text.search(/^FROM node:/m)));
+  expect(stage[0]).toEqual({ op: "FROM", args: expect.stringMatching(/^golang:[0-9.]+-bookworm AS confine$/) });
+  const goMod = readFileSync(join(ROOT, "effector", "confine", "go.mod"), "utf8");
+  const goVersion = /^go (\d+\.\d+)/m.exec(goMod)![1];
+  expect(stage[0].args).toBe(`golang:${goVersion}-bookworm AS confine`);
+  expect(stage).toContainEqual({ op: "COPY", args: "effector/confine/ ./" });
+  // The same flags, so the same sources give the same bytes in either build.
+  const script = readFileSync(join(ROOT, "scripts", "confine-binary.sh"), "utf8");
+  const build = /CGO_ENABLED=0 GOWORK=off go build ([^)]*) -o "\$tmp" \./.exec(script);
+  expect(build).not.toBeNull();
+  expect(stage).toContainEqual({ op: "RUN", args: `CGO_ENABLED=0 GOWORK=off go build ${build![1]} -o /jr2-confine .` });
+  // The build context holds the module.
+  expect(readFileSync(join(ROOT, ".dockerignore"), "utf8").split("\n")).toContain("!effector/confine/");
 });
 
 test("the reader knows continuations, comments, exec forms and what an ENTRYPOINT clears", () => {

@@ -221,6 +221,9 @@ describe("the OpenAPI document", () => {
         "AllowedSet",
         "Admission",
         "StreamEvent",
+        "EffectBody",
+        "EffectRecord",
+        "EffectList",
       ].sort(),
     );
   });

@@ -316,6 +316,9 @@ describe("tenants: each Machine sees only its own workspaces", () => {
       ["PUT", `/v1/workspaces/${mine}/turns/${mine}.c/allowed`],
       ["GET", `/v1/workspaces/${mine}/picks`],
       ["POST", `/v1/workspaces/${mine}/picks/d1/answer`],
+      ["POST", `/v1/workspaces/${mine}/effects`],
+      ["GET", `/v1/workspaces/${mine}/effects`],
+      ["GET", `/v1/workspaces/${mine}/effects/push-1`],
     ];
     for (const [method, path] of routes) {
       const theirs = await call(method, path, { body: method === "GET" ? undefined : "{}", ...as(TENANT_B) });

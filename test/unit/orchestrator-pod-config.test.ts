@@ -17,7 +17,7 @@ const FILE = "/etc/jr2/pod-config.yaml";
 const DEFAULTS: PodConfig = {
   custodian: { resources: { cpu: "100m", memory: "192Mi" }, providers: [], held: [], tunnel: [] },
   harness: { env: [] },
-  effector: { allowedImages: [] },
+  effector: { allowedImages: [], secrets: [], requireCommands: false },
   userSeat: { netRaw: false },
   egress: { allow: [] },
   placement: {},
@@ -145,7 +145,12 @@ describe("the pod config", () => {
         timeouts: { connect: "5s", headers: "120s", body: "10m" },
       },
       harness: { env: [] },
-      effector: { image: "registry.example.com/jr2/effector:1.2.3", allowedImages: [] },
+      effector: {
+        image: "registry.example.com/jr2/effector:1.2.3",
+        allowedImages: [],
+        secrets: [],
+        requireCommands: false,
+      },
       userSeat: { netRaw: false },
       egress: { allow: ["*.pypi.org:443", "files.example.com"] },
       placement: {

@@ -4,6 +4,7 @@ from . import api
 from .api import ROUTES, MenuTool, OutstandingPick, Route
 from .client import (
     FINAL_STATES,
+    SETTLED_EFFECT_STATES,
     EventStream,
     Frame,
     OrchestratorClient,
@@ -21,6 +22,7 @@ __all__ = [
     "ROUTES",
     "Route",
     "FINAL_STATES",
+    "SETTLED_EFFECT_STATES",
     "EventStream",
     "MenuTool",
     "OutstandingPick",

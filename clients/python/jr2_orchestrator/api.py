@@ -28,6 +28,9 @@ ROUTES: Final[dict[str, Route]] = {
     "setAllowed": Route("PUT", "/v1/workspaces/{name}/turns/{iid}/allowed", "api"),
     "listPicks": Route("GET", "/v1/workspaces/{name}/picks", "api"),
     "answerPick": Route("POST", "/v1/workspaces/{name}/picks/{deliveryId}/answer", "api"),
+    "createEffect": Route("POST", "/v1/workspaces/{name}/effects", "api"),
+    "listEffects": Route("GET", "/v1/workspaces/{name}/effects", "api"),
+    "getEffect": Route("GET", "/v1/workspaces/{name}/effects/{effectId}", "api"),
     "takePick": Route("POST", "/v1/sandbox/agents/{iid}/picks", "sandbox"),
     "readAllowed": Route("GET", "/v1/sandbox/agents/{iid}/allowed", "sandbox"),
     "readDelivery": Route("GET", "/v1/sandbox/agents/{iid}/deliveries/{deliveryId}", "sandbox"),
@@ -71,13 +74,22 @@ class CreateWorkspaceBodyUserSize(TypedDict):
     """Disk for `/work`: the Harness's ephemeral-storage request (e.g. `20Gi`), with no limit."""
 
 
+class CreateWorkspaceBodyEffectorSecretsItem(TypedDict):
+    """A key of a Secret the workspace's Effector mounts (effector.secrets at create)."""
+
+    secret: str
+    key: str
+
+
 class CreateWorkspaceBodyEffector(TypedDict):
     """A Sandbox Effector beside the Harness (decision 0021)."""
 
     image: NotRequired[str]
-    """The Sandbox Effector's image (default: the pod config's effector.image). It holds push credentials, so only the pod config's image or one of its effector.allowedImages digests is accepted (decision 0048)."""
+    """The Sandbox Effector's image (default: the pod config's effector.image, else the companions image). It holds push credentials and effect secrets, so only the pod config's image or one of its effector.allowedImages digests is accepted (decision 0048); its command is jr2's Effector (decision 0070)."""
     pushes: NotRequired[list[str]]
     """The Repo Slots the Effector pushes: each slot's fence entry must name its push `secret`, which the Sandbox's spec.gitCredentials then names."""
+    secrets: NotRequired[list[CreateWorkspaceBodyEffectorSecretsItem]]
+    """The effect secrets this workspace's Effector mounts (decision 0070), each {secret, key} an entry of the pod config's effector.secrets this tenant may use: read-only at /run/jr2/secrets/<secret>/<key> in the effector alone, what an Effect's headers and env may name. Fixed at the create."""
 
 
 class CreateWorkspaceBodyEgress(TypedDict):
@@ -309,7 +321,7 @@ WorkspaceEvent: TypeAlias = WorkspaceEventTransition | WorkspaceEventWait | Work
 
 
 class ErrorBodyError(TypedDict):
-    code: Literal["unauthorized", "forbidden", "not_found", "method_not_allowed", "unsupported_media_type", "too_large", "invalid", "rate_limited", "internal", "fence_refused", "image_refused", "runtime_class_refused", "invalid_size", "no_sandbox", "egress_unreadable", "not_ready", "conflict", "busy", "turn_over", "too_many_streams", "harness_misbehaved", "harness_error", "ledger_unreadable", "unknown_conversation", "not_running", "not_on_menu", "not_allowed", "invalid_args", "pick_outstanding", "call_reused", "already_answered"]
+    code: Literal["unauthorized", "forbidden", "not_found", "method_not_allowed", "unsupported_media_type", "too_large", "invalid", "rate_limited", "internal", "fence_refused", "image_refused", "runtime_class_refused", "invalid_size", "no_sandbox", "egress_unreadable", "not_ready", "conflict", "busy", "turn_over", "too_many_streams", "harness_misbehaved", "harness_error", "ledger_unreadable", "unknown_conversation", "not_running", "not_on_menu", "not_allowed", "invalid_args", "pick_outstanding", "call_reused", "already_answered", "effector_absent", "effect_refused", "effect_conflict", "too_many_effects"]
     """A stable word from the error catalogue (docs/api/errors.md): what happened and what to do."""
     message: str
 
@@ -519,6 +531,229 @@ class StreamEventEnd(TypedDict):
 StreamEvent: TypeAlias = StreamEventTurn | StreamEventText | StreamEventTool | StreamEventToolResult | StreamEventPick | StreamEventWorking | StreamEventUsage | StreamEventAllowed | StreamEventEnd
 
 
+class EffectBodyPush(TypedDict):
+    """Push a Repo Slot's branch (or a commit) to the slot's remote, unattended."""
+
+    id: str
+    """The Machine's id for this Effect: sending it again answers the recorded result."""
+    idempotent: NotRequired[bool]
+    """Safe to run again: an Effect whose answer was lost is sent again instead of settling unknown."""
+    kind: Literal["push"]
+    slot: str
+    """The Repo Slot: pushed to its url under its fence entry, with that entry's push secret."""
+    branch: NotRequired[str]
+    """The worktree's branch to push (default: the workspace's branch)."""
+    commit: NotRequired[str]
+    """Push this commit instead of the branch's head."""
+    to: NotRequired[str]
+    """The remote branch (default: the branch pushed)."""
+    expect: NotRequired[str]
+    """Force, as a lease: the remote branch must hold this commit now, or the push is refused."""
+
+
+class EffectBodyHttpHeadersValue2(TypedDict):
+    """A key of a Secret the workspace's Effector mounts (effector.secrets at create)."""
+
+    secret: str
+    key: str
+
+
+EffectBodyHttpHeadersValue: TypeAlias = str | EffectBodyHttpHeadersValue2
+
+
+class EffectBodyHttpBody1(TypedDict):
+    json: Any
+
+
+class EffectBodyHttpBody2File(TypedDict):
+    slot: str
+    path: str
+
+
+class EffectBodyHttpBody2(TypedDict):
+    file: EffectBodyHttpBody2File
+
+
+EffectBodyHttpBody: TypeAlias = EffectBodyHttpBody1 | EffectBodyHttpBody2
+"""JSON, or a Worktree file of the workspace's branch (resolved inside its worktree)."""
+
+
+class EffectBodyHttp(TypedDict):
+    """An HTTP request from the Effector, through the egress point (e.g. opening a pull request)."""
+
+    id: str
+    """The Machine's id for this Effect: sending it again answers the recorded result."""
+    idempotent: NotRequired[bool]
+    """Safe to run again: an Effect whose answer was lost is sent again instead of settling unknown."""
+    kind: Literal["http"]
+    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
+    url: str
+    """Under a fence entry, or an origin of a secret the Effect names (decision 0070)."""
+    headers: NotRequired[dict[str, EffectBodyHttpHeadersValue]]
+    body: NotRequired[EffectBodyHttpBody]
+    """JSON, or a Worktree file of the workspace's branch (resolved inside its worktree)."""
+    maxResponseBytes: NotRequired[int]
+    timeoutSeconds: NotRequired[int]
+
+
+class EffectBodyCommandCwd(TypedDict):
+    """Where it runs: a directory of a Repo Slot's worktree (read-only)."""
+
+    slot: str
+    path: NotRequired[str]
+
+
+class EffectBodyCommand(TypedDict):
+    """A credentialed command, confined with Landlock (decision 0070)."""
+
+    id: str
+    """The Machine's id for this Effect: sending it again answers the recorded result."""
+    idempotent: NotRequired[bool]
+    """Safe to run again: an Effect whose answer was lost is sent again instead of settling unknown."""
+    kind: Literal["command"]
+    argv: list[str]
+    cwd: EffectBodyCommandCwd
+    """Where it runs: a directory of a Repo Slot's worktree (read-only)."""
+    env: NotRequired[dict[str, EffectBodyHttpHeadersValue]]
+    timeoutSeconds: NotRequired[int]
+    maxOutputBytes: NotRequired[int]
+
+
+EffectBody: TypeAlias = EffectBodyPush | EffectBodyHttp | EffectBodyCommand
+
+
+class EffectRecordResultPush(TypedDict):
+    kind: Literal["push"]
+    remote: str
+    """The url pushed to, without credentials."""
+    ref: str
+    """The remote ref, refs/heads/<to>."""
+    commit: str
+    """The commit the remote ref now holds."""
+    forced: bool
+
+
+class EffectRecordResultHttp(TypedDict):
+    kind: Literal["http"]
+    status: int
+    headers: dict[str, str]
+    body: str
+    bodyEncoding: Literal["utf8", "base64"]
+    truncated: bool
+
+
+class EffectRecordResultCommandTruncated(TypedDict):
+    stdout: bool
+    stderr: bool
+
+
+class EffectRecordResultCommand(TypedDict):
+    kind: Literal["command"]
+    exitCode: int | None
+    signal: str | None
+    timedOut: bool
+    stdout: str
+    stderr: str
+    truncated: EffectRecordResultCommandTruncated
+    ended: int
+
+
+EffectRecordResult: TypeAlias = EffectRecordResultPush | EffectRecordResultHttp | EffectRecordResultCommand
+"""What it did, once it ran (a failed command or a refused push included); an http body or a command's output as kept by the ledger (truncated says when cut)."""
+
+
+class EffectRecordError(TypedDict):
+    """Why it failed or is unknown (e.g. answer_lost, answer_unsigned, refused, push_rejected)."""
+
+    code: str
+    """e.g. push_rejected, lease_broken, refused, timeout, interrupted, unconfined"""
+    message: str
+
+
+class EffectRecordRequestPush(TypedDict):
+    """Push a Repo Slot's branch (or a commit) to the slot's remote, unattended."""
+
+    id: str
+    """The Machine's id for this Effect: sending it again answers the recorded result."""
+    idempotent: bool
+    """Safe to run again: an Effect whose answer was lost is sent again instead of settling unknown."""
+    kind: Literal["push"]
+    slot: str
+    """The Repo Slot: pushed to its url under its fence entry, with that entry's push secret."""
+    branch: NotRequired[str]
+    """The worktree's branch to push (default: the workspace's branch)."""
+    commit: NotRequired[str]
+    """Push this commit instead of the branch's head."""
+    to: NotRequired[str]
+    """The remote branch (default: the branch pushed)."""
+    expect: NotRequired[str]
+    """Force, as a lease: the remote branch must hold this commit now, or the push is refused."""
+
+
+class EffectRecordRequestHttp(TypedDict):
+    """An HTTP request from the Effector, through the egress point (e.g. opening a pull request)."""
+
+    id: str
+    """The Machine's id for this Effect: sending it again answers the recorded result."""
+    idempotent: bool
+    """Safe to run again: an Effect whose answer was lost is sent again instead of settling unknown."""
+    kind: Literal["http"]
+    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
+    url: str
+    """Under a fence entry, or an origin of a secret the Effect names (decision 0070)."""
+    headers: dict[str, EffectBodyHttpHeadersValue]
+    body: NotRequired[EffectBodyHttpBody]
+    """JSON, or a Worktree file of the workspace's branch (resolved inside its worktree)."""
+    maxResponseBytes: int
+    timeoutSeconds: int
+
+
+class EffectRecordRequestCommand(TypedDict):
+    """A credentialed command, confined with Landlock (decision 0070)."""
+
+    id: str
+    """The Machine's id for this Effect: sending it again answers the recorded result."""
+    idempotent: bool
+    """Safe to run again: an Effect whose answer was lost is sent again instead of settling unknown."""
+    kind: Literal["command"]
+    argv: list[str]
+    cwd: EffectBodyCommandCwd
+    """Where it runs: a directory of a Repo Slot's worktree (read-only)."""
+    env: dict[str, EffectBodyHttpHeadersValue]
+    timeoutSeconds: int
+    maxOutputBytes: int
+
+
+EffectRecordRequest: TypeAlias = EffectRecordRequestPush | EffectRecordRequestHttp | EffectRecordRequestCommand
+"""The Effect as the Machine sent it: secrets by reference only."""
+
+
+class EffectRecord(TypedDict):
+    """One of a workspace's Effects, as its ledger records it."""
+
+    id: str
+    """The Machine's id for this Effect: sending it again answers the recorded result."""
+    kind: Literal["push", "http", "command"]
+    idempotent: bool
+    state: Literal["queued", "sent", "succeeded", "failed", "unknown"]
+    """queued: recorded, waiting its turn; sent: handed to the Effector (recorded before the send); succeeded, failed: settled; unknown: its answer was lost and it is not idempotent, so it never runs again."""
+    acceptedAt: str
+    sentAt: NotRequired[str]
+    settledAt: NotRequired[str]
+    result: NotRequired[EffectRecordResult]
+    """What it did, once it ran (a failed command or a refused push included); an http body or a command's output as kept by the ledger (truncated says when cut)."""
+    error: NotRequired[EffectRecordError]
+    """Why it failed or is unknown (e.g. answer_lost, answer_unsigned, refused, push_rejected)."""
+    request: EffectRecordRequest
+    """The Effect as the Machine sent it: secrets by reference only."""
+
+
+class EffectList(TypedDict):
+    """The workspace's Effects, in the order the Machine sent them."""
+
+    items: list[EffectRecord]
+
+
 WorkspaceEventsEvent: TypeAlias = WorkspaceView | WorkspaceEvent
 
 
@@ -539,6 +774,10 @@ SetAllowedAnswer: TypeAlias = AllowedSet
 ListPicksAnswer: TypeAlias = PickList
 AnswerPickBody: TypeAlias = AnswerBody
 AnswerPickAnswer: TypeAlias = AnswerReceipt
+CreateEffectBody: TypeAlias = EffectBody
+CreateEffectAnswer: TypeAlias = EffectRecord
+ListEffectsAnswer: TypeAlias = EffectList
+GetEffectAnswer: TypeAlias = EffectRecord
 TakePickBody: TypeAlias = PickBody
 TakePickAnswer: TypeAlias = PickReceipt
 ReadAllowedAnswer: TypeAlias = Allowed

@@ -27,6 +27,9 @@ from .api import (
     CreateWorkspaceAnswer,
     CreateWorkspaceBody,
     DeleteWorkspaceAnswer,
+    EffectBody,
+    EffectList,
+    EffectRecord,
     EgressLogAnswer,
     GetEgressAnswer,
     GetWorkspaceAnswer,
@@ -44,6 +47,9 @@ from .api import (
 )
 
 T = TypeVar("T")
+
+#: The Effect states after which nothing more happens to it.
+SETTLED_EFFECT_STATES: frozenset[str] = frozenset({"succeeded", "failed", "unknown"})
 
 #: The workspace states after which nothing more happens.
 FINAL_STATES: frozenset[str] = frozenset({"lost", "failed", "destroyed"})
@@ -293,6 +299,37 @@ class OrchestratorClient:
         params = {"name": name, "deliveryId": delivery_id}
         return cast(AnswerPickAnswer, self._call("answerPick", params, {"answer": answer}))
 
+    # ---- a Machine's Effects (run by the workspace's Effector, each at most once)
+
+    def create_effect(self, name: str, body: EffectBody) -> EffectRecord:
+        """Asks the workspace's Effector for an Effect (a push, an http request, a credentialed
+        command), recorded before it runs. The same ``id`` again with the same body answers its
+        record and runs nothing, so a Machine may retry a create it did not hear the answer of."""
+        return cast(EffectRecord, self._call("createEffect", {"name": name}, body))
+
+    def get_effect(self, name: str, effect_id: str, *, wait_seconds: int | None = None) -> EffectRecord:
+        """One Effect's record; with ``wait_seconds`` (at most 60) the server holds until it settles."""
+        query = "" if wait_seconds is None else f"?wait={max(0, int(wait_seconds))}"
+        params = {"name": name, "effectId": effect_id}
+        return cast(EffectRecord, self._call("getEffect", params, query=query, timeout=self._timeout + 70))
+
+    def list_effects(self, name: str) -> EffectList:
+        """The workspace's Effects, in the order they were sent."""
+        return cast(EffectList, self._call("listEffects", {"name": name}))
+
+    def run_effect(self, name: str, body: EffectBody, *, timeout: float = 600.0) -> EffectRecord:
+        """Creates the Effect (or finds it, by its id) and waits until it settles: its record, whose
+        ``state`` is succeeded, failed or unknown. Raises OrchestratorError (code ``timeout``) when
+        ``timeout`` seconds pass first; the Effect then still runs, and the same call waits on it again."""
+        deadline = time.monotonic() + timeout
+        record = self.create_effect(name, body)
+        while record["state"] not in SETTLED_EFFECT_STATES:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise OrchestratorError(408, "timeout", f"Effect {body['id']} of workspace {name} is still {record['state']}")
+            record = self.get_effect(name, body["id"], wait_seconds=min(60, max(1, int(left + 0.999))))
+        return record
+
     # ---- a Sandbox's routes (the token is the Sandbox token its Custodian adds)
 
     def take_pick(self, iid: str, body: TakePickBody) -> TakePickAnswer:
@@ -329,11 +366,13 @@ class OrchestratorClient:
 
     # ---- the wire
 
-    def _call(self, route: str, params: dict[str, str], body: object = None, query: str = "") -> object:
+    def _call(
+        self, route: str, params: dict[str, str], body: object = None, query: str = "", timeout: float | None = None
+    ) -> object:
         """One route of the table, its method and path from there; the answer's JSON."""
         method = ROUTES[route].method
         path = path_for(route, params) + query
-        conn, res = self._send(route, path, {}, body)
+        conn, res = self._send(route, path, {}, body, timeout=timeout)
         try:
             text = res.read().decode("utf-8", "replace")
         finally:
@@ -399,6 +438,7 @@ class OrchestratorClient:
         body: object = None,
         *,
         stream: bool = False,
+        timeout: float | None = None,
     ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
         """The request sent, again (backoff 0.1 s to 1 s) while the connection is refused within
         the reconnect window: nothing of it was sent, so a create may be sent again too."""
@@ -409,7 +449,7 @@ class OrchestratorClient:
         until = time.monotonic() + self._reconnect_window
         backoff = 0.1
         while True:
-            conn = self._connection(None if stream else self._timeout)
+            conn = self._connection(None if stream else (timeout or self._timeout))
             try:
                 conn.request(ROUTES[route].method, self._prefix + path, body=payload, headers=all_headers)
                 return conn, conn.getresponse()

@@ -112,6 +112,9 @@ class Routes(unittest.TestCase):
         c.set_allowed(w, "ws.1", ["propose"])
         c.picks(w)
         c.answer(w, "d/1", "yes")
+        c.create_effect(w, {"id": "push-1", "kind": "push", "slot": "app"})
+        c.list_effects(w)
+        c.get_effect(w, "push-1", wait_seconds=30)
         c.take_pick("ws.1", {"pick": "propose", "submissionId": "s", "callId": "c", "args": {}})
         c.read_allowed("ws.1")
         c.read_delivery("ws.1", "d1", wait_ms=10)
@@ -134,6 +137,9 @@ class Routes(unittest.TestCase):
                 "PUT /v1/workspaces/ws%201/turns/ws.1/allowed",
                 "GET /v1/workspaces/ws%201/picks",
                 "POST /v1/workspaces/ws%201/picks/d%2F1/answer",
+                "POST /v1/workspaces/ws%201/effects",
+                "GET /v1/workspaces/ws%201/effects",
+                "GET /v1/workspaces/ws%201/effects/push-1?wait=30",
                 "POST /v1/sandbox/agents/ws.1/picks",
                 "GET /v1/sandbox/agents/ws.1/allowed",
                 "GET /v1/sandbox/agents/ws.1/deliveries/d1?wait=10",
@@ -153,6 +159,28 @@ class Routes(unittest.TestCase):
         self.assertTrue(all(s["auth"] == "Bearer tok-1" for s in self.server.seen))
         self.assertEqual(json.loads(self.server.seen[0]["body"]), {"image": "img", "branch": "b"})
         self.assertEqual(json.loads(self.server.seen[5]["body"]), {"allow": ["a.example:443"]})
+
+    def test_run_effect_creates_then_holds_until_it_settles(self) -> None:
+        states = ["queued", "sent", "succeeded"]
+
+        def handler(h: BaseHTTPRequestHandler, _body: str) -> None:
+            answer(h, 200, {"id": "e-1", "kind": "http", "idempotent": False, "state": states.pop(0) if states else "succeeded"})
+
+        server = StandIn(handler)
+        try:
+            c = OrchestratorClient(server.url, "tok-1")
+            record = c.run_effect("ws", {"id": "e-1", "kind": "http", "method": "GET", "url": "https://forge.example/x"})
+            self.assertEqual(record["state"], "succeeded")
+            self.assertEqual(
+                [f"{s['method']} {s['url']}" for s in server.seen],
+                [
+                    "POST /v1/workspaces/ws/effects",
+                    "GET /v1/workspaces/ws/effects/e-1?wait=60",
+                    "GET /v1/workspaces/ws/effects/e-1?wait=60",
+                ],
+            )
+        finally:
+            server.stop()
 
     def test_an_error_answer_raises_with_status_code_and_message(self) -> None:
         with self.assertRaises(OrchestratorError) as caught:

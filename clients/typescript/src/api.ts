@@ -20,6 +20,9 @@ export const ROUTES = {
   setAllowed: { method: "PUT", path: "/v1/workspaces/{name}/turns/{iid}/allowed", auth: "api" },
   listPicks: { method: "GET", path: "/v1/workspaces/{name}/picks", auth: "api" },
   answerPick: { method: "POST", path: "/v1/workspaces/{name}/picks/{deliveryId}/answer", auth: "api" },
+  createEffect: { method: "POST", path: "/v1/workspaces/{name}/effects", auth: "api" },
+  listEffects: { method: "GET", path: "/v1/workspaces/{name}/effects", auth: "api" },
+  getEffect: { method: "GET", path: "/v1/workspaces/{name}/effects/{effectId}", auth: "api" },
   takePick: { method: "POST", path: "/v1/sandbox/agents/{iid}/picks", auth: "sandbox" },
   readAllowed: { method: "GET", path: "/v1/sandbox/agents/{iid}/allowed", auth: "sandbox" },
   readDelivery: { method: "GET", path: "/v1/sandbox/agents/{iid}/deliveries/{deliveryId}", auth: "sandbox" },
@@ -60,12 +63,20 @@ export type CreateWorkspaceBodyUserSize = {
   disk?: string;
 };
 
+/** A key of a Secret the workspace's Effector mounts (effector.secrets at create). */
+export type CreateWorkspaceBodyEffectorSecretsItem = {
+  secret: string;
+  key: string;
+};
+
 /** A Sandbox Effector beside the Harness (decision 0021). */
 export type CreateWorkspaceBodyEffector = {
-  /** The Sandbox Effector's image (default: the pod config's effector.image). It holds push credentials, so only the pod config's image or one of its effector.allowedImages digests is accepted (decision 0048). */
+  /** The Sandbox Effector's image (default: the pod config's effector.image, else the companions image). It holds push credentials and effect secrets, so only the pod config's image or one of its effector.allowedImages digests is accepted (decision 0048); its command is jr2's Effector (decision 0070). */
   image?: string;
   /** The Repo Slots the Effector pushes: each slot's fence entry must name its push `secret`, which the Sandbox's spec.gitCredentials then names. */
   pushes?: string[];
+  /** The effect secrets this workspace's Effector mounts (decision 0070), each {secret, key} an entry of the pod config's effector.secrets this tenant may use: read-only at /run/jr2/secrets/<secret>/<key> in the effector alone, what an Effect's headers and env may name. Fixed at the create. */
+  secrets?: CreateWorkspaceBodyEffectorSecretsItem[];
 };
 
 /** The hosts the Sandbox may reach beside the installation's base list (decision 0051); read and replaced later with GET and PUT /v1/workspaces/{name}/egress. Absent: the base list alone. */
@@ -286,7 +297,7 @@ export type WorkspaceEvent = WorkspaceEventTransition | WorkspaceEventWait | Wor
 
 export type ErrorBodyError = {
   /** A stable word from the error catalogue (docs/api/errors.md): what happened and what to do. */
-  code: "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "unsupported_media_type" | "too_large" | "invalid" | "rate_limited" | "internal" | "fence_refused" | "image_refused" | "runtime_class_refused" | "invalid_size" | "no_sandbox" | "egress_unreadable" | "not_ready" | "conflict" | "busy" | "turn_over" | "too_many_streams" | "harness_misbehaved" | "harness_error" | "ledger_unreadable" | "unknown_conversation" | "not_running" | "not_on_menu" | "not_allowed" | "invalid_args" | "pick_outstanding" | "call_reused" | "already_answered";
+  code: "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "unsupported_media_type" | "too_large" | "invalid" | "rate_limited" | "internal" | "fence_refused" | "image_refused" | "runtime_class_refused" | "invalid_size" | "no_sandbox" | "egress_unreadable" | "not_ready" | "conflict" | "busy" | "turn_over" | "too_many_streams" | "harness_misbehaved" | "harness_error" | "ledger_unreadable" | "unknown_conversation" | "not_running" | "not_on_menu" | "not_allowed" | "invalid_args" | "pick_outstanding" | "call_reused" | "already_answered" | "effector_absent" | "effect_refused" | "effect_conflict" | "too_many_effects";
   message: string;
 };
 
@@ -483,6 +494,213 @@ export type StreamEventEnd = {
 
 export type StreamEvent = StreamEventTurn | StreamEventText | StreamEventTool | StreamEventToolResult | StreamEventPick | StreamEventWorking | StreamEventUsage | StreamEventAllowed | StreamEventEnd;
 
+/** Push a Repo Slot's branch (or a commit) to the slot's remote, unattended. */
+export type EffectBodyPush = {
+  /** The Machine's id for this Effect: sending it again answers the recorded result. */
+  id: string;
+  /** Safe to run again: an Effect whose answer was lost is sent again instead of settling unknown. */
+  idempotent?: boolean;
+  kind: "push";
+  /** The Repo Slot: pushed to its url under its fence entry, with that entry's push secret. */
+  slot: string;
+  /** The worktree's branch to push (default: the workspace's branch). */
+  branch?: string;
+  /** Push this commit instead of the branch's head. */
+  commit?: string;
+  /** The remote branch (default: the branch pushed). */
+  to?: string;
+  /** Force, as a lease: the remote branch must hold this commit now, or the push is refused. */
+  expect?: string;
+};
+
+/** A key of a Secret the workspace's Effector mounts (effector.secrets at create). */
+export type EffectBodyHttpHeadersValue2 = {
+  secret: string;
+  key: string;
+};
+
+export type EffectBodyHttpHeadersValue = string | EffectBodyHttpHeadersValue2;
+
+export type EffectBodyHttpBody1 = {
+  json: unknown;
+};
+
+export type EffectBodyHttpBody2File = {
+  slot: string;
+  path: string;
+};
+
+export type EffectBodyHttpBody2 = {
+  file: EffectBodyHttpBody2File;
+};
+
+/** JSON, or a Worktree file of the workspace's branch (resolved inside its worktree). */
+export type EffectBodyHttpBody = EffectBodyHttpBody1 | EffectBodyHttpBody2;
+
+/** An HTTP request from the Effector, through the egress point (e.g. opening a pull request). */
+export type EffectBodyHttp = {
+  /** The Machine's id for this Effect: sending it again answers the recorded result. */
+  id: string;
+  /** Safe to run again: an Effect whose answer was lost is sent again instead of settling unknown. */
+  idempotent?: boolean;
+  kind: "http";
+  method: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
+  /** Under a fence entry, or an origin of a secret the Effect names (decision 0070). */
+  url: string;
+  headers?: Record<string, EffectBodyHttpHeadersValue>;
+  /** JSON, or a Worktree file of the workspace's branch (resolved inside its worktree). */
+  body?: EffectBodyHttpBody;
+  maxResponseBytes?: number;
+  timeoutSeconds?: number;
+};
+
+/** Where it runs: a directory of a Repo Slot's worktree (read-only). */
+export type EffectBodyCommandCwd = {
+  slot: string;
+  path?: string;
+};
+
+/** A credentialed command, confined with Landlock (decision 0070). */
+export type EffectBodyCommand = {
+  /** The Machine's id for this Effect: sending it again answers the recorded result. */
+  id: string;
+  /** Safe to run again: an Effect whose answer was lost is sent again instead of settling unknown. */
+  idempotent?: boolean;
+  kind: "command";
+  argv: string[];
+  /** Where it runs: a directory of a Repo Slot's worktree (read-only). */
+  cwd: EffectBodyCommandCwd;
+  env?: Record<string, EffectBodyHttpHeadersValue>;
+  timeoutSeconds?: number;
+  maxOutputBytes?: number;
+};
+
+export type EffectBody = EffectBodyPush | EffectBodyHttp | EffectBodyCommand;
+
+export type EffectRecordResultPush = {
+  kind: "push";
+  /** The url pushed to, without credentials. */
+  remote: string;
+  /** The remote ref, refs/heads/<to>. */
+  ref: string;
+  /** The commit the remote ref now holds. */
+  commit: string;
+  forced: boolean;
+};
+
+export type EffectRecordResultHttp = {
+  kind: "http";
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+  bodyEncoding: "utf8" | "base64";
+  truncated: boolean;
+};
+
+export type EffectRecordResultCommandTruncated = {
+  stdout: boolean;
+  stderr: boolean;
+};
+
+export type EffectRecordResultCommand = {
+  kind: "command";
+  exitCode: number | null;
+  signal: string | null;
+  timedOut: boolean;
+  stdout: string;
+  stderr: string;
+  truncated: EffectRecordResultCommandTruncated;
+  ended: number;
+};
+
+/** What it did, once it ran (a failed command or a refused push included); an http body or a command's output as kept by the ledger (truncated says when cut). */
+export type EffectRecordResult = EffectRecordResultPush | EffectRecordResultHttp | EffectRecordResultCommand;
+
+/** Why it failed or is unknown (e.g. answer_lost, answer_unsigned, refused, push_rejected). */
+export type EffectRecordError = {
+  /** e.g. push_rejected, lease_broken, refused, timeout, interrupted, unconfined */
+  code: string;
+  message: string;
+};
+
+/** Push a Repo Slot's branch (or a commit) to the slot's remote, unattended. */
+export type EffectRecordRequestPush = {
+  /** The Machine's id for this Effect: sending it again answers the recorded result. */
+  id: string;
+  /** Safe to run again: an Effect whose answer was lost is sent again instead of settling unknown. */
+  idempotent: boolean;
+  kind: "push";
+  /** The Repo Slot: pushed to its url under its fence entry, with that entry's push secret. */
+  slot: string;
+  /** The worktree's branch to push (default: the workspace's branch). */
+  branch?: string;
+  /** Push this commit instead of the branch's head. */
+  commit?: string;
+  /** The remote branch (default: the branch pushed). */
+  to?: string;
+  /** Force, as a lease: the remote branch must hold this commit now, or the push is refused. */
+  expect?: string;
+};
+
+/** An HTTP request from the Effector, through the egress point (e.g. opening a pull request). */
+export type EffectRecordRequestHttp = {
+  /** The Machine's id for this Effect: sending it again answers the recorded result. */
+  id: string;
+  /** Safe to run again: an Effect whose answer was lost is sent again instead of settling unknown. */
+  idempotent: boolean;
+  kind: "http";
+  method: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
+  /** Under a fence entry, or an origin of a secret the Effect names (decision 0070). */
+  url: string;
+  headers: Record<string, EffectBodyHttpHeadersValue>;
+  /** JSON, or a Worktree file of the workspace's branch (resolved inside its worktree). */
+  body?: EffectBodyHttpBody;
+  maxResponseBytes: number;
+  timeoutSeconds: number;
+};
+
+/** A credentialed command, confined with Landlock (decision 0070). */
+export type EffectRecordRequestCommand = {
+  /** The Machine's id for this Effect: sending it again answers the recorded result. */
+  id: string;
+  /** Safe to run again: an Effect whose answer was lost is sent again instead of settling unknown. */
+  idempotent: boolean;
+  kind: "command";
+  argv: string[];
+  /** Where it runs: a directory of a Repo Slot's worktree (read-only). */
+  cwd: EffectBodyCommandCwd;
+  env: Record<string, EffectBodyHttpHeadersValue>;
+  timeoutSeconds: number;
+  maxOutputBytes: number;
+};
+
+/** The Effect as the Machine sent it: secrets by reference only. */
+export type EffectRecordRequest = EffectRecordRequestPush | EffectRecordRequestHttp | EffectRecordRequestCommand;
+
+/** One of a workspace's Effects, as its ledger records it. */
+export type EffectRecord = {
+  /** The Machine's id for this Effect: sending it again answers the recorded result. */
+  id: string;
+  kind: "push" | "http" | "command";
+  idempotent: boolean;
+  /** queued: recorded, waiting its turn; sent: handed to the Effector (recorded before the send); succeeded, failed: settled; unknown: its answer was lost and it is not idempotent, so it never runs again. */
+  state: "queued" | "sent" | "succeeded" | "failed" | "unknown";
+  acceptedAt: string;
+  sentAt?: string;
+  settledAt?: string;
+  /** What it did, once it ran (a failed command or a refused push included); an http body or a command's output as kept by the ledger (truncated says when cut). */
+  result?: EffectRecordResult;
+  /** Why it failed or is unknown (e.g. answer_lost, answer_unsigned, refused, push_rejected). */
+  error?: EffectRecordError;
+  /** The Effect as the Machine sent it: secrets by reference only. */
+  request: EffectRecordRequest;
+};
+
+/** The workspace's Effects, in the order the Machine sent them. */
+export type EffectList = {
+  items: EffectRecord[];
+};
+
 export type WorkspaceEventsEvent = WorkspaceView | WorkspaceEvent;
 
 /* What each route sends, answers and streams, by the route's id; and the names a Machine reads. */
@@ -502,6 +720,10 @@ export type SetAllowedAnswer = AllowedSet;
 export type ListPicksAnswer = PickList;
 export type AnswerPickBody = AnswerBody;
 export type AnswerPickAnswer = AnswerReceipt;
+export type CreateEffectBody = EffectBody;
+export type CreateEffectAnswer = EffectRecord;
+export type ListEffectsAnswer = EffectList;
+export type GetEffectAnswer = EffectRecord;
 export type TakePickBody = PickBody;
 export type TakePickAnswer = PickReceipt;
 export type ReadAllowedAnswer = Allowed;
@@ -527,6 +749,9 @@ export type RouteTypes = {
   setAllowed: { body: AllowedBody; answer: AllowedSet; status: 200; event: never };
   listPicks: { body: never; answer: PickList; status: 200; event: never };
   answerPick: { body: AnswerBody; answer: AnswerReceipt; status: 200; event: never };
+  createEffect: { body: EffectBody; answer: EffectRecord; status: 200; event: never };
+  listEffects: { body: never; answer: EffectList; status: 200; event: never };
+  getEffect: { body: never; answer: EffectRecord; status: 200; event: never };
   takePick: { body: PickBody; answer: PickReceipt; status: 200; event: never };
   readAllowed: { body: never; answer: Allowed; status: 200; event: never };
   readDelivery: { body: never; answer: Delivery; status: 200; event: never };

@@ -9,6 +9,9 @@ import {
   ROUTES,
   type AbortReceipt,
   type AllowedSet,
+  type EffectBody,
+  type EffectList,
+  type EffectRecord,
   type RouteId,
   type RouteTypes,
   type StreamEvent,
@@ -24,6 +27,9 @@ export type AnswerOf<R extends RouteId> = RouteTypes[R]["answer"];
 
 /** One item of a workspace's event stream: first its view (`snapshot`), then each event. */
 export type WorkspaceStreamItem = { type: "snapshot"; view: WorkspaceView } | WorkspaceEvent;
+
+/** The Effect states after which nothing more happens to it. */
+export const SETTLED_EFFECT_STATES: readonly string[] = ["succeeded", "failed", "unknown"];
 
 /** The workspace states after which nothing more happens. */
 export const FINAL_STATES: readonly string[] = ["lost", "failed", "destroyed"];
@@ -198,6 +204,45 @@ export class OrchestratorClient {
   /** Answers a pick: the text the Agent's model reads as the Menu tool's result. */
   answer(name: string, deliveryId: string, answer: string): Promise<AnswerOf<"answerPick">> {
     return this.call("answerPick", { name, deliveryId }, { answer });
+  }
+
+  // ---- a Machine's Effects (run by the workspace's Effector, each at most once)
+
+  /**
+   * Asks the workspace's Effector for an Effect (a push, an http request, a credentialed command),
+   * recorded before it runs. Sending the same `id` again with the same body answers its record and
+   * runs nothing, so a Machine may retry a create it did not hear the answer of.
+   */
+  createEffect(name: string, body: EffectBody): Promise<EffectRecord> {
+    return this.call("createEffect", { name }, body);
+  }
+
+  /** One Effect's record; with `waitSeconds` (at most 60) the server holds until it settles. */
+  getEffect(name: string, id: string, opts: { waitSeconds?: number } = {}): Promise<EffectRecord> {
+    const query = opts.waitSeconds !== undefined ? `?wait=${Math.max(0, Math.round(opts.waitSeconds))}` : "";
+    return this.call("getEffect", { name, effectId: id }, undefined, query);
+  }
+
+  /** The workspace's Effects, in the order they were sent. */
+  listEffects(name: string): Promise<EffectList> {
+    return this.call("listEffects", { name });
+  }
+
+  /**
+   * Creates the Effect (or finds it, by its id) and waits until it settles: its record, whose
+   * `state` is succeeded, failed or unknown. Throws (code `timeout`) when `timeoutMs` (default 10
+   * minutes) passes first; the Effect then still runs, and the same call again waits on it.
+   */
+  async runEffect(name: string, body: EffectBody, opts: { timeoutMs?: number } = {}): Promise<EffectRecord> {
+    const deadline = Date.now() + (opts.timeoutMs ?? 600_000);
+    let record = await this.createEffect(name, body);
+    while (!SETTLED_EFFECT_STATES.includes(record.state)) {
+      const left = deadline - Date.now();
+      if (left <= 0)
+        throw new OrchestratorError(408, "timeout", `Effect ${body.id} of workspace ${name} is still ${record.state}`);
+      record = await this.getEffect(name, body.id, { waitSeconds: Math.min(60, Math.ceil(left / 1000)) });
+    }
+    return record;
   }
 
   // ---- a Sandbox's routes (the token is the Sandbox token its Custodian adds)

@@ -82,6 +82,9 @@ describe("OrchestratorClient", () => {
     await client.setAllowed(w, "ws.1", ["propose"]);
     await client.picks(w);
     await client.answer(w, "d/1", "yes");
+    await client.createEffect(w, { id: "push-1", kind: "push", slot: "app" });
+    await client.listEffects(w);
+    await client.getEffect(w, "push-1", { waitSeconds: 30 });
     await client.takePick("ws.1", { pick: "propose", submissionId: "s", callId: "c", args: {} });
     await client.readAllowed("ws.1");
     await client.readDelivery("ws.1", "d1", { waitMs: 10 });
@@ -103,6 +106,9 @@ describe("OrchestratorClient", () => {
       "PUT /v1/workspaces/ws%201/turns/ws.1/allowed",
       "GET /v1/workspaces/ws%201/picks",
       "POST /v1/workspaces/ws%201/picks/d%2F1/answer",
+      "POST /v1/workspaces/ws%201/effects",
+      "GET /v1/workspaces/ws%201/effects",
+      "GET /v1/workspaces/ws%201/effects/push-1?wait=30",
       "POST /v1/sandbox/agents/ws.1/picks",
       "GET /v1/sandbox/agents/ws.1/allowed",
       "GET /v1/sandbox/agents/ws.1/deliveries/d1?wait=10",
@@ -123,6 +129,29 @@ describe("OrchestratorClient", () => {
     assert.ok(server.seen.every((s) => s.auth === "Bearer tok-1"));
     assert.deepEqual(JSON.parse(server.seen[0]!.body), { image: "img", branch: "b" });
     assert.deepEqual(JSON.parse(server.seen[5]!.body), { allow: ["a.example:443"] });
+  });
+
+  it("runs an Effect: creates it, then holds on its GET until it settles", async () => {
+    const states = ["queued", "sent", "succeeded"];
+    const effects = await standIn((_req, res) =>
+      json(res, 200, { id: "e-1", kind: "http", idempotent: false, state: states.shift() ?? "succeeded" }),
+    );
+    try {
+      const c = new OrchestratorClient({ url: effects.url, token: "tok-1" });
+      const body = { id: "e-1", kind: "http" as const, method: "GET" as const, url: "https://forge.example/x" };
+      const record = await c.runEffect("ws", body);
+      assert.equal(record.state, "succeeded");
+      assert.deepEqual(
+        effects.seen.map((s) => `${s.method} ${s.url}`),
+        [
+          "POST /v1/workspaces/ws/effects",
+          "GET /v1/workspaces/ws/effects/e-1?wait=60",
+          "GET /v1/workspaces/ws/effects/e-1?wait=60",
+        ],
+      );
+    } finally {
+      await effects.stop();
+    }
   });
 
   it("throws the API's error as an OrchestratorError with its status, code and message", async () => {
