@@ -5,7 +5,7 @@
 //   capabilities/  the Pepr module; imports api/, lib/ and capabilities/, never a companion; inside
 //                  it, each folder imports the shared rules (rules/) and only what CAPABILITY_FOLDERS
 //                  allows, the binding table (capabilities/*.ts) all (docs/decisions/0035)
-//   harness/, cache-agent/, custodian/, orchestrator/, egress/   the companions; each imports api/, lib/ and
+//   harness/, cache-agent/, custodian/, orchestrator/, egress/, effector/   the companions; each imports api/, lib/ and
 //                  itself, never a capability and never another companion (one exception below)
 //   dev/, scripts/, bench/, test/   tooling: may import anything; product code never imports them
 //   clients/       the API's clients, each its own package: imports its own folder and Node's
@@ -19,7 +19,7 @@ import js from "@eslint/js";
 const folder = (name) => `^(\\.\\./)+${name}(/|$)|^\\./${name}/`;
 
 const TOOLING = ["dev", "scripts", "bench", "test", "examples"];
-const COMPANIONS = ["harness", "cache-agent", "custodian", "orchestrator", "egress"];
+const COMPANIONS = ["harness", "cache-agent", "custodian", "orchestrator", "egress", "effector"];
 
 const LAYOUT = "docs/decisions/0012-shared-contracts.md";
 const CONTROLLERS = "docs/decisions/0035-one-controller-style.md";
@@ -192,7 +192,7 @@ export const boundaries = [
     rules: {
       "no-restricted-imports": refuse(
         folders(
-          ["capabilities", "cache-agent", "custodian", "egress", ...TOOLING],
+          ["capabilities", "cache-agent", "custodian", "egress", "effector", ...TOOLING],
           "orchestrator/local/local-harness.ts may start the Harness, nothing else outside the shared home",
         ),
         orchestratorRooms("local"),

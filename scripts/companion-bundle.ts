@@ -14,6 +14,8 @@ export const COMPANIONS = {
   orchestrator: "orchestrator/main.ts",
   // The egress point (docs/decisions/0051): the Sandbox pods' one way out.
   egress: "egress/main.ts",
+  // The Sandbox Effector (decision 0070): the seat that runs a Machine's Effects with their secrets.
+  effector: "effector/main.ts",
   // The scripted model provider (decision 0025), so a cluster can serve it from a pod of the
   // companions image to Sandboxes on a real node (decision 0039): demos and tests, never a default.
   "scripted-model": "dev/scripted-model.ts",

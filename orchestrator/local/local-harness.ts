@@ -18,6 +18,7 @@ import { CA_CERT_KEY } from "../../api/custodian-config";
 import { HARNESS_ENV } from "../../api/env";
 import { repoCacheNamespaceDir } from "../../api/wire";
 import { localHarnessEnv, startLocalCustodian, syncLocalCa } from "./local-custodian";
+import { effectorSidecar, startLocalEffector } from "./local-effector";
 import { alive, companionCommand, hostEnv, killPid, startDetached, stopPid } from "./local-process";
 
 export type LocalHarnessOptions = {
@@ -33,13 +34,16 @@ export type LocalHarnessOptions = {
   log?: (entry: Record<string, unknown>) => void;
 };
 
-type Running = { url: string; stop(): Promise<void> };
+type Running = { url: string; effector?: EffectorAddress; stop(): Promise<void> };
+/** Where the Orchestrator's gateway reaches a Sandbox's Effector, and the pod address it signs for. */
+export type EffectorAddress = { url: string; pod: string };
 
 /** How often each local Custodian's CA files are brought in step with the Sandbox's CA Secret. */
 const CA_SYNC_MS = 5 * 60_000;
 
 export class LocalHarnesses {
   readonly #running = new Map<string, Promise<Running>>();
+  readonly #effectors = new Map<string, EffectorAddress>();
   #caSync?: NodeJS.Timeout;
 
   constructor(readonly opts: LocalHarnessOptions) {}
@@ -51,10 +55,18 @@ export class LocalHarnesses {
     if (!running) {
       running = this.#start(sandbox);
       this.#running.set(name, running);
-      running.catch(() => this.#running.delete(name));
+      running.then(
+        (r) => void (r.effector && this.#effectors.set(name, r.effector)),
+        () => this.#running.delete(name),
+      );
     }
     return running.then((r) => r.url);
   };
+
+  /** The local Effector of a Sandbox whose local pod runs one (its spec has an `effector` sidecar). */
+  effectorAddress(name: string): { url: string; pod: string } | undefined {
+    return this.#effectors.get(name);
+  }
 
   /** Stops still under way: stopAll waits for them too, so an exiting Orchestrator leaves none half done. */
   readonly #stopping = new Set<Promise<void>>();
@@ -62,6 +74,7 @@ export class LocalHarnesses {
   async stop(name: string): Promise<void> {
     const running = this.#running.get(name);
     this.#running.delete(name);
+    this.#effectors.delete(name);
     const done = (running ?? Promise.reject(new Error("not running"))).then((r) => r.stop()).catch(() => undefined);
     this.#stopping.add(done);
     await done;
@@ -98,6 +111,17 @@ export class LocalHarnesses {
     const custodian = await startLocalCustodian(this.opts.namespace, name, podDir);
     // Recorded at once: an Orchestrator killed before the Harness is up leaves no Custodian behind.
     writeFileSync(join(podDir, STATE), JSON.stringify({ custodian: custodian.pid }));
+    // The Sandbox Effector, where the pod has one (decision 0070).
+    const effector = effectorSidecar(sandbox)
+      ? await startLocalEffector(this.opts.namespace, sandbox, podDir, { work: workRoot, repos: reposRoot }).catch(
+          async (err: unknown) => {
+            await custodian.stop();
+            throw err;
+          },
+        )
+      : undefined;
+    if (effector)
+      writeFileSync(join(podDir, STATE), JSON.stringify({ custodian: custodian.pid, effector: effector.pid }));
     this.opts.log?.({ level: "info", message: "local custodian listening", sandbox: name, url: custodian.url });
     const env = localHarnessEnv(sandbox.spec?.env, {
       custodianUrl: custodian.url,
@@ -122,15 +146,16 @@ export class LocalHarnesses {
         /"message":"listening","port":(\d+)/,
         "Harness",
       );
-      const state: Required<PodState> = {
+      const state: PodState & { harness: number; url: string } = {
         harness: harness.pid,
         custodian: custodian.pid,
         url: `http://127.0.0.1:${harness.port}`,
+        ...(effector ? { effector: effector.pid, effectorUrl: effector.url } : {}),
       };
       writeFileSync(join(podDir, STATE), JSON.stringify(state));
       return running(podDir, state);
     } catch (err) {
-      await custodian.stop();
+      await Promise.all([custodian.stop(), effector?.stop()]);
       throw err;
     }
   }
@@ -162,16 +187,17 @@ async function inline(workRoot: string, reposRoot: string, tokenSha256: string |
 }
 
 /** The local pod's processes, as the state file keeps them. */
-type PodState = { custodian: number; harness?: number; url?: string };
+type PodState = { custodian: number; harness?: number; url?: string; effector?: number; effectorUrl?: string };
 const STATE = "local.json";
 
-function running(podDir: string, state: Required<PodState>): Running {
-  return { url: state.url, stop: () => stopPod(podDir, state) };
+function running(podDir: string, state: PodState & { harness: number; url: string }): Running {
+  const effector = state.effectorUrl ? { url: state.effectorUrl, pod: "127.0.0.1" } : undefined;
+  return { url: state.url, effector, stop: () => stopPod(podDir, state) };
 }
 
 /** Both told at once (an Orchestrator that exits right after still stops both), then awaited. */
 async function stopPod(podDir: string, state: PodState): Promise<void> {
-  const pids = [state.harness, state.custodian].filter((p): p is number => p !== undefined);
+  const pids = [state.harness, state.custodian, state.effector].filter((p): p is number => p !== undefined);
   pids.forEach(killPid);
   await Promise.all(pids.map(stopPid));
   rmSync(join(podDir, STATE), { force: true });
@@ -189,7 +215,8 @@ async function adopt(podDir: string): Promise<Running | undefined> {
   }
   const { harness, url, custodian } = state;
   // Half a pod (its Orchestrator died while starting it) or a dead one: stopped, then started anew.
-  if (harness === undefined || url === undefined || !alive(harness) || !alive(custodian)) {
+  const effectorDead = state.effector !== undefined && !alive(state.effector);
+  if (harness === undefined || url === undefined || !alive(harness) || !alive(custodian) || effectorDead) {
     await stopPod(podDir, state);
     return undefined;
   }
@@ -197,7 +224,7 @@ async function adopt(podDir: string): Promise<Running | undefined> {
     (r) => r.ok,
     () => false,
   );
-  if (ok) return running(podDir, { harness, url, custodian });
+  if (ok) return running(podDir, { ...state, harness, url });
   await stopPod(podDir, state);
   return undefined;
 }

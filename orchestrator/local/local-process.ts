@@ -18,7 +18,7 @@ export type Detached = { pid: number; port: number };
 
 /** A companion program: beside this file when bundled (dist/companions), else the build's bundle,
  * else its source with tsx as node's loader (one process, so a signal to it reaches the program). */
-export function companionCommand(name: "harness" | "custodian"): [string, string[]] {
+export function companionCommand(name: "harness" | "custodian" | "effector"): [string, string[]] {
   const sibling = join(__dirname, `${name}.js`);
   if (existsSync(sibling)) return [process.execPath, [sibling]];
   const root = join(__dirname, "..");
