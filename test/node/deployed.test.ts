@@ -296,7 +296,14 @@ beforeAll(async () => {
     {
       apiVersion: "v1",
       kind: "Secret",
-      metadata: { name: "forge-push", namespace: SANDBOXES },
+      // The fence entry's one Secret: the cache agent clones with it (declared for the forge's url,
+      // decision 0046) and the Effector pushes with it.
+      metadata: {
+        name: "forge-push",
+        namespace: SANDBOXES,
+        labels: { "jr2.dev/repo-credential": "true" },
+        annotations: { "jr2.dev/repo-credential-hosts": `${FORGE_ORIGIN}/acme` },
+      },
       stringData: { username: "jr2-bot", token: FORGE_TOKEN },
     },
     {
