@@ -305,6 +305,13 @@ export function describeEffects(ctx: EffectsContext) {
       const good = signed(key, "thief");
       expect(post(good)).toBe("200");
       expect(post(good)).toBe("401");
+      // The thief's request is the barrier: the forge records in the order requests come, and every
+      // refused one was sent before it.
+      await ctx
+        .publicHost()
+        .waitFor("the thief's request at the forge", (rs) =>
+          rs.some((r) => r.kind === "forge" && r.path === "/forged/thief") ? true : undefined,
+        );
       const paths = ctx
         .publicHost()
         .forge()
