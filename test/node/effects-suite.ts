@@ -106,13 +106,14 @@ export function describeEffects(ctx: EffectsContext) {
       expect(remoteRef("acme/app.git", `refs/heads/${branch}`)).toBe(head);
       // The token went to the forge, in the push's Authorization, and nowhere the Machine reads. (The
       // forge's records are read from its pipe while this process awaits: waited for, not assumed.)
-      await ctx
-        .publicHost()
-        .waitFor("the push at the forge", (rs) =>
-          rs.slice(before).some((r) => r.kind === "forge" && r.service === "git-receive-pack" && r.method === "POST")
-            ? true
-            : undefined,
-        );
+      await ctx.publicHost().waitFor("the push at the forge", (rs) =>
+        rs
+          .filter((r) => r.kind === "forge")
+          .slice(before)
+          .some((r) => r.kind === "forge" && r.service === "git-receive-pack" && r.method === "POST")
+          ? true
+          : undefined,
+      );
       const pushes = ctx
         .publicHost()
         .forge()
@@ -177,11 +178,14 @@ export function describeEffects(ctx: EffectsContext) {
       expect({ state: r.state, error: r.error }).toEqual({ state: "succeeded", error: undefined });
       expect(r.result).toMatchObject({ kind: "http", status: 201 });
       expect(JSON.parse((r.result as { body: string }).body)).toMatchObject({ number: expect.any(Number) });
-      await ctx
-        .publicHost()
-        .waitFor("the pull request at the forge", (rs) =>
-          rs.slice(before).some((r) => r.kind === "forge" && r.path === "/api/repos/acme/app/pulls") ? true : undefined,
-        );
+      await ctx.publicHost().waitFor("the pull request at the forge", (rs) =>
+        rs
+          .filter((r) => r.kind === "forge")
+          .slice(before)
+          .some((r) => r.kind === "forge" && r.path === "/api/repos/acme/app/pulls")
+          ? true
+          : undefined,
+      );
       const api = ctx
         .publicHost()
         .forge()
