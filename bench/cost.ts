@@ -42,13 +42,22 @@ const TICK_S = 1 / Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8
 
 /** The CPU time a process has used (user + system, /proc/<pid>/stat), in seconds; NaN when gone. */
 export function cpuSeconds(pid: number | undefined): number {
-  if (pid === undefined) return NaN;
+  return cpuTimes(pid).own;
+}
+
+/** A process's CPU time (user + system) in seconds, its own and that of the children it has waited
+ * for (cutime + cstime: a git or jr2-confine it ran and reaped), from /proc/<pid>/stat; NaN when gone. */
+export function cpuTimes(pid: number | undefined): { own: number; children: number } {
+  if (pid === undefined) return { own: NaN, children: NaN };
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
     const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    return (Number(fields[11]) + Number(fields[12])) * TICK_S;
+    return {
+      own: (Number(fields[11]) + Number(fields[12])) * TICK_S,
+      children: (Number(fields[13]) + Number(fields[14])) * TICK_S,
+    };
   } catch {
-    return NaN;
+    return { own: NaN, children: NaN };
   }
 }
 

@@ -50,7 +50,11 @@
 // own pod, its volumes (copies of its Secrets and ConfigMaps), security and resources, each
 // container only sleeping, no probe, no hook; warm_ready_ratio_to_shaped_pod is what our software
 // adds to its own pod's start.
-//   BENCH_REAL_NODE_RUNS=20   BENCH_REAL_NODE_WARM_RUNS=3
+// BENCH_REAL_NODE_EFFECTOR=1: each warm workspace has a twin created with a Sandbox Effector
+// (`effector: {}`, jr2's program from the companions image, decision 0070), the two alternating
+// which goes first: warm_ready_with_effector_p50_seconds and its ratio to the workspaces without
+// in the same run (warm_ready_ratio_with_effector) are what the Effector adds to a workspace's start.
+//   BENCH_REAL_NODE_RUNS=20   BENCH_REAL_NODE_WARM_RUNS=3   BENCH_REAL_NODE_EFFECTOR=1
 import { spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import {
@@ -438,6 +442,7 @@ export async function stopRealNodeStage(
 export async function realNodeBench(kubeconfig: string): Promise<Result[]> {
   const runs = Number(process.env.BENCH_REAL_NODE_RUNS ?? 20);
   const warmRuns = Number(process.env.BENCH_REAL_NODE_WARM_RUNS ?? 3);
+  const withEffector = process.env.BENCH_REAL_NODE_EFFECTOR === "1";
   const env = await realNodeReady(kubeconfig);
   // run.ts built dist/ (unless BENCH_BUILD=0): the images carry its bundles.
   const images = pushProjectImages(env.JR2_REGISTRY, false);
@@ -456,7 +461,11 @@ export async function realNodeBench(kubeconfig: string): Promise<Result[]> {
   const remotes = join(tmp, "remotes");
   const remote = oneCommitRepository(join(tmp, "src"), join(remotes, "bench.git"));
   const podConfig = join(tmp, "pod-config.json");
-  writeFileSync(podConfig, JSON.stringify({ custodian: { image: images.companions }, placement }));
+  // The Effector's image is the companions image, already on the node (decision 0070).
+  writeFileSync(
+    podConfig,
+    JSON.stringify({ custodian: { image: images.companions }, effector: { image: images.companions }, placement }),
+  );
 
   const stage: Partial<RealNodeStage> = {};
   let watch: ReturnType<typeof watchPods> | undefined;
@@ -545,7 +554,7 @@ export async function realNodeBench(kubeconfig: string): Promise<Result[]> {
       return m;
     };
 
-    const once = async (cold: boolean, i: number): Promise<Run> => {
+    const once = async (cold: boolean, i: number, effector = false): Promise<Run> => {
       if (cold)
         for (const other of await removeImages(env.CRANE, refs)) if (!restore.includes(other)) restore.push(other);
       const from = logOffsets();
@@ -553,8 +562,9 @@ export async function realNodeBench(kubeconfig: string): Promise<Result[]> {
       const { name } = await again(() =>
         client.createWorkspace({
           image: images.sandbox,
-          branch: `bench/${i}`,
+          branch: `bench/${i}${effector ? "-effector" : ""}`,
           repos: [{ slot: "app", url: remote }],
+          ...(effector ? { effector: {} } : {}),
         }),
       );
       // Its `ready` as a Machine waiting on the workspace's events sees it (not a poll's period later).
@@ -609,7 +619,7 @@ export async function realNodeBench(kubeconfig: string): Promise<Result[]> {
         pulled: events.pulled,
       };
       log(
-        `${cold ? "cold" : "warm"} ${i + 1}: ${s(r.total)} s (scheduled ${s(r.scheduled)}, pull ${s(r.pull)}` +
+        `${cold ? "cold" : "warm"}${effector ? " with effector" : ""} ${i + 1}: ${s(r.total)} s (scheduled ${s(r.scheduled)}, pull ${s(r.pull)}` +
           ` [${r.pulled.map((p) => `${p.image.split("/").pop()!.split("@")[0]} ${p.seconds.toFixed(2)}s`).join(", ")}],` +
           ` start ${s(r.start)}, attach ${s(r.attach)})`,
       );
@@ -622,7 +632,7 @@ export async function realNodeBench(kubeconfig: string): Promise<Result[]> {
         const pod = JSON.parse(await kubectl(kubeconfig, ["get", "pod", "-n", ns, name, "-o", "json"])) as PodObject;
         r.cpu = containerCpu(pod);
         log(`warm ${i + 1} cpu until ready: ${line(r.cpu)}`);
-        r.shaped = await shapedCopies(pod, `shaped-${i}`);
+        if (!effector) r.shaped = await shapedCopies(pod, `shaped-${i}`);
       }
       // Gone before the next run: its pod, and the node's containers, so removing the images
       // leaves no snapshot of theirs behind.
@@ -727,9 +737,13 @@ export async function realNodeBench(kubeconfig: string): Promise<Result[]> {
     const warm: Run[] = [];
     const plain: PlainRun[] = [];
     const shaped: PlainRun[] = [];
+    const withEffectorRuns: Run[] = [];
     for (let i = 0; i < warmRuns; i++) {
+      // With BENCH_REAL_NODE_EFFECTOR=1 its twin with an Effector, first every other run.
+      if (withEffector && i % 2 === 1) withEffectorRuns.push(await once(false, i, true));
       const run = await once(false, i);
       warm.push(run);
+      if (withEffector && i % 2 === 0) withEffectorRuns.push(await once(false, i, true));
       plain.push(await plainOnce(i));
       shaped.push(await shapedOnce(i, run.shaped!));
     }
@@ -792,6 +806,21 @@ export async function realNodeBench(kubeconfig: string): Promise<Result[]> {
           bench: B,
           metric: `warm_ready_ratio_to_${floor}`,
           value: round(p50(warm.map((r) => r.total)) / p50(rs.map((r) => r.total))),
+          unit: "ratio",
+        });
+      }
+      // What the Effector adds to a workspace's start: its twins' p50 over the workspaces' without.
+      if (withEffectorRuns.length) {
+        out.push({ bench: B, metric: "warm_with_effector_runs", value: withEffectorRuns.length, unit: "count" });
+        percentiles("warm_ready_with_effector", withEffectorRuns, (r) => r.total);
+        for (const [name] of WORKSPACE_PARTS)
+          percentiles(`warm_with_effector_part_${name}`, withEffectorRuns, (r) => r.parts?.[name] ?? NaN);
+        for (const name of Object.keys(withEffectorRuns[0]?.cpu ?? {}))
+          percentiles(`warm_with_effector_cgroup_${name}`, withEffectorRuns, (r) => r.cpu?.[name] ?? NaN);
+        out.push({
+          bench: B,
+          metric: "warm_ready_ratio_with_effector",
+          value: round(p50(withEffectorRuns.map((r) => r.total)) / p50(warm.map((r) => r.total))),
           unit: "ratio",
         });
       }

@@ -3,8 +3,8 @@
 // plane (or KUBECONFIG) bring it up and build the module first; the others need neither.
 //   BENCH_SANDBOXES=1000 (default)   BENCH_ADMISSION_REQUESTS=5000 (default)   BENCH_ATTACH_RUNS=5 (default)
 //   BENCH_FANOUT_SANDBOXES=200   BENCH_WORKSPACES=200   BENCH_LIVE_WORKSPACES=1000   BENCH_EGRESS_CONNECTIONS=1000
-//   BENCH_ONLY=sandbox-burst|admission|attach|custodian|custodian-ca|egress|footprint|repo-fanout|orchestrator|agents|picks|timings|real-node|gvisor
-//   BENCH_PICKS=2000   BENCH_TIMINGS_RUNS=20   BENCH_REAL_NODE_RUNS=20   BENCH_REAL_NODE_WARM_RUNS=3   BENCH_GVISOR_RUNS=5   BENCH_BUILD=0: no `npm run build` first (dist/ as it is)
+//   BENCH_ONLY=sandbox-burst|admission|attach|custodian|custodian-ca|egress|footprint|effects|repo-fanout|orchestrator|agents|picks|timings|real-node|gvisor
+//   BENCH_PICKS=2000   BENCH_TIMINGS_RUNS=20   BENCH_REAL_NODE_RUNS=20   BENCH_REAL_NODE_WARM_RUNS=3   BENCH_GVISOR_RUNS=5   BENCH_EFFECTS_RUNS=30   BENCH_BUILD=0: no `npm run build` first (dist/ as it is)
 import { spawnSync } from "node:child_process";
 import { join } from "node:path";
 import { ROOT } from "../dev/local-operator";
@@ -25,6 +25,7 @@ const BENCHES: Record<string, Bench> = {
   egress: { cluster: false, run: async () => (await import("./egress-bench")).egressBench() },
   "custodian-ca": { cluster: false, run: async () => (await import("./custodian-ca-bench")).custodianCaBench() },
   footprint: { cluster: false, run: async () => (await import("./footprint-bench")).footprintBench() },
+  effects: { cluster: false, run: async () => (await import("./effects-bench")).effectsBench() },
   picks: { cluster: false, run: async () => (await import("./picks-bench")).picksBench() },
   timings: { cluster: false, run: async () => (await import("./timings-bench")).timingsBench() },
   "repo-fanout": { cluster: true, run: (k) => repoFanout(k, Number(process.env.BENCH_FANOUT_SANDBOXES ?? 200)) },
