@@ -34,7 +34,6 @@ import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import https from "node:https";
 import type { AddressInfo } from "node:net";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Agent, request } from "undici";
 import type { SandboxModel } from "../api/crd";
@@ -49,6 +48,7 @@ import { confineBinary } from "../scripts/images/confine";
 import { gitIn, GIT_ENV } from "../test/support/git-fixtures";
 import { startGitHttpServer, type GitHttpServer } from "../test/support/git-http-server";
 import { testTls } from "../test/support/test-tls";
+import { effectorDirs, type EffectorDirs } from "../test/support/effector-fixture";
 import { cpuTimes, threadCpuMs } from "./cost";
 import type { Result } from "./sandbox-burst-bench";
 import { percentile, round, sleep, sorted } from "./stats";
@@ -80,12 +80,11 @@ function memoryOf(pid: number): { private: number; rss: number } {
   return { private: (kb("Private_Clean") + kb("Private_Dirty")) / 1024, rss: kb("Rss") / 1024 };
 }
 
-type Dirs = { base: string; work: string; repos: string; secrets: string; git: string; scratch: string; key: string };
 
 type Effector = { child: ChildProcess; url: string; startCpuMs: number; stop(): Promise<void> };
 
 /** Starts the Effector; resolves once /healthz answers 200 (it holds its key). */
-async function startEffector(d: Dirs, extra: Record<string, string>): Promise<Effector> {
+async function startEffector(d: EffectorDirs, extra: Record<string, string>): Promise<Effector> {
   const scratch = mkdtempSync(join(d.scratch, "run-"));
   const child = spawn(process.execPath, effectorProgram().args, {
     env: {
@@ -94,7 +93,7 @@ async function startEffector(d: Dirs, extra: Record<string, string>): Promise<Ef
       [E.port]: "0",
       [E.work]: d.work,
       [E.repos]: d.repos,
-      [E.key]: d.key,
+      [E.key]: d.keyFile,
       [E.secrets]: d.secrets,
       [E.git]: d.git,
       [E.scratch]: scratch,
@@ -173,20 +172,11 @@ function spawnWait(cmd: string, args: string[], opts: { cwd?: string; env?: Node
 
 export async function effectsBench(): Promise<Result[]> {
   const runs = Number(process.env.BENCH_EFFECTS_RUNS ?? 30);
-  const base = mkdtempSync(join(tmpdir(), "jr2-bench-effects-"));
-  const d: Dirs = {
-    base,
-    work: join(base, "work"),
-    repos: join(base, "repos"),
-    secrets: join(base, "secrets"),
-    git: join(base, "secrets", "@git"),
-    scratch: join(base, "scratch"),
-    key: join(base, "own", "key"),
-  };
-  for (const p of [d.work, d.repos, d.git, d.scratch, join(base, "own")])
-    mkdirSync(p, { recursive: true, mode: 0o700 });
+  // The Effector's dirs as the tests lay them out (a pod's mounts, in a temp dir).
+  const d = effectorDirs();
+  const base = d.base;
   const signingKey = randomBytes(32);
-  writeFileSync(d.key, `${effectorKey(signingKey, SANDBOX)}\n`, { mode: 0o600 });
+  writeFileSync(d.keyFile, `${effectorKey(signingKey, SANDBOX)}\n`, { mode: 0o600 });
 
   // One certificate for 127.0.0.1, its CA the Effector's trust bundle and the direct clients'.
   const tls = testTls(["127.0.0.1"]);
