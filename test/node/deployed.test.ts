@@ -685,7 +685,7 @@ describe("the manifests npm run build writes, deployed with the images npm run i
           .map((r) => r.name)
           .join("\n"),
       ).not.toMatch(/exfil-dns-/);
-    });
+    }, 180_000);
 
     test("a PUT adds a host, and the next attempt passes, with no restart; the other workspace's list is untouched", async () => {
       await settled();
