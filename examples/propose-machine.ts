@@ -2,10 +2,19 @@
 // Orchestrator's API with the typed client (clients/typescript). It creates a workspace on a
 // repository, asks the Agent for a change with a `propose` Menu tool allowed, holds the Agent's
 // `propose` pick for a human's approval (an APPROVE or REJECT event; by default it prints the pick
-// and approves it), answers it, reads the turn to its end and destroys the workspace.
+// and approves it), answers it and reads the turn to its end. Then, when its input names a forge and
+// the change was approved, it publishes it through the workspace's Effector (decision 0070): a `push`
+// of the workspace's branch to the slot's remote, and an `http` Effect that opens a pull request,
+// its Authorization a secret by reference and its body a Worktree file the Agent wrote. Last, it
+// destroys the workspace.
 //
 //   JR2_ORCHESTRATOR_URL=http://127.0.0.1:8090 JR2_REPO_URL=$PWD/.jr2/demo/remotes/demo.git \
 //     npx tsx examples/propose-machine.ts
+//
+// To publish: JR2_FORGE_PULLS_URL (the forge's pull request endpoint, e.g.
+// https://forge.example/api/repos/acme/app/pulls) and JR2_FORGE_SECRET (`<secret>/<key>`: the
+// effect secret holding the API's Authorization value, an entry of the pod config's
+// effector.secrets bound to that origin); the repository's fence entry must name a push `secret`.
 //
 // The token is JR2_API_TOKEN, or the first line of .jr2/demo/orchestrator/api-tokens (`npm start`).
 // An https:// JR2_ORCHESTRATOR_URL whose certificate chains to a private CA: JR2_ORCHESTRATOR_CA_FILE.
@@ -14,6 +23,7 @@ import { assign, createActor, fromPromise, setup, toPromise } from "xstate";
 import {
   OrchestratorClient,
   type CreateWorkspaceBody,
+  type EffectRecord,
   type MenuTool,
   type OutstandingPick,
   type StreamEvent,
@@ -25,6 +35,24 @@ export const PROPOSE: MenuTool = {
   name: "propose",
   description: "Propose the change you made for a human's approval; the answer says whether it is approved.",
   parameters: { type: "object", properties: { summary: { type: "string" } }, required: ["summary"] },
+};
+
+/** Where the machine publishes an approved change (decision 0070): its Effects' ids are these. */
+export const PUBLISH_IDS = { push: "publish-push", pullRequest: "publish-pull-request" } as const;
+
+/** A forge to publish to: the Repo Slot's branch is pushed to the slot's remote (its fence entry's
+ * push secret), then a pull request is opened by an `http` POST to `pullsUrl`. */
+export type ForgeInput = {
+  /** The forge's pull request endpoint, e.g. https://forge.example/api/repos/acme/app/pulls. */
+  pullsUrl: string;
+  /** The effect secret whose value is the API's Authorization header, e.g. `Bearer <token>`. */
+  authorization: { secret: string; key: string };
+  /** The Repo Slot to push (default: the workspace's first). */
+  slot?: string;
+  /** The Worktree file (in the slot's worktree) that is the request's body, as the Agent wrote it
+   * (default PR.md), and its content type (default text/markdown). */
+  bodyFile?: string;
+  contentType?: string;
 };
 
 export type ProposeInput = {
@@ -40,6 +68,10 @@ export type ProposeInput = {
   log?: (line: string) => void;
   /** Told every event of the turn's stream as it is read (progress such as `usage` included). */
   onEvent?: (e: StreamEvent) => void;
+  /** Publish the approved change here; absent, the machine skips publishing. */
+  forge?: ForgeInput;
+  /** How long each Effect may take to settle (default 5 minutes). */
+  effectTimeoutMs?: number;
 };
 
 export type ProposeEvent = { type: "APPROVE"; answer?: string } | { type: "REJECT"; reason?: string };
@@ -54,6 +86,10 @@ type Context = {
   pick?: OutstandingPick;
   answer?: string;
   end?: Extract<StreamEvent, { kind: "end" }>;
+  /** Whether the pick's answer approved the change. */
+  approved?: boolean;
+  pushed?: EffectRecord["result"];
+  pullRequest?: EffectRecord["result"];
   error?: string;
 };
 
@@ -64,6 +100,10 @@ export type ProposeOutput = {
   answer?: string;
   outcome?: "completed" | "aborted" | "failed";
   message?: string;
+  /** The push's result: the commit the remote now holds. */
+  pushed?: EffectRecord["result"];
+  /** The pull request's http answer: the forge's status and body. */
+  pullRequest?: EffectRecord["result"];
   error?: string;
 };
 
@@ -126,6 +166,39 @@ const continueActor = fromPromise<
   throw new Error("the turn's stream closed before its end");
 });
 
+/** The Repo Slot a forge publishes: its own, or the workspace's first. */
+function publishSlot(input: Pick<ProposeInput, "workspace" | "forge">): string {
+  const slot = input.forge?.slot ?? input.workspace.repos?.[0]?.slot;
+  if (!slot) throw new Error("publishing to a forge needs a Repo Slot: the workspace names none");
+  return slot;
+}
+
+/** The create body: the Machine's, with an Effector that pushes the slot and mounts the API secret
+ * when a forge is named. */
+export function createBody(input: Pick<ProposeInput, "workspace" | "forge">): CreateWorkspaceBody {
+  if (!input.forge) return input.workspace;
+  const slot = publishSlot(input);
+  return { ...input.workspace, effector: { pushes: [slot], secrets: [input.forge.authorization] } };
+}
+
+/** Runs one Effect to its end; anything but `succeeded` is an error naming why. */
+const effectActor = fromPromise<
+  EffectRecord["result"],
+  {
+    client: OrchestratorClient;
+    workspace: string;
+    body: Parameters<OrchestratorClient["runEffect"]>[1];
+    timeoutMs: number;
+  }
+>(async ({ input }) => {
+  const r = await input.client.runEffect(input.workspace, input.body, { timeoutMs: input.timeoutMs });
+  if (r.state !== "succeeded")
+    throw new Error(
+      `Effect ${input.body.id} ${r.state}: ${r.error ? `${r.error.code}: ${r.error.message}` : "no result"}`,
+    );
+  return r.result;
+});
+
 /** Deletes the workspace and waits until it is destroyed (or gone). */
 const destroyActor = fromPromise<void, { client: OrchestratorClient; workspace: string }>(async ({ input }) => {
   await input.client.deleteWorkspace(input.workspace);
@@ -150,7 +223,7 @@ export const proposeMachine = setup({
     output: {} as ProposeOutput,
   },
   actors: {
-    create: fromPromise<{ name: string }, ProposeInput>(({ input }) => input.client.createWorkspace(input.workspace)),
+    create: fromPromise<{ name: string }, ProposeInput>(({ input }) => input.client.createWorkspace(createBody(input))),
     ready: fromPromise<unknown, { client: OrchestratorClient; workspace: string; timeoutMs?: number }>(({ input }) =>
       input.client.waitReady(input.workspace, input.timeoutMs !== undefined ? { timeoutMs: input.timeoutMs } : {}),
     ),
@@ -159,6 +232,7 @@ export const proposeMachine = setup({
       ({ input }) => input.client.answer(input.workspace, input.deliveryId, input.answer),
     ),
     continue: continueActor,
+    effect: effectActor,
     destroy: destroyActor,
   },
   actions: {
@@ -167,6 +241,9 @@ export const proposeMachine = setup({
   guards: {
     autoApprove: ({ context }) => context.input.autoApprove !== false,
     failed: ({ context }) => context.error !== undefined,
+    // An approved change the Agent completed, and a forge to publish it to.
+    publish: ({ context }) =>
+      context.input.forge !== undefined && context.approved === true && context.end?.outcome === "completed",
   },
 }).createMachine({
   id: "propose",
@@ -239,12 +316,18 @@ export const proposeMachine = setup({
         params: ({ context }) =>
           `the Agent proposes: ${JSON.stringify(context.pick!.args ?? {})} (delivery ${context.pick!.deliveryId})`,
       },
-      always: { guard: "autoApprove", target: "answering", actions: assign({ answer: "approved" }) },
+      always: { guard: "autoApprove", target: "answering", actions: assign({ answer: "approved", approved: true }) },
       on: {
-        APPROVE: { target: "answering", actions: assign({ answer: ({ event }) => event.answer ?? "approved" }) },
+        APPROVE: {
+          target: "answering",
+          actions: assign({ answer: ({ event }) => event.answer ?? "approved", approved: true }),
+        },
         REJECT: {
           target: "answering",
-          actions: assign({ answer: ({ event }) => `rejected${event.reason ? `: ${event.reason}` : ""}` }),
+          actions: assign({
+            answer: ({ event }) => `rejected${event.reason ? `: ${event.reason}` : ""}`,
+            approved: false,
+          }),
         },
       },
     },
@@ -276,10 +359,68 @@ export const proposeMachine = setup({
           ...(context.input.onEvent ? { onEvent: context.input.onEvent } : {}),
         }),
         onDone: {
-          target: "destroying",
+          target: "published",
           actions: [
             assign({ end: ({ event }) => event.output.end }),
             ({ context, event }) => say(context, `turn ${event.output.end.outcome}: ${event.output.end.message ?? ""}`),
+          ],
+        },
+        onError: { target: "destroying", actions: assign({ error: ({ event }) => messageOf(event.error) }) },
+      },
+    },
+    // Publishing, when a forge is named and the change was approved; otherwise skipped.
+    published: {
+      always: [{ guard: "publish", target: "pushing" }, { target: "destroying" }],
+    },
+    pushing: {
+      invoke: {
+        src: "effect",
+        input: ({ context }) => ({
+          client: context.input.client,
+          workspace: context.workspace!,
+          body: { id: PUBLISH_IDS.push, kind: "push", slot: publishSlot(context.input) },
+          timeoutMs: context.input.effectTimeoutMs ?? 300_000,
+        }),
+        onDone: {
+          target: "openingPullRequest",
+          actions: [
+            assign({ pushed: ({ event }) => event.output }),
+            ({ context, event }) => say(context, `pushed: ${JSON.stringify(event.output)}`),
+          ],
+        },
+        onError: { target: "destroying", actions: assign({ error: ({ event }) => messageOf(event.error) }) },
+      },
+    },
+    openingPullRequest: {
+      invoke: {
+        src: "effect",
+        input: ({ context }) => {
+          const forge = context.input.forge!;
+          return {
+            client: context.input.client,
+            workspace: context.workspace!,
+            body: {
+              id: PUBLISH_IDS.pullRequest,
+              kind: "http",
+              method: "POST",
+              url: forge.pullsUrl,
+              headers: {
+                authorization: forge.authorization,
+                "content-type": forge.contentType ?? "text/markdown",
+              },
+              body: {
+                file: { slot: publishSlot(context.input), path: forge.bodyFile ?? "PR.md" },
+              },
+            },
+            timeoutMs: context.input.effectTimeoutMs ?? 300_000,
+          };
+        },
+        onDone: {
+          target: "destroying",
+          actions: [
+            assign({ pullRequest: ({ event }) => event.output }),
+            ({ context, event }) =>
+              say(context, `pull request: ${(event.output as { status?: number } | undefined)?.status ?? "?"}`),
           ],
         },
         onError: { target: "destroying", actions: assign({ error: ({ event }) => messageOf(event.error) }) },
@@ -306,6 +447,8 @@ export const proposeMachine = setup({
     answer: context.answer,
     outcome: context.end?.outcome,
     message: context.end?.message,
+    ...(context.pushed ? { pushed: context.pushed } : {}),
+    ...(context.pullRequest ? { pullRequest: context.pullRequest } : {}),
     error: context.error,
   }),
 });
@@ -321,6 +464,9 @@ export async function main(env: NodeJS.ProcessEnv = process.env): Promise<Propos
   if (!repo) throw new Error("set JR2_REPO_URL to a repository inside the Orchestrator's fence");
   const caFile = env[ORCHESTRATOR_CLIENT_ENV.caFile];
   const ca = caFile ? readFileSync(caFile, "utf8") : undefined;
+  const [secret, key] = (env.JR2_FORGE_SECRET ?? "").split("/");
+  if (env.JR2_FORGE_PULLS_URL && (!secret || !key))
+    throw new Error("set JR2_FORGE_SECRET to <secret>/<key>: the effect secret holding the forge API's Authorization");
   const actor = createActor(proposeMachine, {
     input: {
       client: new OrchestratorClient({ url, token, ...(ca ? { ca } : {}) }),
@@ -329,7 +475,13 @@ export async function main(env: NodeJS.ProcessEnv = process.env): Promise<Propos
         branch: "example/propose",
         repos: [{ slot: "app", url: repo }],
       },
-      message: "In /work/app, add a line to README.md saying hello, then call propose with a summary of the change.",
+      message: env.JR2_FORGE_PULLS_URL
+        ? "In /work/app/example/propose, add a line to README.md saying hello, write PR.md describing the change, " +
+          "commit both, then call propose with a summary of the change."
+        : "In /work/app, add a line to README.md saying hello, then call propose with a summary of the change.",
+      ...(env.JR2_FORGE_PULLS_URL
+        ? { forge: { pullsUrl: env.JR2_FORGE_PULLS_URL, authorization: { secret: secret!, key: key! } } }
+        : {}),
     },
   });
   actor.subscribe((s) => console.log(`-> ${String(s.value)}`));

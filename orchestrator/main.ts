@@ -178,6 +178,8 @@ async function main() {
     credentials,
     podConfig: pod.config,
     declaredOf: declaredEffectSecrets,
+    // Local mode: each Sandbox's /work is a directory here, its Effector's too.
+    ...(harnesses ? { workRootOf: (name: string) => harnesses.workRootOf(name) } : {}),
     onState: (kind, state) => metrics.effect(kind, state),
     log,
   });

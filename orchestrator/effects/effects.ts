@@ -95,6 +95,9 @@ export type EffectsOptions = {
   /** The effect secrets the workspace declared at create, read back from its Sandbox
    * (workspaces/effector-secrets.ts); absent, none is declared. */
   declaredOf?: (sandbox: SandboxModel) => ReadonlyArray<{ secret: string; key: string }>;
+  /** Where a workspace's Effector sees /work: local mode's per-Sandbox directory (orchestrator/local);
+   * absent, /work as in its pod. */
+  workRootOf?: (workspace: string) => string;
   backend?: LedgerBackend<EffectsLedger>;
   /** An Effect entered a state: for the metrics. */
   onState?: (kind: EffectKind, state: EffectState) => void;
@@ -230,6 +233,7 @@ export class Effects {
       credentials: this.opts.credentials,
       heldOrigins: (this.opts.podConfig?.custodian.held ?? []).flatMap((h) => h.origins),
       declared: declaredSecrets(this.opts.podConfig, sandbox, this.opts.declaredOf?.(sandbox)),
+      ...(this.opts.workRootOf ? { workRoot: this.opts.workRootOf(sandbox.metadata?.name ?? "") } : {}),
     });
     if (!r.ok) throw new HttpError("effect_refused", r.message);
     return r;

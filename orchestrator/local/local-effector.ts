@@ -3,8 +3,11 @@
 // from the `<sandbox>-effector` Secret, the push Secrets of spec.gitCredentials at
 // `<podDir>/secrets/@git/<name>/<key>`, the Secrets its sidecar mounts under /run/jr2/secrets at
 // the same place under `<podDir>/secrets` (each file 0600, read from the API server as a kubelet
-// would), /work the local Harness's, a scratch of its own, and POD_IP 127.0.0.1 (what the
-// Orchestrator signs for here). Used only when the Orchestrator runs outside the cluster.
+// would), the ConfigMaps it mounts (the pod config's trust bundle) under `<podDir>/effector/etc`,
+// /work the local Harness's, a scratch of its own, and POD_IP 127.0.0.1 (what the Orchestrator
+// signs for here). jr2-confine is the one JR2_EFFECTOR_CONFINE names in the Orchestrator's own
+// env (no bundle here carries it): unset, the Effector finds none and refuses credentialed commands
+// (decision 0072). Used only when the Orchestrator runs outside the cluster.
 import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import type { SandboxModel } from "../../api/crd";
@@ -16,6 +19,7 @@ import { companionCommand, hostEnv, startDetached, stopPid } from "./local-proce
 export type LocalEffector = { pid: number; url: string; pod: string; stop(): Promise<void> };
 
 type Secret = { data?: Record<string, string> };
+type ConfigMap = { data?: Record<string, string> };
 type KeyToPath = { key: string; path: string };
 const enc = encodeURIComponent;
 const file = (path: string, data: Buffer | string) => {
@@ -25,6 +29,17 @@ const file = (path: string, data: Buffer | string) => {
 
 /** The Sandbox's `effector` sidecar, when it has one. */
 export const effectorSidecar = (sandbox: SandboxModel) => sandbox.spec?.sidecars?.find((c) => c.name === EFFECTOR);
+
+/** Each ConfigMap file the sidecar's pod would mount: [its path in the pod, ConfigMap, key]. */
+export function mountedConfigMapFiles(sandbox: SandboxModel): Array<[string, string, string]> {
+  const out: Array<[string, string, string]> = [];
+  for (const m of effectorSidecar(sandbox)?.volumeMounts ?? []) {
+    const cm = sandbox.spec?.volumes?.find((x) => x.name === m.name)?.configMap;
+    if (!cm?.name) continue;
+    for (const i of (cm.items ?? []) as KeyToPath[]) out.push([join(m.mountPath, i.path), cm.name, i.key]);
+  }
+  return out;
+}
 
 /** Each Secret file the sidecar's pod would mount under /run/jr2/secrets: [path under it, Secret, key]. */
 export function mountedSecretFiles(sandbox: SandboxModel): Array<[string, string, string | undefined]> {
@@ -79,6 +94,16 @@ export async function startLocalEffector(
     else if (data[key] !== undefined) file(join(secretsDir, path), Buffer.from(data[key], "base64"));
   }
 
+  // The ConfigMaps it mounts, each at its pod path under `etc`, and the env naming them mapped there.
+  const etc = join(root, "etc");
+  for (const [path, cmName, key] of mountedConfigMapFiles(sandbox)) {
+    const data = (await kubeRequest<ConfigMap>("GET", `${api}/configmaps/${enc(cmName)}`)).data ?? {};
+    if (data[key] !== undefined) file(join(etc, path), data[key]);
+  }
+  const podEnv = (n: string) => effectorSidecar(sandbox)?.env?.find((e) => e.name === n)?.value;
+  const ca = podEnv(EFFECTOR_ENV.ca);
+  const confine = process.env[EFFECTOR_ENV.confine];
+
   const [cmd, args] = companionCommand("effector");
   const { pid, port } = await startDetached(
     cmd,
@@ -93,6 +118,9 @@ export async function startLocalEffector(
       [EFFECTOR_ENV.secrets]: secretsDir,
       [EFFECTOR_ENV.git]: gitDir,
       [EFFECTOR_ENV.scratch]: scratch,
+      ...(ca ? { [EFFECTOR_ENV.ca]: join(etc, ca) } : {}),
+      ...(confine ? { [EFFECTOR_ENV.confine]: confine } : {}),
+      ...(podEnv(EFFECTOR_ENV.requireCommands) ? { [EFFECTOR_ENV.requireCommands]: "1" } : {}),
       [EFFECTOR_ENV.podName]: name,
       [EFFECTOR_ENV.podIp]: "127.0.0.1",
       [EFFECTOR_ENV.node]: sandbox.status?.nodeName ?? "local",

@@ -63,6 +63,11 @@ export class LocalHarnesses {
     return running.then((r) => r.url);
   };
 
+  /** A Sandbox's /work here: its Harness's and its Effector's, where an Effect's paths point. */
+  workRootOf(name: string): string {
+    return join(this.opts.workRoot, name);
+  }
+
   /** The local Effector of a Sandbox whose local pod runs one (its spec has an `effector` sidecar). */
   effectorAddress(name: string): { url: string; pod: string } | undefined {
     return this.#effectors.get(name);

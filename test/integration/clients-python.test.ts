@@ -1,16 +1,17 @@
 // The Python client (clients/python) against a local Orchestrator in local mode, its Agent's model
 // the scripted provider, as examples-machine.test.ts sets it up for the TypeScript example: the
 // Python example Machine (a python3 process) creates a workspace, the Agent runs bash and picks
-// `propose`, the test approves through the machine's stdin, the Agent finishes and the machine
-// destroys the workspace; and the client's errors carry the API's code, and a workspace's events
+// `propose`, the test approves through the machine's stdin, the Agent finishes, the machine publishes
+// the approved change to a stand-in forge (a push and a pull request, Effects of the workspace's
+// Effector, decision 0070) and destroys the workspace; and the client's errors carry the API's code, and a workspace's events
 // stream from its snapshot to its end (docs/decisions/0061-clients-beyond-typescript.md).
-import { spawn } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { OrchestratorClient, OrchestratorError } from "../../clients/typescript/src";
 import { python3 } from "../support/python3";
-import { useProposeStage } from "./support/agent-fixtures";
+import { FORGE, PR_BODY, useProposeStage } from "./support/agent-fixtures";
 import { useNamespace } from "./support/cluster";
 
 const ROOT = join(__dirname, "..", "..");
@@ -19,12 +20,14 @@ const ns = useNamespace("pyclient");
 const tmp = mkdtempSync(join(tmpdir(), "jr2-pyclient-"));
 const KEY = "sk-scripted-real-key-5e1a";
 let python: string;
+const BRANCH = "example/propose";
 // First: without python3 the file fails in beforeAll, naming what to install.
 const stage = useProposeStage(
   tmp,
   () => ns.name,
   KEY,
   () => (python = python3()),
+  { forge: { branch: BRANCH } },
 );
 
 const pythonEnv = () => ({
@@ -71,11 +74,16 @@ const runExample = (answer: string) =>
       join(PYTHON_CLIENT, "examples", "propose_machine.py"),
       "--url",
       stage.orch().url,
-      "--no-repo",
+      "--repo",
+      stage.forge().url(FORGE.repo),
+      "--forge-pulls-url",
+      `${stage.forge().origin}${FORGE.pullsPath}`,
+      "--forge-secret",
+      `${FORGE.apiSecret.secret}/${FORGE.apiSecret.key}`,
       "--image",
       "ghcr.io/example/harness:1",
       "--message",
-      "write change.txt, then propose it",
+      "write change.txt and PR.md, commit them, then propose it",
       "--ask",
       "--ready-timeout",
       "60",
@@ -86,7 +94,7 @@ const runExample = (answer: string) =>
   );
 
 describe("the Python client", () => {
-  it("runs the example Machine: creates a workspace, holds the propose for approval, answers, lets it finish, destroys it", async () => {
+  it("runs the example Machine: creates a workspace, holds the propose for approval, answers, lets it finish, publishes, destroys it", async () => {
     const { code, lines, stderr } = await runExample("approved by a human: go on");
     const states = lines.filter((l) => l.startsWith("-> ")).map((l) => l.slice(3));
     const output = JSON.parse(lines.slice(lines.indexOf("{")).join("\n")) as Record<string, unknown>;
@@ -100,6 +108,8 @@ describe("the Python client", () => {
       "awaitingApproval",
       "answering",
       "continuing",
+      "pushing",
+      "openingPullRequest",
       "destroying",
       "done",
     ]);
@@ -107,6 +117,29 @@ describe("the Python client", () => {
     expect(output.answer).toBe("approved by a human: go on");
     expect(output).toMatchObject({ outcome: "completed", message: "done: the change is approved" });
     expect(lines.some((l) => l.includes("the Agent proposes"))).toBe(true);
+
+    // Published: the forge's branch holds the Agent's commit (its change.txt), pushed once; one pull
+    // request, its Authorization the API secret, its body the Agent's PR.md.
+    const forge = stage.forge();
+    expect(output.pushed).toMatchObject({ kind: "push", ref: `refs/heads/${BRANCH}` });
+    const commit = (output.pushed as { commit: string }).commit;
+    expect(forge.ref(FORGE.repo, `refs/heads/${BRANCH}`)).toBe(commit);
+    expect(
+      execFileSync("git", ["--git-dir", join(forge.root, FORGE.repo), "show", `${commit}:change.txt`], {
+        encoding: "utf8",
+      }),
+    ).toBe("hello\n");
+    expect(forge.pushes(FORGE.repo)).toHaveLength(1);
+    expect(output.pull_request).toMatchObject({ kind: "http", status: 201 });
+    expect(forge.pulls()).toEqual([
+      expect.objectContaining({
+        method: "POST",
+        path: FORGE.pullsPath,
+        authorization: `Bearer ${FORGE.apiToken}`,
+        body: PR_BODY,
+      }),
+    ]);
+    expect(lines.join("\n")).not.toContain(FORGE.apiToken);
 
     // The workspace is gone: the Orchestrator answers 404 or destroyed.
     const client = new OrchestratorClient({ url: stage.orch().url, token: stage.orch().token });

@@ -1,34 +1,45 @@
 // The example Machine (examples/propose-machine.ts) end to end against a local Orchestrator in
 // local mode, its Agent's model the scripted provider (as agent-turns.test.ts sets it up): the
 // machine creates a workspace, the Agent runs bash and picks `propose`, the test approves through
-// the machine's APPROVE event, the Agent finishes, and the machine destroys the workspace. And the
-// client's errors and a workspace's event stream, as clients-python.test.ts checks the Python one's.
+// the machine's APPROVE event, the Agent finishes, the machine publishes the approved change to a
+// stand-in forge (a push of the workspace's branch and a pull request, Effects of the workspace's
+// Effector, decision 0070) and destroys the workspace. And the client's errors and a workspace's
+// event stream, as clients-python.test.ts checks the Python one's.
+import { execFileSync } from "node:child_process";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createActor, toPromise } from "xstate";
 import { proposeMachine } from "../../examples/propose-machine";
 import { OrchestratorClient, OrchestratorError } from "../../clients/typescript/src";
-import { useProposeStage } from "./support/agent-fixtures";
+import { FORGE, PR_BODY, useProposeStage } from "./support/agent-fixtures";
 import { useNamespace } from "./support/cluster";
 
 const ns = useNamespace("example");
 const tmp = mkdtempSync(join(tmpdir(), "jr2-example-"));
 const KEY = "sk-scripted-real-key-7c2d";
-const stage = useProposeStage(tmp, () => ns.name, KEY);
+const BRANCH = "example/propose";
+const stage = useProposeStage(tmp, () => ns.name, KEY, undefined, { forge: { branch: BRANCH } });
 
 describe("the example Machine", () => {
-  it("creates a workspace, holds the Agent's propose for approval, answers, lets it finish, destroys it", async () => {
+  it("creates a workspace, holds the Agent's propose for approval, answers, lets it finish, publishes, destroys it", async () => {
     const client = new OrchestratorClient({ url: stage.orch().url, token: stage.orch().token });
+    const forge = stage.forge();
     const lines: string[] = [];
     const actor = createActor(proposeMachine, {
       input: {
         client,
-        workspace: { image: "ghcr.io/example/harness:1", branch: "example/propose" },
-        message: "write change.txt, then propose it",
+        workspace: {
+          image: "ghcr.io/example/harness:1",
+          branch: BRANCH,
+          repos: [{ slot: "app", url: forge.url(FORGE.repo) }],
+        },
+        message: "write change.txt and PR.md, commit them, then propose it",
         autoApprove: false,
         readyTimeoutMs: 60_000,
         log: (line) => lines.push(line),
+        forge: { pullsUrl: `${forge.origin}${FORGE.pullsPath}`, authorization: FORGE.apiSecret },
+        effectTimeoutMs: 60_000,
       },
     });
     const states: string[] = [];
@@ -49,6 +60,8 @@ describe("the example Machine", () => {
         "awaitingApproval",
         "answering",
         "continuing",
+        "pushing",
+        "openingPullRequest",
         "destroying",
         "done",
       ]),
@@ -57,6 +70,28 @@ describe("the example Machine", () => {
     expect(output.answer).toBe("approved by a human: go on");
     expect(output).toMatchObject({ outcome: "completed", message: "done: the change is approved" });
     expect(lines.some((l) => l.includes("the Agent proposes"))).toBe(true);
+
+    // Published: the forge's branch holds the Agent's commit (its change.txt), pushed once with the
+    // push token; one pull request, its Authorization the API secret, its body the Agent's PR.md.
+    expect(output.pushed).toMatchObject({ kind: "push", ref: `refs/heads/${BRANCH}` });
+    const commit = (output.pushed as { commit: string }).commit;
+    expect(forge.ref(FORGE.repo, `refs/heads/${BRANCH}`)).toBe(commit);
+    const gitDir = `${forge.root}/${FORGE.repo}`;
+    expect(execFileSync("git", ["--git-dir", gitDir, "show", `${commit}:change.txt`], { encoding: "utf8" })).toBe(
+      "hello\n",
+    );
+    expect(forge.pushes(FORGE.repo)).toHaveLength(1);
+    expect(output.pullRequest).toMatchObject({ kind: "http", status: 201 });
+    expect(forge.pulls()).toEqual([
+      expect.objectContaining({
+        method: "POST",
+        path: FORGE.pullsPath,
+        authorization: `Bearer ${FORGE.apiToken}`,
+        body: PR_BODY,
+      }),
+    ]);
+    expect(JSON.stringify(output)).not.toContain(FORGE.apiToken);
+    expect(lines.join("\n")).not.toContain(FORGE.token);
 
     // The workspace is gone: the Orchestrator answers 404 or destroyed.
     const ws = output.workspace!;

@@ -168,11 +168,13 @@ function runBackend(
   });
 }
 
-/**
- * Listens on 127.0.0.1, a free port, serving `<root>/<repo>` as `url(repo)` to clients that
- * present `user`/`password` with HTTP Basic; everyone else gets 401 and a Basic challenge.
- */
-export async function startGitHttpServer(opts: GitHttpServerOptions): Promise<GitHttpServer> {
+/** The request handler of a git server (http-backend behind Basic auth), for a server of one's own
+ * (test/support/stand-in-forge.ts): its counters, and how to end the http-backends still running. */
+export function gitHttpHandler(opts: Pick<GitHttpServerOptions, "root" | "user" | "password">): {
+  handler: (req: http.IncomingMessage, res: http.ServerResponse) => void;
+  stats: GitHttpStats;
+  killChildren(): void;
+} {
   const expected = Buffer.from(`${opts.user}:${opts.password}`);
   const stats: GitHttpStats = { authorized: 0, refused: 0, gzipped: 0, requests: 0, withAuthorization: 0 };
   const children = new Set<ChildProcess>();
@@ -192,6 +194,18 @@ export async function startGitHttpServer(opts: GitHttpServerOptions): Promise<Gi
       sendPlain(res, 500, err instanceof Error ? err.message : String(err));
     }
   };
+  const killChildren = () => {
+    for (const child of children) if (running(child)) child.kill("SIGKILL");
+  };
+  return { handler, stats, killChildren };
+}
+
+/**
+ * Listens on 127.0.0.1, a free port, serving `<root>/<repo>` as `url(repo)` to clients that
+ * present `user`/`password` with HTTP Basic; everyone else gets 401 and a Basic challenge.
+ */
+export async function startGitHttpServer(opts: GitHttpServerOptions): Promise<GitHttpServer> {
+  const { handler, stats, killChildren } = gitHttpHandler(opts);
   const server = opts.tls
     ? https.createServer({ cert: opts.tls.cert, key: opts.tls.key }, handler)
     : http.createServer(handler);
@@ -215,7 +229,7 @@ export async function startGitHttpServer(opts: GitHttpServerOptions): Promise<Gi
     stats,
     close: () =>
       new Promise<void>((resolve) => {
-        for (const child of children) if (running(child)) child.kill("SIGKILL");
+        killChildren();
         server.close(() => resolve());
         // git keeps its connections alive; close() alone would wait for them.
         server.closeAllConnections();

@@ -4,12 +4,21 @@
 It drives one workspace through the Orchestrator's API with the typed client: creates a workspace on
 a repository, asks the Agent for a change with a ``propose`` Menu tool allowed, holds the Agent's
 ``propose`` pick for a human's approval (by default it prints the pick and approves it; ``--ask``
-reads ``approve [answer]`` or ``reject [reason]`` from stdin), answers it, reads the turn to its
-end and destroys the workspace. Its states are the TypeScript machine's: creating, provisioning,
-turn, awaitingApproval, answering, continuing, destroying, then done or failed.
+reads ``approve [answer]`` or ``reject [reason]`` from stdin), answers it and reads the turn to its
+end. Then, when a forge is named and the change was approved, it publishes it through the
+workspace's Effector (decision 0070): a ``push`` of the workspace's branch to the slot's remote and
+an ``http`` Effect opening a pull request, its Authorization a secret by reference and its body a
+Worktree file the Agent wrote. Last, it destroys the workspace. Its states are the TypeScript
+machine's: creating, provisioning, turn, awaitingApproval, answering, continuing, (pushing,
+openingPullRequest,) destroying, then done or failed.
 
     JR2_ORCHESTRATOR_URL=http://127.0.0.1:8090 JR2_REPO_URL=$PWD/.jr2/demo/remotes/demo.git \\
       PYTHONPATH=clients/python python3 clients/python/examples/propose_machine.py
+
+To publish: ``--forge-pulls-url`` (JR2_FORGE_PULLS_URL, the forge's pull request endpoint) and
+``--forge-secret`` (JR2_FORGE_SECRET, ``<secret>/<key>``: the effect secret holding the API's
+Authorization value, an entry of the pod config's effector.secrets bound to that origin); the
+repository's fence entry must name a push ``secret``.
 
 The token is JR2_API_TOKEN, or the first line of .jr2/demo/orchestrator/api-tokens (``npm start``).
 An https:// JR2_ORCHESTRATOR_URL whose certificate chains to a private CA: JR2_ORCHESTRATOR_CA_FILE.
@@ -25,7 +34,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, cast
 
 try:
     import jr2_orchestrator  # noqa: F401 (installed, or on PYTHONPATH)
@@ -33,7 +42,7 @@ except ImportError:  # run from a checkout: the package is this file's grandpare
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from jr2_orchestrator import MenuTool, OrchestratorClient, OrchestratorError, OutstandingPick
-from jr2_orchestrator.api import CreateWorkspaceBody, StreamEvent, StreamEventEnd
+from jr2_orchestrator.api import CreateWorkspaceBody, EffectBody, StreamEvent, StreamEventEnd
 
 PROPOSE: MenuTool = {
     "name": "propose",
@@ -48,10 +57,31 @@ State = Literal[
     "awaitingApproval",
     "answering",
     "continuing",
+    "pushing",
+    "openingPullRequest",
     "destroying",
     "done",
     "failed",
 ]
+
+#: The ids of the machine's publishing Effects, the TypeScript machine's.
+PUBLISH_IDS = {"push": "publish-push", "pull_request": "publish-pull-request"}
+
+
+@dataclass
+class Forge:
+    """Where an approved change is published: the Repo Slot's branch pushed to the slot's remote (its
+    fence entry's push secret), then a pull request opened by an ``http`` POST to ``pulls_url``."""
+
+    #: The forge's pull request endpoint, e.g. https://forge.example/api/repos/acme/app/pulls.
+    pulls_url: str
+    #: The effect secret ``{"secret", "key"}`` whose value is the API's Authorization header.
+    authorization: dict[str, str]
+    #: The Repo Slot to push (default: the workspace's first).
+    slot: str | None = None
+    #: The Worktree file that is the request's body, as the Agent wrote it, and its content type.
+    body_file: str = "PR.md"
+    content_type: str = "text/markdown"
 
 #: A human's decision on a pick: ("approve", answer) or ("reject", reason); either text may be empty.
 Decision = tuple[Literal["approve", "reject"], str]
@@ -65,6 +95,9 @@ class ProposeOutput:
     answer: str | None = None
     outcome: str | None = None
     message: str | None = None
+    #: The push's result (the commit the remote now holds) and the pull request's http answer.
+    pushed: dict[str, object] | None = None
+    pull_request: dict[str, object] | None = None
     error: str | None = None
 
 
@@ -86,9 +119,14 @@ class ProposeMachine:
     on_state: Callable[[State], None] = lambda _: None
     #: Told every event of the turn's stream as it is read (progress such as ``usage`` included).
     on_event: Callable[[StreamEvent], None] = lambda _: None
+    #: Publish the approved change here; None skips publishing.
+    forge: Forge | None = None
+    #: How long each Effect may take to settle, in seconds.
+    effect_timeout: float = 300.0
     out: ProposeOutput = field(default_factory=ProposeOutput)
     _last_event_id: int | None = None
     _submission_id: str | None = None
+    _approved: bool = False
 
     def run(self) -> ProposeOutput:
         state: State = "creating"
@@ -104,7 +142,7 @@ class ProposeMachine:
 
     def _step(self, state: State) -> State:
         if state == "creating":
-            self.out.workspace = self.client.create_workspace(self.workspace)["name"]
+            self.out.workspace = self.client.create_workspace(self._create_body())["name"]
             self.log(f"workspace {self.out.workspace} created")
             return "provisioning"
         ws = self.out.workspace
@@ -121,11 +159,11 @@ class ProposeMachine:
             assert pick is not None
             self.log(f"the Agent proposes: {json.dumps(pick.get('args') or {})} (delivery {pick['deliveryId']})")
             if self.decide is None:
-                self.out.answer = "approved"
+                self.out.answer, self._approved = "approved", True
             else:
                 verdict, text = self.decide(pick)
                 if verdict == "approve":
-                    self.out.answer = text or "approved"
+                    self.out.answer, self._approved = text or "approved", True
                 else:
                     self.out.answer = f"rejected: {text}" if text else "rejected"
             return "answering"
@@ -138,6 +176,31 @@ class ProposeMachine:
             end = self._continue(ws)
             self.out.outcome, self.out.message = end["outcome"], end.get("message")
             self.log(f"turn {end['outcome']}: {end.get('message', '')}")
+            # Publishing, when a forge is named and the change was approved; otherwise skipped.
+            if self.forge is not None and self._approved and end["outcome"] == "completed":
+                return "pushing"
+            return "destroying"
+        if state == "pushing":
+            body: EffectBody = {"id": PUBLISH_IDS["push"], "kind": "push", "slot": self._slot()}
+            self.out.pushed = self._effect(ws, body)
+            self.log(f"pushed: {json.dumps(self.out.pushed)}")
+            return "openingPullRequest"
+        if state == "openingPullRequest":
+            forge = self.forge
+            assert forge is not None
+            pr: EffectBody = {
+                "id": PUBLISH_IDS["pull_request"],
+                "kind": "http",
+                "method": "POST",
+                "url": forge.pulls_url,
+                "headers": {
+                    "authorization": {"secret": forge.authorization["secret"], "key": forge.authorization["key"]},
+                    "content-type": forge.content_type,
+                },
+                "body": {"file": {"slot": self._slot(), "path": forge.body_file}},
+            }
+            self.out.pull_request = self._effect(ws, pr)
+            self.log(f"pull request: {self.out.pull_request.get('status')}")
             return "destroying"
         if state == "destroying":
             self._destroy(ws)
@@ -146,6 +209,34 @@ class ProposeMachine:
             self.log("workspace destroyed")
             return "done"
         raise AssertionError(state)
+
+    def _slot(self) -> str:
+        """The Repo Slot a forge publishes: its own, or the workspace's first."""
+        slot = self.forge.slot if self.forge is not None else None
+        repos = self.workspace.get("repos") or []
+        slot = slot or (repos[0]["slot"] if repos else None)
+        if not slot:
+            raise ValueError("publishing to a forge needs a Repo Slot: the workspace names none")
+        return slot
+
+    def _create_body(self) -> CreateWorkspaceBody:
+        """The create body, with an Effector that pushes the slot and mounts the API secret when a
+        forge is named."""
+        if self.forge is None:
+            return self.workspace
+        body = cast(CreateWorkspaceBody, {**self.workspace})
+        secret = {"secret": self.forge.authorization["secret"], "key": self.forge.authorization["key"]}
+        body["effector"] = {"pushes": [self._slot()], "secrets": [secret]}
+        return body
+
+    def _effect(self, ws: str, body: EffectBody) -> dict[str, object]:
+        """Runs one Effect to its end; anything but ``succeeded`` raises, naming why."""
+        record = self.client.run_effect(ws, body, timeout=self.effect_timeout)
+        if record["state"] != "succeeded":
+            err = record.get("error")
+            why = f"{err['code']}: {err['message']}" if err else "no result"
+            raise RuntimeError(f"Effect {body['id']} {record['state']}: {why}")
+        return cast(dict[str, object], record.get("result") or {})
 
     def _turn(self, ws: str) -> State:
         """Submits the turn, then reads its stream until the Agent picks ``propose`` (or the turn ends)."""
@@ -222,6 +313,16 @@ def main(argv: list[str] | None = None, env: dict[str, str] | None = None) -> Pr
     )
     parser.add_argument("--ask", action="store_true", help="read the approval from stdin")
     parser.add_argument("--ready-timeout", type=float, default=None, help="seconds")
+    parser.add_argument(
+        "--forge-pulls-url",
+        default=env.get("JR2_FORGE_PULLS_URL"),
+        help="publish the approved change: the forge's pull request endpoint",
+    )
+    parser.add_argument(
+        "--forge-secret",
+        default=env.get("JR2_FORGE_SECRET"),
+        help="<secret>/<key>: the effect secret holding the forge API's Authorization value",
+    )
     args = parser.parse_args(argv)
 
     token_file = Path(".jr2/demo/orchestrator/api-tokens")
@@ -237,6 +338,13 @@ def main(argv: list[str] | None = None, env: dict[str, str] | None = None) -> Pr
     if args.repo and not args.no_repo:
         workspace["repos"] = [{"slot": "app", "url": args.repo}]
 
+    forge = None
+    if args.forge_pulls_url:
+        secret, _, key = (args.forge_secret or "").partition("/")
+        if not secret or not key:
+            raise SystemExit("set --forge-secret (JR2_FORGE_SECRET) to <secret>/<key>")
+        forge = Forge(pulls_url=args.forge_pulls_url, authorization={"secret": secret, "key": key})
+
     def say(line: str) -> None:
         print(line, flush=True)
 
@@ -248,6 +356,7 @@ def main(argv: list[str] | None = None, env: dict[str, str] | None = None) -> Pr
         ready_timeout=args.ready_timeout,
         log=say,
         on_state=lambda s: say(f"-> {s}"),
+        forge=forge,
     )
     output = machine.run()
     print(json.dumps({k: v for k, v in asdict(output).items() if v is not None}, indent=2), flush=True)
