@@ -13,12 +13,11 @@ import { ConfineReport } from "../api/confine";
 import type { CommandOrder } from "../api/effector-wire";
 import { encodeBody } from "./http";
 import { inside, PathRefused, realInside, relativeProblem } from "./paths";
+import { CHILD_PATH, unconfinedMessage, type Confinement } from "./confinement";
 import { run } from "./proc";
 import { readSecret, SecretUnreadable } from "./secrets";
 
 export type CommandOrderT = z.infer<typeof CommandOrder>;
-
-export type Confinement = { ok: true; abi: number } | { ok: false; reason: string };
 
 export type CommandContext = {
   work: string;
@@ -46,33 +45,14 @@ export type CommandOutcome =
     }
   | { state: "failed"; error: EffectError };
 
+// What the Effector probes at start (decision 0072), in a file of its own so an idle Effector loads
+// none of this one (docs/decisions/0044-the-custodian-starts-small.md).
+export { CHILD_PATH, probeConfinement, unconfinedMessage, type Confinement } from "./confinement";
+
 const failed = (code: string, message: string): CommandOutcome => ({ state: "failed", error: { code, message } });
 
 /** The image's system paths a child may read and execute. */
 export const SYSTEM_RX = ["/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc", "/opt"];
-export const CHILD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-
-/** The refusal where the kernel cannot confine: the node and why (its termination message, decision 0072). */
-export const unconfinedMessage = (node: string, reason: string) =>
-  `node ${node} cannot confine a credentialed command: Landlock unavailable (${reason})`;
-
-/** Probes the kernel with `jr2-confine --probe`. */
-export async function probeConfinement(confine: string): Promise<Confinement> {
-  const r = await run(confine, ["--probe"], { env: { PATH: CHILD_PATH }, timeoutMs: 10_000, maxBytes: 4096 });
-  if (r.spawnError) return { ok: false, reason: `${r.spawnError}: jr2-confine is not where JR2_EFFECTOR_CONFINE says` };
-  let said: { abi?: number; error?: string } = {};
-  try {
-    said = JSON.parse(r.stdout.toString().trim().split("\n")[0] ?? "{}") as typeof said;
-  } catch {
-    // judged by the exit code below
-  }
-  if (r.code === 0 && typeof said.abi === "number" && said.abi > 0) return { ok: true, abi: said.abi };
-  return {
-    ok: false,
-    reason:
-      said.error ?? (r.stderr.toString().trim().slice(0, 500) || `jr2-confine --probe exited ${r.code ?? r.signal}`),
-  };
-}
 
 /** jr2-confine's argv for one Effect (pure). */
 export function confineArgs(p: {

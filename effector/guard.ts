@@ -1,8 +1,8 @@
 // The signed wire's door (decision 0070): every route but /healthz and /metrics
 // answers only a request signed with this pod's Effector key, meant for this pod's address, fresh,
-// and never seen before. The judgement itself is api/effector-wire.ts verifyRequest (pure); this
-// file keeps the nonces it needs and the counts of what it refused.
-import { SIGNATURE_WINDOW_MS, type Refusal } from "../api/effector-wire";
+// and never seen before. The judgement itself is api/effector-sign.ts verifyRequest (pure); this
+// file (zod-free, so loaded at rest) keeps the nonces it needs and the counts of what it refused.
+import { SIGNATURE_WINDOW_MS, type Refusal } from "../api/effector-sign";
 
 /** A request body larger than this is refused before it is verified (an order is small). */
 export const MAX_REQUEST_BYTES = 1024 * 1024;

@@ -2,13 +2,19 @@
 // request against a forge's API (jr2 has no forge client). Header values may name a
 // secret, read here from its file; a body is JSON or a Worktree file resolved inside its worktree
 // (no symlink out). No redirect is followed: a redirect could carry a secret header elsewhere.
-import { Agent, ProxyAgent, request, type Dispatcher } from "undici";
+import type { Dispatcher } from "undici";
 import type { z } from "zod";
 import { EFFECT_LIMITS, type EffectError } from "../api/effects";
 import type { HttpOrder } from "../api/effector-wire";
 import type { Egress } from "./egress";
 import { PathRefused, realInside, readFileInside } from "./paths";
 import { readSecret, SecretUnreadable } from "./secrets";
+import { once } from "../lib/once";
+
+// undici loads with the first http Effect, from effector-undici.js beside the Effector's bundle: an
+// Effector that sends none never pays for it (docs/decisions/0044-the-custodian-starts-small.md).
+// eslint-disable-next-line @typescript-eslint/no-require-imports -- late-loaded, as decision 0044 says
+const undici = once(() => require("undici") as typeof import("undici"));
 
 export type HttpOrderT = z.infer<typeof HttpOrder>;
 export type HttpContext = { work: string; secrets: string; egress: Egress; ca: string[] };
@@ -101,6 +107,7 @@ export async function runHttp(order: HttpOrderT, ctx: HttpContext): Promise<Http
   const proxy = ctx.egress.proxyFor(url);
   const tls = { ca: ctx.ca };
   const timeoutMs = order.timeoutSeconds * 1000;
+  const { Agent, ProxyAgent, request } = undici();
   const dispatcher: Dispatcher = proxy
     ? new ProxyAgent({ uri: proxy, requestTls: tls, headersTimeout: timeoutMs, bodyTimeout: timeoutMs })
     : new Agent({ connect: tls, headersTimeout: timeoutMs, bodyTimeout: timeoutMs });

@@ -13,15 +13,14 @@ import { join } from "node:path";
 import { listenEarly } from "../lib/early-listen";
 import { listenHost } from "../lib/http-json";
 import { log } from "../lib/log";
-import type { EffectorOrder } from "../api/effector-wire";
-import { probeConfinement, runCommand, unconfinedMessage, type Confinement } from "./command";
+import { once } from "../lib/once";
+import { probeConfinement, unconfinedMessage, type Confinement } from "./confinement";
 import { readConfig, programFile, type EffectorConfig } from "./config";
 import { connectMain } from "./connect";
 import { egressFrom, trustedRoots } from "./egress";
+import type { EffectsContext } from "./effects-late";
 import { EffectorMetrics, NonceMemory } from "./guard";
-import { runHttp } from "./http";
 import { EffectMemory, type Runner } from "./memory";
-import { runPush } from "./push";
 import { effectorHandler } from "./server";
 
 /** Ends the process at start, the reason where the kubelet reads it (and on stderr). */
@@ -46,6 +45,12 @@ function readKey(file: string): string | undefined {
   }
 }
 
+/** The order's schema and the Effects: required with the first order, from effector-effects.js
+ * beside this file (docs/decisions/0044-the-custodian-starts-small.md); an idle Effector loads
+ * neither zod nor undici nor the push and command code. */
+// eslint-disable-next-line @typescript-eslint/no-require-imports -- late-loaded, as decision 0044 says
+const late = once(() => require("./effects-late") as typeof import("./effects-late"));
+
 function runner(config: EffectorConfig, confinement: Confinement): Runner {
   const egress = egressFrom(process.env);
   const ca = trustedRoots(config.caFile);
@@ -55,30 +60,21 @@ function runner(config: EffectorConfig, confinement: Confinement): Runner {
     caBundleFile = join(config.scratch, ".jr2-ca.pem");
     writeFileSync(caBundleFile, ca.join("\n"), { mode: 0o600 });
   }
-  const connectCommand = [process.execPath, ...process.execArgv, programFile(), "connect"];
-  return async (order: EffectorOrder) => {
-    const e = order.effect;
-    if (e.kind === "push")
-      return runPush(e, {
-        work: config.work,
-        repos: config.repos,
-        git: config.git,
-        scratch: config.scratch,
-        egress,
-        caBundleFile,
-        connectCommand,
-      });
-    if (e.kind === "http") return runHttp(e, { work: config.work, secrets: config.secrets, egress, ca });
-    return runCommand(order.id, e, {
-      work: config.work,
-      repos: config.repos,
-      secrets: config.secrets,
-      scratch: config.scratch,
-      confine: config.confine,
-      confinement,
-      node: config.node,
-    });
+  const context: EffectsContext = {
+    work: config.work,
+    repos: config.repos,
+    git: config.git,
+    secrets: config.secrets,
+    scratch: config.scratch,
+    confine: config.confine,
+    confinement,
+    node: config.node,
+    egress,
+    ca,
+    caBundleFile,
+    connectCommand: [process.execPath, ...process.execArgv, programFile(), "connect"],
   };
+  return (order) => late().runEffect(order, context);
 }
 
 async function main(): Promise<void> {
@@ -131,6 +127,7 @@ async function main(): Promise<void> {
       metrics,
       memory,
       run,
+      parseOrder: (json) => late().EffectorOrder.safeParse(json),
       log,
     }),
   );

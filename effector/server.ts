@@ -2,7 +2,8 @@
 // POST /v1/effects and GET /v1/effects/{id}, signed. Every answer to a verified request is signed
 // back over the request's nonce, its status and the exact bytes sent.
 import type http from "node:http";
-import { EFFECTOR_PATHS, EffectorOrder, signAnswer, verifyRequest, SIGNATURE_HEADERS } from "../api/effector-wire";
+import { EFFECTOR_PATHS, signAnswer, verifyRequest, SIGNATURE_HEADERS } from "../api/effector-sign";
+import type { EffectorOrder } from "../api/effector-wire";
 import type { Log } from "../lib/log";
 import { MAX_REQUEST_BYTES, type EffectorMetrics, type NonceMemory, type RefusalReason } from "./guard";
 import type { EffectMemory, Runner } from "./memory";
@@ -15,6 +16,12 @@ export type EffectorDeps = {
   metrics: EffectorMetrics;
   memory: EffectMemory;
   run: Runner;
+  /** The order's schema (zod), loaded with the first order (effector/main.ts). */
+  parseOrder: (
+    json: unknown,
+  ) =>
+    | { success: true; data: EffectorOrder }
+    | { success: false; error: { issues: ReadonlyArray<{ path: PropertyKey[]; message: string }> } };
   log: Log;
   now?: () => number;
 };
@@ -99,7 +106,7 @@ export function effectorHandler(d: EffectorDeps): (req: http.IncomingMessage, re
         } catch {
           return signed(400, { error: "bad_order", message: "the body is not JSON: send an EffectorOrder" });
         }
-        const order = EffectorOrder.safeParse(json);
+        const order = d.parseOrder(json);
         if (!order.success) return signed(400, { error: "bad_order", message: issuesText(order.error.issues) });
         const out = await d.memory.submit(order.data, d.run);
         return out.status === 200

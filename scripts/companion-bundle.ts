@@ -32,6 +32,10 @@ export const LAZY: Partial<Record<Companion, Record<string, string>>> = {
   // The turn runner (pi's runner, its tools, the pick client, with typebox and undici), required
   // with the first turn (decision 0062): a file of its own, so a Harness's start neither parses nor
   // evaluates it.
+  // The Sandbox Effector (decision 0070): the order's schema (zod) and its Effects' code, required
+  // with the first order (effector/main.ts), and undici, required with the first http Effect
+  // (effector/http.ts). At rest it holds only its server, the signature check and its memory of ids.
+  effector: { "./effects-late": "effector-effects.js", undici: "effector-undici.js" },
   harness: { "./pi-lib.mjs": "harness-pi.mjs", "./agents/pi-runner": "harness-runner.js" },
 };
 
@@ -39,6 +43,7 @@ export const LAZY: Partial<Record<Companion, Record<string, string>>> = {
 const LAZY_SOURCES: Record<string, string> = {
   "./pi-lib.mjs": "./harness/agents/pi-lib.mts",
   "./agents/pi-runner": "./harness/agents/pi-runner.ts",
+  "./effects-late": "./effector/effects-late.ts",
 };
 
 const ROOT = join(__dirname, "..");

@@ -17,6 +17,7 @@ import {
 } from "../../scripts/images/controller-deps";
 import { LOCK_FILE, formatLock, lockDrift, mirrorLines, parseLock, preferences } from "../../scripts/images/debian";
 import { builtFor, expandCopy, manifestImages, parseArgs } from "../../scripts/images/main";
+import { COMPANIONS, LAZY } from "../../scripts/companion-bundle";
 import { APP_COPY, BASE_PACKAGES } from "../../scripts/images/spec";
 
 const ROOT = join(__dirname, "..", "..");
@@ -175,6 +176,24 @@ describe("npm run images and dist/", () => {
     write(moduleYaml, `properties:\n  image:\n    type: string\n---\n          image: '${refs.controller}'\n`);
     expect(manifestImages(root)).toEqual({ companions: [refs.companions], controller: [refs.controller] });
     expect(builtFor(refs, root)).toEqual({ ok: true, why: "" });
+  });
+
+  test("the companions image carries every companion's bundle and the files it loads late (decision 0044)", () => {
+    const late = mkdtempSync(join(tmpdir(), "jr2-images-late-"));
+    const files = Object.keys(COMPANIONS).flatMap((c) => [
+      `${c}.js`,
+      ...Object.values(LAZY[c as keyof typeof COMPANIONS] ?? {}),
+    ]);
+    expect(files).toEqual(expect.arrayContaining(["effector-effects.js", "effector-undici.js"]));
+    for (const f of files) {
+      mkdirSync(join(late, "dist/companions"), { recursive: true });
+      writeFileSync(join(late, "dist/companions", f), "");
+      writeFileSync(join(late, "dist/companions", `${f}.map`), "");
+    }
+    expect(expandCopy(late, APP_COPY.companions.from)).toEqual(
+      files.map((f) => join(late, "dist/companions", f)).sort(),
+    );
+    rmSync(late, { recursive: true, force: true });
   });
 
   test("reads its flags, and refuses what it does not know", () => {
