@@ -464,7 +464,11 @@ function effectorContainer(
       { name: EFFECTOR_ENV.node, valueFrom: { fieldRef: { fieldPath: "spec.nodeName" } } },
     ],
     ports: [{ name: EFFECTOR, containerPort: EFFECTOR_PORT, protocol: "TCP" }],
-    readinessProbe: { httpGet: { path: "/healthz", port: EFFECTOR_PORT }, periodSeconds: 1 },
+    // Bound before it loads, its first probe held until it holds its key (decision 0062), and its
+    // start done once the port accepts (decision 0063): the kubelet's first probe is the one answered,
+    // not a refusal that waits a whole period.
+    readinessProbe: { httpGet: { path: "/healthz", port: EFFECTOR_PORT }, periodSeconds: 1, timeoutSeconds: 2 },
+    lifecycle: { postStart: { exec: { command: untilListening(EFFECTOR_PORT) } } },
     terminationMessagePolicy: "FallbackToLogsOnError",
     securityContext: hardened(),
     volumeMounts: [

@@ -343,8 +343,14 @@ describe("the effector the Orchestrator composes (decision 0070)", () => {
     });
   });
 
-  it("keeps its readiness on /healthz :8082 every second, its end in its termination message, no limit of its own", () => {
-    expect(effector.readinessProbe).toEqual({ httpGet: { path: "/healthz", port: 8082 }, periodSeconds: 1 });
+  it("keeps its readiness on /healthz :8082 every second, its start done once :8082 accepts, its end in its termination message, no limit of its own", () => {
+    expect(effector.readinessProbe).toEqual({
+      httpGet: { path: "/healthz", port: 8082 },
+      periodSeconds: 1,
+      timeoutSeconds: 2,
+    });
+    // The kubelet probes the moment a start is done: the start waits for the port (decision 0063).
+    expect(effector.lifecycle?.postStart?.exec?.command?.join(" ")).toContain("/dev/tcp/127.0.0.1/8082");
     expect(effector.terminationMessagePolicy).toBe("FallbackToLogsOnError");
     expect(effector.resources).toBeUndefined();
   });
