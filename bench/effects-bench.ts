@@ -48,7 +48,7 @@ import { confineBinary } from "../scripts/images/confine";
 import { gitIn, GIT_ENV } from "../test/support/git-fixtures";
 import { startGitHttpServer, type GitHttpServer } from "../test/support/git-http-server";
 import { testTls } from "../test/support/test-tls";
-import { effectorDirs, type EffectorDirs } from "../test/support/effector-fixture";
+import { effectorDirs, effectorEnv, type EffectorDirs } from "../test/support/effector-fixture";
 import { cpuTimes, threadCpuMs } from "./cost";
 import type { Result } from "./sandbox-burst-bench";
 import { percentile, round, sleep, sorted } from "./stats";
@@ -80,28 +80,14 @@ function memoryOf(pid: number): { private: number; rss: number } {
   return { private: (kb("Private_Clean") + kb("Private_Dirty")) / 1024, rss: kb("Rss") / 1024 };
 }
 
-
 type Effector = { child: ChildProcess; url: string; startCpuMs: number; stop(): Promise<void> };
 
 /** Starts the Effector; resolves once /healthz answers 200 (it holds its key). */
 async function startEffector(d: EffectorDirs, extra: Record<string, string>): Promise<Effector> {
   const scratch = mkdtempSync(join(d.scratch, "run-"));
   const child = spawn(process.execPath, effectorProgram().args, {
-    env: {
-      PATH: process.env.PATH,
-      HOME: scratch,
-      [E.port]: "0",
-      [E.work]: d.work,
-      [E.repos]: d.repos,
-      [E.key]: d.keyFile,
-      [E.secrets]: d.secrets,
-      [E.git]: d.git,
-      [E.scratch]: scratch,
-      [E.podName]: SANDBOX,
-      [E.podIp]: "127.0.0.1",
-      [E.node]: "jr2-bench",
-      ...extra,
-    },
+    // The tests' layout and env, each run with a scratch of its own.
+    env: effectorEnv({ ...d, scratch }, { [E.podName]: SANDBOX, [E.node]: "jr2-bench", ...extra }),
     stdio: ["ignore", "pipe", "pipe"],
   });
   let out = "";
