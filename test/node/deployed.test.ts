@@ -186,7 +186,7 @@ function configured(docs: Obj[]): Obj[] {
 
 /** The pod config: the scripted (OpenAI-compatible) model and one provider per native API, each
  * held key bound to its own model's url and header; the Harness's model `native`'s, else scripted. */
-function podConfig(native?: Native) {
+function podConfig(native?: Native, opts: { requireCommands?: boolean } = {}) {
   return {
     custodian: {
       providers: [
@@ -222,6 +222,7 @@ function podConfig(native?: Native) {
     effector: {
       secrets: [{ secret: "forge-api", key: "authorization", origins: [FORGE_ORIGIN] }],
       trust: { configMap: "forge-ca", key: "ca.crt" },
+      ...(opts.requireCommands ? { requireCommands: true } : {}),
     },
     // The installation's base list (decision 0051): the stand-in public host's allowed name, on
     // port 80. Its other name is on no list unless a workspace's says so.
@@ -849,6 +850,22 @@ describe("the manifests npm run build writes, deployed with the images npm run i
       signingKey: () => SIGNING_KEY,
       nodeName: node.name,
       runtimeClassName,
+      // The Orchestrator reads its pod config at boot: a changed one is a patch and a restart.
+      podConfig: async (o) => {
+        kubectlOk([
+          "patch",
+          "configmap",
+          "jr2-orchestrator-pod",
+          "-n",
+          SYSTEM,
+          "--type",
+          "merge",
+          "-p",
+          JSON.stringify({ data: { "pod.yaml": JSON.stringify(podConfig(undefined, o)) } }),
+        ]);
+        kubectlOk(["rollout", "restart", "deployment/jr2-orchestrator", "-n", SYSTEM]);
+        await available(SYSTEM, "jr2-orchestrator");
+      },
     });
 
   // Decision 0054: the Harness speaks each provider's own API with pi-ai's client; the Custodian puts

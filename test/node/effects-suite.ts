@@ -32,6 +32,8 @@ export type EffectsContext = {
   nodeName: string;
   /** gVisor's RuntimeClass, or undefined for the cluster's default runtime. */
   runtimeClassName?: string;
+  /** Applies the installation's pod config with these choices and restarts the Orchestrator. */
+  podConfig: (o: { requireCommands?: boolean }) => Promise<void>;
 };
 
 export function describeEffects(ctx: EffectsContext) {
@@ -346,6 +348,39 @@ export function describeEffects(ctx: EffectsContext) {
       for (const reason of ["unsigned", "bad_signature", "wrong_pod", "stale", "replayed"])
         expect(metrics).toMatch(new RegExp(`jr2_effector_refused_total\\{reason="${reason}"\\} [1-9]`));
     }, 120_000);
+
+    if (gvisor)
+      test("where the pod config requires commands, an Effector that cannot confine them ends at start, and the workspace fails at once naming why", async () => {
+        await ctx.podConfig({ requireCommands: true });
+        const c = ctx.client();
+        let ws = "";
+        try {
+          ws = (
+            await c.createWorkspace({
+              image: ctx.sandboxImage,
+              branch: "feature/required",
+              effector: {},
+              runtimeClassName: ctx.runtimeClassName,
+            })
+          ).name;
+          const failed = await until(`workspace ${ws} failed`, 240_000, async () => {
+            const v = await c.workspace(ws);
+            return v.state === "ready" ? { state: v.state } : v.failure ? v : undefined;
+          });
+          expect(failed.state).toBe("failed");
+          const f = (failed as { failure: { reason: string; message: string } }).failure;
+          expect(f.reason).toBe("EffectorEnded");
+          expect(f.message).toContain(ctx.nodeName);
+          expect(f.message).toMatch(/landlock/i);
+          expect(f.message).toContain("effector.requireCommands");
+          // What the operator published: the Effector's termination, its reason in its own words.
+          const sandbox = getJson(["sandbox", "-n", ctx.namespace, ws]) as Obj;
+          expect(sandbox.status.effector.lastTerminated.message).toMatch(/landlock/i);
+        } finally {
+          if (ws) await c.deleteWorkspace(ws).catch(() => undefined);
+          await ctx.podConfig({});
+        }
+      }, 600_000);
 
     if (!gvisor)
       test("at most once across an Orchestrator SIGKILL between send and answer: the forge shows one push", async () => {
