@@ -9,7 +9,8 @@ import { createServer, type AddressInfo } from "node:net";
 import { join } from "node:path";
 import { ROOT } from "./local-operator";
 import { stopper } from "./child";
-import { ORCHESTRATOR_ENV as E } from "../api/env";
+import { EFFECTOR_ENV, ORCHESTRATOR_ENV as E } from "../api/env";
+import { confineBinary } from "../scripts/images/confine";
 
 export type LocalOrchestratorOptions = {
   kubeconfig: string;
@@ -77,6 +78,16 @@ export async function startLocalOrchestrator(o: LocalOrchestratorOptions): Promi
         [E.podBudget]: "300s",
       }
     : {};
+  // Local process mode runs each Effector beside its Harness on this machine: its commands are
+  // confined by the jr2-confine the images carry, built here (cached) and named to the Orchestrator,
+  // which hands it to each local Effector (decision 0072).
+  const confine =
+    !o.podAddress &&
+    (o.harness ?? "process") === "process" &&
+    !o.env?.[EFFECTOR_ENV.confine] &&
+    !process.env[EFFECTOR_ENV.confine]
+      ? { [EFFECTOR_ENV.confine]: confineBinary(ROOT) }
+      : {};
   const bundle = join(ROOT, "dist", "companions", "orchestrator.js");
   const [cmd, args] = existsSync(bundle)
     ? [process.execPath, [bundle]]
@@ -94,6 +105,7 @@ export async function startLocalOrchestrator(o: LocalOrchestratorOptions): Promi
       [E.localReposRoot]: o.reposRoot,
       [E.localWorkRoot]: join(o.dir, "work"),
       ...inCluster,
+      ...confine,
       ...o.env,
     },
     stdio: ["ignore", "pipe", "inherit"],

@@ -98,6 +98,12 @@ beforeAll(async () => {
     },
     stringData: { username: "jr2", password: "push-token-not-for-the-harness" },
   });
+  // The effect secret the workspace declares (the pod config's effector.secrets entry): the kubelet
+  // mounts it into the Effector, and local mode's Effector reads it as the kubelet would.
+  await K8s(kind.Secret).Apply({
+    metadata: { name: "forge", namespace: ns.name },
+    stringData: { token: "forge-token-not-for-the-harness" },
+  });
   const podConfig = join(tmp, "pod.yaml");
   writeFileSync(
     podConfig,
@@ -187,7 +193,12 @@ describe("a workspace's Sandbox pod, as composed and as built", () => {
       (v) => v?.state === "ready" || v?.state === "failed",
       60_000,
     );
-    expect(ready).toMatchObject({ state: "ready", phase: "Ready" });
+    // A failure's view says why: compared whole, so a red run names it.
+    expect({ state: ready?.state, phase: ready?.phase, failure: ready?.failure }).toEqual({
+      state: "ready",
+      phase: "Ready",
+      failure: undefined,
+    });
     sandbox = await K8s(SandboxModel).InNamespace(ns.name).Get(name);
     pod = (await K8s(kind.Pod).InNamespace(ns.name).Get()).items.find(
       (p) => p.metadata?.labels?.[SANDBOX_NAME_LABEL] === name,
