@@ -68,7 +68,9 @@ export function effectorEnv(d: EffectorDirs, extra: Record<string, string> = {})
 
 /** Starts the Effector; resolves once it logs `listening`. */
 export async function startEffector(d: EffectorDirs, extra: Record<string, string> = {}): Promise<RunningEffector> {
-  const child = spawn(TSX, [join(ROOT, "effector", "main.ts")], {
+  // Node itself with tsx's loader, not tsx's CLI: a SIGKILL to the CLI would leave its node child
+  // running, holding this process's pipes (and jest from exiting).
+  const child = spawn(process.execPath, ["--import", "tsx", join(ROOT, "effector", "main.ts")], {
     env: effectorEnv(d, extra),
     stdio: ["ignore", "pipe", "pipe"],
   });
