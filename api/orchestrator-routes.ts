@@ -11,37 +11,59 @@ export type Auth = "none" | "api" | "sandbox";
 /** A path parameter: one segment, percent-decoded. */
 export type Param = "name" | "iid" | "deliveryId" | "effectId";
 
-export type Route = { readonly method: Method; readonly path: string; readonly auth: Auth };
+/** What each route is about: the OpenAPI document's tags (each operation has its route's), and
+ * what each tag says there. The `sandbox` routes are a Harness's, through its Custodian: they are
+ * left out of the public document and the public clients (decision 0077). */
+export const TAGS = {
+  workspaces: "Workspaces: created, read, followed and destroyed.",
+  egress: "A workspace's egress list and the egress point's log of its connections (decision 0051).",
+  turns: "An Agent's turns: submitted, followed as Server-Sent Events, aborted; its Allowed picks.",
+  picks: "The Menu picks an Agent waits on, and a Machine's answers.",
+  effects: "A Machine's Effects, run by the workspace's Effector at most once (decision 0071).",
+  sandbox: "A Harness's routes, called through its Custodian with the Sandbox token: not for a Machine.",
+  service: "The Orchestrator itself: health, metrics, this document.",
+} as const;
+export type Tag = keyof typeof TAGS;
 
-/** Every route, in the order the OpenAPI document lists them. */
+export type Route = { readonly method: Method; readonly path: string; readonly auth: Auth; readonly tag: Tag };
+
+/** Every route, in the order the OpenAPI documents list them; its id is its operationId. */
 export const ROUTES = {
-  createWorkspace: { method: "POST", path: "/v1/workspaces", auth: "api" },
-  listWorkspaces: { method: "GET", path: "/v1/workspaces", auth: "api" },
-  getWorkspace: { method: "GET", path: "/v1/workspaces/{name}", auth: "api" },
-  deleteWorkspace: { method: "DELETE", path: "/v1/workspaces/{name}", auth: "api" },
-  workspaceEvents: { method: "GET", path: "/v1/workspaces/{name}/events", auth: "api" },
-  getEgress: { method: "GET", path: "/v1/workspaces/{name}/egress", auth: "api" },
-  setEgress: { method: "PUT", path: "/v1/workspaces/{name}/egress", auth: "api" },
-  egressLog: { method: "GET", path: "/v1/workspaces/{name}/egress/log", auth: "api" },
-  submitTurn: { method: "POST", path: "/v1/workspaces/{name}/turns", auth: "api" },
-  turnEvents: { method: "GET", path: "/v1/workspaces/{name}/turns/{iid}/events", auth: "api" },
-  abortTurn: { method: "POST", path: "/v1/workspaces/{name}/turns/{iid}/abort", auth: "api" },
-  setAllowed: { method: "PUT", path: "/v1/workspaces/{name}/turns/{iid}/allowed", auth: "api" },
-  listPicks: { method: "GET", path: "/v1/workspaces/{name}/picks", auth: "api" },
-  answerPick: { method: "POST", path: "/v1/workspaces/{name}/picks/{deliveryId}/answer", auth: "api" },
-  createEffect: { method: "POST", path: "/v1/workspaces/{name}/effects", auth: "api" },
-  listEffects: { method: "GET", path: "/v1/workspaces/{name}/effects", auth: "api" },
-  getEffect: { method: "GET", path: "/v1/workspaces/{name}/effects/{effectId}", auth: "api" },
-  takePick: { method: "POST", path: "/v1/sandbox/agents/{iid}/picks", auth: "sandbox" },
-  readAllowed: { method: "GET", path: "/v1/sandbox/agents/{iid}/allowed", auth: "sandbox" },
-  readDelivery: { method: "GET", path: "/v1/sandbox/agents/{iid}/deliveries/{deliveryId}", auth: "sandbox" },
-  healthz: { method: "GET", path: "/healthz", auth: "none" },
-  healthzHead: { method: "HEAD", path: "/healthz", auth: "none" },
-  metrics: { method: "GET", path: "/metrics", auth: "api" },
-  openapi: { method: "GET", path: "/v1/openapi.json", auth: "api" },
+  createWorkspace: { method: "POST", path: "/v1/workspaces", auth: "api", tag: "workspaces" },
+  listWorkspaces: { method: "GET", path: "/v1/workspaces", auth: "api", tag: "workspaces" },
+  getWorkspace: { method: "GET", path: "/v1/workspaces/{name}", auth: "api", tag: "workspaces" },
+  deleteWorkspace: { method: "DELETE", path: "/v1/workspaces/{name}", auth: "api", tag: "workspaces" },
+  workspaceEvents: { method: "GET", path: "/v1/workspaces/{name}/events", auth: "api", tag: "workspaces" },
+  getEgress: { method: "GET", path: "/v1/workspaces/{name}/egress", auth: "api", tag: "egress" },
+  setEgress: { method: "PUT", path: "/v1/workspaces/{name}/egress", auth: "api", tag: "egress" },
+  egressLog: { method: "GET", path: "/v1/workspaces/{name}/egress/log", auth: "api", tag: "egress" },
+  submitTurn: { method: "POST", path: "/v1/workspaces/{name}/turns", auth: "api", tag: "turns" },
+  turnEvents: { method: "GET", path: "/v1/workspaces/{name}/turns/{iid}/events", auth: "api", tag: "turns" },
+  abortTurn: { method: "POST", path: "/v1/workspaces/{name}/turns/{iid}/abort", auth: "api", tag: "turns" },
+  setAllowed: { method: "PUT", path: "/v1/workspaces/{name}/turns/{iid}/allowed", auth: "api", tag: "turns" },
+  listPicks: { method: "GET", path: "/v1/workspaces/{name}/picks", auth: "api", tag: "picks" },
+  answerPick: { method: "POST", path: "/v1/workspaces/{name}/picks/{deliveryId}/answer", auth: "api", tag: "picks" },
+  createEffect: { method: "POST", path: "/v1/workspaces/{name}/effects", auth: "api", tag: "effects" },
+  listEffects: { method: "GET", path: "/v1/workspaces/{name}/effects", auth: "api", tag: "effects" },
+  getEffect: { method: "GET", path: "/v1/workspaces/{name}/effects/{effectId}", auth: "api", tag: "effects" },
+  takePick: { method: "POST", path: "/v1/sandbox/agents/{iid}/picks", auth: "sandbox", tag: "sandbox" },
+  readAllowed: { method: "GET", path: "/v1/sandbox/agents/{iid}/allowed", auth: "sandbox", tag: "sandbox" },
+  readDelivery: {
+    method: "GET",
+    path: "/v1/sandbox/agents/{iid}/deliveries/{deliveryId}",
+    auth: "sandbox",
+    tag: "sandbox",
+  },
+  healthz: { method: "GET", path: "/healthz", auth: "none", tag: "service" },
+  healthzHead: { method: "HEAD", path: "/healthz", auth: "none", tag: "service" },
+  metrics: { method: "GET", path: "/metrics", auth: "api", tag: "service" },
+  openapi: { method: "GET", path: "/v1/openapi.json", auth: "api", tag: "service" },
 } as const satisfies Record<string, Route>;
 
 export type RouteId = keyof typeof ROUTES;
+
+/** A Harness's route (a Sandbox token's): out of the public document and clients (decision 0077). */
+export const isInternal = (id: RouteId): boolean => ROUTES[id].auth === "sandbox";
 
 /** The parameters a path template names, as a type: `"/a/{name}/b/{iid}"` gives `"name" | "iid"`. */
 type ParamsOf<P extends string> = P extends `${string}{${infer K}}${infer Rest}` ? K | ParamsOf<Rest> : never;

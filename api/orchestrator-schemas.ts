@@ -377,6 +377,12 @@ export type WorkspaceEvent = z.infer<typeof WorkspaceEvent>;
 export const Created = z.strictObject({ name: WorkspaceName }).meta({ description: "The workspace's name." });
 export type Created = z.infer<typeof Created>;
 
+/** A delete's answer: its own schema, so a generator names it apart from a create's (decision 0077). */
+export const Deleted = z
+  .strictObject({ name: WorkspaceName })
+  .meta({ description: "The workspace being destroyed: its name. Its events end at `destroyed`." });
+export type Deleted = z.infer<typeof Deleted>;
+
 export const WorkspaceView = z
   .strictObject({
     name: WorkspaceName,

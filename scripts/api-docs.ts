@@ -1,23 +1,24 @@
 // Renders the Orchestrator's API as the committed files in docs/api/ (decision 0057): the OpenAPI
-// document the server serves, and the error catalogue. Shared by scripts/gen-api.ts and the drift
+// document the server serves, the Harness's routes' own (decision 0077), and the error catalogue. Shared by scripts/gen-api.ts and the drift
 // test, so what is committed is what the code says.
 import { join } from "node:path";
 import { ERRORS, ERROR_CODES, type ErrorCode } from "../api/orchestrator-errors";
-import { openApiDocument } from "../orchestrator/http/openapi-document";
+import { openApiDocument, type Audience } from "../orchestrator/http/openapi-document";
 
 export const API_DOCS_DIR = join(__dirname, "..", "docs", "api");
 
 type Operation = { responses?: Record<string, { "x-error-codes"?: ErrorCode[] }> };
 
-/** Each code's routes, as `METHOD path`, in the document's order. */
-export function routesByCode(doc = openApiDocument()): Map<ErrorCode, string[]> {
+/** Each code's routes, as `METHOD path`, in the documents' order (the public one's, then the Harness's). */
+export function routesByCode(docs = [openApiDocument(), openApiDocument("sandbox")]): Map<ErrorCode, string[]> {
   const out = new Map<ErrorCode, string[]>(ERROR_CODES.map((c) => [c, []]));
-  for (const [path, item] of Object.entries(doc.paths as Record<string, Record<string, Operation>>))
-    for (const [method, op] of Object.entries(item)) {
-      if (method === "parameters") continue;
-      for (const answer of Object.values(op.responses ?? {}))
-        for (const code of answer["x-error-codes"] ?? []) out.get(code)?.push(`${method.toUpperCase()} ${path}`);
-    }
+  for (const doc of docs)
+    for (const [path, item] of Object.entries(doc.paths as Record<string, Record<string, Operation>>))
+      for (const [method, op] of Object.entries(item)) {
+        if (method === "parameters") continue;
+        for (const answer of Object.values(op.responses ?? {}))
+          for (const code of answer["x-error-codes"] ?? []) out.get(code)?.push(`${method.toUpperCase()} ${path}`);
+      }
   return out;
 }
 
@@ -32,8 +33,10 @@ export function renderErrors(): string {
     'Every error the API answers is JSON, `{"error": {"code": "...", "message": "..."}}`, with the',
     "HTTP status below: a code always comes with the same status. The message is for people and may",
     "change; the code is for programs and does not. The OpenAPI document ([openapi.json](openapi.json))",
-    "names, on each answer, the codes it may carry (`x-error-codes`). Decision 0057 says why the list is",
-    "one ([docs/decisions/0057-the-api-as-a-product.md](../decisions/0057-the-api-as-a-product.md)).",
+    "names, on each answer, the codes it may carry (`x-error-codes`); the Harness's routes, called through its",
+    "Custodian, have a document of their own ([openapi-sandbox.json](openapi-sandbox.json)), and the codes only a",
+    "Harness meets are not in the public document's enum. Decision 0057 says why the list is one",
+    "([docs/decisions/0057-the-api-as-a-product.md](../decisions/0057-the-api-as-a-product.md)).",
     "",
     "| Code | Status | Met by |",
     "| --- | --- | --- |",
@@ -57,10 +60,12 @@ export function renderErrors(): string {
   return lines.join("\n");
 }
 
-export const renderOpenApi = (): string => `${JSON.stringify(openApiDocument(), null, 2)}\n`;
+export const renderOpenApi = (audience: Audience = "public"): string =>
+  `${JSON.stringify(openApiDocument(audience), null, 2)}\n`;
 
-/** Every file, its path and its text. */
+/** Every file, its path and its text; the served document first. */
 export const renderApiDocs = () => [
   { file: join(API_DOCS_DIR, "openapi.json"), text: renderOpenApi() },
+  { file: join(API_DOCS_DIR, "openapi-sandbox.json"), text: renderOpenApi("sandbox") },
   { file: join(API_DOCS_DIR, "errors.md"), text: renderErrors() },
 ];

@@ -497,7 +497,15 @@ const HANDLERS: Record<RouteId, Handler> = {
     if (picks) await readDelivery(req, res, picks, workspace!, iid!, deliveryId!);
   },
   healthz: (_req, res) => sendJson(res, 200, HEALTHY),
-  healthzHead: (_req, res) => sendJson(res, 200, HEALTHY),
+  // The GET's status and headers with no body (decision 0077): a load balancer's probe reads nothing.
+  healthzHead(_req, res) {
+    res.writeHead(200, {
+      "content-type": "application/json; charset=utf-8",
+      "content-length": Buffer.byteLength(JSON.stringify(HEALTHY)),
+      "cache-control": "no-store",
+    });
+    res.end();
+  },
   async metrics(_req, res, ctx, { principal }) {
     if (principal?.kind !== "admin") return fail(res, "forbidden", "the metrics are an admin token's to read");
     const text = await ctx.metrics();

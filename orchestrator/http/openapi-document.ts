@@ -1,5 +1,7 @@
 // `/v1/openapi.json`, generated from the very zod schemas the server validates with (api/orchestrator-schemas.ts), by
-// zod 4's own JSON Schema writer (docs/decisions/0003). OpenAPI 3.1 takes JSON Schema 2020-12 as is.
+// zod 4's own JSON Schema writer (docs/decisions/0003). OpenAPI 3.1 takes JSON Schema 2020-12 as is. Each operation's
+// operationId and tags are its route's in the table (api/orchestrator-routes.ts); the Harness's routes (a Sandbox
+// token's) make a document of their own, never served, and the public one leaves them out (decision 0077).
 import { z } from "zod";
 import {
   AbortReceipt,
@@ -9,6 +11,7 @@ import {
   AnswerReceipt,
   Created,
   CreateWorkspaceBody,
+  Deleted,
   EffectBody,
   EffectList,
   EffectRecord,
@@ -24,8 +27,8 @@ import {
   WorkspaceView,
 } from "../../api/orchestrator-schemas";
 import { Admission, Allowed, Delivery, PickBody, PickReceipt, StreamEvent } from "../../api/agent-protocol";
-import { PATHS, paramsOf, type Param, type RouteId } from "../../api/orchestrator-routes";
-import type { ErrorCode } from "../../api/orchestrator-errors";
+import { PATHS, ROUTES, TAGS, isInternal, paramsOf, type Param, type RouteId } from "../../api/orchestrator-routes";
+import { ERRORS, ERROR_CODES, type ErrorCode } from "../../api/orchestrator-errors";
 
 type Json = Record<string, unknown>;
 
@@ -39,6 +42,11 @@ function schemaOf(schema: z.ZodType, io: "input" | "output"): Json {
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 const json = (name: string) => ({ content: { "application/json": { schema: ref(name) } } });
 const answer = (description: string, name: string) => ({ description, ...json(name) });
+/** An answer that names where its object lives (`Location`), as the server sends it. */
+const located = (description: string, name: string, where: string) => ({
+  ...answer(description, name),
+  headers: { Location: { description: where, schema: { type: "string" } } },
+});
 /** An error answer: the catalogue's codes it may carry (api/orchestrator-errors.ts), each of whose
  * status is this answer's (test/unit/api-errors.test.ts checks), and what they say here. */
 const error = (codes: ErrorCode[], description: string) => ({
@@ -73,6 +81,7 @@ const PARAMS: Record<Param, Json> = {
 };
 
 const INTERNAL = "The Orchestrator failed; the details are in its log.";
+const EFFECT_PATH = "The Effect's path (`getEffect`).";
 
 /** What any route behind a token may answer. */
 const COMMON_ERRORS = {
@@ -99,17 +108,28 @@ const HARNESS_ERRORS = {
   ),
 };
 
-/** A route's operation; `query`: its query parameters, listed after the path's own. `null`: a
- * route the document leaves out (HEAD of the health check). */
+/** A Sandbox's call over its workspace's rate: the server says when to call again (api-server.ts). */
+const RATE_LIMITED = {
+  ...error(["rate_limited"], "The workspace's Sandbox calls are over their rate: retry after `Retry-After` seconds."),
+  headers: {
+    "Retry-After": {
+      description: "Whole seconds to wait before the next call.",
+      required: true,
+      schema: { type: "integer", minimum: 0 },
+    },
+  },
+};
+
+/** A route's operation; `query`: its query and header parameters, listed after the path's own. */
 type Operation = Json & { query?: Json[] };
 
 /** Every route of the table (api/orchestrator-routes.ts) documented: one missing does not compile. */
-const OPERATIONS: Record<RouteId, Operation | null> = {
+const OPERATIONS: Record<RouteId, Operation> = {
   createWorkspace: {
     summary: "Ask for a workspace",
     requestBody: { required: true, ...json("CreateWorkspaceBody") },
     responses: {
-      "202": answer("Accepted: the workspace is being placed.", "Created"),
+      "202": located("Accepted: the workspace is being placed.", "Created", "The workspace's path (`getWorkspace`)."),
       "400": error(["invalid", "invalid_size"], "The body is invalid; the message names each field path."),
       "403": error(
         ["fence_refused", "image_refused", "runtime_class_refused"],
@@ -137,7 +157,7 @@ const OPERATIONS: Record<RouteId, Operation | null> = {
   deleteWorkspace: {
     summary: "Destroy a workspace (its Sandbox is deleted)",
     responses: {
-      "202": answer("Accepted: the workspace is being destroyed.", "Created"),
+      "202": answer("Accepted: the workspace is being destroyed.", "Deleted"),
       "404": error(["not_found"], "No such workspace."),
       ...COMMON_ERRORS,
     },
@@ -224,6 +244,17 @@ const OPERATIONS: Record<RouteId, Operation | null> = {
     },
   },
   turnEvents: {
+    query: [
+      {
+        name: "Last-Event-ID",
+        in: "header",
+        required: false,
+        description:
+          "The `id` (an offset) of the last event read: the stream resumes after it. Absent, it starts at the " +
+          "conversation's last admission.",
+        schema: { type: "string", pattern: "^[0-9]{1,15}$" },
+      },
+    ],
     summary:
       "The conversation's events as Server-Sent Events (`id` = the offset), from its last admission or " +
       "after `Last-Event-ID`, until that turn's `end` or until nothing more can come (no running turn, every event read)",
@@ -307,8 +338,8 @@ const OPERATIONS: Record<RouteId, Operation | null> = {
     requestBody: { required: true, ...json("EffectBody") },
     responses: {
       ...BODY_ERRORS,
-      "200": answer("The same Effect again: its record now.", "EffectRecord"),
-      "202": answer("Recorded `queued`: GET it (with `?wait=`) until it settles.", "EffectRecord"),
+      "200": located("The same Effect again: its record now.", "EffectRecord", EFFECT_PATH),
+      "202": located("Recorded `queued`: GET it (with `?wait=`) until it settles.", "EffectRecord", EFFECT_PATH),
       "400": error(["invalid"], "The body is invalid; the message names each field path."),
       "403": error(
         ["effect_refused"],
@@ -392,10 +423,7 @@ const OPERATIONS: Record<RouteId, Operation | null> = {
         "A field is past its bound (pick 64, submissionId and callId 128 characters, args 64 KiB, the body 96 KiB): " +
           "the message names it.",
       ),
-      "429": error(
-        ["rate_limited"],
-        "The workspace's Sandbox calls are over their rate: retry after `retry-after` seconds.",
-      ),
+      "429": RATE_LIMITED,
       ...LEDGER_ERRORS,
     },
   },
@@ -406,10 +434,7 @@ const OPERATIONS: Record<RouteId, Operation | null> = {
       "200": answer("The running turn's Allowed picks now, and its submission.", "Allowed"),
       "401": error(["unauthorized"], "No valid Sandbox token for the conversation's workspace."),
       "404": error(["not_found"], "No such workspace, or no running turn on the conversation."),
-      "429": error(
-        ["rate_limited"],
-        "The workspace's Sandbox calls are over their rate: retry after `retry-after` seconds.",
-      ),
+      "429": RATE_LIMITED,
       ...LEDGER_ERRORS,
     },
   },
@@ -429,10 +454,7 @@ const OPERATIONS: Record<RouteId, Operation | null> = {
       "200": answer("Answered, or still outstanding after the hold.", "Delivery"),
       "401": error(["unauthorized"], "No valid Sandbox token for the conversation's workspace."),
       "404": error(["not_found"], "No such workspace, or no such delivery in this conversation."),
-      "429": error(
-        ["rate_limited"],
-        "The workspace's Sandbox calls are over their rate: retry after `retry-after` seconds.",
-      ),
+      "429": RATE_LIMITED,
       ...LEDGER_ERRORS,
     },
   },
@@ -441,7 +463,11 @@ const OPERATIONS: Record<RouteId, Operation | null> = {
     security: [],
     responses: { "200": answer("The Orchestrator serves.", "Health") },
   },
-  healthzHead: null,
+  healthzHead: {
+    summary: "Liveness, with no body: the status GET /healthz answers",
+    security: [],
+    responses: { "200": { description: "The Orchestrator serves." } },
+  },
   metrics: {
     summary: "Prometheus metrics (an admin token's)",
     responses: {
@@ -462,84 +488,156 @@ const OPERATIONS: Record<RouteId, Operation | null> = {
   },
 };
 
-/** The document's paths, from the route table: each template's parameters, then its operations. */
-function pathsOf(): Json {
+/** Which routes a document holds: a Machine's (`public`, served) or a Harness's (`sandbox`). */
+export type Audience = "public" | "sandbox";
+
+const holds = (audience: Audience, id: RouteId) => isInternal(id) === (audience === "sandbox");
+
+/** A document's paths, from the route table: each template's path parameters, then its operations,
+ * each with its route's id as operationId and its route's tag. */
+function pathsOf(audience: Audience): Json {
   const out: Json = {};
   for (const { template, routes } of PATHS) {
     const parameters: Json[] = paramsOf(template).map((p) => PARAMS[p]);
     const item: Json = {};
     for (const { id, method } of routes) {
-      const op = OPERATIONS[id];
-      if (!op) continue;
-      const { query, responses, ...operation } = op;
-      parameters.push(...(query ?? []));
+      if (!holds(audience, id)) continue;
+      const { query, responses, ...operation } = OPERATIONS[id];
       // Statuses in order, whatever order the shared answers were spread in.
       const sorted = Object.entries(responses as Json).sort(([a], [b]) => a.localeCompare(b));
-      item[method.toLowerCase()] = { ...operation, responses: Object.fromEntries(sorted) };
+      item[method.toLowerCase()] = {
+        operationId: id,
+        tags: [ROUTES[id].tag],
+        ...operation,
+        ...(query ? { parameters: query } : {}),
+        responses: Object.fromEntries(sorted),
+      };
     }
-    out[template] = parameters.length ? { parameters, ...item } : item;
+    if (Object.keys(item).length) out[template] = parameters.length ? { parameters, ...item } : item;
   }
   return out;
 }
 
-export function openApiDocument(): Json {
+/** Every component; each document keeps those its paths name (`$ref`) and, the public one, the named
+ * shapes no route of the other names (Admission: a part of answers, named for the clients). */
+function schemas(): Record<string, Json> {
+  return {
+    CreateWorkspaceBody: schemaOf(CreateWorkspaceBody, "input"),
+    Created: schemaOf(Created, "output"),
+    Deleted: schemaOf(Deleted, "output"),
+    WorkspaceView: schemaOf(WorkspaceView, "output"),
+    WorkspaceList: schemaOf(WorkspaceList, "output"),
+    EgressList: schemaOf(EgressList, "output"),
+    EgressLog: schemaOf(EgressLog, "output"),
+    WorkspaceEvent: schemaOf(WorkspaceEvent, "output"),
+    Error: schemaOf(ErrorBody, "output"),
+    Health: schemaOf(Health, "output"),
+    PickList: schemaOf(PickList, "output"),
+    AnswerBody: schemaOf(AnswerBody, "input"),
+    AllowedBody: schemaOf(AllowedBody, "input"),
+    Allowed: schemaOf(Allowed, "output"),
+    AnswerReceipt: schemaOf(AnswerReceipt, "output"),
+    PickBody: schemaOf(PickBody, "input"),
+    PickReceipt: schemaOf(PickReceipt, "output"),
+    Delivery: schemaOf(Delivery, "output"),
+    SubmitTurnBody: schemaOf(SubmitTurnBody, "input"),
+    TurnSubmitted: schemaOf(TurnSubmitted, "output"),
+    AbortReceipt: schemaOf(AbortReceipt, "output"),
+    AllowedSet: schemaOf(AllowedSet, "output"),
+    Admission: schemaOf(Admission, "output"),
+    StreamEvent: schemaOf(StreamEvent, "output"),
+    EffectBody: schemaOf(EffectBody, "input"),
+    EffectRecord: schemaOf(EffectRecord, "output"),
+    EffectList: schemaOf(EffectList, "output"),
+  };
+}
+
+/** The component names `value` refers to, and those they refer to in turn. */
+function refsOf(value: unknown, all: Record<string, Json>, out = new Set<string>()): Set<string> {
+  for (const m of JSON.stringify(value).matchAll(/"#\/components\/schemas\/([^"]+)"/g))
+    if (!out.has(m[1]) && all[m[1]]) {
+      out.add(m[1]);
+      refsOf(all[m[1]], all, out);
+    }
+  return out;
+}
+
+/** The error codes a document's callers may meet: a Machine never meets a Harness's own. */
+const codesFor = (audience: Audience): ErrorCode[] =>
+  audience === "sandbox" ? ERROR_CODES : ERROR_CODES.filter((c) => ERRORS[c].caller !== "sandbox");
+
+/** The public document (served at /v1/openapi.json, what clients are generated from), or the
+ * Harness's routes alone (`sandbox`: docs/api/openapi-sandbox.json, served nowhere). */
+export function openApiDocument(audience: Audience = "public"): Json {
+  const paths = pathsOf(audience);
+  const all = schemas();
+  const used = refsOf(paths, all);
+  const other = refsOf(pathsOf(audience === "public" ? "sandbox" : "public"), all);
+  const kept = Object.keys(all).filter((n) => used.has(n) || (audience === "public" && !other.has(n)));
+  // The error body's code: the catalogue's words this document's callers may meet.
+  const error = all.Error as { properties: { error: { properties: { code: Json } } } };
+  error.properties.error.properties.code.enum = codesFor(audience);
+  const ids = (Object.keys(ROUTES) as RouteId[]).filter((id) => holds(audience, id));
+  const tags = [...new Set(ids.map((id) => ROUTES[id].tag))];
   return {
     openapi: "3.1.0",
-    info: {
-      title: "jr2 Orchestrator API",
-      version: "1",
-      description:
-        "Workspaces for Machines: a Sandbox placed, provisioned and attached, kept alive by its lease, and " +
-        "reported lost when it dies. Every error is `{error: {code, message}}`: each answer names the codes " +
-        "it may carry (`x-error-codes`), and the error catalogue (docs/api/errors.md) says what each means and " +
-        "what the caller does. A method a path does not serve is answered 405 `method_not_allowed`, naming " +
-        "the methods it does in `Allow`.",
-    },
-    security: [{ bearer: [] }],
-    paths: pathsOf(),
+    info:
+      audience === "public"
+        ? {
+            title: "jr2 Orchestrator API",
+            version: "1",
+            description:
+              "Workspaces for Machines: a Sandbox placed, provisioned and attached, kept alive by its lease, and " +
+              "reported lost when it dies. Every error is `{error: {code, message}}`: each answer names the codes " +
+              "it may carry (`x-error-codes`), and the error catalogue (docs/api/errors.md) says what each means and " +
+              "what the caller does. A method a path does not serve is answered 405 `method_not_allowed`, naming " +
+              "the methods it does in `Allow`.",
+          }
+        : {
+            title: "jr2 Orchestrator API: a Harness's routes",
+            version: "1",
+            description:
+              "The routes a Sandbox's Harness calls through its Custodian (which adds the Sandbox token): not a " +
+              "Machine's, so left out of the public document and clients (decision 0077). Served by the same " +
+              "Orchestrator; this document is served nowhere. Errors as in the public document.",
+          },
+    servers: [
+      { url: "/", description: "The Orchestrator this document was read from." },
+      {
+        url: "{scheme}://{host}",
+        description: "An Orchestrator by its address.",
+        variables: {
+          scheme: { default: "https", enum: ["https", "http"], description: "http only where TLS is not set up." },
+          host: {
+            default: "jr2-orchestrator.jr2-system.svc:8090",
+            description: "Its host and port: in the cluster, its Service's.",
+          },
+        },
+      },
+    ],
+    security: [{ [audience === "public" ? "bearer" : "sandbox"]: [] }],
+    tags: tags.map((name) => ({ name, description: TAGS[name] })),
+    paths,
     components: {
-      securitySchemes: {
-        bearer: {
-          type: "http",
-          scheme: "bearer",
-          description:
-            "An API token (JR2_API_TOKENS_FILE): an admin's sees every workspace, a tenant's only the workspaces " +
-            "it created (another tenant's answer 404).",
-        },
-        sandbox: {
-          type: "http",
-          scheme: "bearer",
-          description: "The Sandbox token of the conversation's workspace (its Custodian adds it).",
-        },
-      },
-      schemas: {
-        CreateWorkspaceBody: schemaOf(CreateWorkspaceBody, "input"),
-        Created: schemaOf(Created, "output"),
-        WorkspaceView: schemaOf(WorkspaceView, "output"),
-        WorkspaceList: schemaOf(WorkspaceList, "output"),
-        EgressList: schemaOf(EgressList, "output"),
-        EgressLog: schemaOf(EgressLog, "output"),
-        WorkspaceEvent: schemaOf(WorkspaceEvent, "output"),
-        Error: schemaOf(ErrorBody, "output"),
-        Health: schemaOf(Health, "output"),
-        PickList: schemaOf(PickList, "output"),
-        AnswerBody: schemaOf(AnswerBody, "input"),
-        AllowedBody: schemaOf(AllowedBody, "input"),
-        Allowed: schemaOf(Allowed, "output"),
-        AnswerReceipt: schemaOf(AnswerReceipt, "output"),
-        PickBody: schemaOf(PickBody, "input"),
-        PickReceipt: schemaOf(PickReceipt, "output"),
-        Delivery: schemaOf(Delivery, "output"),
-        SubmitTurnBody: schemaOf(SubmitTurnBody, "input"),
-        TurnSubmitted: schemaOf(TurnSubmitted, "output"),
-        AbortReceipt: schemaOf(AbortReceipt, "output"),
-        AllowedSet: schemaOf(AllowedSet, "output"),
-        Admission: schemaOf(Admission, "output"),
-        StreamEvent: schemaOf(StreamEvent, "output"),
-        EffectBody: schemaOf(EffectBody, "input"),
-        EffectRecord: schemaOf(EffectRecord, "output"),
-        EffectList: schemaOf(EffectList, "output"),
-      },
+      securitySchemes:
+        audience === "public"
+          ? {
+              bearer: {
+                type: "http",
+                scheme: "bearer",
+                description:
+                  "An API token (JR2_API_TOKENS_FILE): an admin's sees every workspace, a tenant's only the " +
+                  "workspaces it created (another tenant's answer 404).",
+              },
+            }
+          : {
+              sandbox: {
+                type: "http",
+                scheme: "bearer",
+                description: "The Sandbox token of the conversation's workspace (its Custodian adds it).",
+              },
+            },
+      schemas: Object.fromEntries(kept.map((n) => [n, all[n]])),
     },
   };
 }

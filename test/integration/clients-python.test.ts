@@ -3,8 +3,10 @@
 // Python example Machine (a python3 process) creates a workspace, the Agent runs bash and picks
 // `propose`, the test approves through the machine's stdin, the Agent finishes, the machine publishes
 // the approved change to a stand-in forge (a push and a pull request, Effects of the workspace's
-// Effector, decision 0070) and destroys the workspace; and the client's errors carry the API's code, and a workspace's events
-// stream from its snapshot to its end (docs/decisions/0061-clients-beyond-typescript.md).
+// Effector, decision 0070) and destroys the workspace; and the client (a context manager, its token
+// from JR2_API_TOKEN) raises each error as its code's class, carrying the API's code, and a
+// workspace's events stream from its snapshot to its end (docs/decisions/0061-clients-beyond-typescript.md,
+// decision 0077).
 import { execFileSync, spawn } from "node:child_process";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -151,64 +153,83 @@ describe("the Python client", () => {
     expect(JSON.stringify(stage.model().requests.at(-1))).toContain("approved by a human: go on");
   }, 120_000);
 
-  it("raises the API's errors with their status and code, and streams a workspace's events to their end", async () => {
+  it("raises the API's errors as their codes' classes, and streams a workspace's events to their end", async () => {
     const script = `
 import json, sys
-from jr2_orchestrator import OrchestratorClient, OrchestratorError
+from jr2_orchestrator import Jr2Error, OrchestratorClient
 
-url, token = sys.argv[1], sys.argv[2]
-client = OrchestratorClient(url, token)
-out = {}
+url = sys.argv[1]
+# The token from the environment (JR2_API_TOKEN); the connections closed at the block's end.
+with OrchestratorClient(url) as client:
+  out = {}
 
-def error(call):
-    try:
-        call()
-    except OrchestratorError as err:
-        return {"status": err.status, "code": err.code, "message": err.message}
-    return None
+  def error(call):
+      try:
+          call()
+      except Jr2Error as err:
+          return {"class": type(err).__name__, "status": err.status, "code": err.code, "message": err.message}
+      return None
 
-out["missing"] = error(lambda: client.workspace("ws-nosuchthing"))
-out["unauthorized"] = error(lambda: OrchestratorClient(url, "wrong").picks("ws-nosuchthing"))
-out["invalid"] = error(lambda: client.create_workspace({"image": "ghcr.io/example/harness:1", "branch": "-bad"}))
-out["openapi"] = client.openapi()["openapi"]
+  out["missing"] = error(lambda: client.workspace("ws-nosuchthing"))
+  with OrchestratorClient(url, "wrong") as stranger:
+      out["unauthorized"] = error(lambda: stranger.picks("ws-nosuchthing"))
+  out["invalid"] = error(lambda: client.create_workspace({"image": "ghcr.io/example/harness:1", "branch": "-bad"}))
+  doc = client.openapi()
+  out["openapi"] = doc["openapi"]
+  out["sandbox_paths"] = [p for p in doc["paths"] if "/sandbox/" in p]
+  out["healthy"] = client.healthy()
 
-name = client.create_workspace({"image": "ghcr.io/example/harness:1", "branch": "example/events"})["name"]
-out["listed"] = name in [w["name"] for w in client.list_workspaces()["items"]]
-seen = []
-deleted = False
-with client.workspace_events(name) as events:
-    for item in events:
-        if item["type"] == "snapshot":
-            seen.append("snapshot:" + item["view"]["state"])
-            ready = item["view"]["state"] == "ready"
-        elif item["type"] == "transition":
-            seen.append("transition:" + item["to"])
-            ready = item["to"] == "ready"
-        else:
-            seen.append(item["type"])
-            ready = False
-        if ready and not deleted:
-            deleted = True
-            client.delete_workspace(name)
-out["events"] = seen
+  name = client.create_workspace({"image": "ghcr.io/example/harness:1", "branch": "example/events"})["name"]
+  out["listed"] = name in [w["name"] for w in client.list_workspaces()["items"]]
+  seen = []
+  deleted = False
+  deleted_answer = None
+  with client.workspace_events(name) as events:
+      for item in events:
+          if item["type"] == "snapshot":
+              seen.append("snapshot:" + item["view"]["state"])
+              ready = item["view"]["state"] == "ready"
+          elif item["type"] == "transition":
+              seen.append("transition:" + item["to"])
+              ready = item["to"] == "ready"
+          else:
+              seen.append(item["type"])
+              ready = False
+          if ready and not deleted:
+              deleted = True
+              deleted_answer = client.delete_workspace(name)
+  out["events"] = seen
+  out["deleted"] = deleted_answer
 print(json.dumps(out))
 `;
-    const run = await runPython(["-c", script, stage.orch().url, stage.orch().token]);
+    const run = await runPython(["-c", script, stage.orch().url]);
     if (run.code !== 0) throw new Error(`the Python probe exited ${run.code}:\n${run.lines.join("\n")}\n${run.stderr}`);
     const out = JSON.parse(run.lines.join("\n")) as {
       missing: unknown;
       unauthorized: unknown;
       invalid: { status: number; code: string; message: string };
       openapi: string;
+      sandbox_paths: string[];
+      healthy: boolean;
+      deleted: unknown;
       listed: boolean;
       events: string[];
     };
 
-    expect(out.missing).toEqual({ status: 404, code: "not_found", message: 'no workspace "ws-nosuchthing"' });
-    expect(out.unauthorized).toMatchObject({ status: 401 });
-    expect(out.invalid).toMatchObject({ status: 400, code: "invalid" });
+    expect(out.missing).toEqual({
+      class: "NotFoundError",
+      status: 404,
+      code: "not_found",
+      message: 'no workspace "ws-nosuchthing"',
+    });
+    expect(out.unauthorized).toMatchObject({ class: "UnauthorizedError", status: 401, code: "unauthorized" });
+    expect(out.invalid).toMatchObject({ class: "InvalidError", status: 400, code: "invalid" });
     expect(out.invalid.message).toMatch(/branch/);
     expect(out.openapi).toBe("3.1.0");
+    // The served document is the public one: no Harness's route (decision 0077).
+    expect(out.sandbox_paths).toEqual([]);
+    expect(out.healthy).toBe(true);
+    expect(out.deleted).toEqual({ name: expect.stringMatching(/^ws-/) });
     expect(out.listed).toBe(true);
     // A snapshot first; the workspace reaches ready, then is destroyed, and the stream ends there.
     expect(out.events[0]).toMatch(/^snapshot:/);

@@ -83,19 +83,26 @@ describe("the error catalogue", () => {
   });
 });
 
-describe("the OpenAPI document names the codes", () => {
-  const doc = openApiDocument() as {
+describe("the OpenAPI documents name the codes", () => {
+  type Doc = {
     paths: Record<string, Record<string, { responses?: Record<string, { "x-error-codes"?: ErrorCode[] }> }>>;
     components: { schemas: Record<string, { properties?: Record<string, { properties?: Record<string, unknown> }> }> };
   };
+  const doc = openApiDocument() as Doc;
+  // The Harness's routes' own document (decision 0077): together they answer every code.
+  const sandbox = openApiDocument("sandbox") as Doc;
+  const both = { ...doc.paths, ...sandbox.paths };
 
-  it("enumerates the catalogue on the error body's code", () => {
-    expect(doc.components.schemas.Error.properties?.error.properties?.code).toMatchObject({ enum: ERROR_CODES });
+  it("enumerates on the error body's code the catalogue's words each document's callers may meet", () => {
+    const machine = ERROR_CODES.filter((c) => ERRORS[c].caller !== "sandbox");
+    expect(doc.components.schemas.Error.properties?.error.properties?.code).toMatchObject({ enum: machine });
+    expect(sandbox.components.schemas.Error.properties?.error.properties?.code).toMatchObject({ enum: ERROR_CODES });
+    expect(machine).not.toContain("rate_limited");
   });
 
   it("names a code only on an answer of the code's status", () => {
     const wrong: string[] = [];
-    for (const [path, item] of Object.entries(doc.paths))
+    for (const [path, item] of Object.entries(both))
       for (const [method, op] of Object.entries(item))
         for (const [status, answer] of Object.entries(op.responses ?? {}))
           for (const code of answer["x-error-codes"] ?? [])
@@ -105,7 +112,7 @@ describe("the OpenAPI document names the codes", () => {
 
   it("names every code on some answer, but the 405 a path gives a method it does not serve", () => {
     const named = new Set(
-      Object.values(doc.paths)
+      Object.values(both)
         .flatMap((item) => Object.values(item))
         .flatMap((op) => Object.values(op.responses ?? {}))
         .flatMap((answer) => answer["x-error-codes"] ?? []),

@@ -4,7 +4,8 @@
 // copy's types are the server's zod schemas' own, checked by the compiler: a body the client
 // writes is one the server reads, an answer the server writes is one the client reads.
 import type { z } from "zod";
-import { GENERATED, drifted, generate } from "../../scripts/gen-clients";
+import { CLIENT_ERROR_CODES, GENERATED, drifted, errorClassOf, generate } from "../../scripts/gen-clients";
+import { ERRORS } from "../../api/orchestrator-errors";
 import type * as client from "../../clients/typescript/src";
 import type {
   AnswerReceipt,
@@ -16,8 +17,8 @@ import type {
   WorkspaceList,
   WorkspaceView,
 } from "../../api/orchestrator-schemas";
-import type { Admission, Delivery, PickBody, StreamEvent } from "../../api/agent-protocol";
-import { ROUTES } from "../../api/orchestrator-routes";
+import type { Admission, StreamEvent } from "../../api/agent-protocol";
+import { ROUTES, isInternal, type RouteId } from "../../api/orchestrator-routes";
 
 /** True when each of A and B is assignable to the other. */
 type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
@@ -26,14 +27,12 @@ type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
 export const SAME: true[] = [
   true satisfies Same<client.CreateWorkspaceBody, z.input<typeof CreateWorkspaceBody>>,
   true satisfies Same<client.SubmitTurnBody, z.input<typeof SubmitTurnBody>>,
-  true satisfies Same<client.PickBody, z.input<typeof PickBody>>,
   true satisfies Same<client.WorkspaceView, WorkspaceView>,
   true satisfies Same<client.WorkspaceList, WorkspaceList>,
   true satisfies Same<client.WorkspaceEvent, WorkspaceEvent>,
   true satisfies Same<client.EgressLog, EgressLog>,
   true satisfies Same<client.StreamEvent, StreamEvent>,
   true satisfies Same<client.Admission, Admission>,
-  true satisfies Same<client.Delivery, Delivery>,
   true satisfies Same<client.PickList, z.infer<typeof PickList>>,
   true satisfies Same<client.AnswerReceipt, z.infer<typeof AnswerReceipt>>,
 ];
@@ -44,12 +43,34 @@ describe("the clients' generated copies", () => {
     if (stale.length) throw new Error(`${stale.join(", ")} drifted: run \`npx tsx scripts/gen-clients.ts\``);
   });
 
-  it("carry every route of the table, in both languages", () => {
+  it("carry every public route of the table, in both languages, and no Harness's route", () => {
     const files = generate();
-    for (const [id, r] of Object.entries(ROUTES)) {
-      const { method, path, auth } = r;
-      expect(files[GENERATED.typescript]).toContain(`${id}: { method: "${method}", path: "${path}", auth: "${auth}" }`);
-      expect(files[GENERATED.python]).toContain(`"${id}": Route("${method}", "${path}", "${auth}")`);
+    for (const id of Object.keys(ROUTES) as RouteId[]) {
+      const { method, path, auth } = ROUTES[id];
+      const ts = `${id}: { method: "${method}", path: "${path}", auth: "${auth}" }`;
+      const py = `"${id}": Route("${method}", "${path}", "${auth}")`;
+      if (isInternal(id)) {
+        // Decision 0077: a Sandbox token's routes are no Machine's.
+        expect(files[GENERATED.typescript]).not.toContain(ts);
+        expect(files[GENERATED.python]).not.toContain(py);
+      } else {
+        expect(files[GENERATED.typescript]).toContain(ts);
+        expect(files[GENERATED.python]).toContain(py);
+      }
     }
+    for (const text of Object.values(files))
+      expect(text).not.toMatch(/\/v1\/sandbox\/|\b(PickBody|PickReceipt|Delivery)\b/);
+  });
+
+  it("give the Python client one exception per code a Machine may meet, each with its status", () => {
+    const errors = generate()[GENERATED.pythonErrors];
+    for (const code of CLIENT_ERROR_CODES) {
+      expect(errors).toContain(`class ${errorClassOf(code)}(Jr2Error):`);
+      expect(errors).toContain(
+        `    CODE: ClassVar[str] = "${code}"\n    STATUS: ClassVar[int] = ${ERRORS[code].status}\n`,
+      );
+    }
+    expect(errors).not.toContain("RateLimitedError");
+    expect(CLIENT_ERROR_CODES).toContain("not_found");
   });
 });

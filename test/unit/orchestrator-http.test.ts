@@ -149,6 +149,16 @@ describe("authentication", () => {
     expect(await res.json()).toEqual({ ok: true });
   });
 
+  it("answers HEAD /healthz as the GET, with no body (decision 0077)", async () => {
+    const get = await fetch(`${base}/healthz`);
+    const getText = await get.text();
+    const head = await fetch(`${base}/healthz`, { method: "HEAD" });
+    expect(head.status).toBe(get.status);
+    expect(await head.text()).toBe("");
+    expect(head.headers.get("content-type")).toBe(get.headers.get("content-type"));
+    expect(head.headers.get("content-length")).toBe(String(Buffer.byteLength(getText)));
+  });
+
   it.each([
     ["no header", {}],
     ["a wrong token", { authorization: "Bearer nope" }],

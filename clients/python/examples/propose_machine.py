@@ -41,7 +41,7 @@ try:
 except ImportError:  # run from a checkout: the package is this file's grandparent's
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from jr2_orchestrator import MenuTool, OrchestratorClient, OrchestratorError, OutstandingPick
+from jr2_orchestrator import MenuTool, NotFoundError, OrchestratorClient, OutstandingPick
 from jr2_orchestrator.api import CreateWorkspaceBody, EffectBody, StreamEvent, StreamEventEnd
 
 PROPOSE: MenuTool = {
@@ -282,10 +282,8 @@ class ProposeMachine:
             try:
                 if self.client.workspace(ws)["state"] == "destroyed":
                     return
-            except OrchestratorError as err:
-                if err.status == 404:
-                    return
-                raise
+            except NotFoundError:
+                return
             time.sleep(0.25)
         raise RuntimeError(f"workspace {ws} not destroyed in time")
 
@@ -348,17 +346,19 @@ def main(argv: list[str] | None = None, env: dict[str, str] | None = None) -> Pr
     def say(line: str) -> None:
         print(line, flush=True)
 
-    machine = ProposeMachine(
-        client=OrchestratorClient(args.url, token, ca_file=ca_file),
-        workspace=workspace,
-        message=args.message,
-        decide=ask if args.ask else None,
-        ready_timeout=args.ready_timeout,
-        log=say,
-        on_state=lambda s: say(f"-> {s}"),
-        forge=forge,
-    )
-    output = machine.run()
+    # The client's connections (kept alive between calls) are closed when the run ends.
+    with OrchestratorClient(args.url, token, ca_file=ca_file) as client:
+        machine = ProposeMachine(
+            client=client,
+            workspace=workspace,
+            message=args.message,
+            decide=ask if args.ask else None,
+            ready_timeout=args.ready_timeout,
+            log=say,
+            on_state=lambda s: say(f"-> {s}"),
+            forge=forge,
+        )
+        output = machine.run()
     print(json.dumps({k: v for k, v in asdict(output).items() if v is not None}, indent=2), flush=True)
     return output
 

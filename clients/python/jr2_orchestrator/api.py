@@ -31,9 +31,6 @@ ROUTES: Final[dict[str, Route]] = {
     "createEffect": Route("POST", "/v1/workspaces/{name}/effects", "api"),
     "listEffects": Route("GET", "/v1/workspaces/{name}/effects", "api"),
     "getEffect": Route("GET", "/v1/workspaces/{name}/effects/{effectId}", "api"),
-    "takePick": Route("POST", "/v1/sandbox/agents/{iid}/picks", "sandbox"),
-    "readAllowed": Route("GET", "/v1/sandbox/agents/{iid}/allowed", "sandbox"),
-    "readDelivery": Route("GET", "/v1/sandbox/agents/{iid}/deliveries/{deliveryId}", "sandbox"),
     "healthz": Route("GET", "/healthz", "none"),
     "healthzHead": Route("HEAD", "/healthz", "none"),
     "metrics": Route("GET", "/metrics", "api"),
@@ -130,6 +127,13 @@ class CreateWorkspaceBody(TypedDict):
 
 class Created(TypedDict):
     """The workspace's name."""
+
+    name: str
+    """The workspace's name, which is also its Sandbox's."""
+
+
+class Deleted(TypedDict):
+    """The workspace being destroyed: its name. Its events end at `destroyed`."""
 
     name: str
     """The workspace's name, which is also its Sandbox's."""
@@ -321,7 +325,7 @@ WorkspaceEvent: TypeAlias = WorkspaceEventTransition | WorkspaceEventWait | Work
 
 
 class ErrorBodyError(TypedDict):
-    code: Literal["unauthorized", "forbidden", "not_found", "method_not_allowed", "unsupported_media_type", "too_large", "invalid", "rate_limited", "internal", "fence_refused", "image_refused", "runtime_class_refused", "invalid_size", "no_sandbox", "egress_unreadable", "not_ready", "conflict", "busy", "turn_over", "too_many_streams", "harness_misbehaved", "harness_error", "ledger_unreadable", "unknown_conversation", "not_running", "not_on_menu", "not_allowed", "invalid_args", "pick_outstanding", "call_reused", "already_answered", "effector_absent", "effect_refused", "effect_conflict", "too_many_effects"]
+    code: Literal["unauthorized", "forbidden", "not_found", "method_not_allowed", "unsupported_media_type", "too_large", "invalid", "internal", "fence_refused", "image_refused", "runtime_class_refused", "invalid_size", "no_sandbox", "egress_unreadable", "not_ready", "conflict", "busy", "turn_over", "too_many_streams", "harness_misbehaved", "harness_error", "ledger_unreadable", "already_answered", "effector_absent", "effect_refused", "effect_conflict", "too_many_effects"]
     """A stable word from the error catalogue (docs/api/errors.md): what happened and what to do."""
     message: str
 
@@ -366,40 +370,11 @@ class AllowedBody(TypedDict):
     allowed: list[str]
 
 
-class Allowed(TypedDict):
-    allowed: list[str]
-    submissionId: NotRequired[str]
-
-
 class AnswerReceipt(TypedDict):
     """The pick's delivery, answered."""
 
     deliveryId: str
     answered: Literal[True]
-
-
-class PickBody(TypedDict):
-    pick: str
-    args: NotRequired[Any]
-    submissionId: str
-    callId: str
-
-
-class PickReceipt(TypedDict):
-    outstanding: Literal[True]
-    deliveryId: str
-
-
-class DeliveryOutstanding(TypedDict):
-    state: Literal["outstanding"]
-
-
-class DeliveryAnswered(TypedDict):
-    state: Literal["answered"]
-    answer: str
-
-
-Delivery: TypeAlias = DeliveryOutstanding | DeliveryAnswered
 
 
 class SubmitTurnBodyImagesItem(TypedDict):
@@ -754,7 +729,7 @@ WorkspaceEventsEvent: TypeAlias = WorkspaceView | WorkspaceEvent
 CreateWorkspaceAnswer: TypeAlias = Created
 ListWorkspacesAnswer: TypeAlias = WorkspaceList
 GetWorkspaceAnswer: TypeAlias = WorkspaceView
-DeleteWorkspaceAnswer: TypeAlias = Created
+DeleteWorkspaceAnswer: TypeAlias = Deleted
 GetEgressAnswer: TypeAlias = EgressList
 SetEgressBody: TypeAlias = EgressList
 SetEgressAnswer: TypeAlias = EgressList
@@ -771,10 +746,6 @@ CreateEffectBody: TypeAlias = EffectBody
 CreateEffectAnswer: TypeAlias = EffectRecord
 ListEffectsAnswer: TypeAlias = EffectList
 GetEffectAnswer: TypeAlias = EffectRecord
-TakePickBody: TypeAlias = PickBody
-TakePickAnswer: TypeAlias = PickReceipt
-ReadAllowedAnswer: TypeAlias = Allowed
-ReadDeliveryAnswer: TypeAlias = Delivery
 HealthzAnswer: TypeAlias = Health
 OpenapiAnswer: TypeAlias = dict[str, Any]
 OutstandingPick: TypeAlias = PickListItemsItem

@@ -2,9 +2,12 @@
 
 Every route of the API (the table in ``api.py``, generated from the API's OpenAPI document), with
 the bodies and answers as TypedDicts; the workspace's and a turn's events as Server-Sent Events,
-read by an iterator. An error answer raises :class:`OrchestratorError` carrying the HTTP status and
-the API's error ``code``. A refused connection is tried again within a reconnect window, so a
-Machine rides through an Orchestrator's restart (docs/decisions/0061-clients-beyond-typescript.md).
+read by an iterator. An error answer raises its code's subclass of :class:`Jr2Error` (errors.py,
+generated from the error catalogue) carrying the HTTP status, the API's error ``code`` and message.
+A refused connection is tried again within a reconnect window, so a Machine rides through an
+Orchestrator's restart (docs/decisions/0061-clients-beyond-typescript.md). The client keeps its
+connections alive between calls; ``close()``, or leaving a ``with`` block, closes them and every
+stream still open (decision 0077).
 """
 
 from __future__ import annotations
@@ -12,7 +15,9 @@ from __future__ import annotations
 import codecs
 import http.client
 import json
+import os
 import ssl
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -35,16 +40,13 @@ from .api import (
     GetWorkspaceAnswer,
     ListPicksAnswer,
     ListWorkspacesAnswer,
-    ReadAllowedAnswer,
-    ReadDeliveryAnswer,
     SetEgressAnswer,
     StreamEvent,
     SubmitTurnBody,
-    TakePickAnswer,
-    TakePickBody,
     TurnSubmitted,
     WorkspaceEvent,
 )
+from .errors import Jr2Error, error_for
 
 T = TypeVar("T")
 
@@ -54,19 +56,8 @@ SETTLED_EFFECT_STATES: frozenset[str] = frozenset({"succeeded", "failed", "unkno
 #: The workspace states after which nothing more happens.
 FINAL_STATES: frozenset[str] = frozenset({"lost", "failed", "destroyed"})
 
-
-class OrchestratorError(Exception):
-    """An error the API answered (``{"error": {"code", "message"}}``), or an answer this client
-    could not read (code ``unreadable``, ``http``, ``stream``, ``timeout``...)."""
-
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-
-    def __repr__(self) -> str:
-        return f"OrchestratorError(status={self.status}, code={self.code!r}, message={self.message!r})"
+#: The environment variable the token is read from when none is passed; the TypeScript client's too.
+TOKEN_ENV = "JR2_API_TOKEN"
 
 
 class Snapshot(TypedDict):
@@ -111,12 +102,19 @@ def parse_frame(text: str) -> Frame | None:
 
 def sse_frames(chunks: Iterable[bytes]) -> Iterator[Frame]:
     """The frames of an event stream as its bytes arrive, in chunks cut anywhere (mid-frame,
-    mid-character); comment-only frames skipped."""
+    mid-character, between the two bytes of a CRLF); comment-only frames skipped."""
     decoder = codecs.getincrementaldecoder("utf-8")()
     buffer = ""
+    # A chunk that ended in CR: a LF first in the next is that line end's, not a line of its own.
+    after_cr = False
     for chunk in chunks:
-        buffer += decoder.decode(chunk)
-        buffer = buffer.replace("\r\n", "\n").replace("\r", "\n")
+        text = decoder.decode(chunk)
+        if not text:
+            continue
+        if after_cr and text.startswith("\n"):
+            text = text[1:]
+        after_cr = text.endswith("\r")
+        buffer += text.replace("\r\n", "\n").replace("\r", "\n")
         while (cut := buffer.find("\n\n")) >= 0:
             frame = parse_frame(buffer[:cut])
             buffer = buffer[cut + 2 :]
@@ -124,20 +122,20 @@ def sse_frames(chunks: Iterable[bytes]) -> Iterator[Frame]:
                 yield frame
 
 
-def error_of(status: int, text: str) -> OrchestratorError:
-    """The API's error body as an OrchestratorError; any other answer by its status."""
+def error_of(status: int, text: str, request_id: str | None = None) -> Jr2Error:
+    """The API's error body as its code's exception; any other answer as Jr2Error, code ``http``."""
     try:
         error = json.loads(text).get("error")
         if isinstance(error, dict) and isinstance(error.get("code"), str) and isinstance(error.get("message"), str):
-            return OrchestratorError(status, error["code"], error["message"])
+            return error_for(status, error["code"], error["message"], request_id)
     except (ValueError, AttributeError):
         pass
-    return OrchestratorError(status, "http", f"HTTP {status}: {text[:200]}")
+    return Jr2Error(status, "http", f"HTTP {status}: {text[:200]}", request_id)
 
 
 class EventStream(Generic[T]):
     """An open event stream: iterate it for its items; it ends when the server ends it. ``close()``
-    (or leaving a ``with`` block) closes the connection early."""
+    (or leaving a ``with`` block, or closing its client) closes the connection early."""
 
     def __init__(self, items: Iterator[T], close: Callable[[], None]) -> None:
         self._items = items
@@ -160,11 +158,12 @@ class EventStream(Generic[T]):
 
 
 class OrchestratorClient:
-    """The Orchestrator's API for one token.
+    """The Orchestrator's API for one token. A context manager: ``with OrchestratorClient(...) as c:``
+    closes its kept-alive connections and open streams at the end (or call ``close()``).
 
     :param url: the Orchestrator's base url, e.g. ``http://127.0.0.1:8090``.
-    :param token: an API token (one line of JR2_API_TOKENS_FILE); for the sandbox routes, a
-        Sandbox token.
+    :param token: an API token (one line of the installation's tokens file); when not passed, the
+        environment's ``JR2_API_TOKEN``.
     :param ca_file: for an https url, the PEM CA bundle its certificate chains to, when not a
         public one (or ``ca``: the PEM text itself).
     :param reconnect_window: seconds a call keeps trying while the Orchestrator refuses
@@ -176,7 +175,7 @@ class OrchestratorClient:
     def __init__(
         self,
         url: str,
-        token: str,
+        token: str | None = None,
         *,
         ca_file: str | None = None,
         ca: str | None = None,
@@ -192,7 +191,18 @@ class OrchestratorClient:
         self._host = parts.hostname
         self._port = parts.port or (443 if self._https else 80)
         self._prefix = parts.path
+        token = token if token is not None else os.environ.get(TOKEN_ENV)
+        if not token:
+            raise ValueError(
+                f"OrchestratorClient: no token: pass token=, or set {TOKEN_ENV} to an API token "
+                "(a line of the installation's tokens file)"
+            )
         self._token = token
+        # Connections kept alive between calls, and the streams open now: close() ends them all.
+        self._lock = threading.Lock()
+        self._idle: list[http.client.HTTPConnection] = []
+        self._streams: set[EventStream[Any]] = set()
+        self._closed = False
         self._reconnect_window = reconnect_window
         self._timeout = timeout
         self._ssl = ssl.create_default_context(cafile=ca_file, cadata=ca) if self._https else None
@@ -227,10 +237,10 @@ class OrchestratorClient:
                     why = f"lost: {view['lost']['reason']}: {view['lost']['message']}"
                 else:
                     why = state
-                raise OrchestratorError(409, state, f"workspace {name} is {state} ({why})")
+                raise Jr2Error(409, state, f"workspace {name} is {state} ({why})")
             if time.monotonic() >= deadline:
                 wait = f", waiting: {json.dumps(view['wait'])}" if "wait" in view else ""
-                raise OrchestratorError(408, "timeout", f"workspace {name} not ready in time: {state}{wait}")
+                raise Jr2Error(408, "timeout", f"workspace {name} not ready in time: {state}{wait}")
             time.sleep(interval)
 
     def delete_workspace(self, name: str) -> DeleteWorkspaceAnswer:
@@ -272,7 +282,7 @@ class OrchestratorClient:
     def turn_events(self, name: str, iid: str, *, last_event_id: int | None = None) -> EventStream[StreamEvent]:
         """The conversation's events, from its latest turn's admission or after ``last_event_id``
         (each event's ``offset`` is its SSE id), until that turn's ``end``, when the server ends the
-        stream. A stream that fails after it began raises OrchestratorError (code ``stream``):
+        stream. A stream that fails after it began raises Jr2Error (code ``stream``):
         resume by passing the last event's offset."""
         headers = {} if last_event_id is None else {"last-event-id": str(last_event_id)}
 
@@ -319,42 +329,51 @@ class OrchestratorClient:
 
     def run_effect(self, name: str, body: EffectBody, *, timeout: float = 600.0) -> EffectRecord:
         """Creates the Effect (or finds it, by its id) and waits until it settles: its record, whose
-        ``state`` is succeeded, failed or unknown. Raises OrchestratorError (code ``timeout``) when
+        ``state`` is succeeded, failed or unknown. Raises Jr2Error (code ``timeout``) when
         ``timeout`` seconds pass first; the Effect then still runs, and the same call waits on it again."""
         deadline = time.monotonic() + timeout
         record = self.create_effect(name, body)
         while record["state"] not in SETTLED_EFFECT_STATES:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise OrchestratorError(408, "timeout", f"Effect {body['id']} of workspace {name} is still {record['state']}")
+                raise Jr2Error(408, "timeout", f"Effect {body['id']} of workspace {name} is still {record['state']}")
             record = self.get_effect(name, body["id"], wait_seconds=min(60, max(1, int(left + 0.999))))
         return record
-
-    # ---- a Sandbox's routes (the token is the Sandbox token its Custodian adds)
-
-    def take_pick(self, iid: str, body: TakePickBody) -> TakePickAnswer:
-        """A Harness's pick."""
-        return cast(TakePickAnswer, self._call("takePick", {"iid": iid}, body))
-
-    def read_allowed(self, iid: str) -> ReadAllowedAnswer:
-        """The running turn's Allowed picks now."""
-        return cast(ReadAllowedAnswer, self._call("readAllowed", {"iid": iid}))
-
-    def read_delivery(self, iid: str, delivery_id: str, *, wait_ms: int | None = None) -> ReadDeliveryAnswer:
-        """A pick's delivery, held up to ``wait_ms`` while it is outstanding."""
-        query = "" if wait_ms is None else f"?wait={int(wait_ms)}"
-        return cast(ReadDeliveryAnswer, self._call("readDelivery", {"iid": iid, "deliveryId": delivery_id}, query=query))
 
     # ---- the service
 
     def healthy(self) -> bool:
         """Whether the Orchestrator serves (GET /healthz answers 200)."""
         conn, res = self._send("healthz", path_for("healthz"), {})
-        try:
-            res.read()
-            return res.status == 200
-        finally:
+        self._release(conn, res)
+        return res.status == 200
+
+    # ---- its connections
+
+    def close(self) -> None:
+        """Closes the kept-alive connections and every stream still open; a call after it raises."""
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+            streams, self._streams = list(self._streams), set()
+        for conn in idle:
             conn.close()
+        for stream in streams:
+            stream.close()
+
+    def __enter__(self) -> OrchestratorClient:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        # A client dropped without close() leaves no socket open (its streams hold their own reference).
+        if getattr(self, "_lock", None) is not None:
+            with self._lock:
+                idle, self._idle = self._idle, []
+            for conn in idle:
+                conn.close()
 
     def metrics(self) -> str:
         """The Prometheus metrics text (an admin token's)."""
@@ -373,26 +392,35 @@ class OrchestratorClient:
         method = ROUTES[route].method
         path = path_for(route, params) + query
         conn, res = self._send(route, path, {}, body, timeout=timeout)
-        try:
-            text = res.read().decode("utf-8", "replace")
-        finally:
-            conn.close()
+        text = self._release(conn, res).decode("utf-8", "replace")
         if res.status >= 400:
-            raise error_of(res.status, text)
+            raise error_of(res.status, text, res.getheader("x-request-id"))
         value = _read_json(text, f"{method} {path}", res.status)
         if not isinstance(value, dict):
-            raise OrchestratorError(502, "unreadable", f"{method} {path} answered {text[:200]}, not an object")
+            raise Jr2Error(502, "unreadable", f"{method} {path} answered {text[:200]}, not an object")
         return value
 
     def _text(self, route: str) -> str:
         conn, res = self._send(route, path_for(route), {})
-        try:
-            text = res.read().decode("utf-8", "replace")
-        finally:
-            conn.close()
+        text = self._release(conn, res).decode("utf-8", "replace")
         if res.status >= 400:
-            raise error_of(res.status, text)
+            raise error_of(res.status, text, res.getheader("x-request-id"))
         return text
+
+    def _release(self, conn: http.client.HTTPConnection, res: http.client.HTTPResponse) -> bytes:
+        """The answer's body read whole; its connection kept for the next call unless the server
+        closes it (or the client is closed)."""
+        try:
+            body = res.read()
+        except BaseException:
+            conn.close()
+            raise
+        with self._lock:
+            if not res.will_close and not self._closed:
+                self._idle.append(conn)
+                return body
+        conn.close()
+        return body
 
     def _stream(
         self,
@@ -407,7 +435,7 @@ class OrchestratorClient:
                 text = res.read().decode("utf-8", "replace")
             finally:
                 conn.close()
-            raise error_of(res.status, text)
+            raise error_of(res.status, text, res.getheader("x-request-id"))
 
         def chunks() -> Iterator[bytes]:
             while chunk := res.read1(65536):
@@ -424,11 +452,25 @@ class OrchestratorClient:
                         message = str(json.loads(frame.data).get("message", frame.data))
                     except (ValueError, AttributeError):
                         pass  # not JSON: the text as it came
-                    raise OrchestratorError(502, "stream", f"the stream failed: {message}")
+                    raise Jr2Error(502, "stream", f"the stream failed: {message}")
             finally:
+                res.close()
                 conn.close()
 
-        return EventStream(items(frames()), conn.close)
+        def close() -> None:
+            # The answer holds its own file on the socket: both closed, or the socket stays open.
+            res.close()
+            conn.close()
+            with self._lock:
+                self._streams.discard(stream)
+
+        stream: EventStream[T] = EventStream(items(frames()), close)
+        with self._lock:
+            if self._closed:
+                conn.close()
+                raise ValueError("OrchestratorClient is closed: make a new one")
+            self._streams.add(stream)
+        return stream
 
     def _send(
         self,
@@ -441,15 +483,18 @@ class OrchestratorClient:
         timeout: float | None = None,
     ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
         """The request sent, again (backoff 0.1 s to 1 s) while the connection is refused within
-        the reconnect window: nothing of it was sent, so a create may be sent again too."""
+        the reconnect window: nothing of it was sent, so a create may be sent again too; and once
+        more on a new connection when a kept-alive one the server had closed fails before any
+        answer. A stream gets a connection of its own."""
         payload = None if body is None else json.dumps(body).encode("utf-8")
         all_headers = {"authorization": f"Bearer {self._token}", **headers}
         if payload is not None:
             all_headers["content-type"] = "application/json"
+        wait = None if stream else (timeout or self._timeout)
         until = time.monotonic() + self._reconnect_window
         backoff = 0.1
         while True:
-            conn = self._connection(None if stream else (timeout or self._timeout))
+            conn, reused = self._connection(wait, fresh=stream)
             try:
                 conn.request(ROUTES[route].method, self._prefix + path, body=payload, headers=all_headers)
                 return conn, conn.getresponse()
@@ -459,14 +504,29 @@ class OrchestratorClient:
                     raise
                 time.sleep(backoff)
                 backoff = min(backoff * 2, 1.0)
+            except (ConnectionResetError, BrokenPipeError, http.client.BadStatusLine):
+                # RemoteDisconnected is both: a kept-alive connection the server closed meanwhile.
+                conn.close()
+                if not reused:
+                    raise
             except BaseException:
                 conn.close()
                 raise
 
-    def _connection(self, timeout: float | None) -> http.client.HTTPConnection:
+    def _connection(self, timeout: float | None, *, fresh: bool) -> tuple[http.client.HTTPConnection, bool]:
+        """A kept-alive connection (and True), or a new one (and False)."""
+        with self._lock:
+            if self._closed:
+                raise ValueError("OrchestratorClient is closed: make a new one")
+            conn = None if fresh or not self._idle else self._idle.pop()
+        if conn is not None:
+            conn.timeout = timeout
+            if conn.sock is not None:
+                conn.sock.settimeout(timeout)
+            return conn, True
         if self._https:
-            return http.client.HTTPSConnection(self._host, self._port, timeout=timeout, context=self._ssl)
-        return http.client.HTTPConnection(self._host, self._port, timeout=timeout)
+            return http.client.HTTPSConnection(self._host, self._port, timeout=timeout, context=self._ssl), False
+        return http.client.HTTPConnection(self._host, self._port, timeout=timeout), False
 
 
 def path_for(route: str, params: dict[str, str] | None = None) -> str:
@@ -483,4 +543,4 @@ def _read_json(text: str, what: str, status: int = 502) -> Any:
     try:
         return json.loads(text)
     except ValueError:
-        raise OrchestratorError(status, "unreadable", f"{what} answered no JSON: {text[:200]}") from None
+        raise Jr2Error(status, "unreadable", f"{what} answered no JSON: {text[:200]}") from None

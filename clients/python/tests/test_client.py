@@ -1,11 +1,13 @@
 """The client against a stand-in server (http.server in a thread): each route's method and path from
-the table, the bearer token, errors as OrchestratorError with the API's code, both event streams
-read across split chunks and keep-alives, and a refused connection sent again within the reconnect
-window. ``python3 -m unittest discover -s clients/python/tests -t clients/python`` runs it."""
+the table, the bearer token (passed, or the environment's), errors as the API's code's exception,
+both event streams read across split chunks (a CRLF split at every point) and keep-alives, its
+connections kept alive and closed with it, and a refused connection sent again within the
+reconnect window. ``python3 -m unittest discover -s clients/python/tests -t clients/python`` runs it."""
 
 from __future__ import annotations
 
 import json
+import os
 import socket
 import threading
 import time
@@ -14,7 +16,16 @@ from unittest import mock
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
-from jr2_orchestrator import ROUTES, OrchestratorClient, OrchestratorError, parse_frame, path_for, sse_frames
+from jr2_orchestrator import (
+    ROUTES,
+    Jr2Error,
+    NotFoundError,
+    OrchestratorClient,
+    errors,
+    parse_frame,
+    path_for,
+    sse_frames,
+)
 
 Handler = Callable[[BaseHTTPRequestHandler, str], None]
 
@@ -37,6 +48,7 @@ class StandIn:
                 body = self.rfile.read(length).decode() if length else ""
                 outer.seen.append(
                     {
+                        "port": self.client_address[1],
                         "method": self.command,
                         "url": self.path,
                         "auth": self.headers.get("authorization"),
@@ -57,11 +69,19 @@ class StandIn:
         self.server.server_close()
 
 
-def answer(h: BaseHTTPRequestHandler, status: int, body: object, content_type: str = "application/json") -> None:
+def answer(
+    h: BaseHTTPRequestHandler,
+    status: int,
+    body: object,
+    content_type: str = "application/json",
+    request_id: str | None = None,
+) -> None:
     data = (body if isinstance(body, str) else json.dumps(body)).encode()
     h.send_response(status)
     h.send_header("content-type", content_type)
     h.send_header("content-length", str(len(data)))
+    if request_id:
+        h.send_header("x-request-id", request_id)
     h.end_headers()
     h.wfile.write(data)
 
@@ -87,7 +107,7 @@ class Routes(unittest.TestCase):
             if h.path == "/metrics":
                 return answer(h, 200, "jr2_up 1\n", "text/plain")
             if "nosuch" in h.path:
-                return answer(h, 404, {"error": {"code": "not_found", "message": "no workspace"}})
+                return answer(h, 404, {"error": {"code": "not_found", "message": "no workspace"}}, request_id="req-404")
             if "broken" in h.path:
                 return answer(h, 500, "oops", "text/plain")
             answer(h, 200, {"name": "ws-1"})
@@ -115,9 +135,6 @@ class Routes(unittest.TestCase):
         c.create_effect(w, {"id": "push-1", "kind": "push", "slot": "app"})
         c.list_effects(w)
         c.get_effect(w, "push-1", wait_seconds=30)
-        c.take_pick("ws.1", {"pick": "propose", "submissionId": "s", "callId": "c", "args": {}})
-        c.read_allowed("ws.1")
-        c.read_delivery("ws.1", "d1", wait_ms=10)
         self.assertTrue(c.healthy())
         self.assertEqual(c.metrics(), "jr2_up 1\n")
         c.openapi()
@@ -140,9 +157,6 @@ class Routes(unittest.TestCase):
                 "POST /v1/workspaces/ws%201/effects",
                 "GET /v1/workspaces/ws%201/effects",
                 "GET /v1/workspaces/ws%201/effects/push-1?wait=30",
-                "POST /v1/sandbox/agents/ws.1/picks",
-                "GET /v1/sandbox/agents/ws.1/allowed",
-                "GET /v1/sandbox/agents/ws.1/deliveries/d1?wait=10",
                 "GET /healthz",
                 "GET /metrics",
                 "GET /v1/openapi.json",
@@ -157,6 +171,11 @@ class Routes(unittest.TestCase):
             pattern = re.compile(f"^{route.method} " + re.sub(r"\{\w+\}", "[^/]+", route.path) + "$")
             self.assertTrue(any(pattern.match(c.split("?")[0]) for c in called), f"route {route_id} has a method")
         self.assertTrue(all(s["auth"] == "Bearer tok-1" for s in self.server.seen))
+        # A Harness's routes are no Machine's: not in the table, no method.
+        self.assertFalse([r for r in ROUTES.values() if "/sandbox/" in r.path or r.auth == "sandbox"])
+        self.assertFalse(hasattr(c, "take_pick") or hasattr(c, "read_delivery") or hasattr(c, "read_allowed"))
+        # One connection, kept alive, carried every call.
+        self.assertEqual(len({s["port"] for s in self.server.seen}), 1)
         self.assertEqual(json.loads(self.server.seen[0]["body"]), {"image": "img", "branch": "b"})
         self.assertEqual(json.loads(self.server.seen[5]["body"]), {"allow": ["a.example:443"]})
 
@@ -183,18 +202,97 @@ class Routes(unittest.TestCase):
             server.stop()
 
     def test_an_error_answer_raises_with_status_code_and_message(self) -> None:
-        with self.assertRaises(OrchestratorError) as caught:
+        with self.assertRaises(NotFoundError) as caught:
             self.client.workspace("nosuch")
+        self.assertIsInstance(caught.exception, Jr2Error)
         self.assertEqual((caught.exception.status, caught.exception.code), (404, "not_found"))
         self.assertEqual(caught.exception.message, "no workspace")
-        with self.assertRaises(OrchestratorError) as other:
+        self.assertEqual(caught.exception.request_id, "req-404")
+        with self.assertRaises(Jr2Error) as other:
             self.client.workspace("broken")
         self.assertEqual((other.exception.status, other.exception.code), (500, "http"))
         self.assertIn("HTTP 500: oops", other.exception.message)
 
+    def test_each_code_a_machine_meets_has_its_class(self) -> None:
+        for code, cls in errors.ERRORS.items():
+            err = errors.error_for(cls.STATUS, code, "m")
+            self.assertIs(type(err), cls)
+            self.assertEqual((err.code, err.status, cls.CODE), (code, cls.STATUS, code))
+        # A code newer than the client, or a Harness's own: the base class, still with its code.
+        self.assertIs(type(errors.error_for(409, "not_running", "m")), Jr2Error)
+        self.assertNotIn("rate_limited", errors.ERRORS)
+
+    def test_the_token_from_the_environment_when_none_is_passed(self) -> None:
+        with mock.patch.dict(os.environ, {"JR2_API_TOKEN": "env-tok"}):
+            OrchestratorClient(self.server.url).list_workspaces()
+            OrchestratorClient(self.server.url, "passed").list_workspaces()
+        self.assertEqual([s["auth"] for s in self.server.seen], ["Bearer env-tok", "Bearer passed"])
+        with mock.patch.dict(os.environ, {}, clear=True):
+            with self.assertRaisesRegex(ValueError, "set JR2_API_TOKEN"):
+                OrchestratorClient(self.server.url)
+
     def test_a_ca_is_for_https(self) -> None:
         with self.assertRaisesRegex(ValueError, "write https://"):
             OrchestratorClient("http://127.0.0.1:1", "t", ca="pem")
+
+
+class Connections(unittest.TestCase):
+    def test_a_with_block_keeps_one_connection_and_closes_it_and_its_streams(self) -> None:
+        ended = threading.Event()
+
+        def handler(h: BaseHTTPRequestHandler, _: str) -> None:
+            if h.path.endswith("/events"):
+                h.send_response(200)
+                h.send_header("content-type", "text/event-stream")
+                h.end_headers()
+                h.wfile.write(b'id: 1\nevent: snapshot\ndata: {"name":"ws-1"}\n\n')
+                h.wfile.flush()
+                # Held open until the client closes it: then a write fails.
+                try:
+                    for _ in range(500):
+                        time.sleep(0.01)
+                        h.wfile.write(b": keep-alive\n\n")
+                        h.wfile.flush()
+                except OSError:
+                    ended.set()
+                h.close_connection = True
+                return
+            answer(h, 200, {"name": "ws-1"})
+
+        server = StandIn(handler)
+        try:
+            with OrchestratorClient(server.url, "t") as c:
+                c.workspace("ws-1")
+                c.workspace("ws-1")
+                stream = c.workspace_events("ws-1")
+                self.assertEqual(next(stream), {"type": "snapshot", "view": {"name": "ws-1"}})
+                idle = list(c._idle)
+                self.assertEqual(len(idle), 1)
+            # Both calls on one connection; the stream on its own.
+            calls = [s["port"] for s in server.seen if not s["url"].endswith("/events")]
+            self.assertEqual(len(set(calls)), 1)
+            self.assertIsNone(idle[0].sock, "the kept-alive connection is closed")
+            self.assertTrue(ended.wait(5), "the open stream was closed with the client")
+            with self.assertRaisesRegex(ValueError, "closed"):
+                c.workspace("ws-1")
+        finally:
+            server.stop()
+
+    def test_a_kept_alive_connection_the_server_closed_is_replaced(self) -> None:
+        def handler(h: BaseHTTPRequestHandler, _: str) -> None:
+            answer(h, 200, {"name": "ws-1"})
+            # Closed after answering, with no `connection: close`: the client learns it on its next call.
+            h.close_connection = True
+
+        server = StandIn(handler)
+        try:
+            with OrchestratorClient(server.url, "t") as c:
+                for _ in range(3):
+                    self.assertEqual(c.workspace("ws-1"), {"name": "ws-1"})
+                    time.sleep(0.05)
+            self.assertEqual(len(server.seen), 3)
+        finally:
+            server.stop()
 
 
 class Streams(unittest.TestCase):
@@ -228,14 +326,14 @@ class Streams(unittest.TestCase):
         try:
             client = OrchestratorClient(server.url, "t")
             read: list[object] = []
-            with self.assertRaises(OrchestratorError) as caught:
+            with self.assertRaises(Jr2Error) as caught:
                 for e in client.turn_events("ws-1", "ws-1.a", last_event_id=4):
                     read.append(e)
             self.assertEqual(read, [event])
             self.assertEqual((caught.exception.code, caught.exception.status), ("stream", 502))
             self.assertIn("gone", caught.exception.message)
             self.assertEqual(server.seen[0]["lastEventId"], "4")
-            with self.assertRaises(OrchestratorError) as missing:
+            with self.assertRaises(Jr2Error) as missing:
                 client.turn_events("nosuch", "nosuch.a")
             self.assertEqual((missing.exception.status, missing.exception.code), (404, "not_found"))
         finally:
@@ -248,6 +346,26 @@ class Streams(unittest.TestCase):
         # A character cut across chunks is joined.
         snowman = "data: \u2603\n\n".encode()
         self.assertEqual([f.data for f in sse_frames([snowman[:7], snowman[7:]])], ["\u2603"])
+
+    def test_a_crlf_split_between_chunks_is_one_line_end_at_every_cut(self) -> None:
+        # A recorded turn stream, CRLF line ends throughout, cut once at every byte: a CR ending one
+        # chunk and its LF starting the next must not make an empty line (an early dispatch).
+        recorded = (
+            "id: 1\r\nevent: turn\r\ndata: {\"kind\":\"turn\",\"offset\":1}\r\n\r\n"
+            ": keep-alive\r\n\r\n"
+            "id: 2\r\nevent: text\r\ndata: line one\r\ndata: line two\r\n\r\n"
+            "id: 3\revent: end\rdata: {\"kind\":\"end\"}\r\r"
+        ).encode()
+        whole = [(f.event, f.data, f.id) for f in sse_frames([recorded])]
+        self.assertEqual(
+            whole,
+            [("turn", '{"kind":"turn","offset":1}', "1"), ("text", "line one\nline two", "2"), ("end", '{"kind":"end"}', "3")],
+        )
+        for cut in range(1, len(recorded)):
+            got = [(f.event, f.data, f.id) for f in sse_frames([recorded[:cut], recorded[cut:]])]
+            self.assertEqual(got, whole, f"cut at byte {cut}")
+        # Byte by byte, too.
+        self.assertEqual([(f.event, f.data, f.id) for f in sse_frames([bytes([b]) for b in recorded])], whole)
 
     def test_path_for_encodes_and_names_a_missing_parameter(self) -> None:
         self.assertEqual(path_for("getWorkspace", {"name": "a/b"}), "/v1/workspaces/a%2Fb")

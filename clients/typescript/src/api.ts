@@ -2,7 +2,7 @@
 // The route table (api/orchestrator-routes.ts) and every body and answer, as types.
 
 export type Method = "GET" | "HEAD" | "POST" | "PUT" | "DELETE";
-export type Auth = "none" | "api" | "sandbox";
+export type Auth = "none" | "api";
 
 /** Every route: its method, its path template and who may call it. */
 export const ROUTES = {
@@ -23,15 +23,44 @@ export const ROUTES = {
   createEffect: { method: "POST", path: "/v1/workspaces/{name}/effects", auth: "api" },
   listEffects: { method: "GET", path: "/v1/workspaces/{name}/effects", auth: "api" },
   getEffect: { method: "GET", path: "/v1/workspaces/{name}/effects/{effectId}", auth: "api" },
-  takePick: { method: "POST", path: "/v1/sandbox/agents/{iid}/picks", auth: "sandbox" },
-  readAllowed: { method: "GET", path: "/v1/sandbox/agents/{iid}/allowed", auth: "sandbox" },
-  readDelivery: { method: "GET", path: "/v1/sandbox/agents/{iid}/deliveries/{deliveryId}", auth: "sandbox" },
   healthz: { method: "GET", path: "/healthz", auth: "none" },
   healthzHead: { method: "HEAD", path: "/healthz", auth: "none" },
   metrics: { method: "GET", path: "/metrics", auth: "api" },
   openapi: { method: "GET", path: "/v1/openapi.json", auth: "api" },
 } as const;
 export type RouteId = keyof typeof ROUTES;
+
+/** Every error code a Machine may meet (docs/api/errors.md), and the HTTP status it always comes with. */
+export const ERROR_STATUS = {
+  unauthorized: 401,
+  forbidden: 403,
+  not_found: 404,
+  method_not_allowed: 405,
+  unsupported_media_type: 415,
+  too_large: 413,
+  invalid: 400,
+  internal: 500,
+  fence_refused: 403,
+  image_refused: 403,
+  runtime_class_refused: 403,
+  invalid_size: 400,
+  no_sandbox: 409,
+  egress_unreadable: 502,
+  not_ready: 409,
+  conflict: 409,
+  busy: 409,
+  turn_over: 409,
+  too_many_streams: 429,
+  harness_misbehaved: 502,
+  harness_error: 502,
+  ledger_unreadable: 500,
+  already_answered: 409,
+  effector_absent: 409,
+  effect_refused: 403,
+  effect_conflict: 409,
+  too_many_effects: 429,
+} as const;
+export type ErrorCode = keyof typeof ERROR_STATUS;
 
 /** One Repo Slot of the workspace. */
 export type CreateWorkspaceBodyReposItem = {
@@ -115,6 +144,12 @@ export type CreateWorkspaceBody = {
 
 /** The workspace's name. */
 export type Created = {
+  /** The workspace's name, which is also its Sandbox's. */
+  name: string;
+};
+
+/** The workspace being destroyed: its name. Its events end at `destroyed`. */
+export type Deleted = {
   /** The workspace's name, which is also its Sandbox's. */
   name: string;
 };
@@ -297,7 +332,7 @@ export type WorkspaceEvent = WorkspaceEventTransition | WorkspaceEventWait | Wor
 
 export type ErrorBodyError = {
   /** A stable word from the error catalogue (docs/api/errors.md): what happened and what to do. */
-  code: "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "unsupported_media_type" | "too_large" | "invalid" | "rate_limited" | "internal" | "fence_refused" | "image_refused" | "runtime_class_refused" | "invalid_size" | "no_sandbox" | "egress_unreadable" | "not_ready" | "conflict" | "busy" | "turn_over" | "too_many_streams" | "harness_misbehaved" | "harness_error" | "ledger_unreadable" | "unknown_conversation" | "not_running" | "not_on_menu" | "not_allowed" | "invalid_args" | "pick_outstanding" | "call_reused" | "already_answered" | "effector_absent" | "effect_refused" | "effect_conflict" | "too_many_effects";
+  code: "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "unsupported_media_type" | "too_large" | "invalid" | "internal" | "fence_refused" | "image_refused" | "runtime_class_refused" | "invalid_size" | "no_sandbox" | "egress_unreadable" | "not_ready" | "conflict" | "busy" | "turn_over" | "too_many_streams" | "harness_misbehaved" | "harness_error" | "ledger_unreadable" | "already_answered" | "effector_absent" | "effect_refused" | "effect_conflict" | "too_many_effects";
   message: string;
 };
 
@@ -336,39 +371,11 @@ export type AllowedBody = {
   allowed: string[];
 };
 
-export type Allowed = {
-  allowed: string[];
-  submissionId?: string;
-};
-
 /** The pick's delivery, answered. */
 export type AnswerReceipt = {
   deliveryId: string;
   answered: true;
 };
-
-export type PickBody = {
-  pick: string;
-  args?: unknown;
-  submissionId: string;
-  callId: string;
-};
-
-export type PickReceipt = {
-  outstanding: true;
-  deliveryId: string;
-};
-
-export type DeliveryOutstanding = {
-  state: "outstanding";
-};
-
-export type DeliveryAnswered = {
-  state: "answered";
-  answer: string;
-};
-
-export type Delivery = DeliveryOutstanding | DeliveryAnswered;
 
 export type SubmitTurnBodyImagesItem = {
   mediaType: "image/png" | "image/jpeg" | "image/gif" | "image/webp";
@@ -701,7 +708,7 @@ export type WorkspaceEventsEvent = WorkspaceView | WorkspaceEvent;
 export type CreateWorkspaceAnswer = Created;
 export type ListWorkspacesAnswer = WorkspaceList;
 export type GetWorkspaceAnswer = WorkspaceView;
-export type DeleteWorkspaceAnswer = Created;
+export type DeleteWorkspaceAnswer = Deleted;
 export type GetEgressAnswer = EgressList;
 export type SetEgressBody = EgressList;
 export type SetEgressAnswer = EgressList;
@@ -718,10 +725,6 @@ export type CreateEffectBody = EffectBody;
 export type CreateEffectAnswer = EffectRecord;
 export type ListEffectsAnswer = EffectList;
 export type GetEffectAnswer = EffectRecord;
-export type TakePickBody = PickBody;
-export type TakePickAnswer = PickReceipt;
-export type ReadAllowedAnswer = Allowed;
-export type ReadDeliveryAnswer = Delivery;
 export type HealthzAnswer = Health;
 export type OpenapiAnswer = Record<string, unknown>;
 export type OutstandingPick = PickListItemsItem;
@@ -732,7 +735,7 @@ export type RouteTypes = {
   createWorkspace: { body: CreateWorkspaceBody; answer: Created; status: 202; event: never };
   listWorkspaces: { body: never; answer: WorkspaceList; status: 200; event: never };
   getWorkspace: { body: never; answer: WorkspaceView; status: 200; event: never };
-  deleteWorkspace: { body: never; answer: Created; status: 202; event: never };
+  deleteWorkspace: { body: never; answer: Deleted; status: 202; event: never };
   workspaceEvents: { body: never; answer: never; status: 200; event: WorkspaceEventsEvent };
   getEgress: { body: never; answer: EgressList; status: 200; event: never };
   setEgress: { body: EgressList; answer: EgressList; status: 200; event: never };
@@ -746,11 +749,8 @@ export type RouteTypes = {
   createEffect: { body: EffectBody; answer: EffectRecord; status: 200; event: never };
   listEffects: { body: never; answer: EffectList; status: 200; event: never };
   getEffect: { body: never; answer: EffectRecord; status: 200; event: never };
-  takePick: { body: PickBody; answer: PickReceipt; status: 200; event: never };
-  readAllowed: { body: never; answer: Allowed; status: 200; event: never };
-  readDelivery: { body: never; answer: Delivery; status: 200; event: never };
   healthz: { body: never; answer: Health; status: 200; event: never };
-  healthzHead: { body: never; answer: never; status: never; event: never };
+  healthzHead: { body: never; answer: never; status: 200; event: never };
   metrics: { body: never; answer: never; status: 200; event: never };
   openapi: { body: never; answer: Record<string, unknown>; status: 200; event: never };
 };

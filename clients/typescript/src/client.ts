@@ -47,11 +47,14 @@ export class OrchestratorError extends Error {
   }
 }
 
+/** The environment variable the token is read from when none is passed; the Python client's too. */
+export const TOKEN_ENV = "JR2_API_TOKEN";
+
 export type ClientOptions = {
   /** The Orchestrator's base url, e.g. http://127.0.0.1:8090. */
   url: string;
-  /** An API token (one line of JR2_API_TOKENS_FILE); for the `sandbox` routes, a Sandbox token. */
-  token: string;
+  /** An API token (a line of the installation's tokens file); when not passed, the environment's JR2_API_TOKEN. */
+  token?: string;
   /** For an https url: the PEM CA bundle its certificate chains to, when not a public one. */
   ca?: string;
   /** How long a call keeps trying while the Orchestrator refuses connections, as it does while it
@@ -79,9 +82,16 @@ export class OrchestratorClient {
   private readonly base: URL;
   private readonly agent: http.Agent | undefined;
   private readonly opts: ClientOptions;
+  private readonly token: string;
 
   constructor(opts: ClientOptions) {
     this.opts = opts;
+    const token = opts.token ?? process.env[TOKEN_ENV];
+    if (!token)
+      throw new Error(
+        `OrchestratorClient: no token: pass \`token\`, or set ${TOKEN_ENV} to an API token (a line of the installation's tokens file)`,
+      );
+    this.token = token;
     this.base = new URL(opts.url.replace(/\/+$/, ""));
     const scheme = this.base.protocol;
     if (scheme !== "http:" && scheme !== "https:")
@@ -245,24 +255,6 @@ export class OrchestratorClient {
     return record;
   }
 
-  // ---- a Sandbox's routes (the token is the Sandbox token its Custodian adds)
-
-  /** A Harness's pick. */
-  takePick(iid: string, body: BodyOf<"takePick">): Promise<AnswerOf<"takePick">> {
-    return this.call("takePick", { iid }, body);
-  }
-
-  /** The running turn's Allowed picks now. */
-  readAllowed(iid: string): Promise<AnswerOf<"readAllowed">> {
-    return this.call("readAllowed", { iid });
-  }
-
-  /** A pick's delivery, held up to `waitMs` while it is outstanding. */
-  readDelivery(iid: string, deliveryId: string, opts: { waitMs?: number } = {}): Promise<AnswerOf<"readDelivery">> {
-    const query = opts.waitMs !== undefined ? `?wait=${Math.round(opts.waitMs)}` : "";
-    return this.call("readDelivery", { iid, deliveryId }, undefined, query);
-  }
-
   // ---- the service
 
   /** Whether the Orchestrator serves (GET /healthz answers 200). */
@@ -380,7 +372,7 @@ export class OrchestratorClient {
       const req = transport.request(url, {
         method: ROUTES[id].method,
         headers: {
-          authorization: `Bearer ${this.opts.token}`,
+          authorization: `Bearer ${this.token}`,
           ...(payload !== undefined
             ? { "content-type": "application/json", "content-length": String(Buffer.byteLength(payload)) }
             : {}),
@@ -402,12 +394,20 @@ export class OrchestratorClient {
 /** One SSE frame: its event name, data and id. */
 export type Frame = { event: string; data: string; id?: string };
 
-/** The frames of an event stream, as they arrive; comment-only frames (keep-alives) skipped. */
+/** The frames of an event stream, as they arrive in chunks cut anywhere (mid-frame, mid-character,
+ * between the two bytes of a CRLF); comment-only frames (keep-alives) skipped. */
 export async function* sseFrames(body: AsyncIterable<Buffer | string>): AsyncGenerator<Frame> {
   const decoder = new TextDecoder();
   let buffer = "";
+  // A chunk that ended in CR: a LF first in the next is that line end's, not an empty line of its
+  // own (which would end the frame early).
+  let afterCr = false;
   for await (const chunk of body) {
-    buffer += (typeof chunk === "string" ? chunk : decoder.decode(chunk, { stream: true })).replace(/\r\n?/g, "\n");
+    let text = typeof chunk === "string" ? chunk : decoder.decode(chunk, { stream: true });
+    if (!text) continue;
+    if (afterCr && text.startsWith("\n")) text = text.slice(1);
+    afterCr = text.endsWith("\r");
+    buffer += text.replace(/\r\n?/g, "\n");
     let cut: number;
     while ((cut = buffer.indexOf("\n\n")) >= 0) {
       const frame = parseFrame(buffer.slice(0, cut));

@@ -1,14 +1,24 @@
 // The client against a stand-in server (node:http): each route's method and path from the table,
-// the bearer token, errors as OrchestratorError with the API's code, both event streams read
-// across split chunks and keep-alives, a stream closed when the loop stops, and a refused
-// connection sent again within the reconnect window. `npm test` in this folder runs it.
+// the bearer token (passed, or the environment's), errors as OrchestratorError with the API's code,
+// both event streams read across split chunks (a CRLF split at every point) and keep-alives, a
+// stream closed when the loop stops, and a refused connection sent again within the reconnect
+// window. `npm test` in this folder runs it.
 /* eslint-disable @typescript-eslint/no-floating-promises -- node:test's describe and it answer promises its runner awaits */
 import assert from "node:assert/strict";
 import diagnostics from "node:diagnostics_channel";
 import http from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import { after, before, describe, it } from "node:test";
-import { OrchestratorClient, OrchestratorError, ROUTES, parseFrame, type RouteId } from "../src/index";
+import {
+  ERROR_STATUS,
+  OrchestratorClient,
+  OrchestratorError,
+  ROUTES,
+  TOKEN_ENV,
+  parseFrame,
+  sseFrames,
+  type RouteId,
+} from "../src/index";
 
 type Seen = { method: string; url: string; auth?: string; body: string; lastEventId?: string };
 type Handler = (req: http.IncomingMessage, res: http.ServerResponse, body: string) => void;
@@ -85,9 +95,6 @@ describe("OrchestratorClient", () => {
     await client.createEffect(w, { id: "push-1", kind: "push", slot: "app" });
     await client.listEffects(w);
     await client.getEffect(w, "push-1", { waitSeconds: 30 });
-    await client.takePick("ws.1", { pick: "propose", submissionId: "s", callId: "c", args: {} });
-    await client.readAllowed("ws.1");
-    await client.readDelivery("ws.1", "d1", { waitMs: 10 });
     assert.equal(await client.healthy(), true);
     assert.equal(await client.metrics(), "jr2_up 1\n");
     await client.openapi();
@@ -109,9 +116,6 @@ describe("OrchestratorClient", () => {
       "POST /v1/workspaces/ws%201/effects",
       "GET /v1/workspaces/ws%201/effects",
       "GET /v1/workspaces/ws%201/effects/push-1?wait=30",
-      "POST /v1/sandbox/agents/ws.1/picks",
-      "GET /v1/sandbox/agents/ws.1/allowed",
-      "GET /v1/sandbox/agents/ws.1/deliveries/d1?wait=10",
       "GET /healthz",
       "GET /metrics",
       "GET /v1/openapi.json",
@@ -127,6 +131,14 @@ describe("OrchestratorClient", () => {
       );
     }
     assert.ok(server.seen.every((s) => s.auth === "Bearer tok-1"));
+    // A Harness's routes are no Machine's: not in the table, no method; nor its error codes.
+    assert.deepEqual(
+      Object.values(ROUTES).filter((r) => r.path.includes("/sandbox/")),
+      [],
+    );
+    assert.equal("takePick" in client, false);
+    assert.equal("rate_limited" in ERROR_STATUS, false);
+    assert.equal(ERROR_STATUS.not_found, 404);
     assert.deepEqual(JSON.parse(server.seen[0]!.body), { image: "img", branch: "b" });
     assert.deepEqual(JSON.parse(server.seen[5]!.body), { allow: ["a.example:443"] });
   });
@@ -165,6 +177,25 @@ describe("OrchestratorClient", () => {
     assert.equal(other.status, 500);
     assert.equal(other.code, "http");
     assert.match(other.message, /HTTP 500: oops/);
+  });
+
+  it("reads the token from JR2_API_TOKEN when none is passed, and names the fix when there is none", async () => {
+    const before = process.env[TOKEN_ENV];
+    try {
+      process.env[TOKEN_ENV] = "env-tok";
+      const from = server.seen.length;
+      await new OrchestratorClient({ url: server.url }).listWorkspaces();
+      await new OrchestratorClient({ url: server.url, token: "passed" }).listWorkspaces();
+      assert.deepEqual(
+        server.seen.slice(from).map((s) => s.auth),
+        ["Bearer env-tok", "Bearer passed"],
+      );
+      delete process.env[TOKEN_ENV];
+      assert.throws(() => new OrchestratorClient({ url: server.url }), /set JR2_API_TOKEN/);
+    } finally {
+      if (before === undefined) delete process.env[TOKEN_ENV];
+      else process.env[TOKEN_ENV] = before;
+    }
   });
 
   it("refuses a CA for an http url, naming the fix", () => {
@@ -248,6 +279,36 @@ describe("the event streams", () => {
     } finally {
       await server.stop();
     }
+  });
+
+  it("reads a CRLF split between two chunks as one line end, at every cut of a recorded stream", async () => {
+    // A CR ending one chunk and its LF starting the next must not make an empty line: that would
+    // end the frame early and dispatch a half event.
+    const recorded = Buffer.from(
+      'id: 1\r\nevent: turn\r\ndata: {"kind":"turn","offset":1}\r\n\r\n' +
+        ": keep-alive\r\n\r\n" +
+        "id: 2\r\nevent: text\r\ndata: line one\r\ndata: line two\r\n\r\n" +
+        'id: 3\revent: end\rdata: {"kind":"end"}\r\r',
+    );
+    const read = async (chunks: Buffer[]) => {
+      const out = [];
+      for await (const f of sseFrames(
+        (async function* () {
+          yield* chunks;
+        })(),
+      ))
+        out.push(f);
+      return out;
+    };
+    const whole = await read([recorded]);
+    assert.deepEqual(whole, [
+      { event: "turn", data: '{"kind":"turn","offset":1}', id: "1" },
+      { event: "text", data: "line one\nline two", id: "2" },
+      { event: "end", data: '{"kind":"end"}', id: "3" },
+    ]);
+    for (let cut = 1; cut < recorded.length; cut++)
+      assert.deepEqual(await read([recorded.subarray(0, cut), recorded.subarray(cut)]), whole, `cut at byte ${cut}`);
+    assert.deepEqual(await read([...recorded].map((b) => Buffer.from([b]))), whole);
   });
 
   it("parses a frame's fields and skips a comment-only one", () => {
