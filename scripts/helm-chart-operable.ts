@@ -422,10 +422,12 @@ const PREFLIGHT_TARGET = `for (const p of [${PREFLIGHT.permittedPort}, ${PREFLIG
  * alone, never by an install or a render of the plain manifest.
  */
 export function preflightObjects(companionsImage: (expr?: string) => string, t: Tokens): Obj[] {
+  // The target's objects go once the test passed; the probe stays for its log (`helm test --logs`)
+  // until the next run replaces it.
   const hook = (weight: number) => ({
     "helm.sh/hook": "test",
     "helm.sh/hook-weight": String(weight),
-    "helm.sh/hook-delete-policy": "before-hook-creation,hook-succeeded",
+    "helm.sh/hook-delete-policy": weight < 0 ? "before-hook-creation,hook-succeeded" : "before-hook-creation",
   });
   const podSecurity = {
     securityContext: {

@@ -110,7 +110,7 @@ export function valuesSchema(): Schema {
         replicas: { type: "integer", minimum: 1 },
         podDisruptionBudget: budget,
         renewCertificate: { type: "boolean" },
-        // The admission certificate's source (decision 0075): its own schema there.
+        // The admission certificate's source: typed where it is made.
         certificate: { type: "object" },
       }),
       watcher: placed(),
