@@ -373,12 +373,13 @@ export const PREFLIGHT = {
 /**
  * The probe's program (node, from the companions image): the permitted port must answer (else the
  * check proves nothing), and the denied one must not, tried for 15 s so a plugin that programs the
- * policy late is not taken for one that never does. Its `verdict` is the decision, pure.
+ * policy late is not taken for one that never does; then the permitted one again, so a target that
+ * ended meanwhile is not taken for a policy. Its `verdict` is the decision, pure.
  */
 export const PREFLIGHT_PROBE = `"use strict";
-function verdict(permitted, denied) {
-  if (permitted !== "connected")
-    return { ok: false, message: "jr2 preflight: its target did not answer on the port its NetworkPolicy permits (" + permitted + "): the check proves nothing; see kubectl -n ${COMPANION_NAMESPACE} describe pod -l ${APP_NAME_LABEL}=${PREFLIGHT.target}" };
+function verdict(permitted, denied, after) {
+  if (permitted !== "connected" || (after !== undefined && after !== "connected"))
+    return { ok: false, message: "jr2 preflight: its target did not answer on the port its NetworkPolicy permits (" + (permitted !== "connected" ? permitted : after + ", after the denied port was tried") + "): the check proves nothing; see kubectl -n ${COMPANION_NAMESPACE} describe pod -l ${APP_NAME_LABEL}=${PREFLIGHT.target}" };
   if (denied.length > 0 && denied.every(function (d) { return d === "connected"; }))
     return { ok: false, message: "jr2 preflight: the network plugin does not enforce NetworkPolicy: the connection NetworkPolicy ${PREFLIGHT.target} denies was accepted " + denied.length + " times in a row. Every jr2 boundary rests on NetworkPolicy (who may call the Orchestrator, Sandbox pods reaching only the egress point and the Orchestrator, the egress point's admin port) and every one is gone on this cluster: install a network plugin that enforces NetworkPolicy (e.g. Calico or Cilium) before using jr2" };
   return { ok: true, message: "jr2 preflight: NetworkPolicy is enforced: the permitted port answered, the denied one did not (" + denied[denied.length - 1] + ")" };
@@ -406,7 +407,9 @@ async function main(host) {
       if (d !== "connected") break;
       await new Promise(function (r) { setTimeout(r, 3000); });
     }
-  var v = verdict(permitted, denied);
+  // The permitted port again: a target that ended meanwhile refuses the denied port too.
+  var after = permitted === "connected" ? await connect(host, ${PREFLIGHT.permittedPort}, 3000) : undefined;
+  var v = verdict(permitted, denied, after);
   (v.ok ? console.log : console.error)(v.message);
   process.exit(v.ok ? 0 : 1);
 }
@@ -414,7 +417,7 @@ if (process.env.JR2_PREFLIGHT_TARGET) main(process.env.JR2_PREFLIGHT_TARGET);
 `;
 
 /** The target's program: both ports accept and answer. */
-const PREFLIGHT_TARGET = `for (const p of [${PREFLIGHT.permittedPort}, ${PREFLIGHT.deniedPort}]) require("node:net").createServer((s) => s.end("jr2-preflight\\n")).listen(p);`;
+const PREFLIGHT_TARGET = `for (const p of [${PREFLIGHT.permittedPort}, ${PREFLIGHT.deniedPort}]) require("node:net").createServer((s) => { s.on("error", () => {}); s.end("jr2-preflight\\n"); }).listen(p);`;
 
 /**
  * The preflight `helm test` (decision 0074): a target Deployment and Service, a NetworkPolicy that

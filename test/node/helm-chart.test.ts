@@ -164,21 +164,29 @@ test("the Orchestrator's Secret: made with the tokens and a signing key, or an e
   expect(volume(theirs)).toBe("team-jr2");
 });
 
-test("admission.defaults chooses who writes the Sandbox defaults: policy the MutatingAdmissionPolicy, webhook the module's mutating webhook (1.34, 1.35), anything else is refused", () => {
-  const docs = render();
+test("admission.defaults chooses who writes the Sandbox defaults: auto the policy where the cluster serves it, else the module's mutating webhook (1.34, 1.35); policy or webhook as written; anything else is refused", () => {
+  // auto (decision 0074): the policy where MutatingAdmissionPolicy v1 is served on 1.36 or newer.
+  const served = ["--api-versions", "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy"];
+  const docs = render(...served);
   expect(find(docs, "MutatingAdmissionPolicy", "jr2-sandbox-defaults").spec.failurePolicy).toBe("Fail");
   find(docs, "MutatingAdmissionPolicyBinding", "jr2-sandbox-defaults");
   expect(docs.filter((d) => d.kind === "MutatingWebhookConfiguration")).toEqual([]);
-  const webhook = render("--set", "admission.defaults=webhook");
-  expect(webhook.filter((d) => d.kind.startsWith("MutatingAdmissionPolicy"))).toEqual([]);
-  const mutating = webhook.filter((d) => d.kind === "MutatingWebhookConfiguration");
-  expect(mutating).toHaveLength(1);
-  const validating = webhook.find((d) => d.kind === "ValidatingWebhookConfiguration")!;
-  for (const w of mutating[0].webhooks) {
-    expect(w.clientConfig.service.path).toMatch(/^\/mutate\//);
-    // The same kept admission CA as the validating webhooks trust.
-    expect(w.clientConfig.caBundle).toBe(validating.webhooks[0].clientConfig.caBundle);
-    expect(w.rules.some((r: Obj) => r.resources.includes("sandboxes"))).toBe(true);
+  expect(render("--set", "admission.defaults=policy").map((d) => d.kind)).toContain("MutatingAdmissionPolicy");
+  for (const webhook of [
+    render(),
+    render("--kube-version", "1.34.2"),
+    render(...served, "--set", "admission.defaults=webhook"),
+  ]) {
+    expect(webhook.filter((d) => d.kind.startsWith("MutatingAdmissionPolicy"))).toEqual([]);
+    const mutating = webhook.filter((d) => d.kind === "MutatingWebhookConfiguration");
+    expect(mutating).toHaveLength(1);
+    const validating = webhook.find((d) => d.kind === "ValidatingWebhookConfiguration")!;
+    for (const w of mutating[0].webhooks) {
+      expect(w.clientConfig.service.path).toMatch(/^\/mutate\//);
+      // The same kept admission CA as the validating webhooks trust.
+      expect(w.clientConfig.caBundle).toBe(validating.webhooks[0].clientConfig.caBundle);
+      expect(w.rules.some((r: Obj) => r.resources.includes("sandboxes"))).toBe(true);
+    }
   }
   const other = spawnSync(helm, ["template", INSTALL_RELEASE, CHART, "--set", "admission.defaults=both"], {
     encoding: "utf8",

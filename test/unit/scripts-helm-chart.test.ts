@@ -439,6 +439,7 @@ describe("the preflight's verdict", () => {
   const verdict = new Function(`${PREFLIGHT_PROBE.replace(/^if \(process\.env[^\n]*$/m, "")}; return verdict;`)() as (
     permitted: string,
     denied: string[],
+    after?: string,
   ) => { ok: boolean; message: string };
   it("fails, saying every boundary is gone, when the denied port answers", () => {
     const v = verdict("connected", ["connected", "connected", "connected", "connected", "connected"]);
@@ -446,13 +447,15 @@ describe("the preflight's verdict", () => {
     expect(v.message).toMatch(/does not enforce NetworkPolicy.*every one is gone/);
   });
   it("passes when the denied port is refused or times out, once the permitted one answered", () => {
-    expect(verdict("connected", ["timeout"]).ok).toBe(true);
-    expect(verdict("connected", ["connected", "refused"]).ok).toBe(true);
+    expect(verdict("connected", ["timeout"], "connected").ok).toBe(true);
+    expect(verdict("connected", ["connected", "refused"], "connected").ok).toBe(true);
   });
   it("fails as proving nothing when the permitted port does not answer", () => {
     const v = verdict("timeout", []);
     expect(v.ok).toBe(false);
     expect(v.message).toMatch(/proves nothing/);
+    // A target that ended after the first answer refuses both ports: not taken for a policy.
+    expect(verdict("connected", ["refused"], "refused")).toMatchObject({ ok: false, message: /proves nothing/ });
   });
 });
 
