@@ -379,7 +379,7 @@ export const PREFLIGHT = {
 export const PREFLIGHT_PROBE = `"use strict";
 function verdict(permitted, denied, after) {
   if (permitted !== "connected" || (after !== undefined && after !== "connected"))
-    return { ok: false, message: "jr2 preflight: its target did not answer on the port its NetworkPolicy permits (" + (permitted !== "connected" ? permitted : after + ", after the denied port was tried") + "): the check proves nothing; see kubectl -n ${COMPANION_NAMESPACE} describe pod -l ${APP_NAME_LABEL}=${PREFLIGHT.target}" };
+    return { ok: false, message: "jr2 preflight: its target did not answer on the port its NetworkPolicy permits (" + (permitted !== "connected" ? permitted : after + ", after the denied port was tried") + "): the check proves nothing; see kubectl describe pod -l ${APP_NAME_LABEL}=${PREFLIGHT.target} in the release's namespace" };
   if (denied.length > 0 && denied.every(function (d) { return d === "connected"; }))
     return { ok: false, message: "jr2 preflight: the network plugin does not enforce NetworkPolicy: the connection NetworkPolicy ${PREFLIGHT.target} denies was accepted " + denied.length + " times in a row. Every jr2 boundary rests on NetworkPolicy (who may call the Orchestrator, Sandbox pods reaching only the egress point and the Orchestrator, the egress point's admin port) and every one is gone on this cluster: install a network plugin that enforces NetworkPolicy (e.g. Calico or Cilium) before using jr2" };
   return { ok: true, message: "jr2 preflight: NetworkPolicy is enforced: the permitted port answered, the denied one did not (" + denied[denied.length - 1] + ")" };
@@ -450,7 +450,8 @@ export function preflightObjects(companionsImage: (expr?: string) => string, t: 
     resources: { requests: { cpu: "10m", memory: "32Mi" }, limits: { memory: "128Mi" } },
     securityContext: { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ["ALL"] } },
   });
-  const ns = COMPANION_NAMESPACE;
+  // In the release's namespace: `helm test --logs` reads the probe's log there.
+  const ns = t.scalar(".Release.Namespace | quote");
   const targetLabels = { [APP_NAME_LABEL]: PREFLIGHT.target, ...PART_OF_JR2 };
   return [
     {
@@ -517,7 +518,10 @@ export function preflightObjects(companionsImage: (expr?: string) => string, t: 
         ...podSecurity,
         containers: [
           container("probe", PREFLIGHT_PROBE, [
-            { name: "JR2_PREFLIGHT_TARGET", value: `${PREFLIGHT.target}.${ns}.svc` },
+            {
+              name: "JR2_PREFLIGHT_TARGET",
+              value: t.scalar(`printf "${PREFLIGHT.target}.%s.svc" .Release.Namespace | quote`),
+            },
           ]),
         ],
       },

@@ -18,7 +18,6 @@ import {
   ORCHESTRATOR_SECRET,
 } from "../../scripts/helm-chart";
 import cfg from "../../package.json";
-import { PREFLIGHT } from "../../scripts/helm-chart-operable";
 import { type Obj, ROOT, fromSetup, kubectl, kubectlOk, realNode } from "./support";
 
 const DIST = join(ROOT, "dist");
@@ -218,15 +217,17 @@ test("the CRDs are their own chart's crds/, which Helm never deletes, and the ch
 
 // The preflight (decision 0074) on the real node, whose network plugin enforces NetworkPolicy
 // (dev/cluster/go/netpol): `helm test` of a release of the chart's preflight alone (its test hooks,
-// in jr2-system; nothing else of the chart installed, so it runs beside any installation) passes,
+// in the release's own namespace; nothing else of the chart installed, so it runs beside any
+// installation) passes,
 // its permitted port answered and its denied one not. The failing verdict is the unit tier's
 // (test/unit/scripts-helm-chart.test.ts): taking enforcement away here would open every other
 // test's boundaries on the shared node.
 describe("the preflight on the real node", () => {
   const release = "jr2-preflight-test";
   const dir = mkdtempSync(join(tmpdir(), "jr2-preflight-"));
-  const kube = () => ["--kubeconfig", process.env.KUBECONFIG!, "--namespace", "default"];
-  let madeNamespace = false;
+  // A namespace of its own: the preflight's objects go in the release's.
+  const ns = `jr2-preflight-${Date.now().toString(36)}`;
+  const kube = () => ["--kubeconfig", process.env.KUBECONFIG!, "--namespace", ns];
   beforeAll(() => {
     for (const f of [
       "Chart.yaml",
@@ -238,23 +239,12 @@ describe("the preflight on the real node", () => {
       mkdirSync(join(dir, f, ".."), { recursive: true });
       copyFileSync(join(CHART, f), join(dir, f));
     }
-    if (kubectl(["get", "namespace", "jr2-system"]).status !== 0) {
-      kubectlOk(["create", "namespace", "jr2-system"]);
-      madeNamespace = true;
-    }
+    kubectlOk(["create", "namespace", ns]);
   });
   afterAll(() => {
     spawnSync(helm, ["uninstall", release, ...kube()], { encoding: "utf8" });
-    // Hooks are no release's objects: the probe Pod (kept for its log) and a failed run's rest.
-    kubectl([
-      "-n",
-      "jr2-system",
-      "delete",
-      `pod/${PREFLIGHT.probe}`,
-      ...["deployment", "service", "networkpolicy"].map((k) => `${k}/${PREFLIGHT.target}`),
-      "--ignore-not-found",
-    ]);
-    if (madeNamespace) kubectl(["delete", "namespace", "jr2-system", "--wait=false"]);
+    // Hooks are no release's objects: the namespace takes the probe Pod and a failed run's rest.
+    kubectl(["delete", "namespace", ns, "--wait=false"]);
     rmSync(dir, { recursive: true, force: true });
   });
 
