@@ -267,8 +267,10 @@ export function helmChart(input: ChartInput): Map<string, string | Buffer> {
       // Made for the first; the others' copies are the same object in another namespace.
       if (ns !== sandboxNs[0]) return;
       if (o.kind === "Namespace") d.metadata.name = marks.scalar("$ns | quote");
+      // The Orchestrator's rights are bound where its workspaces are, the first alone (decision 0047).
+      else if (file === "orchestrator") d.metadata.namespace = marks.scalar("first $.Values.sandboxNamespaces | quote");
       else d.metadata.namespace = marks.scalar("$ns | quote");
-      perNamespace.add(d);
+      if (file !== "orchestrator" || o.kind === "Namespace") perNamespace.add(d);
     } else namespaceValues(d);
     if (guard) guards.set(d, guard);
     (templates[file] ??= []).push(d);
