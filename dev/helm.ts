@@ -19,8 +19,15 @@ export const INSTALL_RELEASE = "jr2";
 /** The CRDs' release, installed first. */
 export const CRDS_RELEASE = "jr2-crds";
 /** How the plain manifest is rendered: the Orchestrator's Secret one the platform team makes, so no
- * generated key is written into dist/. */
-export const INSTALL_ARGS = ["--set", "orchestrator.existingSecret=jr2-orchestrator"];
+ * generated key is written into dist/; and no \`helm test\` hook (the preflight, decision 0074). */
+export const INSTALL_ARGS = [
+  "--set",
+  "orchestrator.existingSecret=jr2-orchestrator",
+  "--skip-tests",
+  // For a cluster that serves the Sandbox defaults' policy, as the build's own manifest (decision 0074).
+  "--api-versions",
+  "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy",
+];
 
 /** `helm template` of the CRDs' chart, then of the chart, as the plain manifest: CRDs first. */
 export function renderInstallManifest(crdsChart: string, chart: string, helm = helmBin()): string {

@@ -11,10 +11,26 @@
 // path are read back from the cluster (Helm's `lookup`), so an upgrade that rolls the admission
 // pods never has a webhook trusting a CA or naming a path that the pods answering it do not serve
 // (the window decision 0039 notes). Pure: the caller writes the files.
+import { isDeepStrictEqual } from "node:util";
 import { stringify } from "yaml";
 import { PART_OF_JR2 } from "../api/wire";
 import { CACHE_AGENT_ENV } from "../api/env";
+import { ORCHESTRATOR_ENV } from "../api/env";
+import {
+  ORCHESTRATOR_API_POLICY,
+  type OrchestratorDeployOptions,
+  orchestratorManifests,
+} from "../orchestrator/orchestrator-manifests";
 import { isDefaultsWebhookConfiguration, type SandboxDefaultsMode, withSandboxDefaults } from "./webhooks";
+import {
+  ADMISSION_SPREAD,
+  admissionPdb,
+  callersHelper,
+  defaultsHelper,
+  monitoringObjects,
+  preflightObjects,
+} from "./helm-chart-operable";
+import { valuesSchema } from "./helm-chart-schema";
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Obj = any;
@@ -45,6 +61,12 @@ export type ChartInput = {
   /** The images the objects name: each becomes a value. */
   controllerImage: string;
   companionsImage: string;
+  /** The build's opted-in namespaces (JR2_SANDBOX_NAMESPACES), which the objects name: the chart
+   * makes every per-namespace object once per entry of the sandboxNamespaces value instead. */
+  sandboxNamespaces: string[];
+  /** The options the Orchestrator's objects were built with (default: the companions image, the
+   * first Sandbox namespace): the chart builds them again with a TLS Secret (decision 0074). */
+  orchestratorOptions?: OrchestratorDeployOptions;
 };
 
 /** A component with a workload: its values key and how placement applies to it. */
@@ -152,6 +174,12 @@ export function helmChart(input: ChartInput): Map<string, string | Buffer> {
   const marks = new Marks();
   const files = new Map<string, string | Buffer>();
   const seen = new Map<string, Obj>();
+  const sandboxNs = input.sandboxNamespaces;
+  if (!sandboxNs.length) throw new Error("helm chart: the build names no Sandbox namespace");
+  /** Objects made once per entry of the sandboxNamespaces value (decision 0074). */
+  const perNamespace = new Set<Obj>();
+  /** Objects rendered only when their condition holds. */
+  const guards = new Map<Obj, string>();
 
   // Namespaces, once each with every label any builder gives it (applying them merged the labels).
   const namespaces = new Map<string, Obj>();
@@ -172,13 +200,13 @@ export function helmChart(input: ChartInput): Map<string, string | Buffer> {
       }
 
   const values = defaultValues(input);
-  const labelled = (o: Obj) => ({
-    ...o,
-    metadata: {
-      ...o.metadata,
-      labels: { ...o.metadata.labels, [INSTANCE_LABEL]: marks.scalar(".Release.Name | quote") },
-    },
-  });
+  // `$`, the top-level context, so the same text holds inside a `range` over the namespaces.
+  const release = marks.scalar("$.Release.Name | quote");
+  // A map of labels, or a token for labels the values add to (the monitoring objects').
+  const labelled = (o: Obj) =>
+    typeof o.metadata.labels === "string"
+      ? o
+      : { ...o, metadata: { ...o.metadata, labels: { ...o.metadata.labels, [INSTANCE_LABEL]: release } } };
 
   /** A workload's pod spec with its values in place of image, placement and resources. */
   const workload = (o: Obj, w: Workload, image: string, imageValue: string) => {
@@ -206,11 +234,48 @@ export function helmChart(input: ChartInput): Map<string, string | Buffer> {
   };
 
   const templates: Record<string, Obj[]> = {};
-  const add = (file: string, o: Obj) => {
-    if (seen.has(key(o))) throw new Error(`helm chart: ${key(o)} is made twice`);
-    seen.set(key(o), o);
-    (templates[file] ??= []).push(o);
+  /** Where the build's Sandbox namespaces are named, the value instead (decision 0074): each
+   * Sandbox namespace's own objects once, in a `range`; a list of them, the list; the
+   * components' env naming them, joined or the first. */
+  const nsOf = (o: Obj): string | undefined => (o.kind === "Namespace" ? o.metadata.name : o.metadata?.namespace);
+  const sameList = (v: unknown) =>
+    Array.isArray(v) && v.length === sandboxNs.length && v.every((x, i) => x === sandboxNs[i]);
+  const namespaceValues = (x: Obj): void => {
+    if (Array.isArray(x)) {
+      for (const e of x) {
+        if (e && typeof e === "object" && typeof e.name === "string" && "value" in e) {
+          if (/SANDBOX_NAMESPACES$/.test(e.name) && e.value === sandboxNs.join(","))
+            e.value = marks.scalar(`join "," $.Values.sandboxNamespaces | quote`);
+          else if (e.name === ORCHESTRATOR_ENV.namespace && e.value === sandboxNs[0])
+            e.value = marks.scalar("first $.Values.sandboxNamespaces | quote");
+        }
+        if (e && typeof e === "object") namespaceValues(e);
+      }
+    } else if (x && typeof x === "object")
+      for (const [k, v] of Object.entries(x)) {
+        if (sameList(v)) x[k] = marks.block("$.Values.sandboxNamespaces");
+        else if (v && typeof v === "object") namespaceValues(v);
+      }
   };
+  const add = (file: string, o: Obj, guard?: string) => {
+    const k = guard ? `${key(o)} if ${guard}` : key(o);
+    if (seen.has(k)) throw new Error(`helm chart: ${key(o)} is made twice`);
+    seen.set(k, o);
+    const ns = nsOf(o);
+    const d = structuredClone(o);
+    if (ns !== undefined && sandboxNs.includes(ns)) {
+      // Made for the first; the others' copies are the same object in another namespace.
+      if (ns !== sandboxNs[0]) return;
+      if (o.kind === "Namespace") d.metadata.name = marks.scalar("$ns | quote");
+      // The Orchestrator's rights are bound where its workspaces are, the first alone (decision 0047).
+      else if (file === "orchestrator") d.metadata.namespace = marks.scalar("first $.Values.sandboxNamespaces | quote");
+      else d.metadata.namespace = marks.scalar("$ns | quote");
+      if (file !== "orchestrator" || o.kind === "Namespace") perNamespace.add(d);
+    } else namespaceValues(d);
+    if (guard) guards.set(d, guard);
+    (templates[file] ??= []).push(d);
+  };
+  for (const ns of namespaces.values()) add("namespaces", ns);
 
   // The admission identity as the build made it.
   const tls = input.module.find((o) => o.kind === "Secret" && o.metadata.name === `${name}-tls`);
@@ -231,7 +296,10 @@ export function helmChart(input: ChartInput): Map<string, string | Buffer> {
   const buildDefaults: SandboxDefaultsMode = input.module.some((o) => o.kind === "MutatingAdmissionPolicy")
     ? "policy"
     : "webhook";
-  values.admission.defaults = buildDefaults;
+  // auto: the policy where the cluster serves it (.Capabilities), else the webhook (decision 0074);
+  // a build that chose the webhook keeps it the default, so its plain manifest is the chart's render.
+  values.admission.defaults = buildDefaults === "policy" ? "auto" : "webhook";
+  values.sandboxNamespaces = [...sandboxNs];
   const moduleObjs = [
     ...withSandboxDefaults(input.module, "policy"),
     ...withSandboxDefaults(input.module, "webhook").filter(isDefaultsWebhookConfiguration),
@@ -266,6 +334,14 @@ export function helmChart(input: ChartInput): Map<string, string | Buffer> {
       d = workload(o, { key: "admission", global: true }, input.controllerImage, ".Values.images.controller");
       values.admission.replicas = d.spec.replicas;
       d.spec.replicas = marks.scalar(".Values.admission.replicas");
+      // Its replicas on different nodes where there are several (decision 0074), never unscheduled
+      // for want of one; a PodDisruptionBudget (below) keeps one through a drain.
+      d.spec.template.spec.topologySpreadConstraints = ADMISSION_SPREAD(d.spec.selector.matchLabels);
+      add(
+        "admission-pdb",
+        admissionPdb(d, marks),
+        "and .Values.admission.podDisruptionBudget .Values.admission.podDisruptionBudget.minAvailable",
+      );
     } else if (o.kind === "Deployment" && o.metadata.name === `${name}-watcher`)
       d = workload(o, { key: "watcher", global: true }, input.controllerImage, ".Values.images.controller");
     else if (o.kind === "Deployment")
@@ -280,9 +356,33 @@ export function helmChart(input: ChartInput): Map<string, string | Buffer> {
     );
   }
 
+  // The Orchestrator built again by its builder with a TLS Secret, the value's (decision 0074):
+  // its Deployment, when the value names one, in place of the one without.
+  const orchestratorOptions: OrchestratorDeployOptions = input.orchestratorOptions ?? {
+    image: input.companionsImage,
+    workspaceNamespace: sandboxNs[0],
+  };
+  if (!isDeepStrictEqual(orchestratorManifests(orchestratorOptions), input.orchestrator))
+    throw new Error(
+      "helm chart: the Orchestrator's objects are not its builder's with the options the chart was given",
+    );
+  const withTls = orchestratorManifests({
+    ...orchestratorOptions,
+    tlsSecret: marks.scalar(".Values.orchestrator.tls.secretName | quote"),
+  }).find((o) => o.kind === "Deployment");
+  const TLS = ".Values.orchestrator.tls.secretName";
+
   const companion = (file: string, objs: Obj[], w: Workload, checksum?: string) => {
     for (const o of objs) {
       if (o.kind === "Namespace") continue;
+      if (w.key === "orchestrator" && o.kind === "Deployment") {
+        add(file, templated(o, w, checksum), `not ${TLS}`);
+        add(file, templated(withTls, w, checksum), TLS);
+      } else add(file, templated(o, w, checksum));
+    }
+  };
+  const templated = (o: Obj, w: Workload, checksum?: string): Obj => {
+    {
       let d = o;
       if (o.kind === "Deployment" || o.kind === "DaemonSet") {
         d = workload(o, w, input.companionsImage, ".Values.images.companions");
@@ -310,8 +410,18 @@ export function helmChart(input: ChartInput): Map<string, string | Buffer> {
       } else if (o.kind === "ConfigMap" && o.data?.["git-credentials.yaml"] !== undefined) {
         values.fence = jsonOfYamlFlow(o.data["git-credentials.yaml"]);
         d = { ...o, data: { "git-credentials.yaml": marks.scalar(`printf "%s\\n" (toYaml .Values.fence) | quote`) } };
+      } else if (o.kind === "NetworkPolicy" && o.metadata.name === ORCHESTRATOR_API_POLICY) {
+        // Who may call the API besides the built peers (Sandbox pods, its own namespace's): the
+        // orchestrator.callers value as peers; the metrics port, the monitoring namespaces.
+        const [api, ...rest] = o.spec.ingress;
+        const json = (v: unknown) => `(${JSON.stringify(JSON.stringify(v))} | fromJsonArray)`;
+        const callers = `(concat ${json(api.from)} (include "jr2.orchestrator.callers" . | fromYamlArray))`;
+        d = structuredClone(o);
+        d.spec.ingress = marks.block(
+          `(concat (list (dict "from" ${callers} "ports" ${json(api.ports)})) ${json(rest)} (include "jr2.orchestrator.monitoring" . | fromYamlArray))`,
+        );
       }
-      add(file, d);
+      return d;
     }
   };
   const podConfigSum = `toJson (list .Values.podConfig .Values.fence) | sha256sum | quote`;
@@ -319,9 +429,30 @@ export function helmChart(input: ChartInput): Map<string, string | Buffer> {
   companion("orchestrator", input.orchestrator, { key: "orchestrator", global: true }, podConfigSum);
   companion("egress", input.egress, { key: "egress", global: true }, `toJson .Values.podConfig | sha256sum | quote`);
 
-  const render = (objs: Obj[]) => marks.render(objs.map((o) => yaml(labelled(o))).join("---\n"));
-  files.set("templates/_helpers.tpl", identityHelper(uuid, built));
-  files.set("templates/namespaces.yaml", render([...namespaces.values()]));
+  // The opt-in monitoring, and the preflight `helm test` (decision 0074).
+  const moduleDeployment = (n: string) => input.module.find((o) => o.kind === "Deployment" && o.metadata.name === n);
+  for (const { o, guard } of monitoringObjects(
+    { admission: moduleDeployment(name), watcher: moduleDeployment(`${name}-watcher`), tlsSecret: `${name}-tls` },
+    marks,
+  ))
+    add("monitoring", o, guard);
+  for (const o of preflightObjects(() => marks.scalar(".Values.images.companions | quote"), marks))
+    add("preflight", o, ".Values.preflight.enabled");
+
+  const docText = (o: Obj) => {
+    const text = yaml(labelled(o));
+    if (perNamespace.has(o)) return `{{- range $ns := $.Values.sandboxNamespaces }}\n---\n${text}{{- end }}\n`;
+    const guard = guards.get(o);
+    return guard ? `{{- if ${guard} }}\n---\n${text}{{- end }}\n` : text;
+  };
+  const render = (objs: Obj[]) => {
+    const text = marks.render(objs.map(docText).join("---\n"));
+    for (const ns of sandboxNs)
+      if (new RegExp(`(^|[^a-z0-9.-])${ns.replace(/[.]/g, "\\.")}($|[^a-z0-9.-])`, "m").test(text))
+        throw new Error(`helm chart: a template still names the build's Sandbox namespace ${ns}, not the value`);
+    return text;
+  };
+  files.set("templates/_helpers.tpl", identityHelper(uuid, built) + defaultsHelper() + callersHelper());
   for (const [file, objs] of Object.entries(templates)) {
     const text = render(objs);
     files.set(
@@ -329,9 +460,9 @@ export function helmChart(input: ChartInput): Map<string, string | Buffer> {
       // Who writes the Sandbox defaults: the API server's policy, or where it is not served (1.34,
       // 1.35) the module's mutating webhook (decision 0059).
       file === "sandbox-defaults"
-        ? `{{- if eq .Values.admission.defaults "policy" }}\n${text}{{- end }}\n`
+        ? `{{- if eq (include "jr2.admission.defaults" .) "policy" }}\n${text}{{- end }}\n`
         : file === "sandbox-defaults-webhook"
-          ? `{{- if eq .Values.admission.defaults "webhook" }}\n${text}{{- end }}\n`
+          ? `{{- if eq (include "jr2.admission.defaults" .) "webhook" }}\n${text}{{- end }}\n`
           : text,
     );
   }
@@ -394,13 +525,26 @@ function defaultValues(input: ChartInput): Values {
   return {
     images: { controller: input.controllerImage, companions: input.companionsImage },
     placement: { nodeSelector: {}, tolerations: [] },
-    admission: { defaults: "policy", renewCertificate: false },
+    sandboxNamespaces: [],
+    admission: { defaults: "auto", renewCertificate: false, podDisruptionBudget: { minAvailable: 1 } },
     watcher: {},
-    orchestrator: { existingSecret: "", signingKey: "", apiTokens: [] },
+    orchestrator: {
+      existingSecret: "",
+      signingKey: "",
+      apiTokens: [],
+      tls: { secretName: "" },
+      callers: { namespaces: [], podSelectors: [], ingress: { namespaceSelector: {}, podSelector: {} } },
+    },
     egress: {},
     cacheAgent: {},
     podConfig: {},
     fence: [],
+    monitoring: {
+      namespaces: [],
+      serviceMonitor: { enabled: false, interval: "30s", labels: {} },
+      prometheusRule: { enabled: false, labels: {} },
+    },
+    preflight: { enabled: true },
   };
 }
 
@@ -431,12 +575,23 @@ placement:
   nodeSelector: {}
   tolerations: []
 
+# The namespaces that hold Sandboxes (decision 0047): each is made (or, if it exists, labelled)
+# with the opt-in label jr2.dev/sandboxes=enabled, and the module, the Orchestrator, the cache
+# agent and the egress point get their RoleBindings there. The Orchestrator's workspaces go in
+# the first. DNS labels, never jr2-system or pepr-system.
+sandboxNamespaces: ${flow(v.sandboxNamespaces)}
+
 admission:
-  # How the Sandbox defaults are written: "policy", a MutatingAdmissionPolicy (Kubernetes 1.36 and
-  # newer), or "webhook", the module's mutating webhook (1.34 and 1.35).
+  # How the Sandbox defaults are written: "auto" (the policy where the cluster serves
+  # admissionregistration.k8s.io/v1 MutatingAdmissionPolicy, Kubernetes 1.36 and newer, else the
+  # webhook), "policy", a MutatingAdmissionPolicy, or "webhook", the module's mutating webhook
+  # (1.34 and 1.35). \`helm template\` answers auto from --kube-version/--api-versions.
   defaults: ${v.admission.defaults}
-  # The admission pods (two answer the webhook while one rolls).
+  # The admission pods (two answer the webhook while one rolls), spread over nodes where there are several.
   replicas: ${flow(v.admission.replicas)}
+  # Keeps minAvailable admission pods through a drain (every Sandbox write is refused with none);
+  # null: no PodDisruptionBudget. With replicas 1, minAvailable 1 blocks a drain: lower it.
+  podDisruptionBudget: ${flow(v.admission.podDisruptionBudget)}
   # An upgrade keeps the installed serving certificate; true takes this build's and trusts both
   # CAs through the rollout.
   renewCertificate: false
@@ -453,6 +608,19 @@ orchestrator:
   signingKey: ""
   # The API's bearer tokens.
   apiTokens: []
+  # A kubernetes.io/tls Secret in jr2-system: the API served over https with it. Its certificate
+  # must name jr2-orchestrator.jr2-system.svc and chain to a root the Custodians trust. Empty: http.
+  tls:
+    secretName: ""
+  # Who may call the API (its NetworkPolicy), besides the Sandbox pods and jr2-system's own pods:
+  #   namespaces: every pod of these namespaces, e.g. [ci]
+  #   podSelectors: [{namespace: ci, matchLabels: {app: runner}}], labelled pods of one namespace
+  #   ingress: an ingress controller's pods, {namespaceSelector: {matchLabels: {...}}, podSelector:
+  #     {matchLabels: {...}}} (label selectors; both empty: none; a podSelector alone: in any namespace)
+  callers:
+    namespaces: []
+    podSelectors: []
+    ingress: {namespaceSelector: {}, podSelector: {}}
   # One replica always: it holds the one watch and registry of actors.
 ${placement("orchestrator", "The Orchestrator's container.")}
 
@@ -475,51 +643,25 @@ podConfig: ${flow(v.podConfig)}
 
 # The fence: identity prefixes a per-run repository url must fall under; empty refuses every url.
 fence: ${flow(v.fence)}
-`;
-}
 
-function valuesSchema(): object {
-  const obj = { type: "object" };
-  const placed = {
-    type: "object",
-    properties: { resources: obj, nodeSelector: obj, tolerations: { type: "array" } },
-  };
-  return {
-    type: "object",
-    required: ["images", "admission", "orchestrator"],
-    properties: {
-      images: {
-        type: "object",
-        required: ["controller", "companions"],
-        properties: { controller: { type: "string", minLength: 1 }, companions: { type: "string", minLength: 1 } },
-      },
-      placement: { type: "object", properties: { nodeSelector: obj, tolerations: { type: "array" } } },
-      admission: {
-        ...placed,
-        properties: {
-          ...placed.properties,
-          defaults: { type: "string", enum: ["policy", "webhook"] },
-          replicas: { type: "integer", minimum: 1 },
-          renewCertificate: { type: "boolean" },
-        },
-      },
-      watcher: placed,
-      orchestrator: {
-        ...placed,
-        properties: {
-          ...placed.properties,
-          existingSecret: { type: "string" },
-          signingKey: { type: "string" },
-          apiTokens: { type: "array", items: { type: "string", minLength: 1 } },
-        },
-      },
-      egress: placed,
-      cacheAgent: {
-        ...placed,
-        properties: { ...placed.properties, vouchedHosts: { type: "array", items: { type: "string", minLength: 1 } } },
-      },
-      podConfig: obj,
-      fence: { type: "array" },
-    },
-  };
+monitoring:
+  # The namespaces whose pods may scrape the Orchestrator's metrics port (its NetworkPolicy), e.g. [monitoring].
+  namespaces: []
+  # prometheus-operator's ServiceMonitors: the Orchestrator (port metrics), the egress point (admin),
+  # the admission and watcher pods (Pepr's https :3000, verified against the admission CA).
+  serviceMonitor:
+    enabled: false
+    interval: 30s
+    # Labels your Prometheus selects ServiceMonitors by, e.g. {release: prometheus}.
+    labels: {}
+  # A PrometheusRule with the alerts docs/operations.md lists.
+  prometheusRule:
+    enabled: false
+    labels: {}
+
+# \`helm test <release>\` proves the cluster enforces NetworkPolicy, on which every jr2 boundary
+# rests, and fails saying so when it does not (decision 0074). Made by helm test alone.
+preflight:
+  enabled: true
+`;
 }

@@ -145,7 +145,8 @@ const cacheAgent = cacheAgentManifests({
 });
 writeFileSync(join(dist, "jr2-cache-agent.yaml"), render(cacheAgent));
 // The Orchestrator's Sandboxes in the first opted-in namespace.
-const orchestrator = orchestratorManifests({ image, workspaceNamespace: sandboxNamespaces[0] });
+const orchestratorOptions = { image, workspaceNamespace: sandboxNamespaces[0] };
+const orchestrator = orchestratorManifests(orchestratorOptions);
 writeFileSync(join(dist, "jr2-orchestrator.yaml"), render(orchestrator));
 // The egress point (docs/decisions/0051), in the companions' namespace the Orchestrator's manifest makes.
 const egress = egressManifests({ image, sandboxNamespaces });
@@ -172,6 +173,9 @@ const chartInput = {
   egress,
   controllerImage,
   companionsImage: image,
+  // The chart makes these per entry of its sandboxNamespaces value (decision 0074).
+  sandboxNamespaces,
+  orchestratorOptions,
 };
 for (const [dir, files] of [
   [crdsChartDir, crdsChart(chartInput)],

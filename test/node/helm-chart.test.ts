@@ -4,7 +4,8 @@
 // manifest dist/jr2-install.yaml is its render; and each value lands where it says. In the node
 // tier because its global setup builds dist/ from the checked-out sources; it uses no cluster.
 import { execFileSync, spawnSync } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseAllDocuments } from "yaml";
 import { builtManifests } from "../../dev/deployed";
@@ -17,7 +18,7 @@ import {
   ORCHESTRATOR_SECRET,
 } from "../../scripts/helm-chart";
 import cfg from "../../package.json";
-import { type Obj, ROOT } from "./support";
+import { type Obj, ROOT, fromSetup, kubectl, kubectlOk, realNode } from "./support";
 
 const DIST = join(ROOT, "dist");
 const CHART = join(DIST, `${CHART_NAME}-chart`);
@@ -60,6 +61,8 @@ test("with its defaults the chart is the manifests the build writes, plus only i
     ]);
     delete d.metadata.labels?.[INSTANCE_LABEL];
     if (d.metadata.labels && !Object.keys(d.metadata.labels).length) delete d.metadata.labels;
+    // The chart's spread of the admission pods over nodes (decision 0074).
+    if (d.kind === "Deployment" && d.metadata.name === MODULE) delete d.spec.template.spec.topologySpreadConstraints;
     const ann = d.spec?.template?.metadata?.annotations;
     if (ann) {
       delete ann[CONFIG_CHECKSUM];
@@ -77,7 +80,10 @@ test("with its defaults the chart is the manifests the build writes, plus only i
       had ? { ...o, metadata: { ...o.metadata, labels: { ...had.metadata.labels, ...o.metadata.labels } } } : o,
     );
   }
-  const got = new Map(rendered.map((o) => [id(o), plain(o)]));
+  // The chart's own: the admission pods' PodDisruptionBudget (decision 0074).
+  const own = rendered.filter((o) => o.kind === "PodDisruptionBudget");
+  expect(own.map(id)).toEqual([`PodDisruptionBudget pepr-system/${MODULE}`]);
+  const got = new Map(rendered.filter((o) => !own.includes(o)).map((o) => [id(o), plain(o)]));
   // The chart's own object: the Orchestrator's Secret, here named, not made (INSTALL_ARGS).
   expect([...got.keys()].sort()).toEqual([...expected.keys()].sort());
   for (const [k, o] of expected) expect([k, got.get(k)]).toEqual([k, o]);
@@ -157,21 +163,29 @@ test("the Orchestrator's Secret: made with the tokens and a signing key, or an e
   expect(volume(theirs)).toBe("team-jr2");
 });
 
-test("admission.defaults chooses who writes the Sandbox defaults: policy the MutatingAdmissionPolicy, webhook the module's mutating webhook (1.34, 1.35), anything else is refused", () => {
-  const docs = render();
+test("admission.defaults chooses who writes the Sandbox defaults: auto the policy where the cluster serves it, else the module's mutating webhook (1.34, 1.35); policy or webhook as written; anything else is refused", () => {
+  // auto (decision 0074): the policy where MutatingAdmissionPolicy v1 is served on 1.36 or newer.
+  const served = ["--api-versions", "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy"];
+  const docs = render(...served);
   expect(find(docs, "MutatingAdmissionPolicy", "jr2-sandbox-defaults").spec.failurePolicy).toBe("Fail");
   find(docs, "MutatingAdmissionPolicyBinding", "jr2-sandbox-defaults");
   expect(docs.filter((d) => d.kind === "MutatingWebhookConfiguration")).toEqual([]);
-  const webhook = render("--set", "admission.defaults=webhook");
-  expect(webhook.filter((d) => d.kind.startsWith("MutatingAdmissionPolicy"))).toEqual([]);
-  const mutating = webhook.filter((d) => d.kind === "MutatingWebhookConfiguration");
-  expect(mutating).toHaveLength(1);
-  const validating = webhook.find((d) => d.kind === "ValidatingWebhookConfiguration")!;
-  for (const w of mutating[0].webhooks) {
-    expect(w.clientConfig.service.path).toMatch(/^\/mutate\//);
-    // The same kept admission CA as the validating webhooks trust.
-    expect(w.clientConfig.caBundle).toBe(validating.webhooks[0].clientConfig.caBundle);
-    expect(w.rules.some((r: Obj) => r.resources.includes("sandboxes"))).toBe(true);
+  expect(render("--set", "admission.defaults=policy").map((d) => d.kind)).toContain("MutatingAdmissionPolicy");
+  for (const webhook of [
+    render(),
+    render("--kube-version", "1.34.2"),
+    render(...served, "--set", "admission.defaults=webhook"),
+  ]) {
+    expect(webhook.filter((d) => d.kind.startsWith("MutatingAdmissionPolicy"))).toEqual([]);
+    const mutating = webhook.filter((d) => d.kind === "MutatingWebhookConfiguration");
+    expect(mutating).toHaveLength(1);
+    const validating = webhook.find((d) => d.kind === "ValidatingWebhookConfiguration")!;
+    for (const w of mutating[0].webhooks) {
+      expect(w.clientConfig.service.path).toMatch(/^\/mutate\//);
+      // The same kept admission CA as the validating webhooks trust.
+      expect(w.clientConfig.caBundle).toBe(validating.webhooks[0].clientConfig.caBundle);
+      expect(w.rules.some((r: Obj) => r.resources.includes("sandboxes"))).toBe(true);
+    }
   }
   const other = spawnSync(helm, ["template", INSTALL_RELEASE, CHART, "--set", "admission.defaults=both"], {
     encoding: "utf8",
@@ -199,4 +213,66 @@ test("the CRDs are their own chart's crds/, which Helm never deletes, and the ch
   ).toEqual(
     ["peprstores.pepr.dev", "repos.core.jr2.dev", "sandboxes.core.jr2.dev"].map((n) => `CustomResourceDefinition ${n}`),
   );
+});
+
+// The preflight (decision 0074) on the real node, whose network plugin enforces NetworkPolicy
+// (dev/cluster/go/netpol): `helm test` of a release of the chart's preflight alone (its test hooks,
+// in the release's own namespace; nothing else of the chart installed, so it runs beside any
+// installation) passes,
+// its permitted port answered and its denied one not. The failing verdict is the unit tier's
+// (test/unit/scripts-helm-chart.test.ts): taking enforcement away here would open every other
+// test's boundaries on the shared node.
+describe("the preflight on the real node", () => {
+  const release = "jr2-preflight-test";
+  const dir = mkdtempSync(join(tmpdir(), "jr2-preflight-"));
+  // A namespace of its own: the preflight's objects go in the release's.
+  const ns = `jr2-preflight-${Date.now().toString(36)}`;
+  const kube = () => ["--kubeconfig", process.env.KUBECONFIG!, "--namespace", ns];
+  beforeAll(() => {
+    for (const f of [
+      "Chart.yaml",
+      "values.yaml",
+      "values.schema.json",
+      "templates/_helpers.tpl",
+      "templates/preflight.yaml",
+    ]) {
+      mkdirSync(join(dir, f, ".."), { recursive: true });
+      copyFileSync(join(CHART, f), join(dir, f));
+    }
+    kubectlOk(["create", "namespace", ns]);
+  });
+  afterAll(() => {
+    spawnSync(helm, ["uninstall", release, ...kube()], { encoding: "utf8" });
+    // Hooks are no release's objects: the namespace takes the probe Pod and a failed run's rest.
+    kubectl(["delete", "namespace", ns, "--wait=false"]);
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test("helm test passes: the cluster enforces NetworkPolicy", () => {
+    const node = realNode();
+    const placement = {
+      nodeSelector: { [node.label[0]]: node.label[1] },
+      tolerations: [{ key: node.taint.key, operator: "Equal", value: node.taint.value, effect: node.taint.effect }],
+    };
+    const install = spawnSync(
+      helm,
+      [
+        "install",
+        release,
+        dir,
+        ...kube(),
+        "--set-string",
+        `images.companions=${fromSetup("JR2_NODE_COMPANIONS_IMAGE")}`,
+        "--set-json",
+        `placement=${JSON.stringify(placement)}`,
+      ],
+      { encoding: "utf8" },
+    );
+    expect([install.status, install.stderr]).toEqual([0, ""]);
+    const run = spawnSync(helm, ["test", release, ...kube(), "--timeout", "5m", "--logs"], { encoding: "utf8" });
+    expect([run.status, run.stdout + run.stderr]).toEqual([
+      0,
+      expect.stringContaining("jr2 preflight: NetworkPolicy is enforced"),
+    ]);
+  }, 360_000);
 });

@@ -2,7 +2,13 @@
 // manifest of the shape `pepr build` writes and the companions' own builders: where each object
 // goes, which fields become values, and what it refuses. Rendering it with helm is
 // test/node/helm-chart.test.ts's.
+import { spawnSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { parseAllDocuments } from "yaml";
+import { helmBin } from "../../dev/helm";
+import { EXTERNAL_METRICS, PREFLIGHT_PROBE, alertRules } from "../../scripts/helm-chart-operable";
 import { cacheAgentManifests } from "../../cache-agent/cache-agent-manifests";
 import { egressManifests } from "../../egress/egress-manifests";
 import { orchestratorManifests } from "../../orchestrator/orchestrator-manifests";
@@ -23,6 +29,7 @@ const deployment = (n: string, image = CONTROLLER) => ({
   metadata: { name: n, namespace: "pepr-system" },
   spec: {
     replicas: n === name ? 2 : 1,
+    selector: { matchLabels: { app: n } },
     template: {
       metadata: { annotations: { buildTimestamp: "1" } },
       spec: { containers: [{ name: "server", image, resources: { requests: { cpu: "200m" } } }] },
@@ -92,10 +99,11 @@ const input = (over: Partial<ChartInput> = {}): ChartInput => ({
   description: "test",
   module: moduleObjects(),
   cacheAgent: cacheAgentManifests({ image: COMPANIONS, sandboxNamespaces: ["jr2-sandboxes"] }),
-  orchestrator: orchestratorManifests({ image: COMPANIONS }),
+  orchestrator: orchestratorManifests({ image: COMPANIONS, workspaceNamespace: "jr2-sandboxes" }),
   egress: egressManifests({ image: COMPANIONS, sandboxNamespaces: ["jr2-sandboxes"] }),
   controllerImage: CONTROLLER,
   companionsImage: COMPANIONS,
+  sandboxNamespaces: ["jr2-sandboxes"],
   ...over,
 });
 
@@ -111,9 +119,9 @@ test("the CRDs are their own chart's crds/; each Namespace once, with every buil
   const namespaces = files.get("templates/namespaces.yaml")!;
   expect(namespaces.match(/^kind: Namespace$/gm)?.length).toBe(3);
   // jr2-sandboxes: named by the module and all three companions, once.
-  const sandboxes = namespaces.split("---\n").find((d) => d.includes("name: jr2-sandboxes"))!;
+  const sandboxes = namespaces.split("---\n").find((d) => d.includes("name: {{ $ns | quote }}"))!;
   expect(sandboxes).toContain("jr2.dev/sandboxes: enabled");
-  expect(sandboxes).toContain("app.kubernetes.io/instance: {{ .Release.Name | quote }}");
+  expect(sandboxes).toContain("app.kubernetes.io/instance: {{ $.Release.Name | quote }}");
 });
 
 test("the module's code is the chart's one binary file, rendered into its Secret", () => {
@@ -156,7 +164,7 @@ test("images, resources, placement and replicas become values whose defaults are
   const files = texts(helmChart(input()));
   const values = parseAllDocuments(files.get("values.yaml")!)[0].toJS() as Obj;
   expect(values.images).toEqual({ controller: CONTROLLER, companions: COMPANIONS });
-  expect(values.admission).toMatchObject({ replicas: 2, defaults: "policy", resources: { requests: { cpu: "200m" } } });
+  expect(values.admission).toMatchObject({ replicas: 2, defaults: "auto", resources: { requests: { cpu: "200m" } } });
   expect(values.cacheAgent.tolerations).toEqual([{ operator: "Exists" }]);
   expect(values.orchestrator.resources).toEqual(
     (orchestratorManifests({ image: COMPANIONS }).find((o: Obj) => o.kind === "Deployment") as Obj).spec.template.spec
@@ -166,19 +174,20 @@ test("images, resources, placement and replicas become values whose defaults are
   expect(values.fence).toEqual([]);
   const orchestrator = files.get("templates/orchestrator.yaml")!;
   expect(orchestrator).not.toContain(COMPANIONS);
-  expect(orchestrator.match(/\{\{ \.Values\.images\.companions \| quote \}\}/g)?.length).toBe(2);
+  // Twice in each of its two Deployments, with and without a TLS Secret.
+  expect(orchestrator.match(/\{\{ \.Values\.images\.companions \| quote \}\}/g)?.length).toBe(4);
   expect(orchestrator).toContain(
     "{{- with (merge (dict) .Values.orchestrator.nodeSelector .Values.placement.nodeSelector) }}",
   );
   expect(files.get("templates/cache-agent.yaml")).toContain("{{- with .Values.cacheAgent.tolerations }}");
   expect(files.get("templates/module.yaml")).toContain("replicas: {{ .Values.admission.replicas }}");
   expect(files.get("templates/sandbox-defaults.yaml")).toMatch(
-    /^\{\{- if eq \.Values\.admission\.defaults "policy" \}\}\n/,
+    /^\{\{- if eq \(include "jr2\.admission\.defaults" \.\) "policy" \}\}\n/,
   );
   // The other way, for 1.34 and 1.35 (decision 0059): the module's mutating webhook, on its path,
   // trusting the kept admission CA like the validating one.
   const webhook = files.get("templates/sandbox-defaults-webhook.yaml")!;
-  expect(webhook).toMatch(/^\{\{- if eq \.Values\.admission\.defaults "webhook" \}\}\n/);
+  expect(webhook).toMatch(/^\{\{- if eq \(include "jr2\.admission\.defaults" \.\) "webhook" \}\}\n/);
   expect(webhook).toContain("kind: MutatingWebhookConfiguration");
   expect(webhook).toContain('printf "%s/%s" "/mutate"');
   expect(webhook).not.toContain(b64("BUILT CA"));
@@ -233,6 +242,251 @@ test("the cache agent's vouched hosts are a value; the chart never carries the l
   expect(files.get("templates/cache-agent.yaml")).toContain(
     'value: {{ join "," .Values.cacheAgent.vouchedHosts | quote }}',
   );
-  expect(files.get("templates/cache-agent.yaml")).toContain("value: jr2-sandboxes");
+  expect(files.get("templates/cache-agent.yaml")).toContain('value: {{ join "," $.Values.sandboxNamespaces | quote }}');
   for (const [f, text] of files) expect([f, text.includes("JR2_LOCAL_REPO_ROOTS")]).toEqual([f, false]);
+});
+
+// Decision 0074: the chart rendered by helm (dev/helm.sh, built from its pinned module): the values
+// schema refusing each typical mistake by its field, 1.34 and 1.36 renders, the install-time values.
+describe("rendered by helm", () => {
+  let dir = "";
+  const helm = helmBin();
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), "jr2-chart-"));
+    for (const [f, content] of helmChart(input({ sandboxNamespaces: ["jr2-sandboxes"] }))) {
+      mkdirSync(join(dir, f, ".."), { recursive: true });
+      writeFileSync(join(dir, f), content);
+    }
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  const run = (verb: "template" | "lint", ...args: string[]) =>
+    spawnSync(helm, verb === "template" ? ["template", "jr2", dir, ...args] : ["lint", dir, ...args], {
+      encoding: "utf8",
+      maxBuffer: 64 * 1024 * 1024,
+    });
+  const render = (...args: string[]): Obj[] => {
+    const r = run("template", ...args);
+    if (r.status !== 0) throw new Error(r.stderr);
+    return parseAllDocuments(r.stdout)
+      .map((d) => d.toJS() as Obj)
+      .filter(Boolean);
+  };
+  const kinds = (docs: Obj[]) => docs.map((d) => d.kind);
+
+  it("writes the Sandbox defaults by webhook for 1.34, by the policy where 1.36 serves it; policy or webhook override", () => {
+    const v134 = render("--kube-version", "1.34.2");
+    expect(kinds(v134)).toContain("MutatingWebhookConfiguration");
+    expect(kinds(v134)).not.toContain("MutatingAdmissionPolicy");
+    const v136 = render(
+      "--kube-version",
+      "1.36.0",
+      "--api-versions",
+      "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy",
+    );
+    expect(kinds(v136)).toContain("MutatingAdmissionPolicy");
+    expect(kinds(v136)).not.toContain("MutatingWebhookConfiguration");
+    expect(kinds(render("--kube-version", "1.34.2", "--set", "admission.defaults=policy"))).toContain(
+      "MutatingAdmissionPolicy",
+    );
+    expect(kinds(render("--kube-version", "1.36.0", "--set", "admission.defaults=webhook"))).not.toContain(
+      "MutatingAdmissionPolicy",
+    );
+  });
+
+  it("makes each Sandbox namespace's objects once per namespace the value names, and the env and policies name them", () => {
+    const docs = render("--set-json", 'sandboxNamespaces=["team-a","team-b"]');
+    const inNs = (ns: string) =>
+      docs
+        .filter((d) => (d.kind === "Namespace" ? d.metadata.name : d.metadata.namespace) === ns)
+        .map((d) => `${d.kind}/${d.metadata.name}`)
+        .sort();
+    // Each namespace's own; the Orchestrator's rights in the first alone, where its workspaces are.
+    expect(inNs("team-a").map((k) => k.replace("team-a", "*"))).toEqual(
+      inNs("team-b")
+        .map((k) => k.replace("team-b", "*"))
+        .concat("RoleBinding/jr2-orchestrator-sandboxes")
+        .sort(),
+    );
+    expect(inNs("team-a")).toEqual(expect.arrayContaining(["Namespace/team-a", "RoleBinding/jr2-egress"]));
+    expect(docs.find((d) => d.kind === "Namespace" && d.metadata.name === "team-a").metadata.labels).toMatchObject({
+      "jr2.dev/sandboxes": "enabled",
+    });
+    expect(inNs("jr2-sandboxes")).toEqual([]);
+    const env = (name: string) =>
+      docs
+        .filter((d) => d.kind === "Deployment" || d.kind === "DaemonSet")
+        .flatMap((d) => d.spec.template.spec.containers.flatMap((c: Obj) => c.env ?? []))
+        .filter((e: Obj) => e.name === name)
+        .map((e: Obj) => e.value);
+    expect(env("JR2_SANDBOX_NAMESPACES")).toEqual(["team-a,team-b", "team-a,team-b"]);
+    expect(env("JR2_NAMESPACE")).toEqual(["team-a"]);
+  });
+
+  it("serves the API over TLS with the named Secret, and admits the callers the value names", () => {
+    const docs = render(
+      "--set",
+      "orchestrator.tls.secretName=jr2-api-tls",
+      "--set-json",
+      'orchestrator.callers={"namespaces":["ci"],"podSelectors":[{"namespace":"tools","matchLabels":{"app":"bot"}}],"ingress":{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"ingress"}}}}',
+      "--set-json",
+      'monitoring.namespaces=["monitoring"]',
+    );
+    const deployments = docs.filter((d) => d.kind === "Deployment" && d.metadata.name === "jr2-orchestrator");
+    expect(deployments).toHaveLength(1);
+    const pod = deployments[0].spec.template.spec;
+    expect(pod.volumes).toContainEqual({ name: "tls", secret: { secretName: "jr2-api-tls", defaultMode: 0o440 } });
+    expect(pod.containers[0].readinessProbe.httpGet.scheme).toBe("HTTPS");
+    const policy = docs.find((d) => d.kind === "NetworkPolicy" && d.metadata.name === "jr2-orchestrator-api");
+    const ns = (n: string) => ({ matchLabels: { "kubernetes.io/metadata.name": n } });
+    expect(policy.spec.ingress[0].ports).toEqual([{ protocol: "TCP", port: 8090 }]);
+    expect(policy.spec.ingress[0].from.slice(-3)).toEqual([
+      { namespaceSelector: ns("ci") },
+      { namespaceSelector: ns("tools"), podSelector: { matchLabels: { app: "bot" } } },
+      { namespaceSelector: ns("ingress"), podSelector: {} },
+    ]);
+    expect(policy.spec.ingress[1]).toEqual({
+      from: [{ namespaceSelector: ns("monitoring") }],
+      ports: [{ protocol: "TCP", port: "metrics" }],
+    });
+    // Without: http, the built peers alone.
+    const plain = render();
+    const plainPolicy = plain.find((d) => d.kind === "NetworkPolicy" && d.metadata.name === "jr2-orchestrator-api");
+    expect(plainPolicy.spec.ingress).toHaveLength(1);
+    expect(plainPolicy.spec.ingress[0].from).toHaveLength(2);
+  });
+
+  it("spreads the admission pods and keeps one through a drain; monitoring only when asked", () => {
+    const docs = render();
+    const pdb = docs.find((d) => d.kind === "PodDisruptionBudget");
+    expect(pdb.spec).toEqual({ minAvailable: 1, selector: { matchLabels: { app: name } } });
+    const admission = docs.find((d) => d.kind === "Deployment" && d.metadata.name === name);
+    expect(admission.spec.template.spec.topologySpreadConstraints).toEqual([
+      expect.objectContaining({ topologyKey: "kubernetes.io/hostname", whenUnsatisfiable: "ScheduleAnyway" }),
+    ]);
+    expect(kinds(render("--set", "admission.podDisruptionBudget=null"))).not.toContain("PodDisruptionBudget");
+    expect(kinds(docs)).not.toContain("ServiceMonitor");
+    expect(kinds(docs)).not.toContain("PrometheusRule");
+    const mon = render(
+      "--set",
+      "monitoring.serviceMonitor.enabled=true,monitoring.prometheusRule.enabled=true",
+      "--set-json",
+      'monitoring.serviceMonitor.labels={"release":"prometheus"}',
+    );
+    const monitors = mon.filter((d) => d.kind === "ServiceMonitor");
+    expect(monitors.map((d) => `${d.metadata.namespace}/${d.metadata.name}`).sort()).toEqual([
+      "jr2-system/jr2",
+      `pepr-system/${name}`,
+      `pepr-system/${name}-watcher`,
+    ]);
+    for (const m of monitors)
+      expect(m.metadata.labels).toMatchObject({ release: "prometheus", "app.kubernetes.io/instance": "jr2" });
+    const rule = mon.find((d) => d.kind === "PrometheusRule");
+    expect(rule.spec.groups[0].rules.map((r: Obj) => r.alert)).toEqual(
+      alertRules(name, `${name}-watcher`).map((r) => r.alert),
+    );
+  });
+
+  it("refuses each typical mistake in the values, naming its field", () => {
+    const mistakes: Array<[string[], RegExp]> = [
+      [["--set", "admission.defaults=both"], /admission\/defaults/],
+      [["--set", "admision.replicas=2"], /admision/],
+      [["--set-json", 'sandboxNamespaces=["Team_A"]'], /sandboxNamespaces\/0/],
+      [["--set-json", 'sandboxNamespaces=["jr2-system"]'], /sandboxNamespaces\/0/],
+      [["--set-json", "sandboxNamespaces=[]"], /sandboxNamespaces/],
+      [["--set", "orchestrator.tls.secret=x"], /orchestrator\/tls/],
+      [
+        ["--set-json", 'orchestrator.callers.podSelectors=[{"matchLabels":{"a":"b"}}]'],
+        /orchestrator\/callers\/podSelectors\/0/,
+      ],
+      [["--set-json", 'orchestrator.callers.namespace=["ci"]'], /orchestrator\/callers/],
+      [["--set", "monitoring.serviceMonitor.interval=often"], /monitoring\/serviceMonitor\/interval/],
+      [["--set", "preflight.enable=false"], /preflight/],
+      [["--set-json", 'podConfig={"custodian":{"provider":[]}}'], /podConfig\/custodian/],
+      [
+        ["--set-json", 'podConfig={"custodian":{"providers":[{"name":"Bad Name","url":"https://x"}]}}'],
+        /podConfig\/custodian\/providers\/0\/name/,
+      ],
+    ];
+    for (const [args, field] of mistakes) {
+      const r = run("template", ...args);
+      expect([args.join(" "), r.status]).toEqual([args.join(" "), 1]);
+      expect([args.join(" "), r.stderr]).toEqual([args.join(" "), expect.stringMatching(field)]);
+    }
+    const lint = run("lint", "--set", "admission.defaults=both");
+    expect(lint.status).not.toBe(0);
+    expect(lint.stdout + lint.stderr).toMatch(/admission\/defaults/);
+    expect(run("lint").status).toBe(0);
+  });
+
+  it("makes the preflight a test hook alone", () => {
+    const docs = render();
+    const hooks = docs.filter((d) => d.metadata.annotations?.["helm.sh/hook"] === "test");
+    expect(hooks.map((d) => `${d.kind}/${d.metadata.name}`).sort()).toEqual([
+      "Deployment/jr2-preflight-target",
+      "NetworkPolicy/jr2-preflight-target",
+      "Pod/jr2-preflight",
+      "Service/jr2-preflight-target",
+    ]);
+    expect(render("--skip-tests").filter((d) => d.metadata.annotations?.["helm.sh/hook"])).toEqual([]);
+    expect(render("--set", "preflight.enabled=false").filter((d) => d.metadata.annotations?.["helm.sh/hook"])).toEqual(
+      [],
+    );
+  });
+});
+
+// The preflight's decision (decision 0074), the pure part of its program: the failing case here,
+// since the shared node enforces NetworkPolicy and taking that away would end every boundary of
+// the tests running beside it; the node tier runs the whole program there, passing.
+describe("the preflight's verdict", () => {
+  const verdict = new Function(`${PREFLIGHT_PROBE.replace(/^if \(process\.env[^\n]*$/m, "")}; return verdict;`)() as (
+    permitted: string,
+    denied: string[],
+    after?: string,
+  ) => { ok: boolean; message: string };
+  it("fails, saying every boundary is gone, when the denied port answers", () => {
+    const v = verdict("connected", ["connected", "connected", "connected", "connected", "connected"]);
+    expect(v.ok).toBe(false);
+    expect(v.message).toMatch(/does not enforce NetworkPolicy.*every one is gone/);
+  });
+  it("passes when the denied port is refused or times out, once the permitted one answered", () => {
+    expect(verdict("connected", ["timeout"], "connected").ok).toBe(true);
+    expect(verdict("connected", ["connected", "refused"], "connected").ok).toBe(true);
+  });
+  it("fails as proving nothing when the permitted port does not answer", () => {
+    const v = verdict("timeout", []);
+    expect(v.ok).toBe(false);
+    expect(v.message).toMatch(/proves nothing/);
+    // A target that ended after the first answer refuses both ports: not taken for a policy.
+    expect(verdict("connected", ["refused"], "refused")).toMatchObject({ ok: false, message: /proves nothing/ });
+  });
+});
+
+// Each alert's expression names metrics the code exports (or kube-state-metrics' named ones).
+test("every alert reads a metric the code really exports", () => {
+  const { readFileSync, readdirSync } = jest.requireActual<typeof import("node:fs")>("node:fs");
+  const root = join(__dirname, "..", "..");
+  const sources = ["lib", "orchestrator", "egress", "api"]
+    .flatMap((d) =>
+      (readdirSync(join(root, d), { recursive: true }) as string[])
+        .filter((f) => f.endsWith(".ts"))
+        .map((f) => readFileSync(join(root, d, f), "utf8")),
+    )
+    .join("\n");
+  const PEPR_OWN = ["pepr_alerts", "pepr_errors", "pepr_cache_miss", "pepr_resync_failure_count"];
+  const rules = alertRules("a", "w");
+  expect(rules.length).toBeGreaterThanOrEqual(20);
+  for (const r of rules) {
+    const names = [...r.expr.matchAll(/\b((?:pepr|jr2|kube)_[a-z0-9_]+)\b/g)].map((m) => m[1]);
+    expect([r.alert, names.length > 0]).toEqual([r.alert, true]);
+    for (const n of names) {
+      const exported = EXTERNAL_METRICS.includes(n)
+        ? true
+        : PEPR_OWN.includes(n)
+          ? true
+          : n.startsWith("pepr_")
+            ? sources.includes(`"${n.slice("pepr_".length)}"`)
+            : sources.includes(n);
+      expect([r.alert, n, exported]).toEqual([r.alert, n, true]);
+    }
+  }
 });
