@@ -12,12 +12,12 @@
 # as scripts/confine-binary.sh builds it (its own layer in the built image).
 # Build after `npm run build`:
 #   docker build -t jr2/companions:0.1.0 .
-FROM golang:1.26-bookworm AS confine
+FROM golang:1.26-trixie AS confine
 WORKDIR /src
 COPY effector/confine/ ./
 RUN CGO_ENABLED=0 GOWORK=off go build -trimpath -buildvcs=false -ldflags "-s -w -buildid=" -o /jr2-confine .
 
-FROM node:24-bookworm-slim
+FROM node:24-trixie-slim
 RUN apt-get update \
  && apt-get install -y --no-install-recommends acl ca-certificates git libstdc++6 openssh-client tini \
  && rm -rf /var/lib/apt/lists/* \

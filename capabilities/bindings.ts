@@ -221,9 +221,10 @@ export async function startWatches(controllers: Controllers, env: NodeJS.Process
       Log.error({ err: String(err) }, `a ${w.what} watch gave up: exiting so the process restarts`);
       process.exit(1);
     });
-    // As Pepr logged a failing callback of its own watches.
+    // As Pepr logged a failing callback of its own watches. The library keeps its copy unchanged
+    // when a callback throws, so the next list hands the object again (decision 0078).
     watcher.events.on(WatchEvent.DATA_ERROR, (err: unknown) =>
-      Log.error({ err: String(err) }, `a ${w.what} watch event was not handled`),
+      Log.error({ err: String(err) }, `a ${w.what} watch event was not handled: the next list hands it again`),
     );
     return watcher;
   });

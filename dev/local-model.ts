@@ -207,6 +207,8 @@ export async function startLocalModel(o: {
   processMode?: boolean;
   /** In-cluster mode: the Sandboxes' pods on the real node (implies processMode false). */
   inCluster?: InCluster;
+  /** The pod config's runtime classes (npm start's, dev/start-mode.ts `startRuntime`); absent: none. */
+  runtime?: z.input<typeof PodConfig>["runtime"];
 }): Promise<LocalModel> {
   const e = await endpoint(
     o.env ?? process.env,
@@ -227,6 +229,7 @@ export async function startLocalModel(o: {
   // with the Stand-in in the kind's variable and header (docs/decisions/0054).
   const config: z.input<typeof PodConfig> = {
     ...(o.inCluster ? { placement: o.inCluster.placement } : {}),
+    ...(o.runtime ? { runtime: o.runtime } : {}),
     custodian: {
       ...(o.inCluster ? { image: o.inCluster.image } : {}),
       providers: [{ name: PROVIDER, url: providerUrl, kind: modelKind }],

@@ -79,3 +79,63 @@ export function modeBanner(m: StartMode): string {
     `    Warning: ${LOCAL_MODE_WARNING}.`,
   ].join("\n");
 }
+
+/** `npm start -- --runtime-class <name>`: the RuntimeClass every workspace runs under when its create names none. */
+export const RUNTIME_CLASS_FLAG = "--runtime-class";
+
+/** npm start's arguments: `--runtime-class <name>` (or `=<name>`) alone. Throws naming what it cannot read. */
+export function startArgs(argv: readonly string[]): { runtimeClass?: string } {
+  const out: { runtimeClass?: string } = {};
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    const inline = arg.startsWith(`${RUNTIME_CLASS_FLAG}=`) ? arg.slice(RUNTIME_CLASS_FLAG.length + 1) : undefined;
+    if (arg !== RUNTIME_CLASS_FLAG && inline === undefined)
+      throw new Error(
+        `npm start: unknown argument ${JSON.stringify(arg)}: the one it takes is ${RUNTIME_CLASS_FLAG} <name>`,
+      );
+    const value = inline ?? argv[++i];
+    if (!value || value.startsWith("-"))
+      throw new Error(
+        `npm start: ${RUNTIME_CLASS_FLAG} needs a RuntimeClass's name, e.g. ${RUNTIME_CLASS_FLAG} gvisor`,
+      );
+    out.runtimeClass = value;
+  }
+  return out;
+}
+
+/** The pod config's `runtime` for npm start's workspaces (decision 0055's className and allowedClassNames). */
+export type StartRuntime = { className?: string; allowedClassNames: string[] };
+
+/**
+ * What npm start's workspaces may run under (decision 0078): in in-cluster mode every RuntimeClass
+ * the local cluster has (gVisor's, on the real node) is one a create may name, and `--runtime-class`
+ * makes one of them the default; local process mode runs no pod, so it allows none. Throws naming
+ * the fix when the asked class cannot be had. Pure.
+ */
+export function startRuntime(asked: string | undefined, m: StartMode, clusterClasses: readonly string[]): StartRuntime {
+  if (m.mode !== "in-cluster") {
+    if (asked)
+      throw new Error(
+        `${RUNTIME_CLASS_FLAG} ${asked}: local process mode runs each Sandbox as processes here, under no RuntimeClass ` +
+          `(${m.why}): bring the local cluster's real node up (npm run cluster -- up), or leave ${RUNTIME_CLASS_FLAG} out`,
+      );
+    return { allowedClassNames: [] };
+  }
+  const classes = [...new Set(clusterClasses)].sort();
+  if (asked && !classes.includes(asked))
+    throw new Error(
+      `${RUNTIME_CLASS_FLAG} ${asked}: the local cluster has no RuntimeClass of that name ` +
+        `(it has ${classes.length ? classes.map((c) => JSON.stringify(c)).join(", ") : "none"}): name one of them, ` +
+        `or leave ${RUNTIME_CLASS_FLAG} out for the cluster's default runtime`,
+    );
+  return { ...(asked ? { className: asked } : {}), allowedClassNames: classes.filter((c) => c !== asked) };
+}
+
+/** The line npm start prints about its workspaces' runtime classes. */
+export function runtimeBanner(r: StartRuntime): string {
+  const dflt = r.className ? `RuntimeClass ${r.className}` : "the cluster's default runtime";
+  const others = r.allowedClassNames.length
+    ? `; a create may name runtimeClassName ${r.allowedClassNames.join(", ")}`
+    : "; a create may name no other runtimeClassName";
+  return `==> the workspaces run under ${dflt}${others}`;
+}

@@ -28,7 +28,7 @@ import { type LocalOrchestrator, startLocalOrchestrator } from "./local-orchestr
 import { CACHE_AGENT_ENV, LOCAL_REPO_ROOTS_ENV, ORCHESTRATOR_ENV } from "../api/env";
 import { sandboxNamespace } from "../api/sandbox-namespaces";
 import { COMPANION_NAMESPACE, DEFAULT_SANDBOX_NAMESPACE } from "../api/wire";
-import { modeBanner, startMode } from "./start-mode";
+import { modeBanner, runtimeBanner, startArgs, startMode, startRuntime } from "./start-mode";
 import { distOlderThanSources, pushProjectImages, type ProjectImages } from "./project-images";
 
 /** The demo's state (its repository, caches, Orchestrator key and tokens); JR2_DEMO_DIR moves it. */
@@ -64,6 +64,8 @@ function clusterUp(): Promise<string> {
 }
 
 async function main() {
+  // `npm start -- --runtime-class gvisor`: read first, so a mistyped argument stops before anything starts.
+  const args = startArgs(process.argv.slice(2));
   // The local cluster's settings (read once it is up); a KUBECONFIG naming another file is a
   // cluster of the user's own.
   const given = process.env.KUBECONFIG;
@@ -86,6 +88,11 @@ async function main() {
     if (build.status !== 0) throw new Error("npm run build failed; run it alone to see why");
   } else console.log(`\n==> the module is built (dist/ is as new as every source)`);
   const node = mode.mode === "in-cluster" ? mode.node : undefined;
+  // The workspaces' runtime classes (decision 0078): in-cluster, every RuntimeClass the local cluster
+  // has (gVisor's on the real node, decision 0055) is one a create may name.
+  const classes = node ? (await K8s(kind.RuntimeClass).Get()).items.map((c) => c.metadata!.name!) : [];
+  const runtime = startRuntime(args.runtimeClass, mode, classes);
+  if (node) console.log(runtimeBanner(runtime));
   let images: ProjectImages | undefined;
   if (node) {
     console.log(`==> pushing the images (npm run images) to ${node.registry}`);
@@ -132,6 +139,7 @@ async function main() {
       namespace: DEFAULT_SANDBOX_NAMESPACE,
       dir: DEMO,
       inCluster: node && { image: images!.companions, placement: node.placement, modelNamespace: "jr2-demo-model" },
+      runtime,
     });
     console.log(`==> the Agents' model: ${model.summary} (its key held by each Sandbox's Custodian)`);
     const orchestratorPort = Number(process.env.JR2_ORCHESTRATOR_PORT ?? 8090);

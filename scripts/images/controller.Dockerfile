@@ -10,7 +10,7 @@
 # dist/controller/node_modules; test/unit/images-dockerfiles.test.ts holds this file to it. After
 # `npm run images`:
 #   docker build -f scripts/images/controller.Dockerfile -t jr2/controller:0.1.0 .
-FROM node:24-bookworm-slim
+FROM node:24-trixie-slim
 RUN apt-get update \
  && apt-get install -y --no-install-recommends acl ca-certificates git libstdc++6 openssh-client tini \
  && rm -rf /var/lib/apt/lists/* \

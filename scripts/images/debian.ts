@@ -16,7 +16,8 @@ import {
 import { join } from "node:path";
 import { BASE_PACKAGES, RUN_USER } from "./spec";
 
-export const SUITE = "bookworm";
+// Debian's stable release (decision 0041, amended): bookworm became oldstable when trixie was released.
+export const SUITE = "trixie";
 export const ARCH = "amd64";
 export const LOCK_FILE = join(__dirname, "debian.lock");
 
@@ -25,13 +26,12 @@ export const HOST_SOURCES = ["/etc/apt/sources.list.d/debian.sources", "/etc/apt
 
 export type LockedPackage = { name: string; version: string; arch: string };
 
-/**
- * The `deb URI SUITE COMPONENTS` lines of the host's sources for SUITE and its -updates and
- * -security suites. From deb822 (`Types`, `URIs`, `Suites`, `Components`) or one-line text.
- */
-export function mirrorLines(text: string, suite = SUITE): string[] {
-  const wanted = (s: string) => s === suite || s === `${suite}-updates` || s === `${suite}-security`;
-  const out: string[] = [];
+/** One `deb` entry of the host's apt sources. */
+type DebEntry = { uri: string; suite: string; components: string };
+
+/** The host's `deb` entries, from deb822 (`Types`, `URIs`, `Suites`, `Components`) or one-line text. */
+function debEntries(text: string): DebEntry[] {
+  const out: DebEntry[] = [];
   // A comment line is not a blank line: it does not end a deb822 paragraph.
   const lines = text
     .split("\n")
@@ -45,25 +45,56 @@ export function mirrorLines(text: string, suite = SUITE): string[] {
       };
       if (!field("Types").includes("deb") || /^Enabled:\s*no/im.test(para)) continue;
       for (const uri of field("URIs"))
-        for (const s of field("Suites")) if (wanted(s)) out.push(`deb ${uri} ${s} ${field("Components").join(" ")}`);
+        for (const suite of field("Suites")) out.push({ uri, suite, components: field("Components").join(" ") });
     }
   } else {
     for (const l of lines) {
       const m = /^deb\s+(?:\[[^\]]*\]\s+)?(\S+)\s+(\S+)\s+(.+)$/.exec(l.trim());
-      if (m && wanted(m[2])) out.push(`deb ${m[1]} ${m[2]} ${m[3].trim()}`);
+      if (m) out.push({ uri: m[1], suite: m[2], components: m[3].trim() });
     }
   }
   return out;
 }
 
+/**
+ * The `deb URI SUITE COMPONENTS` lines for `suite` and its -updates and -security suites, from the
+ * host's sources. A suite the host does not list is derived from the host's own release
+ * (`hostSuite`, its /etc/os-release VERSION_CODENAME): Debian serves every release from the same
+ * mirror, so bookworm's `URI` and `bookworm-security`'s give trixie's and `trixie-security`'s. The
+ * host's files are read, never written. Pure.
+ */
+export function mirrorLines(text: string, suite = SUITE, hostSuite?: string): string[] {
+  const entries = debEntries(text);
+  const out: string[] = [];
+  for (const suffix of ["", "-updates", "-security"]) {
+    const direct = entries.filter((e) => e.suite === `${suite}${suffix}`);
+    const from =
+      direct.length || !hostSuite
+        ? direct
+        : entries.filter((e) => e.suite === `${hostSuite}${suffix}`).map((e) => ({ ...e, suite: `${suite}${suffix}` }));
+    for (const e of from) {
+      const line = `deb ${e.uri} ${e.suite} ${e.components}`;
+      if (!out.includes(line)) out.push(line);
+    }
+  }
+  return out;
+}
+
+/** The host's Debian release (VERSION_CODENAME of /etc/os-release), or undefined. */
+export function hostCodename(osRelease = "/etc/os-release"): string | undefined {
+  if (!existsSync(osRelease)) return undefined;
+  return /^VERSION_CODENAME="?([a-z]+)"?$/m.exec(readFileSync(osRelease, "utf8"))?.[1];
+}
+
 export function hostMirrorLines(): string[] {
+  const host = hostCodename();
   for (const file of HOST_SOURCES) {
     if (!existsSync(file)) continue;
-    const lines = mirrorLines(readFileSync(file, "utf8"));
+    const lines = mirrorLines(readFileSync(file, "utf8"), SUITE, host);
     if (lines.length) return lines;
   }
   throw new Error(
-    `no Debian ${SUITE} source in ${HOST_SOURCES.join(" or ")}: the base image is made from this machine's Debian mirror; add one (deb822: Types: deb, URIs, Suites: ${SUITE} ${SUITE}-updates, Components: main)`,
+    `no Debian ${SUITE} source in ${HOST_SOURCES.join(" or ")}, and none of this machine's own release (${host ?? "no VERSION_CODENAME in /etc/os-release"}) to derive it from: the base image is made from this machine's Debian mirror; add one (deb822: Types: deb, URIs, Suites: ${SUITE} ${SUITE}-updates, Components: main)`,
   );
 }
 

@@ -3,13 +3,14 @@
 // of its inputs; each image an OCI layout under ~/.cache/jr2/images; pushed with crane to the
 // registry on loopback when there is one.
 //
-//   npm run images [-- --registry HOST:PORT] [--no-push] [--build] [--lock-debian]
+//   npm run images [-- --registry HOST:PORT] [--no-push] [--build] [--lock-debian] [--check-security]
 //
 // --registry (else $JR2_REGISTRY, else the one `npm run cluster -- env` names) is where images are
 // pushed and what their names start with; with none they are built and kept on disk only. The
 // manifests in dist/ must name the same images: when they do not (or with --build), `npm run build`
 // runs first with JR2_COMPANION_IMAGE and JR2_CONTROLLER_IMAGE set to them. --lock-debian resolves
-// the base's packages afresh and rewrites scripts/images/debian.lock.
+// the base's packages afresh and rewrites scripts/images/debian.lock; --check-security fails naming
+// each locked package older than the suite's security updates (debian-security.ts).
 import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
@@ -33,6 +34,7 @@ import {
   parseLock,
   requireRootAndMmdebstrap,
 } from "./debian";
+import { checkSecurity } from "./debian-security";
 import { confineBinary, confineEntries } from "./confine";
 import { nodeEntries, nodeRuntime } from "./node-runtime";
 import { BlobStore, assemble, contentKey, imageConfig, type BuiltImage, type Layer } from "./oci";
@@ -413,7 +415,13 @@ function lockDebian(epoch: number, log: (s: string) => void) {
 }
 
 export function parseArgs(argv: string[]) {
-  const o = { registry: undefined as string | undefined, push: true, build: false, lockDebian: false };
+  const o = {
+    registry: undefined as string | undefined,
+    push: true,
+    build: false,
+    lockDebian: false,
+    checkSecurity: false,
+  };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === "--registry") {
@@ -423,9 +431,10 @@ export function parseArgs(argv: string[]) {
     else if (a === "--no-push") o.push = false;
     else if (a === "--build") o.build = true;
     else if (a === "--lock-debian") o.lockDebian = true;
+    else if (a === "--check-security") o.checkSecurity = true;
     else
       throw new Error(
-        `unknown argument ${a}: npm run images [-- --registry HOST:PORT] [--no-push] [--build] [--lock-debian]`,
+        `unknown argument ${a}: npm run images [-- --registry HOST:PORT] [--no-push] [--build] [--lock-debian] [--check-security]`,
       );
   }
   return o;
@@ -439,6 +448,7 @@ async function main() {
   const args = parseArgs(process.argv.slice(2));
   const epoch = sourceDateEpoch(process.env);
   if (args.lockDebian) return lockDebian(epoch, log);
+  if (args.checkSecurity) return checkSecurity(log);
 
   const registry = args.registry ?? (process.env[REGISTRY_ENV] || clusterEnv()[REGISTRY_ENV] || undefined);
   const refs = Object.fromEntries(IMAGES.map((n) => [n, imageRef(n, { env: process.env, registry })])) as Record<

@@ -8,7 +8,7 @@
 # `npm run images` builds this image with no engine (scripts/images/, decision 0041) on the base the
 # three images share; test/unit/images-dockerfiles.test.ts holds this file to it. After `npm run build`:
 #   docker build -f scripts/images/sandbox.Dockerfile -t jr2/sandbox:0.1.0 .
-FROM node:24-bookworm-slim
+FROM node:24-trixie-slim
 RUN apt-get update \
  && apt-get install -y --no-install-recommends acl ca-certificates git libstdc++6 openssh-client tini \
  && rm -rf /var/lib/apt/lists/* \

@@ -123,6 +123,44 @@ describe("npm start with the real node up", () => {
     expect((await api("DELETE", `/v1/workspaces/${name}`)).status).toBeLessThan(300);
   }, 330_000);
 
+  // Decision 0078: a newcomer tries gVisor with npm start alone. Its pod config lets a create name any
+  // RuntimeClass the local cluster has (the real node's gVisor, decision 0055).
+  test("a workspace naming runtimeClassName gvisor is accepted and its pod runs in gVisor's sentry", async () => {
+    const gvisor = process.env.JR2_GVISOR_RUNTIME_CLASS!;
+    expect(out).toContain(
+      `==> the workspaces run under the cluster's default runtime; a create may name runtimeClassName ${gvisor}`,
+    );
+    const created = await api("POST", "/v1/workspaces", {
+      image: printedImage(),
+      branch: "feature/start-gvisor",
+      repos: [{ slot: "app", url: join(demo, "remotes", "demo.git") }],
+      runtimeClassName: gvisor,
+    });
+    expect({ status: created.status, error: created.body?.error }).toEqual({ status: 202, error: undefined });
+    const name = created.body.name as string;
+    const view = await until(`workspace ${name} ready`, 300_000, async () => {
+      const v = (await api("GET", `/v1/workspaces/${name}`)).body;
+      return ["ready", "failed", "lost"].includes(v.state) ? v : undefined;
+    });
+    expect({ state: view.state, failure: view.failure }).toEqual({ state: "ready", failure: undefined });
+    const pod = getJson(["pod", "-n", DEFAULT_SANDBOX_NAMESPACE, name]);
+    expect([pod.spec.runtimeClassName, pod.spec.nodeName]).toEqual([gvisor, node.name]);
+    const dmesg = kubectlOk(["exec", "-n", DEFAULT_SANDBOX_NAMESPACE, name, "-c", "harness", "--", "dmesg"]);
+    expect(dmesg).toContain("Starting gVisor");
+    // A class the cluster lacks is still refused, by the pod config, naming what a create may choose.
+    const refused = await api("POST", "/v1/workspaces", {
+      image: printedImage(),
+      branch: "feature/start-kata",
+      repos: [{ slot: "app", url: join(demo, "remotes", "demo.git") }],
+      runtimeClassName: "kata",
+    });
+    expect(refused.status).toBe(403);
+    const said = JSON.stringify(refused.body);
+    expect(said).toContain("runtime_class_refused");
+    expect(said).toMatch(new RegExp(`name one of .*${gvisor}`));
+    expect((await api("DELETE", `/v1/workspaces/${name}`)).status).toBeLessThan(300);
+  }, 330_000);
+
   test("the example Machine drives a turn through it: the pick answered, the model given the held key", async () => {
     const output = await proposeMachine({
       JR2_ORCHESTRATOR_URL: orchestratorUrl,

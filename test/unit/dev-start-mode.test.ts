@@ -2,7 +2,8 @@
 // local cluster's real node when it is up, else local process mode, the named fallback, whose banner
 // says why and what it gives up.
 import { LOCAL_MODE_WARNING } from "../../dev/local-model";
-import { START_MODE_ENV, modeBanner, startMode } from "../../dev/start-mode";
+import { PodConfig } from "../../orchestrator/workspaces/pod-config";
+import { START_MODE_ENV, modeBanner, runtimeBanner, startArgs, startMode, startRuntime } from "../../dev/start-mode";
 
 const up = {
   KUBECONFIG: "/cache/kubeconfig.yaml",
@@ -69,5 +70,57 @@ describe("npm start's mode", () => {
       /the Agent's bash can read .*the cluster's kubeconfig there \(cluster-admin on that cluster\)/,
     );
     expect(fallback).toMatch(/Why not in-cluster: the local cluster's real node is off/);
+  });
+});
+
+describe("npm start's runtime classes (decision 0078)", () => {
+  const inCluster = startMode({}, up);
+  const local = startMode({}, { ...up, JR2_REAL_NODE_STATUS: "off" });
+
+  it("reads --runtime-class <name> and --runtime-class=<name>, and nothing else", () => {
+    expect(startArgs([])).toEqual({});
+    expect(startArgs(["--runtime-class", "gvisor"])).toEqual({ runtimeClass: "gvisor" });
+    expect(startArgs(["--runtime-class=gvisor"])).toEqual({ runtimeClass: "gvisor" });
+    expect(() => startArgs(["--runtime-class"])).toThrow(
+      /--runtime-class needs a RuntimeClass's name, e\.g\. --runtime-class gvisor/,
+    );
+    expect(() => startArgs(["--runtime-class", "--x"])).toThrow(/needs a RuntimeClass's name/);
+    expect(() => startArgs(["--runtimeclass", "gvisor"])).toThrow(
+      /unknown argument "--runtimeclass": the one it takes is --runtime-class <name>/,
+    );
+  });
+
+  it("in-cluster, a create may name any RuntimeClass the local cluster has; --runtime-class makes one the default", () => {
+    expect(startRuntime(undefined, inCluster, ["gvisor"])).toEqual({ allowedClassNames: ["gvisor"] });
+    expect(startRuntime("gvisor", inCluster, ["gvisor"])).toEqual({ className: "gvisor", allowedClassNames: [] });
+    expect(startRuntime("gvisor", inCluster, ["kata", "gvisor", "kata"])).toEqual({
+      className: "gvisor",
+      allowedClassNames: ["kata"],
+    });
+    expect(startRuntime(undefined, inCluster, [])).toEqual({ allowedClassNames: [] });
+  });
+
+  it("what the pod config then says: a create naming gvisor is accepted (the Orchestrator's own check)", () => {
+    const config = PodConfig.parse({ runtime: startRuntime(undefined, inCluster, ["gvisor"]) });
+    expect(config.runtime).toEqual({ allowedClassNames: ["gvisor"] });
+  });
+
+  it("refuses a class the cluster lacks, and any in local process mode, naming the fix", () => {
+    expect(() => startRuntime("kata", inCluster, ["gvisor"])).toThrow(
+      /--runtime-class kata: the local cluster has no RuntimeClass of that name \(it has "gvisor"\): name one of them/,
+    );
+    expect(() => startRuntime("gvisor", local, [])).toThrow(
+      /--runtime-class gvisor: local process mode .*under no RuntimeClass .*real node is off.*npm run cluster -- up/,
+    );
+    expect(startRuntime(undefined, local, ["gvisor"])).toEqual({ allowedClassNames: [] });
+  });
+
+  it("says what the workspaces run under", () => {
+    expect(runtimeBanner({ allowedClassNames: ["gvisor"] })).toBe(
+      "==> the workspaces run under the cluster's default runtime; a create may name runtimeClassName gvisor",
+    );
+    expect(runtimeBanner({ className: "gvisor", allowedClassNames: [] })).toBe(
+      "==> the workspaces run under RuntimeClass gvisor; a create may name no other runtimeClassName",
+    );
   });
 });

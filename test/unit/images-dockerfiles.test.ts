@@ -7,6 +7,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import cfg from "../../package.json";
 import { aptInstalls, dockerfileFacts, instructions } from "../../scripts/images/dockerfile";
+import { SUITE } from "../../scripts/images/debian";
 import {
   APP_COPY,
   BASE_PACKAGES,
@@ -40,7 +41,8 @@ describe.each(IMAGES)("the %s Dockerfile", (name) => {
   });
 
   test("starts from the Node major the images carry, and installs the base's Debian packages", () => {
-    expect(f.from).toBe(`node:${NODE_RUNTIME.version.split(".")[0]}-bookworm-slim`);
+    // The same Debian release as the built images' base (scripts/images/debian.ts SUITE).
+    expect(f.from).toBe(`node:${NODE_RUNTIME.version.split(".")[0]}-${SUITE}-slim`);
     expect([...f.aptPackages].sort()).toEqual([...BASE_PACKAGES].sort());
   });
 
@@ -81,10 +83,13 @@ describe.each(IMAGES)("the %s Dockerfile", (name) => {
 test("the companions Dockerfile builds jr2-confine as scripts/confine-binary.sh does, with the module's Go", () => {
   const text = readFileSync(join(ROOT, DOCKERFILE.companions), "utf8");
   const stage = instructions(text.slice(0, text.search(/^FROM node:/m)));
-  expect(stage[0]).toEqual({ op: "FROM", args: expect.stringMatching(/^golang:[0-9.]+-bookworm AS confine$/) });
+  expect(stage[0]).toEqual({
+    op: "FROM",
+    args: expect.stringMatching(new RegExp(`^golang:[0-9.]+-${SUITE} AS confine$`)),
+  });
   const goMod = readFileSync(join(ROOT, "effector", "confine", "go.mod"), "utf8");
   const goVersion = /^go (\d+\.\d+)/m.exec(goMod)![1];
-  expect(stage[0].args).toBe(`golang:${goVersion}-bookworm AS confine`);
+  expect(stage[0].args).toBe(`golang:${goVersion}-${SUITE} AS confine`);
   expect(stage).toContainEqual({ op: "COPY", args: "effector/confine/ ./" });
   // The same flags, so the same sources give the same bytes in either build.
   const script = readFileSync(join(ROOT, "scripts", "confine-binary.sh"), "utf8");

@@ -15,7 +15,15 @@ import {
   resolveIn,
   type Lockfile,
 } from "../../scripts/images/controller-deps";
-import { LOCK_FILE, formatLock, lockDrift, mirrorLines, parseLock, preferences } from "../../scripts/images/debian";
+import {
+  LOCK_FILE,
+  SUITE,
+  formatLock,
+  lockDrift,
+  mirrorLines,
+  parseLock,
+  preferences,
+} from "../../scripts/images/debian";
 import { builtFor, expandCopy, manifestImages, parseArgs } from "../../scripts/images/main";
 import { COMPANIONS, LAZY } from "../../scripts/companion-bundle";
 import { APP_COPY, BASE_PACKAGES } from "../../scripts/images/spec";
@@ -47,7 +55,7 @@ describe("the Debian mirror, from the machine's apt sources", () => {
       "Suites: bookworm-security",
       "Components: main",
     ].join("\n");
-    expect(mirrorLines(text)).toEqual([
+    expect(mirrorLines(text, "bookworm")).toEqual([
       "deb http://mirror.example/debian bookworm main contrib",
       "deb http://mirror.example/debian bookworm-updates main contrib",
       "deb http://security.example/debian-security bookworm-security main",
@@ -57,7 +65,44 @@ describe("the Debian mirror, from the machine's apt sources", () => {
   test("one-line sources, options included", () => {
     const text =
       "deb [signed-by=/k.gpg] http://m.example/debian bookworm main\n# deb http://x bookworm main\ndeb http://m.example/debian sid main\n";
-    expect(mirrorLines(text)).toEqual(["deb http://m.example/debian bookworm main"]);
+    expect(mirrorLines(text, "bookworm")).toEqual(["deb http://m.example/debian bookworm main"]);
+  });
+
+  test("a suite the host does not list is derived from the host's own release, on the same mirror", () => {
+    const host = [
+      "Types: deb",
+      "URIs: http://mirror.example/debian",
+      "Suites: bookworm bookworm-updates",
+      "Components: main",
+      "",
+      "Types: deb",
+      "URIs: http://mirror.example/debian-security",
+      "Suites: bookworm-security",
+      "Components: main",
+    ].join("\n");
+    expect(mirrorLines(host, "trixie", "bookworm")).toEqual([
+      "deb http://mirror.example/debian trixie main",
+      "deb http://mirror.example/debian trixie-updates main",
+      "deb http://mirror.example/debian-security trixie-security main",
+    ]);
+    // Without the host's release nothing is guessed; a suite the host lists is taken as listed.
+    expect(mirrorLines(host, "trixie")).toEqual([]);
+    expect(
+      mirrorLines(
+        `${host}\n\nTypes: deb\nURIs: http://other.example/debian\nSuites: trixie\nComponents: main`,
+        "trixie",
+        "bookworm",
+      ),
+    ).toEqual([
+      "deb http://other.example/debian trixie main",
+      "deb http://mirror.example/debian trixie-updates main",
+      "deb http://mirror.example/debian-security trixie-security main",
+    ]);
+  });
+
+  test("the images are on Debian's stable release, trixie", () => {
+    expect(SUITE).toBe("trixie");
+    expect(readFileSync(LOCK_FILE, "utf8")).toMatch(/^# Debian trixie, /m);
   });
 });
 
@@ -197,12 +242,20 @@ describe("npm run images and dist/", () => {
   });
 
   test("reads its flags, and refuses what it does not know", () => {
-    expect(parseArgs([])).toEqual({ registry: undefined, push: true, build: false, lockDebian: false });
+    expect(parseArgs([])).toEqual({
+      registry: undefined,
+      push: true,
+      build: false,
+      lockDebian: false,
+      checkSecurity: false,
+    });
+    expect(parseArgs(["--check-security"]).checkSecurity).toBe(true);
     expect(parseArgs(["--registry", "127.0.0.1:5000", "--no-push", "--build"])).toEqual({
       registry: "127.0.0.1:5000",
       push: false,
       build: true,
       lockDebian: false,
+      checkSecurity: false,
     });
     expect(parseArgs(["--registry=h:1"]).registry).toBe("h:1");
     expect(() => parseArgs(["--registry"])).toThrow(/needs HOST:PORT/);
