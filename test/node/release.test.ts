@@ -172,6 +172,36 @@ describe("a release: signed images with SBOMs, charts by digest, installed from 
     }
   }, 120_000);
 
+  test("a release with --key is signed by that key: its public key beside the artefacts, the key's own", () => {
+    const mine = join(tmp, "release-key");
+    const password = randomBytes(12).toString("hex");
+    cosignOk(bin, ["generate-key-pair", "--output-key-prefix", mine], { password });
+    const version = "0.0.1-rc.2";
+    const r = spawnSync(
+      join(ROOT, "node_modules", ".bin", "tsx"),
+      [
+        join(ROOT, "scripts", "release", "main.ts"),
+        "--version",
+        version,
+        "--registry",
+        REGISTRY,
+        "--key",
+        `${mine}.key`,
+      ],
+      { cwd: ROOT, encoding: "utf8", env: { ...process.env, COSIGN_PASSWORD: password }, maxBuffer: 64 << 20 },
+    );
+    expect([r.status, r.stderr]).toEqual([0, expect.not.stringContaining(password)]);
+    const out = join(RELEASE_DIR, version);
+    const named = JSON.parse(readFileSync(join(out, MANIFEST), "utf8")) as ReleaseManifest;
+    expect(named.key.generated).toBe(false);
+    expect(readFileSync(join(out, PUBLIC_KEY), "utf8").trim()).toBe(readFileSync(`${mine}.pub`, "utf8").trim());
+    for (const i of named.images) {
+      expect([i.name, verifySignature(bin, `${mine}.pub`, i.ref).status]).toEqual([i.name, 0]);
+      expect([i.name, verifySbom(bin, `${mine}.pub`, i.ref).status]).toEqual([i.name, 0]);
+    }
+    rmSync(out, { recursive: true, force: true });
+  }, 300_000);
+
   test("a fresh install from the pushed charts, naming no image: everything runs the release's digests, a Sandbox Ready", async () => {
     const values = join(tmp, "values.json");
     writeFileSync(
