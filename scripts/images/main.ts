@@ -244,6 +244,7 @@ export async function buildImages(
   ctx: Context,
   refs: Record<ImageName, string>,
   names = IMAGES,
+  version: string = cfg.version,
 ): Promise<BuildReport[]> {
   const make = recipes(ctx);
   const layers = new Map<LayerId, Layer & { cached: boolean }>();
@@ -266,8 +267,8 @@ export async function buildImages(
     const own = LAYERS[name].map((id) => ({ id, ...layers.get(id)! }));
     const image: BuiltImage = assemble(ctx.store, {
       name,
-      tag: cfg.version,
-      config: imageConfig(RUN_CONFIG[name], labels(name), own),
+      tag: version,
+      config: imageConfig(RUN_CONFIG[name], labels(name, version), own),
       layers: own,
     });
     out.push({
