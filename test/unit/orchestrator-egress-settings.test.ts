@@ -8,6 +8,8 @@ describe("the egress point's settings", () => {
     expect(egressSettingsFrom({}, "jr2-system")).toEqual({
       proxyUrl: "http://jr2-egress.jr2-system.svc:3128",
       adminUrl: "http://jr2-egress.jr2-system.svc:9091",
+      // Each replica keeps its own log: the Orchestrator reads every one its EndpointSlices list (decision 0076).
+      replicas: { namespace: "jr2-system", service: "jr2-egress", port: 9091 },
     });
   });
 
