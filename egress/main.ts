@@ -13,6 +13,7 @@
 //   JR2_EGRESS_DRAIN_DELAY        after SIGTERM, still accepting while not ready (Go duration, default 5s)
 //   JR2_EGRESS_DRAIN_BOUND        then how long open tunnels may finish (Go duration, default 30s)
 //   KUBECONFIG                    the cluster (in a pod: its service account)
+import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { parse as parseYaml } from "yaml";
 import {
@@ -33,6 +34,7 @@ import { API_VERSION } from "../api/crd/sources/common";
 import { SANDBOX_KIND } from "../api/crd";
 import { sandboxNamespacesFrom } from "../api/sandbox-namespaces";
 import { envDuration } from "../lib/duration";
+import { ApiError } from "../lib/api-error";
 import { kubeRequest, paths } from "../lib/kube";
 import { fail, jsonLog } from "../lib/log";
 import { adminServer } from "./admin";
@@ -99,13 +101,19 @@ const adminPort = orFail(() => envCount(env, E.adminPort, EGRESS_ADMIN_PORT, 655
 const host = env[E.host] || undefined;
 
 let index: EgressIndex;
-const writeEvent = async (ref: SandboxRef, message: string) => {
+const writeEvent = async (ref: SandboxRef, message: string, refusedHost: string) => {
   const uid = index.uidOf(ref);
   const stamp = new Date().toISOString();
+  // Named by the Sandbox and the host: every replica refusing the same host writes the same Event,
+  // and the second write's conflict is the first's success (decision 0076).
+  const name = `${ref.name}.egress-refused-${createHash("sha256")
+    .update(`${uid ?? refKey(ref)}\u0000${refusedHost}`)
+    .digest("hex")
+    .slice(0, 16)}`;
   await kubeRequest("POST", paths.events(ref.namespace), {
     apiVersion: "v1",
     kind: "Event",
-    metadata: { generateName: `${ref.name}.`, namespace: ref.namespace },
+    metadata: { name, namespace: ref.namespace },
     involvedObject: {
       apiVersion: API_VERSION,
       kind: SANDBOX_KIND.kind,
@@ -122,6 +130,8 @@ const writeEvent = async (ref: SandboxRef, message: string) => {
     firstTimestamp: stamp,
     lastTimestamp: stamp,
     count: 1,
+  }).catch((err: unknown) => {
+    if (!(err instanceof ApiError && err.status === 409)) throw err;
   });
 };
 const record = new EgressRecord({ logEntries, writeEvent, log });
