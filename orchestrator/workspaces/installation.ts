@@ -60,9 +60,14 @@ export function egressSettingsFrom(env: NodeJS.ProcessEnv, namespace: string | u
   if (problem)
     throw new Error(`${E.egressUrl}: ${JSON.stringify(urlWithoutCredentials(proxyUrl))} ${problem}; or write off`);
   const adminUrl = env[E.egressAdminUrl] || `http://${service ?? viaAddress(proxyUrl).host}:${EGRESS_ADMIN_PORT}`;
-  // A url named by hand is one egress point read as such; the Service's replicas are each read.
+  // The installation's Service (by default, or named by its cluster name): each of its replicas is
+  // read. Any other url, or an admin url named by hand, is one egress point read as such.
+  const ofService = new RegExp(`^${EGRESS}\\.([a-z0-9-]+)\\.svc(\\.|$)`).exec(viaAddress(proxyUrl).host);
+  const replicasIn = named ? ofService?.[1] : namespace;
   const replicas =
-    namespace && !named && !env[E.egressAdminUrl] ? { namespace, service: EGRESS, port: EGRESS_ADMIN_PORT } : undefined;
+    replicasIn && !env[E.egressAdminUrl]
+      ? { namespace: replicasIn, service: EGRESS, port: EGRESS_ADMIN_PORT }
+      : undefined;
   return { proxyUrl, adminUrl: adminUrl.replace(/\/$/, ""), ...(replicas ? { replicas } : {}) };
 }
 

@@ -63,7 +63,8 @@ describe("the Orchestrator's metrics port (decision 0076)", () => {
     const tenant = await api<{ error: { code: string; message: string } }>("GET", "/metrics", undefined, TENANT_TOKEN);
     expect(tenant.status).toBe(403);
     expect(tenant.body.error.message).toMatch(/metrics port \(9090\)/);
-    expect((await api("GET", "/metrics")).status).toBe(200);
+    const admin = await fetch(`${orch.url}/metrics`, { headers: { authorization: `Bearer ${orch.token}` } });
+    expect([admin.status, (await admin.text()).includes("jr2_orchestrator_workspaces")]).toEqual([200, true]);
   });
 });
 
@@ -71,6 +72,7 @@ describe("the egress ceiling at create (decision 0076)", () => {
   it("refuses a workspace egress rule outside the ceiling, naming the field path and the fix", async () => {
     const res = await api<{ error: { code: string; message: string } }>("POST", "/v1/workspaces", {
       image: "jr2/harness:never-run",
+      branch: "feature/ceiling",
       egress: { allow: ["api.example.com:443", "evil.test:443"] },
     });
     expect(res.status).toBe(400);
