@@ -20,7 +20,8 @@ import * as z from "zod/mini";
 export const EGRESS = "jr2-egress";
 /** The proxy (CONNECT host:port and absolute-form plain HTTP), the Sandbox pods' one way out. */
 export const EGRESS_PROXY_PORT = 3128;
-/** /healthz, /readyz, /metrics and the per-Sandbox logs: the Orchestrator's pods only. */
+/** /healthz, /readyz, /metrics and the per-Sandbox logs: the Orchestrator's pods, each other (none
+ * asks today), and the installation's monitoring namespaces (decision 0076). */
 export const EGRESS_ADMIN_PORT = 9091;
 /** The most rules a Sandbox's `spec.egress.allow` (or a workspace's list) may hold. */
 export const EGRESS_LIST_MAX = 256;
@@ -63,6 +64,11 @@ export const EGRESS_ENV = {
   connectTimeout: "JR2_EGRESS_CONNECT_TIMEOUT",
   /** How often each watch lists again, the bound on a stalled watch (Go duration, default 10s). */
   relistInterval: "JR2_EGRESS_RELIST_INTERVAL",
+  /** After SIGTERM, how long the proxy still accepts while /readyz fails and the Service's endpoints
+   * drop the pod (Go duration, default 5s; decision 0076). */
+  drainDelay: "JR2_EGRESS_DRAIN_DELAY",
+  /** Then how long open tunnels and requests may finish before they are closed (Go duration, default 30s). */
+  drainBound: "JR2_EGRESS_DRAIN_BOUND",
 } as const;
 
 export const EGRESS_DEFAULTS = {
@@ -71,6 +77,8 @@ export const EGRESS_DEFAULTS = {
   connectBurst: 200,
   logEntries: 500,
   connectTimeoutMs: 10_000,
+  drainDelayMs: 5_000,
+  drainBoundMs: 30_000,
 } as const;
 
 // ---------------------------------------------------------------------------------------------
@@ -217,6 +225,49 @@ export function matchEgress(rules: readonly EgressRule[], host: string, port: nu
   return rules.find((r) => admits(r, h, literal, port));
 }
 
+/** `rule` admits nothing `ceiling` does not: every host:port it matches, the ceiling's rule matches
+ * (decision 0076). A wildcard is within a wildcard of the same or a parent suffix; a rule with no port
+ * is within a ceiling rule with none alone. */
+export function ruleWithin(rule: EgressRule, ceiling: EgressRule): boolean {
+  if (ceiling.port !== undefined && rule.port !== ceiling.port) return false;
+  switch (ceiling.kind) {
+    case "ip":
+    case "host":
+      return rule.kind === ceiling.kind && rule.host === ceiling.host;
+    case "wildcard":
+      if (rule.kind === "ip") return false;
+      if (rule.kind === "wildcard" && rule.host === ceiling.host) return true;
+      return rule.host.length > ceiling.host.length + 1 && rule.host.endsWith(`.${ceiling.host}`);
+  }
+}
+
+/** Why `rule` (at `field`) passes the installation's ceiling, or undefined when within it (decision 0076). */
+export function ceilingProblem(rule: EgressRule, ceiling: readonly EgressRule[], field: string): string | undefined {
+  if (ceiling.some((c) => ruleWithin(rule, c))) return undefined;
+  const shown = ceiling.length ? ceiling.map((r) => r.text).join(", ") : "no host at all";
+  return (
+    `${field}: ${JSON.stringify(rule.text)} is outside the installation's egress ceiling (${shown}): ` +
+    "name a host within it (a rule with no port passes only a ceiling rule with none), or ask the " +
+    "installation's operator to widen the pod config's egress.ceiling"
+  );
+}
+
+/** Each entry of a workspace's list (`field`, e.g. `egress.allow`) outside the installation's ceiling,
+ * named by its index with the fix; none when there is no ceiling (undefined) or the entry is no rule
+ * (refused elsewhere). */
+export function ceilingProblems(
+  texts: readonly unknown[],
+  ceiling: readonly EgressRule[] | undefined,
+  field = "egress.allow",
+): string[] {
+  if (!ceiling) return [];
+  return texts.flatMap((text, i) => {
+    const p = parseEgressRule(String(text));
+    const problem = p.ok ? ceilingProblem(p.rule, ceiling, `${field}[${i}]`) : undefined;
+    return problem ? [problem] : [];
+  });
+}
+
 /** The rules of `texts`, or the first refusal with its index (e.g. for a list a client sent). */
 export function parseEgressRules(
   texts: readonly string[],
@@ -312,6 +363,27 @@ export function baseListOf(podConfigDocument: unknown): EgressRule[] {
     if (p.rule.port !== undefined) return rules.push(p.rule);
     const port = scheme?.[1].toLowerCase() === "http" ? 80 : 443;
     rules.push({ ...p.rule, port, text: `${p.rule.text}:${port}` });
+  });
+  if (problems.length) throw new Error(problems.join("; "));
+  return rules;
+}
+
+/** The installation's ceiling from its pod config (`egress.ceiling`): the rules no workspace's own
+ * rule may pass (decision 0076). Absent: undefined, no ceiling; an empty list: a workspace may add
+ * no rule. An entry that is no rule throws, naming it (the egress point refuses to start on it). */
+export function ceilingOf(podConfigDocument: unknown): EgressRule[] | undefined {
+  const doc =
+    podConfigDocument && typeof podConfigDocument === "object" ? (podConfigDocument as Record<string, unknown>) : {};
+  const egress = doc.egress && typeof doc.egress === "object" ? (doc.egress as Record<string, unknown>) : {};
+  const list = egress.ceiling;
+  if (list === undefined || list === null) return undefined;
+  if (!Array.isArray(list)) throw new Error('egress.ceiling: must be a list of rules, e.g. ["*.example.com:443"]');
+  const rules: EgressRule[] = [];
+  const problems: string[] = [];
+  list.forEach((v, i) => {
+    const p = parseEgressRule(String(v));
+    if (p.ok) rules.push(p.rule);
+    else problems.push(`egress.ceiling[${i}]: ${p.message}`);
   });
   if (problems.length) throw new Error(problems.join("; "));
   return rules;
@@ -570,3 +642,15 @@ export type EgressLogEntry = {
   bytesIn: number;
   durationMs: number;
 };
+
+/** The logs of every replica of the egress point (decision 0076) as one: each replica's entries,
+ * oldest first, merged by time (a stable merge: equal times keep replica order), the newest `max` kept
+ * (each replica's own bound, so the answer is no longer than one replica's). */
+export function mergeEgressLogs(
+  logs: ReadonlyArray<readonly EgressLogEntry[]>,
+  max: number = EGRESS_DEFAULTS.logEntries,
+): EgressLogEntry[] {
+  const all = logs.flatMap((entries, replica) => entries.map((e, i) => ({ e, replica, i, t: Date.parse(e.time) })));
+  all.sort((a, b) => a.t - b.t || a.replica - b.replica || a.i - b.i);
+  return all.slice(Math.max(0, all.length - max)).map((x) => x.e);
+}

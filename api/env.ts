@@ -166,6 +166,8 @@ export const ORCHESTRATOR_ENV = {
   egressAdminUrl: "JR2_EGRESS_ADMIN_URL",
   /** Both set: the API is served over TLS with this certificate and key (PEM files; decision 0047). */
   tlsCertFile: "JR2_TLS_CERT_FILE",
+  /** The port serving GET /metrics with no token (decision 0076); unset: none (the API's admin /metrics stays). */
+  metricsPort: "JR2_METRICS_PORT",
   tlsKeyFile: "JR2_TLS_KEY_FILE",
 } as const;
 

@@ -120,6 +120,14 @@ export function egressPolicy(namespace: string, companions: string = COMPANION_N
   };
 }
 
+/** Every pod of the named namespaces (their kubernetes.io/metadata.name label), e.g. a monitoring
+ * namespace's scraper (decision 0076). Never call it with none: a rule with an empty `from` admits everyone. */
+export const namespacesPeer = (namespaces: readonly string[]) => ({
+  namespaceSelector: {
+    matchExpressions: [{ key: "kubernetes.io/metadata.name", operator: "In", values: [...namespaces] }],
+  },
+});
+
 /** Both policies of a namespace that holds Sandboxes, their peers in the companions' namespace. */
 export const sandboxPolicies = (namespace: string, companions: string = COMPANION_NAMESPACE) => [
   ingressPolicy(namespace, companions),

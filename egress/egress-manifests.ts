@@ -1,15 +1,17 @@
-// The egress point as deployed (docs/decisions/0051): one replica in the companions' namespace
-// (one index, one record: a second replica would keep a second log and Event set), its Service
-// (the proxy and the admin port), an ingress policy (the proxy from Sandbox pods only, the admin
-// port from the Orchestrator's pods only), and RBAC read-only on pods and Sandboxes plus Events,
+// The egress point as deployed (docs/decisions/0051, 0076): two replicas by default in the companions'
+// namespace, each with its own index from the watch and its own record (the Orchestrator merges the
+// logs from every ready replica), rolled one new pod first and none unavailable, a
+// PodDisruptionBudget and a spread across nodes; its Service (the proxy and the admin port), an
+// ingress policy (the proxy from Sandbox pods only, the admin port from the Orchestrator's pods
+// and the monitoring namespaces only), and RBAC read-only on pods and Sandboxes plus Events,
 // as a ClusterRole bound in each opted-in namespace alone (decision 0047). It reads the
 // Orchestrator's pod config ConfigMap for the base list, mounted where the Orchestrator mounts it.
 // Pure: `npm run build` renders it into dist/jr2-egress.yaml (scripts/post-build.ts); the
 // companions' Namespace is the Orchestrator's manifest's, applied before this one.
 import { GROUP } from "../api/crd/sources/common";
-import { EGRESS, EGRESS_ADMIN_PORT, EGRESS_ENV, EGRESS_PROXY_PORT } from "../api/egress-point";
+import { EGRESS, EGRESS_ADMIN_PORT, EGRESS_DEFAULTS, EGRESS_ENV, EGRESS_PROXY_PORT } from "../api/egress-point";
 import { sandboxNamespace, sandboxRoleBinding } from "../api/sandbox-namespaces";
-import { orchestratorPeer, sandboxPodsPeer } from "../api/sandbox-policies";
+import { namespacesPeer, orchestratorPeer, sandboxPodsPeer } from "../api/sandbox-policies";
 import { APP_NAME_LABEL, COMPANION_NAMESPACE, ORCHESTRATOR_NAME, PART_OF_JR2 } from "../api/wire";
 
 export type EgressDeployOptions = {
@@ -17,7 +19,20 @@ export type EgressDeployOptions = {
   namespace?: string;
   /** The namespaces that hold Sandboxes (api/sandbox-namespaces.ts sandboxNamespacesFrom): its role is bound there alone. */
   sandboxNamespaces: readonly string[];
+  /** Replicas (default 2; decision 0076): each one's own index and record. */
+  replicas?: number;
+  /** The PodDisruptionBudget's minAvailable (default 1); `false`: none (a single replica's drain). */
+  podDisruptionBudget?: { minAvailable: number } | false;
+  /** Namespaces whose pods may scrape :9091 (/metrics; the logs are there too), e.g. a Prometheus's. Default none. */
+  monitoringNamespaces?: readonly string[];
 };
+
+/** After SIGTERM the proxy accepts for the drain delay and lets tunnels finish up to the bound
+ * (egress/main.ts, EGRESS_DEFAULTS); the kubelet's grace covers both and a margin. */
+export const EGRESS_TERMINATION_GRACE_SECONDS =
+  (EGRESS_DEFAULTS.drainDelayMs + EGRESS_DEFAULTS.drainBoundMs) / 1000 + 10;
+/** The default replica count (the chart's egress.replicas). */
+export const EGRESS_DEFAULT_REPLICAS = 2;
 
 /** The Orchestrator's pod config (orchestrator/orchestrator-manifests.ts writes it, key pod.yaml),
  * mounted at the path the Orchestrator reads it from. */
@@ -38,6 +53,17 @@ export function egressManifests(opts: EgressDeployOptions): Array<Record<string,
       `the Sandbox namespaces include the companions' namespace "${namespace}": the egress point's role would be ` +
         "bound beside the Orchestrator's secrets; hold Sandboxes elsewhere",
     );
+  const replicas = opts.replicas ?? EGRESS_DEFAULT_REPLICAS;
+  if (!Number.isInteger(replicas) || replicas < 1)
+    throw new Error(`egressManifests: replicas ${replicas} is no count of pods: write 1 or more (default 2)`);
+  const pdb = opts.podDisruptionBudget ?? { minAvailable: 1 };
+  if (pdb && (!Number.isInteger(pdb.minAvailable) || pdb.minAvailable < 0 || pdb.minAvailable >= replicas))
+    throw new Error(
+      `egressManifests: podDisruptionBudget.minAvailable ${pdb.minAvailable} must be below replicas (${replicas}) ` +
+        "or a node drain waits forever: lower it, raise replicas, or write podDisruptionBudget false",
+    );
+  const monitoring = opts.monitoringNamespaces ?? [];
+  const selector = { matchLabels: { [APP_NAME_LABEL]: EGRESS } };
   const http = (path: string) => ({ httpGet: { path, port: "admin" } });
   return [
     // Each Sandbox namespace, opted in: applying adds the label to a namespace that exists.
@@ -66,6 +92,11 @@ export function egressManifests(opts: EgressDeployOptions): Array<Record<string,
         ingress: [
           { from: [sandboxPodsPeer()], ports: [{ protocol: "TCP", port: EGRESS_PROXY_PORT }] },
           { from: [orchestratorPeer()], ports: [{ protocol: "TCP", port: EGRESS_ADMIN_PORT }] },
+          // A scraper in a monitoring namespace (decision 0076); none named, no rule (an empty
+          // `from` would admit everyone).
+          ...(monitoring.length
+            ? [{ from: [namespacesPeer(monitoring)], ports: [{ protocol: "TCP", port: EGRESS_ADMIN_PORT }] }]
+            : []),
         ],
       },
     },
@@ -86,12 +117,25 @@ export function egressManifests(opts: EgressDeployOptions): Array<Record<string,
       kind: "Deployment",
       metadata: { name: EGRESS, namespace, labels },
       spec: {
-        replicas: 1,
-        selector: { matchLabels: { [APP_NAME_LABEL]: EGRESS } },
+        replicas,
+        // One new pod ready before an old one drains: never fewer serving than asked (decision 0076).
+        strategy: { type: "RollingUpdate", rollingUpdate: { maxUnavailable: 0, maxSurge: 1 } },
+        selector,
         template: {
           metadata: { labels },
           spec: {
             serviceAccountName: EGRESS,
+            terminationGracePeriodSeconds: EGRESS_TERMINATION_GRACE_SECONDS,
+            // Apart when the cluster has nodes to spare, together when it does not.
+            topologySpreadConstraints: [
+              {
+                maxSkew: 1,
+                topologyKey: "kubernetes.io/hostname",
+                whenUnsatisfiable: "ScheduleAnyway",
+                labelSelector: selector,
+                matchLabelKeys: ["pod-template-hash"],
+              },
+            ],
             // Its lookups are of absolute names (`host.`, egress/proxy.ts), which no search domain
             // touches; ndots 1 keeps any other lookup of a dotted name from trying the cluster's
             // search domains first (decision 0068).
@@ -115,7 +159,8 @@ export function egressManifests(opts: EgressDeployOptions): Array<Record<string,
                   { name: "proxy", containerPort: EGRESS_PROXY_PORT },
                   { name: "admin", containerPort: EGRESS_ADMIN_PORT },
                 ],
-                readinessProbe: { ...http("/readyz"), periodSeconds: 2 },
+                // Fails at SIGTERM while the proxy still accepts for the drain delay (egress/main.ts).
+                readinessProbe: { ...http("/readyz"), periodSeconds: 2, failureThreshold: 1 },
                 livenessProbe: { ...http("/healthz"), periodSeconds: 10, failureThreshold: 3 },
                 resources: { requests: { cpu: "100m", memory: "128Mi" }, limits: { memory: "512Mi" } },
                 securityContext: {
@@ -132,5 +177,15 @@ export function egressManifests(opts: EgressDeployOptions): Array<Record<string,
         },
       },
     },
+    ...(pdb
+      ? [
+          {
+            apiVersion: "policy/v1",
+            kind: "PodDisruptionBudget",
+            metadata: { name: EGRESS, namespace, labels },
+            spec: { minAvailable: pdb.minAvailable, selector },
+          },
+        ]
+      : []),
   ];
 }

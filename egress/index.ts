@@ -6,7 +6,7 @@
 // IP is never attributed to the Sandbox that held it. Pure apart from `watchIndex`, the watch I/O.
 import { K8s, WatchEvent, kind } from "kubernetes-fluent-client";
 import { SandboxModel } from "../api/crd";
-import { EGRESS_ENV, parseEgressRule, repoRulesOf, type EgressRule } from "../api/egress-point";
+import { EGRESS_ENV, ceilingProblem, parseEgressRule, repoRulesOf, type EgressRule } from "../api/egress-point";
 import { envDuration } from "../lib/duration";
 import { MANAGED_BY, MANAGED_BY_LABEL, SANDBOX_NAME_LABEL } from "../api/wire";
 
@@ -56,14 +56,19 @@ export function compileList(
   base: readonly EgressRule[],
   vouched: readonly EgressRule[],
   sbx: SandboxLike,
+  ceiling?: readonly EgressRule[],
 ): CompiledList {
   const { allow, repos } = inputsOf(sbx);
   const own: EgressRule[] = [];
   const problems: string[] = [];
   allow.forEach((text, i) => {
     const p = parseEgressRule(String(text));
-    if (p.ok) own.push(p.rule);
-    else problems.push(`spec.egress.allow[${i}]: ${p.message}`);
+    if (!p.ok) return void problems.push(`spec.egress.allow[${i}]: ${p.message}`);
+    // Outside the installation's ceiling a Sandbox's own rule never allows (decision 0076): the
+    // Orchestrator refuses it at create, and a Sandbox written directly gets no further.
+    const outside = ceiling ? ceilingProblem(p.rule, ceiling, `spec.egress.allow[${i}]`) : undefined;
+    if (outside) problems.push(outside);
+    else own.push(p.rule);
   });
   own.push(...repoRulesOf(repos));
   return { base, vouched, own, problems };
@@ -97,10 +102,13 @@ export class EgressIndex {
   readonly #ips = new Map<string, string>();
   #base: readonly EgressRule[];
   #vouched: readonly EgressRule[];
+  #ceiling: readonly EgressRule[] | undefined;
 
   constructor(
     base: readonly EgressRule[],
     readonly hooks: {
+      /** The installation's ceiling (pod config egress.ceiling, decision 0076); absent: none. */
+      ceiling?: readonly EgressRule[];
       /** A Sandbox gone: its log and limits are dropped. */
       onForget?: (ref: SandboxRef) => void;
       /** spec.egress.allow entries that are no rule, once per change. */
@@ -109,6 +117,7 @@ export class EgressIndex {
   ) {
     this.#base = base;
     this.#vouched = vouchedOf(base);
+    this.#ceiling = hooks.ceiling;
   }
 
   onSandbox(sbx: SandboxLike, deleted: boolean): void {
@@ -127,7 +136,7 @@ export class EgressIndex {
     // Most events are status writes: the list is compiled again only when its inputs changed.
     const inputs = JSON.stringify(inputsOf(sbx));
     if (held && held.uid === sbx.metadata?.uid && held.inputs === inputs) return;
-    const list = compileList(this.#base, this.#vouched, sbx);
+    const list = compileList(this.#base, this.#vouched, sbx, this.#ceiling);
     this.#sandboxes.set(key, { uid: sbx.metadata?.uid, inputs, list });
     if (list.problems.length) this.hooks.onProblems?.({ namespace, name }, list.problems);
   }

@@ -10,7 +10,10 @@
 //   JR2_EGRESS_LOG_ENTRIES        entries kept per Sandbox's log (default 500)
 //   JR2_EGRESS_CONNECT_TIMEOUT    the bound on one upstream connect (Go duration, default 10s)
 //   JR2_EGRESS_RELIST_INTERVAL    how often each watch lists again (Go duration, 1s to 10m, default 10s)
+//   JR2_EGRESS_DRAIN_DELAY        after SIGTERM, still accepting while not ready (Go duration, default 5s)
+//   JR2_EGRESS_DRAIN_BOUND        then how long open tunnels may finish (Go duration, default 30s)
 //   KUBECONFIG                    the cluster (in a pod: its service account)
+import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { parse as parseYaml } from "yaml";
 import {
@@ -23,6 +26,7 @@ import {
   NO_RANGES,
   addressRangesOf,
   baseListOf,
+  ceilingOf,
   type AddressRanges,
   type EgressRule,
 } from "../api/egress-point";
@@ -30,6 +34,7 @@ import { API_VERSION } from "../api/crd/sources/common";
 import { SANDBOX_KIND } from "../api/crd";
 import { sandboxNamespacesFrom } from "../api/sandbox-namespaces";
 import { envDuration } from "../lib/duration";
+import { ApiError } from "../lib/api-error";
 import { kubeRequest, paths } from "../lib/kube";
 import { fail, jsonLog } from "../lib/log";
 import { adminServer } from "./admin";
@@ -52,7 +57,11 @@ const orFail = <T>(f: () => T): T => {
 
 /** The base list and the address ranges from the pod config file; a file that is not there is an
  * empty list and no ranges. */
-function installation(file: string | undefined): { base: EgressRule[]; ranges: AddressRanges } {
+function installation(file: string | undefined): {
+  base: EgressRule[];
+  ranges: AddressRanges;
+  ceiling?: EgressRule[];
+} {
   if (!file) return { base: [], ranges: NO_RANGES };
   let text: string;
   try {
@@ -68,14 +77,15 @@ function installation(file: string | undefined): { base: EgressRule[]; ranges: A
     fail(`${file} is not YAML or JSON: ${(err as Error).message.split("\n")[0]}`, out);
   }
   try {
-    return { base: baseListOf(doc), ranges: addressRangesOf(doc) };
+    const ceiling = ceilingOf(doc);
+    return { base: baseListOf(doc), ranges: addressRangesOf(doc), ...(ceiling ? { ceiling } : {}) };
   } catch (err) {
     fail(`${file}: ${(err as Error).message}`, out);
   }
 }
 
 const namespaces = orFail(() => sandboxNamespacesFrom(env));
-const { base, ranges } = installation(env[E.podConfigFile]);
+const { base, ranges, ceiling } = installation(env[E.podConfigFile]);
 const limits = new SandboxLimits({
   maxConnections: orFail(() => envCount(env, E.maxConnections, EGRESS_DEFAULTS.maxConnections)),
   connectRate: orFail(() => envCount(env, E.connectRate, EGRESS_DEFAULTS.connectRate)),
@@ -84,18 +94,26 @@ const limits = new SandboxLimits({
 const logEntries = orFail(() => envCount(env, E.logEntries, EGRESS_DEFAULTS.logEntries, 100_000));
 const connectTimeoutMs = orFail(() => envDuration(E.connectTimeout, EGRESS_DEFAULTS.connectTimeoutMs, env));
 const relistMs = orFail(() => relistInterval(env));
+const drainDelayMs = orFail(() => envDuration(E.drainDelay, EGRESS_DEFAULTS.drainDelayMs, env));
+const drainBoundMs = orFail(() => envDuration(E.drainBound, EGRESS_DEFAULTS.drainBoundMs, env));
 const proxyPort = orFail(() => envCount(env, E.proxyPort, EGRESS_PROXY_PORT, 65535));
 const adminPort = orFail(() => envCount(env, E.adminPort, EGRESS_ADMIN_PORT, 65535));
 const host = env[E.host] || undefined;
 
 let index: EgressIndex;
-const writeEvent = async (ref: SandboxRef, message: string) => {
+const writeEvent = async (ref: SandboxRef, message: string, refusedHost: string) => {
   const uid = index.uidOf(ref);
   const stamp = new Date().toISOString();
+  // Named by the Sandbox and the host: every replica refusing the same host writes the same Event,
+  // and the second write's conflict is the first's success (decision 0076).
+  const name = `${ref.name}.egress-refused-${createHash("sha256")
+    .update(`${uid ?? refKey(ref)}\u0000${refusedHost}`)
+    .digest("hex")
+    .slice(0, 16)}`;
   await kubeRequest("POST", paths.events(ref.namespace), {
     apiVersion: "v1",
     kind: "Event",
-    metadata: { generateName: `${ref.name}.`, namespace: ref.namespace },
+    metadata: { name, namespace: ref.namespace },
     involvedObject: {
       apiVersion: API_VERSION,
       kind: SANDBOX_KIND.kind,
@@ -112,16 +130,19 @@ const writeEvent = async (ref: SandboxRef, message: string) => {
     firstTimestamp: stamp,
     lastTimestamp: stamp,
     count: 1,
+  }).catch((err: unknown) => {
+    if (!(err instanceof ApiError && err.status === 409)) throw err;
   });
 };
 const record = new EgressRecord({ logEntries, writeEvent, log });
 index = new EgressIndex(base, {
+  ...(ceiling ? { ceiling } : {}),
   onForget: (ref) => {
     record.forget(ref);
     limits.forget(refKey(ref));
   },
   onProblems: (ref, problems) =>
-    log("warn", "a Sandbox's egress list holds entries that are no rule; they open nothing", {
+    log("warn", "a Sandbox's egress list holds entries that are no rule or outside the ceiling; they open nothing", {
       sandbox: refKey(ref),
       problems,
     }),
@@ -142,6 +163,7 @@ void (async () => {
   log("info", "egress point ready", {
     namespaces,
     baseRules: base.map((r) => r.text),
+    ceiling: ceiling?.map((r) => r.text) ?? "none",
     clusterRanges: ranges.cluster.map((c) => c.text),
     publicTestRanges: ranges.publicTest.map((c) => c.text),
     proxyPort,
@@ -152,13 +174,24 @@ void (async () => {
     relistMs,
     ...index.sizes,
   });
+  // A rolling update drops no Sandbox connection beyond a reconnect (decision 0076): /readyz fails
+  // at once while the proxy still accepts for the drain delay (the endpoints drop this pod, and a
+  // connection routed here meanwhile is served, not refused); then it stops accepting and lets open
+  // tunnels finish up to the bound. The watches run to the end: a tunnel's Sandbox stays known.
+  let stopping = false;
   for (const sig of ["SIGINT", "SIGTERM"] as const)
     process.once(sig, () => {
+      if (stopping) return;
+      stopping = true;
       ready = false;
-      watches.close();
-      // Connections open now finish (the grace the pod's termination gives); new ones are refused.
-      proxy.server.close(() => process.exit(0));
-      admin.close();
-      setTimeout(() => process.exit(0), 20_000).unref();
+      log("info", "draining: not ready, still accepting", { drainDelayMs, drainBoundMs });
+      setTimeout(() => {
+        void proxy.drain(drainBoundMs).then((left) => {
+          log("info", "drained", { closedAtBound: left });
+          watches.close();
+          admin.close();
+          process.exit(0);
+        });
+      }, drainDelayMs);
     });
 })().catch((err: unknown) => fail(`the egress point could not start: ${String((err as Error)?.message ?? err)}`, out));

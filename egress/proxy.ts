@@ -339,6 +339,25 @@ export class EgressProxy {
       this.server.closeAllConnections();
     });
   }
+
+  /** Stops accepting, closes idle keep-alive connections (their next request goes to another
+   * replica), and lets every open tunnel and request finish for up to `boundMs`, then closes what is
+   * left (decision 0076). Resolves to how many were still open at the bound. */
+  drain(boundMs: number): Promise<number> {
+    return new Promise((resolve) => {
+      const bound = setTimeout(() => {
+        this.server.getConnections((_err, left) => {
+          this.server.closeAllConnections();
+          resolve(left ?? 0);
+        });
+      }, boundMs);
+      this.server.close(() => {
+        clearTimeout(bound);
+        resolve(0);
+      });
+      this.server.closeIdleConnections();
+    });
+  }
 }
 
 /** The headers a hop passes on: none of one hop's, none the Connection header names. */

@@ -29,7 +29,8 @@ class Ring<T> {
   }
 }
 
-export type EventWriter = (ref: SandboxRef, message: string) => Promise<void>;
+/** Writes the EgressRefused Event for `host`; one per Sandbox and host across replicas (decision 0076). */
+export type EventWriter = (ref: SandboxRef, message: string, host: string) => Promise<void>;
 
 type Log = (level: "info" | "warn", message: string, fields?: Record<string, unknown>) => void;
 
@@ -80,7 +81,7 @@ export class EgressRecord {
     if (!hosts) this.#refusedHosts.set(key, (hosts = new Set()));
     if (hosts.has(host) || hosts.size >= REFUSED_HOSTS_MAX) return;
     hosts.add(host);
-    this.#event(ref, message);
+    this.#event(ref, message, host);
   }
 
   /** Allowed by the list, but no connection was made. */
@@ -134,7 +135,7 @@ export class EgressRecord {
     return this.#logs.size;
   }
 
-  #event(ref: SandboxRef, message: string): void {
+  #event(ref: SandboxRef, message: string, host: string): void {
     if (this.#eventsInFlight >= EVENTS_IN_FLIGHT_MAX) {
       this.#eventsDropped += 1;
       return;
@@ -142,7 +143,7 @@ export class EgressRecord {
     this.#eventsInFlight += 1;
     // Not awaited: the answer is already on its way.
     this.opts
-      .writeEvent(ref, message)
+      .writeEvent(ref, message, host)
       .then(
         () => (this.#eventsWritten += 1),
         (err: unknown) => {

@@ -36,7 +36,7 @@ import { startOrchestratorServer } from "./http/api-server";
 import { ATTACH_DEADLINE_MS, KubeSandboxGateway } from "./workspaces/kube-gateway";
 import { ensureInstallation, podSettingsFrom, type PodSettings } from "./workspaces/installation";
 import { LocalHarnesses } from "./local/local-harness";
-import { OrchestratorMetrics } from "./orchestrator-metrics";
+import { OrchestratorMetrics, metricsServer } from "./orchestrator-metrics";
 import { SandboxWatch } from "./workspaces/sandbox-watch";
 import { PickStore } from "./agents/pick-store";
 import { misbehaviourReporter } from "./agents/misbehaviour";
@@ -49,7 +49,7 @@ import { ApiTokensFile } from "./api-tokens-file";
 import { TlsFiles } from "./tls-files";
 import { WorkspaceRegistry } from "./workspaces/registry";
 import { API_HTTP2_ENV, ORCHESTRATOR_ENV as E } from "../api/env";
-import { listenHost } from "../lib/http-json";
+import { listen, listenHost } from "../lib/http-json";
 import { fail, log } from "../lib/log";
 
 const duration = (name: string, fallback: number): number => {
@@ -70,6 +70,9 @@ async function main() {
   env[API_HTTP2_ENV] ??= "1";
   const port = Number(env[E.port] || 8090);
   if (!Number.isInteger(port) || port < 0 || port > 65535) fail(`${E.port} is not a port number: ${env[E.port]}`);
+  const metricsPort = env[E.metricsPort] ? Number(env[E.metricsPort]) : undefined;
+  if (metricsPort !== undefined && !(Number.isInteger(metricsPort) && metricsPort >= 0 && metricsPort <= 65535))
+    fail(`${E.metricsPort} is not a port number: ${env[E.metricsPort]}; unset it for no metrics port`);
   const host = listenHost(env[E.host]);
   const namespace = env[E.namespace] || DEFAULT_SANDBOX_NAMESPACE;
   const signingKey = await readSigningKey(required(E.signingKeyFile)).catch((e: Error) =>
@@ -211,6 +214,15 @@ async function main() {
     host,
   );
   const bound = (server.address() as import("node:net").AddressInfo).port;
+  // The metrics with no token, on a port of their own (decision 0076).
+  const metricsListener =
+    metricsPort === undefined
+      ? undefined
+      : await listen(
+          metricsServer(async () => metrics.render(await registry.list())),
+          metricsPort,
+          host,
+        ).catch((err: Error) => fail(`${E.metricsPort}=${metricsPort}: cannot listen (${err.message})`));
   // A renewed certificate is served to the next connection, no restart (decision 0058).
   const tlsFiles =
     tls && certFile && keyFile
@@ -229,6 +241,7 @@ async function main() {
     level: "info",
     message: "orchestrator listening",
     port: bound,
+    ...(metricsListener ? { metricsPort: (metricsListener.address() as import("node:net").AddressInfo).port } : {}),
     host,
     scheme: tls ? "https" : "http",
     namespace,
@@ -241,6 +254,7 @@ async function main() {
     tlsFiles?.close();
     watch.close();
     server.close();
+    metricsListener?.close();
     void harnesses?.stopAll().finally(() => process.exit(0));
     if (!harnesses) process.exit(0);
   };

@@ -7,7 +7,8 @@
 import { GROUP } from "../api/crd/sources/common";
 import { ORCHESTRATOR_ENV } from "../api/env";
 import { sandboxNamespace, sandboxRoleBinding } from "../api/sandbox-namespaces";
-import { sandboxPodsPeer } from "../api/sandbox-policies";
+import { namespacesPeer, sandboxPodsPeer } from "../api/sandbox-policies";
+import { ORCHESTRATOR_METRICS_PORT } from "./orchestrator-metrics";
 import {
   APP_NAME_LABEL,
   COMPANION_NAMESPACE,
@@ -35,7 +36,13 @@ export type OrchestratorDeployOptions = {
    * (its probes too). The Custodians then reach it at https://, so its certificate must name the
    * Service (`jr2-orchestrator.<namespace>.svc`) and chain to a root they trust. */
   tlsSecret?: string;
+  /** Namespaces whose pods may scrape GET /metrics on the metrics port (9090, no token; decision
+   * 0076), e.g. a Prometheus's. Default none: the port is served and no one is admitted. */
+  monitoringNamespaces?: readonly string[];
 };
+
+/** The Role in its own namespace: the egress point's EndpointSlices, to read every replica's log (decision 0076). */
+export const ORCHESTRATOR_PEERS_ROLE = `${ORCHESTRATOR}-egress-peers`;
 
 /** The ClusterRole of the Orchestrator's writes where its Sandboxes live, bound there alone. */
 export const ORCHESTRATOR_SANDBOXES_ROLE = `${ORCHESTRATOR}-sandboxes`;
@@ -81,6 +88,20 @@ export function orchestratorManifests(opts: OrchestratorDeployOptions): Array<Re
       ],
     },
     sandboxRoleBinding(workspaces, ORCHESTRATOR_SANDBOXES_ROLE, { name: ORCHESTRATOR, namespace }),
+    // Where the egress point's replicas are: a workspace's log is merged from each (decision 0076).
+    {
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "Role",
+      metadata: { name: ORCHESTRATOR_PEERS_ROLE, namespace, labels },
+      rules: [{ apiGroups: ["discovery.k8s.io"], resources: ["endpointslices"], verbs: ["list"] }],
+    },
+    {
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "RoleBinding",
+      metadata: { name: ORCHESTRATOR_PEERS_ROLE, namespace, labels },
+      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: ORCHESTRATOR_PEERS_ROLE },
+      subjects: [{ kind: "ServiceAccount", name: ORCHESTRATOR, namespace }],
+    },
     {
       apiVersion: "networking.k8s.io/v1",
       kind: "NetworkPolicy",
@@ -93,6 +114,15 @@ export function orchestratorManifests(opts: OrchestratorDeployOptions): Array<Re
             from: [sandboxPodsPeer(), ...(opts.apiClients ?? [{ podSelector: {} }])],
             ports: [{ protocol: "TCP", port: ORCHESTRATOR_PORT }],
           },
+          // The metrics port, no token: the monitoring namespaces alone; none named, no rule.
+          ...(opts.monitoringNamespaces?.length
+            ? [
+                {
+                  from: [namespacesPeer(opts.monitoringNamespaces)],
+                  ports: [{ protocol: "TCP", port: ORCHESTRATOR_METRICS_PORT }],
+                },
+              ]
+            : []),
         ],
       },
     },
@@ -117,7 +147,10 @@ export function orchestratorManifests(opts: OrchestratorDeployOptions): Array<Re
       metadata: { name: ORCHESTRATOR, namespace, labels },
       spec: {
         selector: { [APP_NAME_LABEL]: ORCHESTRATOR },
-        ports: [{ name: "http", port: ORCHESTRATOR_PORT, targetPort: "http" }],
+        ports: [
+          { name: "http", port: ORCHESTRATOR_PORT, targetPort: "http" },
+          { name: "metrics", port: ORCHESTRATOR_METRICS_PORT, targetPort: "metrics" },
+        ],
       },
     },
     {
@@ -147,9 +180,13 @@ export function orchestratorManifests(opts: OrchestratorDeployOptions): Array<Re
                 name: "orchestrator",
                 image: opts.image,
                 command: ["node", "/app/orchestrator.js"],
-                ports: [{ name: "http", containerPort: ORCHESTRATOR_PORT }],
+                ports: [
+                  { name: "http", containerPort: ORCHESTRATOR_PORT },
+                  { name: "metrics", containerPort: ORCHESTRATOR_METRICS_PORT },
+                ],
                 env: [
                   { name: "PORT", value: String(ORCHESTRATOR_PORT) },
+                  { name: ORCHESTRATOR_ENV.metricsPort, value: String(ORCHESTRATOR_METRICS_PORT) },
                   { name: ORCHESTRATOR_ENV.namespace, value: workspaces },
                   { name: ORCHESTRATOR_ENV.signingKeyFile, value: "/etc/jr2/secret/signing-key" },
                   { name: ORCHESTRATOR_ENV.apiTokensFile, value: "/etc/jr2/secret/api-tokens" },

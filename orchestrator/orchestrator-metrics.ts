@@ -1,6 +1,9 @@
 // The Orchestrator's Prometheus text for GET /metrics: workspaces by state, transitions, waits and
 // renewals, the API tokens and TLS files' reads, and how late its event loop runs. Small enough to
-// write out by hand rather than carry a client library.
+// write out by hand rather than carry a client library. Served twice (decision 0076): on the API's
+// GET /metrics to an admin token, and on a port of its own with no token at all, which the
+// Orchestrator's NetworkPolicy opens to the installation's monitoring namespaces alone.
+import http from "node:http";
 import { monitorEventLoopDelay, type ELDHistogram } from "node:perf_hooks";
 import { WORKSPACE_STATES, type WorkspaceEvent, type WorkspaceView } from "../api/orchestrator-schemas";
 
@@ -137,4 +140,25 @@ export class OrchestratorMetrics {
   close(): void {
     this.#loop.disable();
   }
+}
+
+/** The metrics port's default in the manifests (container port `metrics`, decision 0076). */
+export const ORCHESTRATOR_METRICS_PORT = 9090;
+
+/** The metrics listener: GET /metrics with no bearer (the text names no workspace, tenant or token:
+ * counts by state and reason only), nothing else. Its reach is the NetworkPolicy's to bound. */
+export function metricsServer(render: () => string | Promise<string>): http.Server {
+  return http.createServer((req, res) => {
+    const path = (req.url ?? "/").split("?")[0];
+    const refuse = (status: number, code: string, message: string) =>
+      res.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify({ error: { code, message } }));
+    if (path !== "/metrics") return refuse(404, "not_found", `no route ${path}: this port serves GET /metrics only`);
+    if (req.method !== "GET" && req.method !== "HEAD") return refuse(405, "method_not_allowed", "use GET");
+    Promise.resolve()
+      .then(render)
+      .then(
+        (text) => res.writeHead(200, { "content-type": "text/plain; version=0.0.4; charset=utf-8" }).end(text),
+        () => refuse(500, "internal", "the metrics could not be rendered"),
+      );
+  });
 }

@@ -507,7 +507,13 @@ const HANDLERS: Record<RouteId, Handler> = {
     res.end();
   },
   async metrics(_req, res, ctx, { principal }) {
-    if (principal?.kind !== "admin") return fail(res, "forbidden", "the metrics are an admin token's to read");
+    // Here an admin's; a scraper reads the same text on the metrics port with no token (decision 0076).
+    if (principal?.kind !== "admin")
+      return fail(
+        res,
+        "forbidden",
+        "the metrics are an admin token's to read here; a scraper reads them with no token on the metrics port (9090)",
+      );
     const text = await ctx.metrics();
     res.writeHead(200, { "content-type": "text/plain; version=0.0.4; charset=utf-8" });
     res.end(text);

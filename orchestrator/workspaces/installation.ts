@@ -31,8 +31,13 @@ export const DEFAULT_ORCHESTRATOR_URL = `http://${ORCHESTRATOR}.${COMPANION_NAME
 const enc = encodeURIComponent;
 
 /** The egress point (decision 0051): its proxy as a Sandbox pod reaches it, its admin listener as
- * the Orchestrator does. */
-export type EgressSettings = { proxyUrl: string; adminUrl: string };
+ * the Orchestrator does, and, when it is the installation's own Service, where its replicas are
+ * listed (its EndpointSlices): each replica keeps its own log, read from each (decision 0076). */
+export type EgressSettings = {
+  proxyUrl: string;
+  adminUrl: string;
+  replicas?: { namespace: string; service: string; port: number };
+};
 
 export type PodSettings = {
   config: PodConfig;
@@ -55,7 +60,15 @@ export function egressSettingsFrom(env: NodeJS.ProcessEnv, namespace: string | u
   if (problem)
     throw new Error(`${E.egressUrl}: ${JSON.stringify(urlWithoutCredentials(proxyUrl))} ${problem}; or write off`);
   const adminUrl = env[E.egressAdminUrl] || `http://${service ?? viaAddress(proxyUrl).host}:${EGRESS_ADMIN_PORT}`;
-  return { proxyUrl, adminUrl: adminUrl.replace(/\/$/, "") };
+  // The installation's Service (by default, or named by its cluster name): each of its replicas is
+  // read. Any other url, or an admin url named by hand, is one egress point read as such.
+  const ofService = new RegExp(`^${EGRESS}\\.([a-z0-9-]+)\\.svc(\\.|$)`).exec(viaAddress(proxyUrl).host);
+  const replicasIn = named ? ofService?.[1] : namespace;
+  const replicas =
+    replicasIn && !env[E.egressAdminUrl]
+      ? { namespace: replicasIn, service: EGRESS, port: EGRESS_ADMIN_PORT }
+      : undefined;
+  return { proxyUrl, adminUrl: adminUrl.replace(/\/$/, ""), ...(replicas ? { replicas } : {}) };
 }
 
 /** The pod settings from the environment; throws naming the variable or file and the fix. `tls`:

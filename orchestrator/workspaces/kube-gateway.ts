@@ -8,7 +8,7 @@ import { lookup as dnsLookup } from "node:dns/promises";
 import { isIP } from "node:net";
 import { request } from "undici";
 import { ORCHESTRATOR_ENV } from "../../api/env";
-import { egressLogPath, type EgressLogEntry } from "../../api/egress-point";
+import { egressLogPath, mergeEgressLogs, type EgressLogEntry } from "../../api/egress-point";
 import type { HostAlias } from "../../api/crd/generated/corev1";
 import {
   EFFECTOR,
@@ -455,12 +455,38 @@ export class KubeSandboxGateway implements SandboxGateway {
   }
 
   async egressLog(name: string): Promise<EgressLogEntry[]> {
-    const admin = this.opts.pod?.egress?.adminUrl;
-    if (!admin)
+    const egress = this.opts.pod?.egress;
+    if (!egress)
       throw new HttpError(
         "not_found",
         "no egress point is configured here: its log is the egress point's (decision 0051)",
       );
+    if (!egress.replicas) return this.#egressLogAt(egress.adminUrl, name);
+    // Each replica decided the connections the Service sent it, and keeps their log: the answer is
+    // every ready replica's, merged by time (decision 0076).
+    const { namespace, service, port } = egress.replicas;
+    const at = await egressReplicas(namespace, service).catch((err: unknown) => {
+      throw new HttpError(
+        "egress_unreadable",
+        `the egress point's replicas (the EndpointSlices of Service ${namespace}/${service}) could not be listed: ${messageOf(err)}`,
+      );
+    });
+    if (!at.length)
+      throw new HttpError(
+        "egress_unreadable",
+        `the egress point has no ready replica (Service ${namespace}/${service}): see its Deployment's pods`,
+      );
+    const logs = await Promise.all(
+      at.map(({ address, pod }) =>
+        this.#egressLogAt(`http://${isIP(address) === 6 ? `[${address}]` : address}:${port}`, name, pod),
+      ),
+    );
+    return mergeEgressLogs(logs);
+  }
+
+  /** One egress point's (one replica's) log of the Sandbox. */
+  async #egressLogAt(admin: string, name: string, pod?: string): Promise<EgressLogEntry[]> {
+    const which = pod ? `the egress point's replica ${pod} at ${admin}` : `the egress point at ${admin}`;
     let res;
     try {
       res = await request(`${admin}${egressLogPath(this.#ns, name)}`, {
@@ -469,16 +495,15 @@ export class KubeSandboxGateway implements SandboxGateway {
         bodyTimeout: EGRESS_LOG_TIMEOUT_MS,
       });
     } catch (err) {
-      throw new HttpError("egress_unreadable", `the egress point at ${admin} could not be read: ${messageOf(err)}`);
+      throw new HttpError("egress_unreadable", `${which} could not be read: ${messageOf(err)}`);
     }
     const text = await boundedText(res.body, EGRESS_LOG_MAX_BYTES).catch((err: unknown) => {
-      throw new HttpError("egress_unreadable", `the egress point's log could not be read: ${messageOf(err)}`);
+      throw new HttpError("egress_unreadable", `${which}: its log could not be read: ${messageOf(err)}`);
     });
     // Nothing decided for the Sandbox yet: an empty log, not an error.
     if (res.statusCode === 404) return [];
     const parsed = res.statusCode === 200 ? EgressLog.safeParse(safeJson(text)) : undefined;
-    if (!parsed?.success)
-      throw new HttpError("egress_unreadable", `the egress point answered ${res.statusCode} without a log`);
+    if (!parsed?.success) throw new HttpError("egress_unreadable", `${which} answered ${res.statusCode} without a log`);
     return parsed.data.entries;
   }
 
@@ -753,6 +778,30 @@ const messageOf = (err: unknown) => (err instanceof Error ? err.message : String
 /** The push Secret a fence entry names (`secret`), which a new Repo takes as its secretRef. */
 const secretOf = (entry: CredentialEntry | undefined) =>
   typeof entry?.extra?.secret === "string" ? entry.extra.secret : undefined;
+
+/** The ready endpoints of a Service (its EndpointSlices): a terminating replica is draining and
+ * soon gone with its log, so only the ready are read. A `ready` left unset counts as ready (the API's word). */
+async function egressReplicas(namespace: string, service: string): Promise<Array<{ address: string; pod?: string }>> {
+  type Slice = {
+    endpoints?: Array<{ addresses?: string[]; conditions?: { ready?: boolean | null }; targetRef?: { name?: string } }>;
+  };
+  const list = await kubeRequest<{ items?: Slice[] }>(
+    "GET",
+    `/apis/discovery.k8s.io/v1/namespaces/${encodeURIComponent(namespace)}/endpointslices?labelSelector=${encodeURIComponent(
+      `kubernetes.io/service-name=${service}`,
+    )}`,
+  );
+  const seen = new Map<string, { address: string; pod?: string }>();
+  for (const slice of list.items ?? [])
+    for (const e of slice.endpoints ?? []) {
+      const address = e.addresses?.[0];
+      if (!address || e.conditions?.ready === false) continue;
+      // A dual-stack Service lists a pod in two slices: read it once, by its pod.
+      const key = e.targetRef?.name ?? address;
+      if (!seen.has(key)) seen.set(key, { address, ...(e.targetRef?.name ? { pod: e.targetRef.name } : {}) });
+    }
+  return [...seen.values()];
+}
 
 function safeJson(text: string): unknown {
   try {

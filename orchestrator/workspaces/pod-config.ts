@@ -15,7 +15,7 @@ import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { fieldPath } from "../../api/attach";
 import { EgressRules, RuntimeClassName } from "../../api/orchestrator-schemas";
-import { parseCidr, publicTestRangeProblem, type Cidr } from "../../api/egress-point";
+import { ceilingProblems, parseCidr, parseEgressRule, publicTestRangeProblem, type Cidr } from "../../api/egress-point";
 import { EnvName, HeaderName, HostPattern, Origin, Provider, Timeout } from "../../api/custodian-config";
 import { Toleration } from "../../api/crd/generated/corev1";
 import { TENANT_NAME } from "../tokens";
@@ -224,6 +224,14 @@ export const PodConfig = z
             "Names are resolved as absolute names: write a cluster Service in full, " +
             "<service>.<namespace>.svc.<cluster domain> (decision 0068).",
         }),
+        ceiling: EgressRules.optional().meta({
+          description:
+            "The egress ceiling (decision 0076): rules, in the allow list's syntax, that no workspace's own rule " +
+            "may pass. A create or a PUT of the egress list naming a rule outside it is refused, naming the " +
+            "entry; the egress point also never opens a Sandbox's own rule outside it (a Sandbox written " +
+            "directly included). The base list, custodian hosts and the Repos' remotes are the installation's " +
+            "and pass. Absent: no ceiling; []: a workspace may add no rule.",
+        }),
         clusterRanges: AddressRangeList().meta({
           description:
             "The cluster's own pod, service and node CIDRs (decision 0068): the egress point holds every address in " +
@@ -430,6 +438,20 @@ export function runtimeClassFor(
       `runtimeClassName: ${JSON.stringify(requested)} is not a runtime class this installation lets a workspace ` +
       `choose (its pod config's runtime.className and runtime.allowedClassNames): ${choices}`,
   };
+}
+
+/** A workspace's own egress rules against the installation's ceiling (decision 0076): none outside
+ * it, or the refusal naming each entry by its field path and the fix. */
+export function egressWithinCeiling(
+  allow: readonly string[],
+  config: PodConfig,
+  field = "egress.allow",
+): { ok: true } | { ok: false; message: string } {
+  const ceiling = config.egress.ceiling;
+  if (!ceiling) return { ok: true };
+  const rules = ceiling.map((t) => parseEgressRule(t)).flatMap((p) => (p.ok ? [p.rule] : []));
+  const problems = ceilingProblems(allow, rules, field);
+  return problems.length ? { ok: false, message: problems.join("; ") } : { ok: true };
 }
 
 /** The file's text (YAML or JSON; empty is the defaults). Throws naming `file`, each field and its fix. */

@@ -13,7 +13,14 @@ import {
 } from "../../api/orchestrator-schemas";
 import { HttpError } from "../../api/orchestrator-errors";
 import { fenceSlots, pushCredentials, type CredentialEntry } from "./fence";
-import { DEFAULT_POD_CONFIG, effectSecretsFor, effectorImageFor, runtimeClassFor, type PodConfig } from "./pod-config";
+import {
+  DEFAULT_POD_CONFIG,
+  effectSecretsFor,
+  effectorImageFor,
+  egressWithinCeiling,
+  runtimeClassFor,
+  type PodConfig,
+} from "./pod-config";
 import { SizeError, splitSize } from "./size";
 import { RUN_LABEL, TENANT_LABEL } from "../../api/wire";
 import {
@@ -84,6 +91,11 @@ export class WorkspaceRegistry implements Workspaces {
     // What the pod runs under is the installation's choice too (decision 0055).
     const runtime = runtimeClassFor(body.runtimeClassName, this.opts.podConfig ?? DEFAULT_POD_CONFIG);
     if (!runtime.ok) throw new HttpError("runtime_class_refused", runtime.message);
+    // The workspace's own egress rules stay within the installation's ceiling (decision 0076).
+    if (body.egress) {
+      const within = egressWithinCeiling(body.egress.allow, this.opts.podConfig ?? DEFAULT_POD_CONFIG);
+      if (!within.ok) throw new HttpError("invalid", within.message);
+    }
     const name = `ws-${randomBytes(5).toString("hex")}`;
     const attach = attachBodyOf({ branch: body.branch, repos: fenced.repos });
     const place: PlaceRequest = {
@@ -148,6 +160,8 @@ export class WorkspaceRegistry implements Workspaces {
   /** Replaces the list; false when no such workspace. */
   async setEgress(name: string, allow: string[]): Promise<boolean> {
     if (!this.#entries.has(name)) return false;
+    const within = egressWithinCeiling(allow, this.opts.podConfig ?? DEFAULT_POD_CONFIG, "allow");
+    if (!within.ok) throw new HttpError("invalid", within.message);
     const gateway = this.#egressGateway();
     if ((await gateway.egress!(name)) === undefined) throw this.#noSandbox(name);
     await gateway.setEgress!(name, allow);

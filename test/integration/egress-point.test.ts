@@ -6,6 +6,7 @@
 // reaches an internal address, refuse an unlisted host (logged, counted, one Event for three
 // refusals), take a spec.egress.allow patch on its watch event without a restart, never apply one
 // Sandbox's list to another, refuse an unknown source, and cap one Sandbox's open connections.
+// Decision 0076: never open a Sandbox's own rule outside the installation's egress ceiling.
 // Decision 0068: hold the installation's cluster ranges internal (its pod config's word), forget a
 // pod's address as it starts terminating, and correct a stalled watch within seconds. Its API
 // connections go through a forwarder here, so a test can stall them (the TCP connections stay open,
@@ -198,6 +199,8 @@ beforeAll(async () => {
         allow: [`localhost:${echoPort}`, `localhost:${webPort}`],
         publicTestRanges: ["198.51.100.0/24"],
         clusterRanges: [`${CLUSTER_RANGE_IP}/32`],
+        // The ceiling (decision 0076): every workspace rule the tests name, and nothing else.
+        ceiling: ["localhost", "127.0.0.1", PUBLIC_TEST, CLUSTER_RANGE_IP, "198.18.0.1"],
       },
     }),
   );
@@ -453,6 +456,34 @@ describe("the egress point", () => {
     }
     const internal = (await logOf(B.name)).filter((e) => e.reason === "internal").map((e) => e.host);
     expect(internal).toEqual(expect.arrayContaining([CLUSTER_RANGE_IP, "198.18.0.1"]));
+  });
+
+  // Decision 0076: the ceiling holds for a Sandbox written directly, past the Orchestrator's check.
+  it("never opens a Sandbox's own rule outside the installation's egress ceiling; one within it passes", async () => {
+    // A public address of the same test range, outside the ceiling: it would pass the list otherwise.
+    const outside = "198.51.100.13:80";
+    const within = `${PUBLIC_TEST}:80`;
+    await K8s(SandboxModel, { namespace: ns.name, name: B.name }).Patch([
+      { op: "add", path: "/spec/egress", value: { allow: [outside, within] } },
+    ]);
+    const passed = await waitFor(
+      "B's list with the rule within the ceiling in force",
+      () => connectVia(B.ip, within),
+      (r) => r.headers[EGRESS_HEADER] !== "refused",
+      15_000,
+    );
+    passed.socket.destroy();
+    const r = await connectVia(B.ip, outside);
+    expect([r.status, r.headers[EGRESS_HEADER], JSON.parse(r.body).error.code]).toEqual([
+      403,
+      "refused",
+      "egress_refused",
+    ]);
+    const last = (await logOf(B.name)).filter((e) => e.host === "198.51.100.13").at(-1);
+    expect([last?.decision, last?.reason]).toEqual(["refused", "not_listed"]);
+    expect(output).toMatch(
+      /spec\.egress\.allow\[0\]: \\"198\.51\.100\.13:80\\" is outside the installation's egress ceiling/,
+    );
   });
 
   // Decision 0068: the network plugin frees a pod's address at teardown, before the pod object goes.

@@ -729,8 +729,11 @@ describe("the manifests npm run build writes, deployed with the images npm run i
       expect(events.map((e: Obj) => [e.type, e.count ?? 1, e.involvedObject.kind])).toEqual([
         ["Warning", 1, "Sandbox"],
       ]);
-      const pod = getJson(["pods", "-n", SYSTEM, "-l", "app.kubernetes.io/name=jr2-egress"]).items[0];
-      const metrics = await (await fetch(`http://${pod.status.podIP}:9091/metrics`)).text();
+      // Each replica counts what it decided (decision 0076): the installation's count is their sum.
+      const pods = getJson(["pods", "-n", SYSTEM, "-l", "app.kubernetes.io/name=jr2-egress"]).items as Obj[];
+      const metrics = (
+        await Promise.all(pods.map(async (p) => (await fetch(`http://${p.status.podIP}:9091/metrics`)).text()))
+      ).join("\n");
       /** Every series of the counter with this decision, summed (refusals carry a reason too). */
       const count = (decision: string) =>
         [...metrics.matchAll(new RegExp(`^jr2_egress_connections_total\\{decision="${decision}"[^}]*\\} (\\d+)`, "gm"))]

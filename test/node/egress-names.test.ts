@@ -16,7 +16,7 @@ import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import { builtManifests } from "../../dev/deployed";
 import { egressPointObjects } from "../../dev/in-cluster-egress";
-import { egressLogPath, type EgressLogEntry } from "../../api/egress-point";
+import { egressLogPath, mergeEgressLogs, type EgressLogEntry } from "../../api/egress-point";
 import { MANAGED_BY, MANAGED_BY_LABEL, SANDBOX_NAME_LABEL } from "../../api/wire";
 import {
   INSTALLED,
@@ -131,11 +131,17 @@ const slice = (namespace: string, service: string, family: "IPv4" | "IPv6", endp
 const inPod = (...command: string[]) => kubectl(["exec", "-n", SANDBOXES, SANDBOX, "--", ...command]);
 const connectThrough = (target: string, path = "/") =>
   inPod("node", "-e", CONNECT_JS, ...proxy.split(":"), target, path).stdout.trim();
-const egressPod = () => getJson(["pods", "-n", SYSTEM, "-l", "app.kubernetes.io/name=jr2-egress"]).items[0] as Obj;
-const logOfSandbox = async (): Promise<EgressLogEntry[]> => {
-  const res = await fetch(`http://${egressPod().status.podIP}:9091${egressLogPath(SANDBOXES, SANDBOX)}`);
-  return ((await res.json()) as { entries: EgressLogEntry[] }).entries;
-};
+const egressPods = () => getJson(["pods", "-n", SYSTEM, "-l", "app.kubernetes.io/name=jr2-egress"]).items as Obj[];
+/** The Sandbox's log from every replica, merged as the Orchestrator merges it (decision 0076). */
+const logOfSandbox = async (): Promise<EgressLogEntry[]> =>
+  mergeEgressLogs(
+    await Promise.all(
+      egressPods().map(async (p) => {
+        const res = await fetch(`http://${p.status.podIP}:9091${egressLogPath(SANDBOXES, SANDBOX)}`);
+        return res.status === 404 ? [] : ((await res.json()) as { entries: EgressLogEntry[] }).entries;
+      }),
+    ),
+  );
 
 function cleanUp() {
   removeInstallation([PLANT_NS, KINDS_NS]);
@@ -215,9 +221,12 @@ beforeAll(async () => {
   const svc = getJson(["service", "-n", SYSTEM, "jr2-egress"]);
   proxy = `${svc.spec.clusterIP}:3128`;
   // The egress point knows the pod's address (its index holds one pod) before a test asks.
-  await until("the egress point's index holds the pod", 60_000, async () => {
-    const metrics = await (await fetch(`http://${egressPod().status.podIP}:9091/metrics`)).text();
-    return /^jr2_egress_pods 1$/m.test(metrics) && /^jr2_egress_sandboxes 1$/m.test(metrics) ? true : undefined;
+  await until("every replica's index holds the pod", 60_000, async () => {
+    for (const p of egressPods()) {
+      const metrics = await (await fetch(`http://${p.status.podIP}:9091/metrics`)).text();
+      if (!(/^jr2_egress_pods 1$/m.test(metrics) && /^jr2_egress_sandboxes 1$/m.test(metrics))) return undefined;
+    }
+    return true;
   });
 }, 600_000);
 

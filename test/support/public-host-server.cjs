@@ -8,7 +8,8 @@
 // dns: [host, port] | null}
 //   http     plain HTTP (also on 443: the stand-in needs no TLS); records method, Host, path and the
 //            Authorization header it received (a test's stand-in value, never a real secret), answers
-//            200 "public <address>:<port>"
+//            200 "public <address>:<port>"; /slow-bytes/<n>/<ms> answers n bytes paced over about ms (a
+//            download through the egress point that stays open across its rolling update, decision 0076)
 //   tcpEcho  records each connection, echoes what it receives
 //   udp      records each datagram (its first 512 bytes as text), echoes it
 //   dns      UDP and TCP; records each query's name and type, answers NXDOMAIN
@@ -27,7 +28,7 @@ const http = require("node:http");
 const net = require("node:net");
 const https = require("node:https");
 const { spawn } = require("node:child_process");
-const { setTimeout } = require("node:timers");
+const { setInterval, setTimeout } = require("node:timers");
 const { URL } = require("node:url");
 
 const config = JSON.parse(process.argv[2] ?? "{}");
@@ -60,6 +61,26 @@ function httpServer(host, port) {
       authorization: req.headers.authorization ?? null,
     });
     req.resume();
+    // /slow-bytes/<n>/<ms>: n bytes paced over about ms, a download that stays open a while.
+    const slow = /^\/slow-bytes\/(\d+)\/(\d+)/.exec(req.url ?? "");
+    if (slow) {
+      const total = Math.min(Number(slow[1]), 64 * 1024 * 1024);
+      const chunks = 32;
+      const size = Math.ceil(total / chunks);
+      res.writeHead(200, { "content-type": "application/octet-stream", "content-length": String(total) });
+      let sent = 0;
+      const tick = setInterval(() => {
+        const n = Math.min(size, total - sent);
+        if (n > 0) res.write(Buffer.alloc(n, 0x61));
+        sent += n;
+        if (sent >= total) {
+          clearInterval(tick);
+          res.end();
+        }
+      }, Math.max(1, Math.floor(Number(slow[2]) / chunks)));
+      res.on("close", () => clearInterval(tick));
+      return;
+    }
     res.writeHead(200, { "content-type": "text/plain" }).end(`public ${host}:${port}\n`);
   });
   return bound(server, host, port, "HTTP");

@@ -293,4 +293,50 @@ describe("egressManifests", () => {
       /hold Sandboxes elsewhere/,
     );
   });
+
+  // Decision 0076: two replicas, rolled one new pod first and none unavailable, spread, a budget,
+  // and a grace that covers the drain delay and bound.
+  it("runs two replicas, rolled surge-first, spread by node, with a PodDisruptionBudget of one", () => {
+    const dep = one("Deployment").spec;
+    expect(dep.replicas).toBe(2);
+    expect(dep.strategy).toEqual({ type: "RollingUpdate", rollingUpdate: { maxUnavailable: 0, maxSurge: 1 } });
+    expect(dep.template.spec.topologySpreadConstraints).toEqual([
+      {
+        maxSkew: 1,
+        topologyKey: "kubernetes.io/hostname",
+        whenUnsatisfiable: "ScheduleAnyway",
+        labelSelector: { matchLabels: { "app.kubernetes.io/name": "jr2-egress" } },
+        matchLabelKeys: ["pod-template-hash"],
+      },
+    ]);
+    expect(dep.template.spec.terminationGracePeriodSeconds).toBe(45);
+    expect(dep.template.spec.containers[0].readinessProbe).toMatchObject({ failureThreshold: 1, periodSeconds: 2 });
+    expect(one("PodDisruptionBudget").spec).toEqual({
+      minAvailable: 1,
+      selector: { matchLabels: { "app.kubernetes.io/name": "jr2-egress" } },
+    });
+    const three = egressManifests({ image: "i", sandboxNamespaces: ["a"], replicas: 3 }) as Obj[];
+    expect((three.find((d) => d.kind === "Deployment") as Obj & { spec: { replicas: number } }).spec.replicas).toBe(3);
+    const single = egressManifests({ image: "i", sandboxNamespaces: ["a"], replicas: 1, podDisruptionBudget: false });
+    expect(single.filter((d) => d.kind === "PodDisruptionBudget")).toEqual([]);
+    expect(() => egressManifests({ image: "i", sandboxNamespaces: ["a"], replicas: 1 })).toThrow(
+      /minAvailable 1 must be below replicas \(1\).*podDisruptionBudget false/,
+    );
+    expect(() => egressManifests({ image: "i", sandboxNamespaces: ["a"], replicas: 0 })).toThrow(/replicas 0/);
+  });
+
+  it("admits the admin port to the monitoring namespaces named, and adds no rule when none is", () => {
+    const docs2 = egressManifests({ image: "i", sandboxNamespaces: ["a"], monitoringNamespaces: ["monitoring"] });
+    const policy = docs2.find((d) => d.kind === "NetworkPolicy") as Obj & { spec: { ingress: unknown[] } };
+    expect(policy.spec.ingress[2]).toEqual({
+      from: [
+        {
+          namespaceSelector: {
+            matchExpressions: [{ key: "kubernetes.io/metadata.name", operator: "In", values: ["monitoring"] }],
+          },
+        },
+      ],
+      ports: [{ protocol: "TCP", port: EGRESS_ADMIN_PORT }],
+    });
+  });
 });

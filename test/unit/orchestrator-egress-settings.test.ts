@@ -8,7 +8,24 @@ describe("the egress point's settings", () => {
     expect(egressSettingsFrom({}, "jr2-system")).toEqual({
       proxyUrl: "http://jr2-egress.jr2-system.svc:3128",
       adminUrl: "http://jr2-egress.jr2-system.svc:9091",
+      // Each replica keeps its own log: the Orchestrator reads every one its EndpointSlices list (decision 0076).
+      replicas: { namespace: "jr2-system", service: "jr2-egress", port: 9091 },
     });
+  });
+
+  it("read every replica of the installation's Service when its url names it, one url otherwise (decision 0076)", () => {
+    expect(egressSettingsFrom({ JR2_EGRESS_URL: "http://jr2-egress.jr2-system.svc:3128" }, undefined)).toEqual({
+      proxyUrl: "http://jr2-egress.jr2-system.svc:3128",
+      adminUrl: "http://jr2-egress.jr2-system.svc:9091",
+      replicas: { namespace: "jr2-system", service: "jr2-egress", port: 9091 },
+    });
+    expect(
+      egressSettingsFrom(
+        { JR2_EGRESS_URL: "http://jr2-egress.jr2-system.svc:3128", JR2_EGRESS_ADMIN_URL: "http://admin:1" },
+        undefined,
+      )?.replicas,
+    ).toBeUndefined();
+    expect(egressSettingsFrom({ JR2_EGRESS_URL: "http://egress.example:3128" }, "ns")!.replicas).toBeUndefined();
   });
 
   it("are none outside a cluster unless named, and none when named off", () => {

@@ -4,6 +4,7 @@
 import {
   orchestratorManifests,
   ORCHESTRATOR_API_POLICY,
+  ORCHESTRATOR_PEERS_ROLE,
   ORCHESTRATOR_SANDBOXES_ROLE,
 } from "../../orchestrator/orchestrator-manifests";
 
@@ -25,13 +26,21 @@ describe("orchestratorManifests", () => {
   });
 
   it("binds a ClusterRole of namespaced writes in its Sandbox namespace alone, without NetworkPolicies", () => {
-    expect(of(objs, "Role")).toEqual([]);
+    // In its own namespace, one Role: list the egress point's EndpointSlices (decision 0076).
+    expect(of(objs, "Role").map((r: Obj) => [r.metadata.namespace, r.metadata.name, r.rules])).toEqual([
+      [
+        "jr2-system",
+        ORCHESTRATOR_PEERS_ROLE,
+        [{ apiGroups: ["discovery.k8s.io"], resources: ["endpointslices"], verbs: ["list"] }],
+      ],
+    ]);
     expect(of(objs, "ClusterRoleBinding")).toEqual([]);
     const [role] = of(objs, "ClusterRole", ORCHESTRATOR_SANDBOXES_ROLE);
     expect(JSON.stringify(role.rules)).not.toContain("networkpolicies");
     const bindings = of(objs, "RoleBinding");
     expect(bindings.map((b: Obj) => [b.metadata.namespace, b.roleRef.name])).toEqual([
       ["jr2-sandboxes", ORCHESTRATOR_SANDBOXES_ROLE],
+      ["jr2-system", ORCHESTRATOR_PEERS_ROLE],
     ]);
     expect(bindings[0].subjects).toEqual([
       { kind: "ServiceAccount", name: "jr2-orchestrator", namespace: "jr2-system" },
@@ -57,6 +66,32 @@ describe("orchestratorManifests", () => {
     ]);
     const open = orchestratorManifests({ image: "x", apiClients: [{ namespaceSelector: {} }] }) as Obj[];
     expect(of(open, "NetworkPolicy")[0].spec.ingress[0].from[1]).toEqual({ namespaceSelector: {} });
+  });
+
+  it("serves /metrics with no token on port 9090 (`metrics`), admitting the monitoring namespaces alone (decision 0076)", () => {
+    const [dep] = of(objs, "Deployment");
+    const c = dep.spec.template.spec.containers[0];
+    expect(c.ports).toContainEqual({ name: "metrics", containerPort: 9090 });
+    expect(c.env).toContainEqual({ name: "JR2_METRICS_PORT", value: "9090" });
+    expect(of(objs, "Service")[0].spec.ports).toContainEqual({ name: "metrics", port: 9090, targetPort: "metrics" });
+    // None named: no rule for 9090 (an empty `from` would admit every pod).
+    const [closed] = of(objs, "NetworkPolicy", ORCHESTRATOR_API_POLICY);
+    expect(JSON.stringify(closed.spec.ingress)).not.toContain("9090");
+    const [open] = of(
+      orchestratorManifests({ image: "x", monitoringNamespaces: ["monitoring", "prom"] }) as Obj[],
+      "NetworkPolicy",
+      ORCHESTRATOR_API_POLICY,
+    );
+    expect(open.spec.ingress[1]).toEqual({
+      from: [
+        {
+          namespaceSelector: {
+            matchExpressions: [{ key: "kubernetes.io/metadata.name", operator: "In", values: ["monitoring", "prom"] }],
+          },
+        },
+      ],
+      ports: [{ protocol: "TCP", port: 9090 }],
+    });
   });
 
   // The Sandbox policies admit its pods by the namespace's name, not this label (decision 0067).
