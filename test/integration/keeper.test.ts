@@ -73,6 +73,32 @@ async function assertTrusted(after: string) {
   }
 }
 
+/**
+ * JR2_KEEPER_TEST_LONE_APISERVER=1: the run is against a lone API server (dev/cluster/apiserver.sh,
+ * no controllers, no nodes), so the test writes each Deployment's status as its controller would on
+ * a rollout that completed at once. Against the local cluster the Deployment controller and kwok do.
+ */
+const LONE = process.env.JR2_KEEPER_TEST_LONE_APISERVER === "1";
+async function completeRollout(name: string) {
+  if (!LONE) return;
+  const d = await kubeRequest<Obj>("GET", deployPath(name));
+  const n = d.spec.replicas;
+  await kubeRequest(
+    "PATCH",
+    `${deployPath(name)}/status`,
+    {
+      status: {
+        observedGeneration: d.metadata.generation,
+        replicas: n,
+        updatedReplicas: n,
+        readyReplicas: n,
+        availableReplicas: n,
+      },
+    },
+    "application/merge-patch+json",
+  );
+}
+
 /** The real API, each write counted and followed by the trust check. */
 function counted(): { api: Api; writes: string[] } {
   const real = kubeApi("jr2-keeper");
@@ -89,6 +115,8 @@ function counted(): { api: Api; writes: string[] } {
       async patch(path, body, type) {
         await real.patch(path, body, type);
         writes.push(`patch ${path}`);
+        const deployment = /\/deployments\/([^/]+)$/.exec(path);
+        if (deployment) await completeRollout(deployment[1]!);
         await assertTrusted(`patch ${path}`);
       },
     },
@@ -102,6 +130,7 @@ beforeAll(async () => {
     await kubeRequest("POST", "/api/v1/namespaces", { metadata: { name: n, labels: { "jr2.dev/test": "keeper" } } });
   await kubeRequest("POST", `/apis/apps/v1/namespaces/${ns}/deployments`, deployment(mod, 2));
   await kubeRequest("POST", `/apis/apps/v1/namespaces/${ns}/deployments`, deployment(`${mod}-watcher`, 1));
+  for (const d of [mod, `${mod}-watcher`]) await completeRollout(d);
   // As the chart writes it: no caBundle, no path; matching no object, so the API server never calls it.
   await kubeRequest("POST", "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations", {
     metadata: { name: mod },
