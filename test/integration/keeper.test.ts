@@ -9,7 +9,7 @@ import { X509Certificate, randomBytes } from "node:crypto";
 import { DAY } from "../../lib/ca";
 import { kubeRequest } from "../../lib/kube";
 import { issueAdmissionCa, issueServing } from "../../keeper/certificates";
-import { bundleCertificates } from "../../keeper/decide";
+import { bundleCertificates, rolledOut } from "../../keeper/decide";
 import { type Api, SERVING_ANNOTATION, keep, pairId, servingNames } from "../../keeper/keeper";
 import { kubeApi } from "../../keeper/run";
 
@@ -97,6 +97,19 @@ async function completeRollout(name: string) {
     },
     "application/merge-patch+json",
   );
+}
+
+/** The Deployments rolled onto what the test's own setup wrote, before the keeper runs. */
+async function settle() {
+  for (const name of [mod, `${mod}-watcher`]) {
+    await completeRollout(name);
+    const deadline = Date.now() + 90_000;
+    while (!rolledOut(await kubeRequest<Obj>("GET", deployPath(name)))) {
+      if (Date.now() > deadline) throw new Error(`Deployment ${ns}/${name} did not roll out in 90 s`);
+      await new Promise((r) => setTimeout(r, 500));
+    }
+  }
+  await assertTrusted("the test's setup");
 }
 
 /** The real API, each write counted and followed by the trust check. */
@@ -227,6 +240,7 @@ describe("the keeper against the real API server", () => {
       );
     }
     seenPairs.set(pairId(b64(short.certPem)), short.certPem);
+    await settle();
     const { api, writes } = counted();
     await keep(api, { ...cfg, orchestrator });
     expect(writes).toEqual([
@@ -295,6 +309,7 @@ describe("the keeper against the real API server", () => {
       "json",
     );
     seenPairs.set(pairId(b64(pair.certPem)), pair.certPem);
+    await settle();
     expect(caSecret.data["ca.crt"]).not.toBe(b64(oldCa.certPem));
 
     const { api, writes } = counted();
