@@ -16,6 +16,8 @@ export const COMPANIONS = {
   egress: "egress/main.ts",
   // The Sandbox Effector (decision 0070): the seat that runs a Machine's Effects with their secrets.
   effector: "effector/main.ts",
+  // The keeper (decision 0075): makes and renews the admission certificate and the signing key.
+  keeper: "keeper/main.ts",
   // The scripted model provider (decision 0025), so a cluster can serve it from a pod of the
   // companions image to Sandboxes on a real node (decision 0039): demos and tests, never a default.
   "scripted-model": "dev/scripted-model.ts",

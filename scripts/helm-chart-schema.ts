@@ -7,6 +7,7 @@
 // reads it. Pure.
 import { z } from "zod";
 import { PodConfig } from "../orchestrator/workspaces/pod-config";
+import { identitySchema } from "./helm-chart-identity";
 
 /** A DNS label (RFC 1123), what a namespace's name is. */
 export const DNS_LABEL = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
@@ -109,14 +110,12 @@ export function valuesSchema(): Schema {
         defaults: { enum: ["auto", "policy", "webhook"] },
         replicas: { type: "integer", minimum: 1 },
         podDisruptionBudget: budget,
-        renewCertificate: { type: "boolean" },
-        // The admission certificate's source: typed where it is made.
-        certificate: { type: "object" },
+        // The admission certificate's source: typed where it is made (decision 0075).
+        certificate: identitySchema(),
       }),
       watcher: placed(),
       orchestrator: placed({
         existingSecret: secretName("a Secret in jr2-system with keys signing-key and api-tokens"),
-        signingKey: str,
         apiTokens: { type: "array", items: { type: "string", minLength: 1 } },
         tls: strict({ secretName: secretName("a kubernetes.io/tls Secret in jr2-system") }),
         callers: strict({

@@ -5,15 +5,13 @@
 // resources, replicas, the pod config, the fence) whose defaults are the objects' own, so the
 // chart rendered with its defaults is the manifests (test/node/helm-chart.test.ts holds it to that).
 //
-// What the manifests cannot say and the chart adds: the Orchestrator's Secret (or a reference to
-// an existing one), a checksum annotation that rolls a pod whose config changed, and the
-// admission identity kept across upgrades: the serving certificate, its CA bundle and the webhook
-// path are read back from the cluster (Helm's `lookup`), so an upgrade that rolls the admission
-// pods never has a webhook trusting a CA or naming a path that the pods answering it do not serve
-// (the window decision 0039 notes). Pure: the caller writes the files.
+// What the manifests cannot say and the chart adds: the Orchestrator's Secret of API tokens (or a
+// reference to an existing one), a checksum annotation that rolls a pod whose config changed, and
+// the keeper (scripts/helm-chart-identity.ts, decision 0075): the admission certificate, Pepr's API
+// path and the signing key are made in the cluster, never by a render, so the build's are left out.
+// Pure: the caller writes the files.
 import { isDeepStrictEqual } from "node:util";
 import { stringify } from "yaml";
-import { PART_OF_JR2 } from "../api/wire";
 import { CACHE_AGENT_ENV } from "../api/env";
 import { ORCHESTRATOR_ENV } from "../api/env";
 import {
@@ -31,6 +29,14 @@ import {
   preflightObjects,
 } from "./helm-chart-operable";
 import { valuesSchema } from "./helm-chart-schema";
+import {
+  ORCHESTRATOR_SECRET,
+  identityFiles,
+  identityValues,
+  identityValuesYaml,
+  identityVolume,
+  identityWebhook,
+} from "./helm-chart-identity";
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Obj = any;
@@ -45,8 +51,8 @@ export const CRDS_CHART_NAME = "jr2-crds";
 
 /** The pod-template annotation that changes with a pod's config, so `helm upgrade` rolls it. */
 export const CONFIG_CHECKSUM = "jr2.dev/config-checksum";
-/** The Orchestrator's Secret (signing key, API tokens) the chart makes unless told of another. */
-export const ORCHESTRATOR_SECRET = "jr2-orchestrator";
+/** The Orchestrator's Secret (its API tokens) the chart makes unless told of another (decision 0075). */
+export { ORCHESTRATOR_SECRET };
 
 export type ChartInput = {
   uuid: string;
@@ -107,42 +113,6 @@ class Marks {
 
 const yaml = (o: unknown) => stringify(o, { lineWidth: 0, aliasDuplicateObjects: false });
 const key = (o: Obj) => `${o.kind}/${o.metadata?.namespace ?? ""}/${o.metadata?.name}`;
-
-/** The admission identity's template: the built values unless the cluster holds the installed ones. */
-function identityHelper(uuid: string, built: { crt: string; key: string; ca: string; apiPath: string }): string {
-  const name = `pepr-${uuid}`;
-  return `{{/*
-The admission identity (decision 0060): the serving certificate and key, the CA bundle the
-webhooks trust, and the API path they call. A fresh install takes the build's; an upgrade keeps the
-installed ones (read back with lookup), so the webhook configuration and the admission pods never
-disagree while the pods roll (the window decision 0039 notes). admission.renewCertificate takes the
-build's certificate and trusts both CAs, old and new, through that rollout.
-*/}}
-{{- define "jr2.admission.identity" -}}
-{{- $built := dict "crt" ${JSON.stringify(built.crt)} "key" ${JSON.stringify(built.key)} "ca" ${JSON.stringify(built.ca)} "apiPath" ${JSON.stringify(built.apiPath)} -}}
-{{- $id := deepCopy $built -}}
-{{- $path := lookup "v1" "Secret" "pepr-system" "${name}-api-path" -}}
-{{- if and $path $path.data -}}
-{{- $_ := set $id "apiPath" (index $path.data "value") -}}
-{{- end -}}
-{{- $tls := lookup "v1" "Secret" "pepr-system" "${name}-tls" -}}
-{{- $hook := lookup "admissionregistration.k8s.io/v1" "ValidatingWebhookConfiguration" "" "${name}" -}}
-{{- if and $tls $tls.data $hook $hook.webhooks -}}
-{{- $oldCa := (index $hook.webhooks 0).clientConfig.caBundle -}}
-{{- if .Values.admission.renewCertificate -}}
-{{- $_ := set $id "ca" (printf "%s%s" (b64dec $oldCa) (b64dec $built.ca) | b64enc) -}}
-{{- else -}}
-{{- $_ := set $id "crt" (index $tls.data "tls.crt") -}}
-{{- $_ := set $id "key" (index $tls.data "tls.key") -}}
-{{- $_ := set $id "ca" $oldCa -}}
-{{- end -}}
-{{- end -}}
-{{- toJson $id -}}
-{{- end -}}
-`;
-}
-
-const ID = `(include "jr2.admission.identity" . | fromJson)`;
 
 /**
  * The CRDs' chart: each CRD in its crds/, which Helm creates when absent and never rewrites or
@@ -277,19 +247,11 @@ export function helmChart(input: ChartInput): Map<string, string | Buffer> {
   };
   for (const ns of namespaces.values()) add("namespaces", ns);
 
-  // The admission identity as the build made it.
+  // The admission identity as the build made it: none of it goes into the chart (decision 0075).
   const tls = input.module.find((o) => o.kind === "Secret" && o.metadata.name === `${name}-tls`);
   const apiPathSecret = input.module.find((o) => o.kind === "Secret" && o.metadata.name === `${name}-api-path`);
-  const hook = input.module.find((o) => o.kind === "ValidatingWebhookConfiguration" && o.metadata.name === name);
-  if (!tls || !apiPathSecret || !hook)
-    throw new Error(`helm chart: the module manifest lacks ${name}'s TLS, API path or webhook`);
+  if (!tls || !apiPathSecret) throw new Error(`helm chart: the module manifest lacks ${name}'s TLS or API path`);
   const apiPath = Buffer.from(apiPathSecret.data.value, "base64").toString();
-  const built = {
-    crt: tls.data["tls.crt"],
-    key: tls.data["tls.key"],
-    ca: hook.webhooks[0].clientConfig.caBundle,
-    apiPath: apiPathSecret.data.value,
-  };
 
   // Both ways of writing the Sandbox defaults (decision 0059), each under its admission.defaults
   // value, the build's own the default: a chart built once installs on 1.34 to 1.36.
@@ -307,8 +269,7 @@ export function helmChart(input: ChartInput): Map<string, string | Buffer> {
   for (const o of moduleObjs) {
     if (o.kind === "CustomResourceDefinition" || o.kind === "Namespace") continue;
     let d = o;
-    if (o === tls) d = { ...o, data: { "tls.crt": marks.scalar(`${ID}.crt`), "tls.key": marks.scalar(`${ID}.key`) } };
-    else if (o === apiPathSecret) d = { ...o, data: { value: marks.scalar(`${ID}.apiPath`) } };
+    if (o === tls || o === apiPathSecret) continue;
     else if (o.kind === "Secret" && o.metadata.name === `${name}-module`) {
       // The module's code as the chart's one binary file, not base64 text in a template: a release
       // stores its chart and its render, and each copy counts against the Secret's 1 MiB.
@@ -318,18 +279,7 @@ export function helmChart(input: ChartInput): Map<string, string | Buffer> {
         d.data[k] = marks.scalar(`.Files.Get ${JSON.stringify(`files/${k}`)} | b64enc`);
       }
     } else if (o.kind === "ValidatingWebhookConfiguration" || o.kind === "MutatingWebhookConfiguration") {
-      d = structuredClone(o);
-      for (const w of d.webhooks) {
-        if (w.clientConfig.caBundle !== built.ca)
-          throw new Error(`helm chart: ${key(o)} trusts another CA than the build's`);
-        w.clientConfig.caBundle = marks.scalar(`${ID}.ca`);
-        const path: string = w.clientConfig.service?.path ?? "";
-        if (!path.endsWith(`/${apiPath}`))
-          throw new Error(`helm chart: ${key(o)} webhook ${w.name} is not on the API path`);
-        w.clientConfig.service.path = marks.scalar(
-          `printf "%s/%s" ${JSON.stringify(path.slice(0, -apiPath.length - 1))} (${ID}.apiPath | b64dec) | quote`,
-        );
-      }
+      d = identityWebhook(o, apiPath, marks);
     } else if (o.kind === "Deployment" && o.metadata.name === name) {
       d = workload(o, { key: "admission", global: true }, input.controllerImage, ".Values.images.controller");
       values.admission.replicas = d.spec.replicas;
@@ -400,10 +350,11 @@ export function helmChart(input: ChartInput): Map<string, string | Buffer> {
           };
         if (w.key === "orchestrator")
           for (const vol of d.spec.template.spec.volumes)
-            if (vol.secret?.secretName === ORCHESTRATOR_SECRET)
-              vol.secret.secretName = marks.scalar(
-                `.Values.orchestrator.existingSecret | default "${ORCHESTRATOR_SECRET}" | quote`,
-              );
+            if (vol.secret?.secretName === ORCHESTRATOR_SECRET) {
+              const projected = identityVolume(vol, marks);
+              delete vol.secret;
+              Object.assign(vol, projected);
+            }
       } else if (o.kind === "ConfigMap" && o.data?.["pod.yaml"] !== undefined) {
         values.podConfig = JSON.parse(JSON.stringify(jsonOfYamlFlow(o.data["pod.yaml"])));
         d = { ...o, data: { "pod.yaml": marks.scalar(`printf "%s\\n" (toYaml .Values.podConfig) | quote`) } };
@@ -452,7 +403,8 @@ export function helmChart(input: ChartInput): Map<string, string | Buffer> {
         throw new Error(`helm chart: a template still names the build's Sandbox namespace ${ns}, not the value`);
     return text;
   };
-  files.set("templates/_helpers.tpl", identityHelper(uuid, built) + defaultsHelper() + callersHelper());
+  for (const [f, text] of identityFiles(uuid)) files.set(f, text);
+  files.set("templates/_helpers.tpl", defaultsHelper() + callersHelper());
   for (const [file, objs] of Object.entries(templates)) {
     const text = render(objs);
     files.set(
@@ -466,7 +418,6 @@ export function helmChart(input: ChartInput): Map<string, string | Buffer> {
           : text,
     );
   }
-  files.set("templates/orchestrator-secret.yaml", orchestratorSecret());
   files.set("Chart.yaml", chartYaml(input));
   files.set("values.yaml", valuesYaml(values));
   files.set("values.schema.json", JSON.stringify(valuesSchema(), null, 2) + "\n");
@@ -476,33 +427,6 @@ export function helmChart(input: ChartInput): Map<string, string | Buffer> {
 /** A ConfigMap's YAML value parsed (the builders write flow YAML, "[]" and "{}"). */
 function jsonOfYamlFlow(text: string): unknown {
   return JSON.parse(text.trim());
-}
-
-/** The Orchestrator's Secret: made with a signing key generated once and kept across upgrades,
- * and the tokens the values list; or none, when the values name an existing Secret. */
-function orchestratorSecret(): string {
-  return `{{- if not .Values.orchestrator.existingSecret }}
-{{- $old := lookup "v1" "Secret" "jr2-system" "${ORCHESTRATOR_SECRET}" }}
-{{- $key := .Values.orchestrator.signingKey }}
-{{- if and (not $key) $old $old.data }}
-{{- $key = index $old.data "signing-key" | b64dec }}
-{{- end }}
-apiVersion: v1
-kind: Secret
-metadata:
-  name: ${ORCHESTRATOR_SECRET}
-  namespace: jr2-system
-  labels:
-${Object.entries(PART_OF_JR2)
-  .map(([k, v]) => `    ${k}: ${v}`)
-  .join("\n")}
-    ${INSTANCE_LABEL}: {{ .Release.Name | quote }}
-type: Opaque
-data:
-  signing-key: {{ $key | default (randAlphaNum 64) | b64enc | quote }}
-  api-tokens: {{ printf "%s\\n" (join "\\n" .Values.orchestrator.apiTokens) | b64enc | quote }}
-{{- end }}
-`;
 }
 
 function chartYaml(input: ChartInput): string {
@@ -526,11 +450,10 @@ function defaultValues(input: ChartInput): Values {
     images: { controller: input.controllerImage, companions: input.companionsImage },
     placement: { nodeSelector: {}, tolerations: [] },
     sandboxNamespaces: [],
-    admission: { defaults: "auto", renewCertificate: false, podDisruptionBudget: { minAvailable: 1 } },
+    admission: { defaults: "auto", podDisruptionBudget: { minAvailable: 1 }, ...identityValues() },
     watcher: {},
     orchestrator: {
       existingSecret: "",
-      signingKey: "",
       apiTokens: [],
       tls: { secretName: "" },
       callers: { namespaces: [], podSelectors: [], ingress: { namespaceSelector: {}, podSelector: {} } },
@@ -592,9 +515,7 @@ admission:
   # Keeps minAvailable admission pods through a drain (every Sandbox write is refused with none);
   # null: no PodDisruptionBudget. With replicas 1, minAvailable 1 blocks a drain: lower it.
   podDisruptionBudget: ${flow(v.admission.podDisruptionBudget)}
-  # An upgrade keeps the installed serving certificate; true takes this build's and trusts both
-  # CAs through the rollout.
-  renewCertificate: false
+${identityValuesYaml}
 ${placement("admission", "The admission pods' container.")}
 
 watcher:
@@ -602,10 +523,9 @@ ${placement("watcher", "The watcher (one pod: it reconciles).")}
 
 orchestrator:
   # A Secret in jr2-system with keys signing-key and api-tokens (one token a line), made by you;
-  # empty: the chart makes one named jr2-orchestrator from the two values below.
+  # empty: the chart makes jr2-orchestrator with the tokens below, and the jr2-keeper Job makes the
+  # signing key once in jr2-orchestrator-signing-key, never by a render (decision 0075).
   existingSecret: ""
-  # Empty: one generated at install and kept across upgrades.
-  signingKey: ""
   # The API's bearer tokens.
   apiTokens: []
   # A kubernetes.io/tls Secret in jr2-system: the API served over https with it. Its certificate

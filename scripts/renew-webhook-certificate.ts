@@ -1,5 +1,8 @@
 // Renews the admission webhook's certificate in a running cluster, without a release
-// (docs/operations.md, docs/decisions/0058-operating-it.md). `npm run build` writes a P-256 pair
+// (docs/operations.md, docs/decisions/0058-operating-it.md). An installation from the chart or
+// dist/jr2-install.yaml has the keeper do this daily, under its own kept CA, with the pure steps
+// below (decision 0075; a run now: kubectl -n pepr-system create job --from=cronjob/jr2-keeper
+// jr2-keeper-now); this script is for a module applied from `pepr build`'s own manifest. `npm run build` writes a P-256 pair
 // valid 365 days and its CA into the webhook configuration's caBundle (decision 0032); Pepr reads
 // the pair once, when its process starts. So, in this order, no admission call is refused on the
 // way (the window decision 0039 names for a new build):

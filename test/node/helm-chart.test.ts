@@ -10,6 +10,7 @@ import { join } from "node:path";
 import { parseAllDocuments } from "yaml";
 import { builtManifests } from "../../dev/deployed";
 import { CRDS_RELEASE, INSTALL_ARGS, INSTALL_RELEASE, helmBin, renderInstallManifest } from "../../dev/helm";
+import { KEEPER, SYSTEM_NS } from "../../scripts/helm-chart-identity";
 import {
   CHART_NAME,
   CONFIG_CHECKSUM,
@@ -81,9 +82,28 @@ test("with its defaults the chart is the manifests the build writes, plus only i
     );
   }
   // The chart's own: the admission pods' PodDisruptionBudget (decision 0074).
-  const own = rendered.filter((o) => o.kind === "PodDisruptionBudget");
+  const own = rendered.filter((o) => o.kind === "PodDisruptionBudget" && o.metadata.namespace === "pepr-system");
   expect(own.map(id)).toEqual([`PodDisruptionBudget pepr-system/${MODULE}`]);
-  const got = new Map(rendered.filter((o) => !own.includes(o)).map((o) => [id(o), plain(o)]));
+  // The admission identity is the keeper's, made in the cluster (decision 0075): the module's TLS and
+  // API-path Secrets are not in the chart, its webhooks name no caBundle or path, the Orchestrator
+  // reads its two keys through a projected volume; the keeper's own objects are the chart's.
+  for (const k of [`Secret pepr-system/${MODULE}-tls`, `Secret pepr-system/${MODULE}-api-path`]) expected.delete(k);
+  for (const o of expected.values())
+    if (o.kind.endsWith("WebhookConfiguration"))
+      for (const w of o.webhooks) {
+        delete w.clientConfig.caBundle;
+        delete w.clientConfig.service.path;
+      }
+  const got = new Map(
+    rendered
+      .filter((o) => !own.includes(o) && (o.metadata.name !== KEEPER || o.kind === "Namespace"))
+      .map((o) => [id(o), plain(o)]),
+  );
+  const orchestratorVolumes = (o: Obj) => o.spec.template.spec.volumes.filter((v: Obj) => v.name !== "secret");
+  for (const m of [expected, got]) {
+    const o = m.get(`Deployment ${SYSTEM_NS}/jr2-orchestrator`)!;
+    o.spec.template.spec.volumes = orchestratorVolumes(o);
+  }
   // The chart's own object: the Orchestrator's Secret, here named, not made (INSTALL_ARGS).
   expect([...got.keys()].sort()).toEqual([...expected.keys()].sort());
   for (const [k, o] of expected) expect([k, got.get(k)]).toEqual([k, o]);
@@ -150,17 +170,25 @@ test("the pod config and the fence are values; a change of either rolls the Orch
   expect(sum(fenced, "jr2-egress")).toBe(sum(base, "jr2-egress"));
 });
 
-test("the Orchestrator's Secret: made with the tokens and a signing key, or an existing one named and none made", () => {
+test("the Orchestrator's Secret: made with the tokens (the keeper makes the signing key), or an existing one named and none made", () => {
   const made = render("--set-json", 'orchestrator.apiTokens=["t1","t2"]');
   const secret = find(made, "Secret", ORCHESTRATOR_SECRET);
   expect(Buffer.from(secret.data["api-tokens"], "base64").toString()).toBe("t1\nt2\n");
-  expect(Buffer.from(secret.data["signing-key"], "base64").toString()).toMatch(/^[A-Za-z0-9]{64}$/);
+  expect(secret.data["signing-key"]).toBeUndefined();
   const volume = (docs: Obj[]) =>
-    podSpec(docs, "Deployment", "jr2-orchestrator").volumes.find((v: Obj) => v.name === "secret").secret.secretName;
-  expect(volume(made)).toBe(ORCHESTRATOR_SECRET);
+    podSpec(docs, "Deployment", "jr2-orchestrator")
+      .volumes.find((v: Obj) => v.name === "secret")
+      .projected.sources.map((s: Obj) => [s.secret.name, s.secret.items[0].key]);
+  expect(volume(made)).toEqual([
+    [ORCHESTRATOR_SECRET, "api-tokens"],
+    ["jr2-orchestrator-signing-key", "signing-key"],
+  ]);
   const theirs = render("--set", "orchestrator.existingSecret=team-jr2");
   expect(theirs.some((d) => d.kind === "Secret" && d.metadata.name === ORCHESTRATOR_SECRET)).toBe(false);
-  expect(volume(theirs)).toBe("team-jr2");
+  expect(volume(theirs)).toEqual([
+    ["team-jr2", "api-tokens"],
+    ["team-jr2", "signing-key"],
+  ]);
 });
 
 test("admission.defaults chooses who writes the Sandbox defaults: auto the policy where the cluster serves it, else the module's mutating webhook (1.34, 1.35); policy or webhook as written; anything else is refused", () => {
@@ -181,9 +209,9 @@ test("admission.defaults chooses who writes the Sandbox defaults: auto the polic
     expect(mutating).toHaveLength(1);
     const validating = webhook.find((d) => d.kind === "ValidatingWebhookConfiguration")!;
     for (const w of mutating[0].webhooks) {
-      expect(w.clientConfig.service.path).toMatch(/^\/mutate\//);
-      // The same kept admission CA as the validating webhooks trust.
-      expect(w.clientConfig.caBundle).toBe(validating.webhooks[0].clientConfig.caBundle);
+      // Neither a path nor a CA: the keeper writes both, as for the validating webhooks (decision 0075).
+      expect([w.clientConfig.service.path, w.clientConfig.caBundle]).toEqual([undefined, undefined]);
+      expect(validating.webhooks[0].clientConfig.caBundle).toBeUndefined();
       expect(w.rules.some((r: Obj) => r.resources.includes("sandboxes"))).toBe(true);
     }
   }
@@ -213,6 +241,54 @@ test("the CRDs are their own chart's crds/, which Helm never deletes, and the ch
   ).toEqual(
     ["peprstores.pepr.dev", "repos.core.jr2.dev", "sandboxes.core.jr2.dev"].map((n) => `CustomResourceDefinition ${n}`),
   );
+});
+
+// Decision 0075: what a render holds is what the values pass, never a key, certificate or path.
+test("no render holds a PEM block, the build's serving pair, CA or API path, or a signing key", () => {
+  const built = builtManifests(DIST).filter((o) => o.kind === "Secret" && o.metadata.name.startsWith(MODULE));
+  const tls = built.find((o) => o.metadata.name === `${MODULE}-tls`)!.data;
+  const apiPath = built.find((o) => o.metadata.name === `${MODULE}-api-path`)!.data.value as string;
+  const literals = [tls["tls.crt"], tls["tls.key"], apiPath, Buffer.from(apiPath, "base64").toString()];
+  for (const args of [
+    [],
+    ["--set", "admission.certificate.source=certManager"],
+    ["--set", "admission.defaults=webhook"],
+    ["--set", "orchestrator.existingSecret=team-jr2"],
+  ]) {
+    const text = execFileSync(helm, ["template", INSTALL_RELEASE, CHART, ...args], {
+      encoding: "utf8",
+      maxBuffer: 64 * 1024 * 1024,
+    });
+    expect([args, /-----BEGIN/.test(text), /signing-key: /.test(text)]).toEqual([args, false, false]);
+    for (const l of literals) expect([args, text.includes(l)]).toEqual([args, false]);
+  }
+  expect(readFileSync(join(DIST, "jr2-install.yaml"), "utf8")).not.toMatch(/-----BEGIN|caBundle/);
+});
+
+test("certManager: the Certificate and its self-signed chain, or the team's issuer; cainjector's annotation", () => {
+  const own = render("--set", "admission.certificate.source=certManager");
+  expect(find(own, "Certificate", MODULE).spec).toMatchObject({
+    secretName: `${MODULE}-tls`,
+    issuerRef: { name: "jr2-admission-ca", kind: "Issuer" },
+  });
+  expect(find(own, "Issuer", "jr2-admission-selfsigned").spec).toEqual({ selfSigned: {} });
+  expect(find(own, "ValidatingWebhookConfiguration", MODULE).metadata.annotations).toEqual({
+    "cert-manager.io/inject-ca-from": `pepr-system/${MODULE}`,
+  });
+  const theirs = render(
+    "--set",
+    "admission.certificate.source=certManager",
+    "--set-json",
+    'admission.certificate.certManager.issuerRef={"name":"corp-ca","kind":"ClusterIssuer","group":"cert-manager.io"}',
+  );
+  expect(find(theirs, "Certificate", MODULE).spec.issuerRef).toEqual({
+    name: "corp-ca",
+    kind: "ClusterIssuer",
+    group: "cert-manager.io",
+  });
+  expect(theirs.filter((d) => d.kind === "Issuer")).toEqual([]);
+  expect(render().filter((d) => d.apiVersion?.startsWith("cert-manager.io"))).toEqual([]);
+  expect(find(render(), "ValidatingWebhookConfiguration", MODULE).metadata.annotations).toBeUndefined();
 });
 
 // The preflight (decision 0074) on the real node, whose network plugin enforces NetworkPolicy

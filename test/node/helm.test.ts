@@ -1,15 +1,15 @@
 // The whole installation by Helm on the real node (docs/decisions/0060-one-install.md): the chart
 // `npm run build` writes, installed by helm built from its pinned Go module, with the images
 // `npm run images` pushed named by digest and every Deployment placed on the real node. Installed
-// as the previous chart version (a build of its own: another serving certificate and webhook path,
-// other pod templates); a workspace through the Orchestrator whose Agent's turn is held at a Menu
+// as the previous chart version (a build of its own: other pod templates; the admission identity
+// the keeper made in the cluster, decision 0075); a workspace through the Orchestrator whose Agent's turn is held at a Menu
 // pick; upgraded to this build's chart with changed values, so every component rolls, while
 // Sandboxes are created (server-side dry runs, which admission judges as creates) the whole time:
 // none refused, the workspace's Sandbox and pod the same, the held pick still there and the turn
 // completed after it; then uninstalled, leaving nothing of ours but the CRDs. Every cluster-wide
 // object it makes shares its name with deployed.test.ts's: both remove them before and after.
 import { type ChildProcess, spawn } from "node:child_process";
-import { X509Certificate, randomBytes } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -18,7 +18,6 @@ import { parse, parseAllDocuments } from "yaml";
 import { SCRIPTED_MODEL, scriptedModelObjects, scriptedModelUrl } from "../../dev/in-cluster-model";
 import { CRDS_RELEASE, helmBin } from "../../dev/helm";
 import { proposeMachine } from "../../examples/propose-machine";
-import { servingCertificate } from "../../lib/serving-certificate";
 import { OrchestratorClient } from "../../clients/typescript/src";
 import { CHART_NAME, CRDS_CHART_NAME, INSTANCE_LABEL } from "../../scripts/helm-chart";
 import cfg from "../../package.json";
@@ -141,35 +140,20 @@ function values(defaults: Obj, more: Obj = {}): string {
 }
 
 /**
- * The previous chart version: this chart as an earlier build would have written it. `pepr build`
- * makes a new serving certificate, CA and webhook path and a new build timestamp each time, so
- * the previous one has its own of each (the timestamp rolls the controllers' pods on upgrade).
+ * The previous chart version: this chart as an earlier build would have written it, with another
+ * build timestamp (it rolls the controllers' pods on upgrade). The admission identity is no part of
+ * either chart: the keeper made it in the cluster at install, and the upgrade must keep it
+ * (decision 0075).
  */
-function previousChart(): { dir: string; crt: string; apiPath: string } {
+function previousChart(): { dir: string } {
   const dir = join(tmp, "previous-chart");
   cpSync(CHART, dir, { recursive: true });
   const chartYaml = join(dir, "Chart.yaml");
   writeFileSync(chartYaml, readFileSync(chartYaml, "utf8").replace(/^version: .*$/m, "version: 0.0.1"));
-  const helpers = join(dir, "templates", "_helpers.tpl");
-  let text = readFileSync(helpers, "utf8");
-  const built = (k: string) => new RegExp(`"${k}" "([^"]+)"`).exec(text)![1];
-  const names = new X509Certificate(Buffer.from(built("crt"), "base64"))
-    .subjectAltName!.split(", ")
-    .map((n) => n.replace(/^DNS:/, ""));
-  const fresh = servingCertificate({ dnsNames: names });
-  const b64 = (s: string) => Buffer.from(s).toString("base64");
-  const swap = {
-    crt: b64(fresh.certPem),
-    key: b64(fresh.keyPem),
-    ca: b64(fresh.caPem),
-    apiPath: b64(randomBytes(32).toString("hex")),
-  };
-  for (const [k, v] of Object.entries(swap)) text = text.replace(`"${k}" "${built(k)}"`, `"${k}" "${v}"`);
-  writeFileSync(helpers, text);
   const module = join(dir, "templates", "module.yaml");
   const stamped = readFileSync(module, "utf8").replace(/buildTimestamp: "\d+"/g, 'buildTimestamp: "1"');
   writeFileSync(module, stamped);
-  return { dir, crt: swap.crt, apiPath: swap.apiPath };
+  return { dir };
 }
 
 /** Everything of ours on the cluster, removed and waited for: a release a stopped run left, and the
@@ -216,7 +200,7 @@ async function allAvailable() {
   });
 }
 
-const previous = { dir: "", crt: "", apiPath: "" };
+const previous = { dir: "", crt: "", apiPath: "", signingKeyVersion: "" };
 
 beforeAll(async () => {
   ({ url: remoteUrl, daemon } = await serveWidgetsRemote(tmp, NODE_IP));
@@ -258,8 +242,19 @@ describe("the whole installation by helm: install, a workspace, upgrade with it 
     // The chart made the Orchestrator's Secret with the token the values list.
     const secret = getJson(["secret", "-n", SYSTEM, "jr2-orchestrator"]);
     expect(Buffer.from(secret.data["api-tokens"], "base64").toString()).toBe(`${TOKEN}\n`);
-    // The previous build's admission identity is what was installed.
-    expect([tlsSecret(), apiPathSecret()]).toEqual([previous.crt, previous.apiPath]);
+    // The keeper made the admission identity and the signing key in the cluster (decision 0075):
+    // the webhooks trust the CA that signed the pair the pods serve, and call the path they answer.
+    previous.crt = tlsSecret();
+    previous.apiPath = apiPathSecret();
+    const ca = getJson(["secret", "-n", PEPR_NS, `${MODULE}-ca`]).data["ca.crt"] as string;
+    expect(webhook().caBundle).toBe(ca);
+    expect(webhook().service.path).toBe(`/validate/${Buffer.from(previous.apiPath, "base64").toString()}`);
+    previous.signingKeyVersion = getJson([
+      "secret",
+      "-n",
+      SYSTEM,
+      "jr2-orchestrator-signing-key",
+    ]).metadata.resourceVersion;
     apply({
       apiVersion: "v1",
       kind: "Secret",
@@ -355,9 +350,13 @@ describe("the whole installation by helm: install, a workspace, upgrade with it 
     const refused = attempts.filter((a) => a.status !== 0).map((a) => a.out);
     expect(refused).toEqual([]);
     expect(attempts.length).toBeGreaterThanOrEqual(10);
-    // The admission identity was kept: the webhook trusts and calls what the pods serve.
+    // The admission identity was kept: the webhook trusts and calls what the pods serve; the
+    // signing key was not rewritten (decision 0075).
     expect([tlsSecret(), apiPathSecret()]).toEqual([previous.crt, previous.apiPath]);
     expect(webhook()).toEqual(hookBefore);
+    expect(getJson(["secret", "-n", SYSTEM, "jr2-orchestrator-signing-key"]).metadata.resourceVersion).toBe(
+      previous.signingKeyVersion,
+    );
     expect(getJson(["secret", "-n", SYSTEM, "jr2-orchestrator"]).data["api-tokens"]).toBe(
       Buffer.from(`${TOKEN}\n`).toString("base64"),
     );

@@ -142,22 +142,15 @@ test("the module's code is the chart's one binary file, rendered into its Secret
   expect(files.get("templates/module.yaml")).not.toContain(b64("GZIPPED CODE"));
 });
 
-test("no template holds the build's certificate, key, CA or path: each is the kept admission identity", () => {
+test("no template holds the build's certificate, key, CA or path: the keeper makes them in the cluster (decision 0075)", () => {
   const files = texts(helmChart(input()));
-  for (const [f, text] of files) {
-    if (f === "templates/_helpers.tpl") continue;
-    for (const literal of [b64("BUILT CRT"), b64("BUILT KEY"), b64("BUILT CA"), API_PATH])
+  for (const [f, text] of files)
+    for (const literal of [b64("BUILT CRT"), b64("BUILT KEY"), b64("BUILT CA"), API_PATH, b64(API_PATH)])
       expect([f, text.includes(literal)]).toEqual([f, false]);
-  }
   const module = files.get("templates/module.yaml")!;
-  expect(module).toContain(`caBundle: {{ (include "jr2.admission.identity" . | fromJson).ca }}`);
-  expect(module).toContain(
-    `path: {{ printf "%s/%s" "/validate" ((include "jr2.admission.identity" . | fromJson).apiPath | b64dec) | quote }}`,
-  );
-  const helpers = files.get("templates/_helpers.tpl")!;
-  for (const literal of [b64("BUILT CRT"), b64("BUILT KEY"), b64("BUILT CA"), b64(API_PATH)])
-    expect(helpers).toContain(literal);
-  expect(helpers).toContain(`lookup "v1" "Secret" "pepr-system" "${name}-tls"`);
+  expect(module).not.toContain("caBundle");
+  expect(module).not.toContain(`name: ${name}-tls\n`);
+  expect(module).not.toContain("lookup");
 });
 
 test("images, resources, placement and replicas become values whose defaults are the objects' own", () => {
@@ -184,12 +177,12 @@ test("images, resources, placement and replicas become values whose defaults are
   expect(files.get("templates/sandbox-defaults.yaml")).toMatch(
     /^\{\{- if eq \(include "jr2\.admission\.defaults" \.\) "policy" \}\}\n/,
   );
-  // The other way, for 1.34 and 1.35 (decision 0059): the module's mutating webhook, on its path,
-  // trusting the kept admission CA like the validating one.
+  // The other way, for 1.34 and 1.35 (decision 0059): the module's mutating webhook, its CA and
+  // path written in the cluster like the validating one's (decision 0075).
   const webhook = files.get("templates/sandbox-defaults-webhook.yaml")!;
   expect(webhook).toMatch(/^\{\{- if eq \(include "jr2\.admission\.defaults" \.\) "webhook" \}\}\n/);
   expect(webhook).toContain("kind: MutatingWebhookConfiguration");
-  expect(webhook).toContain('printf "%s/%s" "/mutate"');
+  expect(webhook).not.toContain("caBundle");
   expect(webhook).not.toContain(b64("BUILT CA"));
 });
 
@@ -357,13 +350,18 @@ describe("rendered by helm", () => {
 
   it("spreads the admission pods and keeps one through a drain; monitoring only when asked", () => {
     const docs = render();
-    const pdb = docs.find((d) => d.kind === "PodDisruptionBudget");
+    const pdb = docs.find((d) => d.kind === "PodDisruptionBudget" && d.metadata.namespace === "pepr-system");
     expect(pdb.spec).toEqual({ minAvailable: 1, selector: { matchLabels: { app: name } } });
     const admission = docs.find((d) => d.kind === "Deployment" && d.metadata.name === name);
     expect(admission.spec.template.spec.topologySpreadConstraints).toEqual([
       expect.objectContaining({ topologyKey: "kubernetes.io/hostname", whenUnsatisfiable: "ScheduleAnyway" }),
     ]);
-    expect(kinds(render("--set", "admission.podDisruptionBudget=null"))).not.toContain("PodDisruptionBudget");
+    // The egress point's own budget stays (decision 0076); the admission pods' is gone.
+    expect(
+      render("--set", "admission.podDisruptionBudget=null").filter(
+        (d) => d.kind === "PodDisruptionBudget" && d.metadata.namespace === "pepr-system",
+      ),
+    ).toEqual([]);
     expect(kinds(docs)).not.toContain("ServiceMonitor");
     expect(kinds(docs)).not.toContain("PrometheusRule");
     const mon = render(
