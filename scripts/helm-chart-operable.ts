@@ -48,15 +48,15 @@ export const callersHelper = () => `
 {{- toYaml $peers -}}
 {{- end -}}
 
-{{/* The Orchestrator's metrics port (named metrics), for the monitoring namespaces alone. */}}
-{{- define "jr2.orchestrator.monitoring" -}}
+{{/* A metrics port (the Orchestrator's metrics, the egress point's admin), for the monitoring namespaces alone: none named, no rule (an empty from admits everyone). */}}
+{{- define "jr2.monitoring.peers" -}}
 {{- $ns := (.Values.monitoring | default dict).namespaces | default list -}}
 {{- if $ns -}}
 {{- $peers := list -}}
 {{- range $ns -}}
 {{- $peers = append $peers (dict "namespaceSelector" (dict "matchLabels" (dict "kubernetes.io/metadata.name" .))) -}}
 {{- end -}}
-{{- toYaml (list (dict "from" $peers "ports" (list (dict "protocol" "TCP" "port" "metrics")))) -}}
+{{- toYaml (list (dict "from" $peers "ports" (list (dict "protocol" "TCP" "port" $.port)))) -}}
 {{- else -}}
 []
 {{- end -}}

@@ -19,6 +19,7 @@ import {
   type OrchestratorDeployOptions,
   orchestratorManifests,
 } from "../orchestrator/orchestrator-manifests";
+import { EGRESS_POLICY } from "../egress/egress-manifests";
 import { isDefaultsWebhookConfiguration, type SandboxDefaultsMode, withSandboxDefaults } from "./webhooks";
 import {
   ADMISSION_SPREAD,
@@ -40,6 +41,15 @@ import {
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Obj = any;
+
+/** The egress point's budget below its replicas, or a node drain waits forever (decision 0076): a
+ * count the schema cannot compare with another value, so the template refuses it, naming both. */
+const EGRESS_BUDGET_CHECK = `{{- with .Values.egress.podDisruptionBudget }}
+{{- if and (kindIs "float64" .minAvailable) (ge (int .minAvailable) (int $.Values.egress.replicas)) }}
+{{- fail (printf "egress.podDisruptionBudget.minAvailable (%d) must be below egress.replicas (%d), or a node drain waits forever: lower it, raise egress.replicas, or set egress.podDisruptionBudget to null" (int .minAvailable) (int $.Values.egress.replicas)) }}
+{{- end }}
+{{- end }}
+`;
 
 /** The release's label on every object, so an uninstall can be checked by listing it. */
 export const INSTANCE_LABEL = "app.kubernetes.io/instance";
@@ -328,7 +338,9 @@ export function helmChart(input: ChartInput): Map<string, string | Buffer> {
       if (w.key === "orchestrator" && o.kind === "Deployment") {
         add(file, templated(o, w, checksum), `not ${TLS}`);
         add(file, templated(withTls, w, checksum), TLS);
-      } else add(file, templated(o, w, checksum));
+      } else if (w.key === "egress" && o.kind === "PodDisruptionBudget")
+        add(file, templated(o, w, checksum), ".Values.egress.podDisruptionBudget");
+      else add(file, templated(o, w, checksum));
     }
   };
   const templated = (o: Obj, w: Workload, checksum?: string): Obj => {
@@ -348,6 +360,11 @@ export function helmChart(input: ChartInput): Map<string, string | Buffer> {
             ...d.spec.template.metadata.annotations,
             [CONFIG_CHECKSUM]: marks.scalar(checksum),
           };
+        // The egress point's replicas, a value (decision 0076); the built count its default.
+        if (w.key === "egress") {
+          values.egress.replicas = d.spec.replicas;
+          d.spec.replicas = marks.scalar(".Values.egress.replicas");
+        }
         if (w.key === "orchestrator")
           for (const vol of d.spec.template.spec.volumes)
             if (vol.secret?.secretName === ORCHESTRATOR_SECRET) {
@@ -361,6 +378,17 @@ export function helmChart(input: ChartInput): Map<string, string | Buffer> {
       } else if (o.kind === "ConfigMap" && o.data?.["git-credentials.yaml"] !== undefined) {
         values.fence = jsonOfYamlFlow(o.data["git-credentials.yaml"]);
         d = { ...o, data: { "git-credentials.yaml": marks.scalar(`printf "%s\\n" (toYaml .Values.fence) | quote`) } };
+      } else if (o.kind === "PodDisruptionBudget" && w.key === "egress") {
+        // Its minAvailable a value; null: none (decision 0076). The schema keeps it below the replicas.
+        values.egress.podDisruptionBudget = { minAvailable: o.spec.minAvailable };
+        d = structuredClone(o);
+        d.spec.minAvailable = marks.scalar(".Values.egress.podDisruptionBudget.minAvailable");
+      } else if (o.kind === "NetworkPolicy" && o.metadata.name === EGRESS_POLICY) {
+        // Its admin port (/metrics, decision 0076) also from the monitoring namespaces.
+        d = structuredClone(o);
+        d.spec.ingress = marks.block(
+          `(concat (${JSON.stringify(JSON.stringify(o.spec.ingress))} | fromJsonArray) (include "jr2.monitoring.peers" (dict "Values" .Values "port" "admin") | fromYamlArray))`,
+        );
       } else if (o.kind === "NetworkPolicy" && o.metadata.name === ORCHESTRATOR_API_POLICY) {
         // Who may call the API besides the built peers (Sandbox pods, its own namespace's): the
         // orchestrator.callers value as peers; the metrics port, the monitoring namespaces.
@@ -369,7 +397,7 @@ export function helmChart(input: ChartInput): Map<string, string | Buffer> {
         const callers = `(concat ${json(api.from)} (include "jr2.orchestrator.callers" . | fromYamlArray))`;
         d = structuredClone(o);
         d.spec.ingress = marks.block(
-          `(concat (list (dict "from" ${callers} "ports" ${json(api.ports)})) ${json(rest)} (include "jr2.orchestrator.monitoring" . | fromYamlArray))`,
+          `(concat (list (dict "from" ${callers} "ports" ${json(api.ports)})) ${json(rest)} (include "jr2.monitoring.peers" (dict "Values" .Values "port" "metrics") | fromYamlArray))`,
         );
       }
       return d;
@@ -415,7 +443,9 @@ export function helmChart(input: ChartInput): Map<string, string | Buffer> {
         ? `{{- if eq (include "jr2.admission.defaults" .) "policy" }}\n${text}{{- end }}\n`
         : file === "sandbox-defaults-webhook"
           ? `{{- if eq (include "jr2.admission.defaults" .) "webhook" }}\n${text}{{- end }}\n`
-          : text,
+          : file === "egress"
+            ? EGRESS_BUDGET_CHECK + text
+            : text,
     );
   }
   files.set("Chart.yaml", chartYaml(input));
@@ -545,7 +575,11 @@ orchestrator:
 ${placement("orchestrator", "The Orchestrator's container.")}
 
 egress:
-  # One replica always: one index, one record of decisions.
+  # Every Sandbox connection goes through it: two or more, rolled one at a time, each draining its
+  # open tunnels before it ends (decision 0076).
+  replicas: ${flow(v.egress.replicas)}
+  # Keeps minAvailable replicas through a drain; below replicas, or a drain waits forever. null: none.
+  podDisruptionBudget: ${flow(v.egress.podDisruptionBudget)}
 ${placement("egress", "The egress point's container.")}
 
 cacheAgent:

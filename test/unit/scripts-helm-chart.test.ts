@@ -286,6 +286,37 @@ describe("rendered by helm", () => {
     );
   });
 
+  it("the egress point: its replicas and budget values, a budget not below the replicas refused; its admin port and the Orchestrator's metrics port open to the monitoring namespaces alone", () => {
+    const egress = (docs: Obj[]) => docs.find((d) => d.kind === "Deployment" && d.metadata.name === "jr2-egress");
+    const budget = (docs: Obj[]) =>
+      docs.filter((d) => d.kind === "PodDisruptionBudget" && d.metadata.namespace === "jr2-system");
+    const docs = render();
+    expect(egress(docs).spec.replicas).toBe(2);
+    expect(budget(docs).map((d) => d.spec.minAvailable)).toEqual([1]);
+    expect(egress(render("--set", "egress.replicas=3")).spec.replicas).toBe(3);
+    expect(budget(render("--set", "egress.replicas=1", "--set", "egress.podDisruptionBudget=null"))).toEqual([]);
+    const tooMany = run("template", "--set", "egress.replicas=1");
+    expect([tooMany.status, tooMany.stderr]).toEqual([
+      1,
+      expect.stringContaining("egress.podDisruptionBudget.minAvailable (1) must be below egress.replicas (1)"),
+    ]);
+    // No monitoring namespace: no rule (an empty from would admit everyone); one: that namespace alone.
+    const policy = (docs: Obj[], n: string) => docs.find((d) => d.kind === "NetworkPolicy" && d.metadata.name === n);
+    const monitoringRules = (docs: Obj[], n: string, port: string) =>
+      policy(docs, n).spec.ingress.filter(
+        (r: Obj) =>
+          r.ports?.some((p: Obj) => p.port === port) &&
+          r.from?.some((f: Obj) => f.namespaceSelector?.matchLabels?.["kubernetes.io/metadata.name"] === "mon"),
+      );
+    expect(monitoringRules(docs, "jr2-egress-ingress", "admin")).toEqual([]);
+    const mon = render("--set-json", 'monitoring.namespaces=["mon"]');
+    expect(monitoringRules(mon, "jr2-egress-ingress", "admin")).toHaveLength(1);
+    expect(monitoringRules(mon, "jr2-orchestrator-api", "metrics")).toHaveLength(1);
+    expect(policy(mon, "jr2-egress-ingress").spec.ingress.length).toBe(
+      policy(docs, "jr2-egress-ingress").spec.ingress.length + 1,
+    );
+  });
+
   it("makes each Sandbox namespace's objects once per namespace the value names, and the env and policies name them", () => {
     const docs = render("--set-json", 'sandboxNamespaces=["team-a","team-b"]');
     const inNs = (ns: string) =>
