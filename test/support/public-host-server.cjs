@@ -28,7 +28,7 @@ const http = require("node:http");
 const net = require("node:net");
 const https = require("node:https");
 const { spawn } = require("node:child_process");
-const { setInterval, setTimeout } = require("node:timers");
+const { clearInterval, setInterval, setTimeout } = require("node:timers");
 const { URL } = require("node:url");
 
 const config = JSON.parse(process.argv[2] ?? "{}");
