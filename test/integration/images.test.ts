@@ -210,6 +210,7 @@ test("the companions image adds what its Dockerfile copies, root-owned and read-
     "harness-pi.mjs",
     "harness-runner.js",
     "harness.js",
+    "keeper.js",
     "orchestrator.js",
     "scripted-model.js",
   ]);
