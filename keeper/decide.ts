@@ -2,7 +2,7 @@
 // make or renew. keeper/keeper.ts reads and writes; this only judges, so each rule is unit-tested.
 import { X509Certificate } from "node:crypto";
 import { DAY } from "../lib/ca";
-import { pemCertificates } from "../scripts/renew-webhook-certificate";
+import { pemCertificates } from "../lib/ca-bundle";
 
 /** How long what the keeper makes lasts, and how long before its end it is renewed. */
 export const LIFETIMES = {

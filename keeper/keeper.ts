@@ -13,7 +13,7 @@
 // So no admission call is refused on the way (the sequence scripts/renew-webhook-certificate.ts runs).
 import { createHash, randomBytes, X509Certificate } from "node:crypto";
 import { ApiError } from "../lib/api-error";
-import { widenedBundle } from "../scripts/renew-webhook-certificate";
+import { widenedBundle } from "../lib/ca-bundle";
 import { issueAdmissionCa, issueServing, type Pair } from "./certificates";
 import {
   caVerdict,
