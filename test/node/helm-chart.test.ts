@@ -96,7 +96,11 @@ test("with its defaults the chart is the manifests the build writes, plus only i
       }
   const got = new Map(
     rendered
-      .filter((o) => !own.includes(o) && (o.metadata.name !== KEEPER || o.kind === "Namespace"))
+      .filter(
+        (o) =>
+          !own.includes(o) &&
+          ((o.metadata.name !== KEEPER && !o.metadata.name.startsWith(`${KEEPER}-`)) || o.kind === "Namespace"),
+      )
       .map((o) => [id(o), plain(o)]),
   );
   const orchestratorVolumes = (o: Obj) => o.spec.template.spec.volumes.filter((v: Obj) => v.name !== "secret");
