@@ -8,6 +8,7 @@
 // none refused, the workspace's Sandbox and pod the same, the held pick still there and the turn
 // completed after it; then uninstalled, leaving nothing of ours but the CRDs. Every cluster-wide
 // object it makes shares its name with deployed.test.ts's: both remove them before and after.
+import { helmRunner } from "./helm-run";
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -64,23 +65,7 @@ const helm = helmBin();
 let daemon: ChildProcess | undefined;
 let remoteUrl = "";
 
-/** helm against the tier's cluster, not blocking the loop (a loop of creates runs beside it). */
-function helmRun(args: string[]): Promise<{ status: number | null; out: string }> {
-  return new Promise((resolve) => {
-    const p = spawn(helm, [...args, "--kubeconfig", process.env.KUBECONFIG!, "--namespace", RELEASE_NS], {
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let out = "";
-    p.stdout.on("data", (c) => (out += c));
-    p.stderr.on("data", (c) => (out += c));
-    p.on("close", (status) => resolve({ status, out }));
-  });
-}
-async function helmOk(args: string[]): Promise<string> {
-  const r = await helmRun(args);
-  if (r.status !== 0) throw new Error(`helm ${args.join(" ")} failed (exit ${r.status}):\n${r.out}`);
-  return r.out;
-}
+const { helmRun, helmOk } = helmRunner(helm, RELEASE_NS);
 /** kubectl, not blocking the loop. */
 function kubectlAsync(args: string[], input: string): Promise<{ status: number | null; out: string }> {
   return new Promise((resolve) => {

@@ -6,7 +6,8 @@
 // digest) run everything; a workspace through the Orchestrator whose Sandbox reaches Ready on the
 // sandbox image the release pushed; then uninstalled. Every cluster-wide object it makes shares its
 // name with helm.test.ts's and deployed.test.ts's: all three remove them before and after.
-import { spawn, spawnSync } from "node:child_process";
+import { helmRunner } from "./helm-run";
+import { spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -49,22 +50,7 @@ const plainHttp = ["--plain-http"];
 let bin = "";
 let manifest: ReleaseManifest;
 
-function helmRun(args: string[]): Promise<{ status: number | null; out: string }> {
-  return new Promise((resolve) => {
-    const p = spawn(helm, [...args, "--kubeconfig", process.env.KUBECONFIG!, "--namespace", RELEASE_NS], {
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let out = "";
-    p.stdout.on("data", (c) => (out += c));
-    p.stderr.on("data", (c) => (out += c));
-    p.on("close", (status) => resolve({ status, out }));
-  });
-}
-async function helmOk(args: string[]): Promise<string> {
-  const r = await helmRun(args);
-  if (r.status !== 0) throw new Error(`helm ${args.join(" ")} failed (exit ${r.status}):\n${r.out}`);
-  return r.out;
-}
+const { helmRun, helmOk } = helmRunner(helm, RELEASE_NS);
 
 async function cleanUp() {
   for (const r of [RELEASE, CRDS_RELEASE]) await helmRun(["uninstall", r, "--ignore-not-found"]);
