@@ -28,6 +28,7 @@ import { join } from "node:path";
 import { STAND_IN } from "../../api/custodian-config";
 import { ORCHESTRATOR_ENV, CACHE_AGENT_ENV, OPERATOR_ENV } from "../../api/env";
 import { API_VERSION } from "../../api/crd/sources/common";
+import { SUITE } from "../../scripts/images/debian";
 import { PART_OF_JR2, SANDBOX_NAMESPACE_ENABLED, SANDBOX_NAMESPACE_LABEL } from "../../api/wire";
 import { CACHE_DIR, startLocalOperator, type LocalOperator } from "../../dev/local-operator";
 import { startLocalOrchestrator, type LocalOrchestrator } from "../../dev/local-orchestrator";
@@ -497,7 +498,8 @@ export function sandboxPodSuite({ runtimeClass }: SandboxPodRuntime): void {
       });
 
     test("kubectl exec -c harness works, and kubectl logs shows each container", () => {
-      expect(exec("harness", "cat", "/etc/os-release").stdout).toMatch(/Debian GNU\/Linux 12/);
+      // The image is built on the suite the images script names (decision 0041), not a release pinned here.
+      expect(exec("harness", "cat", "/etc/os-release").stdout).toMatch(new RegExp(`^VERSION_CODENAME=${SUITE}$`, "m"));
       const logs = (c: string) => kubectlOk(["logs", "-n", ns, name, "-c", c]);
       expect(logs("harness")).toMatch(/"message":"listening".*"port":8080/);
       expect(logs("custodian")).toMatch(/"message":"listening"/);
