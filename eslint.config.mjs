@@ -69,8 +69,9 @@ export const ORCHESTRATOR_ROOMS = {
   workspaces: [],
   agents: ["workspaces"],
   effects: ["workspaces", "agents"],
-  http: ["agents", "workspaces", "effects"],
+  http: ["agents", "workspaces", "effects", "replicas"],
   local: [],
+  replicas: [],
 };
 
 /** Patterns refusing, from a room of orchestrator/, every other room but `allowed`. */

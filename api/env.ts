@@ -169,6 +169,14 @@ export const ORCHESTRATOR_ENV = {
   /** The port serving GET /metrics with no token (decision 0076); unset: none (the API's admin /metrics stays). */
   metricsPort: "JR2_METRICS_PORT",
   tlsKeyFile: "JR2_TLS_KEY_FILE",
+  /** Set: this Orchestrator is one of several, owning shards of the workspaces by Leases kept in
+   * this namespace (its own; decision 0079). Unset: it is the only one and owns every workspace. */
+  shardLeasesNamespace: "JR2_SHARD_LEASES_NAMESPACE",
+  /** This replica's identity among the others (the Deployment's fieldRef metadata.name). */
+  podName: "POD_NAME",
+  /** Where the other replicas reach this one's API (e.g. `https://$(POD_IP):8090`): a call for a
+   * workspace this replica owns is forwarded there (decision 0079). */
+  peerUrl: "JR2_PEER_URL",
 } as const;
 
 /** A client of the Orchestrator's API (examples/): the PEM CA its https url's certificate chains to. */

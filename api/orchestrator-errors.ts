@@ -7,7 +7,7 @@
 // (api/custodian-config.ts), never answered to a Machine.
 
 export type ErrorEntry = {
-  readonly status: 400 | 401 | 403 | 404 | 405 | 409 | 413 | 415 | 429 | 500 | 502;
+  readonly status: 400 | 401 | 403 | 404 | 405 | 409 | 413 | 415 | 429 | 500 | 502 | 503;
   /** What happened, in a sentence. */
   readonly meaning: string;
   /** What the caller does about it. */

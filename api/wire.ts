@@ -150,3 +150,19 @@ export const HOP_BY_HOP_HEADERS = [
   "transfer-encoding",
   "upgrade",
 ] as const;
+
+// Several Orchestrators (decision 0079): the workspaces fall in SHARD_COUNT shards by name, each
+// shard held by one replica through a Lease; every replica renews a member Lease naming where its
+// API is. Changing the count re-shards every workspace: every replica must agree on it.
+export const SHARD_COUNT = 16;
+/** On the Orchestrators' Leases: `shard` or `member`. */
+export const ORCHESTRATOR_LEASE_LABEL = "jr2.dev/orchestrator-lease";
+export const shardLeaseName = (shard: number) => `jr2-orchestrator-shard-${shard}`;
+export const memberLeaseName = (identity: string) => `jr2-orchestrator-member-${identity}`;
+/** On a member Lease: the base url the other replicas forward to. */
+export const PEER_URL_ANNOTATION = "jr2.dev/peer-url";
+/** On a call one replica forwarded to another: never forwarded again (the receiver, no longer the
+ * owner, answers 503 not_owner and the forwarder looks again). */
+export const FORWARDED_HEADER = "x-jr2-forwarded-by";
+/** On a GET /v1/workspaces one replica asks of another: only the workspaces it owns. */
+export const OWN_ONLY_HEADER = "x-jr2-own-only";
