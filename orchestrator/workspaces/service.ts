@@ -8,7 +8,13 @@ export interface Workspaces {
   /** Starts a workspace owned by `tenant` (undefined: an admin's) and answers its name. Throws
    * HttpError to refuse (e.g. 403 for the fence). */
   create(body: CreateWorkspaceBody, tenant: string | undefined): Promise<string>;
+  /** The workspaces this replica owns (all of them when it is the only one; decision 0079). */
   list(): Promise<WorkspaceView[]>;
+  /** Every workspace the Sandbox watch holds, whoever owns it, with its tenant (its label). */
+  known?(): Array<{ name: string; tenant: string | undefined }>;
+  /** A view read from the Sandbox alone, for a workspace no replica answered a list for (its shard
+   * is moving): undefined when the watch has no such Sandbox. */
+  sandboxView?(name: string): WorkspaceView | undefined;
   /** The tenant that created it (undefined: an admin); null when there is no such workspace. */
   ownerOf(name: string): string | undefined | null;
   get(name: string): Promise<WorkspaceView | undefined>;
