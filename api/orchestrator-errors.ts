@@ -12,8 +12,9 @@ export type ErrorEntry = {
   readonly meaning: string;
   /** What the caller does about it. */
   readonly action: string;
-  /** Who meets it: every caller, a Machine (an API token) or a Sandbox's Harness (its Custodian). */
-  readonly caller: "any" | "machine" | "sandbox";
+  /** Who meets it: every caller, a Machine (an API token), a Sandbox's Harness (its Custodian), or
+   * only another Orchestrator replica that forwarded the call (decision 0079). */
+  readonly caller: "any" | "machine" | "sandbox" | "replica";
 };
 
 /** Every code, grouped by where it arises; docs/api/errors.md lists them in this order. */
@@ -72,6 +73,21 @@ export const ERRORS = {
     caller: "sandbox",
     meaning: "The workspace's Sandbox calls are over their rate (decision 0042).",
     action: "Retry after the `retry-after` header's seconds.",
+  },
+  unavailable: {
+    status: 503,
+    caller: "any",
+    meaning:
+      "No Orchestrator replica holds the workspace's shard now: it is moving from one replica to another (a rollout, or a replica that went away; decision 0079).",
+    action: "Retry after the `retry-after` header's seconds: a move ends within seconds, about 15 at most.",
+  },
+  not_owner: {
+    status: 503,
+    caller: "replica",
+    meaning:
+      "A call one replica forwarded (`x-jr2-forwarded-by`) reached a replica that no longer owns the workspace: a forwarded call is never forwarded again (decision 0079).",
+    action:
+      "The forwarding replica looks up the owner again and sends the call there; a Machine or a Harness never meets it.",
   },
   internal: {
     status: 500,
@@ -257,6 +273,12 @@ export type ErrorCode = keyof typeof ERRORS;
 
 /** Every code, in the catalogue's order. */
 export const ERROR_CODES = Object.keys(ERRORS) as [ErrorCode, ...ErrorCode[]];
+
+/** The codes a Machine may meet (the public OpenAPI document's, the clients'): not a Harness's own,
+ * not those only a replica meets. */
+export const MACHINE_ERROR_CODES = ERROR_CODES.filter(
+  (c) => ERRORS[c].caller === "any" || ERRORS[c].caller === "machine",
+);
 
 export const isErrorCode = (code: unknown): code is ErrorCode =>
   typeof code === "string" && Object.prototype.hasOwnProperty.call(ERRORS, code);

@@ -22,7 +22,18 @@ export function routesByCode(docs = [openApiDocument(), openApiDocument("sandbox
   return out;
 }
 
-const WHO = { any: "any caller", machine: "a Machine", sandbox: "a Sandbox's Harness (through its Custodian)" };
+const WHO = {
+  any: "any caller",
+  machine: "a Machine",
+  sandbox: "a Sandbox's Harness (through its Custodian)",
+  replica: "another Orchestrator replica (a call it forwarded)",
+};
+
+/** Where a code no OpenAPI answer names arises. */
+const UNNAMED = {
+  replica: "any route about a workspace, to a call another replica forwarded (decision 0079)",
+  other: "any path, for a method it does not serve",
+};
 
 export function renderErrors(): string {
   const routes = routesByCode();
@@ -53,7 +64,7 @@ export function renderErrors(): string {
       "",
       `- What happened: ${e.meaning}`,
       `- What the caller does: ${e.action}`,
-      `- Answered by: ${answered.length ? answered.map((r) => `\`${r}\``).join(", ") : "any path, for a method it does not serve"}.`,
+      `- Answered by: ${answered.length ? answered.map((r) => `\`${r}\``).join(", ") : e.caller === "replica" ? UNNAMED.replica : UNNAMED.other}.`,
       "",
     );
   }

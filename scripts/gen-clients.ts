@@ -10,7 +10,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { openApiDocument } from "../orchestrator/http/openapi-document";
 import { ROUTES, isInternal, type RouteId } from "../api/orchestrator-routes";
-import { ERRORS, ERROR_CODES, type ErrorCode } from "../api/orchestrator-errors";
+import { ERRORS, MACHINE_ERROR_CODES, type ErrorCode } from "../api/orchestrator-errors";
 
 const ROOT = join(__dirname, "..");
 export const GENERATED = {
@@ -23,7 +23,7 @@ export const GENERATED = {
 export const CLIENT_ROUTES = (Object.keys(ROUTES) as RouteId[]).filter((id) => !isInternal(id));
 
 /** The codes the public clients type: those a Machine may meet (the public document's enum). */
-export const CLIENT_ERROR_CODES = ERROR_CODES.filter((c) => ERRORS[c].caller !== "sandbox");
+export const CLIENT_ERROR_CODES = MACHINE_ERROR_CODES;
 
 type Json = { [k: string]: unknown };
 

@@ -28,7 +28,7 @@ import {
 } from "../../api/orchestrator-schemas";
 import { Admission, Allowed, Delivery, PickBody, PickReceipt, StreamEvent } from "../../api/agent-protocol";
 import { PATHS, ROUTES, TAGS, isInternal, paramsOf, type Param, type RouteId } from "../../api/orchestrator-routes";
-import { ERRORS, ERROR_CODES, type ErrorCode } from "../../api/orchestrator-errors";
+import { ERRORS, ERROR_CODES, MACHINE_ERROR_CODES, type ErrorCode } from "../../api/orchestrator-errors";
 
 type Json = Record<string, unknown>;
 
@@ -119,6 +119,27 @@ const RATE_LIMITED = {
     },
   },
 };
+
+/** A call about one workspace while its shard moves between replicas (decision 0079): no replica
+ * owns it for a moment, and the server says when to call again. */
+const MOVING = {
+  ...error(
+    ["unavailable"],
+    "The workspace is moving between Orchestrator replicas: retry after `Retry-After` seconds.",
+  ),
+  headers: {
+    "Retry-After": {
+      description: "Whole seconds to wait before calling again.",
+      required: true,
+      schema: { type: "integer", minimum: 0 },
+    },
+  },
+};
+
+/** The routes a replica forwards to the workspace's owner, so that may answer MOVING: each about one
+ * workspace (its name, or a Harness's conversation), and the create (a replica holding no shard). */
+const movable = (id: RouteId, template: string) =>
+  id === "createWorkspace" || template.includes("{name}") || ROUTES[id].auth === "sandbox";
 
 /** A route's operation; `query`: its query and header parameters, listed after the path's own. */
 type Operation = Json & { query?: Json[] };
@@ -503,8 +524,9 @@ function pathsOf(audience: Audience): Json {
     for (const { id, method } of routes) {
       if (!holds(audience, id)) continue;
       const { query, responses, ...operation } = OPERATIONS[id];
+      const all = { ...(responses as Json), ...(movable(id, template) ? { "503": MOVING } : {}) };
       // Statuses in order, whatever order the shared answers were spread in.
-      const sorted = Object.entries(responses as Json).sort(([a], [b]) => a.localeCompare(b));
+      const sorted = Object.entries(all).sort(([a], [b]) => a.localeCompare(b));
       item[method.toLowerCase()] = {
         operationId: id,
         tags: [ROUTES[id].tag],
@@ -562,9 +584,10 @@ function refsOf(value: unknown, all: Record<string, Json>, out = new Set<string>
   return out;
 }
 
-/** The error codes a document's callers may meet: a Machine never meets a Harness's own. */
+/** The error codes a document's callers may meet: a Machine never meets a Harness's own, and
+ * neither meets those only a replica forwarding a call does (decision 0079). */
 const codesFor = (audience: Audience): ErrorCode[] =>
-  audience === "sandbox" ? ERROR_CODES : ERROR_CODES.filter((c) => ERRORS[c].caller !== "sandbox");
+  audience === "sandbox" ? ERROR_CODES.filter((c) => ERRORS[c].caller !== "replica") : MACHINE_ERROR_CODES;
 
 /** The public document (served at /v1/openapi.json, what clients are generated from), or the
  * Harness's routes alone (`sandbox`: docs/api/openapi-sandbox.json, served nowhere). */

@@ -94,10 +94,14 @@ describe("the OpenAPI documents name the codes", () => {
   const both = { ...doc.paths, ...sandbox.paths };
 
   it("enumerates on the error body's code the catalogue's words each document's callers may meet", () => {
-    const machine = ERROR_CODES.filter((c) => ERRORS[c].caller !== "sandbox");
+    const machine = ERROR_CODES.filter((c) => ERRORS[c].caller === "any" || ERRORS[c].caller === "machine");
+    const harness = ERROR_CODES.filter((c) => ERRORS[c].caller !== "replica");
     expect(doc.components.schemas.Error.properties?.error.properties?.code).toMatchObject({ enum: machine });
-    expect(sandbox.components.schemas.Error.properties?.error.properties?.code).toMatchObject({ enum: ERROR_CODES });
+    expect(sandbox.components.schemas.Error.properties?.error.properties?.code).toMatchObject({ enum: harness });
     expect(machine).not.toContain("rate_limited");
+    // Only a replica forwarding a call meets not_owner (decision 0079); anyone may meet unavailable.
+    expect(harness).not.toContain("not_owner");
+    expect(machine).toContain("unavailable");
   });
 
   it("names a code only on an answer of the code's status", () => {
@@ -110,7 +114,7 @@ describe("the OpenAPI documents name the codes", () => {
     expect(wrong).toEqual([]);
   });
 
-  it("names every code on some answer, but the 405 a path gives a method it does not serve", () => {
+  it("names every code on some answer, but the 405 a path gives a method it does not serve and a replica's own", () => {
     const named = new Set(
       Object.values(both)
         .flatMap((item) => Object.values(item))
@@ -118,6 +122,6 @@ describe("the OpenAPI documents name the codes", () => {
         .flatMap((answer) => answer["x-error-codes"] ?? []),
     );
     const unnamed = ERROR_CODES.filter((code) => !named.has(code));
-    expect(unnamed).toEqual(["method_not_allowed"]);
+    expect(unnamed).toEqual(["method_not_allowed", "not_owner"]);
   });
 });

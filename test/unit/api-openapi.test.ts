@@ -96,16 +96,21 @@ describe.each(Object.entries(DOCS))("the %s OpenAPI document", (audience, doc) =
     expect(refs.filter((r) => !doc.components.schemas[r])).toEqual([]);
   });
 
-  it("declares Retry-After on exactly the answers the server sends it with (rate_limited)", () => {
-    // api-server.ts sends `retry-after` in one place: with rate_limited.
+  it("declares Retry-After on exactly the answers the server sends it with (rate_limited, unavailable)", () => {
+    // api-server.ts sends `retry-after` in two places: with rate_limited, and with unavailable (a
+    // workspace moving between replicas, decision 0079).
     const server = readFileSync(join(__dirname, "..", "..", "orchestrator", "http", "api-server.ts"), "utf8");
-    const sent = [...server.matchAll(/"retry-after"/g)].map((m) => server.slice(Math.max(0, m.index - 200), m.index));
-    expect(sent).toHaveLength(1);
-    expect(sent[0]).toContain('"rate_limited"');
+    const sent = [...server.matchAll(/"retry-after"/g)].map((m) => server.slice(Math.max(0, m.index - 300), m.index));
+    expect(sent).toHaveLength(2);
+    expect(sent.map((s) => /"(rate_limited|unavailable)"/.exec(s)?.[1]).sort()).toEqual([
+      "rate_limited",
+      "unavailable",
+    ]);
     for (const { where, op } of ops)
       for (const [status, answer] of Object.entries(op.responses)) {
-        const limited = (answer["x-error-codes"] ?? []).includes("rate_limited");
-        expect([where, status, Boolean(answer.headers?.["Retry-After"])]).toEqual([where, status, limited]);
+        const codes = answer["x-error-codes"] ?? [];
+        const told = codes.includes("rate_limited") || codes.includes("unavailable");
+        expect([where, status, Boolean(answer.headers?.["Retry-After"])]).toEqual([where, status, told]);
       }
   });
 });
