@@ -13,6 +13,7 @@ import {
   EgressList,
   FINAL_STATES,
   SubmitTurnBody,
+  WorkspaceList,
   WorkspaceName,
   parseCreateBody,
   type Health,
@@ -26,11 +27,23 @@ import { KeyedRateLimiter } from "../../lib/ratelimit";
 import { maySee, type Principal } from "../tokens";
 import { waitOf, workspaceOfIid } from "../agents/pick-ledger";
 import type { Turns } from "../agents/turns";
-import { matchPath, pathFor, segmentOf, type Method, type Param, type RouteId } from "../../api/orchestrator-routes";
+import {
+  ROUTES,
+  matchPath,
+  pathFor,
+  segmentOf,
+  type Method,
+  type Param,
+  type RouteId,
+} from "../../api/orchestrator-routes";
 import type { Picks } from "../agents/pick-store";
 import type { Effects } from "../effects/effects";
 import { bearerOf, listen, logRequest, pathOf, readBody, sendError, sendJson } from "../../lib/http-json";
 import { fieldPath } from "../../api/field-path";
+import { FORWARDED_HEADER, OWN_ONLY_HEADER } from "../../api/wire";
+import { SoleOwnership, type Ownership } from "../replicas/ownership";
+import { forwardCall, peerDispatcher, peerJson, type Peer } from "../replicas/forward";
+import type { Dispatcher } from "undici";
 
 /** What the API serves; the registry of workspace actors implements it. */
 import type { Workspaces } from "../workspaces/service";
@@ -62,6 +75,16 @@ export type ServerOptions = {
   /** Each workspace's rate on the Sandbox routes (decision 0042): picks, and reads (Allowed picks,
    * delivery polls), per second with a burst. */
   sandboxRates?: { picks: Rate; reads: Rate };
+  /** Which replica owns which workspace (decision 0079): a call for one another replica owns is
+   * forwarded to it. Absent: SoleOwnership, this is the only Orchestrator. */
+  ownership?: Ownership;
+  /** The PEM certificates this replica serves now (the current and, during a renewal, the previous):
+   * a peer is accepted only when it serves one of them (forward.ts). Absent: peers are reached as
+   * the API is served, plain http. */
+  peerTls?: () => string[];
+  /** How long a call for a workspace no replica owns waits for one. Default 15 s (a dead replica's
+   * shards are taken within about that). */
+  ownerWaitMs?: number;
 };
 
 export type Rate = { perSecond: number; burst: number };
@@ -74,16 +97,25 @@ export const SANDBOX_RATES = { picks: { perSecond: 1, burst: 10 }, reads: { perS
 /** Bodies above this are refused with 413 before they are buffered. */
 export const MAX_BODY_BYTES = 1024 * 1024;
 const DEFAULT_KEEPALIVE_MS = 15_000;
+const DEFAULT_OWNER_WAIT_MS = 15_000;
 
 type Req = http.IncomingMessage;
 type Res = http.ServerResponse;
 type Ctx = Required<
-  Omit<ServerOptions, "log" | "picks" | "checkSandboxToken" | "turns" | "effects" | "sandboxRates" | "tls">
+  Omit<
+    ServerOptions,
+    "log" | "picks" | "checkSandboxToken" | "turns" | "effects" | "sandboxRates" | "tls" | "peerTls" | "ownerWaitMs"
+  >
 > &
   Pick<ServerOptions, "picks" | "checkSandboxToken" | "turns" | "effects"> & {
     log: (entry: LogEntry) => void;
     openapi: string;
     limiters: { picks: KeyedRateLimiter; reads: KeyedRateLimiter };
+    /** Other replicas may own workspaces (an Ownership other than SoleOwnership was given). */
+    replicated: boolean;
+    ownerWaitMs: number;
+    /** How peers are reached, made at the first forward. */
+    peers: () => Dispatcher;
   };
 
 /** What the turn routes need of turns.ts. */
@@ -369,6 +401,34 @@ export function pickOversize(value: unknown): string | undefined {
 
 const HEALTHY: Health = { ok: true };
 
+/** How long a list waits for each peer's own list; one that does not answer in time is listed from
+ * the Sandboxes (below). */
+const PEER_LIST_MS = 5_000;
+
+/**
+ * The list across replicas (decision 0079): this replica's own workspaces and each peer's own (asked
+ * in parallel with the caller's token, so each filters them as it would), merged by name; then, for
+ * every Sandbox the watch holds that the caller may see and no replica listed (its shard moving, a
+ * peer slow or gone), its view read from the Sandbox: a list during a move omits nothing.
+ */
+async function mergedList(req: Req, ctx: Ctx, principal: Principal, own: WorkspaceView[]): Promise<WorkspaceView[]> {
+  const headers = { [OWN_ONLY_HEADER]: "1", authorization: req.headers.authorization ?? "" };
+  const answers = await Promise.all(
+    ctx.ownership.peers().map((p) => peerJson(ctx.peers(), p, ROUTES.listWorkspaces.path, headers, PEER_LIST_MS)),
+  );
+  const items = new Map(own.map((v) => [v.name, v]));
+  for (const answer of answers) {
+    const list = WorkspaceList.safeParse(answer);
+    if (list.success) for (const v of list.data.items) if (!items.has(v.name)) items.set(v.name, v);
+  }
+  for (const { name, tenant } of ctx.workspaces.known?.() ?? []) {
+    if (items.has(name) || !maySee(principal, tenant)) continue;
+    const view = ctx.workspaces.sandboxView?.(name);
+    if (view) items.set(name, view);
+  }
+  return [...items.values()];
+}
+
 /** Every route's handler: a route added to the table without one does not compile. The router
  * has checked the caller and decoded every parameter the route's path names. */
 const HANDLERS: Record<RouteId, Handler> = {
@@ -381,12 +441,13 @@ const HANDLERS: Record<RouteId, Handler> = {
     const name = await ctx.workspaces.create(parsed.body, principal.kind === "tenant" ? principal.tenant : undefined);
     sendJson(res, 202, { name }, { location: pathFor("getWorkspace", { name }) });
   },
-  async listWorkspaces(_req, res, ctx, { principal }) {
-    const items = (await ctx.workspaces.list()).filter((v) => {
+  async listWorkspaces(req, res, ctx, { principal }) {
+    const own = (await ctx.workspaces.list()).filter((v) => {
       const owner = ctx.workspaces.ownerOf(v.name);
       return owner !== null && maySee(principal!, owner);
     });
-    sendJson(res, 200, { items });
+    if (!ctx.replicated || req.headers[OWN_ONLY_HEADER] !== undefined) return sendJson(res, 200, { items: own });
+    sendJson(res, 200, { items: await mergedList(req, ctx, principal!, own) });
   },
   async getWorkspace(_req, res, ctx, { name }) {
     const view = await ctx.workspaces.get(name!);
@@ -541,11 +602,110 @@ function paramOf(param: Param, raw: string): string | undefined {
 const unauthorized = (res: Res, message: string) =>
   fail(res, "unauthorized", message, { "www-authenticate": "Bearer" });
 
+/** The routes that may run twice without harm, whatever their method: a pick again answers its
+ * delivery, an Effect's id runs once, an abort of an aborted turn aborts nothing. A forward that
+ * may have reached the owner but had no answer is sent again only for these and the GETs, PUTs and
+ * DELETEs (forward.ts); a create never is. */
+const REPEATABLE = new Set<RouteId>(["takePick", "createEffect", "abortTurn"]);
+const repeatable = (id: RouteId | undefined, method: string | undefined) =>
+  (id !== undefined && REPEATABLE.has(id)) || ["GET", "HEAD", "PUT", "DELETE"].includes(method ?? "");
+
+/** Whole seconds a caller waits before calling again about a workspace that is moving. */
+const MOVING_RETRY_AFTER_S = 2;
+
+const moving = (res: Res, what: string) =>
+  fail(
+    res,
+    "unavailable",
+    `${what} is moving between Orchestrator replicas and none owns it now: retry after ${MOVING_RETRY_AFTER_S} seconds`,
+    { "retry-after": String(MOVING_RETRY_AFTER_S) },
+  );
+
+/**
+ * Where a call about `workspace` is served (decision 0079): here when this replica owns it, else
+ * forwarded to its owner; when no replica owns it now (its shard moving), once one does, waiting up
+ * to ownerWaitMs, else 503 unavailable. A forwarded call is served only by the owner: a replica
+ * that no longer owns the workspace answers not_owner and the forwarder looks again (forward.ts).
+ * Nothing is read about the workspace here: that is the owner's, the tenant check included.
+ */
+async function placed(
+  req: Req,
+  res: Res,
+  ctx: Ctx,
+  workspace: string,
+  id: RouteId | undefined,
+  serve: (req: Req) => Promise<void>,
+): Promise<void> {
+  if (req.headers[FORWARDED_HEADER] !== undefined)
+    return ctx.ownership.owns(workspace)
+      ? serve(req)
+      : fail(
+          res,
+          "not_owner",
+          `workspace ${workspace}: replica ${ctx.ownership.identity} does not own it now: look up its owner again`,
+        );
+  let owner = ctx.ownership.ownerOf(workspace);
+  if (owner.kind === "none") {
+    const gone = new AbortController();
+    const onClose = () => gone.abort();
+    res.on("close", onClose);
+    try {
+      owner = await ctx.ownership.waitForOwner(workspace, ctx.ownerWaitMs, gone.signal);
+    } finally {
+      res.off("close", onClose);
+    }
+    if (gone.signal.aborted) return;
+  }
+  if (owner.kind === "self") return serve(req);
+  if (owner.kind === "none") return moving(res, `workspace ${workspace}`);
+  const result = await forwardCall(req, res, {
+    ownership: ctx.ownership,
+    dispatcher: ctx.peers(),
+    workspace,
+    peer: owner,
+    idempotent: repeatable(id, req.method),
+    resumable: id === "turnEvents",
+    serveHere: serve,
+    bodyLimit: MAX_BODY_BYTES,
+    log: ctx.log,
+  });
+  if (result.kind === "unavailable") {
+    // The details (peer addresses) are the operators', not the caller's.
+    ctx.log({ level: "warn", path: pathOf(req), message: `forwarding: ${result.message}` });
+    moving(res, `workspace ${workspace}`);
+  }
+}
+
+/** A create (decision 0079): served by a replica that holds a shard (the registry names the
+ * workspace in one it holds), else forwarded to a peer; never sent twice once it may have arrived. */
+async function placedCreate(req: Req, res: Res, ctx: Ctx, serve: (req: Req) => Promise<void>): Promise<void> {
+  if (ctx.ownership.owned().length > 0) return serve(req);
+  if (req.headers[FORWARDED_HEADER] !== undefined)
+    return fail(res, "not_owner", `replica ${ctx.ownership.identity} holds no shard now: ask another replica`);
+  const first = ctx.ownership.peers()[0];
+  if (!first) return moving(res, "every workspace");
+  const result = await forwardCall(req, res, {
+    ownership: ctx.ownership,
+    dispatcher: ctx.peers(),
+    peer: first,
+    nextPeer: (tried) => ctx.ownership.peers().find((p: Peer) => !tried.has(p.identity)),
+    idempotent: false,
+    serveHere: serve,
+    bodyLimit: MAX_BODY_BYTES,
+    log: ctx.log,
+  });
+  if (result.kind === "unavailable") {
+    ctx.log({ level: "warn", path: pathOf(req), message: `forwarding a create: ${result.message}` });
+    moving(res, "every workspace");
+  }
+}
+
 /**
  * Who may call is settled first, before anything is read or said about the route: a Harness's
  * route needs the Sandbox token of the workspace its conversation belongs to (`<workspace>.<rest>`,
- * pick-ledger.ts), anything but the health check an API token, an unknown path included. Then each
- * parameter is decoded (one that cannot name anything is a 404), then the method.
+ * pick-ledger.ts), anything but the health check an API token, an unknown path included. An
+ * unauthenticated call is answered here, never forwarded. Then the call goes where its workspace
+ * is owned (placed, decision 0079), before anything about the workspace is read.
  */
 async function route(req: Req, res: Res, ctx: Ctx): Promise<void> {
   const path = pathOf(req);
@@ -556,15 +716,33 @@ async function route(req: Req, res: Res, ctx: Ctx): Promise<void> {
   if (auth === "sandbox") {
     const iid = paramOf("iid", match!.raw.iid);
     const workspace = iid === undefined ? undefined : workspaceOfIid(iid);
-    // A token is valid only for a workspace this Orchestrator knows (decision 0049).
-    if (
-      token === undefined ||
-      workspace === undefined ||
-      !ctx.checkSandboxToken?.(workspace, token) ||
-      ctx.workspaces.ownerOf(workspace) === null
-    )
+    // The token's signature is checked here; whether its workspace exists is its owner's to say.
+    if (token === undefined || workspace === undefined || !ctx.checkSandboxToken?.(workspace, token))
       return unauthorized(res, "a valid Sandbox token is required");
     params.workspace = workspace;
+    const id = match!.entry.routes.find((r) => r.method === req.method)?.id;
+    return placed(req, res, ctx, workspace, id, (r) => routeOwned(r, res, ctx, path, match, params));
+  } else if (auth === "api") {
+    const principal = token === undefined ? undefined : ctx.checkToken(token);
+    if (!principal) return unauthorized(res, "a valid bearer token is required");
+    params.principal = principal;
+  }
+  return routeOwned(req, res, ctx, path, match, params);
+}
+
+/** The rest of the route, once the caller is known; a Harness's call here is at its workspace's owner. */
+async function routeOwned(
+  req: Req,
+  res: Res,
+  ctx: Ctx,
+  path: string,
+  match: ReturnType<typeof matchPath>,
+  params: Params,
+): Promise<void> {
+  if (params.workspace !== undefined) {
+    const workspace = params.workspace;
+    // A token is valid only for a workspace this Orchestrator knows (decision 0049).
+    if (ctx.workspaces.ownerOf(workspace) === null) return unauthorized(res, "a valid Sandbox token is required");
     // Each workspace's own budget on these routes: its flood is its own 429s, no one else's wait.
     const limiter = match!.entry.routes.some((r) => r.id === "takePick") ? ctx.limiters.picks : ctx.limiters.reads;
     const waitMs = limiter.tryTake(workspace);
@@ -572,10 +750,6 @@ async function route(req: Req, res: Res, ctx: Ctx): Promise<void> {
       return fail(res, "rate_limited", `workspace ${workspace}'s Sandbox calls are over their rate: retry later`, {
         "retry-after": String(Math.ceil(waitMs / 1000)),
       });
-  } else if (auth === "api") {
-    const principal = token === undefined ? undefined : ctx.checkToken(token);
-    if (!principal) return unauthorized(res, "a valid bearer token is required");
-    params.principal = principal;
   }
   const noRoute = () => fail(res, "not_found", `no route for ${req.method} ${path}`);
   if (!match) return noRoute();
@@ -584,6 +758,22 @@ async function route(req: Req, res: Res, ctx: Ctx): Promise<void> {
     if (value === undefined) return noRoute();
     params[param] = value;
   }
+  const found = match.entry.routes.find((r) => r.method === req.method);
+  const serve = (r: Req) => routeServe(r, res, ctx, match, params, found?.id);
+  if (params.name !== undefined && params.principal) return placed(req, res, ctx, params.name, found?.id, serve);
+  if (found?.id === "createWorkspace") return placedCreate(req, res, ctx, serve);
+  return serve(req);
+}
+
+/** The route served here, by the workspace's owner. */
+async function routeServe(
+  req: Req,
+  res: Res,
+  ctx: Ctx,
+  match: NonNullable<ReturnType<typeof matchPath>>,
+  params: Params,
+  id: RouteId | undefined,
+): Promise<void> {
   // A workspace this Orchestrator does not know (a labelled Sandbox it did not create included) and
   // another tenant's answer the same 404, before the method or the body is looked at: one answer,
   // nothing learned about what exists (decision 0049).
@@ -591,24 +781,28 @@ async function route(req: Req, res: Res, ctx: Ctx): Promise<void> {
     const owner = ctx.workspaces.ownerOf(params.name);
     if (owner === null || !maySee(params.principal, owner)) return notFound(res, params.name);
   }
-  const found = match.entry.routes.find((r) => r.method === req.method);
-  if (!found) {
+  if (id === undefined) {
     const allow = match.entry.routes
       .map((r) => r.method)
       .sort((a, b) => METHOD_ORDER.indexOf(a) - METHOD_ORDER.indexOf(b));
     return fail(res, "method_not_allowed", `use ${allow.join(" or ")}`, { allow: allow.join(", ") });
   }
-  return HANDLERS[found.id](req, res, ctx, params);
+  return HANDLERS[id](req, res, ctx, params);
 }
 
 /** The API as a request handler. Logs one line per request: method, path, status, duration. */
 export function createOrchestratorServer(opts: ServerOptions): http.Server {
+  let dispatcher: Dispatcher | undefined;
   const ctx: Ctx = {
     workspaces: opts.workspaces,
     checkToken: opts.checkToken,
     metrics: opts.metrics,
     log: opts.log ?? (() => undefined),
     keepAliveMs: opts.keepAliveMs ?? DEFAULT_KEEPALIVE_MS,
+    ownership: opts.ownership ?? new SoleOwnership(),
+    replicated: opts.ownership !== undefined && !(opts.ownership instanceof SoleOwnership),
+    ownerWaitMs: opts.ownerWaitMs ?? DEFAULT_OWNER_WAIT_MS,
+    peers: () => (dispatcher ??= peerDispatcher(opts.peerTls)),
     openapi: JSON.stringify(openApiDocument()),
     limiters: {
       picks: new KeyedRateLimiter(
@@ -638,9 +832,11 @@ export function createOrchestratorServer(opts: ServerOptions): http.Server {
     });
   };
   // An https.Server serves requests exactly as an http.Server does (it is one over TLS).
-  return opts.tls
+  const server = opts.tls
     ? (https.createServer({ cert: opts.tls.cert, key: opts.tls.key }, handler) as unknown as http.Server)
     : http.createServer(handler);
+  server.on("close", () => void dispatcher?.destroy().catch(() => undefined));
+  return server;
 }
 
 /** Creates the server and listens; resolves once the port is bound. */
