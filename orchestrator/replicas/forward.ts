@@ -248,6 +248,7 @@ export async function forwardCall(
       }
       if (target.kind === "none") return unavailable(res, `no replica owns it now (${why || "it is moving"})`);
       tried.add(target.identity);
+      const before = stream.lastId;
       const attempt = await attemptOnce(req, res, call, target, body, stream, gone.signal);
       switch (attempt.kind) {
         case "answered":
@@ -257,14 +258,15 @@ export async function forwardCall(
           call.log?.({ level: "error", message: attempt.message });
           return unavailable(res, attempt.message);
         case "broken":
-          if (!call.resumable || !call.workspace) {
+          if (!call.resumable || !call.workspace || !stream.events) {
             // A workspace's event stream simply ends (the client reconnects for a fresh snapshot);
             // any other answer cut short is cut short for the caller too.
             if (stream.events) res.end();
             else res.destroy();
             return { kind: "answered" };
           }
-          deadline = Date.now() + budget; // a new gap, its own budget
+          // A stream that went on before it broke starts a new gap, with a budget of its own.
+          if (stream.lastId !== before) deadline = Date.now() + budget;
           break;
         case "reset":
           if (!call.idempotent || (body && !body.replayable)) return unavailable(res, attempt.message);

@@ -4,7 +4,7 @@
 // themselves, never forward a forwarded call twice, merge their lists (a moving workspace listed
 // from its Sandbox), resume a turn's event stream at a new owner with no repeat and no gap, and
 // reach an https peer only when it serves the very certificate they serve.
-import type { Server } from "node:http";
+import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { Agent, request, type Dispatcher } from "undici";
 import type { WorkspaceEvent, WorkspaceView } from "../../api/orchestrator-schemas";
@@ -19,6 +19,7 @@ import {
 } from "../../orchestrator/http/api-server";
 import { shardOf, type Owner, type Ownership } from "../../orchestrator/replicas/ownership";
 import { apiTokenChecker, parseApiTokens } from "../../orchestrator/tokens";
+import { listen } from "../../lib/http-json";
 
 const ADMIN = "admin-token-for-the-replica-tests-0123";
 const TEAM_A = "team-a-token-for-the-replica-tests-0123";
@@ -46,8 +47,8 @@ class Table {
 
 /** The Ownership interface read from a Table: a table, as the Lease loop's would be at an instant. */
 class TableOwnership implements Ownership {
-  /** Told when a call starts waiting for an owner. */
-  onWait?: () => void;
+  /** Told each time a call looks for an owner again (as the Lease watch would hear news meanwhile). */
+  onLook?: () => void;
   constructor(
     readonly identity: string,
     readonly table: Table,
@@ -69,6 +70,7 @@ class TableOwnership implements Ownership {
     return this.table.shards.get(this.identity) ?? [];
   }
   waitForOwner(workspace: string, ms: number, signal?: AbortSignal): Promise<Owner> {
+    this.onLook?.();
     return new Promise((resolve) => {
       const check = () => {
         const owner = this.ownerOf(workspace);
@@ -84,7 +86,7 @@ class TableOwnership implements Ownership {
       const timer = setTimeout(done, ms);
       const stop = this.table.listen(check);
       signal?.addEventListener("abort", done, { once: true });
-      if (check().kind === "none") this.onWait?.();
+      check();
     });
   }
   peers() {
@@ -373,7 +375,7 @@ describe("a call for a workspace another replica owns", () => {
     const waiting = await start("orch-w", table, { ownerWaitMs: 60_000, ownership });
     const b = await start("orch-b", table);
     b.workspaces.add("ws-moving");
-    ownership.onWait = () => table.set("ws-moving", "orch-b"); // its shard is taken meanwhile
+    ownership.onLook = () => table.set("ws-moving", "orch-b"); // its shard is taken meanwhile
     expect(await call(waiting, "GET", "/v1/workspaces/ws-moving", { token: ADMIN })).toMatchObject({
       status: 200,
       json: { name: "ws-moving" },
@@ -406,6 +408,59 @@ describe("a call for a workspace another replica owns", () => {
       }),
     ).toMatchObject({ status: 202, json: { name: "orch-a-new-1" } });
     expect(served(b)).toHaveLength(1);
+  });
+});
+
+describe("a forward that may have reached the owner but had no answer", () => {
+  /** A peer that reads each request whole, then drops the connection without a word. */
+  async function dropping(table: Table, identity: string) {
+    const seen: string[] = [];
+    const server = createServer((req) => {
+      req.resume();
+      req.on("end", () => {
+        seen.push(`${req.method} ${req.url}`);
+        req.socket.destroy();
+      });
+    });
+    await listen(server, 0, "127.0.0.1");
+    table.urls.set(identity, `http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+    dropped.push(server);
+    return seen;
+  }
+  const dropped: Server[] = [];
+  afterEach(async () => {
+    for (const s of dropped.splice(0)) await new Promise((r) => s.close(r));
+  });
+
+  it("is sent again when the route may run twice: here, once this replica owns it, its body as sent", async () => {
+    const table = new Table();
+    const ownership = new TableOwnership("orch-a", table);
+    const a = await start("orch-a", table, { ownership });
+    const seen = await dropping(table, "orch-x");
+    a.workspaces.add("ws-x");
+    table.set("ws-x", "orch-x");
+    ownership.onLook = () => table.set("ws-x", "orch-a"); // orch-x went away; orch-a took its shard
+    expect(
+      await call(a, "PUT", "/v1/workspaces/ws-x/egress", { token: ADMIN, body: { allow: ["example.org"] } }),
+    ).toMatchObject({ status: 200, json: { allow: ["example.org"] } });
+    expect(a.workspaces.egressLists.get("ws-x")).toEqual(["example.org"]);
+    expect(seen).toEqual(["PUT /v1/workspaces/ws-x/egress"]);
+  });
+
+  it("is not sent again when the route may not run twice (a turn's submit): 503 unavailable", async () => {
+    const table = new Table();
+    const ownership = new TableOwnership("orch-a", table);
+    const a = await start("orch-a", table, { ownership, turns: new LedgerTurns([]) });
+    const seen = await dropping(table, "orch-x");
+    a.workspaces.add("ws-x");
+    table.set("ws-x", "orch-x");
+    ownership.onLook = () => table.set("ws-x", "orch-a");
+    const answer = await call(a, "POST", "/v1/workspaces/ws-x/turns", {
+      token: ADMIN,
+      body: { agent: "coder", text: "hello" },
+    });
+    expect(answer).toMatchObject({ status: 503, json: { error: { code: "unavailable" } } });
+    expect(seen).toEqual(["POST /v1/workspaces/ws-x/turns"]);
   });
 });
 
