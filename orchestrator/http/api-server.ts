@@ -2,7 +2,9 @@
 // server holds no state of its own: it validates, authenticates and routes to an injected
 // Workspaces service, and streams each workspace's events as Server-Sent Events. Every answer is
 // JSON, every error `{error: {code, message}}`; a bad request never crashes it, and no header (so
-// no token) is ever logged.
+// no token) is ever logged. With several replicas (decision 0079) any replica answers any call: one
+// about a workspace another replica owns is forwarded to it (replicas/forward.ts), and a list asks
+// each replica for its own.
 import http from "node:http";
 import https from "node:https";
 import type { z } from "zod";

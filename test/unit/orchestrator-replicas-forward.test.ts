@@ -553,6 +553,27 @@ describe("event streams across replicas", () => {
     expect(c.turns!.follows).toEqual([12]);
   });
 
+  it("resumes a turn's stream here when this replica takes the workspace", async () => {
+    const ledger = [ev(10, "turn"), ev(11, "text"), ev(12, "text"), ev(13, "end")];
+    const table = new Table();
+    const a = await start("orch-a", table, { turns: new LedgerTurns(ledger) });
+    const b = await start("orch-b", table, { turns: new LedgerTurns(ledger, 11) });
+    a.workspaces.add("ws-t");
+    b.workspaces.add("ws-t");
+    table.set("ws-t", "orch-b");
+    const res = await request(`${a.url}/v1/workspaces/ws-t/turns/ws-t.conv-1/events`, { headers: bearer(ADMIN) });
+    const ids: string[] = [];
+    for await (const f of frames(res.body)) {
+      ids.push(f.id!);
+      if (f.id === "11") {
+        table.set("ws-t", "orch-a");
+        await stop(b);
+      }
+    }
+    expect(ids).toEqual(["10", "11", "12", "13"]);
+    expect(a.turns!.follows).toEqual([11]);
+  });
+
   it("ends a workspace's event stream when its owner goes away (the client reconnects for a snapshot)", async () => {
     const table = new Table();
     const a = await start("orch-a", table);
