@@ -81,8 +81,9 @@ export type ServerOptions = {
    * forwarded to it. Absent: SoleOwnership, this is the only Orchestrator. */
   ownership?: Ownership;
   /** The PEM certificates this replica serves now (the current and, during a renewal, the previous):
-   * a peer is accepted only when it serves one of them (forward.ts). Absent: peers are reached as
-   * the API is served, plain http. */
+   * a peer is accepted only when it serves one of them (forward.ts). Read at each new connection to
+   * a peer: keep it cheap (answer what was read from the mounted files). Absent: peers are reached
+   * over plain http, as the API is served then. */
   peerTls?: () => string[];
   /** How long a call for a workspace no replica owns waits for one. Default 15 s (a dead replica's
    * shards are taken within about that). */
