@@ -73,6 +73,8 @@ export class PickStore implements Picks {
   readonly #ledgers: LedgerStore<Ledger>;
   /** Delivery polls waiting, by delivery id: each woken with whether its workspace moved. */
   readonly #waiters = new Map<string, Set<Waiter>>();
+  /** Bumped by each release of a workspace: a poll that began before it answers what it has. */
+  readonly #moves = new Map<string, number>();
 
   constructor(readonly opts: PickStoreOptions) {
     const backend = opts.backend ?? new KubeLedgers(opts.namespace ?? "default", PICKS_FORMAT);
@@ -98,12 +100,14 @@ export class PickStore implements Picks {
 
   async delivery(workspace: string, iid: string, deliveryId: string, waitMs: number, signal?: AbortSignal) {
     const until = this.#now() + waitMs;
+    const moves = this.#moves.get(workspace);
     for (;;) {
       const pick = deliveryOf(await this.#ledgers.read(workspace), iid, deliveryId);
       if (!pick) throw new HttpError("not_found", `no pick with delivery "${deliveryId}" in conversation ${iid}`);
       if (pick.answer !== undefined) return { state: "answered" as const, answer: pick.answer };
       const left = until - this.#now();
-      if (left <= 0 || signal?.aborted) return { state: "outstanding" as const };
+      if (left <= 0 || signal?.aborted || this.#moves.get(workspace) !== moves)
+        return { state: "outstanding" as const };
       // Moved to another replica: what it has, read no more here (the new owner alone reads it now).
       if (await this.#waitFor(workspace, deliveryId, left, signal)) return { state: "outstanding" as const };
     }
@@ -143,6 +147,7 @@ export class PickStore implements Picks {
    * tenure reads the cluster again) and their held delivery polls answer now with what they have. */
   release(workspaces: string[]): void {
     const moved = new Set(workspaces);
+    for (const workspace of moved) this.#moves.set(workspace, (this.#moves.get(workspace) ?? 0) + 1);
     for (const set of [...this.#waiters.values()])
       for (const waiter of [...set]) if (moved.has(waiter.workspace)) waiter.wake(true);
     for (const workspace of moved) this.#ledgers.forget(workspace);

@@ -122,6 +122,8 @@ export class Effects {
   /** Who waits on a workspace's next settlement (a GET with `?wait=`): woken with whether it moved. */
   readonly #waiters = new Map<string, Set<(moved: boolean) => void>>();
   readonly #ownership: Ownership;
+  /** Bumped by each release of a workspace: a GET that began before it answers what it has. */
+  readonly #moves = new Map<string, number>();
 
   constructor(readonly opts: EffectsOptions) {
     this.#ledgers = new LedgerStore({
@@ -174,11 +176,13 @@ export class Effects {
   /** One Effect's record; with `waitMs`, held until it settles or the wait ends (or `signal`). */
   async get(workspace: string, id: string, waitMs = 0, signal?: AbortSignal): Promise<EffectRecord> {
     const until = this.#now() + Math.min(Math.max(waitMs, 0), MAX_WAIT_MS);
+    const moves = this.#moves.get(workspace);
     for (;;) {
       const effect = (await this.#ledgers.read(workspace)).effects.find((e) => e.id === id);
       if (!effect) throw new HttpError("not_found", `workspace ${workspace} has no Effect "${id}"`);
       const left = until - this.#now();
       if (isSettled(effect.state) || left <= 0 || signal?.aborted) return recordOf(effect);
+      if (this.#moves.get(workspace) !== moves) return recordOf(effect);
       // Moved to another replica: what it has (the new owner alone reads the ledger now).
       if (await this.#settledOrAfter(workspace, left, signal)) return recordOf(effect);
     }
@@ -215,6 +219,7 @@ export class Effects {
     const moved = [...new Set(workspaces)];
     const stopping = moved.flatMap((w) => this.#workers.get(w) ?? []);
     for (const worker of stopping) worker.stop.abort();
+    for (const workspace of moved) this.#moves.set(workspace, (this.#moves.get(workspace) ?? 0) + 1);
     for (const workspace of moved) for (const wake of [...(this.#waiters.get(workspace) ?? [])]) wake(true);
     await Promise.all(stopping.map((w) => w.done));
     for (const workspace of moved) this.#ledgers.forget(workspace);
