@@ -149,11 +149,10 @@ export class WorkspaceRegistry implements Workspaces {
 
   /** Every workspace an Orchestrator wrote that the watch holds, whoever owns it, with its tenant. */
   known(): Array<{ name: string; tenant: string | undefined }> {
-    return this.opts.watch
-      .all()
-      .filter(hasRunLabel)
-      .map((s) => ({ name: s.metadata!.name!, tenant: s.metadata?.labels?.[TENANT_LABEL] }))
-      .filter((w) => w.name !== undefined);
+    return this.opts.watch.all().flatMap((s) => {
+      const name = s.metadata?.name;
+      return name && hasRunLabel(s) ? [{ name, tenant: s.metadata?.labels?.[TENANT_LABEL] }] : [];
+    });
   }
 
   /**
