@@ -63,12 +63,14 @@ export const CAPABILITY_FOLDERS = {
  * orchestrator/: which of its rooms each room may import besides itself, so no room imports one
  * that imports it back: the registry's room (workspaces/) knows neither the API nor the Agents, the
  * Agents' room (agents/) knows the workspaces, the API's room (http/) both; local/ (local mode's
- * Harness and cache) none. Its top-level files (main.ts, tokens.ts) and api/ join them.
+ * Harness and cache) none. replicas/ (which replica owns which workspace, decision 0079) imports
+ * none, so every room that acts on a workspace may ask it. Its top-level files (main.ts,
+ * tokens.ts) and api/ join them.
  */
 export const ORCHESTRATOR_ROOMS = {
-  workspaces: [],
-  agents: ["workspaces"],
-  effects: ["workspaces", "agents"],
+  workspaces: ["replicas"],
+  agents: ["workspaces", "replicas"],
+  effects: ["workspaces", "agents", "replicas"],
   http: ["agents", "workspaces", "effects", "replicas"],
   local: [],
   replicas: [],

@@ -1,5 +1,6 @@
 // The Orchestrator's Prometheus text for GET /metrics: workspaces by state, transitions, waits and
-// renewals, the API tokens and TLS files' reads, and how late its event loop runs. Small enough to
+// renewals, the API tokens and TLS files' reads, the shards of workspaces this replica holds and
+// how often they move (decision 0079), and how late its event loop runs. Small enough to
 // write out by hand rather than carry a client library. Served twice (decision 0076): on the API's
 // GET /metrics to an admin token, and on a port of its own with no token at all, which the
 // Orchestrator's NetworkPolicy opens to the installation's monitoring namespaces alone.
@@ -47,6 +48,8 @@ export class OrchestratorMetrics {
   #tokensRefused = false;
   readonly #tlsReads = { ok: 0, refused: 0 };
   #tlsRefused = false;
+  #shardsHeld = 0;
+  readonly #shardMoves = { gained: 0, lost: 0 };
   /** Sampled from construction; reset at each render (as prom-client's event-loop lag is), so each
    * scrape reports the window since the one before. Its timer does not keep the process alive. */
   readonly #loop = monitorEventLoopDelay({ resolution: EVENT_LOOP_RESOLUTION_MS });
@@ -88,11 +91,23 @@ export class OrchestratorMetrics {
     this.#tlsRefused = outcome === "refused";
   }
 
+  /** The shards this replica holds now (decision 0079), set from each ownership change. */
+  shardsHeld(count: number): void {
+    this.#shardsHeld = count;
+  }
+
+  /** Shards this replica gained or lost in one ownership change: counted, so moves show as a rate. */
+  shardMoves(change: { gained: readonly number[]; lost: readonly number[] }): void {
+    this.#shardMoves.gained += change.gained.length;
+    this.#shardMoves.lost += change.lost.length;
+  }
+
+  /** `views`: the workspaces this replica owns (registry.list()), so several replicas' gauges sum. */
   render(views: readonly WorkspaceView[]): string {
     const byState = new Map<string, number>(WORKSPACE_STATES.map((s) => [s, 0]));
     for (const v of views) byState.set(v.state, (byState.get(v.state) ?? 0) + 1);
     const lines = [
-      "# HELP jr2_orchestrator_workspaces Workspaces this Orchestrator holds, by lifecycle state.",
+      "# HELP jr2_orchestrator_workspaces Workspaces this Orchestrator replica owns, by lifecycle state.",
       "# TYPE jr2_orchestrator_workspaces gauge",
       ...[...byState].map(([s, n]) => `jr2_orchestrator_workspaces{state="${s}"} ${n}`),
       "# HELP jr2_orchestrator_transitions_total Lifecycle transitions, by the state entered.",
@@ -130,6 +145,13 @@ export class OrchestratorMetrics {
       "# HELP jr2_orchestrator_tls_files_refused 1 while the API's TLS files are refused and the pair before is served.",
       "# TYPE jr2_orchestrator_tls_files_refused gauge",
       `jr2_orchestrator_tls_files_refused ${this.#tlsRefused ? 1 : 0}`,
+      "# HELP jr2_orchestrator_shards_held Shards of workspaces this Orchestrator replica holds (their Leases).",
+      "# TYPE jr2_orchestrator_shards_held gauge",
+      `jr2_orchestrator_shards_held ${this.#shardsHeld}`,
+      "# HELP jr2_orchestrator_shard_moves_total Shards this replica gained or lost.",
+      "# TYPE jr2_orchestrator_shard_moves_total counter",
+      `jr2_orchestrator_shard_moves_total{direction="gained"} ${this.#shardMoves.gained}`,
+      `jr2_orchestrator_shard_moves_total{direction="lost"} ${this.#shardMoves.lost}`,
       ...eventLoopDelayLines(this.#loop),
     ];
     this.#loop.reset();

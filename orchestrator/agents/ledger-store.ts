@@ -4,7 +4,9 @@
 // checked against the resourceVersion it was read at (a create for the first), so a write that lost
 // a race (another Orchestrator, a first load racing another) re-reads and decides again instead of
 // losing an entry; a stored text that does not parse is refused, never reset and overwritten; a
-// value past the format's size bound is never written.
+// value past the format's size bound is never written. Held only while this replica owns the
+// workspace (decision 0079): `forget` drops it when the workspace moves, so a later tenure reads the
+// cluster again instead of a value another replica has since written over.
 import { ApiError } from "../../lib/api-error";
 import { kubeRequest } from "../../lib/kube";
 import { sandboxOwnerReference } from "../../api/crd";
@@ -47,6 +49,8 @@ export type Decision<T, R> = { value?: T; result: R };
 export class LedgerStore<T> {
   readonly #held = new Map<string, Held<T>>();
   readonly #chains = new Map<string, Promise<unknown>>();
+  /** Bumped by each forget: a read or write that began before it keeps nothing after it. */
+  readonly #tenures = new Map<string, number>();
 
   constructor(
     readonly opts: {
@@ -55,6 +59,13 @@ export class LedgerStore<T> {
       backend: LedgerBackend<T>;
     },
   ) {}
+
+  /** Drops the workspace's held ledger (its shard moved to another replica, decision 0079): the next
+   * read is from the cluster, and a read or write on its way now is not kept. */
+  forget(workspace: string): void {
+    this.#held.delete(workspace);
+    this.#tenures.set(workspace, (this.#tenures.get(workspace) ?? 0) + 1);
+  }
 
   /** The ledger as held (read from the cluster the first time, or for a new Sandbox). */
   async read(workspace: string): Promise<T> {
@@ -77,8 +88,9 @@ export class LedgerStore<T> {
               `${this.opts.format.maxBytes}-byte bound: nothing was written`,
           );
         try {
+          const tenure = this.#tenures.get(workspace);
           const version = await this.opts.backend.write(workspace, { uid: held.uid }, value, held.version);
-          this.#held.set(workspace, { value, version, uid: held.uid });
+          if (this.#tenures.get(workspace) === tenure) this.#held.set(workspace, { value, version, uid: held.uid });
           return result;
         } catch (err) {
           if (!(err instanceof LedgerConflict) || attempt >= 4) throw err;
@@ -110,6 +122,7 @@ export class LedgerStore<T> {
     const uid = await this.#owner(workspace);
     const held = this.#held.get(workspace);
     if (held && held.uid === uid && !fresh) return held;
+    const tenure = this.#tenures.get(workspace);
     let read: { value: T; version: string } | undefined;
     try {
       read = await this.opts.backend.read(workspace);
@@ -127,7 +140,8 @@ export class LedgerStore<T> {
     const meanwhile = this.#held.get(workspace);
     if (!fresh && meanwhile !== held && meanwhile?.uid === uid) return meanwhile;
     const next: Held<T> = { value: read?.value ?? this.opts.format.empty(), version: read?.version, uid };
-    this.#held.set(workspace, next);
+    // Forgotten while the read was on its way: answered, not held.
+    if (this.#tenures.get(workspace) === tenure) this.#held.set(workspace, next);
     return next;
   }
 }

@@ -4,7 +4,9 @@
 // preconditions, refused when unreadable). A pick comes from a Sandbox and is input: it is taken
 // only when the turns ledger (what the Orchestrator itself admitted) finds it is for the running
 // turn of its conversation, on that turn's Menu and Allowed now; anything else is refused with its
-// reason and never written, so never listed. A delivery poll is held here until its pick is answered.
+// reason and never written, so never listed. A delivery poll is held here until its pick is answered,
+// or until its workspace moves to another replica (decision 0079): then it answers what it has, and
+// the Harness's next poll reaches the new owner.
 import { randomBytes } from "node:crypto";
 import type { Delivery, PickBody, PickReceipt } from "../../api/agent-protocol";
 import type { OutstandingPick } from "../../api/orchestrator-schemas";
@@ -69,8 +71,10 @@ export type PickStoreOptions = {
 
 export class PickStore implements Picks {
   readonly #ledgers: LedgerStore<Ledger>;
-  /** Delivery polls waiting, by delivery id. */
-  readonly #waiters = new Map<string, Set<() => void>>();
+  /** Delivery polls waiting, by delivery id: each woken with whether its workspace moved. */
+  readonly #waiters = new Map<string, Set<Waiter>>();
+  /** Bumped by each release of a workspace: a poll that began before it answers what it has. */
+  readonly #moves = new Map<string, number>();
 
   constructor(readonly opts: PickStoreOptions) {
     const backend = opts.backend ?? new KubeLedgers(opts.namespace ?? "default", PICKS_FORMAT);
@@ -96,13 +100,16 @@ export class PickStore implements Picks {
 
   async delivery(workspace: string, iid: string, deliveryId: string, waitMs: number, signal?: AbortSignal) {
     const until = this.#now() + waitMs;
+    const moves = this.#moves.get(workspace);
     for (;;) {
       const pick = deliveryOf(await this.#ledgers.read(workspace), iid, deliveryId);
       if (!pick) throw new HttpError("not_found", `no pick with delivery "${deliveryId}" in conversation ${iid}`);
       if (pick.answer !== undefined) return { state: "answered" as const, answer: pick.answer };
       const left = until - this.#now();
-      if (left <= 0 || signal?.aborted) return { state: "outstanding" as const };
-      await this.#waitFor(deliveryId, left, signal);
+      if (left <= 0 || signal?.aborted || this.#moves.get(workspace) !== moves)
+        return { state: "outstanding" as const };
+      // Moved to another replica: what it has, read no more here (the new owner alone reads it now).
+      if (await this.#waitFor(workspace, deliveryId, left, signal)) return { state: "outstanding" as const };
     }
   }
 
@@ -133,7 +140,17 @@ export class PickStore implements Picks {
       if (r.kind === "too-large") throw new HttpError("too_large", r.message);
       return { value: r.ledger, result: undefined };
     });
-    for (const wake of [...(this.#waiters.get(deliveryId) ?? [])]) wake();
+    for (const waiter of [...(this.#waiters.get(deliveryId) ?? [])]) waiter.wake(false);
+  }
+
+  /** The workspaces moved to another replica (decision 0079): their ledgers are forgotten (a later
+   * tenure reads the cluster again) and their held delivery polls answer now with what they have. */
+  release(workspaces: string[]): void {
+    const moved = new Set(workspaces);
+    for (const workspace of moved) this.#moves.set(workspace, (this.#moves.get(workspace) ?? 0) + 1);
+    for (const set of [...this.#waiters.values()])
+      for (const waiter of [...set]) if (moved.has(waiter.workspace)) waiter.wake(true);
+    for (const workspace of moved) this.#ledgers.forget(workspace);
   }
 
   // -------------------------------------------------------------------------------------------
@@ -159,22 +176,29 @@ export class PickStore implements Picks {
     return (this.opts.newId ?? (() => `d-${randomBytes(8).toString("hex")}`))();
   }
 
-  #waitFor(deliveryId: string, ms: number, signal?: AbortSignal): Promise<void> {
+  /** Resolves after `ms`, on an answer, on `signal`, or when the workspace moves (then true). */
+  #waitFor(workspace: string, deliveryId: string, ms: number, signal?: AbortSignal): Promise<boolean> {
     return new Promise((resolve) => {
       let set = this.#waiters.get(deliveryId);
       if (!set) this.#waiters.set(deliveryId, (set = new Set()));
-      const done = () => {
-        clearTimeout(timer);
-        signal?.removeEventListener("abort", done);
-        set!.delete(done);
-        if (set!.size === 0 && this.#waiters.get(deliveryId) === set) this.#waiters.delete(deliveryId);
-        resolve();
+      const waiter: Waiter = {
+        workspace,
+        wake: (moved) => {
+          clearTimeout(timer);
+          signal?.removeEventListener("abort", done);
+          set!.delete(waiter);
+          if (set!.size === 0 && this.#waiters.get(deliveryId) === set) this.#waiters.delete(deliveryId);
+          resolve(moved);
+        },
       };
+      const done = () => waiter.wake(false);
       const timer = setTimeout(done, ms);
-      set.add(done);
+      set.add(waiter);
       signal?.addEventListener("abort", done, { once: true });
     });
   }
 }
+
+type Waiter = { workspace: string; wake: (moved: boolean) => void };
 
 const receiptOf = (deliveryId: string): PickReceipt => ({ outstanding: true, deliveryId });

@@ -7,6 +7,8 @@
 // finds the stream again and never admits the turn twice. What the Harness answers is input, not
 // truth (decision 0042): every read is bounded, the stream's path is the Orchestrator's own, and
 // a Harness that breaks a bound is named and answered 502 while every other workspace goes on.
+// Only the replica that owns a workspace reads and writes its ledger (decision 0079): `release`
+// lets it go when it moves, so the next owner's reads come from the cluster.
 import { randomBytes } from "node:crypto";
 import { z } from "zod";
 import {
@@ -102,6 +104,8 @@ export class Turns {
   readonly #ledgers: LedgerStore<TurnsLedger>;
   /** Streams followed now, by workspace. */
   readonly #following = new Map<string, number>();
+  /** How each stream followed now is ended when its workspace moves to another replica. */
+  readonly #ends = new Map<string, Set<AbortController>>();
 
   constructor(readonly opts: TurnsOptions) {
     this.#ledgers = new LedgerStore({
@@ -166,6 +170,11 @@ export class Turns {
         `workspace ${workspace} has ${open} turn event streams open, its bound: close one before opening another`,
       );
     this.#following.set(workspace, open + 1);
+    const moved = new AbortController();
+    let ends = this.#ends.get(workspace);
+    if (!ends) this.#ends.set(workspace, (ends = new Set()));
+    ends.add(moved);
+    signal = AbortSignal.any([signal, moved.signal]);
     try {
       let offset = resume.lastEventId === undefined ? undefined : resume.lastEventId + 1;
       let wait = 0;
@@ -191,7 +200,18 @@ export class Turns {
         if (signal.aborted) return;
         wait = LONG_POLL_MS;
       }
+    } catch (err) {
+      // Cut because the workspace moved: the Machine asks again, and reaches its new owner.
+      if (moved.signal.aborted)
+        throw new HttpError(
+          "unavailable",
+          `workspace ${workspace} moved to another Orchestrator replica while its stream was read: ask again ` +
+            "(with the Last-Event-ID of the last event read)",
+        );
+      throw err;
     } finally {
+      ends.delete(moved);
+      if (ends.size === 0 && this.#ends.get(workspace) === ends) this.#ends.delete(workspace);
       const left = (this.#following.get(workspace) ?? 1) - 1;
       if (left > 0) this.#following.set(workspace, left);
       else this.#following.delete(workspace);
@@ -295,6 +315,18 @@ export class Turns {
   /** Whether `(iid, submissionId)` is a running turn: its picks are listed and answered. */
   async isRunning(workspace: string, iid: string, submissionId: string): Promise<boolean> {
     return runningTurn(await this.#ledgers.read(workspace), iid)?.admission.submissionId === submissionId;
+  }
+
+  /**
+   * The workspaces moved to another replica (decision 0079): their ledgers are forgotten (a later
+   * tenure reads the cluster again), and the streams followed for them end as if the Machine had
+   * left, so it resumes from its Last-Event-ID through the new owner, which alone writes the ledger.
+   */
+  release(workspaces: string[]): void {
+    for (const workspace of workspaces) {
+      for (const moved of [...(this.#ends.get(workspace) ?? [])]) moved.abort();
+      this.#ledgers.forget(workspace);
+    }
   }
 
   // -------------------------------------------------------------------------------------------

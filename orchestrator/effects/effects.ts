@@ -9,6 +9,10 @@
 // settled `unknown` unless the Machine marked it idempotent. An answer that does not carry the
 // Effector's signature settles the Effect `failed` (answer_unsigned), never sent again: it may
 // have run. The Orchestrator never holds a secret: the ledger and the order name them by reference.
+//
+// Several Orchestrators (decision 0079): a worker runs only on the replica that owns its workspace.
+// When the workspace moves, its worker stops here first (an Effect `sent` stays sent, its answer
+// no longer awaited) and the new owner's worker recovers it by asking the Effector, as after a restart.
 import { EFFECT_LIMITS, type EffectBody, type EffectKind, type EffectState } from "../../api/effects";
 import { EFFECTOR_PATHS, EffectorAnswer, type EffectorOrder } from "../../api/effector-wire";
 import type { EffectRecord } from "../../api/orchestrator-schemas";
@@ -46,6 +50,7 @@ import {
   type StoredEffect,
 } from "./effect-ledger";
 import { resolveEffect, type DeclaredSecret, type WorkspaceFacts } from "./resolve";
+import { SoleOwnership, type Ownership } from "../replicas/ownership";
 
 export { effectsConfigMap };
 
@@ -104,6 +109,8 @@ export type EffectsOptions = {
   log?: (entry: Record<string, unknown>) => void;
   timing?: EffectTiming;
   now?: () => number;
+  /** Which workspaces this replica owns (decision 0079): a worker runs only for those. Default: all. */
+  ownership?: Ownership;
 };
 
 /** A workspace's worker: its loop, and how it is stopped (the workspace deleted, a shutdown). */
@@ -112,8 +119,11 @@ type Worker = { done: Promise<void>; stop: AbortController; again: boolean };
 export class Effects {
   readonly #ledgers: LedgerStore<EffectsLedger>;
   readonly #workers = new Map<string, Worker>();
-  /** Who waits on a workspace's next settlement (a GET with `?wait=`). */
-  readonly #waiters = new Map<string, Set<() => void>>();
+  /** Who waits on a workspace's next settlement (a GET with `?wait=`): woken with whether it moved. */
+  readonly #waiters = new Map<string, Set<(moved: boolean) => void>>();
+  readonly #ownership: Ownership;
+  /** Bumped by each release of a workspace: a GET that began before it answers what it has. */
+  readonly #moves = new Map<string, number>();
 
   constructor(readonly opts: EffectsOptions) {
     this.#ledgers = new LedgerStore({
@@ -121,6 +131,7 @@ export class Effects {
       watch: opts.watch,
       backend: opts.backend ?? new KubeLedgers(opts.namespace, EFFECTS_FORMAT),
     });
+    this.#ownership = opts.ownership ?? new SoleOwnership();
   }
 
   /**
@@ -165,12 +176,15 @@ export class Effects {
   /** One Effect's record; with `waitMs`, held until it settles or the wait ends (or `signal`). */
   async get(workspace: string, id: string, waitMs = 0, signal?: AbortSignal): Promise<EffectRecord> {
     const until = this.#now() + Math.min(Math.max(waitMs, 0), MAX_WAIT_MS);
+    const moves = this.#moves.get(workspace);
     for (;;) {
       const effect = (await this.#ledgers.read(workspace)).effects.find((e) => e.id === id);
       if (!effect) throw new HttpError("not_found", `workspace ${workspace} has no Effect "${id}"`);
       const left = until - this.#now();
       if (isSettled(effect.state) || left <= 0 || signal?.aborted) return recordOf(effect);
-      await this.#settledOrAfter(workspace, left, signal);
+      if (this.#moves.get(workspace) !== moves) return recordOf(effect);
+      // Moved to another replica: what it has (the new owner alone reads the ledger now).
+      if (await this.#settledOrAfter(workspace, left, signal)) return recordOf(effect);
     }
   }
 
@@ -180,17 +194,35 @@ export class Effects {
   }
 
   /**
-   * On boot (restart re-attach): every Sandbox this Orchestrator wrote with an Effector gets its
-   * worker, which finds its first unsettled Effect: a `queued` one runs, a `sent` one is recovered
-   * by asking the Effector (decision 0070).
+   * On boot (restart re-attach), and when this replica gains a shard (decision 0079): every Sandbox
+   * an Orchestrator wrote with an Effector, that `filter` passes (absent: all) and this replica
+   * owns, gets its worker, which finds its first unsettled Effect: a `queued` one runs, a `sent`
+   * one is recovered by asking the Effector (decision 0070).
    */
-  async recover(): Promise<void> {
+  async recover(filter?: (workspace: string) => boolean): Promise<void> {
     await this.opts.watch.whenListed();
     for (const sandbox of this.opts.watch.all()) {
       const name = sandbox.metadata?.name;
       if (!name || sandbox.metadata?.labels?.[RUN_LABEL] === undefined || !hasEffector(sandbox)) continue;
+      if (filter && !filter(name)) continue;
       this.#kick(name);
     }
+  }
+
+  /**
+   * The workspaces moved to another replica (decision 0079): their workers stop, and this resolves
+   * once each has (an Effect `sent` stays sent: its answer is no longer awaited here, and the new
+   * owner asks the Effector for it); their held GETs answer what they have; their ledgers are
+   * forgotten, so a later tenure reads the cluster again.
+   */
+  async release(workspaces: string[]): Promise<void> {
+    const moved = [...new Set(workspaces)];
+    const stopping = moved.flatMap((w) => this.#workers.get(w) ?? []);
+    for (const worker of stopping) worker.stop.abort();
+    for (const workspace of moved) this.#moves.set(workspace, (this.#moves.get(workspace) ?? 0) + 1);
+    for (const workspace of moved) for (const wake of [...(this.#waiters.get(workspace) ?? [])]) wake(true);
+    await Promise.all(stopping.map((w) => w.done));
+    for (const workspace of moved) this.#ledgers.forget(workspace);
   }
 
   /** The workspace is gone or going: its worker stops (an Effect `sent` stays so, for no one). */
@@ -239,8 +271,10 @@ export class Effects {
     return r;
   }
 
-  /** Starts the workspace's worker, or tells the running one to look again before it ends. */
+  /** Starts the workspace's worker, or tells the running one to look again before it ends; never
+   * for a workspace another replica owns (its worker runs there). */
   #kick(workspace: string): void {
+    if (!this.#ownership.owns(workspace)) return;
     const running = this.#workers.get(workspace);
     if (running) {
       running.again = true;
@@ -272,6 +306,7 @@ export class Effects {
   /** Runs (or recovers) the workspace's first unsettled Effect, then the next, until none is left. */
   async #work(workspace: string, signal: AbortSignal): Promise<void> {
     while (!signal.aborted) {
+      if (!this.#ownership.owns(workspace)) return;
       const effect = nextEffect(await this.#ledgers.read(workspace));
       if (!effect) return;
       if (!this.opts.watch.get(workspace)) return;
@@ -305,12 +340,16 @@ export class Effects {
             error: failure("answer_lost", "its answer was lost, and it is no longer allowed: not sent again"),
           },
         };
-      return afterSend(effect, await this.#hear(workspace, "POST", EFFECTOR_PATHS.effects, order, effect.id), resends);
+      return afterSend(
+        effect,
+        await this.#hear(workspace, "POST", EFFECTOR_PATHS.effects, order, effect.id, signal),
+        resends,
+      );
     };
     const query = async () =>
       recoveryStep(
         effect,
-        await this.#hear(workspace, "GET", EFFECTOR_PATHS.effect(effect.id), undefined, effect.id),
+        await this.#hear(workspace, "GET", EFFECTOR_PATHS.effect(effect.id), undefined, effect.id, signal),
         resends,
       );
     if (effect.state === "queued") {
@@ -344,17 +383,26 @@ export class Effects {
     }
   }
 
-  /** One signed call, read into what effect-ledger.ts decides on. */
-  async #hear(workspace: string, method: "GET" | "POST", path: string, order: unknown, id: string): Promise<Heard> {
+  /** One signed call, read into what effect-ledger.ts decides on. A stopped worker stops waiting for
+   * it (WorkerStopped): the Effect stays as the ledger has it, for whoever runs the worker next. */
+  async #hear(
+    workspace: string,
+    method: "GET" | "POST",
+    path: string,
+    order: unknown,
+    id: string,
+    signal: AbortSignal,
+  ): Promise<Heard> {
     const timeoutMs =
       method === "POST" ? (order as EffectorOrder).effect.timeoutSeconds * 1000 + ANSWER_MARGIN_MS : QUERY_TIMEOUT_MS;
     let reply: EffectorReply;
     try {
-      reply = await this.opts.gateway.effector(workspace, method, path, order, {
-        maxBytes: ANSWER_MAX_BYTES,
-        timeoutMs,
-      });
+      reply = await unlessStopped(
+        this.opts.gateway.effector(workspace, method, path, order, { maxBytes: ANSWER_MAX_BYTES, timeoutMs }),
+        signal,
+      );
     } catch (err) {
+      if (err instanceof WorkerStopped) throw err;
       if (err instanceof EffectorUnreachable)
         return err.delivered ? { kind: "lost", message: err.message } : { kind: "not_delivered", message: err.message };
       return { kind: "lost", message: err instanceof Error ? err.message : String(err) };
@@ -381,25 +429,27 @@ export class Effects {
     this.#notify(workspace);
   }
 
-  #settledOrAfter(workspace: string, ms: number, signal?: AbortSignal): Promise<void> {
+  /** Resolves on the workspace's next settlement, after `ms`, on `signal`, or when it moves (true). */
+  #settledOrAfter(workspace: string, ms: number, signal?: AbortSignal): Promise<boolean> {
     return new Promise((resolve) => {
       const set = this.#waiters.get(workspace) ?? new Set();
       this.#waiters.set(workspace, set);
-      const done = () => {
+      const wake = (moved: boolean) => {
         clearTimeout(timer);
-        set.delete(done);
-        if (!set.size) this.#waiters.delete(workspace);
+        set.delete(wake);
+        if (!set.size && this.#waiters.get(workspace) === set) this.#waiters.delete(workspace);
         signal?.removeEventListener("abort", done);
-        resolve();
+        resolve(moved);
       };
+      const done = () => wake(false);
       const timer = setTimeout(done, ms);
       signal?.addEventListener("abort", done, { once: true });
-      set.add(done);
+      set.add(wake);
     });
   }
 
   #notify(workspace: string): void {
-    for (const w of [...(this.#waiters.get(workspace) ?? [])]) w();
+    for (const w of [...(this.#waiters.get(workspace) ?? [])]) w(false);
   }
 
   #now() {
@@ -481,6 +531,22 @@ function safeJson(text: string): unknown {
   } catch {
     return undefined;
   }
+}
+
+/** A worker stopped while it waited on its Effector. */
+class WorkerStopped extends Error {}
+
+/** `call`'s answer, unless `signal` aborts first: then WorkerStopped, and the answer is dropped. */
+function unlessStopped<T>(call: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(new WorkerStopped("the effects worker was stopped"));
+  return new Promise<T>((resolve, reject) => {
+    const stopped = () => reject(new WorkerStopped("the effects worker was stopped"));
+    signal.addEventListener("abort", stopped, { once: true });
+    call.then(
+      (v) => (signal.removeEventListener("abort", stopped), resolve(v)),
+      (e: unknown) => (signal.removeEventListener("abort", stopped), reject(e)),
+    );
+  });
 }
 
 function sleep(ms: number, signal: AbortSignal): Promise<void> {

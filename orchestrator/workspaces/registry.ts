@@ -1,7 +1,10 @@
 // The registry of workspace actors: what the HTTP API serves (api-server.ts Workspaces). One xstate
-// actor per workspace, every event kept for its stream; on boot, the Sandboxes this Orchestrator
+// actor per workspace, every event kept for its stream; on boot, the Sandboxes an Orchestrator
 // wrote are read back from the one watch and each actor is rebuilt in the state the Sandbox's
-// status says, renewing again at once (restart re-attach, decision 0011).
+// status says, renewing again at once (restart re-attach, decision 0011). Several Orchestrators
+// share the workspaces by shard (decision 0079): this one runs actors only for the shards its
+// replica holds, names a new workspace inside one of them, adopts a shard it gains the same way a
+// restart restores, and lets a shard it loses go (actors stopped, the CRs left for the new owner).
 import type { EgressLogEntry } from "../../api/egress-point";
 import { randomBytes } from "node:crypto";
 import { attachBodyOf, readAttach } from "./attach-body";
@@ -23,6 +26,8 @@ import {
 } from "./pod-config";
 import { SizeError, splitSize } from "./size";
 import { RUN_LABEL, TENANT_LABEL } from "../../api/wire";
+import { SoleOwnership, type Ownership } from "../replicas/ownership";
+import { lossOf } from "./provision-rules";
 import {
   startWorkspace,
   viewOf,
@@ -34,6 +39,7 @@ import {
 import type { Workspaces } from "./service";
 import type { Budgets, PlaceRequest, SandboxGateway } from "./sandbox-gateway";
 import type { SandboxWatch } from "./sandbox-watch";
+import type { SandboxModel } from "../../api/crd";
 
 export type RegistryOptions = {
   gateway: SandboxGateway;
@@ -46,22 +52,34 @@ export type RegistryOptions = {
   log?: (entry: Record<string, unknown>) => void;
   /** Called for every event of every workspace (metrics). */
   onEvent?: (name: string, event: WorkspaceEvent) => void;
+  /** Which workspaces this replica owns (decision 0079). Default: all of them (SoleOwnership). */
+  ownership?: Ownership;
 };
 
 type Entry = {
   actor: WorkspaceActor;
   events: WorkspaceEvent[];
-  listeners: Set<(e: WorkspaceEvent) => void>;
+  /** Each subscriber, with how its stream is ended when this replica lets the workspace go. */
+  listeners: Map<(e: WorkspaceEvent) => void, (() => void) | undefined>;
   /** The tenant that created it (decision 0042); undefined: an admin. */
   tenant: string | undefined;
 };
 
 const MAX_EVENTS = 200;
 
+/** How many names a create draws before it gives up on finding one in a shard held here: with one
+ * shard of 16 held, all of them missing is a chance of about e^-264 (the shards moved meanwhile). */
+const MAX_NAME_DRAWS = 4096;
+
+const hasRunLabel = (sandbox: SandboxModel | undefined) => sandbox?.metadata?.labels?.[RUN_LABEL] !== undefined;
+
 export class WorkspaceRegistry implements Workspaces {
   readonly #entries = new Map<string, Entry>();
+  readonly #ownership: Ownership;
 
-  constructor(readonly opts: RegistryOptions) {}
+  constructor(readonly opts: RegistryOptions) {
+    this.#ownership = opts.ownership ?? new SoleOwnership();
+  }
 
   async create(body: CreateWorkspaceBody, tenant?: string): Promise<string> {
     // The fence answers before anything is written, by name; it runs once, here: its repos
@@ -96,7 +114,7 @@ export class WorkspaceRegistry implements Workspaces {
       const within = egressWithinCeiling(body.egress.allow, this.opts.podConfig ?? DEFAULT_POD_CONFIG);
       if (!within.ok) throw new HttpError("invalid", within.message);
     }
-    const name = `ws-${randomBytes(5).toString("hex")}`;
+    const name = this.#ownName();
     const attach = attachBodyOf({ branch: body.branch, repos: fenced.repos });
     const place: PlaceRequest = {
       name,
@@ -124,13 +142,50 @@ export class WorkspaceRegistry implements Workspaces {
     return name;
   }
 
+  /** The workspaces this replica owns now; a shard being let go is left out already. */
   async list(): Promise<WorkspaceView[]> {
-    return [...this.#entries.keys()].map((name) => this.#view(name)!);
+    return [...this.#entries.keys()].filter((name) => this.#ownership.owns(name)).map((name) => this.#view(name)!);
   }
 
+  /** Every workspace an Orchestrator wrote that the watch holds, whoever owns it, with its tenant. */
+  known(): Array<{ name: string; tenant: string | undefined }> {
+    return this.opts.watch.all().flatMap((s) => {
+      const name = s.metadata?.name;
+      return name && hasRunLabel(s) ? [{ name, tenant: s.metadata?.labels?.[TENANT_LABEL] }] : [];
+    });
+  }
+
+  /**
+   * A workspace's view from its Sandbox alone (decision 0079), for one whose shard no replica
+   * answers for now: the state the Sandbox's status says, as a restore would resume it (Ready:
+   * ready; Lost or being deleted: lost, as its first check would report; else provisioning). What
+   * only an actor knows (a wait, the attach's answer, a failure, the last renewal it wrote) is
+   * not there.
+   */
+  sandboxView(name: string): WorkspaceView | undefined {
+    const sandbox = this.opts.watch.get(name);
+    if (!sandbox || !hasRunLabel(sandbox)) return undefined;
+    const status = sandbox.status;
+    const lost = lossOf(sandbox);
+    const createdAt = Date.parse(String(sandbox.metadata?.creationTimestamp ?? ""));
+    return {
+      name,
+      state: lost ? "lost" : status?.phase === "Ready" ? "ready" : "provisioning",
+      ...(status?.phase ? { phase: status.phase } : {}),
+      ...(status?.endpoint ? { endpoint: status.endpoint } : {}),
+      conditions: status?.conditions ?? [],
+      ...(lost ? { lost } : {}),
+      ...(Number.isFinite(createdAt) ? { createdAt: new Date(createdAt).toISOString() } : {}),
+    };
+  }
+
+  /** The tenant that created it (undefined: an admin), for a workspace held here or any other the
+   * watch holds (its tenant label: the replica asked need not own it); null when there is none. */
   ownerOf(name: string): string | undefined | null {
     const entry = this.#entries.get(name);
-    return entry ? entry.tenant : null;
+    if (entry) return entry.tenant;
+    const sandbox = this.opts.watch.get(name);
+    return hasRunLabel(sandbox) ? sandbox!.metadata?.labels?.[TENANT_LABEL] : null;
   }
 
   async get(name: string): Promise<WorkspaceView | undefined> {
@@ -192,10 +247,13 @@ export class WorkspaceRegistry implements Workspaces {
     );
   }
 
-  subscribe(name: string, listener: (event: WorkspaceEvent) => void): (() => void) | undefined {
+  /** Every event from now on; `onEnd` is called (and the listener dropped) when this replica lets
+   * the workspace go to another (release), so its stream ends and the Machine reconnects to the
+   * new owner. */
+  subscribe(name: string, listener: (event: WorkspaceEvent) => void, onEnd?: () => void): (() => void) | undefined {
     const entry = this.#entries.get(name);
     if (!entry) return undefined;
-    entry.listeners.add(listener);
+    entry.listeners.set(listener, onEnd);
     return () => entry.listeners.delete(listener);
   }
 
@@ -204,18 +262,27 @@ export class WorkspaceRegistry implements Workspaces {
     return [...(this.#entries.get(name)?.events ?? [])];
   }
 
-  /**
-   * On boot: every Sandbox this Orchestrator wrote (the run label, in its namespace) becomes an
-   * actor again, in the state its status says. Ready resumes at the attach (idempotent on the
-   * Harness: the same answer again), anything not yet Ready at the provision, Lost or being
-   * deleted is reported lost by the first check. Answers how many were restored.
-   */
+  /** On boot: adopts every shard this replica holds (all of them when it is the only one). */
   async restore(): Promise<number> {
+    return this.adopt(this.#ownership.owned());
+  }
+
+  /**
+   * Every Sandbox an Orchestrator wrote (the run label, in its namespace) in `shards`, and in a
+   * shard this replica still holds, becomes an actor again, in the state its status says: on boot,
+   * and when a shard is gained from another replica (decision 0079). Ready resumes at the attach
+   * (idempotent on the Harness: the same answer again), anything not yet Ready at the provision,
+   * Lost or being deleted is reported lost by the first check. Answers how many were restored.
+   */
+  async adopt(shards: number[]): Promise<number> {
     await this.opts.watch.whenListed();
+    const wanted = new Set(shards);
     let n = 0;
     for (const sandbox of this.opts.watch.all()) {
       const name = sandbox.metadata?.name;
-      if (!name || this.#entries.has(name) || sandbox.metadata?.labels?.[RUN_LABEL] === undefined) continue;
+      if (!name || this.#entries.has(name) || !hasRunLabel(sandbox)) continue;
+      // Read after the wait: a shard lost meanwhile is not taken up again.
+      if (!wanted.has(this.#ownership.shardOf(name)) || !this.#ownership.owns(name)) continue;
       const attach = readAttach(sandbox);
       const resume: Resume = {
         // Ready with no attach body (no Repo Slots): nothing to send again, so ready at once.
@@ -238,8 +305,27 @@ export class WorkspaceRegistry implements Workspaces {
       this.#start(name, sandbox.metadata?.labels?.[TENANT_LABEL], { resume, ...(attach ? { attach } : {}) });
       n++;
     }
-    this.opts.log?.({ level: "info", message: "workspaces restored from their Sandboxes", count: n });
+    this.opts.log?.({ level: "info", message: "workspaces restored from their Sandboxes", count: n, shards });
     return n;
+  }
+
+  /**
+   * Lets `shards` go to another replica (decision 0079): each of their workspaces' actor is stopped
+   * (its keepalive renewals with it) and forgotten, and its event streams end, so a Machine
+   * reconnects to the new owner. Nothing is deleted: the CRs stay for the replica that adopts them.
+   */
+  async release(shards: number[]): Promise<void> {
+    const gone = new Set(shards);
+    let n = 0;
+    for (const [name, entry] of [...this.#entries]) {
+      if (!gone.has(this.#ownership.shardOf(name))) continue;
+      this.#entries.delete(name);
+      entry.actor.stop();
+      for (const end of [...entry.listeners.values()]) end?.();
+      entry.listeners.clear();
+      n++;
+    }
+    this.opts.log?.({ level: "info", message: "workspaces let go to another replica", count: n, shards });
   }
 
   /** Stops every actor (their leases with them); the CRs stay for the next Orchestrator. */
@@ -247,14 +333,29 @@ export class WorkspaceRegistry implements Workspaces {
     for (const { actor } of this.#entries.values()) actor.stop();
   }
 
+  /** A new workspace's name, in a shard this replica holds (decision 0079): the shard is the name's,
+   * so a name is drawn until one falls in a held shard. None held: the shards are moving. */
+  #ownName(): string {
+    if (this.#ownership.owned().length > 0)
+      for (let i = 0; i < MAX_NAME_DRAWS; i++) {
+        const name = `ws-${randomBytes(5).toString("hex")}`;
+        if (this.#ownership.owns(name)) return name;
+      }
+    throw new HttpError(
+      "unavailable",
+      `Orchestrator ${this.#ownership.identity} holds no shard of workspaces now (they are moving between replicas): ` +
+        "nothing was created; retry after the Retry-After seconds",
+    );
+  }
+
   #start(name: string, tenant: string | undefined, input: Pick<WorkspaceInput, "place" | "attach" | "resume">) {
-    const entry: Entry = { actor: undefined as unknown as WorkspaceActor, events: [], listeners: new Set(), tenant };
+    const entry: Entry = { actor: undefined as unknown as WorkspaceActor, events: [], listeners: new Map(), tenant };
     this.#entries.set(name, entry);
     const onEvent = (event: WorkspaceEvent) => {
       entry.events.push(event);
       if (entry.events.length > MAX_EVENTS) entry.events.shift();
       this.opts.onEvent?.(name, event);
-      for (const l of [...entry.listeners]) l(event);
+      for (const l of [...entry.listeners.keys()]) l(event);
       if (event.type === "transition") {
         this.opts.log?.({
           level: event.to === "failed" || event.to === "lost" ? "warn" : "info",

@@ -16,6 +16,8 @@ import { parseCredentials } from "../../orchestrator/workspaces/fence";
 import { EffectorUnreachable, type EffectorReply } from "../../orchestrator/workspaces/sandbox-gateway";
 import { startOrchestratorServer, type Workspaces } from "../../orchestrator/http/api-server";
 import { apiTokenChecker, parseApiTokens } from "../../orchestrator/tokens";
+import type { Ownership } from "../../orchestrator/replicas/ownership";
+import { ShardTable } from "../support/shard-table";
 
 const credentials = parseCredentials("- match: forge.example/acme\n  secret: push-acme\n");
 
@@ -92,7 +94,12 @@ const pr = (id: string, extra: Record<string, unknown> = {}) =>
   EffectBody.parse({ id, kind: "http", method: "POST", url: "https://forge.example/acme/app/pulls", ...extra });
 
 function setup(
-  opts: { sandboxes?: SandboxModel[]; backend?: MemoryLedgers<EffectsLedger>; effector?: StandInEffector } = {},
+  opts: {
+    sandboxes?: SandboxModel[];
+    backend?: MemoryLedgers<EffectsLedger>;
+    effector?: StandInEffector;
+    ownership?: Ownership;
+  } = {},
 ) {
   const sandboxes = new Map((opts.sandboxes ?? [sandbox("ws-1")]).map((s) => [s.metadata!.name!, s]));
   const watch = {
@@ -111,6 +118,7 @@ function setup(
     backend,
     timing: FAST,
     onState: (kind, state) => states.push(`${kind}/${state}`),
+    ...(opts.ownership ? { ownership: opts.ownership } : {}),
   });
   return { effects, effector, backend, states, sandboxes };
 }
@@ -266,6 +274,57 @@ describe("Effects", () => {
     expect(stored(backend)[1]).toEqual(["b", "queued"]);
   });
 });
+
+// Decision 0079: a workspace's worker runs on the replica that owns it, and stops there when it moves.
+describe("Effects of a workspace that moves between replicas", () => {
+  it("release stops its worker and awaits it, the Effect left sent; the new owner recovers it by asking", async () => {
+    const first = setup();
+    first.effector.next = ["hang"];
+    await first.effects.create("ws-1", pr("a"));
+    await until(() => first.effector.posts.length === 1);
+    const held = first.effects.get("ws-1", "a", MAX_HOLD);
+    // The Effector has not answered: release resolves anyway, the worker gone.
+    await first.effects.release(["ws-1"]);
+    let idle = false;
+    await first.effects.idle("ws-1").then(() => (idle = true));
+    expect(idle).toBe(true);
+    expect(await held).toMatchObject({ state: "sent" });
+    expect(stored(first.backend)).toEqual([["a", "sent"]]);
+    // Its answer comes now, to no one: the old owner writes nothing more.
+    const writes = first.backend.writes;
+    first.effector.release();
+    await new Promise((r) => setImmediate(r));
+    expect(first.backend.writes).toBe(writes);
+    // The new owner asks the Effector (it ran it) and settles it; it is never sent again.
+    const second = setup({ backend: first.backend, effector: first.effector });
+    await second.effects.recover();
+    expect(await second.effects.get("ws-1", "a", MAX_HOLD)).toMatchObject({ state: "succeeded" });
+    expect(first.effector.posts).toEqual(["a"]);
+    expect(first.effector.queries).toContain("a");
+  });
+
+  it("never runs a worker for a workspace its replica does not own, and recovers only what the filter passes", async () => {
+    const table = new ShardTable("replica-b", []);
+    const mine = setup({ sandboxes: [sandbox("ws-1"), sandbox("ws-2")], ownership: table });
+    // Recorded (the API forwards a create to the owner; here nothing did), never run here.
+    await mine.effects.create("ws-1", pr("a"));
+    await mine.effects.create("ws-2", pr("b", { url: "https://forge.example/acme/app/issues" }));
+    await mine.effects.recover();
+    await mine.effects.idle("ws-1");
+    expect(mine.effector.posts).toEqual([]);
+    // The shards are gained: recover kicks only what the filter passes.
+    table.hold(table.shardOf("ws-1"));
+    table.hold(table.shardOf("ws-2"));
+    await mine.effects.recover((w) => w === "ws-1");
+    expect(await mine.effects.get("ws-1", "a", MAX_HOLD)).toMatchObject({ state: "succeeded" });
+    await mine.effects.idle("ws-2");
+    expect(mine.effector.posts).toEqual(["a"]);
+    await mine.effects.recover((w) => table.owns(w));
+    expect(await mine.effects.get("ws-2", "b", MAX_HOLD)).toMatchObject({ state: "succeeded" });
+  });
+});
+
+const MAX_HOLD = 5_000;
 
 /** The fields the route tests read of an answer. */
 type Json = { state: string; items: Array<{ id: string }>; error: { code: string; message: string } };

@@ -57,6 +57,35 @@ describe("the ledgers' store", () => {
     expect(await store.read("ws-1")).toEqual({ n: 2 });
   });
 
+  // Decision 0079: a workspace that moved to another replica and back is read from the cluster.
+  it("forgets a held ledger: the next read is the cluster's, and a read on its way at the forget is not kept", async () => {
+    const backend = new GatedBackend();
+    const store = new LedgerStore({ format: FORMAT, watch, backend });
+    const first = store.read("ws-1");
+    await settle();
+    backend.pending.shift()!();
+    expect(await first).toEqual({ n: 1 });
+    // Held: a read asks the backend nothing.
+    expect(await store.read("ws-1")).toEqual({ n: 1 });
+    expect(backend.pending).toHaveLength(0);
+    // Another replica writes while this one does not own it.
+    backend.stored = { value: { n: 7 }, version: "7" };
+    store.forget("ws-1");
+    const after = store.read("ws-1");
+    await settle();
+    expect(backend.pending).toHaveLength(1);
+    // Forgotten again while that read is on its way: it answers, and is not held.
+    store.forget("ws-1");
+    backend.pending.shift()!();
+    expect(await after).toEqual({ n: 7 });
+    backend.stored = { value: { n: 8 }, version: "8" };
+    const again = store.read("ws-1");
+    await settle();
+    expect(backend.pending).toHaveLength(1);
+    backend.pending.shift()!();
+    expect(await again).toEqual({ n: 8 });
+  });
+
   it("takes a read's answer when nothing was written meanwhile", async () => {
     const backend = new GatedBackend();
     const store = new LedgerStore({ format: FORMAT, watch, backend });

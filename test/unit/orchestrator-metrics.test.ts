@@ -74,3 +74,26 @@ describe("OrchestratorMetrics", () => {
     }
   });
 });
+
+// Decision 0079: what each replica holds, and how often shards move.
+describe("the shard lines", () => {
+  it("show the shards held and count each gained and lost", () => {
+    const metrics = new OrchestratorMetrics();
+    try {
+      const start = metrics.render([]);
+      expect(value(start, "jr2_orchestrator_shards_held")).toBe(0);
+      expect(start).toContain("# TYPE jr2_orchestrator_shards_held gauge");
+      expect(start).toContain("# TYPE jr2_orchestrator_shard_moves_total counter");
+      metrics.shardMoves({ gained: [0, 1, 2], lost: [] });
+      metrics.shardsHeld(3);
+      metrics.shardMoves({ gained: [], lost: [2] });
+      metrics.shardsHeld(2);
+      const text = metrics.render([]);
+      expect(value(text, "jr2_orchestrator_shards_held")).toBe(2);
+      expect(value(text, 'jr2_orchestrator_shard_moves_total{direction="gained"}')).toBe(3);
+      expect(value(text, 'jr2_orchestrator_shard_moves_total{direction="lost"}')).toBe(1);
+    } finally {
+      metrics.close();
+    }
+  });
+});

@@ -412,6 +412,53 @@ describe("the store", () => {
     expect(await held).toEqual({ state: "outstanding" });
   });
 
+  // Decision 0079: the workspace moved to another replica; the Harness's next poll reaches the new owner.
+  it("wakes a held poll of a released workspace, which answers what it has; another workspace's stays held", async () => {
+    const a = agentsOf();
+    await a.admit("ws-1.c");
+    await a.admit("ws-2.c");
+    await a.picks.submit("ws-1", "ws-1.c", body());
+    await a.picks.submit("ws-2", "ws-2.c", body());
+    const settled = [false, false];
+    const held1 = a.picks.delivery("ws-1", "ws-1.c", "d1", 10 * 60_000).finally(() => (settled[0] = true));
+    const held2 = a.picks.delivery("ws-2", "ws-2.c", "d2", 10 * 60_000).finally(() => (settled[1] = true));
+    await new Promise((r) => setImmediate(r));
+    expect(settled).toEqual([false, false]);
+    const version = a.pickLedgers.stored.get("ws-1")!.version;
+    a.picks.release(["ws-1"]);
+    expect(await held1).toEqual({ state: "outstanding" });
+    await new Promise((r) => setImmediate(r));
+    expect(settled).toEqual([true, false]);
+    // Another writer (the new owner) answers it in the cluster: this store, asked later, reads it
+    // there rather than the value it held before the move.
+    const moved = new PickStore({ watch: a.watch, turns: a.turns, backend: a.pickLedgers });
+    await moved.answer("ws-1", "d1", "from the new owner");
+    expect(a.pickLedgers.stored.get("ws-1")!.version).toBe(version + 1);
+    expect(await a.picks.delivery("ws-1", "ws-1.c", "d1", 0)).toEqual({
+      state: "answered",
+      answer: "from the new owner",
+    });
+    await a.picks.answer("ws-2", "d2", "go");
+    expect(await held2).toEqual({ state: "answered", answer: "go" });
+  });
+
+  it("forgets a released workspace's turns ledger: a later read is the cluster's", async () => {
+    const a = agentsOf();
+    await a.admit("ws-1.c", "s1");
+    expect(await a.turns.isRunning("ws-1", "ws-1.c", "s1")).toBe(true);
+    // Another replica ends the turn and admits the next (it owned the workspace meanwhile).
+    const other = new Turns({ namespace: "ns", gateway: a.harness, watch: a.watch, backend: a.turnLedgers });
+    await other.submit(
+      "ws-1",
+      SubmitTurnBody.parse({ agent: "coder", iid: "ws-1.c", message: "next", submissionId: "s2", menu: [] }),
+    );
+    // Held from before the move: the old turn. Released: the cluster's, the new one.
+    expect(await a.turns.isRunning("ws-1", "ws-1.c", "s1")).toBe(true);
+    a.turns.release(["ws-1"]);
+    expect(await a.turns.isRunning("ws-1", "ws-1.c", "s1")).toBe(false);
+    expect(await a.turns.isRunning("ws-1", "ws-1.c", "s2")).toBe(true);
+  });
+
   it("re-reads and decides again after a write lost a race, and refuses (never empties) an unreadable ledger", async () => {
     const a = agentsOf();
     await a.admit("ws-1.c");
