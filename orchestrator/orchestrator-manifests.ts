@@ -2,8 +2,8 @@
 // its own namespace and forwarding a call for another's to it (decision 0079), rolled one at a time
 // and spread over nodes; its Service, an ingress policy over its API, and RBAC scoped to the one
 // namespace its Sandboxes live in (a ClusterRole of namespaced writes, bound there alone; decision
-// 0047). Pure:
-// `npm run build` renders it into dist/jr2-orchestrator.yaml; a test applies it to the control plane.
+// 0047). Pure: `npm run build` renders it into dist/jr2-orchestrator.yaml; a test applies it to the
+// control plane.
 // The signing key and the API tokens come from a Secret the operator of the cluster creates
 // (`jr2-orchestrator`, keys `signing-key` and `api-tokens`); the fence from a ConfigMap.
 import { GROUP } from "../api/crd/sources/common";
