@@ -1,7 +1,9 @@
-// The Orchestrator as deployed: one replica (one watch, one registry of actors: two would renew and
-// attach twice), its Service, an ingress policy over its API, and RBAC scoped to the one namespace
-// its Sandboxes live in (a ClusterRole of namespaced writes, bound there alone; decision 0047). Pure:
-// `npm run build` renders it into dist/jr2-orchestrator.yaml; a test applies it to the control plane.
+// The Orchestrator as deployed: several replicas, each owning shards of the workspaces by Leases in
+// its own namespace and forwarding a call for another's to it (decision 0079), rolled one at a time
+// and spread over nodes; its Service, an ingress policy over its API, and RBAC scoped to the one
+// namespace its Sandboxes live in (a ClusterRole of namespaced writes, bound there alone; decision
+// 0047). Pure: `npm run build` renders it into dist/jr2-orchestrator.yaml; a test applies it to the
+// control plane.
 // The signing key and the API tokens come from a Secret the operator of the cluster creates
 // (`jr2-orchestrator`, keys `signing-key` and `api-tokens`); the fence from a ConfigMap.
 import { GROUP } from "../api/crd/sources/common";
@@ -39,10 +41,23 @@ export type OrchestratorDeployOptions = {
   /** Namespaces whose pods may scrape GET /metrics on the metrics port (9090, no token; decision
    * 0076), e.g. a Prometheus's. Default none: the port is served and no one is admitted. */
   monitoringNamespaces?: readonly string[];
+  /** How many replicas (default 2: no single point, decision 0079); 1 is the only one, owning every shard. */
+  replicas?: number;
+  /** The PodDisruptionBudget's minAvailable (default 1), made only with more than one replica;
+   * `false`: none. */
+  podDisruptionBudget?: { minAvailable: number } | false;
 };
+
+/** Several by default, so a rollout or a node's loss leaves one answering (decision 0079). */
+export const ORCHESTRATOR_DEFAULT_REPLICAS = 2;
+/** What a replica has to hand its shards over in on SIGTERM (stop them, give up their Leases). */
+export const ORCHESTRATOR_TERMINATION_GRACE_SECONDS = 30;
 
 /** The Role in its own namespace: the egress point's EndpointSlices, to read every replica's log (decision 0076). */
 export const ORCHESTRATOR_PEERS_ROLE = `${ORCHESTRATOR}-egress-peers`;
+
+/** The Role in its own namespace: the shard and member Leases the replicas coordinate by (decision 0079). */
+export const ORCHESTRATOR_LEASES_ROLE = `${ORCHESTRATOR}-leases`;
 
 /** The ClusterRole of the Orchestrator's writes where its Sandboxes live, bound there alone. */
 export const ORCHESTRATOR_SANDBOXES_ROLE = `${ORCHESTRATOR}-sandboxes`;
@@ -50,6 +65,9 @@ export const ORCHESTRATOR_SANDBOXES_ROLE = `${ORCHESTRATOR}-sandboxes`;
 export const ORCHESTRATOR_API_POLICY = `${ORCHESTRATOR}-api`;
 
 const labels = { [APP_NAME_LABEL]: ORCHESTRATOR, ...PART_OF_JR2 };
+const selector = { matchLabels: { [APP_NAME_LABEL]: ORCHESTRATOR } };
+/** The pod's address (downward API), read by no process: the kubelet expands it into the peer url. */
+const POD_IP_ENV = "POD_IP";
 /** Where a `tlsSecret` is mounted. */
 const TLS_DIR = "/etc/jr2/tls";
 
@@ -57,6 +75,16 @@ export function orchestratorManifests(opts: OrchestratorDeployOptions): Array<Re
   const namespace = opts.namespace ?? COMPANION_NAMESPACE;
   const workspaces = opts.workspaceNamespace ?? DEFAULT_SANDBOX_NAMESPACE;
   const scheme = opts.tlsSecret ? "HTTPS" : "HTTP";
+  const replicas = opts.replicas ?? ORCHESTRATOR_DEFAULT_REPLICAS;
+  if (!Number.isInteger(replicas) || replicas < 1)
+    throw new Error(`orchestratorManifests: replicas ${replicas} is no count of pods: write 1 or more (default 2)`);
+  // One replica: no budget (minAvailable 1 of 1 would block every drain).
+  const pdb = replicas > 1 ? (opts.podDisruptionBudget ?? { minAvailable: 1 }) : false;
+  if (pdb && (!Number.isInteger(pdb.minAvailable) || pdb.minAvailable < 0 || pdb.minAvailable >= replicas))
+    throw new Error(
+      `orchestratorManifests: podDisruptionBudget.minAvailable ${pdb.minAvailable} must be below replicas ` +
+        `(${replicas}) or a node drain waits forever: lower it, raise replicas, or write podDisruptionBudget false`,
+    );
   if (workspaces === namespace)
     throw new Error(
       `orchestratorManifests: workspaceNamespace ${workspaces} is the Orchestrator's own namespace, where its ` +
@@ -102,16 +130,41 @@ export function orchestratorManifests(opts: OrchestratorDeployOptions): Array<Re
       roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: ORCHESTRATOR_PEERS_ROLE },
       subjects: [{ kind: "ServiceAccount", name: ORCHESTRATOR, namespace }],
     },
+    // The replicas' Leases, in its own namespace alone (decision 0079): a shard's holder renews it, a
+    // member Lease names each replica's peer url, a replica going away deletes its own.
+    {
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "Role",
+      metadata: { name: ORCHESTRATOR_LEASES_ROLE, namespace, labels },
+      rules: [
+        // Not narrowed by resourceNames: the API server cannot check a create's name against them, and
+        // the member Leases are named by pod; so every Lease of this namespace, which holds jr2's alone.
+        {
+          apiGroups: ["coordination.k8s.io"],
+          resources: ["leases"],
+          verbs: ["get", "list", "watch", "create", "update", "delete"],
+        },
+      ],
+    },
+    {
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "RoleBinding",
+      metadata: { name: ORCHESTRATOR_LEASES_ROLE, namespace, labels },
+      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: ORCHESTRATOR_LEASES_ROLE },
+      subjects: [{ kind: "ServiceAccount", name: ORCHESTRATOR, namespace }],
+    },
     {
       apiVersion: "networking.k8s.io/v1",
       kind: "NetworkPolicy",
       metadata: { name: ORCHESTRATOR_API_POLICY, namespace, labels },
       spec: {
-        podSelector: { matchLabels: { [APP_NAME_LABEL]: ORCHESTRATOR } },
+        podSelector: selector,
         policyTypes: ["Ingress"],
         ingress: [
           {
-            from: [sandboxPodsPeer(), ...(opts.apiClients ?? [{ podSelector: {} }])],
+            // Its own replicas too, whoever else is admitted: a call for a workspace another owns is
+            // forwarded there (decision 0079).
+            from: [sandboxPodsPeer(), { podSelector: selector }, ...(opts.apiClients ?? [{ podSelector: {} }])],
             ports: [{ protocol: "TCP", port: ORCHESTRATOR_PORT }],
           },
           // The metrics port, no token: the monitoring namespaces alone; none named, no rule.
@@ -158,14 +211,26 @@ export function orchestratorManifests(opts: OrchestratorDeployOptions): Array<Re
       kind: "Deployment",
       metadata: { name: ORCHESTRATOR, namespace, labels },
       spec: {
-        replicas: 1,
-        // Never two at once: the old one stops before the new one lists and renews.
-        strategy: { type: "Recreate" },
-        selector: { matchLabels: { [APP_NAME_LABEL]: ORCHESTRATOR } },
+        replicas,
+        // One new replica ready before an old one goes: never fewer answering than asked; the one going
+        // hands its shards over as it ends (decision 0079).
+        strategy: { type: "RollingUpdate", rollingUpdate: { maxUnavailable: 0, maxSurge: 1 } },
+        selector,
         template: {
           metadata: { labels },
           spec: {
             serviceAccountName: ORCHESTRATOR,
+            terminationGracePeriodSeconds: ORCHESTRATOR_TERMINATION_GRACE_SECONDS,
+            // Apart when the cluster has nodes to spare, together when it does not.
+            topologySpreadConstraints: [
+              {
+                maxSkew: 1,
+                topologyKey: "kubernetes.io/hostname",
+                whenUnsatisfiable: "ScheduleAnyway",
+                labelSelector: selector,
+                matchLabelKeys: ["pod-template-hash"],
+              },
+            ],
             securityContext: {
               runAsNonRoot: true,
               runAsUser: 65532,
@@ -196,6 +261,15 @@ export function orchestratorManifests(opts: OrchestratorDeployOptions): Array<Re
                   // Effector unless the pod config names another image (decision 0070).
                   { name: ORCHESTRATOR_ENV.custodianImage, value: opts.image },
                   { name: ORCHESTRATOR_ENV.podNamespace, valueFrom: { fieldRef: { fieldPath: "metadata.namespace" } } },
+                  // One of several (decision 0079): its identity, its Leases in its own namespace, and
+                  // where the others forward to; a $(VAR) expands only a variable defined above it.
+                  { name: ORCHESTRATOR_ENV.podName, valueFrom: { fieldRef: { fieldPath: "metadata.name" } } },
+                  { name: POD_IP_ENV, valueFrom: { fieldRef: { fieldPath: "status.podIP" } } },
+                  { name: ORCHESTRATOR_ENV.shardLeasesNamespace, value: `$(${ORCHESTRATOR_ENV.podNamespace})` },
+                  {
+                    name: ORCHESTRATOR_ENV.peerUrl,
+                    value: `${scheme.toLowerCase()}://$(${POD_IP_ENV}):${ORCHESTRATOR_PORT}`,
+                  },
                   ...(opts.tlsSecret
                     ? [
                         { name: ORCHESTRATOR_ENV.tlsCertFile, value: `${TLS_DIR}/tls.crt` },
@@ -229,5 +303,16 @@ export function orchestratorManifests(opts: OrchestratorDeployOptions): Array<Re
         },
       },
     },
+    // Keeps a replica answering through a drain (decision 0079).
+    ...(pdb
+      ? [
+          {
+            apiVersion: "policy/v1",
+            kind: "PodDisruptionBudget",
+            metadata: { name: ORCHESTRATOR, namespace, labels },
+            spec: { minAvailable: pdb.minAvailable, selector },
+          },
+        ]
+      : []),
   ];
 }

@@ -115,6 +115,8 @@ export function valuesSchema(): Schema {
       }),
       watcher: placed(),
       orchestrator: placed({
+        replicas: { type: "integer", minimum: 1 },
+        podDisruptionBudget: budget,
         existingSecret: secretName("a Secret in jr2-system with keys signing-key and api-tokens"),
         apiTokens: { type: "array", items: { type: "string", minLength: 1 } },
         tls: strict({ secretName: secretName("a kubernetes.io/tls Secret in jr2-system") }),

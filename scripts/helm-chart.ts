@@ -51,6 +51,17 @@ const EGRESS_BUDGET_CHECK = `{{- with .Values.egress.podDisruptionBudget }}
 {{- end }}
 `;
 
+/** The Orchestrator's budget likewise below its replicas (decision 0079), checked only where it is
+ * made, with more than one replica; a percentage is the API server's to round. */
+const ORCHESTRATOR_BUDGET_CHECK = `{{- if gt (int .Values.orchestrator.replicas) 1 }}
+{{- with .Values.orchestrator.podDisruptionBudget }}
+{{- if and (not (kindIs "string" .minAvailable)) (ge (int .minAvailable) (int $.Values.orchestrator.replicas)) }}
+{{- fail (printf "orchestrator.podDisruptionBudget.minAvailable (%d) must be below orchestrator.replicas (%d), or a node drain waits forever: lower it, raise orchestrator.replicas, or set orchestrator.podDisruptionBudget to null" (int .minAvailable) (int $.Values.orchestrator.replicas)) }}
+{{- end }}
+{{- end }}
+{{- end }}
+`;
+
 /** The release's label on every object, so an uninstall can be checked by listing it. */
 export const INSTANCE_LABEL = "app.kubernetes.io/instance";
 /** The chart's directory name under dist/, and its name. */
@@ -340,6 +351,13 @@ export function helmChart(input: ChartInput): Map<string, string | Buffer> {
         add(file, templated(withTls, w, checksum), TLS);
       } else if (w.key === "egress" && o.kind === "PodDisruptionBudget")
         add(file, templated(o, w, checksum), ".Values.egress.podDisruptionBudget");
+      // With one replica no budget: minAvailable 1 of 1 would block every drain.
+      else if (w.key === "orchestrator" && o.kind === "PodDisruptionBudget")
+        add(
+          file,
+          templated(o, w, checksum),
+          "and .Values.orchestrator.podDisruptionBudget (gt (int .Values.orchestrator.replicas) 1)",
+        );
       else add(file, templated(o, w, checksum));
     }
   };
@@ -361,9 +379,10 @@ export function helmChart(input: ChartInput): Map<string, string | Buffer> {
             [CONFIG_CHECKSUM]: marks.scalar(checksum),
           };
         // The egress point's replicas, a value (decision 0076); the built count its default.
-        if (w.key === "egress") {
-          values.egress.replicas = d.spec.replicas;
-          d.spec.replicas = marks.scalar(".Values.egress.replicas");
+        // The egress point's and the Orchestrator's replicas, values (decisions 0076, 0079); the built count the default.
+        if (w.key === "egress" || w.key === "orchestrator") {
+          values[w.key].replicas = d.spec.replicas;
+          d.spec.replicas = marks.scalar(`.Values.${w.key}.replicas`);
         }
         if (w.key === "orchestrator")
           for (const vol of d.spec.template.spec.volumes)
@@ -378,11 +397,11 @@ export function helmChart(input: ChartInput): Map<string, string | Buffer> {
       } else if (o.kind === "ConfigMap" && o.data?.["git-credentials.yaml"] !== undefined) {
         values.fence = jsonOfYamlFlow(o.data["git-credentials.yaml"]);
         d = { ...o, data: { "git-credentials.yaml": marks.scalar(`printf "%s\\n" (toYaml .Values.fence) | quote`) } };
-      } else if (o.kind === "PodDisruptionBudget" && w.key === "egress") {
-        // Its minAvailable a value; null: none (decision 0076). The schema keeps it below the replicas.
-        values.egress.podDisruptionBudget = { minAvailable: o.spec.minAvailable };
+      } else if (o.kind === "PodDisruptionBudget" && (w.key === "egress" || w.key === "orchestrator")) {
+        // Its minAvailable a value; null: none (decisions 0076, 0079). The template keeps it below the replicas.
+        values[w.key].podDisruptionBudget = { minAvailable: o.spec.minAvailable };
         d = structuredClone(o);
-        d.spec.minAvailable = marks.scalar(".Values.egress.podDisruptionBudget.minAvailable");
+        d.spec.minAvailable = marks.scalar(`.Values.${w.key}.podDisruptionBudget.minAvailable`);
       } else if (o.kind === "NetworkPolicy" && o.metadata.name === EGRESS_POLICY) {
         // Its admin port (/metrics, decision 0076) also from the monitoring namespaces.
         d = structuredClone(o);
@@ -445,7 +464,9 @@ export function helmChart(input: ChartInput): Map<string, string | Buffer> {
           ? `{{- if eq (include "jr2.admission.defaults" .) "webhook" }}\n${text}{{- end }}\n`
           : file === "egress"
             ? EGRESS_BUDGET_CHECK + text
-            : text,
+            : file === "orchestrator"
+              ? ORCHESTRATOR_BUDGET_CHECK + text
+              : text,
     );
   }
   files.set("Chart.yaml", chartYaml(input));
@@ -483,6 +504,7 @@ function defaultValues(input: ChartInput): Values {
     admission: { defaults: "auto", podDisruptionBudget: { minAvailable: 1 }, ...identityValues() },
     watcher: {},
     orchestrator: {
+      podDisruptionBudget: null,
       existingSecret: "",
       apiTokens: [],
       tls: { secretName: "" },
@@ -571,7 +593,13 @@ orchestrator:
     namespaces: []
     podSelectors: []
     ingress: {namespaceSelector: {}, podSelector: {}}
-  # One replica always: it holds the one watch and registry of actors.
+  # Several (decision 0079): each owns shards of the workspaces by Leases in jr2-system and forwards a
+  # call for another's workspace to it; rolled one at a time, spread over nodes where there are
+  # several. 1: the only one, owning every workspace (a restart leaves none answering for a while).
+  replicas: ${flow(v.orchestrator.replicas)}
+  # Keeps minAvailable replicas through a drain, made only with replicas above 1; below replicas,
+  # or a drain waits forever. null: none.
+  podDisruptionBudget: ${flow(v.orchestrator.podDisruptionBudget)}
 ${placement("orchestrator", "The Orchestrator's container.")}
 
 egress:

@@ -111,10 +111,19 @@ describe("the companions' manifests in the build output", () => {
     const dep = await waitFor(
       "the Orchestrator available",
       () => K8s(kind.Deployment).InNamespace(COMPANION_NAMESPACE).Get(ORCHESTRATOR),
-      (d) => d.status?.availableReplicas === 1,
+      (d) => (d.status?.availableReplicas ?? 0) >= 1,
       60_000,
     );
-    expect(dep.spec?.strategy?.type).toBe("Recreate");
+    // Several, rolled one at a time (decision 0079).
+    expect([dep.spec?.replicas, dep.spec?.strategy?.type]).toEqual([2, "RollingUpdate"]);
+    // Their Leases in its own namespace alone (decision 0079).
+    const own = ["-n", COMPANION_NAMESPACE];
+    expect(await can("create", "leases.coordination.k8s.io", own, ORCHESTRATOR)).toBe(true);
+    expect(await can("update", "leases.coordination.k8s.io", own, ORCHESTRATOR)).toBe(true);
+    expect(await can("delete", "leases.coordination.k8s.io", own, ORCHESTRATOR)).toBe(true);
+    expect(await can("create", "leases.coordination.k8s.io", ["-n", DEFAULT_SANDBOX_NAMESPACE], ORCHESTRATOR)).toBe(
+      false,
+    );
     // Its Sandboxes live in the default Sandbox namespace, not its own (decision 0047).
     const ns = ["-n", DEFAULT_SANDBOX_NAMESPACE];
     expect(await can("create", `sandboxes.${GROUP}`, ns, ORCHESTRATOR)).toBe(true);

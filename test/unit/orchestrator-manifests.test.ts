@@ -4,6 +4,7 @@
 import {
   orchestratorManifests,
   ORCHESTRATOR_API_POLICY,
+  ORCHESTRATOR_LEASES_ROLE,
   ORCHESTRATOR_PEERS_ROLE,
   ORCHESTRATOR_SANDBOXES_ROLE,
 } from "../../orchestrator/orchestrator-manifests";
@@ -26,12 +27,24 @@ describe("orchestratorManifests", () => {
   });
 
   it("binds a ClusterRole of namespaced writes in its Sandbox namespace alone, without NetworkPolicies", () => {
-    // In its own namespace, one Role: list the egress point's EndpointSlices (decision 0076).
+    // In its own namespace, two Roles: list the egress point's EndpointSlices (decision 0076), and
+    // the replicas' Leases (decision 0079).
     expect(of(objs, "Role").map((r: Obj) => [r.metadata.namespace, r.metadata.name, r.rules])).toEqual([
       [
         "jr2-system",
         ORCHESTRATOR_PEERS_ROLE,
         [{ apiGroups: ["discovery.k8s.io"], resources: ["endpointslices"], verbs: ["list"] }],
+      ],
+      [
+        "jr2-system",
+        ORCHESTRATOR_LEASES_ROLE,
+        [
+          {
+            apiGroups: ["coordination.k8s.io"],
+            resources: ["leases"],
+            verbs: ["get", "list", "watch", "create", "update", "delete"],
+          },
+        ],
       ],
     ]);
     expect(of(objs, "ClusterRoleBinding")).toEqual([]);
@@ -41,13 +54,13 @@ describe("orchestratorManifests", () => {
     expect(bindings.map((b: Obj) => [b.metadata.namespace, b.roleRef.name])).toEqual([
       ["jr2-sandboxes", ORCHESTRATOR_SANDBOXES_ROLE],
       ["jr2-system", ORCHESTRATOR_PEERS_ROLE],
+      ["jr2-system", ORCHESTRATOR_LEASES_ROLE],
     ]);
-    expect(bindings[0].subjects).toEqual([
-      { kind: "ServiceAccount", name: "jr2-orchestrator", namespace: "jr2-system" },
-    ]);
+    for (const b of bindings)
+      expect(b.subjects).toEqual([{ kind: "ServiceAccount", name: "jr2-orchestrator", namespace: "jr2-system" }]);
   });
 
-  it("admits to its API the Sandbox pods of opted-in namespaces and, by default, its own namespace's pods", () => {
+  it("admits to its API the Sandbox pods of opted-in namespaces, its own replicas and, by default, its own namespace's pods", () => {
     const [policy] = of(objs, "NetworkPolicy", ORCHESTRATOR_API_POLICY);
     expect(policy.metadata.namespace).toBe("jr2-system");
     expect(policy.spec.podSelector).toEqual({ matchLabels: { "app.kubernetes.io/name": "jr2-orchestrator" } });
@@ -59,13 +72,19 @@ describe("orchestratorManifests", () => {
             // The label the pod guard holds (decision 0067): only the operator's pods carry it.
             podSelector: { matchExpressions: [{ key: "sandbox.jr2.dev/name", operator: "Exists" }] },
           },
+          // Its replicas forward calls to each other (decision 0079).
+          { podSelector: { matchLabels: { "app.kubernetes.io/name": "jr2-orchestrator" } } },
           { podSelector: {} },
         ],
         ports: [{ protocol: "TCP", port: 8090 }],
       },
     ]);
     const open = orchestratorManifests({ image: "x", apiClients: [{ namespaceSelector: {} }] }) as Obj[];
-    expect(of(open, "NetworkPolicy")[0].spec.ingress[0].from[1]).toEqual({ namespaceSelector: {} });
+    // Whoever else is admitted, its replicas still are.
+    expect(of(open, "NetworkPolicy")[0].spec.ingress[0].from.slice(1)).toEqual([
+      { podSelector: { matchLabels: { "app.kubernetes.io/name": "jr2-orchestrator" } } },
+      { namespaceSelector: {} },
+    ]);
   });
 
   it("serves /metrics with no token on port 9090 (`metrics`), admitting the monitoring namespaces alone (decision 0076)", () => {
@@ -119,5 +138,76 @@ describe("orchestratorManifests", () => {
     const plain = of(objs, "Deployment")[0].spec.template.spec.containers[0];
     expect(plain.env.map((e: Obj) => e.name)).not.toContain("JR2_TLS_CERT_FILE");
     expect(plain.readinessProbe.httpGet.scheme).toBe("HTTP");
+  });
+
+  describe("several replicas (decision 0079)", () => {
+    const dep = (o: Obj[]) => of(o, "Deployment")[0];
+    const env = (o: Obj[]) => dep(o).spec.template.spec.containers[0].env as Obj[];
+
+    it("runs two, rolled one at a time, spread over nodes, with a budget keeping one through a drain", () => {
+      const d = dep(objs);
+      expect(d.spec.replicas).toBe(2);
+      expect(d.spec.strategy).toEqual({ type: "RollingUpdate", rollingUpdate: { maxUnavailable: 0, maxSurge: 1 } });
+      const pod = d.spec.template.spec;
+      // A one-node cluster still runs both: ScheduleAnyway, as the egress point and the admission pods.
+      expect(pod.topologySpreadConstraints).toEqual([
+        {
+          maxSkew: 1,
+          topologyKey: "kubernetes.io/hostname",
+          whenUnsatisfiable: "ScheduleAnyway",
+          labelSelector: { matchLabels: { "app.kubernetes.io/name": "jr2-orchestrator" } },
+          matchLabelKeys: ["pod-template-hash"],
+        },
+      ]);
+      // Time to hand its shards over on SIGTERM.
+      expect(pod.terminationGracePeriodSeconds).toBe(30);
+      expect(pod.containers[0].readinessProbe.httpGet.path).toBe("/healthz");
+      expect(of(objs, "PodDisruptionBudget").map((p: Obj) => [p.metadata.namespace, p.metadata.name, p.spec])).toEqual([
+        [
+          "jr2-system",
+          "jr2-orchestrator",
+          { minAvailable: 1, selector: { matchLabels: { "app.kubernetes.io/name": "jr2-orchestrator" } } },
+        ],
+      ]);
+    });
+
+    it("takes a count and a budget; one replica has none; a budget not below the replicas is refused", () => {
+      const three = orchestratorManifests({ image: "x", replicas: 3, podDisruptionBudget: { minAvailable: 2 } });
+      expect(dep(three).spec.replicas).toBe(3);
+      expect(of(three, "PodDisruptionBudget")[0].spec.minAvailable).toBe(2);
+      expect(
+        of(orchestratorManifests({ image: "x", replicas: 3, podDisruptionBudget: false }), "PodDisruptionBudget"),
+      ).toEqual([]);
+      const one = orchestratorManifests({ image: "x", replicas: 1 });
+      expect(dep(one).spec.replicas).toBe(1);
+      expect(of(one, "PodDisruptionBudget")).toEqual([]);
+      expect(() =>
+        orchestratorManifests({ image: "x", replicas: 2, podDisruptionBudget: { minAvailable: 2 } }),
+      ).toThrow(
+        /podDisruptionBudget.minAvailable 2 must be below replicas \(2\).*lower it, raise replicas, or write podDisruptionBudget false/,
+      );
+      expect(() => orchestratorManifests({ image: "x", replicas: 0 })).toThrow(/replicas 0 is no count of pods/);
+    });
+
+    it("tells each replica its name, its address as the peer url, and its own namespace for the Leases", () => {
+      const e = env(objs);
+      const at = (n: string) => e.findIndex((v: Obj) => v.name === n);
+      expect(e).toEqual(
+        expect.arrayContaining([
+          { name: "POD_NAMESPACE", valueFrom: { fieldRef: { fieldPath: "metadata.namespace" } } },
+          { name: "POD_NAME", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } },
+          { name: "POD_IP", valueFrom: { fieldRef: { fieldPath: "status.podIP" } } },
+          { name: "JR2_SHARD_LEASES_NAMESPACE", value: "$(POD_NAMESPACE)" },
+          { name: "JR2_PEER_URL", value: "http://$(POD_IP):8090" },
+        ]),
+      );
+      // The kubelet expands $(VAR) only for a variable defined earlier in the list.
+      expect(at("POD_NAMESPACE")).toBeLessThan(at("JR2_SHARD_LEASES_NAMESPACE"));
+      expect(at("POD_IP")).toBeLessThan(at("JR2_PEER_URL"));
+      expect(env(orchestratorManifests({ image: "x", tlsSecret: "t" }))).toContainEqual({
+        name: "JR2_PEER_URL",
+        value: "https://$(POD_IP):8090",
+      });
+    });
   });
 });

@@ -289,7 +289,7 @@ describe("rendered by helm", () => {
   it("the egress point: its replicas and budget values, a budget not below the replicas refused; its admin port and the Orchestrator's metrics port open to the monitoring namespaces alone", () => {
     const egress = (docs: Obj[]) => docs.find((d) => d.kind === "Deployment" && d.metadata.name === "jr2-egress");
     const budget = (docs: Obj[]) =>
-      docs.filter((d) => d.kind === "PodDisruptionBudget" && d.metadata.namespace === "jr2-system");
+      docs.filter((d) => d.kind === "PodDisruptionBudget" && d.metadata.name === "jr2-egress");
     const docs = render();
     expect(egress(docs).spec.replicas).toBe(2);
     expect(budget(docs).map((d) => d.spec.minAvailable)).toEqual([1]);
@@ -360,6 +360,8 @@ describe("rendered by helm", () => {
     const pod = deployments[0].spec.template.spec;
     expect(pod.volumes).toContainEqual({ name: "tls", secret: { secretName: "jr2-api-tls", defaultMode: 0o440 } });
     expect(pod.containers[0].readinessProbe.httpGet.scheme).toBe("HTTPS");
+    // Its replicas forward to each other over the same TLS (decision 0079).
+    expect(pod.containers[0].env).toContainEqual({ name: "JR2_PEER_URL", value: "https://$(POD_IP):8090" });
     const policy = docs.find((d) => d.kind === "NetworkPolicy" && d.metadata.name === "jr2-orchestrator-api");
     const ns = (n: string) => ({ matchLabels: { "kubernetes.io/metadata.name": n } });
     expect(policy.spec.ingress[0].ports).toEqual([{ protocol: "TCP", port: 8090 }]);
@@ -376,7 +378,63 @@ describe("rendered by helm", () => {
     const plain = render();
     const plainPolicy = plain.find((d) => d.kind === "NetworkPolicy" && d.metadata.name === "jr2-orchestrator-api");
     expect(plainPolicy.spec.ingress).toHaveLength(1);
-    expect(plainPolicy.spec.ingress[0].from).toHaveLength(2);
+    // The Sandbox pods, its own replicas (decision 0079), its own namespace's pods.
+    expect(plainPolicy.spec.ingress[0].from).toHaveLength(3);
+  });
+
+  it("the Orchestrator: several replicas rolled one at a time, its budget only with more than one, refused not below them; its Leases Role and peer env (decision 0079)", () => {
+    const orch = (docs: Obj[]) => docs.find((d) => d.kind === "Deployment" && d.metadata.name === "jr2-orchestrator");
+    const budget = (docs: Obj[]) =>
+      docs.filter((d) => d.kind === "PodDisruptionBudget" && d.metadata.name === "jr2-orchestrator");
+    const docs = render();
+    const d = orch(docs);
+    expect(d.spec.replicas).toBe(2);
+    expect(d.spec.strategy).toEqual({ type: "RollingUpdate", rollingUpdate: { maxUnavailable: 0, maxSurge: 1 } });
+    expect(d.spec.template.spec.topologySpreadConstraints).toEqual([
+      expect.objectContaining({ topologyKey: "kubernetes.io/hostname", whenUnsatisfiable: "ScheduleAnyway" }),
+    ]);
+    expect(d.spec.template.spec.terminationGracePeriodSeconds).toBe(30);
+    expect(d.spec.template.spec.containers[0].env).toEqual(
+      expect.arrayContaining([
+        { name: "POD_NAME", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } },
+        { name: "JR2_SHARD_LEASES_NAMESPACE", value: "$(POD_NAMESPACE)" },
+        { name: "JR2_PEER_URL", value: "http://$(POD_IP):8090" },
+      ]),
+    );
+    expect(budget(docs).map((b) => [b.metadata.namespace, b.spec])).toEqual([
+      ["jr2-system", { minAvailable: 1, selector: { matchLabels: { "app.kubernetes.io/name": "jr2-orchestrator" } } }],
+    ]);
+    const role = docs.find((r) => r.kind === "Role" && r.metadata.name === "jr2-orchestrator-leases");
+    expect([role.metadata.namespace, role.rules[0].apiGroups, role.rules[0].resources]).toEqual([
+      "jr2-system",
+      ["coordination.k8s.io"],
+      ["leases"],
+    ]);
+    expect(
+      docs.find((r) => r.kind === "RoleBinding" && r.metadata.name === "jr2-orchestrator-leases").subjects,
+    ).toEqual([{ kind: "ServiceAccount", name: "jr2-orchestrator", namespace: "jr2-system" }]);
+    const three = render(
+      "--set",
+      "orchestrator.replicas=3",
+      "--set",
+      "orchestrator.podDisruptionBudget.minAvailable=2",
+    );
+    expect(orch(three).spec.replicas).toBe(3);
+    expect(budget(three).map((b) => b.spec.minAvailable)).toEqual([2]);
+    // One replica: no budget (it would block every drain), and nothing to refuse.
+    const one = render("--set", "orchestrator.replicas=1");
+    expect(orch(one).spec.replicas).toBe(1);
+    expect(budget(one)).toEqual([]);
+    expect(budget(render("--set", "orchestrator.podDisruptionBudget=null"))).toEqual([]);
+    const tooMany = run("template", "--set", "orchestrator.podDisruptionBudget.minAvailable=2");
+    expect([tooMany.status, tooMany.stderr]).toEqual([
+      1,
+      expect.stringContaining(
+        "orchestrator.podDisruptionBudget.minAvailable (2) must be below orchestrator.replicas (2), or a node drain waits forever: lower it, raise orchestrator.replicas, or set orchestrator.podDisruptionBudget to null",
+      ),
+    ]);
+    const values = parseAllDocuments(texts(helmChart(input())).get("values.yaml")!)[0].toJS() as Obj;
+    expect(values.orchestrator).toMatchObject({ replicas: 2, podDisruptionBudget: { minAvailable: 1 } });
   });
 
   it("spreads the admission pods and keeps one through a drain; monitoring only when asked", () => {
@@ -423,6 +481,8 @@ describe("rendered by helm", () => {
       [["--set-json", 'sandboxNamespaces=["jr2-system"]'], /sandboxNamespaces\/0/],
       [["--set-json", "sandboxNamespaces=[]"], /sandboxNamespaces/],
       [["--set", "orchestrator.tls.secret=x"], /orchestrator\/tls/],
+      [["--set", "orchestrator.replicas=0"], /orchestrator\/replicas/],
+      [["--set-json", 'orchestrator.podDisruptionBudget={"maxUnavailable":1}'], /orchestrator\/podDisruptionBudget/],
       [
         ["--set-json", 'orchestrator.callers.podSelectors=[{"matchLabels":{"a":"b"}}]'],
         /orchestrator\/callers\/podSelectors\/0/,

@@ -4,8 +4,10 @@ Every route of the API (the table in ``api.py``, generated from the API's OpenAP
 the bodies and answers as TypedDicts; the workspace's and a turn's events as Server-Sent Events,
 read by an iterator. An error answer raises its code's subclass of :class:`Jr2Error` (errors.py,
 generated from the error catalogue) carrying the HTTP status, the API's error ``code`` and message.
-A refused connection is tried again within a reconnect window, so a Machine rides through an
-Orchestrator's restart (docs/decisions/0061-clients-beyond-typescript.md). The client keeps its
+A refused connection is tried again within a reconnect window (30 s), and so is an idempotent call
+(GET, HEAD, PUT, DELETE) whose connection is reset before any answer, so a Machine rides through an
+Orchestrator's restart or a rollout of its replicas (docs/decisions/0061-clients-beyond-typescript.md,
+decision 0079). The client keeps its
 connections alive between calls; ``close()``, or leaving a ``with`` block, closes them and every
 stream still open (decision 0077).
 """
@@ -58,6 +60,10 @@ FINAL_STATES: frozenset[str] = frozenset({"lost", "failed", "destroyed"})
 
 #: The environment variable the token is read from when none is passed; the TypeScript client's too.
 TOKEN_ENV = "JR2_API_TOKEN"
+
+#: The methods a call may be sent again by after its connection was reset before any answer: the
+#: server may have received it, and these mean the same sent twice.
+IDEMPOTENT_METHODS: frozenset[str] = frozenset({"GET", "HEAD", "PUT", "DELETE"})
 
 
 class Snapshot(TypedDict):
@@ -167,7 +173,8 @@ class OrchestratorClient:
     :param ca_file: for an https url, the PEM CA bundle its certificate chains to, when not a
         public one (or ``ca``: the PEM text itself).
     :param reconnect_window: seconds a call keeps trying while the Orchestrator refuses
-        connections, as it does while it restarts; 0 tries once.
+        connections, as it does while it restarts, or (GET, HEAD, PUT, DELETE alone) resets them
+        before any answer, as a replica going away in a rollout may (default 30; 0 tries once).
     :param timeout: seconds a call waits on the network (default 60; streams wait as long as they
         are open: the server sends a keep-alive while idle).
     """
@@ -483,35 +490,42 @@ class OrchestratorClient:
         timeout: float | None = None,
     ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
         """The request sent, again (backoff 0.1 s to 1 s) while the connection is refused within
-        the reconnect window: nothing of it was sent, so a create may be sent again too; and once
-        more on a new connection when a kept-alive one the server had closed fails before any
-        answer. A stream gets a connection of its own."""
+        the reconnect window: nothing of it was sent, so a create may be sent again too; likewise
+        an idempotent one (GET, HEAD, PUT, DELETE) whose new connection is reset before any answer
+        (a replica going away, decision 0079), never another, which the server may have received;
+        and once more on a new connection when a kept-alive one the server had closed fails before
+        any answer. A stream gets a connection of its own."""
         payload = None if body is None else json.dumps(body).encode("utf-8")
         all_headers = {"authorization": f"Bearer {self._token}", **headers}
         if payload is not None:
             all_headers["content-type"] = "application/json"
         wait = None if stream else (timeout or self._timeout)
+        method = ROUTES[route].method
         until = time.monotonic() + self._reconnect_window
         backoff = 0.1
         while True:
             conn, reused = self._connection(wait, fresh=stream)
             try:
-                conn.request(ROUTES[route].method, self._prefix + path, body=payload, headers=all_headers)
+                conn.request(method, self._prefix + path, body=payload, headers=all_headers)
                 return conn, conn.getresponse()
             except ConnectionRefusedError:
                 conn.close()
                 if time.monotonic() + backoff > until:
                     raise
-                time.sleep(backoff)
-                backoff = min(backoff * 2, 1.0)
-            except (ConnectionResetError, BrokenPipeError, http.client.BadStatusLine):
+            except (ConnectionResetError, BrokenPipeError, http.client.BadStatusLine) as err:
                 # RemoteDisconnected is both: a kept-alive connection the server closed meanwhile.
                 conn.close()
-                if not reused:
+                if reused:
+                    continue
+                # A garbled status line is an answer: a reset before any alone is sent again.
+                reset = isinstance(err, (ConnectionResetError, BrokenPipeError))
+                if not reset or method not in IDEMPOTENT_METHODS or time.monotonic() + backoff > until:
                     raise
             except BaseException:
                 conn.close()
                 raise
+            time.sleep(backoff)
+            backoff = min(backoff * 2, 1.0)
 
     def _connection(self, timeout: float | None, *, fresh: bool) -> tuple[http.client.HTTPConnection, bool]:
         """A kept-alive connection (and True), or a new one (and False)."""

@@ -1,20 +1,21 @@
 """The client against a stand-in server (http.server in a thread): each route's method and path from
 the table, the bearer token (passed, or the environment's), errors as the API's code's exception,
 both event streams read across split chunks (a CRLF split at every point) and keep-alives, its
-connections kept alive and closed with it, and a refused connection sent again within the
-reconnect window. ``python3 -m unittest discover -s clients/python/tests -t clients/python`` runs it."""
+connections kept alive and closed with it, a refused connection sent again within the
+reconnect window, and a call reset before any answer sent again when it is idempotent alone. ``python3 -m unittest discover -s clients/python/tests -t clients/python`` runs it."""
 
 from __future__ import annotations
 
 import json
 import os
 import socket
+import struct
 import threading
 import time
 import unittest
 from unittest import mock
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from jr2_orchestrator import (
     ROUTES,
@@ -424,6 +425,83 @@ class Restart(unittest.TestCase):
         self.assertGreaterEqual(len(refusals), 1)
         self.assertEqual(set(refusals), {("127.0.0.1", port)})
         self.assertEqual([r["url"] for r in servers[0].seen], ["/v1/workspaces/ws-1"])
+
+
+class Hangup:
+    """A server that reads each request whole and, for its first ``drop`` connections, ends the
+    connection before any answer byte (the first by a reset, the others by a close), as a replica
+    going away may (decision 0079); then answers ``body``."""
+
+    def __init__(self, drop: int, body: object) -> None:
+        self.requests: list[str] = []
+        self._drop = drop
+        self._body = json.dumps(body).encode()
+        self._sock = socket.socket()
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen(8)
+        self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                return
+            with conn:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        break
+                    data += chunk
+                self.requests.append(data.split(b"\r\n", 1)[0].decode())
+                n = len(self.requests)
+                if n <= self._drop:
+                    if n == 1:
+                        # SO_LINGER 0: the close is a reset (RST), not an orderly FIN.
+                        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    continue
+                conn.sendall(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\n"
+                    + f"content-length: {len(self._body)}\r\n\r\n".encode()
+                    + self._body
+                )
+
+    def stop(self) -> None:
+        self._sock.close()
+
+
+class Rollout(unittest.TestCase):
+    """A replica going away mid-call (decision 0079): an idempotent call is sent again, within the
+    reconnect window; a create, which the server may have received, never."""
+
+    def test_an_idempotent_call_reset_before_any_answer_is_sent_again(self) -> None:
+        server = Hangup(2, {"name": "ws-1", "state": "ready"})
+        try:
+            view = OrchestratorClient(server.url, "t").workspace("ws-1")
+        finally:
+            server.stop()
+        self.assertEqual(view["state"], "ready")
+        self.assertEqual(server.requests, ["GET /v1/workspaces/ws-1 HTTP/1.1"] * 3)
+
+    def test_a_create_reset_before_any_answer_is_not_sent_again(self) -> None:
+        server = Hangup(1, {"name": "ws-1"})
+        try:
+            with self.assertRaises(ConnectionResetError):
+                OrchestratorClient(server.url, "t").create_workspace(cast(Any, {"repo": "r"}))
+        finally:
+            server.stop()
+        self.assertEqual(server.requests, ["POST /v1/workspaces HTTP/1.1"])
+
+    def test_with_no_window_a_reset_call_fails_at_once(self) -> None:
+        server = Hangup(1, {"name": "ws-1", "state": "ready"})
+        try:
+            with self.assertRaises(ConnectionResetError):
+                OrchestratorClient(server.url, "t", reconnect_window=0).workspace("ws-1")
+        finally:
+            server.stop()
+        self.assertEqual(len(server.requests), 1)
 
 
 if __name__ == "__main__":

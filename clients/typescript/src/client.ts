@@ -2,7 +2,10 @@
 // table (api.ts, generated from the API's OpenAPI document), the workspace's and a turn's events
 // as Server-Sent Events read by an async iterator. It speaks Node's own http and https, so the
 // package needs nothing at run time (docs/decisions/0061-clients-beyond-typescript.md). An error
-// answer becomes an OrchestratorError carrying its status, the API's error code and message.
+// answer becomes an OrchestratorError carrying its status, the API's error code and message. A
+// refused connection is sent again within a reconnect window (30 s), and so is an idempotent call
+// (GET, HEAD, PUT, DELETE) whose connection is reset before any answer, so a Machine rides through
+// an Orchestrator's restart or a rollout of its replicas (decision 0079).
 import http, { type IncomingMessage } from "node:http";
 import https from "node:https";
 import {
@@ -58,7 +61,8 @@ export type ClientOptions = {
   /** For an https url: the PEM CA bundle its certificate chains to, when not a public one. */
   ca?: string;
   /** How long a call keeps trying while the Orchestrator refuses connections, as it does while it
-   * restarts (its Service has no ready endpoint). Default 30 s; 0 tries once. */
+   * restarts (its Service has no ready endpoint), or (GET, HEAD, PUT, DELETE alone) resets them
+   * before any answer, as a replica going away in a rollout may. Default 30 s; 0 tries once. */
   reconnectWindowMs?: number;
 };
 
@@ -68,6 +72,16 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** A refused connection: nothing of the request was sent, so any call, a create too, may be sent again. */
 const refused = (err: unknown): boolean => (err as { code?: string } | undefined)?.code === "ECONNREFUSED";
+
+/** The methods a call may be sent again by after its connection was reset before any answer: the
+ * server may have received it, and these mean the same sent twice (the Python client's too). */
+export const IDEMPOTENT_METHODS: readonly string[] = ["GET", "HEAD", "PUT", "DELETE"];
+
+/** A connection ended before any answer (a replica going away, decision 0079): the request may have been received. */
+const reset = (err: unknown): boolean => {
+  const code = (err as { code?: string } | undefined)?.code;
+  return code === "ECONNRESET" || code === "EPIPE";
+};
 
 /** A route's path with its parameters filled in, each percent-encoded. */
 export function pathFor(id: RouteId, params: Params = {}): string {
@@ -333,8 +347,10 @@ export class OrchestratorClient {
   }
 
   /** The request sent, again (backoff 100 ms to 1 s) while the connection is refused within the
-   * reconnect window, so a Machine rides through an Orchestrator's restart; and once more when a
-   * kept-alive connection the server had closed loses it before any answer. */
+   * reconnect window, so a Machine rides through an Orchestrator's restart; likewise an idempotent
+   * one (GET, HEAD, PUT, DELETE) reset before any answer, never another, which the server may have
+   * received (decision 0079); and once more when a kept-alive connection the server had closed
+   * loses it before any answer. */
   private async send(
     id: RouteId,
     path: string,
@@ -352,7 +368,8 @@ export class OrchestratorClient {
           resent = true;
           continue;
         }
-        if (!refused(err) || Date.now() + backoff > until || signal?.aborted) throw err;
+        const again = refused(err) || (reset(err) && IDEMPOTENT_METHODS.includes(ROUTES[id].method));
+        if (!again || Date.now() + backoff > until || signal?.aborted) throw err;
         await sleep(backoff);
       }
     }

@@ -1,13 +1,14 @@
 // The client against a stand-in server (node:http): each route's method and path from the table,
 // the bearer token (passed, or the environment's), errors as OrchestratorError with the API's code,
 // both event streams read across split chunks (a CRLF split at every point) and keep-alives, a
-// stream closed when the loop stops, and a refused connection sent again within the reconnect
-// window. `npm test` in this folder runs it.
+// stream closed when the loop stops, a refused connection sent again within the reconnect
+// window, and a call reset before any answer sent again when it is idempotent alone. `npm test` in
+// this folder runs it.
 /* eslint-disable @typescript-eslint/no-floating-promises -- node:test's describe and it answer promises its runner awaits */
 import assert from "node:assert/strict";
 import diagnostics from "node:diagnostics_channel";
 import http from "node:http";
-import type { AddressInfo, Socket } from "node:net";
+import net, { type AddressInfo, type Socket } from "node:net";
 import { after, before, describe, it } from "node:test";
 import {
   ERROR_STATUS,
@@ -356,6 +357,73 @@ describe("a restart", () => {
       diagnostics.unsubscribe("net.client.socket", onSocket);
       server.closeAllConnections();
       await new Promise((r) => server.close(r));
+    }
+  });
+});
+
+/** A server that reads each request's head and, for its first `drop` connections, ends the
+ * connection before any answer byte (the first by a reset, the others by a close), as a replica
+ * going away may (decision 0079); then answers `body`. */
+async function hangup(
+  drop: number,
+  body: unknown,
+): Promise<{ url: string; requests: string[]; stop(): Promise<void> }> {
+  const requests: string[] = [];
+  const text = JSON.stringify(body);
+  const server = net.createServer((socket) => {
+    let head = "";
+    socket.on("data", (chunk: Buffer) => {
+      if (head.includes("\r\n\r\n")) return;
+      head += chunk.toString("latin1");
+      if (!head.includes("\r\n\r\n")) return;
+      requests.push(head.split("\r\n", 1)[0]);
+      const n = requests.length;
+      if (n === 1) socket.resetAndDestroy();
+      else if (n <= drop) socket.destroy();
+      else
+        socket.end(
+          "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\n" +
+            `content-length: ${Buffer.byteLength(text)}\r\n\r\n${text}`,
+        );
+    });
+    socket.on("error", () => {});
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  const { port } = server.address() as AddressInfo;
+  return { url: `http://127.0.0.1:${port}`, requests, stop: () => new Promise((r) => server.close(() => r())) };
+}
+
+describe("a rollout (decision 0079)", () => {
+  it("sends an idempotent call reset before any answer again", async () => {
+    const server = await hangup(2, { name: "ws-1", state: "ready", conditions: [] });
+    try {
+      const view = await new OrchestratorClient({ url: server.url, token: "t" }).workspace("ws-1");
+      assert.equal(view.state, "ready");
+      assert.deepEqual(server.requests, Array(3).fill("GET /v1/workspaces/ws-1 HTTP/1.1"));
+    } finally {
+      await server.stop();
+    }
+  });
+
+  it("never sends a create reset before any answer again: the server may have received it", async () => {
+    const server = await hangup(1, { name: "ws-1" });
+    try {
+      const client = new OrchestratorClient({ url: server.url, token: "t" });
+      await assert.rejects(client.createWorkspace({ repo: "r" } as never), { code: "ECONNRESET" });
+      assert.deepEqual(server.requests, ["POST /v1/workspaces HTTP/1.1"]);
+    } finally {
+      await server.stop();
+    }
+  });
+
+  it("with no reconnect window, fails a reset call at once", async () => {
+    const server = await hangup(1, { name: "ws-1", state: "ready", conditions: [] });
+    try {
+      const client = new OrchestratorClient({ url: server.url, token: "t", reconnectWindowMs: 0 });
+      await assert.rejects(client.workspace("ws-1"), { code: "ECONNRESET" });
+      assert.equal(server.requests.length, 1);
+    } finally {
+      await server.stop();
     }
   });
 });
