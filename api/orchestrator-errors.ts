@@ -95,12 +95,6 @@ export const ERRORS = {
     meaning: "The Orchestrator failed in a way it did not expect; the details are in its log, not in the answer.",
     action: "Retry later; if it persists, read the Orchestrator's log for the request's path.",
   },
-  unavailable: {
-    status: 503,
-    caller: "any",
-    meaning: "No replica owns the workspace now: it is moving between replicas (decision 0079).",
-    action: "Retry after the `Retry-After` seconds.",
-  },
   // A workspace's create, as the installation's pod config and fence judge it.
   fence_refused: {
     status: 403,

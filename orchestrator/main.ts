@@ -23,7 +23,11 @@
 //                              kubernetes.io/tls Secret's tls.crt and tls.key; decision 0047); read
 //                              again when they change (tls-files.ts)
 //   JR2_API_HTTP2              1 (default here) HTTP/2 to the API server, 0 HTTP/1.1
+//   JR2_SHARD_LEASES_NAMESPACE set: one of several replicas, owning shards of the workspaces by
+//                              Leases there (decision 0079); with POD_NAME (its identity) and
+//                              JR2_PEER_URL (where the others forward to it). Unset: the only one
 //   KUBECONFIG                 the cluster (in a pod: its service account)
+import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import type https from "node:https";
 import { tmpdir } from "node:os";
@@ -48,6 +52,8 @@ import { readSigningKey, sandboxTokenChecker } from "./tokens";
 import { ApiTokensFile } from "./api-tokens-file";
 import { TlsFiles } from "./tls-files";
 import { WorkspaceRegistry } from "./workspaces/registry";
+import { SoleOwnership, type Ownership, type OwnershipChange } from "./replicas/ownership";
+import { ShardLeases } from "./replicas/shard-leases";
 import { API_HTTP2_ENV, ORCHESTRATOR_ENV as E } from "../api/env";
 import { listen, listenHost } from "../lib/http-json";
 import { fail, log } from "../lib/log";
@@ -75,6 +81,19 @@ async function main() {
     fail(`${E.metricsPort} is not a port number: ${env[E.metricsPort]}; unset it for no metrics port`);
   const host = listenHost(env[E.host]);
   const namespace = env[E.namespace] || DEFAULT_SANDBOX_NAMESPACE;
+  // One of several replicas, or the only one (decision 0079). A replica's identity is its pod's name
+  // and a suffix of its own process: a container restarted in the same pod is another holder, which
+  // never mistakes its predecessor's Leases (and what it was doing under them) for its own.
+  const leasesNamespace = env[E.shardLeasesNamespace];
+  const shards = leasesNamespace
+    ? new ShardLeases({
+        namespace: leasesNamespace,
+        identity: `${required(E.podName)}-${randomBytes(3).toString("hex")}`,
+        peerUrl: required(E.peerUrl),
+        log,
+      })
+    : undefined;
+  const ownership: Ownership = shards ?? new SoleOwnership();
   const signingKey = await readSigningKey(required(E.signingKeyFile)).catch((e: Error) =>
     fail(`${E.signingKeyFile}: ${e.message}`),
   );
@@ -101,6 +120,8 @@ async function main() {
       `${certFile ? E.tlsCertFile : E.tlsKeyFile} is set without ${certFile ? E.tlsKeyFile : E.tlsCertFile}: set both, or neither`,
     );
   let tls: { cert: string; key: string } | undefined;
+  /** The certificates served now: the current, then the one before it during a renewal. */
+  let served: string[] = [];
   if (certFile && keyFile) {
     const readPem = (name: string, file: string) => {
       try {
@@ -110,6 +131,7 @@ async function main() {
       }
     };
     tls = { cert: readPem(E.tlsCertFile, certFile), key: readPem(E.tlsKeyFile, keyFile) };
+    served = [tls.cert];
   }
   let pod: PodSettings;
   try {
@@ -158,6 +180,7 @@ async function main() {
   // another by the workspace's Effector, each at most once (decision 0070).
   let effects: Effects | undefined;
   const registry = new WorkspaceRegistry({
+    ownership,
     gateway,
     watch,
     credentials,
@@ -173,8 +196,8 @@ async function main() {
       }
     },
   });
-  await registry.restore();
   effects = new Effects({
+    ownership,
     namespace,
     gateway,
     watch,
@@ -186,9 +209,6 @@ async function main() {
     onState: (kind, state) => metrics.effect(kind, state),
     log,
   });
-  // Restart re-attach: every workspace's unsettled Effects run or are recovered (a `sent` one is
-  // asked about, never sent blind).
-  void effects.recover();
   // Agents' turns and picks: each workspace's ledgers in ConfigMaps its Sandbox owns, read back
   // lazily; what a Sandbox sends is checked against the turns this Orchestrator admitted (decision 0042).
   const turns = new Turns({
@@ -198,6 +218,35 @@ async function main() {
     onMisbehaviour,
   });
   const picks = new PickStore({ watch, turns, namespace });
+  // What this replica owns changes (decision 0079): a lost shard's workspaces stop here first (their
+  // actors and keepalives, their Effects workers awaited, their ledgers forgotten); a gained one's
+  // are adopted as a restarted Orchestrator adopts them: actors resumed at the attach, every
+  // unsettled Effect run or recovered (a `sent` one asked about, never sent blind).
+  const inShards = (list: number[]) => {
+    const set = new Set(list);
+    return (name: string) => set.has(ownership.shardOf(name));
+  };
+  const moved = async ({ gained, lost }: OwnershipChange) => {
+    if (lost.length) {
+      const names = watch
+        .all()
+        .map((s) => s.metadata?.name ?? "")
+        .filter((n) => n && inShards(lost)(n));
+      await registry.release(lost);
+      await effects!.release(names);
+      turns.release(names);
+      picks.release(names);
+    }
+    if (gained.length) {
+      await registry.adopt(gained);
+      void effects!.recover(inShards(gained));
+    }
+    metrics.shardMoves({ gained, lost });
+    metrics.shardsHeld(ownership.owned().length);
+  };
+  ownership.onChange(moved);
+  // The only replica adopts every workspace before it answers a call (restart re-attach).
+  if (!shards) await moved({ gained: ownership.owned(), lost: [] });
   const server = await startOrchestratorServer(
     {
       workspaces: registry,
@@ -209,6 +258,9 @@ async function main() {
       effects,
       checkSandboxToken: sandboxTokenChecker(signingKey),
       ...(tls ? { tls } : {}),
+      ownership,
+      // Peers are pinned to the certificates this replica serves (decision 0079).
+      ...(tls ? { peerTls: () => served } : {}),
     },
     port,
     host,
@@ -230,13 +282,19 @@ async function main() {
           certFile,
           keyFile,
           initial: tls,
-          serve: (pair) => (server as unknown as https.Server).setSecureContext(pair),
+          serve: (pair) => {
+            (server as unknown as https.Server).setSecureContext(pair);
+            served = [pair.cert, ...served.filter((c) => c !== pair.cert)].slice(0, 2);
+          },
           log,
           onRead: (outcome) => metrics.tlsRead(outcome),
         })
       : undefined;
   // Outside the cluster the Custodians run here too: they reach this process on loopback.
   if (local && !env[E.selfUrl]) pod.orchestratorUrl = `${tls ? "https" : "http"}://127.0.0.1:${bound}`;
+  // One of several: listening first, so a peer's forwarded call finds this replica once it holds a
+  // shard; it adopts the shards its Leases bring.
+  if (shards) await shards.start().catch((e: Error) => fail(`the shard Leases in ${leasesNamespace}: ${e.message}`));
   log({
     level: "info",
     message: "orchestrator listening",
@@ -246,20 +304,26 @@ async function main() {
     scheme: tls ? "https" : "http",
     namespace,
     localHarness: local ?? "off",
+    replica: ownership.identity,
   });
-  const stop = () => {
+  const stop = async () => {
+    // Several replicas: hand the shards over first (each stopped here, then its Lease given up),
+    // so the others take them at once rather than after the Leases expire (decision 0079).
+    await shards?.stop().catch((err: Error) =>
+      log({ level: "warn", message: "the shards were not handed over", detail: err.message }),
+    );
     registry.stop();
-    void effects?.stopAll();
+    await effects?.stopAll();
     tokens.close();
     tlsFiles?.close();
     watch.close();
     server.close();
     metricsListener?.close();
-    void harnesses?.stopAll().finally(() => process.exit(0));
-    if (!harnesses) process.exit(0);
+    await harnesses?.stopAll();
+    process.exit(0);
   };
-  process.once("SIGTERM", stop);
-  process.once("SIGINT", stop);
+  process.once("SIGTERM", () => void stop());
+  process.once("SIGINT", () => void stop());
 }
 
 main().catch((err: unknown) => fail(err instanceof Error ? err.message : String(err)));
