@@ -142,7 +142,7 @@ export function orchestratorManifests(opts: OrchestratorDeployOptions): Array<Re
         {
           apiGroups: ["coordination.k8s.io"],
           resources: ["leases"],
-          verbs: ["get", "list", "watch", "create", "update", "delete"],
+          verbs: ["get", "list", "watch", "create", "update", "patch", "delete"],
         },
       ],
     },

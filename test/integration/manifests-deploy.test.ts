@@ -120,6 +120,7 @@ describe("the companions' manifests in the build output", () => {
     const own = ["-n", COMPANION_NAMESPACE];
     expect(await can("create", "leases.coordination.k8s.io", own, ORCHESTRATOR)).toBe(true);
     expect(await can("update", "leases.coordination.k8s.io", own, ORCHESTRATOR)).toBe(true);
+    expect(await can("patch", "leases.coordination.k8s.io", own, ORCHESTRATOR)).toBe(true);
     expect(await can("delete", "leases.coordination.k8s.io", own, ORCHESTRATOR)).toBe(true);
     expect(await can("create", "leases.coordination.k8s.io", ["-n", DEFAULT_SANDBOX_NAMESPACE], ORCHESTRATOR)).toBe(
       false,

@@ -42,7 +42,7 @@ describe("orchestratorManifests", () => {
           {
             apiGroups: ["coordination.k8s.io"],
             resources: ["leases"],
-            verbs: ["get", "list", "watch", "create", "update", "delete"],
+            verbs: ["get", "list", "watch", "create", "update", "patch", "delete"],
           },
         ],
       ],

@@ -325,7 +325,7 @@ WorkspaceEvent: TypeAlias = WorkspaceEventTransition | WorkspaceEventWait | Work
 
 
 class ErrorBodyError(TypedDict):
-    code: Literal["unauthorized", "forbidden", "not_found", "method_not_allowed", "unsupported_media_type", "too_large", "invalid", "internal", "fence_refused", "image_refused", "runtime_class_refused", "invalid_size", "no_sandbox", "egress_unreadable", "not_ready", "conflict", "busy", "turn_over", "too_many_streams", "harness_misbehaved", "harness_error", "ledger_unreadable", "already_answered", "effector_absent", "effect_refused", "effect_conflict", "too_many_effects"]
+    code: Literal["unauthorized", "forbidden", "not_found", "method_not_allowed", "unsupported_media_type", "too_large", "invalid", "unavailable", "internal", "fence_refused", "image_refused", "runtime_class_refused", "invalid_size", "no_sandbox", "egress_unreadable", "not_ready", "conflict", "busy", "turn_over", "too_many_streams", "harness_misbehaved", "harness_error", "ledger_unreadable", "already_answered", "effector_absent", "effect_refused", "effect_conflict", "too_many_effects"]
     """A stable word from the error catalogue (docs/api/errors.md): what happened and what to do."""
     message: str
 

@@ -90,6 +90,15 @@ class InvalidError(Jr2Error):
     STATUS: ClassVar[int] = 400
 
 
+class UnavailableError(Jr2Error):
+    """No Orchestrator replica holds the workspace's shard now: it is moving from one replica to another (a rollout, or a replica that went away; decision 0079).
+
+    What the caller does: Retry after the `retry-after` header's seconds: a move ends within seconds, about 15 at most."""
+
+    CODE: ClassVar[str] = "unavailable"
+    STATUS: ClassVar[int] = 503
+
+
 class InternalError(Jr2Error):
     """The Orchestrator failed in a way it did not expect; the details are in its log, not in the answer.
 
@@ -279,6 +288,7 @@ ERRORS: Final[dict[str, type[Jr2Error]]] = {
     "unsupported_media_type": UnsupportedMediaTypeError,
     "too_large": TooLargeError,
     "invalid": InvalidError,
+    "unavailable": UnavailableError,
     "internal": InternalError,
     "fence_refused": FenceRefusedError,
     "image_refused": ImageRefusedError,
@@ -318,6 +328,7 @@ __all__ = [
     "UnsupportedMediaTypeError",
     "TooLargeError",
     "InvalidError",
+    "UnavailableError",
     "InternalError",
     "FenceRefusedError",
     "ImageRefusedError",

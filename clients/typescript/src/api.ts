@@ -39,6 +39,7 @@ export const ERROR_STATUS = {
   unsupported_media_type: 415,
   too_large: 413,
   invalid: 400,
+  unavailable: 503,
   internal: 500,
   fence_refused: 403,
   image_refused: 403,
@@ -332,7 +333,7 @@ export type WorkspaceEvent = WorkspaceEventTransition | WorkspaceEventWait | Wor
 
 export type ErrorBodyError = {
   /** A stable word from the error catalogue (docs/api/errors.md): what happened and what to do. */
-  code: "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "unsupported_media_type" | "too_large" | "invalid" | "internal" | "fence_refused" | "image_refused" | "runtime_class_refused" | "invalid_size" | "no_sandbox" | "egress_unreadable" | "not_ready" | "conflict" | "busy" | "turn_over" | "too_many_streams" | "harness_misbehaved" | "harness_error" | "ledger_unreadable" | "already_answered" | "effector_absent" | "effect_refused" | "effect_conflict" | "too_many_effects";
+  code: "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "unsupported_media_type" | "too_large" | "invalid" | "unavailable" | "internal" | "fence_refused" | "image_refused" | "runtime_class_refused" | "invalid_size" | "no_sandbox" | "egress_unreadable" | "not_ready" | "conflict" | "busy" | "turn_over" | "too_many_streams" | "harness_misbehaved" | "harness_error" | "ledger_unreadable" | "already_answered" | "effector_absent" | "effect_refused" | "effect_conflict" | "too_many_effects";
   message: string;
 };
 
