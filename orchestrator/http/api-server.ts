@@ -639,8 +639,9 @@ async function placed(
   id: RouteId | undefined,
   serve: (req: Req) => Promise<void>,
 ): Promise<void> {
+  // Served only once adopted here (ownerOf says self); held but still adopting, the forwarder looks again.
   if (req.headers[FORWARDED_HEADER] !== undefined)
-    return ctx.ownership.owns(workspace)
+    return ctx.ownership.ownerOf(workspace).kind === "self"
       ? serve(req)
       : fail(
           res,

@@ -23,9 +23,11 @@ export interface Ownership {
   readonly identity: string;
   /** The shard a workspace name falls in (shardOf below). */
   shardOf(workspace: string): number;
-  /** Where `workspace`'s owner is now. */
+  /** Where `workspace`'s owner is now. `self` only once this replica has adopted the shard (its
+   * gain heard by every listener): between its Lease's write and then, `none`, so a call waits for
+   * the adoption rather than meet a registry that does not know the workspace yet. */
   ownerOf(workspace: string): Owner;
-  /** Whether this replica holds `workspace`'s shard now. */
+  /** Whether this replica holds `workspace`'s shard now (its Lease; adopted or being adopted). */
   owns(workspace: string): boolean;
   /** The shards this replica holds now, ascending. */
   owned(): number[];

@@ -90,7 +90,8 @@ function older(next: string, prev: string | undefined): boolean {
 
 type Observed = { rv: string; seen: ShardSeen; lease?: Lease };
 type Member = { rv: string; seen: MemberSeen; url?: string };
-type Mine = Held & { rv: string };
+/** `adopting`: its Lease written, its gain not yet heard (the workspaces in it not yet adopted). */
+type Mine = Held & { rv: string; adopting?: boolean };
 
 export class ShardLeases implements Ownership {
   readonly identity: string;
@@ -111,6 +112,8 @@ export class ShardLeases implements Ownership {
   readonly #telling = new Set<number>();
   readonly #inflight = new Set<Promise<unknown>>();
   #memberRenewedAt: number | undefined;
+  /** Gone members whose Lease this replica deleted (or tried to): once each. */
+  readonly #swept = new Set<string>();
   #memberWriting = false;
 
   readonly #listeners = new Set<(change: OwnershipChange) => void | Promise<void>>();
@@ -211,7 +214,8 @@ export class ShardLeases implements Ownership {
   ownerOf(workspace: string): Owner {
     const shard = this.shardOf(workspace);
     const now = Date.now();
-    if (this.#holds(shard, now)) return { kind: "self" };
+    // Held but not yet adopted: nobody serves it for that moment (a call waits for the adoption).
+    if (this.#holds(shard, now)) return this.#held.get(shard)!.adopting ? { kind: "none" } : { kind: "self" };
     const seen = this.#shards[shard]?.seen;
     if (!seen || seen.holder === "" || seen.holder === this.identity || expired(seen, now)) return { kind: "none" };
     const url = this.#members.get(seen.holder)?.url;
@@ -330,6 +334,7 @@ export class ShardLeases implements Ownership {
   #evaluate(): void {
     if (!this.#joined) return;
     const now = Date.now();
+    this.#sweepMembers(now);
     const shards = this.#shards.map((o) => o?.seen);
     const { actions } = plan({
       me: this.identity,
@@ -364,6 +369,27 @@ export class ShardLeases implements Ownership {
     this.#wake();
   }
 
+  /**
+   * Deletes the member Leases of replicas gone for ten Lease durations: every process has an
+   * identity of its own (decision 0079), so each restart and each rollout leaves one behind. Any
+   * replica may; the resourceVersion precondition keeps a member that came back.
+   */
+  #sweepMembers(now: number): void {
+    for (const [identity, m] of this.#members) {
+      if (identity === this.identity || this.#swept.has(identity)) continue;
+      if (now - m.seen.changedAt <= 10 * Math.max(m.seen.durationMs, this.#timing.leaseDurationMs)) continue;
+      this.#swept.add(identity);
+      this.#track(
+        kubeRequest("DELETE", `${this.#collection()}/${memberLeaseName(identity)}`, {
+          preconditions: { resourceVersion: m.rv },
+        }).catch((err: unknown) => {
+          if (!(err instanceof ApiError && (err.status === 404 || err.status === 409)))
+            this.#warn(`the member Lease of ${identity}, gone, was not deleted`, err);
+        }),
+      );
+    }
+  }
+
   /** Tells losses already taken out of #held; the shards stay untouched until they were heard. */
   #loseTold(lost: number[], why: string): void {
     for (const s of lost) this.#telling.add(s);
@@ -392,6 +418,12 @@ export class ShardLeases implements Ownership {
         if (won.length === 0) return;
         this.#log({ level: "info", message: "shards gained", identity: this.identity, shards: won });
         await this.#tell({ gained: won, lost: [] });
+        // Adopted: calls for its workspaces are served here from now on (ownerOf says self).
+        for (const s of won) {
+          const h = this.#held.get(s);
+          if (h) h.adopting = false;
+        }
+        this.#wake();
       })(),
     );
   }
@@ -433,7 +465,12 @@ export class ShardLeases implements Ownership {
         this.#observe(lease, false, Date.now());
         return false;
       }
-      this.#held.set(shard, { renewedAt: sentAt, releasing: false, rv: lease.metadata?.resourceVersion ?? "" });
+      this.#held.set(shard, {
+        renewedAt: sentAt,
+        releasing: false,
+        rv: lease.metadata?.resourceVersion ?? "",
+        adopting: true,
+      });
       this.#observe(lease, false, Date.now());
       return true;
     } catch (err) {
