@@ -12,6 +12,8 @@ import { join } from "node:path";
 import { EFFECTOR_PATHS, signRequest } from "../../api/effector-wire";
 import type { OrchestratorClient } from "../../clients/typescript/src";
 import { effectorKey } from "../../orchestrator/tokens";
+import { shardOf } from "../../orchestrator/replicas/ownership";
+import { shardLeaseName } from "../../api/wire";
 import type { PublicHost } from "./public-host";
 import { type Obj, ROOT, getJson, kubectl, kubectlOk, until } from "./support";
 
@@ -417,9 +419,12 @@ export function describeEffects(ctx: EffectsContext) {
           await ctx
             .publicHost()
             .waitFor("the held push at the forge", () => (pushesNow().length ? true : undefined), 120_000);
+          // The replica that owns the workspace runs its Effects (decision 0079): the one killed.
+          const holder = getJson(["lease", "-n", ctx.system, shardLeaseName(shardOf(held))]).spec
+            .holderIdentity as string;
           const orchestrator = (
             getJson(["pods", "-n", ctx.system, "-l", "app.kubernetes.io/name=jr2-orchestrator"]).items as Obj[]
-          )[0];
+          ).find((p) => holder.startsWith(`${p.metadata.name}-`))!;
           const id = (orchestrator.status.containerStatuses[0].containerID as string).replace(/^containerd:\/\//, "");
           execFileSync("bash", [join(ROOT, "dev/cluster/cluster.sh"), "ctr", "tasks", "kill", "-s", "SIGKILL", id]);
           const settled = await until("the held push settled after the restart", 240_000, async () => {
