@@ -14,7 +14,6 @@ import { eventually } from "../support/eventually";
 import { useNamespace } from "./support/cluster";
 
 const ROOT = join(__dirname, "..", "..");
-const TSX = join(ROOT, "node_modules", ".bin", "tsx");
 const timing = { leaseDurationMs: 3000, renewEveryMs: 1000, renewDeadlineMs: 2000, tickMs: 200 };
 const WAIT_MS = 30_000;
 
@@ -48,7 +47,14 @@ const sorted = (xs: Iterable<number>) => [...xs].sort((a, b) => a - b);
 
 /** An in-process replica, and the shards its listener was told it holds. */
 function replica(ns: string, identity: string) {
-  const leases = new ShardLeases({ namespace: ns, identity, peerUrl: `https://${identity}.test:8090`, timing });
+  const logs: Array<Record<string, unknown>> = [];
+  const leases = new ShardLeases({
+    namespace: ns,
+    identity,
+    peerUrl: `https://${identity}.test:8090`,
+    timing,
+    log: (e) => logs.push(e),
+  });
   const told = new Set<number>();
   const changes: OwnershipChange[] = [];
   leases.onChange((c) => {
@@ -56,38 +62,58 @@ function replica(ns: string, identity: string) {
     c.lost.forEach((s) => told.delete(s));
     c.gained.forEach((s) => told.add(s));
   });
-  return { identity, leases, told, changes };
+  return { identity, leases, told, changes, logs };
 }
 type Replica = ReturnType<typeof replica>;
 
 /** Waits until the Leases name exactly these replicas, each holding what its listener was told and
- * what it says it owns; answers the holders. */
-function settled(ns: string, rs: Replica[], counts: number[]) {
-  return eventually(
-    `the shards held ${counts.join("/")} by ${rs.map((r) => r.identity).join(", ")}`,
-    async () => {
-      const hs = await holders(ns);
-      for (const r of rs) {
-        const leased = shardsOf(hs, r.identity);
-        if (JSON.stringify(leased) !== JSON.stringify(sorted(r.told))) return undefined;
-        if (JSON.stringify(leased) !== JSON.stringify(r.leases.owned())) return undefined;
-      }
-      const got = rs.map((r) => shardsOf(hs, r.identity).length).sort((a, b) => b - a);
-      if (JSON.stringify(got) !== JSON.stringify(counts)) return undefined;
-      return hs;
-    },
-    WAIT_MS,
-    100,
-  );
+ * what it says it owns; answers the holders. On timeout, says what it last saw. */
+async function settled(ns: string, rs: Replica[], counts: number[]) {
+  let last = "";
+  try {
+    return await eventually(
+      `the shards held ${counts.join("/")} by ${rs.map((r) => r.identity).join(", ")}`,
+      async () => {
+        const hs = await holders(ns);
+        last = JSON.stringify({
+          holders: hs,
+          replicas: rs.map((r) => ({
+            id: r.identity,
+            told: sorted(r.told),
+            owned: r.leases.owned(),
+            logs: r.logs.slice(-8),
+          })),
+        });
+        for (const r of rs) {
+          const leased = shardsOf(hs, r.identity);
+          if (JSON.stringify(leased) !== JSON.stringify(sorted(r.told))) return undefined;
+          if (JSON.stringify(leased) !== JSON.stringify(r.leases.owned())) return undefined;
+        }
+        const got = rs.map((r) => shardsOf(hs, r.identity).length).sort((a, b) => b - a);
+        if (JSON.stringify(got) !== JSON.stringify(counts)) return undefined;
+        return hs;
+      },
+      WAIT_MS,
+      100,
+    );
+  } catch (err) {
+    throw new Error(`${(err as Error).message}; last seen: ${last}`);
+  }
 }
 
 /** A replica in a child process: its JSON lines, as they come. */
 function child(ns: string, identity: string) {
-  const proc: ChildProcess = spawn(TSX, [join(ROOT, "test", "support", "shard-leases-child.ts")], {
-    cwd: ROOT,
-    env: { ...process.env, NS: ns, IDENTITY: identity, TIMING: JSON.stringify(timing) },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
+  // Node itself with tsx's loader, not the tsx command: that runs Node as a child of its own, which
+  // a SIGKILL or SIGSTOP of the command would not reach.
+  const proc: ChildProcess = spawn(
+    process.execPath,
+    ["--import", "tsx", join(ROOT, "test", "support", "shard-leases-child.ts")],
+    {
+      cwd: ROOT,
+      env: { ...process.env, NS: ns, IDENTITY: identity, TIMING: JSON.stringify(timing) },
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
   const lines: Array<Record<string, unknown>> = [];
   let buf = "";
   let err = "";
