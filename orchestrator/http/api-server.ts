@@ -232,7 +232,12 @@ async function workspaceEvents(_req: Req, res: Res, ctx: Ctx, name: string): Pro
     res.write(sseFrame(++id, e, e));
     if (isFinalEvent(e)) finish();
   };
-  const unsubscribe = ctx.workspaces.subscribe(name, (e) => (held ? held.push(e) : send(e)));
+  const unsubscribe = ctx.workspaces.subscribe(
+    name,
+    (e) => (held ? held.push(e) : send(e)),
+    // Moved to another replica: ended here, resumed there with a snapshot (decision 0079).
+    () => finish(),
+  );
   if (!unsubscribe) return notFound(res, name);
   const timer = setInterval(() => {
     if (!closed) res.write(": keep-alive\n\n");

@@ -26,5 +26,7 @@ export interface Workspaces {
   setEgress(name: string, allow: string[]): Promise<boolean>;
   egressLog(name: string): Promise<EgressLogEntry[] | undefined>;
   /** Every event from now on; undefined when no such workspace. Returns the unsubscribe. */
-  subscribe(name: string, listener: (event: WorkspaceEvent) => void): (() => void) | undefined;
+  /** `onEnd`: called when the stream must end without a final event (the workspace moved to
+   * another replica, decision 0079: the Machine reconnects and gets a snapshot there). */
+  subscribe(name: string, listener: (event: WorkspaceEvent) => void, onEnd?: () => void): (() => void) | undefined;
 }
