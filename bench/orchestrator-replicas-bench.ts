@@ -131,7 +131,7 @@ async function measure(s: Shared, count: number, burst: number, live: number): P
     });
   try {
     await K8s(kind.Namespace).Apply(sandboxNamespace(ns) as kind.Namespace);
-    await K8s(kind.Namespace).Apply({ metadata: { name: leaseNs } } as kind.Namespace);
+    await K8s(kind.Namespace).Apply({ apiVersion: "v1", kind: "Namespace", metadata: { name: leaseNs } });
     for (const pod of pods) {
       const own = join(dir, pod);
       mkdirSync(own, { recursive: true });
