@@ -193,13 +193,15 @@ async function measure(s: Shared, count: number, burst: number, live: number): P
       before,
       (await leases(leaseNs)).map((l) => l.metadata),
     ));
-    const windowEnd = Date.now() + WINDOW_S * 1000;
-    while (Date.now() < windowEnd) {
+    const windowStart = performance.now();
+    let windowMs = 0;
+    while (windowMs < WINDOW_S * 1000) {
       await sleep(LEASE_READ_MS);
       const step = leaseWrites(
         before,
         (await leases(leaseNs)).map((l) => l.metadata),
       );
+      windowMs = performance.now() - windowStart;
       writes += step.writes;
       before = step.seen;
     }
@@ -214,8 +216,10 @@ async function measure(s: Shared, count: number, burst: number, live: number): P
     fig("all_ready_seconds", allReady, "s");
     fig("live_workspaces", live, "count");
     fig("top_up_seconds", liveSeconds, "s");
-    // 16 shard Leases and one member Lease per replica, each renewed every 4 s (decision 0079).
-    fig("lease_writes_per_second", writes / WINDOW_S, "1/s", `<= ${round((SHARD_COUNT + count) / 4)}`);
+    // Against the design's 16 shard Leases and one member Lease per replica, each renewed every 4 s
+    // (decision 0079); a renewal's tick lands a little after 4 s, and a take or a sweep adds one.
+    fig("lease_writes_per_second", (writes * 1000) / windowMs, "1/s");
+    fig("lease_writes_per_second_design", (SHARD_COUNT + count) / 4, "1/s");
     for (const [i, pod] of pods.entries()) {
       fig(`${pod}_shards_held`, heldIdle[i], "count");
       fig(`${pod}_rss_idle_mb`, rssIdle[i], "MB");
