@@ -8,6 +8,7 @@
 // Orchestrator's pod config ConfigMap for the base list, mounted where the Orchestrator mounts it.
 // Pure: `npm run build` renders it into dist/jr2-egress.yaml (scripts/post-build.ts); the
 // companions' Namespace is the Orchestrator's manifest's, applied before this one.
+import { spreadAcrossNodes } from "../api/spread";
 import { GROUP } from "../api/crd/sources/common";
 import { EGRESS, EGRESS_ADMIN_PORT, EGRESS_DEFAULTS, EGRESS_ENV, EGRESS_PROXY_PORT } from "../api/egress-point";
 import { sandboxNamespace, sandboxRoleBinding } from "../api/sandbox-namespaces";
@@ -126,16 +127,7 @@ export function egressManifests(opts: EgressDeployOptions): Array<Record<string,
           spec: {
             serviceAccountName: EGRESS,
             terminationGracePeriodSeconds: EGRESS_TERMINATION_GRACE_SECONDS,
-            // Apart when the cluster has nodes to spare, together when it does not.
-            topologySpreadConstraints: [
-              {
-                maxSkew: 1,
-                topologyKey: "kubernetes.io/hostname",
-                whenUnsatisfiable: "ScheduleAnyway",
-                labelSelector: selector,
-                matchLabelKeys: ["pod-template-hash"],
-              },
-            ],
+            topologySpreadConstraints: spreadAcrossNodes(selector),
             // Its lookups are of absolute names (`host.`, egress/proxy.ts), which no search domain
             // touches; ndots 1 keeps any other lookup of a dotted name from trying the cluster's
             // search domains first (decision 0068).

@@ -6,6 +6,7 @@
 // control plane.
 // The signing key and the API tokens come from a Secret the operator of the cluster creates
 // (`jr2-orchestrator`, keys `signing-key` and `api-tokens`); the fence from a ConfigMap.
+import { spreadAcrossNodes } from "../api/spread";
 import { GROUP } from "../api/crd/sources/common";
 import { ORCHESTRATOR_ENV } from "../api/env";
 import { sandboxNamespace, sandboxRoleBinding } from "../api/sandbox-namespaces";
@@ -221,16 +222,7 @@ export function orchestratorManifests(opts: OrchestratorDeployOptions): Array<Re
           spec: {
             serviceAccountName: ORCHESTRATOR,
             terminationGracePeriodSeconds: ORCHESTRATOR_TERMINATION_GRACE_SECONDS,
-            // Apart when the cluster has nodes to spare, together when it does not.
-            topologySpreadConstraints: [
-              {
-                maxSkew: 1,
-                topologyKey: "kubernetes.io/hostname",
-                whenUnsatisfiable: "ScheduleAnyway",
-                labelSelector: selector,
-                matchLabelKeys: ["pod-template-hash"],
-              },
-            ],
+            topologySpreadConstraints: spreadAcrossNodes(selector),
             securityContext: {
               runAsNonRoot: true,
               runAsUser: 65532,

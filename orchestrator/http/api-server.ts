@@ -44,7 +44,7 @@ import { bearerOf, listen, logRequest, pathOf, readBody, sendError, sendJson } f
 import { fieldPath } from "../../api/field-path";
 import { FORWARDED_HEADER, OWN_ONLY_HEADER } from "../../api/wire";
 import { SoleOwnership, type Ownership } from "../replicas/ownership";
-import { forwardCall, peerDispatcher, peerJson, type Peer } from "../replicas/forward";
+import { drained, forwardCall, peerDispatcher, peerJson, type Peer } from "../replicas/forward";
 import type { Dispatcher } from "undici";
 
 /** What the API serves; the registry of workspace actors implements it. */
@@ -320,18 +320,6 @@ async function turnEvents(req: Req, res: Res, turns: TurnsApi, keepAliveMs: numb
     if (res.headersSent) res.end();
   }
 }
-
-/** Once `res` can take more, or is closed. */
-const drained = (res: Res) =>
-  new Promise<void>((resolve) => {
-    const done = () => {
-      res.off("drain", done);
-      res.off("close", done);
-      resolve();
-    };
-    res.once("drain", done);
-    res.once("close", done);
-  });
 
 /** A pick's delivery, held while outstanding up to `wait` ms; the client leaving ends the hold (a
  * Harness's poll cut by a reset is sent again). */

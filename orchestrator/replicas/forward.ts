@@ -143,8 +143,8 @@ class ReplayableBody {
   }
 }
 
-/** Once `res` can take more, or is closed. */
-const drained = (res: http.ServerResponse) =>
+/** Once `res` can take more, or is closed (the API's own streams wait the same way). */
+export const drained = (res: http.ServerResponse) =>
   new Promise<void>((resolve) => {
     const done = () => {
       res.off("drain", done);

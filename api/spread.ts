@@ -1,0 +1,12 @@
+// How a Deployment of several replicas is spread (decisions 0076, 0079): apart when the cluster has
+// nodes to spare, together when it does not (a one-node cluster still runs every replica), counted
+// within one rollout's pods only.
+export const spreadAcrossNodes = (selector: { matchLabels: Record<string, string> }) => [
+  {
+    maxSkew: 1,
+    topologyKey: "kubernetes.io/hostname",
+    whenUnsatisfiable: "ScheduleAnyway" as const,
+    labelSelector: selector,
+    matchLabelKeys: ["pod-template-hash"],
+  },
+];
