@@ -113,11 +113,19 @@ async function ok(method: string, path: string, body?: unknown): Promise<Obj> {
 const ws = (name: string) => `/v1/workspaces/${encodeURIComponent(name)}`;
 
 /** A turn's event stream read to its end, resumed with Last-Event-ID whenever it breaks. */
-type Follow = { ids: number[]; kinds: string[]; deliveries: string[]; reconnects: number; done: Promise<Obj> };
+type Follow = {
+  ids: number[];
+  kinds: string[];
+  deliveries: string[];
+  reconnects: number;
+  /** Answers other than the stream: a 503 `unavailable` (its shard moving) is retried as it says. */
+  refusals: string[];
+  done: Promise<Obj>;
+};
 /** Ends every stream still followed when the file ends (a failed check leaves some open). */
 const following = new AbortController();
 function follow(name: string, iid: string): Follow {
-  const f: Follow = { ids: [], kinds: [], deliveries: [], reconnects: 0, done: Promise.resolve({}) };
+  const f: Follow = { ids: [], kinds: [], deliveries: [], reconnects: 0, refusals: [], done: Promise.resolve({}) };
   f.done = (async () => {
     for (let attempt = 0; ; attempt++) {
       if (following.signal.aborted) return {};
@@ -133,7 +141,15 @@ function follow(name: string, iid: string): Follow {
             ...(last !== undefined ? { "last-event-id": String(last) } : {}),
           },
         });
-        if (res.status !== 200) throw new Error(`${name}: the turn's stream answered ${res.status}`);
+        if (res.status !== 200) {
+          const code = ((await res.json().catch(() => ({}))) as Obj).error?.code as string | undefined;
+          f.refusals.push(`${res.status} ${code}`);
+          // The API's word for a workspace between owners: retry after Retry-After (decision 0079).
+          if (res.status !== 503 || code !== "unavailable")
+            throw new Error(`${name}: the turn's stream answered ${res.status} ${code}`);
+          await sleep(Number(res.headers.get("retry-after") ?? 1) * 1000);
+          continue;
+        }
         const decoder = new TextDecoder();
         let buffer = "";
         for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
@@ -152,7 +168,7 @@ function follow(name: string, iid: string): Follow {
           }
         }
       } catch (err) {
-        if ((err as Error).message.includes("answered")) throw err;
+        if ((err as Error).message.includes("the turn's stream answered")) throw err;
       }
       await sleep(200);
     }
@@ -419,6 +435,11 @@ describe("three Orchestrators: a replica killed and all rolled while twenty work
       expect([name, getJson(["pod", "-n", SANDBOXES, name]).metadata.uid]).toEqual([name, uids.get(name)!.pod]);
     }
     clearInterval(keepalive.timer);
+    const refusals = names.flatMap((n) => turns.get(n)!.follow.refusals);
+    const reconnects = names.reduce((sum, n) => sum + turns.get(n)!.follow.reconnects, 0);
+    process.stdout.write(
+      `[replicas] turn streams: ${reconnects} resumed by Last-Event-ID, ${refusals.length} answered 503 unavailable and retried\n`,
+    );
     process.stdout.write(
       `[replicas] ${calls.length} calls, ${calls.filter((c) => c.retries).length} retried by the Machine; ` +
         `longest keepalive gap ${(keepalive.worstMs / 1000).toFixed(1)}s of ${IDLE_TIMEOUT_MS / 1000}s\n`,
