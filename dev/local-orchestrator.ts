@@ -5,7 +5,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
-import { createServer, type AddressInfo } from "node:net";
+import { createServer } from "node:net";
 import { join } from "node:path";
 import { ROOT } from "./local-operator";
 import { stopper } from "./child";
@@ -36,16 +36,35 @@ export type LocalOrchestratorOptions = {
   podAddress?: string;
 };
 
-/** A port free on `address` now, for a process that must be told its own URL before it listens. */
-export function freePort(address: string): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once("error", reject);
-    probe.listen(0, address, () => {
-      const { port } = probe.address() as AddressInfo;
-      probe.close(() => resolve(port));
+/** The lowest port the kernel hands out as an outgoing connection's own (Linux's default otherwise). */
+function ephemeralLow(): number {
+  try {
+    const low = Number(readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").trim().split(/\s+/)[0]);
+    return Number.isInteger(low) && low > 12_000 ? low : 32_768;
+  } catch {
+    return 32_768;
+  }
+}
+
+/**
+ * A port free on `address` now, for a process that must be told its own URL before it listens.
+ * Drawn below the kernel's ephemeral range: a port `listen(0)` picks is one any outgoing
+ * connection may take as its own between this probe and the process's bind (an EADDRINUSE seen in
+ * CI); below that range only another listener can.
+ */
+export async function freePort(address: string): Promise<number> {
+  const high = ephemeralLow() - 1;
+  for (let tries = 0; ; tries++) {
+    const port = 10_000 + Math.floor(Math.random() * (high - 10_000));
+    const free = await new Promise<boolean>((resolve, reject) => {
+      const probe = createServer();
+      probe.once("error", (err: NodeJS.ErrnoException) =>
+        err.code === "EADDRINUSE" && tries < 50 ? resolve(false) : reject(err),
+      );
+      probe.listen(port, address, () => probe.close(() => resolve(true)));
     });
-  });
+    if (free) return port;
+  }
 }
 
 export type LocalOrchestrator = {

@@ -24,6 +24,7 @@ import { SandboxModel } from "../../api/crd";
 import { EGRESS_HEADER, EGRESS_REFUSED_REASON, egressLogPath, type EgressLogEntry } from "../../api/egress-point";
 import { SANDBOX_NAMESPACE_ENABLED, SANDBOX_NAMESPACE_LABEL } from "../../api/wire";
 import { clusterEnv } from "../../scripts/images/main";
+import { freePort as localPort } from "../../dev/local-orchestrator";
 import { createSandbox, eventsFor, listPods, useNamespace, waitFor } from "./support/cluster";
 
 const ROOT = join(__dirname, "..", "..");
@@ -97,13 +98,7 @@ function apiForwarder(target: { host: string; port: number }) {
 }
 let forwarder: ReturnType<typeof apiForwarder> | undefined;
 
-const freePort = async () => {
-  const s = createServer().listen(0, "127.0.0.1");
-  await once(s, "listening");
-  const port = (s.address() as AddressInfo).port;
-  s.close();
-  return port;
-};
+const freePort = () => localPort("127.0.0.1");
 
 type Answer = { status: number; headers: Record<string, string>; body: string; socket: Socket };
 
