@@ -15,6 +15,7 @@ stream still open (decision 0077).
 from __future__ import annotations
 
 import codecs
+import errno
 import http.client
 import json
 import os
@@ -65,6 +66,10 @@ TOKEN_ENV = "JR2_API_TOKEN"
 #: server may have received it, and these mean the same sent twice.
 IDEMPOTENT_METHODS: frozenset[str] = frozenset({"GET", "HEAD", "PUT", "DELETE"})
 
+
+
+# Connect failures besides a refusal: the host or network unreachable (nothing sent).
+_UNREACHABLE = {errno.EHOSTUNREACH, errno.ENETUNREACH, errno.EHOSTDOWN}
 
 class Snapshot(TypedDict):
     """The first item of a workspace's event stream: its view when the stream began."""
@@ -520,6 +525,13 @@ class OrchestratorClient:
                 # A garbled status line is an answer: a reset before any alone is sent again.
                 reset = isinstance(err, (ConnectionResetError, BrokenPipeError))
                 if not reset or method not in IDEMPOTENT_METHODS or time.monotonic() + backoff > until:
+                    raise
+            except OSError as err:
+                # The connect itself failed (no socket yet): nothing was sent. An unreachable host is
+                # what a Service still routing to a replica just gone gives for a moment (decision 0079).
+                connected = conn.sock is not None
+                conn.close()
+                if connected or err.errno not in _UNREACHABLE or time.monotonic() + backoff > until:
                     raise
             except BaseException:
                 conn.close()

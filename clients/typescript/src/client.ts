@@ -70,8 +70,16 @@ type Params = Record<string, string>;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** A refused connection: nothing of the request was sent, so any call, a create too, may be sent again. */
-const refused = (err: unknown): boolean => (err as { code?: string } | undefined)?.code === "ECONNREFUSED";
+/** Connect failures: nothing of the request was sent. An unreachable host is what a Service still
+ * routing to a replica just gone gives for a moment in a rollout (decision 0079). */
+const NOT_CONNECTED = ["ECONNREFUSED", "EHOSTUNREACH", "ENETUNREACH", "EHOSTDOWN"];
+
+/** A refused (or unreachable) connection: nothing of the request was sent, so any call, a create
+ * too, may be sent again. */
+const refused = (err: unknown): boolean => {
+  const e = err as { code?: string; syscall?: string } | undefined;
+  return e?.code === "ECONNREFUSED" || (NOT_CONNECTED.includes(e?.code ?? "") && e?.syscall === "connect");
+};
 
 /** The methods a call may be sent again by after its connection was reset before any answer: the
  * server may have received it, and these mean the same sent twice (the Python client's too). */
