@@ -44,7 +44,7 @@ const RELEASE = "jr2";
 const RELEASE_NS = "default";
 const CHART = join(ROOT, "dist", `${CHART_NAME}-chart`);
 const CRDS_CHART = join(ROOT, "dist", `${CRDS_CHART_NAME}-chart`);
-const { system: SYSTEM, sandboxes: SANDBOXES } = INSTALLED;
+const { module: MODULE, peprNamespace: PEPR_NS, system: SYSTEM, sandboxes: SANDBOXES } = INSTALLED;
 const WORKSPACES = 20;
 const REPLICAS = 3;
 const IDLE_TIMEOUT_MS = 60_000;
@@ -257,6 +257,9 @@ beforeAll(async () => {
   await available(modelNs, SCRIPTED_MODEL);
   await helmOk(["install", CRDS_RELEASE, CRDS_CHART]);
   await helmOk(["install", RELEASE, CHART, "--values", values()]);
+  // The whole installation up, admission included: a Repo or Sandbox written before the module's
+  // webhook answers is refused ("failed calling webhook").
+  for (const d of [MODULE, `${MODULE}-watcher`]) await available(PEPR_NS, d);
   for (const d of ["jr2-orchestrator", "jr2-egress"]) await available(SYSTEM, d);
   apply({
     apiVersion: "v1",
