@@ -10,3 +10,15 @@ export const spreadAcrossNodes = (selector: { matchLabels: Record<string, string
     matchLabelKeys: ["pod-template-hash"],
   },
 ];
+
+/** The PodDisruptionBudget that keeps `minAvailable` replicas through a drain (decisions 0076, 0079). */
+export const disruptionBudget = (
+  meta: { name: string; namespace: string; labels: Record<string, string> },
+  selector: { matchLabels: Record<string, string> },
+  minAvailable: number,
+) => ({
+  apiVersion: "policy/v1",
+  kind: "PodDisruptionBudget",
+  metadata: meta,
+  spec: { minAvailable, selector },
+});

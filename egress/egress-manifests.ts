@@ -8,7 +8,7 @@
 // Orchestrator's pod config ConfigMap for the base list, mounted where the Orchestrator mounts it.
 // Pure: `npm run build` renders it into dist/jr2-egress.yaml (scripts/post-build.ts); the
 // companions' Namespace is the Orchestrator's manifest's, applied before this one.
-import { spreadAcrossNodes } from "../api/spread";
+import { disruptionBudget, spreadAcrossNodes } from "../api/spread";
 import { GROUP } from "../api/crd/sources/common";
 import { EGRESS, EGRESS_ADMIN_PORT, EGRESS_DEFAULTS, EGRESS_ENV, EGRESS_PROXY_PORT } from "../api/egress-point";
 import { sandboxNamespace, sandboxRoleBinding } from "../api/sandbox-namespaces";
@@ -169,15 +169,6 @@ export function egressManifests(opts: EgressDeployOptions): Array<Record<string,
         },
       },
     },
-    ...(pdb
-      ? [
-          {
-            apiVersion: "policy/v1",
-            kind: "PodDisruptionBudget",
-            metadata: { name: EGRESS, namespace, labels },
-            spec: { minAvailable: pdb.minAvailable, selector },
-          },
-        ]
-      : []),
+    ...(pdb ? [disruptionBudget({ name: EGRESS, namespace, labels }, selector, pdb.minAvailable)] : []),
   ];
 }

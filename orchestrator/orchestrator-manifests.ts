@@ -6,7 +6,7 @@
 // control plane.
 // The signing key and the API tokens come from a Secret the operator of the cluster creates
 // (`jr2-orchestrator`, keys `signing-key` and `api-tokens`); the fence from a ConfigMap.
-import { spreadAcrossNodes } from "../api/spread";
+import { disruptionBudget, spreadAcrossNodes } from "../api/spread";
 import { GROUP } from "../api/crd/sources/common";
 import { ORCHESTRATOR_ENV } from "../api/env";
 import { sandboxNamespace, sandboxRoleBinding } from "../api/sandbox-namespaces";
@@ -296,15 +296,6 @@ export function orchestratorManifests(opts: OrchestratorDeployOptions): Array<Re
       },
     },
     // Keeps a replica answering through a drain (decision 0079).
-    ...(pdb
-      ? [
-          {
-            apiVersion: "policy/v1",
-            kind: "PodDisruptionBudget",
-            metadata: { name: ORCHESTRATOR, namespace, labels },
-            spec: { minAvailable: pdb.minAvailable, selector },
-          },
-        ]
-      : []),
+    ...(pdb ? [disruptionBudget({ name: ORCHESTRATOR, namespace, labels }, selector, pdb.minAvailable)] : []),
   ];
 }
