@@ -28,7 +28,11 @@ import { benchOperator, memoryMb, sumMetric, type Result } from "./sandbox-burst
 import { percentile, round, sleep, sorted } from "./stats";
 
 const B = "orchestrator-replicas";
-const CUSTODIAN_CPU = "50m";
+/** A Custodian's requests small enough that 5,000 pods fit the three kwok nodes (31.75 CPUs and
+ * 124 Gi each; the memory is the pod config's floor): the API and the shards are measured here, not
+ * packing. */
+const CUSTODIAN_CPU = "10m";
+const CUSTODIAN_MEMORY = "64Mi";
 /** The quiet window over which the Lease writes are counted, and how often the Leases are read in
  * it (more often than the 4 s renewals, so no write is counted twice as one). */
 const WINDOW_S = 30;
@@ -120,6 +124,7 @@ async function measure(s: Shared, count: number, burst: number, live: number): P
   writeFileSync(join(dir, "api-tokens"), `${randomBytes(24).toString("hex")}\n`, { mode: 0o600 });
   const replicas: LocalOrchestrator[] = [];
   const pods = Array.from({ length: count }, (_, i) => `r${i}`);
+  const ports: number[] = [];
   const out: Result[] = [];
   const fig = (metric: string, value: number, unit: string, target?: string) =>
     out.push({
@@ -129,31 +134,58 @@ async function measure(s: Shared, count: number, burst: number, live: number): P
       unit,
       ...(target ? { target } : {}),
     });
+  // Replica i on its own port and directory; started again after a kill with the same ones (a new
+  // identity all the same: the pod name plus a per-process suffix, decision 0079).
+  const start = (i: number) =>
+    startLocalOrchestrator({
+      kubeconfig: s.kubeconfig,
+      namespace: ns,
+      dir: join(dir, pods[i]),
+      port: ports[i],
+      credentials: [s.remotes],
+      reposRoot: localReposRoot(s.tmp),
+      harness: "inline",
+      env: {
+        [ORCHESTRATOR_ENV.podConfigFile]: s.podConfig,
+        [ORCHESTRATOR_ENV.shardLeasesNamespace]: leaseNs,
+        [ORCHESTRATOR_ENV.podName]: pods[i],
+        [ORCHESTRATOR_ENV.peerUrl]: `http://127.0.0.1:${ports[i]}`,
+      },
+    });
+  /** The replica holding the most shards SIGKILLed; the seconds until the survivors serve every
+   * one of `names` ready. */
+  const killAndMove = async (names: string[]) => {
+    const victim = mostShards(
+      (await leases(leaseNs))
+        .filter((l) => /-shard-\d+$/.test(l.metadata.name))
+        .map((l) => l.spec?.holderIdentity ?? ""),
+      pods,
+    );
+    if (victim < 0) throw new Error(`no shard Lease in ${leaseNs} names a replica`);
+    const shards = sumMetric(await call(replicas[victim], "GET", "/metrics"), "jr2_orchestrator_shards_held");
+    const survivors = replicas.filter((_, i) => i !== victim);
+    const killedAt = performance.now();
+    await replicas[victim].stop("SIGKILL");
+    const deadline = Date.now() + 5 * 60_000;
+    for (;;) {
+      const own = await Promise.all(survivors.map((r) => list(r, true).catch(() => [])));
+      const missing = notYetServed(names, own);
+      if (!missing.length) break;
+      if (Date.now() > deadline)
+        throw new Error(`${missing.length} workspaces not served ready 5 min after ${pods[victim]} was killed`);
+      await sleep(250);
+    }
+    return { victim, shards, seconds: (performance.now() - killedAt) / 1000 };
+  };
   try {
     await K8s(kind.Namespace).Apply(sandboxNamespace(ns) as kind.Namespace);
     await K8s(kind.Namespace).Apply({ apiVersion: "v1", kind: "Namespace", metadata: { name: leaseNs } });
-    for (const pod of pods) {
+    for (const [i, pod] of pods.entries()) {
       const own = join(dir, pod);
       mkdirSync(own, { recursive: true });
       for (const f of ["signing-key", "api-tokens"]) copyFileSync(join(dir, f), join(own, f));
-      const port = await freePort("127.0.0.1");
-      replicas.push(
-        await startLocalOrchestrator({
-          kubeconfig: s.kubeconfig,
-          namespace: ns,
-          dir: own,
-          port,
-          credentials: [s.remotes],
-          reposRoot: localReposRoot(s.tmp),
-          harness: "inline",
-          env: {
-            [ORCHESTRATOR_ENV.podConfigFile]: s.podConfig,
-            [ORCHESTRATOR_ENV.shardLeasesNamespace]: leaseNs,
-            [ORCHESTRATOR_ENV.podName]: pod,
-            [ORCHESTRATOR_ENV.peerUrl]: `http://127.0.0.1:${port}`,
-          },
-        }),
-      );
+      ports.push(await freePort("127.0.0.1"));
+      replicas.push(await start(i));
     }
     const heldIdle = await untilSharded(replicas, 60_000);
     process.stderr.write(`  ${count} replica(s) hold ${heldIdle.join("/")} shards\n`);
@@ -175,18 +207,31 @@ async function measure(s: Shared, count: number, burst: number, live: number): P
     const toReady = sorted(created.map((c) => readyAt.get(c.name)! - c.started));
     process.stderr.write(`  ${burst} ready in ${round(allReady)} s\n`);
 
-    // 2. Up to L live (no slot), 100 creates in flight, round-robin.
-    const t1 = performance.now();
+    // 2. Several: the replica holding the most shards killed with the burst live, its workspaces served
+    // ready again by the survivors; then started again and the shards shared out once more.
     const names = created.map((c) => c.name);
+    if (count > 1) {
+      const moved = await killAndMove(names);
+      process.stderr.write(`  ${burst} live: ${moved.shards} shards moved in ${round(moved.seconds)} s\n`);
+      fig(`killed_shards_${burst}_live`, moved.shards, "count");
+      fig(`move_after_kill_${burst}_live_seconds`, moved.seconds, "s", "<= 15");
+      replicas[moved.victim] = await start(moved.victim);
+      await untilSharded(replicas, 60_000);
+      // Its CPU to live is counted from here: the process before the kill is gone.
+      cpuIdle[moved.victim] = cpu(replicas[moved.victim].process.pid);
+    }
+
+    // 3. Up to L live (no slot), 100 creates in flight, round-robin.
+    const t1 = performance.now();
     for (let i = burst; i < live; i += 100) {
       const batch = await createSpread(replicas, Math.min(100, live - i), { image: body.image, branch: "b" }, i);
       names.push(...batch.map((c) => c.name));
     }
-    await untilReady(replicas[0], new Set(names), new Map(), 30 * 60_000);
+    await untilReady(replicas[0], new Set(names), new Map(), 60 * 60_000);
     const liveSeconds = (performance.now() - t1) / 1000;
     process.stderr.write(`  ${live} live (${round(liveSeconds)} s for the ${live - burst} more)\n`);
 
-    // 3. The Lease writes over a quiet window, every Lease of the bench's namespace read each second.
+    // 4. The Lease writes over a quiet window, every Lease of the bench's namespace read each second.
     let before = new Map<string, string>();
     let writes = 0;
     ({ seen: before } = leaseWrites(
@@ -235,29 +280,12 @@ async function measure(s: Shared, count: number, burst: number, live: number): P
       "MB",
     );
 
-    // 4. Several: the replica holding the most shards killed; its workspaces served ready again.
-    if (count > 1) {
-      const victim = mostShards(
-        (await leases(leaseNs))
-          .filter((l) => /-shard-\d+$/.test(l.metadata.name))
-          .map((l) => l.spec?.holderIdentity ?? ""),
-        pods,
-      );
-      if (victim < 0) throw new Error(`no shard Lease in ${leaseNs} names a replica`);
-      const survivors = replicas.filter((_, i) => i !== victim);
-      const killedAt = performance.now();
-      await replicas[victim].stop("SIGKILL");
-      const deadline = Date.now() + 5 * 60_000;
-      for (;;) {
-        const own = await Promise.all(survivors.map((r) => list(r, true).catch(() => [])));
-        const missing = notYetServed(names, own);
-        if (!missing.length) break;
-        if (Date.now() > deadline)
-          throw new Error(`${missing.length} workspaces not served ready 5 min after ${pods[victim]} was killed`);
-        await sleep(250);
-      }
-      fig("killed_shards", heldIdle[victim], "count");
-      fig("move_after_kill_seconds", (performance.now() - killedAt) / 1000, "s", "<= 15");
+    // 5. Several: a kill again, now with L live.
+    if (count > 1 && live > burst) {
+      const moved = await killAndMove(names);
+      process.stderr.write(`  ${live} live: ${moved.shards} shards moved in ${round(moved.seconds)} s\n`);
+      fig(`killed_shards_${live}_live`, moved.shards, "count");
+      fig(`move_after_kill_${live}_live_seconds`, moved.seconds, "s", "<= 15");
     }
     return out;
   } finally {
@@ -294,9 +322,11 @@ export async function orchestratorReplicasBench(
     const remote = join(remotes, "app.git");
     oneCommitRepository(join(tmp, "src"), remote);
     agents.push(...(await startCacheAgents(tmp)));
-    // As the orchestrator bench: the API and the shards are measured, not packing (50m a Custodian).
     const podConfig = join(tmp, "pod-config.json");
-    writeFileSync(podConfig, JSON.stringify({ custodian: { resources: { cpu: CUSTODIAN_CPU } } }));
+    writeFileSync(
+      podConfig,
+      JSON.stringify({ custodian: { resources: { cpu: CUSTODIAN_CPU, memory: CUSTODIAN_MEMORY } } }),
+    );
     const out: Result[] = [];
     for (const count of counts) {
       process.stderr.write(`bench orchestrator-replicas: ${count} replica(s), ${burst} at once, ${live} live\n`);
