@@ -295,3 +295,12 @@ export class HttpError extends Error {
     this.status = ERRORS[code].status;
   }
 }
+
+/** A call cut because its workspace moved to another Orchestrator replica before any answer was
+ * sent (decision 0079): the API places it again (waits for the new owner, forwards), so a caller
+ * meets this code only when no owner appears in time. */
+export class WorkspaceMoved extends HttpError {
+  constructor(message: string) {
+    super("unavailable", message);
+  }
+}

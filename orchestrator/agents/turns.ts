@@ -21,7 +21,7 @@ import {
   streamPath,
 } from "../../api/agent-protocol";
 import type { SubmitTurnBody } from "../../api/orchestrator-schemas";
-import { ERRORS, HttpError, isErrorCode, type ErrorCode } from "../../api/orchestrator-errors";
+import { ERRORS, HttpError, isErrorCode, WorkspaceMoved, type ErrorCode } from "../../api/orchestrator-errors";
 import { HarnessMisbehaved, SMALL_ANSWER, type HarnessLimits, type Misbehaviour } from "../workspaces/sandbox-gateway";
 import type { SandboxWatch } from "../workspaces/sandbox-watch";
 import { KubeLedgers, LedgerStore, type LedgerBackend, type LedgerFormat } from "./ledger-store";
@@ -201,10 +201,10 @@ export class Turns {
         wait = LONG_POLL_MS;
       }
     } catch (err) {
-      // Cut because the workspace moved: the Machine asks again, and reaches its new owner.
+      // Cut because the workspace moved: placed again by the API before its first page (the caller
+      // sees nothing), after it the Machine asks again and reaches its new owner.
       if (moved.signal.aborted)
-        throw new HttpError(
-          "unavailable",
+        throw new WorkspaceMoved(
           `workspace ${workspace} moved to another Orchestrator replica while its stream was read: ask again ` +
             "(with the Last-Event-ID of the last event read)",
         );

@@ -22,7 +22,7 @@ import {
   type WorkspaceEvent,
   type WorkspaceView,
 } from "../../api/orchestrator-schemas";
-import { ERRORS, HttpError, type ErrorCode } from "../../api/orchestrator-errors";
+import { ERRORS, HttpError, WorkspaceMoved, type ErrorCode } from "../../api/orchestrator-errors";
 import { openApiDocument } from "./openapi-document";
 import { LIMITS, PickBody } from "../../api/agent-protocol";
 import { KeyedRateLimiter } from "../../lib/ratelimit";
@@ -606,6 +606,9 @@ const REPEATABLE = new Set<RouteId>(["takePick", "createEffect", "abortTurn"]);
 const repeatable = (id: RouteId | undefined, method: string | undefined) =>
   (id !== undefined && REPEATABLE.has(id)) || ["GET", "HEAD", "PUT", "DELETE"].includes(method ?? "");
 
+/** How many times a read cut by a move is placed again before the caller is told to retry. */
+const MAX_MOVES = 3;
+
 /** Whole seconds a caller waits before calling again about a workspace that is moving. */
 const MOVING_RETRY_AFTER_S = 2;
 
@@ -631,16 +634,29 @@ async function placed(
   workspace: string,
   id: RouteId | undefined,
   serve: (req: Req) => Promise<void>,
+  moves = 0,
 ): Promise<void> {
+  const notOwner = () =>
+    fail(
+      res,
+      "not_owner",
+      `workspace ${workspace}: replica ${ctx.ownership.identity} does not own it now: look up its owner again`,
+    );
+  // A read cut by the workspace's move before anything was sent (a turn's stream before its first
+  // page) is placed again: the forwarder looks again on not_owner, a caller here is forwarded.
+  const serveHere = async (r: Req) => {
+    try {
+      await serve(r);
+    } catch (err) {
+      if (!(err instanceof WorkspaceMoved) || res.headersSent || req.method !== "GET" || moves >= MAX_MOVES)
+        throw err;
+      if (req.headers[FORWARDED_HEADER] !== undefined) return notOwner();
+      return placed(req, res, ctx, workspace, id, serve, moves + 1);
+    }
+  };
   // Served only once adopted here (ownerOf says self); held but still adopting, the forwarder looks again.
   if (req.headers[FORWARDED_HEADER] !== undefined)
-    return ctx.ownership.ownerOf(workspace).kind === "self"
-      ? serve(req)
-      : fail(
-          res,
-          "not_owner",
-          `workspace ${workspace}: replica ${ctx.ownership.identity} does not own it now: look up its owner again`,
-        );
+    return ctx.ownership.ownerOf(workspace).kind === "self" ? serveHere(req) : notOwner();
   let owner = ctx.ownership.ownerOf(workspace);
   if (owner.kind === "none") {
     const gone = new AbortController();
@@ -653,7 +669,7 @@ async function placed(
     }
     if (gone.signal.aborted) return;
   }
-  if (owner.kind === "self") return serve(req);
+  if (owner.kind === "self") return serveHere(req);
   if (owner.kind === "none") return moving(res, `workspace ${workspace}`);
   const result = await forwardCall(req, res, {
     ownership: ctx.ownership,
@@ -662,7 +678,7 @@ async function placed(
     peer: owner,
     idempotent: repeatable(id, req.method),
     resumable: id === "turnEvents",
-    serveHere: serve,
+    serveHere,
     bodyLimit: MAX_BODY_BYTES,
     log: ctx.log,
   });

@@ -10,6 +10,7 @@ import { Agent, request, type Dispatcher } from "undici";
 import type { WorkspaceEvent, WorkspaceView } from "../../api/orchestrator-schemas";
 import type { StreamEvent, StreamPage } from "../../api/agent-protocol";
 import { FORWARDED_HEADER, OWN_ONLY_HEADER } from "../../api/wire";
+import { WorkspaceMoved } from "../../api/orchestrator-errors";
 import { servingCertificate, type ServingCertificate } from "../../lib/serving-certificate";
 import {
   startOrchestratorServer,
@@ -179,12 +180,31 @@ class LedgerTurns {
   }
 }
 
+/** An owner whose workspace moves before its stream's first page: follow waits for `move()`, then
+ * throws as Turns does when it releases the workspace (turns.ts). */
+class MovingTurns {
+  follows = 0;
+  #enter = () => undefined as void;
+  #move = () => undefined as void;
+  readonly entered = new Promise<void>((resolve) => (this.#enter = resolve));
+  readonly #moved = new Promise<void>((resolve) => (this.#move = resolve));
+  move() {
+    this.#move();
+  }
+  async follow() {
+    this.follows++;
+    this.#enter();
+    await this.#moved;
+    throw new WorkspaceMoved("workspace ws-t moved to another Orchestrator replica while its stream was read");
+  }
+}
+
 type Replica = {
   identity: string;
   server: Server;
   url: string;
   workspaces: MemoryWorkspaces;
-  turns?: LedgerTurns;
+  turns?: LedgerTurns | MovingTurns;
   logs: LogEntry[];
 };
 const replicas: Replica[] = [];
@@ -193,7 +213,7 @@ async function start(
   identity: string,
   table: Table,
   opts: {
-    turns?: LedgerTurns;
+    turns?: LedgerTurns | MovingTurns;
     tls?: ServingCertificate;
     peerTls?: () => string[];
     ownerWaitMs?: number;
@@ -549,8 +569,8 @@ describe("event streams across replicas", () => {
       }
     }
     expect(ids).toEqual(["10", "11", "12", "13", "14", "15"]);
-    expect(b.turns!.follows).toEqual([undefined]);
-    expect(c.turns!.follows).toEqual([12]);
+    expect((b.turns as LedgerTurns).follows).toEqual([undefined]);
+    expect((c.turns as LedgerTurns).follows).toEqual([12]);
   });
 
   it("resumes a turn's stream here when this replica takes the workspace", async () => {
@@ -571,7 +591,54 @@ describe("event streams across replicas", () => {
       }
     }
     expect(ids).toEqual(["10", "11", "12", "13"]);
-    expect(a.turns!.follows).toEqual([11]);
+    expect((a.turns as LedgerTurns).follows).toEqual([11]);
+  });
+
+  it("serves a turn's stream cut by a move before its first page from the new owner: no 503 for the Machine", async () => {
+    const ledger = [ev(10, "turn"), ev(11, "text"), ev(12, "end")];
+    const table = new Table();
+    const moving = new MovingTurns();
+    const a = await start("orch-a", table, { turns: moving });
+    const b = await start("orch-b", table, { turns: new LedgerTurns(ledger) });
+    a.workspaces.add("ws-t");
+    b.workspaces.add("ws-t");
+    table.set("ws-t", "orch-a");
+    const asked = request(`${a.url}/v1/workspaces/ws-t/turns/ws-t.conv-1/events`, {
+      headers: { ...bearer(ADMIN), "last-event-id": "9" },
+    });
+    await moving.entered;
+    table.set("ws-t", "orch-b");
+    moving.move();
+    const res = await asked;
+    expect(res.statusCode).toBe(200);
+    const ids: string[] = [];
+    for await (const f of frames(res.body)) ids.push(f.id!);
+    expect(ids).toEqual(["10", "11", "12"]);
+    expect((b.turns as LedgerTurns).follows).toEqual([9]);
+    expect(served(b)).toEqual(["GET /v1/workspaces/ws-t/turns/ws-t.conv-1/events 200"]);
+  });
+
+  it("answers not_owner to a relayed stream cut by a move before its first page: the relay finds the new owner", async () => {
+    const ledger = [ev(10, "turn"), ev(11, "end")];
+    const table = new Table();
+    const moving = new MovingTurns();
+    const a = await start("orch-a", table);
+    const b = await start("orch-b", table, { turns: moving });
+    const c = await start("orch-c", table, { turns: new LedgerTurns(ledger) });
+    b.workspaces.add("ws-t");
+    c.workspaces.add("ws-t");
+    table.set("ws-t", "orch-b");
+    const asked = request(`${a.url}/v1/workspaces/ws-t/turns/ws-t.conv-1/events`, { headers: bearer(ADMIN) });
+    await moving.entered;
+    table.set("ws-t", "orch-c");
+    moving.move();
+    const res = await asked;
+    expect(res.statusCode).toBe(200);
+    const ids: string[] = [];
+    for await (const f of frames(res.body)) ids.push(f.id!);
+    expect(ids).toEqual(["10", "11"]);
+    expect(served(b)).toEqual(["GET /v1/workspaces/ws-t/turns/ws-t.conv-1/events 503"]);
+    expect((c.turns as LedgerTurns).follows).toEqual([undefined]);
   });
 
   it("ends a workspace's event stream when its owner goes away (the client reconnects for a snapshot)", async () => {
