@@ -10,6 +10,7 @@ import { installCRDs } from "./lib/crd-install";
 import { buildControllers, capabilities, startWatches } from "./capabilities/bindings";
 import { apiPathFrom, reviewServer } from "./capabilities/admission/review-server";
 import { optedInNamespaces } from "./capabilities/admission/namespaces";
+import { repoKeys } from "./capabilities/admission/repo-keys";
 import { operatorMetrics, type OperatorMetrics } from "./lib/operator-metrics";
 import { OPERATOR_ENV } from "./api/env";
 import { ADMISSION_DRAIN_PATH, ADMISSION_DRAIN_SECONDS } from "./api/wire";
@@ -82,12 +83,15 @@ const watches = process.env.PEPR_WATCH_MODE === "true" || process.env.PEPR_MODE 
     const port = Number(process.env[OPERATOR_ENV.peprPort] ?? 3000);
     const answersReviews = process.env.PEPR_WATCH_MODE !== "true";
     startServer(module, port, answersReviews, metrics);
-    // The opted-in namespaces admission judges Sandbox creates by, listed before the first create
-    // asks (capabilities/admission/namespaces.ts, decision 0067); a failed list is tried again then.
+    // The opted-in namespaces and the Repo keys admission judges Sandbox creates by, listed before
+    // the first create asks (capabilities/admission/namespaces.ts and repo-keys.ts, decisions 0067
+    // and 0080); a failed list is tried again then.
     if (answersReviews)
-      optedInNamespaces
-        .start()
-        .catch((err: unknown) => Log.warn({ err: String(err) }, "the opted-in namespaces could not be listed yet"));
+      for (const [watched, what] of [
+        [optedInNamespaces, "the opted-in namespaces"],
+        [repoKeys, "the Repos"],
+      ] as const)
+        watched.start().catch((err: unknown) => Log.warn({ err: String(err) }, `${what} could not be listed yet`));
     // The controllers and their watches, one per kind (decisions 0023, 0035), here alone.
     if (watches)
       startWatches(buildControllers(metrics)).catch((err: unknown) => {

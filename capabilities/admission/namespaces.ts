@@ -5,17 +5,14 @@
 // the label, so a namespace that loses it leaves the set (the API server sends its removal as a
 // deletion), and the set is O(opted-in namespaces). A namespace not in the set is read once before
 // a refusal. Needs `get`, `list` and `watch` on namespaces (package.json pepr.rbac).
-import { K8s, WatchEvent, kind } from "kubernetes-fluent-client";
+import { K8s, kind } from "kubernetes-fluent-client";
 import { WatchPhase } from "kubernetes-fluent-client/dist/fluent/shared-types";
-import { Log } from "pepr";
 import { BUILD_ENV } from "../../api/env";
 import { ApiError } from "../../lib/api-error";
 import { kubeRequest, paths } from "../../lib/kube";
 import { SANDBOX_NAMESPACE_ENABLED, SANDBOX_NAMESPACE_LABEL } from "../../api/wire";
 import { violation, type Violation } from "../rules/violations";
-
-/** How long a review waits for the first list before it is refused with a retry. */
-export const FIRST_LIST_WAIT_MS = 5_000;
+import { WatchedLookup } from "./watched";
 
 /** What admission says of a Sandbox created in a namespace that did not opt in. Pure. */
 export const namespaceNotOptedIn = (namespace: string): Violation =>
@@ -30,21 +27,8 @@ export const namespaceNotOptedIn = (namespace: string): Violation =>
 /** The opted-in namespaces, by one watch; `has` waits for the first list. */
 export class OptedInNamespaces {
   readonly #names = new Set<string>();
-  #listed: Promise<void> | undefined;
-
-  /** Starts the watch (once); resolves when it has listed. */
-  start(): Promise<void> {
-    if (!this.#listed) {
-      const listed = this.#watch();
-      this.#listed = listed;
-      // A first list that failed (the API server away, a role not yet bound) is tried again by the next review.
-      listed.catch(() => this.#listed === listed && (this.#listed = undefined));
-    }
-    return this.#listed;
-  }
-
-  async #watch(): Promise<void> {
-    const watcher = K8s(kind.Namespace)
+  readonly #lookup = new WatchedLookup("the opted-in namespaces", () =>
+    K8s(kind.Namespace)
       .WithLabel(SANDBOX_NAMESPACE_LABEL, SANDBOX_NAMESPACE_ENABLED)
       .Watch((ns, phase) => {
         const name = ns.metadata?.name;
@@ -55,14 +39,12 @@ export class OptedInNamespaces {
           if (ns.metadata?.labels?.[SANDBOX_NAMESPACE_LABEL] === SANDBOX_NAMESPACE_ENABLED) this.#names.add(name);
           else this.#names.delete(name);
         }
-      });
-    // As the watching process does (capabilities/bindings.ts): a watch that gave up would leave
-    // admission judging by a stale set, so the process ends and its Deployment starts a new one.
-    watcher.events.on(WatchEvent.GIVE_UP, (err: unknown) => {
-      Log.error({ err: String(err) }, "the opted-in namespaces' watch gave up: exiting so the process restarts");
-      process.exit(1);
-    });
-    await watcher.start();
+      }),
+  );
+
+  /** Starts the watch (once); resolves when it has listed. */
+  start(): Promise<void> {
+    return this.#lookup.start();
   }
 
   /**
@@ -73,7 +55,7 @@ export class OptedInNamespaces {
    */
   async has(namespace: string): Promise<boolean> {
     if (this.#names.has(namespace)) return true;
-    await this.#listedWithin();
+    await this.#lookup.listed();
     if (this.#names.has(namespace)) return true;
     try {
       const ns = await kubeRequest<kind.Namespace>("GET", paths.namespace(namespace));
@@ -81,21 +63,6 @@ export class OptedInNamespaces {
     } catch (err) {
       if (err instanceof ApiError && err.status === 404) return false;
       throw err;
-    }
-  }
-
-  async #listedWithin(): Promise<void> {
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<never>((_, reject) => {
-      timer = setTimeout(
-        () => reject(new Error("the opted-in namespaces are not known yet (their watch has not listed)")),
-        FIRST_LIST_WAIT_MS,
-      );
-    });
-    try {
-      await Promise.race([this.start(), late]);
-    } finally {
-      clearTimeout(timer);
     }
   }
 }
