@@ -20,6 +20,8 @@ import {
 import { SIGNATURE_HEADERS, answerSigned, signRequest } from "../../api/effector-wire";
 import { ApiError } from "../../lib/api-error";
 import { applyRequest, kubeRequest, paths } from "../../lib/kube";
+import { againIfClosed, closedUnder } from "../../lib/closed-under";
+import { AtMost } from "../../lib/at-most";
 import { AnswerTooLarge, boundedText } from "../../lib/http-json";
 import { API_VERSION, type SandboxModel } from "../../api/crd";
 import type { AttachBody } from "../../api/attach";
@@ -109,31 +111,40 @@ const EGRESS_LOG_MAX_BYTES = 1024 * 1024;
  * or an answer drip-fed past it, the Harness is misbehaving (decision 0049). */
 export const ATTACH_DEADLINE_MS = 600_000;
 
+/** How many workspaces' writes (Repos, the CR, its owned objects) are in flight at once. */
+export const PLACE_WRITES_AT_ONCE = 32;
+
 export class KubeSandboxGateway implements SandboxGateway {
   constructor(readonly opts: KubeGatewayOptions) {}
+
+  readonly #writes = new AtMost(PLACE_WRITES_AT_ONCE);
 
   get #ns() {
     return this.opts.namespace;
   }
 
   async place(req: PlaceRequest, hooks: PlaceHooks): Promise<void> {
-    // The fence ran before (fence.ts fenceSlots): req.repos are admitted, with their identity,
-    // key and entry. The Repo resources before the CR names them (the operator holds Ready on
-    // RepoMissing).
-    const composed = this.#compose(req, await this.#podEgress(req.name));
-    // The Repos at once: none depends on another, and a create waits on the slowest, not the sum.
-    await Promise.all(req.repos.map((r) => this.#ensureRepo(r)));
-    const sandbox = await this.#createSandbox(req, composed);
-    // After the CR, owned by its uid from birth: no path leaves a token or a config behind. The
-    // kubelet retries the pod's mounts until they land, so the owned objects and the Custodian's
-    // CA are written together (one round trip, not one each), while the operator builds the pod.
-    const uid = sandbox.metadata!.uid!;
-    await Promise.all([
-      this.#applyOwned(req.name, composed, uid),
-      this.#writeCustodianCa(req.name, uid).catch((err) => {
-        throw new PlaceFailure("Refused", `Sandbox "${req.name}"'s Custodian CA was refused: ${messageOf(err)}`);
-      }),
-    ]);
+    // A burst's writes go PLACE_WRITES_AT_ONCE workspaces at a time (decision 0080): a thousand
+    // creates in flight at once held the API server's handlers past their timeout.
+    await this.#writes.run(async () => {
+      // The fence ran before (fence.ts fenceSlots): req.repos are admitted, with their identity,
+      // key and entry. The Repo resources before the CR names them (the operator holds Ready on
+      // RepoMissing).
+      const composed = this.#compose(req, await this.#podEgress(req.name));
+      // The Repos at once: none depends on another, and a create waits on the slowest, not the sum.
+      await Promise.all(req.repos.map((r) => this.#ensureRepo(r)));
+      const sandbox = await this.#createSandbox(req, composed);
+      // After the CR, owned by its uid from birth: no path leaves a token or a config behind. The
+      // kubelet retries the pod's mounts until they land, so the owned objects and the Custodian's
+      // CA are written together (one round trip, not one each), while the operator builds the pod.
+      const uid = sandbox.metadata!.uid!;
+      await Promise.all([
+        this.#applyOwned(req.name, composed, uid),
+        this.#writeCustodianCa(req.name, uid).catch((err) => {
+          throw new PlaceFailure("Refused", `Sandbox "${req.name}"'s Custodian CA was refused: ${messageOf(err)}`);
+        }),
+      ]);
+    });
     hooks.onWritten();
     const judge = placingTracker(req.name, hooks.onWait);
     await this.#waitFor(
@@ -553,10 +564,12 @@ export class KubeSandboxGateway implements SandboxGateway {
       namespace: this.#ns,
       uid,
     });
-    await applyRequest(
-      `/api/v1/namespaces/${enc(this.#ns)}/secrets/${enc(secret.metadata.name)}`,
-      secret,
-      ORCHESTRATOR_FIELD_MANAGER,
+    await againIfClosed(() =>
+      applyRequest(
+        `/api/v1/namespaces/${enc(this.#ns)}/secrets/${enc(secret.metadata.name)}`,
+        secret,
+        ORCHESTRATOR_FIELD_MANAGER,
+      ),
     );
     this.#caWritten.set(name, written);
   }
@@ -616,7 +629,7 @@ export class KubeSandboxGateway implements SandboxGateway {
       composed.owned(uid).map((object) => {
         const plural = PLURAL[object.kind];
         const path = `/api/v1/namespaces/${enc(this.#ns)}/${plural}/${enc(object.metadata.name)}`;
-        return applyRequest(path, object, ORCHESTRATOR_FIELD_MANAGER).catch((err) => {
+        return againIfClosed(() => applyRequest(path, object, ORCHESTRATOR_FIELD_MANAGER)).catch((err) => {
           throw new PlaceFailure(
             "Refused",
             `Sandbox "${name}"'s ${object.kind} ${object.metadata.name} was refused: ${messageOf(err)}`,
@@ -762,16 +775,19 @@ export class KubeSandboxGateway implements SandboxGateway {
   }
 }
 
-/** POST; an AlreadyExists answer reads back what is there (a repeat is a no-op). */
+/** POST; an AlreadyExists answer reads back what is there (a repeat is a no-op). A POST whose
+ * connection closed under it is sent again: the name is this workspace's own (or its Repo's), so an
+ * earlier attempt that landed is kept, never doubled. */
 async function createOrKeep<T>(collection: string, body: { metadata: { name: string } }): Promise<T> {
   try {
-    return await kubeRequest<T>("POST", collection, body);
+    return await againIfClosed(() => kubeRequest<T>("POST", collection, body));
   } catch (err) {
     if (err instanceof ApiError && err.status === 409)
-      return kubeRequest<T>("GET", `${collection}/${enc(body.metadata.name)}`);
+      return againIfClosed(() => kubeRequest<T>("GET", `${collection}/${enc(body.metadata.name)}`));
     throw err;
   }
 }
+
 
 const messageOf = (err: unknown) => (err instanceof Error ? err.message : String(err));
 
@@ -809,10 +825,4 @@ function safeJson(text: string): unknown {
   } catch {
     return undefined;
   }
-}
-
-/** A connection the other side closed as it was used (not a refusal, not a timeout). */
-function closedUnder(err: unknown): boolean {
-  const code = (err as { code?: string } | undefined)?.code;
-  return code === "ECONNRESET" || code === "EPIPE" || code === "UND_ERR_SOCKET";
 }
