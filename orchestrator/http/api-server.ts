@@ -648,8 +648,7 @@ async function placed(
     try {
       await serve(r);
     } catch (err) {
-      if (!(err instanceof WorkspaceMoved) || res.headersSent || req.method !== "GET" || moves >= MAX_MOVES)
-        throw err;
+      if (!(err instanceof WorkspaceMoved) || res.headersSent || req.method !== "GET" || moves >= MAX_MOVES) throw err;
       if (req.headers[FORWARDED_HEADER] !== undefined) return notOwner();
       return placed(req, res, ctx, workspace, id, serve, moves + 1);
     }

@@ -788,7 +788,6 @@ async function createOrKeep<T>(collection: string, body: { metadata: { name: str
   }
 }
 
-
 const messageOf = (err: unknown) => (err instanceof Error ? err.message : String(err));
 
 /** The push Secret a fence entry names (`secret`), which a new Repo takes as its secretRef. */
