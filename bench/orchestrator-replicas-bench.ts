@@ -167,12 +167,26 @@ async function measure(s: Shared, count: number, burst: number, live: number): P
     const killedAt = performance.now();
     await replicas[victim].stop("SIGKILL");
     const deadline = Date.now() + 5 * 60_000;
+    // A survivor that fails to list (busy adopting) counts as serving none this round; the last
+    // failure is said if the wait runs out.
+    const failed = new Map<string, string>();
     for (;;) {
-      const own = await Promise.all(survivors.map((r) => list(r, true).catch(() => [])));
+      const own = await Promise.all(
+        survivors.map((r) =>
+          list(r, true).catch((err: unknown) => {
+            failed.set(r.url, String(err));
+            return [];
+          }),
+        ),
+      );
       const missing = notYetServed(names, own);
       if (!missing.length) break;
       if (Date.now() > deadline)
-        throw new Error(`${missing.length} workspaces not served ready 5 min after ${pods[victim]} was killed`);
+        throw new Error(
+          `${missing.length} workspaces not served ready 5 min after ${pods[victim]} was killed` +
+            (failed.size ? `; the survivors' last failures to list: ${[...failed.values()].join("; ")}` : "") +
+            `; not ready, e.g.: ${missing.slice(0, 3).join(", ")}`,
+        );
       await sleep(250);
     }
     return { victim, shards, seconds: (performance.now() - killedAt) / 1000 };

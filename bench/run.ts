@@ -4,7 +4,7 @@
 //   BENCH_SANDBOXES=1000 (default)   BENCH_ADMISSION_REQUESTS=5000 (default)   BENCH_ATTACH_RUNS=5 (default)
 //   BENCH_FANOUT_SANDBOXES=200   BENCH_WORKSPACES=200   BENCH_LIVE_WORKSPACES=1000   BENCH_EGRESS_CONNECTIONS=1000
 //   BENCH_ONLY=sandbox-burst|admission|attach|custodian|custodian-ca|egress|footprint|effects|repo-fanout|orchestrator|orchestrator-replicas|agents|picks|timings|real-node|gvisor
-//   BENCH_REPLICAS_BURST=1000   BENCH_REPLICAS_LIVE=1000 (orchestrator-replicas: 1, 2 and 3 replicas)
+//   BENCH_REPLICAS_BURST=1000   BENCH_REPLICAS_LIVE=1000   BENCH_REPLICAS_COUNTS=1,2,3 (orchestrator-replicas)
 //   BENCH_PICKS=2000   BENCH_TIMINGS_RUNS=20   BENCH_REAL_NODE_RUNS=20   BENCH_REAL_NODE_WARM_RUNS=3   BENCH_GVISOR_RUNS=5   BENCH_EFFECTS_RUNS=30   BENCH_BUILD=0: no `npm run build` first (dist/ as it is)
 import { spawnSync } from "node:child_process";
 import { join } from "node:path";
@@ -46,7 +46,8 @@ const BENCHES: Record<string, Bench> = {
     run: async (k) => {
       const burst = Number(process.env.BENCH_REPLICAS_BURST ?? 1000);
       const live = Number(process.env.BENCH_REPLICAS_LIVE ?? Math.max(1000, burst));
-      return (await import("./orchestrator-replicas-bench")).orchestratorReplicasBench(k, burst, live);
+      const counts = (process.env.BENCH_REPLICAS_COUNTS ?? "1,2,3").split(",").map(Number);
+      return (await import("./orchestrator-replicas-bench")).orchestratorReplicasBench(k, burst, live, counts);
     },
   },
   agents: { cluster: true, run: async (k) => (await import("./agents-bench")).agentsBench(k) },
