@@ -222,7 +222,7 @@ async function side(
     const from = await reading(kubeconfig, pids, etcd);
     const c0 = cpu();
     const t0 = performance.now();
-    await kubectl.run(kubeconfig, ["create", "-f", file]);
+    await kubectl.run(kubeconfig, ["create", "-n", ns, "-f", file]);
     const applied = performance.now();
     const deadline = Date.now() + 15 * 60_000;
     while (run.ready && ready.size < count) {
