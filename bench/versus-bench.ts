@@ -10,7 +10,7 @@
 // own controller runs during it: each is started before its side and stopped after its namespace
 // is gone (jr2's operator registers its admission when it starts and removes it when it stops).
 //
-// After the rounds, the same jr2 creates (issue's split): with jr2's admission removed and the
+// After the rounds, the same jr2 creates, split by what serves them: with jr2's admission removed and the
 // operator running (all Ready too); with admission and no operator (the watcher stopped: creates
 // only), with and without Repos; with neither (bare creates of the CRD). For every side: the API
 // server's own counters over it (requests by verb and resource, each webhook's calls, the policy's
@@ -54,7 +54,7 @@ const withoutResources = (c: Container): Container => {
 };
 
 /**
- * The Sandbox spec seed 002's `crFor` composes (test/support/crfor-sandbox.ts), without resources,
+ * The Sandbox spec a jr2 Orchestrator's `crFor` composes (test/support/crfor-sandbox.ts), without resources,
  * placement and priority class (see withoutResources); `repos: false` also without its Repos and
  * their mounts (pure).
  */
