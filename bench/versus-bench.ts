@@ -10,9 +10,9 @@
 // own controller runs during it: each is started before its side and stopped after its namespace
 // is gone (jr2's operator registers its admission when it starts and removes it when it stops).
 //
-// After the rounds, the same jr2 creates, split by what serves them: with jr2's admission removed and the
-// operator running (all Ready too); with admission and no operator (the watcher stopped: creates
-// only), with and without Repos; with neither (bare creates of the CRD). For every side: the API
+// After the rounds, the same jr2 creates, split by what serves them: with jr2's admission removed
+// and the operator running (all Ready too); with admission and no operator (the watcher stopped:
+// creates only), with and without Repos; with neither (bare creates of the CRD). For every side: the API
 // server's own counters over it (requests by verb and resource, each webhook's calls, the policy's
 // checks, etcd requests by operation, time queued in API Priority and Fairness), per Sandbox, and
 // the API server's, etcd's and the controller's CPU per Sandbox.
@@ -54,9 +54,9 @@ const withoutResources = (c: Container): Container => {
 };
 
 /**
- * The Sandbox spec a jr2 Orchestrator's `crFor` composes (test/support/crfor-sandbox.ts), without resources,
- * placement and priority class (see withoutResources); `repos: false` also without its Repos and
- * their mounts (pure).
+ * The Sandbox spec a jr2 Orchestrator's `crFor` composes (test/support/crfor-sandbox.ts), without
+ * resources, placement and priority class (see withoutResources); `repos: false` also without its
+ * Repos and their mounts (pure).
  */
 export function benchSpec({ repos }: { repos: boolean }): SandboxSpec {
   const {
@@ -138,7 +138,7 @@ export function split(before: Load, after: Load, per: number, top = 30) {
 /** Lines of `kubectl get -w -o jsonpath=<READY_LINE>`: a Sandbox's name and its Ready condition. */
 const READY_LINE = '{.metadata.name}{" "}{.status.conditions[?(@.type=="Ready")].status}{"\\n"}';
 
-/** The names a watch's output says are Ready, with when (pure: fed the output as it comes). */
+/** Calls onReady with each name the watch's lines say is Ready (pure: fed the output as it comes). */
 export function readyLines(onReady: (name: string) => void) {
   let rest = "";
   return (chunk: string) => {
