@@ -29,7 +29,7 @@ import { DEFAULT_FS_GROUP } from "../api/wire";
 import { SANDBOX_DEFAULTS } from "../capabilities/admission/policy";
 import { kubeRequest, paths } from "../lib/kube";
 import { ApiError } from "../lib/api-error";
-import { CACHE_DIR, ROOT, localWebhooks, startLocalOperator } from "../dev/local-operator";
+import { CACHE_DIR, ROOT, localWebhooks, startLocalOperator, type LocalOperator } from "../dev/local-operator";
 import * as kubectl from "../dev/kubectl";
 import { earlierRunsGone, scrape, sumMetric, type Result } from "./sandbox-burst-bench";
 import { apiServerLoad, type Load } from "./apiserver-load";
@@ -93,7 +93,14 @@ const review = (kind: "validate", i: number, namespace: string) => ({
 });
 
 /** What admission registers: the webhook configurations and the Sandbox defaults policy with its binding. */
-type Admission = Array<{ kind: string; metadata: { name: string } }>;
+export type Admission = Array<{ kind: string; metadata: { name: string } }>;
+
+/** The local operator's admission as the build registers it (policies first), re-pointed at it. */
+export function admissionOf(op: LocalOperator, port: number): { apiPath: string; admission: Admission } {
+  const manifest = readFileSync(join(ROOT, "dist", `pepr-module-${cfg.pepr.uuid}.yaml`), "utf8");
+  const { apiPath, webhooks, policies } = localWebhooks(manifest, port, op.caPem, op.operator);
+  return { apiPath, admission: [...policies, ...webhooks] };
+}
 
 const sandboxesPath = (ns: string, dryRun = false) => `${paths.sandboxes(ns)}${dryRun ? "?dryRun=All" : ""}`;
 
@@ -134,7 +141,6 @@ async function webhooksCalled(ns: string): Promise<{ mutating: boolean; validati
   return { mutating, validating };
 }
 
-/** Registers or removes admission (policy before binding, binding removed first) and waits until the API server acts on it. */
 /** Runs `fn` in a fresh opted-in namespace (admission refuses a Sandbox create anywhere else,
  * decision 0067), deleted after. */
 async function inSandboxNamespace<T>(prefix: string, fn: (ns: string) => Promise<T>): Promise<T> {
@@ -147,7 +153,9 @@ async function inSandboxNamespace<T>(prefix: string, fn: (ns: string) => Promise
   }
 }
 
-async function setWebhooks(kubeconfig: string, ns: string, webhooks: Admission, present: boolean) {
+/** Registers or removes admission (policy before binding, binding removed first) and waits until the
+ * API server acts on it, probed with dry runs in `ns` (an opted-in namespace). */
+export async function setWebhooks(kubeconfig: string, ns: string, webhooks: Admission, present: boolean) {
   if (present) await kubectl.apply(kubeconfig, webhooks);
   else
     for (const w of [...webhooks].reverse())
@@ -364,9 +372,7 @@ export async function admission(kubeconfig: string): Promise<Result[]> {
     logLevel: process.env.BENCH_LOG_LEVEL ?? "info",
   });
   try {
-    const manifest = readFileSync(join(ROOT, "dist", `pepr-module-${cfg.pepr.uuid}.yaml`), "utf8");
-    const { apiPath, webhooks: hooks, policies } = localWebhooks(manifest, port, op.caPem, op.operator);
-    const webhooks = [...policies, ...hooks];
+    const { apiPath, admission: webhooks } = admissionOf(op, port);
     const lines = () => (op.logFile ? readFileSync(op.logFile, "utf8").split("\n").length : NaN);
     const linesBefore = lines();
     // First, on a quiet cluster: the sequential creates leave a namespace of them being deleted.

@@ -5,7 +5,9 @@
 import * as kubectl from "../dev/kubectl";
 
 /** Counters by a readable key: "POST pods", "PATCH sandboxes/status", "watch pods", "webhook validating",
- * "policy <name>" (a MutatingAdmissionPolicy's checks), "process cpu" (its CPU seconds). */
+ * "webhook validating <name>" (each webhook's calls, by its name's first label), "policy <name>" (a MutatingAdmissionPolicy's
+ * checks), "etcd <operation> <resource>" (the API server's requests to etcd), "apf wait <priority level>"
+ * (time requests queued in API Priority and Fairness), "process cpu" (its CPU seconds). */
 export type Load = Map<string, { count: number; seconds: number }>;
 
 const LABELS = /(\w+)="([^"]*)"/g;
@@ -16,6 +18,9 @@ function labelsOf(line: string): Record<string, string> {
   for (const m of inner.matchAll(LABELS)) out[m[1]] = m[2];
   return out;
 }
+
+/** A webhook's name up to its first dot: Pepr names each "<resource>.pepr-<module uuid>.pepr.dev". */
+const webhookName = (name = "") => name.split(".")[0];
 
 /** Parses the counters this file reads out of the API server's metrics text (pure). */
 export function parseLoad(text: string): Load {
@@ -48,9 +53,23 @@ export function parseLoad(text: string): Load {
     } else if (line.startsWith("apiserver_mutating_admission_policy_check_duration_seconds_sum{")) {
       add(`policy ${labelsOf(line).policy}`, 0, value);
     } else if (line.startsWith("apiserver_admission_webhook_admission_duration_seconds_count{")) {
-      add(`webhook ${labelsOf(line).type}`, value, 0);
+      const l = labelsOf(line);
+      add(`webhook ${l.type}`, value, 0);
+      add(`webhook ${l.type} ${webhookName(l.name)}`, value, 0);
     } else if (line.startsWith("apiserver_admission_webhook_admission_duration_seconds_sum{")) {
-      add(`webhook ${labelsOf(line).type}`, 0, value);
+      const l = labelsOf(line);
+      add(`webhook ${l.type}`, 0, value);
+      add(`webhook ${l.type} ${webhookName(l.name)}`, 0, value);
+    } else if (line.startsWith("etcd_request_duration_seconds_count{")) {
+      const l = labelsOf(line);
+      add(`etcd ${l.operation} ${l.resource}`, value, 0);
+    } else if (line.startsWith("etcd_request_duration_seconds_sum{")) {
+      const l = labelsOf(line);
+      add(`etcd ${l.operation} ${l.resource}`, 0, value);
+    } else if (line.startsWith("apiserver_flowcontrol_request_wait_duration_seconds_count{")) {
+      add(`apf wait ${labelsOf(line).priority_level}`, value, 0);
+    } else if (line.startsWith("apiserver_flowcontrol_request_wait_duration_seconds_sum{")) {
+      add(`apf wait ${labelsOf(line).priority_level}`, 0, value);
     }
   }
   return load;
@@ -65,13 +84,18 @@ export function printLoad(what: string, before: Load, after: Load, per: number) 
   process.stderr.write(`API server, ${what}:\n  ${describeLoad(before, after, per).join("\n  ")}\n`);
 }
 
-/** The busiest keys between two readings, per unit of work (`per`), as one line each. */
-export function describeLoad(before: Load, after: Load, per: number, top = 20): string[] {
-  const rows = [...after].map(([key, v]) => {
+/** Each key's calls and milliseconds between two readings, per unit of work (`per`), in the
+ * order `after` holds them (pure). */
+export function loadDelta(before: Load, after: Load, per: number): Array<{ key: string; count: number; ms: number }> {
+  return [...after].map(([key, v]) => {
     const b = before.get(key) ?? { count: 0, seconds: 0 };
     return { key, count: (v.count - b.count) / per, ms: ((v.seconds - b.seconds) * 1000) / per };
   });
-  return rows
+}
+
+/** The busiest keys between two readings, per unit of work (`per`), as one line each. */
+export function describeLoad(before: Load, after: Load, per: number, top = 20): string[] {
+  return loadDelta(before, after, per)
     .filter((r) => r.count > 0.01)
     .sort((a, b) => b.count - a.count)
     .slice(0, top)

@@ -3,8 +3,9 @@
 // plane (or KUBECONFIG) bring it up and build the module first; the others need neither.
 //   BENCH_SANDBOXES=1000 (default)   BENCH_ADMISSION_REQUESTS=5000 (default)   BENCH_ATTACH_RUNS=5 (default)
 //   BENCH_FANOUT_SANDBOXES=200   BENCH_WORKSPACES=200   BENCH_LIVE_WORKSPACES=1000   BENCH_EGRESS_CONNECTIONS=1000
-//   BENCH_ONLY=sandbox-burst|admission|attach|custodian|custodian-ca|egress|footprint|effects|repo-fanout|orchestrator|orchestrator-replicas|agents|picks|timings|real-node|gvisor
+//   BENCH_ONLY=sandbox-burst|admission|attach|custodian|custodian-ca|egress|footprint|effects|repo-fanout|orchestrator|orchestrator-replicas|versus|agents|picks|timings|real-node|gvisor
 //   BENCH_REPLICAS_BURST=1000   BENCH_REPLICAS_LIVE=1000   BENCH_REPLICAS_COUNTS=1,2,3 (orchestrator-replicas)
+//   BENCH_VERSUS_SANDBOXES=500   BENCH_VERSUS_ROUNDS=2 (versus: jr2 beside agent-sandbox)
 //   BENCH_PICKS=2000   BENCH_TIMINGS_RUNS=20   BENCH_REAL_NODE_RUNS=20   BENCH_REAL_NODE_WARM_RUNS=3   BENCH_GVISOR_RUNS=5   BENCH_EFFECTS_RUNS=30   BENCH_BUILD=0: no `npm run build` first (dist/ as it is)
 import { spawnSync } from "node:child_process";
 import { join } from "node:path";
@@ -50,6 +51,9 @@ const BENCHES: Record<string, Bench> = {
       return (await import("./orchestrator-replicas-bench")).orchestratorReplicasBench(k, burst, live, counts);
     },
   },
+  // Not in a plain `npm run bench`: jr2 beside agent-sandbox, alternating, and the split of a burst's
+  // time on the API server (with admission removed, with the operator stopped).
+  versus: { cluster: true, only: true, run: async (k) => (await import("./versus-bench")).versusBench(k) },
   agents: { cluster: true, run: async (k) => (await import("./agents-bench")).agentsBench(k) },
   // Not in a plain `npm run bench`: it empties the shared real node's image store 20 times.
   "real-node": { cluster: true, only: true, run: async (k) => (await import("./real-node-bench")).realNodeBench(k) },

@@ -181,7 +181,7 @@ const isReady = (pod: kind.Pod) => pod.status?.conditions?.some((c) => c.type ==
 const SETTLE_MS = 2000;
 
 /** One reading of what the processes serving a create have done so far (decision 0043). */
-type Reading = {
+export type Reading = {
   at: number;
   load: Load;
   /** CPU seconds by process: the control plane's components, the operator's two processes. */
@@ -190,7 +190,11 @@ type Reading = {
 };
 
 /** Reads the API server's counters, every local process's CPU time, and etcd's counters. */
-async function reading(kubeconfig: string, pids: Map<string, number>, etcdUrl: string | undefined): Promise<Reading> {
+export async function reading(
+  kubeconfig: string,
+  pids: Map<string, number>,
+  etcdUrl: string | undefined,
+): Promise<Reading> {
   const load = await apiServerLoad(kubeconfig);
   const cpu = new Map([...pids].map(([name, pid]) => [name, cpuSeconds(pid)]));
   // The API server's own counter where no local process is known (a cluster elsewhere).
@@ -201,7 +205,7 @@ async function reading(kubeconfig: string, pids: Map<string, number>, etcdUrl: s
 
 /** CPU milliseconds a process used between two readings, less its idle rate (CPU ms per wall ms)
  * over that time. */
-const cpuMs = (a: Reading, b: Reading, name: string, idleRate = 0) =>
+export const cpuMs = (a: Reading, b: Reading, name: string, idleRate = 0) =>
   ((b.cpu.get(name) ?? NaN) - (a.cpu.get(name) ?? NaN)) * 1000 - idleRate * (b.at - a.at);
 
 /** A status as a person reads it: phase, and whether it is placed. */

@@ -12,7 +12,8 @@
 #   npm run cluster -- ctr ARGS      run ctr against the real node's containerd (namespace k8s.io)
 #   npm run cluster -- binary NAME [MODULE]  build (if not cached) and print the path of etcd, or of
 #                                    a Kubernetes command from the wrapper module go/MODULE (default
-#                                    kube); dev/cluster/apiserver.sh takes an older API server from it
+#                                    kube); dev/cluster/apiserver.sh takes an older API server from it;
+#                                    agent-sandbox-controller (go/agent-sandbox) for the versus bench
 #
 # Why this shape: no Docker and no downloads besides Go modules. etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler, kubectl, kwok and kwokctl are compiled from the
@@ -874,12 +875,27 @@ cmd_binary() {
       build "$name" "$version" "$dir" "k8s.io/kubernetes/cmd/$name" "$BIN_DIR/kube-$version" "$fp" "$ldflags"
       echo "$BIN_DIR/kube-$version/$name"
       ;;
-    *) die "binary: say etcd, kube-apiserver, kube-controller-manager, kube-scheduler or kubectl" ;;
+    agent-sandbox-controller)
+      # The side-by-side bench's reference controller, with its Sandbox CRD copied beside it from
+      # the same module version (bench/versus-bench.ts).
+      local dir="$GO_DIR/agent-sandbox" version fp out src
+      version=$(mod_version "$dir" sigs.k8s.io/agent-sandbox)
+      fp=$(fingerprint "$dir/go.mod" "$dir/go.sum")
+      out="$BIN_DIR/agent-sandbox-$version"
+      build "$name" "$version" "$dir" sigs.k8s.io/agent-sandbox/cmd/agent-sandbox-controller "$out" "$fp"
+      if [[ ! -f $out/sandboxes-crd.yaml ]]; then
+        src=$(cd "$dir" && GOWORK=off go list -m -f '{{.Dir}}' sigs.k8s.io/agent-sandbox)
+        cp "$src/k8s/crds/agents.x-k8s.io_sandboxes.yaml" "$out/.sandboxes-crd.yaml.tmp.$$"
+        mv -f "$out/.sandboxes-crd.yaml.tmp.$$" "$out/sandboxes-crd.yaml"
+      fi
+      echo "$out/$name"
+      ;;
+    *) die "binary: say etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl or agent-sandbox-controller" ;;
   esac
 }
 
 usage() {
-  sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
 }
 
 main() {
