@@ -111,13 +111,16 @@ const EGRESS_LOG_MAX_BYTES = 1024 * 1024;
  * or an answer drip-fed past it, the Harness is misbehaving (decision 0049). */
 export const ATTACH_DEADLINE_MS = 600_000;
 
-/** How many workspaces' writes (Repos, the CR, its owned objects) are in flight at once. */
+/** How many workspaces' writes (Repos, the CR, its owned objects; a keepalive) are in flight at once. */
 export const PLACE_WRITES_AT_ONCE = 32;
+/** How many attaches (a Harness's POST /attach) are in flight at once. */
+export const ATTACHES_AT_ONCE = 64;
 
 export class KubeSandboxGateway implements SandboxGateway {
   constructor(readonly opts: KubeGatewayOptions) {}
 
   readonly #writes = new AtMost(PLACE_WRITES_AT_ONCE);
+  readonly #attaches = new AtMost(ATTACHES_AT_ONCE);
 
   get #ns() {
     return this.opts.namespace;
@@ -183,8 +186,12 @@ export class KubeSandboxGateway implements SandboxGateway {
     if (!sandbox?.status?.endpoint) {
       throw new AttachFailure("NoEndpoint", `Sandbox "${name}" has no endpoint to attach through: is it gone?`);
     }
-    const base = this.opts.resolveEndpoint ? await this.opts.resolveEndpoint(sandbox) : sandbox.status.endpoint;
-    const answer = await this.#postAttach(name, base, body);
+    const endpoint = sandbox.status.endpoint;
+    // ATTACHES_AT_ONCE at a time (decision 0080): a replica that adopts a dead one's shards
+    // re-attaches all of its workspaces at once, and unpaced that starved its own Lease renewals.
+    const answer = await this.#attaches.run(async () =>
+      this.#postAttach(name, this.opts.resolveEndpoint ? await this.opts.resolveEndpoint(sandbox) : endpoint, body),
+    );
     // ReposFresh as the operator last said it: fixed once per pod, so the provision's verdict.
     const fresh = conditionOf(sandbox, CONDITION.ReposFresh);
     const stale = staleSlots(body.slots, fresh?.status === "False" ? fresh.message : undefined);
@@ -366,8 +373,11 @@ export class KubeSandboxGateway implements SandboxGateway {
 
   /** The keepalive, then the Custodian's CA when a new period has begun (decision 0037). */
   async renew(name: string): Promise<void> {
-    const patch = { metadata: { annotations: { [KEEPALIVE_ANNOTATION]: new Date(this.#now()).toISOString() } } };
-    await kubeRequest("PATCH", this.#sandboxPath(name), patch, "application/merge-patch+json");
+    // With the place writes' bound: an adoption renews every adopted workspace's keepalive at once.
+    await this.#writes.run(() => {
+      const patch = { metadata: { annotations: { [KEEPALIVE_ANNOTATION]: new Date(this.#now()).toISOString() } } };
+      return kubeRequest("PATCH", this.#sandboxPath(name), patch, "application/merge-patch+json");
+    });
     const uid = this.opts.watch.get(name)?.metadata?.uid;
     if (!uid) return;
     await this.#writeCustodianCa(name, uid).catch((err) => {
