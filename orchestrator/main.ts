@@ -37,7 +37,7 @@ import { DEFAULT_CACHE_ROOT, DEFAULT_SANDBOX_NAMESPACE } from "../api/wire";
 import { parseCredentials } from "./workspaces/fence";
 import { declaredEffectSecrets } from "./workspaces/effector-secrets";
 import { startOrchestratorServer } from "./http/api-server";
-import { ATTACH_DEADLINE_MS, KubeSandboxGateway } from "./workspaces/kube-gateway";
+import { ATTACH_DEADLINE_MS, KubeSandboxGateway, LOCAL_ATTACHES_AT_ONCE } from "./workspaces/kube-gateway";
 import { ensureInstallation, podSettingsFrom, type PodSettings } from "./workspaces/installation";
 import { LocalHarnesses } from "./local/local-harness";
 import { OrchestratorMetrics, metricsServer } from "./orchestrator-metrics";
@@ -171,7 +171,7 @@ async function main() {
     pod,
     attachDeadlineMs: duration(E.attachDeadline, ATTACH_DEADLINE_MS),
     onMisbehaviour,
-    ...(harnesses ? { resolveEndpoint: harnesses.resolve } : {}),
+    ...(harnesses ? { resolveEndpoint: harnesses.resolve, attachesAtOnce: LOCAL_ATTACHES_AT_ONCE } : {}),
     ...(harnesses && localEffector
       ? { resolveEffector: (s: SandboxModel) => localEffector.call(harnesses, s.metadata?.name ?? "") }
       : {}),
@@ -309,9 +309,9 @@ async function main() {
   const stop = async () => {
     // Several replicas: hand the shards over first (each stopped here, then its Lease given up),
     // so the others take them at once rather than after the Leases expire (decision 0079).
-    await shards?.stop().catch((err: Error) =>
-      log({ level: "warn", message: "the shards were not handed over", detail: err.message }),
-    );
+    await shards
+      ?.stop()
+      .catch((err: Error) => log({ level: "warn", message: "the shards were not handed over", detail: err.message }));
     registry.stop();
     await effects?.stopAll();
     tokens.close();

@@ -83,6 +83,10 @@ export type KubeGatewayOptions = {
   signingKey: Buffer;
   /** Outside the cluster only (local mode): the Service name does not resolve there. */
   resolveEndpoint?: EndpointResolver;
+  /** At most this many attaches in flight (local mode's Harnesses run here); absent: no bound. In a
+   * cluster an attach's work is its pod's, and a bound would let a few slow clones or Harnesses
+   * hold back every other tenant's attach for up to the attach deadline (decision 0080). */
+  attachesAtOnce?: number;
   /** Where a Sandbox's Effector answers (local mode: the local Effector); undefined: none now.
    * Absent: its headless Service `<name>-effector` resolved by DNS. */
   resolveEffector?: (sandbox: SandboxModel) => EffectorAddress | undefined | Promise<EffectorAddress | undefined>;
@@ -113,14 +117,18 @@ export const ATTACH_DEADLINE_MS = 600_000;
 
 /** How many workspaces' writes (Repos, the CR, its owned objects; a keepalive) are in flight at once. */
 export const PLACE_WRITES_AT_ONCE = 32;
-/** How many attaches (a Harness's POST /attach) are in flight at once. */
-export const ATTACHES_AT_ONCE = 64;
+/** How many attaches are in flight at once where the Harnesses run in the Orchestrator's own process
+ * (local mode): a replica that adopts a dead one's shards re-attaches each workspace at once, and
+ * unpaced those clones starved its own Lease renewals (decision 0080). */
+export const LOCAL_ATTACHES_AT_ONCE = 64;
 
 export class KubeSandboxGateway implements SandboxGateway {
-  constructor(readonly opts: KubeGatewayOptions) {}
-
   readonly #writes = new AtMost(PLACE_WRITES_AT_ONCE);
-  readonly #attaches = new AtMost(ATTACHES_AT_ONCE);
+  readonly #attaches: AtMost | undefined;
+
+  constructor(readonly opts: KubeGatewayOptions) {
+    this.#attaches = opts.attachesAtOnce ? new AtMost(opts.attachesAtOnce) : undefined;
+  }
 
   get #ns() {
     return this.opts.namespace;
@@ -187,11 +195,9 @@ export class KubeSandboxGateway implements SandboxGateway {
       throw new AttachFailure("NoEndpoint", `Sandbox "${name}" has no endpoint to attach through: is it gone?`);
     }
     const endpoint = sandbox.status.endpoint;
-    // ATTACHES_AT_ONCE at a time (decision 0080): a replica that adopts a dead one's shards
-    // re-attaches all of its workspaces at once, and unpaced that starved its own Lease renewals.
-    const answer = await this.#attaches.run(async () =>
-      this.#postAttach(name, this.opts.resolveEndpoint ? await this.opts.resolveEndpoint(sandbox) : endpoint, body),
-    );
+    const send = async () =>
+      this.#postAttach(name, this.opts.resolveEndpoint ? await this.opts.resolveEndpoint(sandbox) : endpoint, body);
+    const answer = await (this.#attaches ? this.#attaches.run(send) : send());
     // ReposFresh as the operator last said it: fixed once per pod, so the provision's verdict.
     const fresh = conditionOf(sandbox, CONDITION.ReposFresh);
     const stale = staleSlots(body.slots, fresh?.status === "False" ? fresh.message : undefined);
