@@ -112,7 +112,8 @@ function createSpread(replicas: LocalOrchestrator[], count: number, body: unknow
 
 type Shared = { kubeconfig: string; tmp: string; remote: string; remotes: string; podConfig: string };
 
-async function measure(s: Shared, count: number, burst: number, live: number): Promise<Result[]> {
+/** Measures `count` replicas, each figure pushed onto `out` as soon as it is known. */
+async function measure(s: Shared, count: number, burst: number, live: number, out: Result[]): Promise<void> {
   const id = randomBytes(3).toString("hex");
   const ns = `orch-rep-${count}-${id}`;
   const leaseNs = `orch-rep-leases-${count}-${id}`;
@@ -125,7 +126,6 @@ async function measure(s: Shared, count: number, burst: number, live: number): P
   const replicas: LocalOrchestrator[] = [];
   const pods = Array.from({ length: count }, (_, i) => `r${i}`);
   const ports: number[] = [];
-  const out: Result[] = [];
   const fig = (metric: string, value: number, unit: string, target?: string) =>
     out.push({
       bench: B,
@@ -220,6 +220,14 @@ async function measure(s: Shared, count: number, burst: number, live: number): P
     const latencies = sorted(created.map((c) => c.ms));
     const toReady = sorted(created.map((c) => readyAt.get(c.name)! - c.started));
     process.stderr.write(`  ${burst} ready in ${round(allReady)} s\n`);
+    fig("workspaces_at_once", burst, "count");
+    fig("create_api_p50_ms", percentile(latencies, 50), "ms");
+    fig("create_api_p90_ms", percentile(latencies, 90), "ms");
+    fig("create_to_ready_p50_ms", percentile(toReady, 50), "ms");
+    fig("create_to_ready_p90_ms", percentile(toReady, 90), "ms");
+    fig("all_ready_seconds", allReady, "s");
+    for (const [i, pod] of pods.entries())
+      fig(`${pod}_rss_at_burst_mb`, memoryMb(replicas[i].process.pid!, "VmRSS"), "MB");
 
     // 2. Several: the replica holding the most shards killed with the burst live, its workspaces served
     // ready again by the survivors; then started again and the shards shared out once more.
@@ -267,12 +275,6 @@ async function measure(s: Shared, count: number, burst: number, live: number): P
     const rssLive = replicas.map((r) => memoryMb(r.process.pid!, "VmRSS"));
     const cpuLive = replicas.map((r) => cpu(r.process.pid));
 
-    fig("workspaces_at_once", burst, "count");
-    fig("create_api_p50_ms", percentile(latencies, 50), "ms");
-    fig("create_api_p90_ms", percentile(latencies, 90), "ms");
-    fig("create_to_ready_p50_ms", percentile(toReady, 50), "ms");
-    fig("create_to_ready_p90_ms", percentile(toReady, 90), "ms");
-    fig("all_ready_seconds", allReady, "s");
     fig("live_workspaces", live, "count");
     fig("top_up_seconds", liveSeconds, "s");
     // Against the design's 16 shard Leases and one member Lease per replica, each renewed every 4 s
@@ -301,7 +303,6 @@ async function measure(s: Shared, count: number, burst: number, live: number): P
       fig(`killed_shards_${live}_live`, moved.shards, "count");
       fig(`move_after_kill_${live}_live_seconds`, moved.seconds, "s", "<= 15");
     }
-    return out;
   } finally {
     await Promise.all(replicas.map((r) => r.stop()));
     // Gone before the next replica count runs, so its figures do not carry this one's Sandboxes.
@@ -344,7 +345,24 @@ export async function orchestratorReplicasBench(
     const out: Result[] = [];
     for (const count of counts) {
       process.stderr.write(`bench orchestrator-replicas: ${count} replica(s), ${burst} at once, ${live} live\n`);
-      out.push(...(await measure({ kubeconfig, tmp, remote, remotes, podConfig }, count, burst, live)));
+      // A count that fails is reported as failed, with the figures it had measured, and the next
+      // count still runs: a long run keeps what it measured.
+      const figures: Result[] = [];
+      let completed = 1;
+      try {
+        await measure({ kubeconfig, tmp, remote, remotes, podConfig }, count, burst, live, figures);
+      } catch (err) {
+        completed = 0;
+        process.stderr.write(`bench orchestrator-replicas: ${count} replica(s) failed: ${String(err)}\n`);
+      }
+      out.push(...figures, {
+        bench: B,
+        metric: `replicas_${count}_completed`,
+        value: completed,
+        unit: "count",
+        target: "1",
+        met: completed === 1,
+      });
     }
     return out;
   } finally {
