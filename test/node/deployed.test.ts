@@ -40,6 +40,7 @@ import {
   removeInstallation,
   onNode,
   probePod,
+  SANDBOX_RESOURCE,
 } from "./support";
 import { publicHostAddresses, startPublicHost, type PublicHost } from "./public-host";
 import { describeEffects } from "./effects-suite";
@@ -492,7 +493,7 @@ describe("the manifests npm run build writes, deployed with the images npm run i
     expect(view.phase).toBe("Ready");
     const pod = getJson(["pod", "-n", SANDBOXES, name]);
     expect(pod.spec.nodeName).toBe(node.name);
-    const key = getJson(["sandbox", "-n", SANDBOXES, name]).spec.repos[0].key as string;
+    const key = getJson([SANDBOX_RESOURCE, "-n", SANDBOXES, name]).spec.repos[0].key as string;
     const log = kubectlOk([
       "exec",
       "-n",

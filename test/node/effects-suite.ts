@@ -15,7 +15,7 @@ import { effectorKey } from "../../orchestrator/tokens";
 import { shardOf } from "../../orchestrator/replicas/ownership";
 import { shardLeaseName } from "../../api/wire";
 import type { PublicHost } from "./public-host";
-import { type Obj, ROOT, getJson, kubectl, kubectlOk, until } from "./support";
+import { type Obj, ROOT, getJson, kubectl, kubectlOk, until, SANDBOX_RESOURCE } from "./support";
 
 export type EffectsContext = {
   client: () => OrchestratorClient;
@@ -376,7 +376,7 @@ export function describeEffects(ctx: EffectsContext) {
           expect(f.message).toMatch(/landlock/i);
           expect(f.message).toContain("effector.requireCommands");
           // What the operator published: the Effector's termination, its reason in its own words.
-          const sandbox = getJson(["sandbox", "-n", ctx.namespace, ws]) as Obj;
+          const sandbox = getJson([SANDBOX_RESOURCE, "-n", ctx.namespace, ws]) as Obj;
           expect(sandbox.status.effector.lastTerminated.message).toMatch(/landlock/i);
         } finally {
           if (ws) await c.deleteWorkspace(ws).catch(() => undefined);

@@ -38,6 +38,7 @@ import {
   serveWidgetsRemote,
   INSTALLED,
   removeInstallation,
+  SANDBOX_RESOURCE,
 } from "./support";
 
 const node = realNode();
@@ -271,7 +272,7 @@ describe("the whole installation by helm: install, a workspace, upgrade with it 
     });
     before.workspace = held.workspace!;
     before.iid = held.iid!;
-    before.sandboxUid = getJson(["sandbox", "-n", SANDBOXES, before.workspace]).metadata.uid;
+    before.sandboxUid = getJson([SANDBOX_RESOURCE, "-n", SANDBOXES, before.workspace]).metadata.uid;
     const pod = getJson(["pod", "-n", SANDBOXES, before.workspace]);
     before.podUid = pod.metadata.uid;
     expect(pod.spec.nodeName).toBe(node.name);
@@ -349,7 +350,7 @@ describe("the whole installation by helm: install, a workspace, upgrade with it 
       Buffer.from(`${TOKEN}\n`).toString("base64"),
     );
     // The workspace: the same Sandbox and pod, its held pick still there after the Orchestrator rolled.
-    expect(getJson(["sandbox", "-n", SANDBOXES, before.workspace]).metadata.uid).toBe(before.sandboxUid);
+    expect(getJson([SANDBOX_RESOURCE, "-n", SANDBOXES, before.workspace]).metadata.uid).toBe(before.sandboxUid);
     expect(getJson(["pod", "-n", SANDBOXES, before.workspace]).metadata.uid).toBe(before.podUid);
     expect((await client().picks(before.workspace)).items.map((p) => [p.iid, p.pick])).toEqual([
       [before.iid, "propose"],
@@ -368,7 +369,7 @@ describe("the whole installation by helm: install, a workspace, upgrade with it 
     expectProposedTurn(output, modelNs, "helm");
     // The Machine deleted its workspace at its end: the Sandbox goes.
     await until(`Sandbox ${before.workspace} gone`, 180_000, () =>
-      kubectl(["get", "sandbox", "-n", SANDBOXES, before.workspace]).status !== 0 ? true : undefined,
+      kubectl(["get", SANDBOX_RESOURCE, "-n", SANDBOXES, before.workspace]).status !== 0 ? true : undefined,
     );
   }, 420_000);
 

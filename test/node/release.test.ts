@@ -28,6 +28,7 @@ import {
   realNode,
   removeInstallation,
   until,
+  SANDBOX_RESOURCE,
 } from "./support";
 
 const node = realNode();
@@ -224,14 +225,14 @@ describe("a release: signed images with SBOMs, charts by digest, installed from 
       return ["ready", "failed", "lost"].includes(v.state) ? v : undefined;
     });
     expect({ state: view.state, failure: view.failure }).toEqual({ state: "ready", failure: undefined });
-    const sandbox = getJson(["sandbox", "-n", SANDBOXES, name]);
+    const sandbox = getJson([SANDBOX_RESOURCE, "-n", SANDBOXES, name]);
     expect(sandbox.status.phase).toBe("Ready");
     const pod = getJson(["pod", "-n", SANDBOXES, name]);
     expect(pod.spec.nodeName).toBe(node.name);
     expect(pod.spec.containers.find((c: Obj) => c.name === "harness").image).toBe(sandboxImage);
     await client.deleteWorkspace(name);
     await until(`Sandbox ${name} gone`, 180_000, () =>
-      kubectl(["get", "sandbox", "-n", SANDBOXES, name]).status !== 0 ? true : undefined,
+      kubectl(["get", SANDBOX_RESOURCE, "-n", SANDBOXES, name]).status !== 0 ? true : undefined,
     );
   }, 900_000);
 

@@ -32,6 +32,7 @@ import {
   serveWidgetsRemote,
   INSTALLED,
   removeInstallation,
+  SANDBOX_RESOURCE,
 } from "./support";
 
 const node = realNode();
@@ -312,13 +313,13 @@ describe("three Orchestrators: a replica killed and all rolled while twenty work
       return mine.length === WORKSPACES && mine.every((v) => v.state === "ready") ? true : undefined;
     });
     for (const name of names) {
-      const sandbox = getJson(["sandbox", "-n", SANDBOXES, name]);
+      const sandbox = getJson([SANDBOX_RESOURCE, "-n", SANDBOXES, name]);
       const pod = getJson(["pod", "-n", SANDBOXES, name]);
       uids.set(name, { sandbox: sandbox.metadata.uid, pod: pod.metadata.uid });
     }
     // From here on, no workspace's lease may lapse: sampled until the end.
     keepalive.timer = setInterval(() => {
-      const items = getJson(["sandboxes", "-n", SANDBOXES]).items as Obj[];
+      const items = getJson([SANDBOX_RESOURCE, "-n", SANDBOXES]).items as Obj[];
       const now = Date.now();
       for (const name of names) {
         const s = items.find((i) => i.metadata.name === name);
@@ -431,10 +432,15 @@ describe("three Orchestrators: a replica killed and all rolled while twenty work
       expect([name, [...new Set(t.follow.deliveries)]]).toEqual([name, [t.deliveryId]]);
     }
     // The same twenty Sandboxes and pods, none other made by the Orchestrators.
-    const sandboxes = (getJson(["sandboxes", "-n", SANDBOXES]).items as Obj[]).map((s) => s.metadata.name as string);
+    const sandboxes = (getJson([SANDBOX_RESOURCE, "-n", SANDBOXES]).items as Obj[]).map(
+      (s) => s.metadata.name as string,
+    );
     expect(sandboxes.sort()).toEqual([...names].sort());
     for (const name of names) {
-      expect([name, getJson(["sandbox", "-n", SANDBOXES, name]).metadata.uid]).toEqual([name, uids.get(name)!.sandbox]);
+      expect([name, getJson([SANDBOX_RESOURCE, "-n", SANDBOXES, name]).metadata.uid]).toEqual([
+        name,
+        uids.get(name)!.sandbox,
+      ]);
       expect([name, getJson(["pod", "-n", SANDBOXES, name]).metadata.uid]).toEqual([name, uids.get(name)!.pod]);
     }
     clearInterval(keepalive.timer);

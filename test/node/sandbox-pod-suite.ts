@@ -48,6 +48,7 @@ import {
   onNode,
   probePod as nodeProbePod,
   until,
+  SANDBOX_RESOURCE,
 } from "./support";
 
 /** How a suite runs its Sandboxes: the RuntimeClass of every Sandbox pod (absent: the node's
@@ -258,7 +259,7 @@ export function sandboxPodSuite({ runtimeClass }: SandboxPodRuntime): void {
         failure: undefined,
       });
       pod = getJson(["pod", "-n", ns, name]);
-      repoKey = getJson(["sandbox", "-n", ns, name]).spec.repos[0].key;
+      repoKey = getJson([SANDBOX_RESOURCE, "-n", ns, name]).spec.repos[0].key;
       // Refused first: the guard is there; then lifted until an exec into the custodian gets in.
       expect(exec("custodian", "true").stderr).toContain('exec into container "custodian"');
       connectGuard.lift();

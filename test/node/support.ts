@@ -1,5 +1,6 @@
 // What the real node tier's tests share: the cluster's settings (read once by global-setup.ts from
 // `cluster.sh env` and handed over in the environment), kubectl, and waiting with a deadline.
+import { GROUP } from "../../api/crd/sources/common";
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -128,7 +129,7 @@ export const INSTALLED = {
 export function removeInstallation(namespaces: string[]): void {
   const { module, peprNamespace, system, sandboxes } = INSTALLED;
   if (kubectl(["get", "namespace", sandboxes]).status === 0)
-    kubectl(["delete", "sandboxes", "--all", "-n", sandboxes, "--timeout=120s"]);
+    kubectl(["delete", SANDBOX_RESOURCE, "--all", "-n", sandboxes, "--timeout=120s"]);
   for (const ns of [sandboxes, system, peprNamespace, ...namespaces])
     kubectl(["delete", "namespace", ns, "--ignore-not-found", "--timeout=180s"]);
   kubectl(["delete", "validatingwebhookconfiguration,mutatingwebhookconfiguration", module, "--ignore-not-found"]);
@@ -188,6 +189,10 @@ export async function until<T>(
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type Obj = any;
+
+/** jr2's Sandboxes by their full name: a cluster may serve another kind named Sandbox (agent-sandbox's
+ * `sandboxes.agents.x-k8s.io`), which kubectl could take for a bare `sandbox`. */
+export const SANDBOX_RESOURCE = `sandboxes.${GROUP}`;
 export const getJson = (args: string[]): Obj => JSON.parse(kubectlOk(["get", ...args, "-o", "json"]));
 
 /**
