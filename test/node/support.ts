@@ -275,12 +275,22 @@ export async function available(namespace: string, deployment: string): Promise<
     const s = d.status ?? {};
     // Every replica the current one: an old pod still serving mid-rollout would present the
     // previous build's certificate to a webhook's new CA bundle.
-    return s.observedGeneration >= d.metadata.generation &&
-      s.replicas === d.spec.replicas &&
-      s.updatedReplicas === d.spec.replicas &&
-      s.availableReplicas === d.spec.replicas
-      ? true
-      : undefined;
+    if (
+      !(
+        s.observedGeneration >= d.metadata.generation &&
+        s.replicas === d.spec.replicas &&
+        s.updatedReplicas === d.spec.replicas &&
+        s.availableReplicas === d.spec.replicas
+      )
+    )
+      return undefined;
+    // And no old pod still terminating: the status counts none, but one may still serve (an
+    // Orchestrator replica hands its shards over after SIGTERM, with the previous pod config).
+    const selector = Object.entries(d.spec.selector?.matchLabels ?? {})
+      .map(([k, v]) => `${k}=${String(v)}`)
+      .join(",");
+    const pods = getJson(["pods", "-n", namespace, "-l", selector]).items as Obj[];
+    return pods.length === d.spec.replicas && pods.every((p) => !p.metadata.deletionTimestamp) ? true : undefined;
   });
 }
 
